@@ -1,0 +1,76 @@
+//! What the dashboard needs from the server, as a trait the server implements.
+//!
+//! `app` cannot depend on `server` (the server depends on `app`), so the server functions reach
+//! the server's services through this trait, provided as context for every request. The server's
+//! implementation calls the very functions its REST routes call: one implementation, two mounts.
+
+use std::sync::Arc;
+
+use tower_sessions::Session;
+
+use crate::dto::{
+    CreateTokenRequest, CreateUserRequest, CreatedToken, Me, Overview, TokenView,
+    UpdateScopesRequest, UserView,
+};
+use crate::error::AppError;
+
+/// The server's services, seen from a dashboard request. Every method that acts for a person
+/// takes their cookie session and authenticates and authorizes inside.
+#[async_trait::async_trait]
+pub trait Backend: Send + Sync + 'static {
+    /// Checks a password and, on success, rotates the session id and signs the user in.
+    async fn sign_in(
+        &self,
+        session: &Session,
+        tenant: &str,
+        username: &str,
+        password: &str,
+    ) -> Result<Me, AppError>;
+    /// Ends the session (the id is invalidated in the store).
+    async fn sign_out(&self, session: &Session) -> Result<(), AppError>;
+    /// The signed-in user, or `None`.
+    async fn me(&self, session: &Session) -> Result<Option<Me>, AppError>;
+    /// Figures for the overview page.
+    async fn overview(&self, session: &Session) -> Result<Overview, AppError>;
+    /// Tokens of the tenant (admin).
+    async fn list_tokens(&self, session: &Session) -> Result<Vec<TokenView>, AppError>;
+    /// Creates a token (admin); the secret is in the answer and nowhere else.
+    async fn create_token(
+        &self,
+        session: &Session,
+        request: CreateTokenRequest,
+    ) -> Result<CreatedToken, AppError>;
+    /// Revokes a token (admin).
+    async fn revoke_token(&self, session: &Session, id: &str) -> Result<TokenView, AppError>;
+    /// Users of the tenant (admin).
+    async fn list_users(&self, session: &Session) -> Result<Vec<UserView>, AppError>;
+    /// Creates a user (admin).
+    async fn create_user(
+        &self,
+        session: &Session,
+        request: CreateUserRequest,
+    ) -> Result<UserView, AppError>;
+    /// Replaces a user's scopes (admin).
+    async fn update_user_scopes(
+        &self,
+        session: &Session,
+        username: &str,
+        request: UpdateScopesRequest,
+    ) -> Result<UserView, AppError>;
+}
+
+/// How the backend travels in Leptos context.
+pub type SharedBackend = Arc<dyn Backend>;
+
+/// The backend and the caller's session, for use inside a server function.
+pub async fn context() -> Result<(SharedBackend, Session), AppError> {
+    let backend = leptos::prelude::use_context::<SharedBackend>().ok_or_else(|| {
+        tracing::error!("no Backend in context: the server did not provide it");
+        AppError::internal()
+    })?;
+    let session = leptos_axum::extract::<Session>().await.map_err(|e| {
+        tracing::error!(error = %e, "no session layer in front of a server function");
+        AppError::internal()
+    })?;
+    Ok((backend, session))
+}

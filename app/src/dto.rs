@@ -1,0 +1,128 @@
+//! Data the dashboard and the REST API exchange: requests and views. Never database rows: the
+//! server maps its rows into these, so a column added for bookkeeping never leaks.
+
+use serde::{Deserialize, Serialize};
+
+/// The signed-in person, as the dashboard shows them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Me {
+    /// Tenant the user belongs to.
+    pub tenant_id: String,
+    /// The user's name (also their actor id).
+    pub username: String,
+    /// Scopes held.
+    pub scopes: Vec<String>,
+}
+
+impl Me {
+    /// Whether the user holds `scope` (with `:admin` implying the other Aperture scopes).
+    pub fn can(&self, scope: &str) -> bool {
+        engine::scope::ScopeSet::parse(&self.scopes).is_ok_and(|s| s.satisfies(scope))
+    }
+}
+
+/// `POST /tokens` and the dashboard's token form.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTokenRequest {
+    /// The actor every call made with this token is attributed to.
+    pub actor_id: String,
+    /// Scopes granted.
+    pub scopes: Vec<String>,
+    /// A label for people (optional).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// Expiry as RFC 3339 (optional; no expiry when absent).
+    #[serde(default)]
+    pub expires_at: Option<String>,
+}
+
+/// An API token as listed. The secret is never part of it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenView {
+    /// `tok_…`
+    pub id: String,
+    /// Actor of the calls made with it.
+    pub actor_id: String,
+    /// Label.
+    pub name: Option<String>,
+    /// Scopes granted.
+    pub scopes: Vec<String>,
+    /// The principal that created it.
+    pub created_by: String,
+    /// RFC 3339.
+    pub created_at: String,
+    /// RFC 3339, when it stops working.
+    pub expires_at: Option<String>,
+    /// RFC 3339, when it was revoked.
+    pub revoked_at: Option<String>,
+    /// RFC 3339, last successful authentication.
+    pub last_used_at: Option<String>,
+    /// `active`, `expired` or `revoked`.
+    pub status: TokenStatus,
+}
+
+/// Whether a token still authenticates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TokenStatus {
+    /// Authenticates.
+    Active,
+    /// Past its `expires_at`.
+    Expired,
+    /// Revoked by an admin.
+    Revoked,
+}
+
+/// A token just created: the only time its secret is ever shown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreatedToken {
+    /// The stored token.
+    pub token: TokenView,
+    /// `apt_…`; shown once, never stored.
+    pub secret: String,
+}
+
+/// `POST /users` and the dashboard's user form.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateUserRequest {
+    /// Sign-in name, unique in the tenant.
+    pub username: String,
+    /// Initial password.
+    pub password: String,
+    /// Scopes granted.
+    pub scopes: Vec<String>,
+}
+
+/// `PUT /users/{username}/scopes`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateScopesRequest {
+    /// The complete new set of scopes.
+    pub scopes: Vec<String>,
+}
+
+/// A dashboard user as listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UserView {
+    /// Sign-in name.
+    pub username: String,
+    /// Scopes held.
+    pub scopes: Vec<String>,
+    /// RFC 3339.
+    pub created_at: String,
+    /// Who created the user (`operator` for the command line).
+    pub created_by: String,
+}
+
+/// Counts for the overview page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Overview {
+    /// The signed-in user.
+    pub me: Me,
+    /// Tokens that still authenticate.
+    pub active_tokens: u64,
+    /// Users in the tenant.
+    pub users: u64,
+}

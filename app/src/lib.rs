@@ -1,0 +1,91 @@
+#![recursion_limit = "256"]
+//! # The Aperture dashboard
+//!
+//! Leptos components rendered on the server and hydrated in the browser.
+//!
+//! - [`error`]: [`error::AppError`], the one error shape of the dashboard and the REST API.
+//! - [`dto`]: requests and views exchanged with the server (never database rows).
+//! - [`api`]: the `#[server]` functions; each authenticates and authorizes inside, through the
+//!   [`backend::Backend`] the server provides (`ssr` only).
+//! - [`layout`]: the signed-in frame (header, navigation) and the sign-in guard.
+//! - [`pages`]: one module per page.
+//!
+//! Features: `ssr` for the server build, `hydrate` for the wasm build.
+
+pub mod api;
+#[cfg(feature = "ssr")]
+pub mod backend;
+pub mod dto;
+pub mod error;
+pub mod layout;
+pub mod pages;
+
+use leptos::prelude::*;
+use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
+use leptos_router::{
+    components::{ParentRoute, Route, Router, Routes},
+    path,
+};
+
+/// Name of the generated JS/wasm/CSS files under `/pkg`.
+pub const OUTPUT_NAME: &str = "aperture";
+
+/// The HTML document around the app (server only).
+pub fn shell(options: LeptosOptions) -> impl IntoView {
+    view! {
+        <!DOCTYPE html>
+        <html lang="en">
+            <head>
+                <meta charset="utf-8"/>
+                <meta name="viewport" content="width=device-width, initial-scale=1"/>
+                <meta name="color-scheme" content="light dark"/>
+                <AutoReload options=options.clone()/>
+                <HydrationScripts options/>
+                <MetaTags/>
+            </head>
+            <body>
+                <App/>
+            </body>
+        </html>
+    }
+}
+
+/// The routed application.
+#[component]
+pub fn App() -> impl IntoView {
+    provide_meta_context();
+    mark_hydrated();
+    view! {
+        <Stylesheet id="leptos" href="/pkg/aperture.css"/>
+        <Title text="Aperture"/>
+        <Router>
+            <Routes fallback=pages::not_found::NotFound>
+                <Route path=path!("/sign-in") view=pages::sign_in::SignInPage/>
+                <ParentRoute path=path!("") view=layout::SignedIn>
+                    <Route path=path!("") view=pages::overview::OverviewPage/>
+                    <Route path=path!("tokens") view=pages::tokens::TokensPage/>
+                    <Route path=path!("users") view=pages::users::UsersPage/>
+                </ParentRoute>
+            </Routes>
+        </Router>
+    }
+}
+
+/// Sets `data-hydrated` on `<body>` once the wasm has taken over, so browser tests (and
+/// curious people) can tell a hydrated page from server-rendered HTML.
+fn mark_hydrated() {
+    Effect::new(|_| {
+        #[cfg(feature = "hydrate")]
+        if let Some(body) = document().body() {
+            let _ = body.set_attribute("data-hydrated", "true");
+        }
+    });
+}
+
+/// Entry point of the wasm bundle.
+#[cfg(feature = "hydrate")]
+#[wasm_bindgen::prelude::wasm_bindgen]
+pub fn hydrate() {
+    console_error_panic_hook::set_once();
+    leptos::mount::hydrate_body(App);
+}

@@ -1,0 +1,188 @@
+//! The REST mount of the AgentToolExposureService: `/api/v2/agent-tool-exposure/…` (CONTRACT §8).
+//!
+//! Every route is declared once, in [`Api::route`], together with the scope it requires; the
+//! scope is enforced by a middleware wrapped around that very handler, so a route cannot exist
+//! without its check. [`route_specs`] lists them for the scope-matrix test and for docs.
+
+mod json;
+mod tokens;
+mod users;
+
+use axum::Router;
+use axum::extract::{FromRequestParts, Request, State};
+use axum::handler::Handler;
+use axum::http::request::Parts;
+use axum::http::{Method, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{MethodFilter, on};
+use engine::scope;
+
+use app::error::{AppError, ErrorCode};
+
+pub use json::ApiJson;
+
+use crate::auth::{Principal, principal::authenticate_bearer};
+use crate::error::ApiError;
+use crate::state::AppState;
+
+/// Where the REST API is mounted.
+pub const PREFIX: &str = "/api/v2/agent-tool-exposure";
+
+/// One REST route and the scope it requires.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteSpec {
+    /// HTTP method.
+    pub method: Method,
+    /// Path below [`PREFIX`], with `{param}` placeholders.
+    pub path: &'static str,
+    /// Scope the caller must hold.
+    pub scope: &'static str,
+}
+
+/// Something routes are declared into: the router itself, or the list of [`RouteSpec`]s.
+trait Declare: Sized {
+    /// Adds `method path` guarded by `scope`.
+    fn route<H, T>(
+        self,
+        method: Method,
+        path: &'static str,
+        scope: &'static str,
+        handler: H,
+    ) -> Self
+    where
+        H: Handler<T, AppState>,
+        T: 'static;
+}
+
+/// The one list of REST routes. Adding a route here adds its scope check and its row in the
+/// scope-matrix test's comparison.
+fn declare<D: Declare>(d: D) -> D {
+    d.route(Method::GET, "/tokens", scope::ADMIN, tokens::list)
+        .route(Method::POST, "/tokens", scope::ADMIN, tokens::create)
+        .route(Method::DELETE, "/tokens/{id}", scope::ADMIN, tokens::revoke)
+        .route(Method::GET, "/users", scope::ADMIN, users::list)
+        .route(Method::POST, "/users", scope::ADMIN, users::create)
+        .route(
+            Method::PUT,
+            "/users/{username}/scopes",
+            scope::ADMIN,
+            users::update_scopes,
+        )
+}
+
+struct Guarded {
+    state: AppState,
+    router: Router<AppState>,
+}
+
+impl Declare for Guarded {
+    fn route<H, T>(
+        mut self,
+        method: Method,
+        path: &'static str,
+        scope: &'static str,
+        handler: H,
+    ) -> Self
+    where
+        H: Handler<T, AppState>,
+        T: 'static,
+    {
+        let filter = MethodFilter::try_from(method).unwrap_or(MethodFilter::GET);
+        let guarded = handler.layer(middleware::from_fn_with_state(
+            (self.state.clone(), scope),
+            enforce,
+        ));
+        self.router = self.router.route(path, on(filter, guarded));
+        self
+    }
+}
+
+impl Declare for Vec<RouteSpec> {
+    fn route<H, T>(
+        mut self,
+        method: Method,
+        path: &'static str,
+        scope: &'static str,
+        _handler: H,
+    ) -> Self
+    where
+        H: Handler<T, AppState>,
+        T: 'static,
+    {
+        self.push(RouteSpec {
+            method,
+            path,
+            scope,
+        });
+        self
+    }
+}
+
+/// The REST router, to be nested at [`PREFIX`].
+pub fn router(state: AppState) -> Router<AppState> {
+    declare(Guarded {
+        state,
+        router: Router::new(),
+    })
+    .router
+    .fallback(|| async { ApiError(AppError::not_found("route")) })
+}
+
+/// Every REST route with its scope.
+pub fn route_specs() -> Vec<RouteSpec> {
+    declare(Vec::new())
+}
+
+/// Authenticates the bearer token (401), checks the route's scope (403) and hands the principal
+/// to the handler.
+async fn enforce(
+    State((state, required)): State<(AppState, &'static str)>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let secret = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim);
+    let Some(secret) = secret.filter(|s| !s.is_empty()) else {
+        return ApiError(AppError::new(
+            ErrorCode::Unauthenticated,
+            "a bearer token is required",
+        ))
+        .into_response();
+    };
+    let principal = match authenticate_bearer(&state.store, secret).await {
+        Ok(p) => p,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    if let Err(e) = principal.require(required) {
+        return ApiError(e).into_response();
+    }
+    request.extensions_mut().insert(principal);
+    next.run(request).await
+}
+
+/// The authenticated principal of a REST request (set by the route's guard).
+pub struct Caller(pub Principal);
+
+impl<S: Send + Sync> FromRequestParts<S> for Caller {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        parts
+            .extensions
+            .get::<Principal>()
+            .cloned()
+            .map(Caller)
+            .ok_or_else(|| {
+                tracing::error!(path = %parts.uri.path(), "route without a scope guard");
+                ApiError(AppError::internal())
+            })
+    }
+}

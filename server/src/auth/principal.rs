@@ -1,0 +1,90 @@
+//! The authenticated caller.
+
+use engine::scope::ScopeSet;
+use sha2::{Digest, Sha256};
+
+use app::error::AppError;
+
+use crate::error::ServiceError;
+use crate::store::{self, Store};
+
+/// How a principal authenticated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PrincipalKind {
+    /// `Authorization: Bearer apt_…`
+    Token {
+        /// `tok_…`
+        token_id: String,
+        /// The principal that created the token (approvals refuse it, CONTRACT §1).
+        created_by: String,
+    },
+    /// A dashboard user with a cookie session.
+    User,
+}
+
+/// A caller whose identity is established: one tenant, one actor, a set of scopes.
+#[derive(Debug, Clone)]
+pub struct Principal {
+    /// Tenant every read and write is confined to.
+    pub tenant_id: String,
+    /// The actor calls are attributed to (a user's actor id is their username).
+    pub actor_id: String,
+    /// Scopes held.
+    pub scopes: ScopeSet,
+    /// Token or user.
+    pub kind: PrincipalKind,
+}
+
+impl Principal {
+    /// `Ok` when the principal holds `scope`, else 403 naming it.
+    pub fn require(&self, scope: &str) -> Result<(), AppError> {
+        if self.scopes.satisfies(scope) {
+            Ok(())
+        } else {
+            Err(AppError::missing_scope(scope))
+        }
+    }
+
+    /// What `created_by` records when this principal creates something.
+    pub fn as_creator(&self) -> String {
+        match &self.kind {
+            PrincipalKind::User => format!("user:{}", self.actor_id),
+            PrincipalKind::Token { .. } => self.actor_id.clone(),
+        }
+    }
+}
+
+/// Lowercase hex SHA-256 of a token secret: the only form in which secrets are stored.
+pub fn secret_hash(secret: &str) -> String {
+    hex::encode(Sha256::digest(secret.as_bytes()))
+}
+
+/// The principal of a bearer token, or 401 when the token is unknown, revoked or expired.
+#[tracing::instrument(skip_all)]
+pub async fn authenticate_bearer(store: &Store, secret: &str) -> Result<Principal, ServiceError> {
+    let Some(row) = store::tokens::find_by_secret_hash(store, &secret_hash(secret)).await? else {
+        return Err(AppError::new(app::error::ErrorCode::Unauthenticated, "unknown token").into());
+    };
+    if row.revoked_at.is_some() {
+        return Err(AppError::new(app::error::ErrorCode::Unauthenticated, "token revoked").into());
+    }
+    if row.expires_at.is_some_and(|at| at <= store::now_ms()) {
+        return Err(AppError::new(app::error::ErrorCode::Unauthenticated, "token expired").into());
+    }
+    let scopes = ScopeSet::parse(&row.scopes).map_err(|e| {
+        ServiceError::Other(anyhow::anyhow!(
+            "stored scopes of {} are invalid: {e}",
+            row.id
+        ))
+    })?;
+    store::tokens::touch(store, &row.id).await?;
+    Ok(Principal {
+        tenant_id: row.tenant_id,
+        actor_id: row.actor_id,
+        scopes,
+        kind: PrincipalKind::Token {
+            token_id: row.id,
+            created_by: row.created_by,
+        },
+    })
+}

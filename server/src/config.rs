@@ -1,0 +1,36 @@
+//! Configuration, from the command line and `APERTURE_*` environment variables.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Everything `aperture serve` needs to start.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Listen address (`APERTURE_ADDR`, default 127.0.0.1:3000; port 0 picks a free port).
+    pub addr: SocketAddr,
+    /// `sqlite://…` or `postgres://…` (`APERTURE_DATABASE_URL`).
+    pub database_url: String,
+    /// Folder with the built dashboard (`pkg/` inside) (`APERTURE_SITE_ROOT`).
+    pub site_root: PathBuf,
+    /// Set cookies `Secure` with the `__Host-` prefix (`APERTURE_SECURE_COOKIES`, or an https
+    /// `APERTURE_PUBLIC_URL`).
+    pub secure_cookies: bool,
+    /// Creates user `admin` on a database without users (`APERTURE_BOOTSTRAP_ADMIN_PASSWORD`).
+    pub bootstrap_admin_password: Option<String>,
+    /// Largest request body accepted, in bytes.
+    pub max_body_bytes: usize,
+}
+
+impl Config {
+    /// Defaults for a data folder: SQLite in `<data_dir>/aperture.db`, the site in `target/site`.
+    pub fn new(data_dir: &std::path::Path) -> Self {
+        Self {
+            addr: SocketAddr::from(([127, 0, 0, 1], 3000)),
+            database_url: format!("sqlite://{}", data_dir.join("aperture.db").display()),
+            site_root: PathBuf::from("target/site"),
+            secure_cookies: false,
+            bootstrap_admin_password: None,
+            max_body_bytes: 1024 * 1024,
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! The dashboard: the Leptos app served by axum, and the [`Backend`] its server functions call.
+//! Every method here is a thin adapter onto the same services the REST routes use.
+
+use std::sync::Arc;
+
+use app::backend::{Backend, SharedBackend};
+use app::dto::{
+    CreateTokenRequest, CreateUserRequest, CreatedToken, Me, Overview, TokenView,
+    UpdateScopesRequest, UserView,
+};
+use app::error::AppError;
+use tower_sessions::Session;
+
+use crate::auth::{Principal, dashboard};
+use crate::error::ServiceError;
+use crate::state::AppState;
+use crate::{store, tokens, users};
+
+/// The server's [`Backend`].
+pub struct DashboardBackend {
+    state: AppState,
+}
+
+impl DashboardBackend {
+    /// As Leptos context.
+    pub fn shared(state: AppState) -> SharedBackend {
+        Arc::new(Self { state })
+    }
+
+    async fn principal(&self, session: &Session) -> Result<Principal, AppError> {
+        dashboard::require(&self.state.store, session)
+            .await
+            .map_err(ServiceError::into_app_error)
+    }
+}
+
+fn me_of(p: &Principal) -> Me {
+    Me {
+        tenant_id: p.tenant_id.clone(),
+        username: p.actor_id.clone(),
+        scopes: p.scopes.iter().map(str::to_owned).collect(),
+    }
+}
+
+#[async_trait::async_trait]
+impl Backend for DashboardBackend {
+    async fn sign_in(
+        &self,
+        session: &Session,
+        tenant: &str,
+        username: &str,
+        password: &str,
+    ) -> Result<Me, AppError> {
+        dashboard::sign_in(
+            &self.state.store,
+            &self.state.passwords,
+            session,
+            tenant.trim(),
+            username.trim(),
+            password,
+        )
+        .await
+        .map_err(ServiceError::into_app_error)
+    }
+
+    async fn sign_out(&self, session: &Session) -> Result<(), AppError> {
+        dashboard::sign_out(session)
+            .await
+            .map_err(ServiceError::into_app_error)
+    }
+
+    async fn me(&self, session: &Session) -> Result<Option<Me>, AppError> {
+        let p = dashboard::current(&self.state.store, session)
+            .await
+            .map_err(ServiceError::into_app_error)?;
+        Ok(p.as_ref().map(me_of))
+    }
+
+    async fn overview(&self, session: &Session) -> Result<Overview, AppError> {
+        let p = self.principal(session).await?;
+        let s = &self.state.store;
+        let figures = async {
+            let active_tokens = store::tokens::count_active(s, &p.tenant_id).await?;
+            let users = store::users::count(s, &p.tenant_id).await?;
+            Ok::<_, ServiceError>((active_tokens, users))
+        };
+        let (active_tokens, users) = figures.await.map_err(ServiceError::into_app_error)?;
+        Ok(Overview {
+            me: me_of(&p),
+            active_tokens: u64::try_from(active_tokens).unwrap_or(0),
+            users: u64::try_from(users).unwrap_or(0),
+        })
+    }
+
+    async fn list_tokens(&self, session: &Session) -> Result<Vec<TokenView>, AppError> {
+        let p = self.principal(session).await?;
+        tokens::list(&self.state.store, &p)
+            .await
+            .map_err(ServiceError::into_app_error)
+    }
+
+    async fn create_token(
+        &self,
+        session: &Session,
+        request: CreateTokenRequest,
+    ) -> Result<CreatedToken, AppError> {
+        let p = self.principal(session).await?;
+        tokens::create(&self.state.store, &p, &request)
+            .await
+            .map_err(ServiceError::into_app_error)
+    }
+
+    async fn revoke_token(&self, session: &Session, id: &str) -> Result<TokenView, AppError> {
+        let p = self.principal(session).await?;
+        tokens::revoke(&self.state.store, &p, id)
+            .await
+            .map_err(ServiceError::into_app_error)
+    }
+
+    async fn list_users(&self, session: &Session) -> Result<Vec<UserView>, AppError> {
+        let p = self.principal(session).await?;
+        users::list(&self.state.store, &p)
+            .await
+            .map_err(ServiceError::into_app_error)
+    }
+
+    async fn create_user(
+        &self,
+        session: &Session,
+        request: CreateUserRequest,
+    ) -> Result<UserView, AppError> {
+        let p = self.principal(session).await?;
+        users::create(&self.state.store, &self.state.passwords, &p, &request)
+            .await
+            .map_err(ServiceError::into_app_error)
+    }
+
+    async fn update_user_scopes(
+        &self,
+        session: &Session,
+        username: &str,
+        request: UpdateScopesRequest,
+    ) -> Result<UserView, AppError> {
+        let p = self.principal(session).await?;
+        users::update_scopes(&self.state.store, &p, username, &request)
+            .await
+            .map_err(ServiceError::into_app_error)
+    }
+}
+
+/// Gives server-function errors their real HTTP status. Leptos answers every server-function
+/// error with 500; the body is our [`AppError`], whose code knows better (a wrong password is
+/// 401, an invalid form 422). Leptos' client treats every 4xx/5xx the same, so only the status
+/// line changes.
+pub async fn server_fn_status(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::StatusCode;
+    let response = next.run(request).await;
+    if response.status() != StatusCode::INTERNAL_SERVER_ERROR
+        || !response.headers().contains_key("serverfnerror")
+    {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, 64 * 1024).await else {
+        parts.status = StatusCode::INTERNAL_SERVER_ERROR;
+        return axum::response::Response::from_parts(
+            parts,
+            axum::body::Body::from(r#"{"code":"internal","message":"internal error"}"#),
+        );
+    };
+    if let Ok(err) = serde_json::from_slice::<AppError>(&bytes) {
+        parts.status = StatusCode::from_u16(err.code.http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    }
+    axum::response::Response::from_parts(parts, axum::body::Body::from(bytes))
+}

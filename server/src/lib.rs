@@ -1,0 +1,30 @@
+//! # `aperture`: the server
+//!
+//! A tour, from the outside in:
+//! - [`cli`]: the `aperture` command line; `serve` builds an [`startup::Application`].
+//! - [`startup`]: wiring of the HTTP surface (REST API, dashboard) and start-up bootstrap.
+//! - [`config`]: what the server is configured with.
+//! - [`state`]: [`state::AppState`], shared by every handler.
+//! - [`api`]: the REST mount (`/api/v2/agent-tool-exposure`), every route with its scope.
+//! - [`dashboard`]: the Leptos dashboard's [`app::backend::Backend`], onto the same services.
+//! - [`auth`]: principals, bearer tokens, passwords, cookie sessions, CSRF.
+//! - [`tokens`], [`users`]: services behind both the API and the dashboard.
+//! - [`store`]: SQL per domain over SQLite or PostgreSQL.
+//! - [`error`]: how service errors reach callers (and what is only logged).
+//! - [`ids`]: random identifiers and secrets.
+
+pub mod api;
+pub mod auth;
+pub mod cli;
+pub mod config;
+pub mod dashboard;
+pub mod error;
+pub mod ids;
+pub mod startup;
+pub mod state;
+pub mod store;
+pub mod tokens;
+pub mod users;
+
+pub use config::Config;
+pub use startup::Application;

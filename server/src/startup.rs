@@ -1,0 +1,205 @@
+//! Building and running the server: `Application::build(config)`, `.port()`,
+//! `.run_until_stopped()`, so that tests start the real thing on port 0.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::middleware;
+use axum::routing::get;
+use leptos::config::LeptosOptions;
+use leptos::prelude::provide_context;
+use leptos_axum::{LeptosRoutes, generate_route_list};
+use tokio::net::TcpListener;
+use tower_http::limit::RequestBodyLimitLayer;
+use tower_http::trace::TraceLayer;
+use tower_sessions::ExpiredDeletion;
+
+use app::dto::CreateUserRequest;
+
+use crate::auth::password::Passwords;
+use crate::auth::{csrf, dashboard};
+use crate::config::Config;
+use crate::dashboard::DashboardBackend;
+use crate::state::AppState;
+use crate::store::{self, DbSessionStore, Store, tenants::DEFAULT_TENANT};
+use crate::{api, users};
+
+/// What start-up found about the first administrator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Bootstrap {
+    /// The database already had users.
+    HasUsers,
+    /// User `admin` was created from `APERTURE_BOOTSTRAP_ADMIN_PASSWORD`.
+    CreatedAdmin,
+    /// No users and no bootstrap password: somebody has to create the first admin.
+    NeedsAdmin,
+}
+
+/// A server bound to its port, ready to run.
+pub struct Application {
+    listener: TcpListener,
+    router: Router,
+    store: Store,
+    bootstrap: Bootstrap,
+}
+
+impl Application {
+    /// Connects to and migrates the database, creates the default tenant (and the bootstrap
+    /// admin when asked), and binds the listener.
+    pub async fn build(config: Config) -> anyhow::Result<Self> {
+        let store = Store::connect(&config.database_url).await?;
+        store.migrate().await?;
+        let concurrency = std::thread::available_parallelism()
+            .map(usize::from)
+            .unwrap_or(2);
+        let passwords = tokio::task::spawn_blocking(move || Passwords::new(concurrency))
+            .await
+            .context("password setup task")??;
+        let bootstrap = bootstrap(
+            &store,
+            &passwords,
+            config.bootstrap_admin_password.as_deref(),
+        )
+        .await?;
+        let listener = TcpListener::bind(config.addr)
+            .await
+            .with_context(|| format!("binding {}", config.addr))?;
+        let addr = listener.local_addr()?;
+        let pkg_js = config
+            .site_root
+            .join("pkg")
+            .join(format!("{}.js", app::OUTPUT_NAME));
+        if !pkg_js.exists() {
+            tracing::warn!(
+                site_root = %config.site_root.display(),
+                "the dashboard's browser bundle is missing; pages render without interactivity (build it with scripts/build-site)"
+            );
+        }
+        let leptos_options = LeptosOptions::builder()
+            .output_name(app::OUTPUT_NAME)
+            .site_root(config.site_root.display().to_string())
+            .site_pkg_dir("pkg")
+            .site_addr(addr)
+            .build();
+        let state = AppState {
+            store: store.clone(),
+            passwords,
+            config: Arc::new(config),
+            leptos_options,
+        };
+        Ok(Self {
+            listener,
+            router: router(state),
+            store,
+            bootstrap,
+        })
+    }
+
+    /// The port actually bound (useful with port 0).
+    pub fn port(&self) -> u16 {
+        self.listener.local_addr().map(|a| a.port()).unwrap_or(0)
+    }
+
+    /// What start-up did about the first administrator.
+    pub fn bootstrap(&self) -> &Bootstrap {
+        &self.bootstrap
+    }
+
+    /// Serves until Ctrl-C / SIGTERM.
+    pub async fn run_until_stopped(self) -> anyhow::Result<()> {
+        let sessions = DbSessionStore::new(self.store.clone());
+        let cleanup = tokio::spawn(async move {
+            let mut every = tokio::time::interval(Duration::from_secs(60));
+            loop {
+                every.tick().await;
+                if let Err(e) = sessions.delete_expired().await {
+                    tracing::warn!(error = %e, "deleting expired dashboard sessions");
+                }
+            }
+        });
+        let served = axum::serve(self.listener, self.router)
+            .with_graceful_shutdown(shutdown_signal())
+            .await;
+        cleanup.abort();
+        served.context("serving HTTP")
+    }
+}
+
+/// The whole HTTP surface: REST API, dashboard (pages, server functions, static files).
+pub fn router(state: AppState) -> Router {
+    let backend = DashboardBackend::shared(state.clone());
+    let routes = generate_route_list(app::App);
+    let options = state.leptos_options.clone();
+    let context = move || provide_context(backend.clone());
+    let max_body = state.config.max_body_bytes;
+    let secure = state.config.secure_cookies;
+    Router::new()
+        .route("/healthz", get(|| async { "ok" }))
+        .nest(api::PREFIX, api::router(state.clone()))
+        .leptos_routes_with_context(&state, routes, context.clone(), move || {
+            app::shell(options.clone())
+        })
+        .fallback(leptos_axum::file_and_error_handler_with_context::<
+            AppState,
+            _,
+        >(context, app::shell))
+        .layer(middleware::from_fn(crate::dashboard::server_fn_status))
+        .layer(middleware::from_fn(csrf::protect))
+        .layer(dashboard::session_layer(state.store.clone(), secure))
+        .layer(DefaultBodyLimit::max(max_body))
+        .layer(RequestBodyLimitLayer::new(max_body))
+        .layer(TraceLayer::new_for_http())
+        .with_state(state)
+}
+
+/// Creates the default tenant, and user `admin` when there is no user and a bootstrap password
+/// is given. There is never a default password.
+pub async fn bootstrap(
+    store: &Store,
+    passwords: &Passwords,
+    admin_password: Option<&str>,
+) -> anyhow::Result<Bootstrap> {
+    store::tenants::ensure(store, DEFAULT_TENANT).await?;
+    if store::users::count_all(store).await? > 0 {
+        return Ok(Bootstrap::HasUsers);
+    }
+    let Some(password) = admin_password.filter(|p| !p.is_empty()) else {
+        return Ok(Bootstrap::NeedsAdmin);
+    };
+    let request = CreateUserRequest {
+        username: "admin".into(),
+        password: password.to_owned(),
+        scopes: engine::scope::ScopeSet::all_aperture().into(),
+    };
+    users::create_unchecked(store, passwords, DEFAULT_TENANT, "bootstrap", &request)
+        .await
+        .map_err(|e| anyhow::anyhow!("creating the bootstrap admin: {}", e.into_app_error()))?;
+    tracing::info!(
+        "created user `admin` in tenant `default` from APERTURE_BOOTSTRAP_ADMIN_PASSWORD"
+    );
+    Ok(Bootstrap::CreatedAdmin)
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {},
+        () = terminate => {},
+    }
+}

@@ -1,0 +1,23 @@
+//! The state every handler shares.
+
+use std::sync::Arc;
+
+use axum::extract::FromRef;
+use leptos::config::LeptosOptions;
+
+use crate::auth::password::Passwords;
+use crate::config::Config;
+use crate::store::Store;
+
+/// Shared by every request; cheap to clone.
+#[derive(Clone, FromRef)]
+pub struct AppState {
+    /// The database.
+    pub store: Store,
+    /// Password hashing with its concurrency cap.
+    pub passwords: Passwords,
+    /// The configuration the server started with.
+    pub config: Arc<Config>,
+    /// Where the dashboard's files are, for Leptos.
+    pub leptos_options: LeptosOptions,
+}

@@ -1,0 +1,195 @@
+//! Persistence with sqlx: SQLite by default, PostgreSQL when several nodes share state.
+//!
+//! Both backends run the same SQL through sqlx's `Any` driver (numbered `$n` parameters, which
+//! SQLite understands too; timestamps as epoch milliseconds; JSON as text). Where a backend needs
+//! its own statement (`FOR UPDATE SKIP LOCKED`), [`Store::kind`] tells which one is connected.
+//! SQL lives in small named functions per domain, in the submodules.
+
+pub mod sessions;
+pub mod tenants;
+pub mod tokens;
+pub mod users;
+
+pub use sessions::DbSessionStore;
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::{AnyPool, Executor};
+
+/// Which database a [`Store`] talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DbKind {
+    /// Embedded, one node.
+    Sqlite,
+    /// Shared by several nodes.
+    Postgres,
+}
+
+/// The connection pool and the backend it reaches.
+#[derive(Debug, Clone)]
+pub struct Store {
+    pool: AnyPool,
+    kind: DbKind,
+}
+
+static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
+static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
+
+impl Store {
+    /// Connects to `url` (`sqlite://path` or `postgres://…`). A SQLite file and its folder are
+    /// created when missing; every SQLite connection runs in WAL mode with full sync, so a
+    /// committed write survives a process crash.
+    #[tracing::instrument(skip_all)]
+    pub async fn connect(url: &str) -> anyhow::Result<Self> {
+        sqlx::any::install_default_drivers();
+        let kind = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            DbKind::Postgres
+        } else if url.starts_with("sqlite:") {
+            DbKind::Sqlite
+        } else {
+            anyhow::bail!("unsupported database URL (use sqlite://… or postgres://…)");
+        };
+        let url = match kind {
+            DbKind::Sqlite => prepare_sqlite_url(url)?,
+            DbKind::Postgres => url.to_owned(),
+        };
+        let options = AnyConnectOptions::from_str(&url).context("parsing the database URL")?;
+        let pool = AnyPoolOptions::new()
+            .max_connections(match kind {
+                DbKind::Sqlite => 8,
+                DbKind::Postgres => 16,
+            })
+            .acquire_timeout(Duration::from_secs(10))
+            .after_connect(move |conn, _meta| {
+                Box::pin(async move {
+                    if kind == DbKind::Sqlite {
+                        conn.execute(
+                            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
+                             PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;",
+                        )
+                        .await?;
+                    }
+                    Ok(())
+                })
+            })
+            .connect_with(options)
+            .await
+            .context("connecting to the database")?;
+        Ok(Self { pool, kind })
+    }
+
+    /// Applies the migrations of this backend that have not run yet.
+    pub async fn migrate(&self) -> anyhow::Result<()> {
+        let migrator = match self.kind {
+            DbKind::Sqlite => &SQLITE_MIGRATIONS,
+            DbKind::Postgres => &POSTGRES_MIGRATIONS,
+        };
+        migrator
+            .run(&self.pool)
+            .await
+            .context("running database migrations")?;
+        Ok(())
+    }
+
+    /// The pool, for the domain modules.
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// Which backend is connected.
+    pub fn kind(&self) -> DbKind {
+        self.kind
+    }
+
+    /// Closes every connection (tests drop their databases afterwards).
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// Adds `mode=rwc` (create when missing) and creates the parent folder of the file.
+fn prepare_sqlite_url(url: &str) -> anyhow::Result<String> {
+    let rest = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        .unwrap_or_default();
+    let path = rest.split('?').next().unwrap_or_default();
+    if !path.is_empty()
+        && path != ":memory:"
+        && let Some(parent) = Path::new(path).parent()
+        && !parent.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(parent)
+            .with_context(|| format!("creating {}", parent.display()))?;
+    }
+    Ok(if url.contains("mode=") {
+        url.to_owned()
+    } else if url.contains('?') {
+        format!("{url}&mode=rwc")
+    } else {
+        format!("{url}?mode=rwc")
+    })
+}
+
+/// Now, in epoch milliseconds (the unit of every stored timestamp).
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// Epoch milliseconds as RFC 3339 (UTC), as every view shows times.
+pub fn rfc3339(ms: i64) -> String {
+    let nanos = i128::from(ms) * 1_000_000;
+    time::OffsetDateTime::from_unix_timestamp_nanos(nanos)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| ms.to_string())
+}
+
+/// RFC 3339 to epoch milliseconds.
+pub fn parse_rfc3339(value: &str) -> Option<i64> {
+    let t =
+        time::OffsetDateTime::parse(value, &time::format_description::well_known::Rfc3339).ok()?;
+    i64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
+}
+
+/// A JSON array of strings as stored in a text column.
+fn decode_string_list(text: &str) -> Result<Vec<String>, sqlx::Error> {
+    serde_json::from_str(text).map_err(|e| sqlx::Error::Decode(Box::new(e)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_round_trip() {
+        let ms = 1_796_000_000_123;
+        let text = rfc3339(ms);
+        assert!(text.ends_with('Z'), "{text}");
+        assert_eq!(parse_rfc3339(&text), Some(ms));
+        assert_eq!(parse_rfc3339("yesterday"), None);
+    }
+
+    #[test]
+    fn sqlite_urls_create_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}/nested/a.db", dir.path().display());
+        let prepared = prepare_sqlite_url(&url).unwrap();
+        assert!(prepared.ends_with("?mode=rwc"));
+        assert!(dir.path().join("nested").is_dir());
+        assert_eq!(
+            prepare_sqlite_url("sqlite::memory:").unwrap(),
+            "sqlite::memory:?mode=rwc"
+        );
+    }
+}

@@ -1,0 +1,161 @@
+//! Dashboard users as a service: the one implementation behind `GET/POST /users`,
+//! `PUT /users/{username}/scopes`, the dashboard's Users page and `aperture admin create-user`.
+
+use engine::scope::{self, ScopeSet};
+
+use app::dto::{CreateUserRequest, UpdateScopesRequest, UserView};
+use app::error::{AppError, ErrorCode, FieldError};
+
+use crate::auth::Principal;
+use crate::auth::password::{self, Passwords};
+use crate::error::ServiceError;
+use crate::store::{self, Store, users::UserRow};
+
+/// Whether `name` is an acceptable username: 1–64 characters of `[a-z0-9_.-]`.
+pub fn is_valid_username(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"_.-".contains(&b))
+}
+
+/// A user as listed (never the hash).
+pub fn view(row: UserRow) -> UserView {
+    UserView {
+        username: row.username,
+        scopes: row.scopes,
+        created_at: store::rfc3339(row.created_at),
+        created_by: row.created_by,
+    }
+}
+
+fn parse_scopes(scopes: &[String], fields: &mut Vec<FieldError>) -> Option<ScopeSet> {
+    match ScopeSet::parse(scopes) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            fields.push(FieldError {
+                path: format!("scopes[{}]", e.index),
+                message: e.error.to_string(),
+            });
+            None
+        }
+    }
+}
+
+/// Creates a user without a scope check (the operator's command line); principals go through
+/// [`create`].
+pub async fn create_unchecked(
+    store: &Store,
+    passwords: &Passwords,
+    tenant_id: &str,
+    created_by: &str,
+    request: &CreateUserRequest,
+) -> Result<UserView, ServiceError> {
+    let mut fields = Vec::new();
+    if !is_valid_username(&request.username) {
+        fields.push(FieldError {
+            path: "username".into(),
+            message: "1–64 characters of a-z, 0-9, _ . -".into(),
+        });
+    }
+    let len = request.password.chars().count();
+    if len < password::MIN_LEN {
+        fields.push(FieldError {
+            path: "password".into(),
+            message: format!("at least {} characters", password::MIN_LEN),
+        });
+    } else if request.password.len() > password::MAX_LEN {
+        fields.push(FieldError {
+            path: "password".into(),
+            message: format!("at most {} bytes", password::MAX_LEN),
+        });
+    }
+    let scopes = parse_scopes(&request.scopes, &mut fields);
+    let (true, Some(scopes)) = (fields.is_empty(), scopes) else {
+        return Err(AppError::invalid(fields).into());
+    };
+    if store::users::find(store, tenant_id, &request.username)
+        .await?
+        .is_some()
+    {
+        return Err(username_taken(&request.username).into());
+    }
+    let hash = passwords.hash(request.password.clone()).await?;
+    let scopes: Vec<String> = scopes.into();
+    let row = store::users::insert(
+        store,
+        tenant_id,
+        &request.username,
+        &hash,
+        &scopes,
+        created_by,
+    )
+    .await?
+    .ok_or_else(|| username_taken(&request.username))?;
+    tracing::info!(tenant = %tenant_id, username = %row.username, %created_by, "user created");
+    Ok(view(row))
+}
+
+fn username_taken(name: &str) -> AppError {
+    AppError {
+        code: ErrorCode::Conflict,
+        message: format!("the username {name} is taken"),
+        details: Some(app::error::ErrorDetails {
+            fields: vec![FieldError {
+                path: "username".into(),
+                message: "already taken".into(),
+            }],
+        }),
+    }
+}
+
+/// `POST /users` (admin).
+pub async fn create(
+    store: &Store,
+    passwords: &Passwords,
+    principal: &Principal,
+    request: &CreateUserRequest,
+) -> Result<UserView, ServiceError> {
+    principal.require(scope::ADMIN)?;
+    create_unchecked(
+        store,
+        passwords,
+        &principal.tenant_id,
+        &principal.as_creator(),
+        request,
+    )
+    .await
+}
+
+/// `GET /users` (admin).
+pub async fn list(store: &Store, principal: &Principal) -> Result<Vec<UserView>, ServiceError> {
+    principal.require(scope::ADMIN)?;
+    Ok(store::users::list(store, &principal.tenant_id)
+        .await?
+        .into_iter()
+        .map(view)
+        .collect())
+}
+
+/// `PUT /users/{username}/scopes` (admin).
+pub async fn update_scopes(
+    store: &Store,
+    principal: &Principal,
+    username: &str,
+    request: &UpdateScopesRequest,
+) -> Result<UserView, ServiceError> {
+    principal.require(scope::ADMIN)?;
+    let mut fields = Vec::new();
+    let Some(scopes) = parse_scopes(&request.scopes, &mut fields) else {
+        return Err(AppError::invalid(fields).into());
+    };
+    let scopes: Vec<String> = scopes.into();
+    match store::users::set_scopes(store, &principal.tenant_id, username, &scopes).await? {
+        Some(row) => {
+            tracing::info!(username = %row.username, by = %principal.actor_id, "user scopes changed");
+            Ok(view(row))
+        }
+        None => Err(AppError::not_found("user").into()),
+    }
+}

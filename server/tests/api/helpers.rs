@@ -1,0 +1,260 @@
+//! Starting the app and talking to it.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use aperture::store::{self, Store};
+use aperture::{Application, Config};
+use app::dto::CreateTokenRequest;
+use reqwest::{Client, Response, StatusCode};
+
+pub const ADMIN_PASSWORD: &str = "bootstrap-admin-password";
+
+/// Which database a test runs against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Db {
+    Sqlite,
+    Postgres,
+}
+
+/// A fresh, empty database of one backend, dropped with this value.
+pub struct TestDb {
+    pub url: String,
+    _dir: Option<tempfile::TempDir>,
+    pg: Option<(String, String)>,
+}
+
+static COUNTER: AtomicU64 = AtomicU64::new(0);
+
+impl TestDb {
+    /// `None` when the backend is PostgreSQL and no test server is configured.
+    pub async fn new(db: Db) -> Option<Self> {
+        match db {
+            Db::Sqlite => {
+                let dir = tempfile::tempdir().expect("tempdir");
+                let url = format!("sqlite://{}/aperture.db", dir.path().display());
+                Some(Self {
+                    url,
+                    _dir: Some(dir),
+                    pg: None,
+                })
+            }
+            Db::Postgres => {
+                let admin_url = std::env::var("APERTURE_TEST_POSTGRES_URL")
+                    .ok()
+                    .filter(|u| !u.is_empty())?;
+                let name = format!(
+                    "aperture_t_{}_{}_{}",
+                    std::process::id(),
+                    COUNTER.fetch_add(1, Ordering::Relaxed),
+                    aperture::ids::new_id("x")
+                        .trim_start_matches("x_")
+                        .get(..8)
+                        .unwrap_or("0")
+                );
+                let admin = Store::connect(&admin_url)
+                    .await
+                    .expect("connect to APERTURE_TEST_POSTGRES_URL");
+                sqlx::query(&format!("CREATE DATABASE {name}"))
+                    .execute(admin.pool())
+                    .await
+                    .expect("create db");
+                admin.close().await;
+                let base = admin_url
+                    .rsplit_once('/')
+                    .map(|(b, _)| b)
+                    .unwrap_or(&admin_url);
+                let url = format!("{base}/{name}");
+                Some(Self {
+                    url,
+                    _dir: None,
+                    pg: Some((admin_url, name)),
+                })
+            }
+        }
+    }
+}
+
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if let Some((admin_url, name)) = self.pg.take() {
+            // Drop runs outside any runtime we may block; use a thread with its own.
+            let _ = std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("runtime");
+                rt.block_on(async {
+                    if let Ok(admin) = Store::connect(&admin_url).await {
+                        let _ =
+                            sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+                                .execute(admin.pool())
+                                .await;
+                        admin.close().await;
+                    }
+                });
+            })
+            .join();
+        }
+    }
+}
+
+/// A running server.
+pub struct TestApp {
+    pub address: String,
+
+    pub store: Store,
+    /// A client that keeps cookies and sends a same-origin `Origin` header like a browser.
+    pub browser: Client,
+    /// A plain client (no cookies).
+    pub client: Client,
+    _db: TestDb,
+}
+
+impl TestApp {
+    /// On SQLite.
+    pub async fn spawn() -> Self {
+        Self::spawn_on(Db::Sqlite)
+            .await
+            .expect("sqlite always works")
+    }
+
+    /// On `db`, or `None` when PostgreSQL is not configured.
+    pub async fn spawn_on(db: Db) -> Option<Self> {
+        let db = TestDb::new(db).await?;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = Config::new(dir.path());
+        config.addr = "127.0.0.1:0".parse().expect("addr");
+        config.database_url = db.url.clone();
+        config.bootstrap_admin_password = Some(ADMIN_PASSWORD.into());
+        config.max_body_bytes = 64 * 1024;
+        let app = Application::build(config).await.expect("build app");
+        let port = app.port();
+        tokio::spawn(app.run_until_stopped());
+        let store = Store::connect(&db.url).await.expect("connect");
+        let address = format!("http://127.0.0.1:{port}");
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert("origin", address.parse().expect("origin"));
+        let browser = Client::builder()
+            .cookie_store(true)
+            .default_headers(headers)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("client");
+        let client = Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .expect("client");
+        Some(Self {
+            address,
+            store,
+            browser,
+            client,
+            _db: db,
+        })
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.address)
+    }
+
+    pub fn api(&self, path: &str) -> String {
+        format!("{}{}{path}", self.address, aperture::api::PREFIX)
+    }
+
+    /// A token created by the operator; returns its secret.
+    pub async fn token(&self, tenant: &str, actor: &str, scopes: &[&str]) -> String {
+        self.token_full(tenant, actor, scopes).await.1
+    }
+
+    /// A token created by the operator; returns its id and secret.
+    pub async fn token_full(&self, tenant: &str, actor: &str, scopes: &[&str]) -> (String, String) {
+        store::tenants::ensure(&self.store, tenant)
+            .await
+            .expect("tenant");
+        let request = CreateTokenRequest {
+            actor_id: actor.into(),
+            scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
+            name: None,
+            expires_at: None,
+        };
+        let created = aperture::tokens::create_unchecked(&self.store, tenant, "operator", &request)
+            .await
+            .map_err(|e| e.into_app_error())
+            .expect("create token");
+        (created.token.id, created.secret)
+    }
+
+    /// Signs in through the dashboard's server function, as a browser form would.
+    pub async fn sign_in(&self, client: &Client, username: &str, password: &str) -> Response {
+        client
+            .post(self.url("/ui/sign-in"))
+            .header("accept", "application/json")
+            .form(&[
+                ("tenant", "default"),
+                ("username", username),
+                ("password", password),
+            ])
+            .send()
+            .await
+            .expect("sign-in request")
+    }
+
+    /// Calls a dashboard server function with no arguments.
+    pub async fn server_fn(&self, client: &Client, endpoint: &str) -> Response {
+        client
+            .post(self.url(&format!("/ui/{endpoint}")))
+            .header("accept", "application/json")
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body("")
+            .send()
+            .await
+            .expect("server fn request")
+    }
+}
+
+/// The `error.code` of an API error body.
+pub async fn error_code(response: Response) -> (StatusCode, String) {
+    let status = response.status();
+    let body: serde_json::Value = response.json().await.unwrap_or_default();
+    let code = body["error"]["code"]
+        .as_str()
+        .or(body["code"].as_str())
+        .unwrap_or("")
+        .to_owned();
+    (status, code)
+}
+
+/// Runs a store test body on SQLite and, where configured, PostgreSQL.
+#[macro_export]
+macro_rules! on_both_backends {
+    ($name:ident, $body:path) => {
+        mod $name {
+            use super::*;
+
+            #[tokio::test]
+            async fn sqlite() {
+                let db = $crate::helpers::TestDb::new($crate::helpers::Db::Sqlite)
+                    .await
+                    .unwrap();
+                let store = aperture::store::Store::connect(&db.url).await.unwrap();
+                store.migrate().await.unwrap();
+                $body(&store).await;
+                store.close().await;
+            }
+
+            #[tokio::test]
+            async fn postgres() {
+                let Some(db) = $crate::helpers::TestDb::new($crate::helpers::Db::Postgres).await
+                else {
+                    eprintln!("APERTURE_TEST_POSTGRES_URL not set: PostgreSQL variant not run");
+                    return;
+                };
+                let store = aperture::store::Store::connect(&db.url).await.unwrap();
+                assert_eq!(store.kind(), aperture::store::DbKind::Postgres);
+                store.migrate().await.unwrap();
+                $body(&store).await;
+                store.close().await;
+            }
+        }
+    };
+}

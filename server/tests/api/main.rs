@@ -1,0 +1,16 @@
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a test should fail loudly at the first surprise"
+)]
+
+//! Integration tests: the real application on port 0, a fresh database per test.
+//! PostgreSQL variants run where `APERTURE_TEST_POSTGRES_URL` is set (`.ci/run` sets it).
+
+mod helpers;
+
+mod scope_matrix;
+mod sign_in;
+mod store;
+mod tokens;
+mod users;

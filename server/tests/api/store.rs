@@ -1,0 +1,235 @@
+//! Store functions, identical on SQLite and PostgreSQL.
+
+use aperture::store::tokens::NewToken;
+use aperture::store::{self, Store, now_ms};
+use tower_sessions::session::{Id, Record};
+use tower_sessions::{ExpiredDeletion, SessionStore};
+
+use crate::on_both_backends;
+
+async fn migrations_are_idempotent(store: &Store) {
+    store.migrate().await.unwrap();
+    store.migrate().await.unwrap();
+}
+on_both_backends!(migrations_run_twice, migrations_are_idempotent);
+
+async fn tenants(store: &Store) {
+    assert!(store::tenants::ensure(store, "acme").await.unwrap());
+    assert!(!store::tenants::ensure(store, "acme").await.unwrap());
+    assert!(store::tenants::exists(store, "acme").await.unwrap());
+    assert!(!store::tenants::exists(store, "other").await.unwrap());
+}
+on_both_backends!(tenants_are_created_once, tenants);
+
+async fn users(store: &Store) {
+    store::tenants::ensure(store, "a").await.unwrap();
+    store::tenants::ensure(store, "b").await.unwrap();
+    let scopes = vec!["agent_tool_exposure:read".to_owned()];
+    let alice = store::users::insert(store, "a", "alice", "$argon2id$x", &scopes, "operator")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(alice.scopes, scopes);
+    // Same name, other tenant: allowed. Same tenant: refused without error.
+    assert!(
+        store::users::insert(store, "b", "alice", "h", &scopes, "operator")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        store::users::insert(store, "a", "alice", "h", &scopes, "operator")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(store::users::count_all(store).await.unwrap(), 2);
+    assert_eq!(store::users::count(store, "a").await.unwrap(), 1);
+    let new_scopes = vec![
+        "agent_tool_exposure:admin".to_owned(),
+        "github:read".to_owned(),
+    ];
+    let updated = store::users::set_scopes(store, "a", "alice", &new_scopes)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(updated.scopes, new_scopes);
+    assert!(
+        store::users::set_scopes(store, "a", "bob", &new_scopes)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    // Tenant b's alice kept her scopes.
+    assert_eq!(
+        store::users::find(store, "b", "alice")
+            .await
+            .unwrap()
+            .unwrap()
+            .scopes,
+        scopes
+    );
+    assert_eq!(store::users::list(store, "a").await.unwrap().len(), 1);
+
+    let hour = 3_600_000;
+    for _ in 0..3 {
+        store::users::record_sign_in_failure(store, "a", "alice", hour)
+            .await
+            .unwrap();
+    }
+    store::users::record_sign_in_failure(store, "a", "nobody", hour)
+        .await
+        .unwrap();
+    assert_eq!(
+        store::users::recent_sign_in_failures(store, "a", "alice", hour)
+            .await
+            .unwrap(),
+        3
+    );
+    assert_eq!(
+        store::users::recent_sign_in_failures(store, "b", "alice", hour)
+            .await
+            .unwrap(),
+        0
+    );
+    // Outside a 0 ms window nothing counts any more.
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    assert_eq!(
+        store::users::recent_sign_in_failures(store, "a", "alice", 1)
+            .await
+            .unwrap(),
+        0
+    );
+}
+on_both_backends!(users_are_per_tenant, users);
+
+async fn tokens(store: &Store) {
+    store::tenants::ensure(store, "a").await.unwrap();
+    store::tenants::ensure(store, "b").await.unwrap();
+    let scopes = vec!["agent_tool_exposure:run".to_owned()];
+    let row = store::tokens::insert(
+        store,
+        NewToken {
+            id: "tok_1",
+            tenant_id: "a",
+            actor_id: "bot",
+            name: Some("ci"),
+            scopes: &scopes,
+            secret_sha256: "ab",
+            created_by: "user:admin",
+            expires_at: Some(now_ms() + 60_000),
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(row.name.as_deref(), Some("ci"));
+    assert!(row.revoked_at.is_none());
+    let found = store::tokens::find_by_secret_hash(store, "ab")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(found.id, "tok_1");
+    assert_eq!(found.created_by, "user:admin");
+    assert!(
+        store::tokens::find_by_secret_hash(store, "cd")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(store::tokens::count_active(store, "a").await.unwrap(), 1);
+
+    store::tokens::touch(store, "tok_1").await.unwrap();
+    assert!(
+        store::tokens::find_by_secret_hash(store, "ab")
+            .await
+            .unwrap()
+            .unwrap()
+            .last_used_at
+            .is_some()
+    );
+
+    // Another tenant cannot revoke it.
+    assert!(
+        store::tokens::revoke(store, "b", "tok_1")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let revoked = store::tokens::revoke(store, "a", "tok_1")
+        .await
+        .unwrap()
+        .unwrap();
+    let first = revoked.revoked_at.unwrap();
+    let again = store::tokens::revoke(store, "a", "tok_1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        again.revoked_at,
+        Some(first),
+        "revoking twice keeps the first time"
+    );
+    assert_eq!(store::tokens::count_active(store, "a").await.unwrap(), 0);
+    assert_eq!(store::tokens::list(store, "a").await.unwrap().len(), 1);
+    assert!(store::tokens::list(store, "b").await.unwrap().is_empty());
+
+    // The secret hash is unique.
+    let duplicate = store::tokens::insert(
+        store,
+        NewToken {
+            id: "tok_2",
+            tenant_id: "a",
+            actor_id: "bot",
+            name: None,
+            scopes: &scopes,
+            secret_sha256: "ab",
+            created_by: "operator",
+            expires_at: None,
+        },
+    )
+    .await;
+    assert!(duplicate.is_err());
+}
+on_both_backends!(tokens_store_only_hashes_and_stay_in_their_tenant, tokens);
+
+async fn sessions(store: &Store) {
+    let sessions = store::DbSessionStore::new(store.clone());
+    let mut data = std::collections::HashMap::new();
+    data.insert("k".to_owned(), serde_json::json!({"v": 1}));
+    let mut record = Record {
+        id: Id::default(),
+        data: data.clone(),
+        expiry_date: time::OffsetDateTime::now_utc() + time::Duration::minutes(30),
+    };
+    sessions.create(&mut record).await.unwrap();
+    let loaded = sessions.load(&record.id).await.unwrap().unwrap();
+    assert_eq!(loaded.data, data);
+
+    record.data.insert("k".to_owned(), serde_json::json!(2));
+    sessions.save(&record).await.unwrap();
+    assert_eq!(
+        sessions.load(&record.id).await.unwrap().unwrap().data["k"],
+        serde_json::json!(2)
+    );
+
+    let mut expired = Record {
+        id: Id::default(),
+        data: data.clone(),
+        expiry_date: time::OffsetDateTime::now_utc() - time::Duration::seconds(1),
+    };
+    sessions.create(&mut expired).await.unwrap();
+    assert!(
+        sessions.load(&expired.id).await.unwrap().is_none(),
+        "expired sessions do not load"
+    );
+    sessions.delete_expired().await.unwrap();
+    let (left,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM dashboard_sessions")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(left, 1);
+
+    sessions.delete(&record.id).await.unwrap();
+    assert!(sessions.load(&record.id).await.unwrap().is_none());
+}
+on_both_backends!(sessions_round_trip_and_expire, sessions);

@@ -1,0 +1,253 @@
+//! `/tokens` over REST, and tokens authenticating.
+
+use engine::scope;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::helpers::{Db, TestApp, error_code};
+
+async fn token_lifecycle(app: &TestApp) {
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    let created = app
+        .client
+        .post(app.api("/tokens"))
+        .bearer_auth(&admin)
+        .json(&json!({"actor_id": "support-agent", "scopes": [scope::RUN, "github:read"], "name": "support"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), StatusCode::CREATED);
+    let created: Value = created.json().await.unwrap();
+    let secret = created["secret"].as_str().unwrap().to_owned();
+    assert!(secret.starts_with("apt_") && secret.len() == 47, "{secret}");
+    let id = created["token"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(created["token"]["created_by"], "ops");
+    assert_eq!(created["token"]["status"], "active");
+    assert_eq!(
+        created["token"]["scopes"],
+        json!(["agent_tool_exposure:run", "github:read"])
+    );
+
+    // Only the SHA-256 of the secret is stored.
+    let stored: Vec<(String,)> = sqlx::query_as("SELECT secret_sha256 FROM api_tokens")
+        .fetch_all(app.store.pool())
+        .await
+        .unwrap();
+    assert!(
+        stored
+            .iter()
+            .all(|(h,)| h.len() == 64 && !h.contains(&secret[4..]))
+    );
+    assert!(
+        stored
+            .iter()
+            .any(|(h,)| *h == aperture::auth::principal::secret_hash(&secret))
+    );
+
+    // Listed, without the secret.
+    let list = app
+        .client
+        .get(app.api("/tokens"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(list.contains(&id));
+    assert!(!list.contains(&secret));
+
+    // The new token authenticates with its own scopes: run is not admin.
+    let (status, _) = error_code(
+        app.client
+            .get(app.api("/tokens"))
+            .bearer_auth(&secret)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+
+    // Revoked: it no longer authenticates, and it says so in the list.
+    let revoked = app
+        .client
+        .delete(app.api(&format!("/tokens/{id}")))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), StatusCode::OK);
+    let revoked: Value = revoked.json().await.unwrap();
+    assert_eq!(revoked["status"], "revoked");
+    let (status, _) = error_code(
+        app.client
+            .get(app.api("/tokens"))
+            .bearer_auth(&secret)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let missing = app
+        .client
+        .delete(app.api("/tokens/tok_doesnotexist"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(missing).await,
+        (StatusCode::NOT_FOUND, "not_found".to_owned())
+    );
+}
+
+#[tokio::test]
+async fn tokens_can_be_created_listed_and_revoked() {
+    token_lifecycle(&TestApp::spawn().await).await;
+}
+
+#[tokio::test]
+async fn tokens_can_be_created_listed_and_revoked_on_postgres() {
+    let Some(app) = TestApp::spawn_on(Db::Postgres).await else {
+        eprintln!("APERTURE_TEST_POSTGRES_URL not set: PostgreSQL variant not run");
+        return;
+    };
+    token_lifecycle(&app).await;
+}
+
+#[tokio::test]
+async fn invalid_token_requests_name_the_field() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    let post = |body: Value| {
+        let rb = app
+            .client
+            .post(app.api("/tokens"))
+            .bearer_auth(&admin)
+            .json(&body);
+        async move { rb.send().await.unwrap() }
+    };
+    let cases = [
+        (json!({"actor_id": "", "scopes": [scope::RUN]}), "actor_id"),
+        (
+            json!({"actor_id": "a b", "scopes": [scope::RUN]}),
+            "actor_id",
+        ),
+        (json!({"actor_id": "bot", "scopes": []}), "scopes"),
+        (
+            json!({"actor_id": "bot", "scopes": [scope::RUN, "Not Valid"]}),
+            "scopes[1]",
+        ),
+        (
+            json!({"actor_id": "bot", "scopes": [scope::RUN], "expires_at": "tomorrow"}),
+            "expires_at",
+        ),
+        (
+            json!({"actor_id": "bot", "scopes": [scope::RUN], "expires_at": "2001-01-01T00:00:00Z"}),
+            "expires_at",
+        ),
+        (
+            json!({"actor_id": "bot", "scopes": [scope::RUN], "colour": "blue"}),
+            "",
+        ),
+        (json!({"actor_id": 7, "scopes": [scope::RUN]}), "actor_id"),
+    ];
+    for (body, path) in cases {
+        let response = post(body.clone()).await;
+        assert_eq!(
+            response.status(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{body}"
+        );
+        let err: Value = response.json().await.unwrap();
+        assert_eq!(err["error"]["code"], "invalid_argument", "{body}");
+        if !path.is_empty() {
+            assert_eq!(
+                err["error"]["details"]["fields"][0]["path"], path,
+                "{body}: {err}"
+            );
+        } else {
+            assert!(
+                err["error"]["message"].as_str().unwrap().contains("colour"),
+                "{err}"
+            );
+        }
+    }
+    // Not JSON at all.
+    let garbage = app
+        .client
+        .post(app.api("/tokens"))
+        .bearer_auth(&admin)
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(garbage).await,
+        (StatusCode::BAD_REQUEST, "bad_request".to_owned())
+    );
+    // Too large.
+    let huge = json!({"actor_id": "bot", "scopes": [scope::RUN], "name": "x".repeat(200 * 1024)});
+    let response = post(huge).await;
+    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+}
+
+#[tokio::test]
+async fn expired_tokens_do_not_authenticate() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    let soon = time::OffsetDateTime::now_utc() + time::Duration::seconds(2);
+    let expires_at = soon
+        .format(&time::format_description::well_known::Rfc3339)
+        .unwrap();
+    let created: Value = app
+        .client
+        .post(app.api("/tokens"))
+        .bearer_auth(&admin)
+        .json(&json!({"actor_id": "short", "scopes": [scope::ADMIN], "expires_at": expires_at}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let secret = created["secret"].as_str().unwrap();
+    assert_eq!(
+        app.client
+            .get(app.api("/tokens"))
+            .bearer_auth(secret)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::OK
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+    let (status, code) = error_code(
+        app.client
+            .get(app.api("/tokens"))
+            .bearer_auth(secret)
+            .send()
+            .await
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::UNAUTHORIZED, "unauthenticated")
+    );
+}
+
+#[tokio::test]
+async fn unknown_api_routes_are_json_404s() {
+    let app = TestApp::spawn().await;
+    let response = app.client.get(app.api("/nope")).send().await.unwrap();
+    assert_eq!(
+        error_code(response).await,
+        (StatusCode::NOT_FOUND, "not_found".to_owned())
+    );
+}
