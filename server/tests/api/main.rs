@@ -9,6 +9,7 @@
 
 mod helpers;
 
+mod cli;
 mod scope_matrix;
 mod sign_in;
 mod store;

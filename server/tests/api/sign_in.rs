@@ -260,3 +260,34 @@ async fn sign_in_works_on_postgres_too() {
     let wrong = app.sign_in(&app.browser, "admin", "nope-nope-nope").await;
     assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
 }
+
+#[tokio::test]
+async fn a_sign_in_ends_twelve_hours_later_however_active() {
+    let app = TestApp::spawn().await;
+    let response = app.sign_in(&app.browser, "admin", ADMIN_PASSWORD).await;
+    let cookie = cookie_value(&session_cookie(&response).unwrap());
+    assert_eq!(me_with_cookie(&app, &cookie).await["username"], "admin");
+
+    // Move the sign-in time back past the absolute limit.
+    let (id, data): (String, String) = sqlx::query_as("SELECT id, data FROM dashboard_sessions")
+        .fetch_one(app.store.pool())
+        .await
+        .unwrap();
+    let mut data: serde_json::Value = serde_json::from_str(&data).unwrap();
+    let twelve_hours_ago = aperture::store::now_ms() - aperture::auth::dashboard::ABSOLUTE_MS - 1;
+    data["aperture.user"]["signed_in_at"] = twelve_hours_ago.into();
+    sqlx::query("UPDATE dashboard_sessions SET data = $1 WHERE id = $2")
+        .bind(data.to_string())
+        .bind(&id)
+        .execute(app.store.pool())
+        .await
+        .unwrap();
+
+    assert_eq!(me_with_cookie(&app, &cookie).await, serde_json::Value::Null);
+    let (left,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM dashboard_sessions WHERE id = $1")
+        .bind(&id)
+        .fetch_one(app.store.pool())
+        .await
+        .unwrap();
+    assert_eq!(left, 0, "the expired sign-in is deleted from the store");
+}
