@@ -4,9 +4,30 @@
 //! runtimes, so the server and the dashboard (compiled to wasm for the live preview) run the
 //! very same code and therefore reach the very same decisions.
 //!
-//! Modules:
+//! Modules, in the order a call meets them:
+//! - [`descriptor`]: tools and their server-owned security descriptors, canonical MCP names.
+//! - [`policy`]: policies (rules → modes, redaction profiles, invocation policies) and the one
+//!   precedence function; [`validate`]: write-time validation with field paths against what the
+//!   runtime can enforce.
+//! - [`narrow`]: the advertised (narrowed) schema, effective arguments, cached validators.
+//! - [`canonical`]: RFC 8785 canonical JSON, `schemaHash`, `args_hash`.
+//! - [`manifest`]: a session's exposure manifest from catalog + policy + context.
+//! - [`fork`]: fork execution allowlists (`fork_tools`).
+//! - [`decision`]: the checks of a `tools/call`, in contract order, and the bound invocation.
+//! - [`receipt`]: receipts, disclosures, Ed25519 signatures, the hash chain, manifest documents.
 //! - [`scope`]: the scope vocabulary of principals (`agent_tool_exposure:read|write|run|admin|approve`
 //!   plus the free-form scopes tools may require), how scopes are validated and which scope
 //!   implies which.
+//! - [`redact`]: redaction of tool output for a destination.
 
+pub mod canonical;
+pub mod decision;
+pub mod descriptor;
+pub mod fork;
+pub mod manifest;
+pub mod narrow;
+pub mod policy;
+pub mod receipt;
+pub mod redact;
 pub mod scope;
+pub mod validate;

@@ -1,0 +1,347 @@
+//! Exposure manifests: what one session may see and call, built from the catalog, the policy
+//! and the session's context. Deterministic: the same inputs give the same manifest, tools in
+//! name order, so the server and the dashboard's preview (wasm) agree byte for byte.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::canonical;
+use crate::descriptor::{ToolDescriptor, ToolSource};
+use crate::fork::ToolIdentity;
+use crate::narrow::{self, Narrowed};
+use crate::policy::{ExposureContext, InvocationPolicy, Mode, Policy, RedactionProfile};
+use crate::validate::MAX_LEASE_SECONDS;
+
+/// A tool as `tools/list` advertises it: the object `schemaHash` is computed over
+/// (CONTRACT §3; `_meta` excluded).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdvertisedTool {
+    /// Canonical name.
+    pub name: String,
+    /// Title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Description.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// The narrowed input schema.
+    pub input_schema: Value,
+    /// Output schema as the tool declares it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    /// Annotations as the tool declares them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Value>,
+}
+
+impl AdvertisedTool {
+    /// `schemaHash`: `sha256:` + SHA-256 of the JCS bytes of this object.
+    pub fn schema_hash(&self) -> Result<String, canonical::CanonicalError> {
+        canonical::hash_of(self)
+    }
+}
+
+/// One tool of a manifest, listed or not.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ManifestEntry {
+    /// Canonical name.
+    pub name: String,
+    /// The version calls must echo.
+    pub tool_version: String,
+    /// Exposure mode (`hide` for tools not listed).
+    pub mode: Mode,
+    /// The deciding rule (`None`: `default_mode`). Disclosed to admins only.
+    pub rule_id: Option<String>,
+    /// The rule's reason text. Disclosed to admins only.
+    pub rule_reason: String,
+    /// What `tools/list` shows.
+    pub advertised: AdvertisedTool,
+    /// Hash of [`Self::advertised`].
+    pub schema_hash: String,
+    /// Fingerprint of the live definition at grant time (drift detection).
+    pub definition_hash: String,
+    /// The redaction profile for the tool's output.
+    pub redaction: RedactionProfile,
+    /// The rule's invocation policy.
+    pub invocation: Option<InvocationPolicy>,
+    /// Narrowed schema and fixed arguments (`None` when narrowing failed; the tool is hidden).
+    pub narrowed: Option<Narrowed>,
+    /// Why the policy could not be applied to this tool (then it is hidden: fail closed).
+    pub error: Option<String>,
+    /// Scope a caller must hold.
+    pub required_scope: Option<String>,
+    /// Price of one call, for the spend gate.
+    pub price_cents: Option<u64>,
+    /// Built-in or MCP, with the raw identity fork allowlists match.
+    pub source: ToolSource,
+}
+
+impl ManifestEntry {
+    /// The identity fork allowlists match against.
+    pub fn identity(&self) -> ToolIdentity<'_> {
+        self.source.identity(&self.name)
+    }
+}
+
+/// A session's exposure manifest (before ids, lease times and signature, which the server adds).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Manifest {
+    /// Policy id.
+    pub policy_id: String,
+    /// Policy version.
+    pub policy_version: u64,
+    /// The context it was built for.
+    pub context: ExposureContext,
+    /// Every catalog tool, in name order.
+    pub tools: Vec<ManifestEntry>,
+    /// Lease length: 15 minutes, shortened by listed tools' `expires_after_seconds`.
+    pub lease_seconds: u64,
+}
+
+impl Manifest {
+    /// The tools `tools/list` shows (mode other than `hide`).
+    pub fn listed(&self) -> impl Iterator<Item = &ManifestEntry> {
+        self.tools.iter().filter(|t| t.mode.is_listed())
+    }
+
+    /// The entry of `name`, listed or not.
+    pub fn entry(&self, name: &str) -> Option<&ManifestEntry> {
+        self.tools
+            .binary_search_by(|t| t.name.as_str().cmp(name))
+            .ok()
+            .and_then(|i| self.tools.get(i))
+    }
+}
+
+/// Builds the manifest of `catalog` under `policy` for `ctx`.
+pub fn build(
+    catalog: &[ToolDescriptor],
+    policy: &Policy,
+    policy_version: u64,
+    ctx: &ExposureContext,
+) -> Manifest {
+    let mut tools: Vec<ManifestEntry> = catalog
+        .iter()
+        .map(|tool| entry(tool, policy, ctx))
+        .collect();
+    tools.sort_by(|a, b| a.name.cmp(&b.name));
+    tools.dedup_by(|a, b| a.name == b.name);
+    let lease_seconds = tools
+        .iter()
+        .filter(|t| t.mode.is_listed())
+        .filter_map(|t| t.invocation.as_ref()?.expires_after_seconds)
+        .filter(|s| *s > 0)
+        .fold(MAX_LEASE_SECONDS, i64::min);
+    Manifest {
+        policy_id: policy.name.clone(),
+        policy_version,
+        context: ctx.clone(),
+        tools,
+        lease_seconds: u64::try_from(lease_seconds).unwrap_or(0),
+    }
+}
+
+fn entry(tool: &ToolDescriptor, policy: &Policy, ctx: &ExposureContext) -> ManifestEntry {
+    let selection = policy.select(tool, ctx);
+    let invocation = selection.rule.and_then(|r| r.invocation.clone());
+    let mut extra_fixed = Map::new();
+    if selection.mode == Mode::DryRunOnly
+        && let Some(arg) = &tool.dry_run_argument
+    {
+        extra_fixed.insert(arg.clone(), Value::Bool(true));
+    }
+    let mut mode = selection.mode;
+    let mut error = None;
+    let narrowed = match narrow::narrow(&tool.input_schema, invocation.as_ref(), &extra_fixed) {
+        Ok(n) => Some(n),
+        Err(e) => {
+            error = Some(e.to_string());
+            None
+        }
+    };
+    let advertised = AdvertisedTool {
+        name: tool.name.clone(),
+        title: tool.title.clone(),
+        description: tool.description.clone(),
+        input_schema: narrowed
+            .as_ref()
+            .map_or_else(|| tool.input_schema.clone(), |n| n.schema.clone()),
+        output_schema: tool.output_schema.clone(),
+        annotations: tool.annotations.clone(),
+    };
+    let schema_hash = advertised.schema_hash();
+    let definition_hash = tool.definition_hash();
+    let (schema_hash, definition_hash) = match (schema_hash, definition_hash) {
+        (Ok(s), Ok(d)) => (s, d),
+        (Err(e), _) | (_, Err(e)) => {
+            error = Some(e.to_string());
+            (String::new(), String::new())
+        }
+    };
+    if error.is_some() {
+        mode = Mode::Hide;
+    }
+    ManifestEntry {
+        name: tool.name.clone(),
+        tool_version: tool.version.clone(),
+        mode,
+        rule_id: selection.rule.map(|r| r.id.clone()),
+        rule_reason: selection.rule.map(|r| r.reason.clone()).unwrap_or_default(),
+        advertised,
+        schema_hash,
+        definition_hash,
+        redaction: selection.redaction,
+        invocation,
+        narrowed,
+        error,
+        required_scope: tool.required_scope.clone(),
+        price_cents: tool.price_cents,
+        source: tool.source.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(name: &str, risk: &[&str]) -> ToolDescriptor {
+        ToolDescriptor {
+            name: name.into(),
+            version: "1.0".into(),
+            title: Some(format!("{name} title")),
+            description: Some("does things".into()),
+            input_schema: json!({"type": "object", "properties": {"q": {"type": "string"}, "owner": {"type": "string"}}}),
+            output_schema: None,
+            annotations: Some(json!({"readOnlyHint": true})),
+            family: None,
+            risk: risk.iter().map(|s| (*s).to_owned()).collect(),
+            required_scope: None,
+            source: ToolSource::Builtin,
+            dry_run_argument: None,
+            price_cents: None,
+        }
+    }
+
+    fn ctx() -> ExposureContext {
+        ExposureContext {
+            environment: "default".into(),
+            actor: "bot".into(),
+            preset: None,
+        }
+    }
+
+    #[test]
+    fn manifests_are_sorted_and_hide_what_the_policy_hides() {
+        let catalog = vec![
+            tool("zeta", &["read"]),
+            tool("alpha", &["read"]),
+            tool("write_it", &["write"]),
+        ];
+        let m = build(&catalog, &Policy::builtin_safe_read(), 1, &ctx());
+        let names: Vec<_> = m.tools.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, vec!["alpha", "write_it", "zeta"]);
+        let listed: Vec<_> = m.listed().map(|t| t.name.as_str()).collect();
+        assert_eq!(listed, vec!["alpha", "zeta"]);
+        assert_eq!(m.entry("write_it").unwrap().mode, Mode::Hide);
+        assert_eq!(m.lease_seconds, 900);
+        // Same inputs, same manifest.
+        assert_eq!(m, build(&catalog, &Policy::builtin_safe_read(), 1, &ctx()));
+    }
+
+    /// CONTRACT §3: a change of description or annotations is drift too.
+    #[test]
+    fn schema_hash_covers_what_is_advertised() {
+        let base = tool("t", &["read"]);
+        let hash = |t: &ToolDescriptor| {
+            build(
+                std::slice::from_ref(t),
+                &Policy::builtin_safe_read(),
+                1,
+                &ctx(),
+            )
+            .tools[0]
+                .schema_hash
+                .clone()
+        };
+        let h = hash(&base);
+        assert!(h.starts_with("sha256:"));
+        let mut d = base.clone();
+        d.description = Some("does other things".into());
+        assert_ne!(hash(&d), h);
+        let mut a = base.clone();
+        a.annotations = Some(json!({"readOnlyHint": false}));
+        assert_ne!(hash(&a), h);
+        let mut s = base.clone();
+        s.input_schema["properties"]["q"]["maxLength"] = json!(5);
+        assert_ne!(hash(&s), h);
+        // A client can recompute it from what tools/list shows.
+        let entry = &build(
+            std::slice::from_ref(&base),
+            &Policy::builtin_safe_read(),
+            1,
+            &ctx(),
+        )
+        .tools[0];
+        let shown = serde_json::to_value(&entry.advertised).unwrap();
+        assert_eq!(canonical::hash_of(&shown).unwrap(), entry.schema_hash);
+    }
+
+    /// Seed: "expires_after_seconds shortens the manifest lease."
+    #[test]
+    fn lease_is_shortened_by_listed_tools_only() {
+        let policy: Policy = serde_json::from_value(json!({
+            "name": "p",
+            "rules": [
+                {"id": "short", "match": {"name": "a"}, "mode": "allow", "invocation": {"expires_after_seconds": 120}},
+                {"id": "hidden", "match": {"name": "b"}, "mode": "hide", "invocation": {"expires_after_seconds": 5}},
+                {"id": "rest", "match": {}, "mode": "allow"}
+            ]
+        }))
+        .unwrap();
+        let m = build(
+            &[
+                tool("a", &["read"]),
+                tool("b", &["read"]),
+                tool("c", &["read"]),
+            ],
+            &policy,
+            3,
+            &ctx(),
+        );
+        assert_eq!(m.lease_seconds, 120);
+        assert_eq!(m.policy_version, 3);
+    }
+
+    #[test]
+    fn a_policy_that_cannot_apply_hides_the_tool() {
+        let policy: Policy = serde_json::from_value(json!({
+            "name": "p",
+            "rules": [{"id": "r", "match": {}, "mode": "allow", "invocation": {"allowed_values": {"q": [1, 2]}}}]
+        }))
+        .unwrap();
+        let m = build(&[tool("a", &["read"])], &policy, 1, &ctx());
+        assert_eq!(m.tools[0].mode, Mode::Hide);
+        assert!(m.tools[0].error.as_deref().unwrap().contains("`q`"));
+    }
+
+    #[test]
+    fn dry_run_mode_fixes_the_declared_dry_run_argument() {
+        let mut t = tool("deploy", &["write"]);
+        t.input_schema["properties"]["dry_run"] = json!({"type": "boolean"});
+        t.dry_run_argument = Some("dry_run".into());
+        let policy: Policy = serde_json::from_value(json!({
+            "name": "p", "rules": [{"id": "r", "match": {"name": "deploy"}, "mode": "dry_run_only"}]
+        }))
+        .unwrap();
+        let m = build(&[t], &policy, 1, &ctx());
+        let n = m.tools[0].narrowed.as_ref().unwrap();
+        assert_eq!(n.fixed_arguments.get("dry_run"), Some(&json!(true)));
+        assert!(
+            m.tools[0].advertised.input_schema["properties"]
+                .get("dry_run")
+                .is_none()
+        );
+    }
+}

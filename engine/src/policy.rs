@@ -1,0 +1,512 @@
+//! Tenant policies: ordered rules that map tools to exposure modes, redaction profiles, and
+//! invocation policies (CONTRACT §11).
+//!
+//! # Precedence
+//!
+//! Rules are tried in the order written; the **first rule whose selector matches decides** the
+//! tool's mode, reason, redaction profile and invocation policy. A selector with several keys
+//! matches only when all of them hold. When no rule matches, `default_mode` decides (and it
+//! defaults to `hide`: no rule never means allow). The same function, [`Policy::select`], is used
+//! by the manifest builder, the server and the dashboard's live preview, so precedence cannot
+//! differ between them.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::descriptor::{RISK_READ, ToolDescriptor};
+
+/// Name of the built-in default policy.
+pub const BUILTIN_SAFE_READ: &str = "builtin_safe_read";
+/// Name of the built-in redaction profile: summaries of at most 8 KB.
+pub const SAFE_PROFILE: &str = "safe";
+/// Byte cap of the built-in `safe` profile.
+pub const SAFE_MAX_BYTES: u64 = 8 * 1024;
+
+/// How a tool is exposed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Listed; a valid call executes.
+    Allow,
+    /// Not listed; a call is `not_callable`, exactly like an unknown tool.
+    Hide,
+    /// Listed but never callable (`policy_denied`).
+    Deny,
+    /// Validated, bound and journaled, not executed (or run with the dry-run argument).
+    DryRunOnly,
+    /// Parked until an approver releases exactly that binding.
+    ApprovalRequired,
+    /// The same actor must repeat the identical call with a confirmation token.
+    ConfirmationRequired,
+    /// Accepted at once, executed by a worker, result fetched later.
+    AsyncJobOnly,
+    /// Recorded as a staged change, executed when an approver applies it.
+    StagedChange,
+}
+
+impl Mode {
+    /// Every mode, in documentation order.
+    pub const ALL: [Mode; 8] = [
+        Mode::Allow,
+        Mode::Hide,
+        Mode::Deny,
+        Mode::DryRunOnly,
+        Mode::ApprovalRequired,
+        Mode::ConfirmationRequired,
+        Mode::AsyncJobOnly,
+        Mode::StagedChange,
+    ];
+
+    /// The snake_case name used on the wire (`dry_run_only`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Allow => "allow",
+            Mode::Hide => "hide",
+            Mode::Deny => "deny",
+            Mode::DryRunOnly => "dry_run_only",
+            Mode::ApprovalRequired => "approval_required",
+            Mode::ConfirmationRequired => "confirmation_required",
+            Mode::AsyncJobOnly => "async_job_only",
+            Mode::StagedChange => "staged_change",
+        }
+    }
+
+    /// Whether `tools/list` shows the tool.
+    pub fn is_listed(self) -> bool {
+        self != Mode::Hide
+    }
+}
+
+/// Which tools (and in which context) a rule applies to. Absent keys match anything; present
+/// keys must all hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Selector {
+    /// Exact canonical tool name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Canonical name prefix (`mcp__github__`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+    /// The descriptor's family.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<String>,
+    /// A risk label that is among the tool's labels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub risk: Option<String>,
+    /// The tool's risk labels are exactly this set (order and duplicates ignored). Lets a
+    /// policy say "read and nothing else", as `builtin_safe_read` does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub risk_exactly: Option<Vec<String>>,
+    /// The session's environment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
+    /// The session's preset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
+    /// The session's actor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub actor: Option<String>,
+}
+
+/// What a session is about, as far as selectors care.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExposureContext {
+    /// Environment (`default` unless given).
+    pub environment: String,
+    /// The authenticated actor.
+    pub actor: String,
+    /// Optional preset hint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
+}
+
+impl Selector {
+    /// Whether the selector holds for `tool` in `ctx`.
+    pub fn matches(&self, tool: &ToolDescriptor, ctx: &ExposureContext) -> bool {
+        let labels = tool.risk_labels();
+        self.name.as_ref().is_none_or(|n| *n == tool.name)
+            && self
+                .prefix
+                .as_ref()
+                .is_none_or(|p| tool.name.starts_with(p.as_str()))
+            && self
+                .family
+                .as_ref()
+                .is_none_or(|f| tool.family.as_ref() == Some(f))
+            && self
+                .risk
+                .as_ref()
+                .is_none_or(|r| labels.contains(&r.as_str()))
+            && self.risk_exactly.as_ref().is_none_or(|want| {
+                want.iter().all(|w| labels.contains(&w.as_str()))
+                    && labels.iter().all(|l| want.iter().any(|w| w == l))
+            })
+            && self
+                .environment
+                .as_ref()
+                .is_none_or(|e| *e == ctx.environment)
+            && self
+                .preset
+                .as_ref()
+                .is_none_or(|p| ctx.preset.as_ref() == Some(p))
+            && self.actor.as_ref().is_none_or(|a| *a == ctx.actor)
+    }
+}
+
+/// How tool output is reduced before it reaches a destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SummaryMode {
+    /// Text is cut to `max_bytes` (on a character boundary) with a note of what was cut.
+    Truncate,
+    /// Content is withheld; only its size is reported.
+    Omit,
+}
+
+/// Where tool output may go (CONTRACT §11).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Destination {
+    /// Tool result content a model reads.
+    Llm,
+    /// The MCP response.
+    Mcp,
+    /// Hosted agent transcripts.
+    Transcript,
+    /// Server logs and journal disclosures.
+    Logs,
+}
+
+/// A redaction profile.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedactionProfile {
+    /// How output is reduced.
+    pub summary: SummaryMode,
+    /// Byte cap of what passes.
+    pub max_bytes: i64,
+    /// Destinations output may reach; others get nothing.
+    pub destinations: Vec<Destination>,
+}
+
+impl RedactionProfile {
+    /// The built-in `safe` profile: truncate to 8 KB, for models and MCP clients.
+    pub fn safe() -> Self {
+        Self {
+            summary: SummaryMode::Truncate,
+            max_bytes: SAFE_MAX_BYTES as i64,
+            destinations: vec![Destination::Llm, Destination::Mcp],
+        }
+    }
+}
+
+/// A rate bucket shared by every server process.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateBucket {
+    /// Bucket name; calls of every tool naming it share it.
+    pub name: String,
+    /// Calls allowed per minute.
+    pub per_minute: i64,
+}
+
+/// How calls of a tool are narrowed and limited.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InvocationPolicy {
+    /// Arguments the server sets; removed from the advertised schema, merged into every call.
+    #[serde(default, skip_serializing_if = "Map::is_empty")]
+    pub fixed_arguments: Map<String, Value>,
+    /// Top-level argument → the only values allowed (advertised as an `enum`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub allowed_values: BTreeMap<String, Vec<Value>>,
+    /// A schema fragment merged into the advertised schema; it may only narrow.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema_overlay: Option<Value>,
+    /// Pinned `connection_mode`, applied as a server-fixed argument.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connection_mode: Option<String>,
+    /// Adds a required, non-empty `idempotency_key` argument.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub requires_idempotency: bool,
+    /// Execution deadline.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_duration_millis: Option<i64>,
+    /// Larger output is rejected before it reaches the journal, model or client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_result_bytes: Option<i64>,
+    /// Shortens the manifest lease.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_after_seconds: Option<i64>,
+    /// Caps the price of one call (enforced by the spend gate at execution).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost_cents: Option<i64>,
+    /// Shared rate limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_bucket: Option<RateBucket>,
+}
+
+/// One rule.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rule {
+    /// Identifier, unique in the policy (recorded in disclosures, never shown to callers).
+    pub id: String,
+    /// Which tools and contexts.
+    #[serde(rename = "match", default)]
+    pub selector: Selector,
+    /// What happens to them.
+    pub mode: Mode,
+    /// Why (for admins; never shown to callers).
+    #[serde(default)]
+    pub reason: String,
+    /// Name of a redaction profile (`safe` when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub redaction: Option<String>,
+    /// Narrowing and limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub invocation: Option<InvocationPolicy>,
+}
+
+fn default_mode() -> Mode {
+    Mode::Hide
+}
+
+/// A tenant policy (one immutable version of it).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Policy {
+    /// Policy id (`[a-z0-9_-]{1,64}`).
+    pub name: String,
+    /// Mode of tools no rule matches; `hide` when absent.
+    #[serde(default = "default_mode")]
+    pub default_mode: Mode,
+    /// Ordered rules; the first match decides.
+    #[serde(default)]
+    pub rules: Vec<Rule>,
+    /// Named redaction profiles; `safe` exists even when not listed.
+    #[serde(default)]
+    pub redaction_profiles: BTreeMap<String, RedactionProfile>,
+}
+
+/// What the policy says about one tool in one context.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Selection<'p> {
+    /// The mode.
+    pub mode: Mode,
+    /// The deciding rule, or `None` when `default_mode` decided.
+    pub rule: Option<&'p Rule>,
+    /// The redaction profile that applies.
+    pub redaction: RedactionProfile,
+}
+
+impl Policy {
+    /// `builtin_safe_read`: allows tools whose risk labels are exactly `["read"]`, hides the rest.
+    pub fn builtin_safe_read() -> Self {
+        Self {
+            name: BUILTIN_SAFE_READ.into(),
+            default_mode: Mode::Hide,
+            rules: vec![Rule {
+                id: "read-only".into(),
+                selector: Selector {
+                    risk_exactly: Some(vec![RISK_READ.into()]),
+                    ..Selector::default()
+                },
+                mode: Mode::Allow,
+                reason: "read-only tools are safe to expose".into(),
+                redaction: Some(SAFE_PROFILE.into()),
+                invocation: None,
+            }],
+            redaction_profiles: BTreeMap::from([(
+                SAFE_PROFILE.to_owned(),
+                RedactionProfile::safe(),
+            )]),
+        }
+    }
+
+    /// The redaction profile called `name` (`safe` is always defined).
+    pub fn profile(&self, name: &str) -> Option<RedactionProfile> {
+        self.redaction_profiles
+            .get(name)
+            .cloned()
+            .or_else(|| (name == SAFE_PROFILE).then(RedactionProfile::safe))
+    }
+
+    /// Applies the precedence documented on this module: first matching rule, else
+    /// `default_mode`. A rule naming a profile that does not exist (only possible for a policy
+    /// that skipped validation) fails closed to `hide`.
+    pub fn select(&self, tool: &ToolDescriptor, ctx: &ExposureContext) -> Selection<'_> {
+        match self.rules.iter().find(|r| r.selector.matches(tool, ctx)) {
+            Some(rule) => {
+                let profile_name = rule.redaction.as_deref().unwrap_or(SAFE_PROFILE);
+                match self.profile(profile_name) {
+                    Some(redaction) => Selection {
+                        mode: rule.mode,
+                        rule: Some(rule),
+                        redaction,
+                    },
+                    None => Selection {
+                        mode: Mode::Hide,
+                        rule: Some(rule),
+                        redaction: RedactionProfile::safe(),
+                    },
+                }
+            }
+            None => Selection {
+                mode: self.default_mode,
+                rule: None,
+                redaction: RedactionProfile::safe(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::descriptor::ToolSource;
+    use serde_json::json;
+
+    pub(crate) fn tool(name: &str, risk: &[&str]) -> ToolDescriptor {
+        ToolDescriptor {
+            name: name.into(),
+            version: "1".into(),
+            title: None,
+            description: None,
+            input_schema: json!({"type": "object"}),
+            output_schema: None,
+            annotations: None,
+            family: None,
+            risk: risk.iter().map(|s| (*s).to_owned()).collect(),
+            required_scope: None,
+            source: ToolSource::Builtin,
+            dry_run_argument: None,
+            price_cents: None,
+        }
+    }
+
+    fn ctx() -> ExposureContext {
+        ExposureContext {
+            environment: "default".into(),
+            actor: "bot".into(),
+            preset: None,
+        }
+    }
+
+    /// Seed: "The default policy, builtin_safe_read, is deliberately narrow: it exposes only
+    /// read, non-mutating tools and hides everything else. Write, destructive, and unknown tools
+    /// require an explicit policy that opts them in."
+    #[test]
+    fn builtin_safe_read_exposes_only_pure_read_tools() {
+        let p = Policy::builtin_safe_read();
+        assert_eq!(p.select(&tool("r", &["read"]), &ctx()).mode, Mode::Allow);
+        for risk in [
+            &["write"][..],
+            &["destructive"],
+            &["unknown"],
+            &[],
+            &["read", "write"],
+            &["read", "pii"],
+        ] {
+            assert_eq!(
+                p.select(&tool("t", risk), &ctx()).mode,
+                Mode::Hide,
+                "{risk:?}"
+            );
+        }
+    }
+
+    /// Seed: "The built-in safe profile summarizes to at most 8 KB."
+    #[test]
+    fn the_safe_profile_is_8_kb() {
+        let p = Policy::builtin_safe_read();
+        let s = p.select(&tool("r", &["read"]), &ctx());
+        assert_eq!(s.redaction.max_bytes, 8192);
+        assert_eq!(s.redaction.summary, SummaryMode::Truncate);
+    }
+
+    /// Seed: "Rules — selectors that match tools by name, prefix, family, or risk label, each
+    /// assigning an exposure mode … and a reason." The first matching rule decides.
+    #[test]
+    fn first_matching_rule_decides_and_selectors_combine() {
+        let p: Policy = serde_json::from_value(json!({
+            "name": "p",
+            "rules": [
+                {"id": "deny-delete", "match": {"prefix": "mcp__gh__", "risk": "destructive"}, "mode": "deny", "reason": "no"},
+                {"id": "gh", "match": {"prefix": "mcp__gh__"}, "mode": "approval_required"},
+                {"id": "fam", "match": {"family": "billing"}, "mode": "dry_run_only"},
+                {"id": "prod", "match": {"name": "deploy", "environment": "prod"}, "mode": "staged_change"},
+                {"id": "me", "match": {"actor": "bot", "preset": "triage"}, "mode": "allow"}
+            ]
+        }))
+        .unwrap();
+        let c = ctx();
+        assert_eq!(
+            p.select(&tool("mcp__gh__delete", &["write", "destructive"]), &c)
+                .mode,
+            Mode::Deny
+        );
+        assert_eq!(
+            p.select(&tool("mcp__gh__delete", &["write", "destructive"]), &c)
+                .rule
+                .unwrap()
+                .id,
+            "deny-delete"
+        );
+        assert_eq!(
+            p.select(&tool("mcp__gh__issue", &["write"]), &c).mode,
+            Mode::ApprovalRequired
+        );
+        let mut billing = tool("charge", &["write"]);
+        billing.family = Some("billing".into());
+        assert_eq!(p.select(&billing, &c).mode, Mode::DryRunOnly);
+        assert_eq!(p.select(&tool("deploy", &["write"]), &c).mode, Mode::Hide);
+        let prod = ExposureContext {
+            environment: "prod".into(),
+            ..ctx()
+        };
+        assert_eq!(
+            p.select(&tool("deploy", &["write"]), &prod).mode,
+            Mode::StagedChange
+        );
+        let triage = ExposureContext {
+            preset: Some("triage".into()),
+            ..ctx()
+        };
+        assert_eq!(p.select(&tool("x", &["write"]), &triage).mode, Mode::Allow);
+        let other = ExposureContext {
+            actor: "someone".into(),
+            preset: Some("triage".into()),
+            ..ctx()
+        };
+        assert_eq!(p.select(&tool("x", &["write"]), &other).mode, Mode::Hide);
+    }
+
+    /// Style: never "no rules means allow".
+    #[test]
+    fn no_rules_means_hide() {
+        let p: Policy = serde_json::from_value(json!({"name": "empty"})).unwrap();
+        assert_eq!(p.select(&tool("r", &["read"]), &ctx()).mode, Mode::Hide);
+        assert!(p.select(&tool("r", &["read"]), &ctx()).rule.is_none());
+    }
+
+    #[test]
+    fn a_missing_profile_fails_closed() {
+        let p: Policy = serde_json::from_value(json!({
+            "name": "p", "default_mode": "allow",
+            "rules": [{"id": "r", "match": {}, "mode": "allow", "redaction": "nope"}]
+        }))
+        .unwrap();
+        assert_eq!(p.select(&tool("x", &["read"]), &ctx()).mode, Mode::Hide);
+    }
+
+    #[test]
+    fn modes_use_snake_case_names() {
+        for m in Mode::ALL {
+            assert_eq!(serde_json::to_value(m).unwrap(), json!(m.as_str()));
+        }
+    }
+}

@@ -1,0 +1,605 @@
+//! Write-time validation of policies, with field paths (`rules[3].invocation.max_result_bytes`).
+//!
+//! Policy fields are not decoration: a limit the runtime cannot enforce is refused here, so a
+//! policy never appears stricter than the runtime actually is. What the runtime can enforce is
+//! an input ([`RuntimeCapabilities`]), because validation cannot see the deployment's wiring.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::policy::{InvocationPolicy, Policy, RedactionProfile, SAFE_PROFILE};
+
+/// One invalid field.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldError {
+    /// JSON path into the policy document.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl FieldError {
+    fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+/// What the deployment can enforce; validation refuses anything beyond it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuntimeCapabilities {
+    /// A limiter shared by every server process is configured (PostgreSQL or Redis).
+    pub shared_rate_limiter: bool,
+    /// Longest execution deadline the executor honours.
+    pub max_duration_millis: i64,
+    /// Largest result the executor can buffer and measure.
+    pub max_result_bytes: i64,
+    /// Highest rate a bucket may allow.
+    pub max_per_minute: i64,
+}
+
+impl Default for RuntimeCapabilities {
+    /// A single node without a shared limiter: 5 minute deadline, 16 MiB results.
+    fn default() -> Self {
+        Self {
+            shared_rate_limiter: false,
+            max_duration_millis: 5 * 60 * 1000,
+            max_result_bytes: 16 * 1024 * 1024,
+            max_per_minute: 100_000,
+        }
+    }
+}
+
+/// Longest manifest lease, in seconds; `expires_after_seconds` can only shorten it.
+pub const MAX_LEASE_SECONDS: i64 = 15 * 60;
+
+/// Keywords a `schema_overlay` may use: each can only narrow what the tool accepts.
+const NARROWING_KEYWORDS: &[&str] = &[
+    "type",
+    "properties",
+    "required",
+    "enum",
+    "const",
+    "items",
+    "additionalProperties",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "format",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+    "minProperties",
+    "maxProperties",
+    "title",
+    "description",
+];
+
+/// Parses a policy document; unknown fields and wrong types are reported with their path.
+pub fn parse_policy(document: &Value) -> Result<Policy, Vec<FieldError>> {
+    serde_path_to_error::deserialize::<_, Policy>(document).map_err(|e| {
+        let path = e.path().to_string();
+        let path = if path == "." { String::new() } else { path };
+        vec![FieldError::new(path, e.inner().to_string())]
+    })
+}
+
+/// Parses and validates.
+pub fn parse_and_validate(
+    document: &Value,
+    caps: &RuntimeCapabilities,
+) -> Result<Policy, Vec<FieldError>> {
+    let policy = parse_policy(document)?;
+    validate(&policy, caps)?;
+    Ok(policy)
+}
+
+fn is_id(s: &str, max: usize, extra: &[u8]) -> bool {
+    !s.is_empty()
+        && s.len() <= max
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || extra.contains(&b))
+}
+
+/// Validates a parsed policy against what the runtime can enforce.
+pub fn validate(policy: &Policy, caps: &RuntimeCapabilities) -> Result<(), Vec<FieldError>> {
+    let mut errors = Vec::new();
+    if !is_id(&policy.name, 64, b"_-") {
+        errors.push(FieldError::new(
+            "name",
+            "1–64 characters of a-z, 0-9, _ and -",
+        ));
+    }
+    for (name, profile) in &policy.redaction_profiles {
+        validate_profile(
+            &format!("redaction_profiles.{name}"),
+            name,
+            profile,
+            caps,
+            &mut errors,
+        );
+    }
+    let mut ids = BTreeSet::new();
+    for (i, rule) in policy.rules.iter().enumerate() {
+        let at = format!("rules[{i}]");
+        if !is_id(&rule.id, 64, b"_.-") {
+            errors.push(FieldError::new(
+                format!("{at}.id"),
+                "1–64 characters of a-z, 0-9, _ . and -",
+            ));
+        } else if !ids.insert(rule.id.as_str()) {
+            errors.push(FieldError::new(
+                format!("{at}.id"),
+                format!("another rule is already called {}", rule.id),
+            ));
+        }
+        if rule.reason.len() > 500 {
+            errors.push(FieldError::new(
+                format!("{at}.reason"),
+                "at most 500 characters",
+            ));
+        }
+        if let Some(set) = &rule.selector.risk_exactly
+            && set.is_empty()
+        {
+            errors.push(FieldError::new(
+                format!("{at}.match.risk_exactly"),
+                "name at least one risk label",
+            ));
+        }
+        if let Some(profile) = &rule.redaction
+            && profile != SAFE_PROFILE
+            && !policy.redaction_profiles.contains_key(profile)
+        {
+            errors.push(FieldError::new(
+                format!("{at}.redaction"),
+                format!("no redaction profile is called {profile}"),
+            ));
+        }
+        if let Some(inv) = &rule.invocation {
+            validate_invocation(&format!("{at}.invocation"), inv, caps, &mut errors);
+        }
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
+}
+
+fn validate_profile(
+    at: &str,
+    name: &str,
+    p: &RedactionProfile,
+    caps: &RuntimeCapabilities,
+    errors: &mut Vec<FieldError>,
+) {
+    if !is_id(name, 64, b"_-") {
+        errors.push(FieldError::new(
+            at,
+            "profile names are 1–64 characters of a-z, 0-9, _ and -",
+        ));
+    }
+    if p.max_bytes <= 0 {
+        errors.push(FieldError::new(
+            format!("{at}.max_bytes"),
+            "must be positive",
+        ));
+    } else if p.max_bytes > caps.max_result_bytes {
+        errors.push(FieldError::new(
+            format!("{at}.max_bytes"),
+            format!(
+                "at most {} (the largest result this runtime handles)",
+                caps.max_result_bytes
+            ),
+        ));
+    }
+    if p.destinations.is_empty() {
+        errors.push(FieldError::new(
+            format!("{at}.destinations"),
+            "name at least one destination",
+        ));
+    }
+    let unique: BTreeSet<_> = p.destinations.iter().collect();
+    if unique.len() != p.destinations.len() {
+        errors.push(FieldError::new(
+            format!("{at}.destinations"),
+            "destinations are listed twice",
+        ));
+    }
+}
+
+fn limit(
+    at: String,
+    value: Option<i64>,
+    min: i64,
+    ceiling: i64,
+    what: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    let Some(v) = value else { return };
+    if v < 0 {
+        errors.push(FieldError::new(at, "must not be negative"));
+    } else if v < min {
+        errors.push(FieldError::new(at, format!("must be at least {min}")));
+    } else if v > ceiling {
+        errors.push(FieldError::new(at, format!("at most {ceiling}: {what}")));
+    }
+}
+
+fn validate_invocation(
+    at: &str,
+    inv: &InvocationPolicy,
+    caps: &RuntimeCapabilities,
+    errors: &mut Vec<FieldError>,
+) {
+    limit(
+        format!("{at}.max_duration_millis"),
+        inv.max_duration_millis,
+        1,
+        caps.max_duration_millis,
+        "a longer deadline is more than this runtime can enforce",
+        errors,
+    );
+    limit(
+        format!("{at}.max_result_bytes"),
+        inv.max_result_bytes,
+        1,
+        caps.max_result_bytes,
+        "larger results are more than this runtime can measure",
+        errors,
+    );
+    limit(
+        format!("{at}.expires_after_seconds"),
+        inv.expires_after_seconds,
+        1,
+        MAX_LEASE_SECONDS,
+        "a lease never lasts longer than 15 minutes",
+        errors,
+    );
+    // Accepted whatever the wiring: enforced (or refused) at execution by the spend gate.
+    limit(
+        format!("{at}.max_cost_cents"),
+        inv.max_cost_cents,
+        0,
+        i64::MAX,
+        "",
+        errors,
+    );
+    if let Some(bucket) = &inv.rate_bucket {
+        if !caps.shared_rate_limiter {
+            errors.push(FieldError::new(
+                format!("{at}.rate_bucket"),
+                "no shared rate limiter is configured (APERTURE_RATE_LIMITER), so a rate bucket cannot be enforced",
+            ));
+        }
+        if !is_id(&bucket.name, 64, b"_.-") {
+            errors.push(FieldError::new(
+                format!("{at}.rate_bucket.name"),
+                "1–64 characters of a-z, 0-9, _ . and -",
+            ));
+        }
+        limit(
+            format!("{at}.rate_bucket.per_minute"),
+            Some(bucket.per_minute),
+            1,
+            caps.max_per_minute,
+            "the limiter does not count faster",
+            errors,
+        );
+    }
+    if inv.fixed_arguments.contains_key("idempotency_key") {
+        errors.push(FieldError::new(
+            format!("{at}.fixed_arguments.idempotency_key"),
+            "the idempotency key is chosen per call, it cannot be fixed",
+        ));
+    }
+    if inv.connection_mode.is_some() && inv.fixed_arguments.contains_key("connection_mode") {
+        errors.push(FieldError::new(
+            format!("{at}.connection_mode"),
+            "pinned twice: here and in fixed_arguments.connection_mode",
+        ));
+    }
+    for (name, values) in &inv.allowed_values {
+        if values.is_empty() {
+            errors.push(FieldError::new(
+                format!("{at}.allowed_values.{name}"),
+                "name at least one value",
+            ));
+        }
+        if inv.fixed_arguments.contains_key(name) {
+            errors.push(FieldError::new(
+                format!("{at}.allowed_values.{name}"),
+                "this argument is fixed by the server; allowed values would never apply",
+            ));
+        }
+    }
+    if let Some(overlay) = &inv.schema_overlay {
+        check_overlay(&format!("{at}.schema_overlay"), overlay, errors);
+    }
+}
+
+/// Refuses overlay constructs that could widen a schema. Merging (see `narrow`) then takes the
+/// stricter of each pair, so an overlay that passes here can only narrow.
+fn check_overlay(at: &str, overlay: &Value, errors: &mut Vec<FieldError>) {
+    let Value::Object(map) = overlay else {
+        errors.push(FieldError::new(at, "a schema overlay is a JSON object"));
+        return;
+    };
+    for (key, value) in map {
+        let here = format!("{at}.{key}");
+        if !NARROWING_KEYWORDS.contains(&key.as_str()) {
+            errors.push(FieldError::new(
+                here,
+                format!("`{key}` could widen the schema; overlays may only narrow"),
+            ));
+            continue;
+        }
+        match key.as_str() {
+            "additionalProperties" if *value != Value::Bool(false) => {
+                errors.push(FieldError::new(
+                    here,
+                    "may only be false (an overlay cannot allow more properties)",
+                ));
+            }
+            "uniqueItems" if *value != Value::Bool(true) => {
+                errors.push(FieldError::new(here, "may only be true"));
+            }
+            "properties" => match value {
+                Value::Object(props) => {
+                    for (name, sub) in props {
+                        check_overlay(&format!("{here}.{name}"), sub, errors);
+                    }
+                }
+                _ => errors.push(FieldError::new(here, "must be an object of overlays")),
+            },
+            "items" => check_overlay(&here, value, errors),
+            "required"
+                if !value
+                    .as_array()
+                    .is_some_and(|a| a.iter().all(Value::is_string)) =>
+            {
+                errors.push(FieldError::new(here, "must be a list of property names"));
+            }
+            "enum" if value.as_array().is_none_or(|a| a.is_empty()) => {
+                errors.push(FieldError::new(here, "must be a non-empty list"));
+            }
+            "type"
+                if !(value.is_string()
+                    || value
+                        .as_array()
+                        .is_some_and(|a| !a.is_empty() && a.iter().all(Value::is_string))) =>
+            {
+                errors.push(FieldError::new(
+                    here,
+                    "must be a type name or a list of them",
+                ));
+            }
+            "minLength" | "maxLength" | "minItems" | "maxItems" | "minProperties"
+            | "maxProperties"
+                if value.as_u64().is_none() =>
+            {
+                errors.push(FieldError::new(here, "must be a non-negative integer"));
+            }
+            "minimum" | "maximum" | "exclusiveMinimum" | "exclusiveMaximum"
+                if !value.is_number() =>
+            {
+                errors.push(FieldError::new(here, "must be a number"));
+            }
+            "multipleOf" if !value.as_f64().is_some_and(|f| f > 0.0) => {
+                errors.push(FieldError::new(here, "must be a positive number"));
+            }
+            "pattern" | "format" | "title" | "description" if !value.is_string() => {
+                errors.push(FieldError::new(here, "must be a string"));
+            }
+            _ => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn paths(doc: Value, caps: &RuntimeCapabilities) -> Vec<String> {
+        match parse_and_validate(&doc, caps) {
+            Ok(_) => vec![],
+            Err(errors) => errors.into_iter().map(|e| e.path).collect(),
+        }
+    }
+
+    fn with_invocation(inv: Value) -> Value {
+        json!({"name": "p", "rules": [
+            {"id": "a", "match": {"name": "x"}, "mode": "allow"},
+            {"id": "b", "match": {"name": "y"}, "mode": "allow"},
+            {"id": "c", "match": {"name": "z"}, "mode": "allow"},
+            {"id": "d", "match": {"name": "w"}, "mode": "allow", "invocation": inv}
+        ]})
+    }
+
+    /// Seed: "A negative limit is invalid"
+    #[test]
+    fn negative_limits_are_invalid() {
+        let caps = RuntimeCapabilities::default();
+        for key in [
+            "max_duration_millis",
+            "max_result_bytes",
+            "expires_after_seconds",
+            "max_cost_cents",
+        ] {
+            let got = paths(with_invocation(json!({ key: -1 })), &caps);
+            assert_eq!(got, vec![format!("rules[3].invocation.{key}")]);
+        }
+    }
+
+    /// Seed: "a ceiling too large to enforce is refused"
+    #[test]
+    fn ceilings_beyond_the_runtime_are_refused() {
+        let caps = RuntimeCapabilities::default();
+        assert_eq!(
+            paths(
+                with_invocation(json!({"max_result_bytes": caps.max_result_bytes + 1})),
+                &caps
+            ),
+            vec!["rules[3].invocation.max_result_bytes"]
+        );
+        assert_eq!(
+            paths(
+                with_invocation(json!({"max_duration_millis": caps.max_duration_millis + 1})),
+                &caps
+            ),
+            vec!["rules[3].invocation.max_duration_millis"]
+        );
+        assert_eq!(
+            paths(
+                with_invocation(json!({"expires_after_seconds": 901})),
+                &caps
+            ),
+            vec!["rules[3].invocation.expires_after_seconds"]
+        );
+        assert!(
+            paths(
+                with_invocation(json!({"max_result_bytes": caps.max_result_bytes})),
+                &caps
+            )
+            .is_empty()
+        );
+    }
+
+    /// Seed: "a rate_bucket without a distributed limiter is rejected when the policy is written"
+    #[test]
+    fn rate_buckets_need_a_shared_limiter() {
+        let inv = json!({"rate_bucket": {"name": "gh", "per_minute": 60}});
+        let single = RuntimeCapabilities::default();
+        assert_eq!(
+            paths(with_invocation(inv.clone()), &single),
+            vec!["rules[3].invocation.rate_bucket"]
+        );
+        let shared = RuntimeCapabilities {
+            shared_rate_limiter: true,
+            ..single
+        };
+        assert!(paths(with_invocation(inv), &shared).is_empty());
+    }
+
+    /// Seed: "A max_cost_cents ceiling is accepted — it is enforceable against the price
+    /// connector pricing resolves before provider I/O"
+    #[test]
+    fn max_cost_cents_is_accepted_without_wiring() {
+        assert!(
+            paths(
+                with_invocation(json!({"max_cost_cents": 25})),
+                &RuntimeCapabilities::default()
+            )
+            .is_empty()
+        );
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_with_their_path() {
+        let caps = RuntimeCapabilities::default();
+        assert_eq!(
+            paths(with_invocation(json!({"max_results": 3})), &caps),
+            vec!["rules[3].invocation.max_results"]
+        );
+        assert_eq!(
+            paths(json!({"name": "p", "colour": 1}), &caps),
+            vec!["colour"]
+        );
+        assert_eq!(
+            paths(
+                json!({"name": "p", "rules": [{"id": "a", "mode": "sometimes"}]}),
+                &caps
+            ),
+            vec!["rules[0].mode"]
+        );
+    }
+
+    /// Issue: overlays that would widen a schema are refused.
+    #[test]
+    fn widening_overlays_are_refused() {
+        let caps = RuntimeCapabilities::default();
+        let cases = [
+            (
+                json!({"additionalProperties": true}),
+                "rules[3].invocation.schema_overlay.additionalProperties",
+            ),
+            (
+                json!({"anyOf": [{}]}),
+                "rules[3].invocation.schema_overlay.anyOf",
+            ),
+            (
+                json!({"properties": {"q": {"oneOf": []}}}),
+                "rules[3].invocation.schema_overlay.properties.q.oneOf",
+            ),
+            (
+                json!({"items": {"additionalProperties": {}}}),
+                "rules[3].invocation.schema_overlay.items.additionalProperties",
+            ),
+            (
+                json!({"enum": []}),
+                "rules[3].invocation.schema_overlay.enum",
+            ),
+            (json!([1]), "rules[3].invocation.schema_overlay"),
+        ];
+        for (overlay, path) in cases {
+            assert_eq!(
+                paths(with_invocation(json!({"schema_overlay": overlay})), &caps),
+                vec![path]
+            );
+        }
+        let narrowing = json!({"schema_overlay": {"properties": {"q": {"maxLength": 10}}, "required": ["q"], "additionalProperties": false}});
+        assert!(paths(with_invocation(narrowing), &caps).is_empty());
+    }
+
+    #[test]
+    fn rules_and_profiles_are_checked() {
+        let caps = RuntimeCapabilities::default();
+        let doc = json!({
+            "name": "Bad Name",
+            "rules": [
+                {"id": "a", "mode": "allow", "redaction": "missing"},
+                {"id": "a", "mode": "allow"}
+            ],
+            "redaction_profiles": {"tiny": {"summary": "truncate", "max_bytes": 0, "destinations": []}}
+        });
+        let mut got = paths(doc, &caps);
+        got.sort();
+        assert_eq!(
+            got,
+            vec![
+                "name",
+                "redaction_profiles.tiny.destinations",
+                "redaction_profiles.tiny.max_bytes",
+                "rules[0].redaction",
+                "rules[1].id"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_builtin_policy_is_valid() {
+        assert!(
+            validate(
+                &Policy::builtin_safe_read(),
+                &RuntimeCapabilities::default()
+            )
+            .is_ok()
+        );
+        let doc = serde_json::to_value(Policy::builtin_safe_read()).unwrap();
+        assert_eq!(
+            parse_and_validate(&doc, &RuntimeCapabilities::default()).unwrap(),
+            Policy::builtin_safe_read()
+        );
+    }
+}
