@@ -126,3 +126,49 @@ pub struct Overview {
     /// Users in the tenant.
     pub users: u64,
 }
+
+/// One stored version of a policy.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyVersionView {
+    /// Policy id.
+    pub policy_id: String,
+    /// From 1.
+    pub version: u64,
+    /// The policy document as stored.
+    pub document: serde_json::Value,
+    /// Who saved it.
+    pub created_by: String,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
+/// A policy in the list: its latest version and where it is active.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicySummary {
+    /// Policy id.
+    pub policy_id: String,
+    /// Latest version.
+    pub latest_version: u64,
+    /// RFC 3339 of the latest version.
+    pub updated_at: String,
+    /// Environments whose new sessions get this policy.
+    pub active_in: Vec<String>,
+}
+
+/// `POST /policies/{id}:activate`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ActivateRequest {
+    /// Environment (`default` when absent).
+    #[serde(default)]
+    pub environment: Option<String>,
+}
+
+/// `POST /policies:validate`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ValidationResult {
+    /// Whether the document is a valid policy for this deployment.
+    pub valid: bool,
+    /// Every problem, with its field path.
+    pub errors: Vec<crate::error::FieldError>,
+}

@@ -11,6 +11,7 @@ use app::dto::{CreateTokenRequest, CreateUserRequest};
 
 use crate::auth::password::Passwords;
 use crate::config::Config;
+use crate::journal::Journal;
 use crate::startup::{Application, Bootstrap};
 use crate::store::{self, Store};
 
@@ -55,6 +56,42 @@ enum Command {
         #[command(subcommand)]
         command: TokenCommand,
     },
+    /// The tamper-evident journal.
+    Journal {
+        #[command(subcommand)]
+        command: JournalCommand,
+    },
+    /// Receipts.
+    Receipt {
+        #[command(subcommand)]
+        command: ReceiptCommand,
+    },
+    /// Signing keys.
+    Keys {
+        #[command(subcommand)]
+        command: KeysCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum JournalCommand {
+    /// Check every chain and signature; exit 0 only when all verify.
+    Verify,
+}
+
+#[derive(Debug, Subcommand)]
+enum ReceiptCommand {
+    /// Check one receipt's signature against the published keys (a file, or - for stdin).
+    Verify {
+        /// Path of a receipt JSON file, or `-`.
+        file: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum KeysCommand {
+    /// Create a new signing key; it signs from the next start on, old keys stay published.
+    Rotate,
 }
 
 #[derive(Debug, Args)]
@@ -75,6 +112,10 @@ struct ServeArgs {
         hide_env_values = true
     )]
     bootstrap_admin_password: Option<String>,
+    /// Hex Ed25519 seed that signs receipts (nodes sharing a database must share it); default:
+    /// the newest key file in <data-dir>/keys, created on first start.
+    #[arg(long, env = "APERTURE_SIGNING_KEY", hide_env_values = true)]
+    signing_key: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -147,21 +188,39 @@ pub async fn run() -> anyhow::Result<()> {
                 },
         } => {
             let password = read_password(password_stdin)?;
-            let store = operator_store(&cli.global, &tenant).await?;
+            let (store, journal) = operator_store(&cli.global, &tenant).await?;
             let passwords = tokio::task::spawn_blocking(|| Passwords::new(1)).await??;
             let request = CreateUserRequest {
                 username,
                 password,
                 scopes,
             };
-            let user =
-                crate::users::create_unchecked(&store, &passwords, &tenant, "operator", &request)
-                    .await
-                    .map_err(|e| anyhow::anyhow!(e.into_app_error()))?;
+            let user = crate::users::create_unchecked(
+                &store, &journal, &passwords, &tenant, "operator", &request,
+            )
+            .await
+            .map_err(|e| anyhow::anyhow!(e.into_app_error()))?;
             println!(
                 "created user {} in tenant {tenant} with scopes {}",
                 user.username,
                 user.scopes.join(" ")
+            );
+            Ok(())
+        }
+        Command::Journal {
+            command: JournalCommand::Verify,
+        } => journal_verify(&cli.global).await,
+        Command::Receipt {
+            command: ReceiptCommand::Verify { file },
+        } => receipt_verify(&cli.global, &file).await,
+        Command::Keys {
+            command: KeysCommand::Rotate,
+        } => {
+            let store = Store::connect(&cli.global.database_url()).await?;
+            store.migrate().await?;
+            let kid = crate::keys::KeyRing::rotate(&store, &cli.global.data_dir).await?;
+            println!(
+                "created signing key {kid}; it signs after the next restart, older keys stay published"
             );
             Ok(())
         }
@@ -175,16 +234,17 @@ pub async fn run() -> anyhow::Result<()> {
                     expires_at,
                 },
         } => {
-            let store = operator_store(&cli.global, &tenant).await?;
+            let (store, journal) = operator_store(&cli.global, &tenant).await?;
             let request = CreateTokenRequest {
                 actor_id: actor,
                 scopes,
                 name,
                 expires_at,
             };
-            let created = crate::tokens::create_unchecked(&store, &tenant, "operator", &request)
-                .await
-                .map_err(|e| anyhow::anyhow!(e.into_app_error()))?;
+            let created =
+                crate::tokens::create_unchecked(&store, &journal, &tenant, "operator", &request)
+                    .await
+                    .map_err(|e| anyhow::anyhow!(e.into_app_error()))?;
             println!(
                 "created token {} for actor {} in tenant {tenant} with scopes {}",
                 created.token.id,
@@ -205,6 +265,7 @@ async fn serve(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<()> {
     config.site_root = args.site_root;
     config.secure_cookies = args.secure_cookies;
     config.bootstrap_admin_password = args.bootstrap_admin_password;
+    config.signing_key = args.signing_key;
     let app = Application::build(config).await?;
     if *app.bootstrap() == Bootstrap::NeedsAdmin {
         println!(
@@ -217,8 +278,9 @@ async fn serve(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<()> {
     app.run_until_stopped().await
 }
 
-/// Connects, migrates and makes sure the tenant exists (operator commands).
-async fn operator_store(global: &GlobalArgs, tenant: &str) -> anyhow::Result<Store> {
+/// Connects, migrates, makes sure the tenant exists and opens the journal (operator commands
+/// are journaled like any other change).
+async fn operator_store(global: &GlobalArgs, tenant: &str) -> anyhow::Result<(Store, Journal)> {
     anyhow::ensure!(
         store::tenants::is_valid_id(tenant),
         "tenant ids are 1–64 characters of a-z, 0-9, _ and -"
@@ -226,7 +288,9 @@ async fn operator_store(global: &GlobalArgs, tenant: &str) -> anyhow::Result<Sto
     let store = Store::connect(&global.database_url()).await?;
     store.migrate().await?;
     store::tenants::ensure(&store, tenant).await?;
-    Ok(store)
+    let signing_key = std::env::var("APERTURE_SIGNING_KEY").ok();
+    let keys = crate::keys::KeyRing::load(&store, &global.data_dir, signing_key.as_deref()).await?;
+    Ok((store.clone(), Journal::new(store, keys)))
 }
 
 fn read_password(from_stdin: bool) -> anyhow::Result<String> {
@@ -242,4 +306,58 @@ fn read_password(from_stdin: bool) -> anyhow::Result<String> {
         anyhow::ensure!(first == second, "the passwords differ");
         Ok(first)
     }
+}
+
+async fn journal_verify(global: &GlobalArgs) -> anyhow::Result<()> {
+    let store = Store::connect(&global.database_url()).await?;
+    store.migrate().await?;
+    let reports = crate::journal::verify(&store).await?;
+    let mut ok = true;
+    for r in &reports {
+        match &r.error {
+            None => println!("tenant {}: verified {} records", r.tenant_id, r.verified),
+            Some(e) => {
+                ok = false;
+                println!(
+                    "tenant {}: verified up to record {}; record {} is bad: {}",
+                    r.tenant_id, r.verified, e.seq, e.problem
+                );
+            }
+        }
+    }
+    if reports.is_empty() {
+        println!("the journal is empty");
+    }
+    anyhow::ensure!(ok, "the journal does not verify");
+    Ok(())
+}
+
+async fn receipt_verify(global: &GlobalArgs, file: &str) -> anyhow::Result<()> {
+    let text = if file == "-" {
+        let mut t = String::new();
+        std::io::stdin().read_to_string(&mut t)?;
+        t
+    } else {
+        std::fs::read_to_string(file).with_context(|| format!("reading {file}"))?
+    };
+    let value: serde_json::Value =
+        serde_json::from_str(&text).context("the receipt is not JSON")?;
+    // A bare receipt, `{"receipt": …}`, or a tool result carrying `_meta.receipt`.
+    let receipt = value
+        .pointer("/_meta/receipt")
+        .or_else(|| value.get("receipt"))
+        .unwrap_or(&value);
+    let store = Store::connect(&global.database_url()).await?;
+    store.migrate().await?;
+    let keys = crate::keys::published(&store).await?;
+    engine::receipt::verify_receipt_json(receipt, &keys.keys)
+        .map_err(|e| anyhow::anyhow!("the receipt does not verify: {e}"))?;
+    println!(
+        "the receipt verifies (key {})",
+        receipt
+            .get("key_id")
+            .and_then(|k| k.as_str())
+            .unwrap_or("?")
+    );
+    Ok(())
 }

@@ -19,6 +19,11 @@ pub struct Config {
     pub bootstrap_admin_password: Option<String>,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: usize,
+    /// Folder for local state: the SQLite database by default, signing keys (`APERTURE_DATA_DIR`).
+    pub data_dir: PathBuf,
+    /// Hex Ed25519 seed that signs receipts (`APERTURE_SIGNING_KEY`); default: a key file in
+    /// `<data_dir>/keys`, created on first start.
+    pub signing_key: Option<String>,
 }
 
 impl Config {
@@ -31,6 +36,8 @@ impl Config {
             secure_cookies: false,
             bootstrap_admin_password: None,
             max_body_bytes: 1024 * 1024,
+            data_dir: data_dir.to_path_buf(),
+            signing_key: None,
         }
     }
 }

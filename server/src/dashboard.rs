@@ -53,6 +53,7 @@ impl Backend for DashboardBackend {
     ) -> Result<Me, AppError> {
         dashboard::sign_in(
             &self.state.store,
+            &self.state.journal,
             &self.state.passwords,
             session,
             tenant.trim(),
@@ -105,14 +106,14 @@ impl Backend for DashboardBackend {
         request: CreateTokenRequest,
     ) -> Result<CreatedToken, AppError> {
         let p = self.principal(session).await?;
-        tokens::create(&self.state.store, &p, &request)
+        tokens::create(&self.state.store, &self.state.journal, &p, &request)
             .await
             .map_err(ServiceError::into_app_error)
     }
 
     async fn revoke_token(&self, session: &Session, id: &str) -> Result<TokenView, AppError> {
         let p = self.principal(session).await?;
-        tokens::revoke(&self.state.store, &p, id)
+        tokens::revoke(&self.state.store, &self.state.journal, &p, id)
             .await
             .map_err(ServiceError::into_app_error)
     }
@@ -130,9 +131,15 @@ impl Backend for DashboardBackend {
         request: CreateUserRequest,
     ) -> Result<UserView, AppError> {
         let p = self.principal(session).await?;
-        users::create(&self.state.store, &self.state.passwords, &p, &request)
-            .await
-            .map_err(ServiceError::into_app_error)
+        users::create(
+            &self.state.store,
+            &self.state.journal,
+            &self.state.passwords,
+            &p,
+            &request,
+        )
+        .await
+        .map_err(ServiceError::into_app_error)
     }
 
     async fn update_user_scopes(
@@ -142,9 +149,15 @@ impl Backend for DashboardBackend {
         request: UpdateScopesRequest,
     ) -> Result<UserView, AppError> {
         let p = self.principal(session).await?;
-        users::update_scopes(&self.state.store, &p, username, &request)
-            .await
-            .map_err(ServiceError::into_app_error)
+        users::update_scopes(
+            &self.state.store,
+            &self.state.journal,
+            &p,
+            username,
+            &request,
+        )
+        .await
+        .map_err(ServiceError::into_app_error)
     }
 }
 

@@ -23,6 +23,16 @@ pub enum ServiceError {
     Other(#[from] anyhow::Error),
 }
 
+impl From<crate::journal::JournalError> for ServiceError {
+    fn from(e: crate::journal::JournalError) -> Self {
+        tracing::error!(error = %e, "the journal cannot record");
+        Self::App(AppError::new(
+            ErrorCode::Unavailable,
+            "the journal cannot record right now, so nothing was changed; try again shortly",
+        ))
+    }
+}
+
 impl ServiceError {
     /// The caller's view, logging what must not be shown.
     pub fn into_app_error(self) -> AppError {

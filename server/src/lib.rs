@@ -9,6 +9,7 @@
 //! - [`dashboard`]: the Leptos dashboard's [`app::backend::Backend`], onto the same services.
 //! - [`auth`]: principals, bearer tokens, passwords, cookie sessions, CSRF.
 //! - [`tokens`], [`users`]: services behind both the API and the dashboard.
+//! - [`journal`]: the signed, hash-chained journal of receipts; [`keys`]: the signing keys.
 //! - [`store`]: SQL per domain over SQLite or PostgreSQL.
 //! - [`error`]: how service errors reach callers (and what is only logged).
 //! - [`ids`]: random identifiers and secrets.
@@ -20,6 +21,9 @@ pub mod config;
 pub mod dashboard;
 pub mod error;
 pub mod ids;
+pub mod journal;
+pub mod keys;
+pub mod policies;
 pub mod startup;
 pub mod state;
 pub mod store;

@@ -23,6 +23,8 @@ use crate::auth::password::Passwords;
 use crate::auth::{csrf, dashboard};
 use crate::config::Config;
 use crate::dashboard::DashboardBackend;
+use crate::journal::Journal;
+use crate::keys::KeyRing;
 use crate::state::AppState;
 use crate::store::{self, DbSessionStore, Store, tenants::DEFAULT_TENANT};
 use crate::{api, users};
@@ -58,8 +60,11 @@ impl Application {
         let passwords = tokio::task::spawn_blocking(move || Passwords::new(concurrency))
             .await
             .context("password setup task")??;
+        let keys = KeyRing::load(&store, &config.data_dir, config.signing_key.as_deref()).await?;
+        let journal = Journal::new(store.clone(), keys);
         let bootstrap = bootstrap(
             &store,
+            &journal,
             &passwords,
             config.bootstrap_admin_password.as_deref(),
         )
@@ -87,6 +92,7 @@ impl Application {
         let state = AppState {
             store: store.clone(),
             passwords,
+            journal,
             config: Arc::new(config),
             leptos_options,
         };
@@ -138,7 +144,8 @@ pub fn router(state: AppState) -> Router {
     let secure = state.config.secure_cookies;
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
-        .nest(api::PREFIX, api::router(state.clone()))
+        .route("/.well-known/aperture/keys", get(api::receipts::keys))
+        .nest_service(api::PREFIX, api::router(state.clone()))
         .leptos_routes_with_context(&state, routes, context.clone(), move || {
             app::shell(options.clone())
         })
@@ -159,6 +166,7 @@ pub fn router(state: AppState) -> Router {
 /// is given. There is never a default password.
 pub async fn bootstrap(
     store: &Store,
+    journal: &Journal,
     passwords: &Passwords,
     admin_password: Option<&str>,
 ) -> anyhow::Result<Bootstrap> {
@@ -174,9 +182,16 @@ pub async fn bootstrap(
         password: password.to_owned(),
         scopes: engine::scope::ScopeSet::all_aperture().into(),
     };
-    users::create_unchecked(store, passwords, DEFAULT_TENANT, "bootstrap", &request)
-        .await
-        .map_err(|e| anyhow::anyhow!("creating the bootstrap admin: {}", e.into_app_error()))?;
+    users::create_unchecked(
+        store,
+        journal,
+        passwords,
+        DEFAULT_TENANT,
+        "bootstrap",
+        &request,
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("creating the bootstrap admin: {}", e.into_app_error()))?;
     tracing::info!(
         "created user `admin` in tenant `default` from APERTURE_BOOTSTRAP_ADMIN_PASSWORD"
     );

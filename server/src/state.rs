@@ -7,6 +7,7 @@ use leptos::config::LeptosOptions;
 
 use crate::auth::password::Passwords;
 use crate::config::Config;
+use crate::journal::Journal;
 use crate::store::Store;
 
 /// Shared by every request; cheap to clone.
@@ -18,6 +19,8 @@ pub struct AppState {
     pub passwords: Passwords,
     /// The configuration the server started with.
     pub config: Arc<Config>,
+    /// The tamper-evident journal (and the signing keys).
+    pub journal: Journal,
     /// Where the dashboard's files are, for Leptos.
     pub leptos_options: LeptosOptions,
 }

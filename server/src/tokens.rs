@@ -10,7 +10,10 @@ use crate::auth::Principal;
 use crate::auth::principal::secret_hash;
 use crate::error::ServiceError;
 use crate::ids;
+use crate::journal::Journal;
 use crate::store::{self, Store, tokens::TokenRow};
+use engine::receipt::{Decision, ReasonCode};
+use serde_json::json;
 
 /// Whether `actor` is an acceptable actor id: 1–128 characters of `[A-Za-z0-9_.:@-]`.
 pub fn is_valid_actor(actor: &str) -> bool {
@@ -109,6 +112,7 @@ fn validate(request: &CreateTokenRequest) -> Result<(ScopeSet, Option<i64>), App
 /// operator's command line uses it directly; principals go through [`create`].
 pub async fn create_unchecked(
     store: &Store,
+    journal: &Journal,
     tenant_id: &str,
     created_by: &str,
     request: &CreateTokenRequest,
@@ -117,6 +121,16 @@ pub async fn create_unchecked(
     let scopes: Vec<String> = scopes.into();
     let secret = ids::new_token_secret();
     let id = ids::new_id("tok");
+    journal
+        .admin(
+            tenant_id,
+            created_by,
+            Decision::Allow,
+            ReasonCode::Ok,
+            "token.create",
+            json!({"token_id": id, "actor_id": request.actor_id, "scopes": scopes}),
+        )
+        .await?;
     let name = request
         .name
         .as_deref()
@@ -146,12 +160,14 @@ pub async fn create_unchecked(
 /// `POST /tokens` (admin).
 pub async fn create(
     store: &Store,
+    journal: &Journal,
     principal: &Principal,
     request: &CreateTokenRequest,
 ) -> Result<CreatedToken, ServiceError> {
     principal.require(scope::ADMIN)?;
     create_unchecked(
         store,
+        journal,
         &principal.tenant_id,
         &principal.as_creator(),
         request,
@@ -172,10 +188,27 @@ pub async fn list(store: &Store, principal: &Principal) -> Result<Vec<TokenView>
 /// `DELETE /tokens/{id}` (admin). Another tenant's id is "not found".
 pub async fn revoke(
     store: &Store,
+    journal: &Journal,
     principal: &Principal,
     id: &str,
 ) -> Result<TokenView, ServiceError> {
     principal.require(scope::ADMIN)?;
+    if store::tokens::find(store, &principal.tenant_id, id)
+        .await?
+        .is_none()
+    {
+        return Err(AppError::not_found("token").into());
+    }
+    journal
+        .admin(
+            &principal.tenant_id,
+            &principal.as_creator(),
+            Decision::Allow,
+            ReasonCode::Ok,
+            "token.revoke",
+            json!({"token_id": id}),
+        )
+        .await?;
     match store::tokens::revoke(store, &principal.tenant_id, id).await? {
         Some(row) => {
             tracing::info!(token = %row.id, by = %principal.actor_id, "token revoked");

@@ -9,7 +9,10 @@ use app::error::{AppError, ErrorCode, FieldError};
 use crate::auth::Principal;
 use crate::auth::password::{self, Passwords};
 use crate::error::ServiceError;
+use crate::journal::Journal;
 use crate::store::{self, Store, users::UserRow};
+use engine::receipt::{Decision, ReasonCode};
+use serde_json::json;
 
 /// Whether `name` is an acceptable username: 1–64 characters of `[a-z0-9_.-]`.
 pub fn is_valid_username(name: &str) -> bool {
@@ -47,6 +50,7 @@ fn parse_scopes(scopes: &[String], fields: &mut Vec<FieldError>) -> Option<Scope
 /// [`create`].
 pub async fn create_unchecked(
     store: &Store,
+    journal: &Journal,
     passwords: &Passwords,
     tenant_id: &str,
     created_by: &str,
@@ -81,8 +85,18 @@ pub async fn create_unchecked(
     {
         return Err(username_taken(&request.username).into());
     }
-    let hash = passwords.hash(request.password.clone()).await?;
     let scopes: Vec<String> = scopes.into();
+    journal
+        .admin(
+            tenant_id,
+            created_by,
+            Decision::Allow,
+            ReasonCode::Ok,
+            "user.create",
+            json!({"username": request.username, "scopes": scopes}),
+        )
+        .await?;
+    let hash = passwords.hash(request.password.clone()).await?;
     let row = store::users::insert(
         store,
         tenant_id,
@@ -113,6 +127,7 @@ fn username_taken(name: &str) -> AppError {
 /// `POST /users` (admin).
 pub async fn create(
     store: &Store,
+    journal: &Journal,
     passwords: &Passwords,
     principal: &Principal,
     request: &CreateUserRequest,
@@ -120,6 +135,7 @@ pub async fn create(
     principal.require(scope::ADMIN)?;
     create_unchecked(
         store,
+        journal,
         passwords,
         &principal.tenant_id,
         &principal.as_creator(),
@@ -141,6 +157,7 @@ pub async fn list(store: &Store, principal: &Principal) -> Result<Vec<UserView>,
 /// `PUT /users/{username}/scopes` (admin).
 pub async fn update_scopes(
     store: &Store,
+    journal: &Journal,
     principal: &Principal,
     username: &str,
     request: &UpdateScopesRequest,
@@ -151,6 +168,22 @@ pub async fn update_scopes(
         return Err(AppError::invalid(fields).into());
     };
     let scopes: Vec<String> = scopes.into();
+    if store::users::find(store, &principal.tenant_id, username)
+        .await?
+        .is_none()
+    {
+        return Err(AppError::not_found("user").into());
+    }
+    journal
+        .admin(
+            &principal.tenant_id,
+            &principal.as_creator(),
+            Decision::Allow,
+            ReasonCode::Ok,
+            "user.scopes",
+            json!({"username": username, "scopes": scopes}),
+        )
+        .await?;
     match store::users::set_scopes(store, &principal.tenant_id, username, &scopes).await? {
         Some(row) => {
             tracing::info!(username = %row.username, by = %principal.actor_id, "user scopes changed");

@@ -5,6 +5,8 @@
 //! without its check. [`route_specs`] lists them for the scope-matrix test and for docs.
 
 mod json;
+mod policies;
+pub(crate) mod receipts;
 mod tokens;
 mod users;
 
@@ -61,6 +63,29 @@ fn declare<D: Declare>(d: D) -> D {
     d.route(Method::GET, "/tokens", scope::ADMIN, tokens::list)
         .route(Method::POST, "/tokens", scope::ADMIN, tokens::create)
         .route(Method::DELETE, "/tokens/{id}", scope::ADMIN, tokens::revoke)
+        .route(Method::GET, "/policies", scope::READ, policies::list)
+        .route(
+            Method::POST,
+            "/policies:validate",
+            scope::READ,
+            policies::validate,
+        )
+        .route(Method::GET, "/policies/{id}", scope::READ, policies::get)
+        .route(
+            Method::GET,
+            "/policies/{id}/versions",
+            scope::READ,
+            policies::versions,
+        )
+        .route(Method::PUT, "/policies/{id}", scope::WRITE, policies::put)
+        .route(
+            Method::POST,
+            "/policies/{id}:activate",
+            scope::WRITE,
+            policies::activate,
+        )
+        .route(Method::GET, "/receipts", scope::READ, receipts::list)
+        .route(Method::GET, "/receipts/{id}", scope::READ, receipts::get)
         .route(Method::GET, "/users", scope::ADMIN, users::list)
         .route(Method::POST, "/users", scope::ADMIN, users::create)
         .route(
@@ -93,7 +118,7 @@ impl Declare for Guarded {
             (self.state.clone(), scope),
             enforce,
         ));
-        self.router = self.router.route(path, on(filter, guarded));
+        self.router = self.router.route(&internal_path(path), on(filter, guarded));
         self
     }
 }
@@ -120,13 +145,49 @@ impl Declare for Vec<RouteSpec> {
 }
 
 /// The REST router, to be nested at [`PREFIX`].
-pub fn router(state: AppState) -> Router<AppState> {
-    declare(Guarded {
-        state,
+pub fn router(state: AppState) -> Router {
+    let inner = declare(Guarded {
+        state: state.clone(),
         router: Router::new(),
     })
     .router
     .fallback(|| async { ApiError(AppError::not_found("route")) })
+    .with_state(state);
+    Router::new().fallback_service(
+        tower::ServiceBuilder::new()
+            .map_request(route_custom_method)
+            .service(inner),
+    )
+}
+
+/// Custom methods (`/policies/{id}:activate`, AIP-136 style) end a segment with `:verb`, which
+/// the router cannot match after a parameter; they are routed internally as `…/~verb`.
+fn internal_path(path: &str) -> String {
+    match path.rsplit_once('/') {
+        Some((head, last)) => match last.split_once(':') {
+            Some((name, verb)) if !name.is_empty() && !verb.is_empty() => {
+                format!("{head}/{name}/~{verb}")
+            }
+            _ => path.to_owned(),
+        },
+        None => path.to_owned(),
+    }
+}
+
+/// Rewrites a request for a custom method to its internal path.
+fn route_custom_method(mut request: Request) -> Request {
+    let path = request.uri().path();
+    let internal = internal_path(path);
+    if internal != path {
+        let target = match request.uri().query() {
+            Some(q) => format!("{internal}?{q}"),
+            None => internal,
+        };
+        if let Ok(uri) = target.parse() {
+            *request.uri_mut() = uri;
+        }
+    }
+    request
 }
 
 /// Every REST route with its scope.

@@ -26,7 +26,7 @@ pub async fn create(
     Caller(p): Caller,
     ApiJson(request): ApiJson<CreateTokenRequest>,
 ) -> Result<(StatusCode, Json<CreatedToken>), ApiError> {
-    let created = tokens::create(&state.store, &p, &request).await?;
+    let created = tokens::create(&state.store, &state.journal, &p, &request).await?;
     Ok((StatusCode::CREATED, Json(created)))
 }
 
@@ -36,5 +36,7 @@ pub async fn revoke(
     Caller(p): Caller,
     Path(id): Path<String>,
 ) -> Result<Json<TokenView>, ApiError> {
-    Ok(Json(tokens::revoke(&state.store, &p, &id).await?))
+    Ok(Json(
+        tokens::revoke(&state.store, &state.journal, &p, &id).await?,
+    ))
 }

@@ -26,7 +26,7 @@ pub async fn create(
     Caller(p): Caller,
     ApiJson(request): ApiJson<CreateUserRequest>,
 ) -> Result<(StatusCode, Json<UserView>), ApiError> {
-    let user = users::create(&state.store, &state.passwords, &p, &request).await?;
+    let user = users::create(&state.store, &state.journal, &state.passwords, &p, &request).await?;
     Ok((StatusCode::CREATED, Json(user)))
 }
 
@@ -38,6 +38,6 @@ pub async fn update_scopes(
     ApiJson(request): ApiJson<UpdateScopesRequest>,
 ) -> Result<Json<UserView>, ApiError> {
     Ok(Json(
-        users::update_scopes(&state.store, &p, &username, &request).await?,
+        users::update_scopes(&state.store, &state.journal, &p, &username, &request).await?,
     ))
 }

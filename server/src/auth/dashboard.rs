@@ -16,7 +16,10 @@ use app::error::{AppError, ErrorCode, FieldError};
 use super::password::Passwords;
 use super::principal::{Principal, PrincipalKind};
 use crate::error::ServiceError;
+use crate::journal::Journal;
 use crate::store::{self, DbSessionStore, Store};
+use engine::receipt::{Decision, ReasonCode};
+use serde_json::json;
 
 /// Idle timeout.
 pub const IDLE_MINUTES: i64 = 30;
@@ -62,6 +65,7 @@ fn session_failure(e: tower_sessions::session::Error) -> ServiceError {
 #[tracing::instrument(skip(store, passwords, session, password))]
 pub async fn sign_in(
     store: &Store,
+    journal: &Journal,
     passwords: &Passwords,
     session: &Session,
     tenant: &str,
@@ -105,8 +109,34 @@ pub async fn sign_in(
         .await?;
     let Some(user) = user.filter(|_| ok) else {
         store::users::record_sign_in_failure(store, tenant, username, FAILURE_WINDOW_MS).await?;
+        // Failures are journaled in tenants that exist; nothing runs on a failure, so a journal
+        // outage is logged rather than turned into another error.
+        if store::tenants::exists(store, tenant).await?
+            && let Err(e) = journal
+                .admin(
+                    tenant,
+                    username,
+                    Decision::Deny,
+                    ReasonCode::Unauthenticated,
+                    "sign_in",
+                    json!({"username": username}),
+                )
+                .await
+        {
+            tracing::error!(error = %e, "a failed sign-in could not be journaled");
+        }
         return Err(wrong_credentials().into());
     };
+    journal
+        .admin(
+            &user.tenant_id,
+            &user.username,
+            Decision::Allow,
+            ReasonCode::Ok,
+            "sign_in",
+            json!({"username": user.username}),
+        )
+        .await?;
     session.cycle_id().await.map_err(session_failure)?;
     session
         .insert(

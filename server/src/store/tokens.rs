@@ -120,6 +120,22 @@ pub async fn touch(store: &Store, id: &str) -> Result<(), sqlx::Error> {
     Ok(())
 }
 
+/// One token of a tenant.
+pub async fn find(
+    store: &Store,
+    tenant_id: &str,
+    id: &str,
+) -> Result<Option<TokenRow>, sqlx::Error> {
+    let row = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM api_tokens WHERE tenant_id = $1 AND id = $2"
+    ))
+    .bind(tenant_id)
+    .bind(id)
+    .fetch_optional(store.pool())
+    .await?;
+    row.as_ref().map(from_row).transpose()
+}
+
 /// Tokens of a tenant, newest first.
 pub async fn list(store: &Store, tenant_id: &str) -> Result<Vec<TokenRow>, sqlx::Error> {
     let rows = sqlx::query(&format!(

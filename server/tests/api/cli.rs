@@ -12,6 +12,8 @@ fn aperture(db: &TestDb, args: &[&str], stdin: Option<&str>) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_aperture"))
         .args(args)
         .env("APERTURE_DATABASE_URL", &db.url)
+        .env("APERTURE_DATA_DIR", db.data_dir())
+        .env_remove("APERTURE_SIGNING_KEY")
         .env("APERTURE_LOG", "warn")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -185,6 +187,7 @@ async fn serve_without_users_explains_how_to_create_the_first_admin() {
     let mut child = Command::new(env!("CARGO_BIN_EXE_aperture"))
         .args(["serve", "--addr", "127.0.0.1:0"])
         .env("APERTURE_DATABASE_URL", &db.url)
+        .env("APERTURE_DATA_DIR", db.data_dir())
         .env_remove("APERTURE_BOOTSTRAP_ADMIN_PASSWORD")
         .env("APERTURE_LOG", "warn")
         .stdout(Stdio::piped())
@@ -232,6 +235,117 @@ async fn serve_without_users_explains_how_to_create_the_first_admin() {
         aperture::store::users::count_all(&store).await.unwrap(),
         0,
         "never a default user"
+    );
+    store.close().await;
+}
+
+#[tokio::test]
+async fn journal_verify_and_key_rotation_from_the_command_line() {
+    let db = TestDb::new(Db::Sqlite).await.unwrap();
+    for actor in ["a", "b", "c"] {
+        let out = aperture(
+            &db,
+            &[
+                "token",
+                "create",
+                "--tenant",
+                "acme",
+                "--actor",
+                actor,
+                "--scope",
+                "agent_tool_exposure:run",
+            ],
+            None,
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = aperture(&db, &["journal", "verify"], None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).contains("tenant acme: verified 3 records"));
+
+    let out = aperture(&db, &["keys", "rotate"], None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = aperture(
+        &db,
+        &[
+            "token",
+            "create",
+            "--tenant",
+            "acme",
+            "--actor",
+            "d",
+            "--scope",
+            "agent_tool_exposure:run",
+        ],
+        None,
+    );
+    assert!(out.status.success());
+    let store = Store::connect(&db.url).await.unwrap();
+    assert_eq!(
+        aperture::keys::published(&store).await.unwrap().keys.len(),
+        2
+    );
+    let kids: Vec<(String,)> =
+        sqlx::query_as("SELECT DISTINCT json_extract(receipt, '$.key_id') FROM journal")
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(kids.len(), 2, "the rotated key signs new records");
+    let out = aperture(&db, &["journal", "verify"], None);
+    assert!(
+        out.status.success(),
+        "old and new keys both verify: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+
+    // One receipt on its own, from a file.
+    let (receipt,): (String,) = sqlx::query_as("SELECT receipt FROM journal WHERE seq = 2")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    let file = db.data_dir().join("receipt.json");
+    std::fs::write(&file, &receipt).unwrap();
+    let out = aperture(&db, &["receipt", "verify", file.to_str().unwrap()], None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::write(
+        &file,
+        receipt.replacen("\"reason\":\"ok\"", "\"reason\":\"scope_missing\"", 1),
+    )
+    .unwrap();
+    let out = aperture(
+        &db,
+        &["receipt", "verify", "-"],
+        Some(&std::fs::read_to_string(&file).unwrap()),
+    );
+    assert!(!out.status.success(), "a changed receipt does not verify");
+
+    // A flipped byte in storage fails the journal check and names the record.
+    sqlx::query("UPDATE journal SET receipt = replace(receipt, '\"kind\":\"admin\"', '\"kind\":\"manifest\"') WHERE seq = 4")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let out = aperture(&db, &["journal", "verify"], None);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("record 4 is bad"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
     );
     store.close().await;
 }

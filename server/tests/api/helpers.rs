@@ -8,6 +8,8 @@ use app::dto::CreateTokenRequest;
 use reqwest::{Client, Response, StatusCode};
 
 pub const ADMIN_PASSWORD: &str = "bootstrap-admin-password";
+/// The signing key of every test server (hex Ed25519 seed).
+pub const SIGNING_KEY: &str = "0707070707070707070707070707070707070707070707070707070707070707";
 
 /// Which database a test runs against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,6 +28,14 @@ pub struct TestDb {
 static COUNTER: AtomicU64 = AtomicU64::new(0);
 
 impl TestDb {
+    /// A private folder for this database's files (keys, data dir).
+    pub fn data_dir(&self) -> std::path::PathBuf {
+        match &self._dir {
+            Some(d) => d.path().to_path_buf(),
+            None => std::env::temp_dir(),
+        }
+    }
+
     /// `None` when the backend is PostgreSQL and no test server is configured.
     pub async fn new(db: Db) -> Option<Self> {
         match db {
@@ -66,7 +76,7 @@ impl TestDb {
                 let url = format!("{base}/{name}");
                 Some(Self {
                     url,
-                    _dir: None,
+                    _dir: Some(tempfile::tempdir().expect("tempdir")),
                     pg: Some((admin_url, name)),
                 })
             }
@@ -103,11 +113,14 @@ pub struct TestApp {
     pub address: String,
 
     pub store: Store,
+    /// A journal signing with the server's key (for operator actions in tests).
+    pub journal: aperture::journal::Journal,
     /// A client that keeps cookies and sends a same-origin `Origin` header like a browser.
     pub browser: Client,
     /// A plain client (no cookies).
     pub client: Client,
     _db: TestDb,
+    _dir: tempfile::TempDir,
 }
 
 impl TestApp {
@@ -126,11 +139,16 @@ impl TestApp {
         config.addr = "127.0.0.1:0".parse().expect("addr");
         config.database_url = db.url.clone();
         config.bootstrap_admin_password = Some(ADMIN_PASSWORD.into());
+        config.signing_key = Some(SIGNING_KEY.into());
         config.max_body_bytes = 64 * 1024;
         let app = Application::build(config).await.expect("build app");
         let port = app.port();
         tokio::spawn(app.run_until_stopped());
         let store = Store::connect(&db.url).await.expect("connect");
+        let keys = aperture::keys::KeyRing::load(&store, dir.path(), Some(SIGNING_KEY))
+            .await
+            .expect("keys");
+        let journal = aperture::journal::Journal::new(store.clone(), keys);
         let address = format!("http://127.0.0.1:{port}");
         let mut headers = reqwest::header::HeaderMap::new();
         headers.insert("origin", address.parse().expect("origin"));
@@ -147,9 +165,11 @@ impl TestApp {
         Some(Self {
             address,
             store,
+            journal,
             browser,
             client,
             _db: db,
+            _dir: dir,
         })
     }
 
@@ -177,10 +197,16 @@ impl TestApp {
             name: None,
             expires_at: None,
         };
-        let created = aperture::tokens::create_unchecked(&self.store, tenant, "operator", &request)
-            .await
-            .map_err(|e| e.into_app_error())
-            .expect("create token");
+        let created = aperture::tokens::create_unchecked(
+            &self.store,
+            &self.journal,
+            tenant,
+            "operator",
+            &request,
+        )
+        .await
+        .map_err(|e| e.into_app_error())
+        .expect("create token");
         (created.token.id, created.secret)
     }
 

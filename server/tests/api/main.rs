@@ -10,6 +10,8 @@
 mod helpers;
 
 mod cli;
+mod journal;
+mod policies;
 mod scope_matrix;
 mod sign_in;
 mod store;

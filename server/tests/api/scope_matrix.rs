@@ -30,6 +30,38 @@ const CASES: &[Case] = &[
     },
     Case {
         method: Method::GET,
+        path: "/policies",
+    },
+    Case {
+        method: Method::POST,
+        path: "/policies:validate",
+    },
+    Case {
+        method: Method::GET,
+        path: "/policies/{id}",
+    },
+    Case {
+        method: Method::GET,
+        path: "/policies/{id}/versions",
+    },
+    Case {
+        method: Method::PUT,
+        path: "/policies/{id}",
+    },
+    Case {
+        method: Method::POST,
+        path: "/policies/{id}:activate",
+    },
+    Case {
+        method: Method::GET,
+        path: "/receipts",
+    },
+    Case {
+        method: Method::GET,
+        path: "/receipts/{id}",
+    },
+    Case {
+        method: Method::GET,
         path: "/users",
     },
     Case {
@@ -45,15 +77,51 @@ const CASES: &[Case] = &[
 /// Tenant `default` fixtures a route may point at.
 struct Fixtures {
     victim_token_id: String,
+    victim_receipt_id: String,
 }
 
 async fn fixtures(app: &TestApp) -> Fixtures {
     let (victim_token_id, _) = app.token_full("default", "victim", &[scope::RUN]).await;
-    Fixtures { victim_token_id }
+    let (victim_receipt_id,): (String,) = sqlx::query_as(
+        "SELECT receipt_id FROM journal WHERE tenant_id = 'default' ORDER BY seq DESC LIMIT 1",
+    )
+    .fetch_one(app.store.pool())
+    .await
+    .unwrap();
+    for id in ["victim-policy", "victim-only"] {
+        aperture::store::policies::insert_next(
+            &app.store,
+            "default",
+            id,
+            &format!(r#"{{"name":"{id}"}}"#),
+            "operator",
+        )
+        .await
+        .unwrap();
+    }
+    Fixtures {
+        victim_token_id,
+        victim_receipt_id,
+    }
 }
 
 fn request(case: &Case, fx: &Fixtures, n: usize) -> (String, Option<Value>) {
     match (case.method.as_str(), case.path) {
+        ("GET", "/receipts/{id}") => (format!("/receipts/{}", fx.victim_receipt_id), None),
+        ("GET", "/policies/{id}") => ("/policies/victim-only".into(), None),
+        ("GET", "/policies/{id}/versions") => ("/policies/victim-only/versions".into(), None),
+        ("PUT", "/policies/{id}") => (
+            "/policies/victim-policy".into(),
+            Some(json!({"rules": [{"id": format!("r{n}"), "mode": "hide"}]})),
+        ),
+        ("POST", "/policies/{id}:activate") => (
+            "/policies/victim-only:activate".into(),
+            Some(json!({"environment": "prod"})),
+        ),
+        ("POST", "/policies:validate") => (
+            "/policies:validate".into(),
+            Some(json!({"name": "draft", "rules": []})),
+        ),
         ("GET", p) => (p.to_owned(), None),
         ("POST", "/tokens") => (
             "/tokens".into(),
@@ -192,10 +260,30 @@ async fn every_route_enforces_its_scope() {
         let status = response.status();
         let text = response.text().await.unwrap();
         match (case.method.as_str(), case.path) {
+            ("PUT", "/policies/{id}") => {
+                // Policy ids are per tenant: the intruder saved its own `victim-policy`.
+                assert_eq!(status, StatusCode::OK, "{label}: {text}");
+                let body: serde_json::Value = serde_json::from_str(&text).unwrap();
+                assert_eq!(
+                    body["version"], 1,
+                    "{label}: a new policy of its own tenant"
+                );
+            }
+            ("POST", "/policies:validate") => assert_eq!(status, StatusCode::OK, "{label}"),
+            ("GET", "/policies/{id}")
+            | ("GET", "/policies/{id}/versions")
+            | ("POST", "/policies/{id}:activate") => {
+                assert_eq!(status, StatusCode::NOT_FOUND, "{label}: {text}");
+            }
+            ("GET", "/receipts/{id}") => {
+                assert_eq!(status, StatusCode::NOT_FOUND, "{label}: {text}");
+            }
             ("GET", _) => {
                 assert_eq!(status, StatusCode::OK, "{label}");
                 assert!(
-                    !text.contains("victim") && !text.contains("\"admin\""),
+                    !text.contains("victim")
+                        && !text.contains("\"username\":\"admin\"")
+                        && !text.contains("\"tenant_id\":\"default\""),
                     "{label} leaked: {text}"
                 );
             }

@@ -1,0 +1,80 @@
+//! `/policies` routes.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use serde_json::{Value, json};
+
+use app::dto::{ActivateRequest, PolicySummary, PolicyVersionView, ValidationResult};
+
+use super::{ApiJson, Caller};
+use crate::error::ApiError;
+use crate::policies;
+use crate::state::AppState;
+
+/// `GET /policies`
+pub async fn list(
+    State(state): State<AppState>,
+    Caller(p): Caller,
+) -> Result<Json<Value>, ApiError> {
+    let list: Vec<PolicySummary> = policies::list(&state.store, &p).await?;
+    Ok(Json(json!({ "policies": list })))
+}
+
+/// `GET /policies/{id}`
+pub async fn get(
+    State(state): State<AppState>,
+    Caller(p): Caller,
+    Path(id): Path<String>,
+) -> Result<Json<PolicyVersionView>, ApiError> {
+    Ok(Json(policies::get(&state.store, &p, &id).await?))
+}
+
+/// `GET /policies/{id}/versions`
+pub async fn versions(
+    State(state): State<AppState>,
+    Caller(p): Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let versions = policies::versions(&state.store, &p, &id).await?;
+    Ok(Json(json!({ "versions": versions })))
+}
+
+/// `PUT /policies/{id}`: a new immutable version.
+pub async fn put(
+    State(state): State<AppState>,
+    Caller(p): Caller,
+    Path(id): Path<String>,
+    ApiJson(document): ApiJson<Value>,
+) -> Result<Json<PolicyVersionView>, ApiError> {
+    Ok(Json(
+        policies::put(&state.store, &state.journal, &p, &id, document).await?,
+    ))
+}
+
+/// `POST /policies/{id}:activate`
+pub async fn activate(
+    State(state): State<AppState>,
+    Caller(p): Caller,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Json<PolicySummary>, ApiError> {
+    // The body is optional: no body means the `default` environment.
+    let request: ActivateRequest = if body.iter().all(u8::is_ascii_whitespace) {
+        ActivateRequest::default()
+    } else {
+        serde_json::from_slice(&body).map_err(|e| {
+            app::error::AppError::new(app::error::ErrorCode::InvalidArgument, e.to_string())
+        })?
+    };
+    Ok(Json(
+        policies::activate(&state.store, &state.journal, &p, &id, &request).await?,
+    ))
+}
+
+/// `POST /policies:validate`
+pub async fn validate(
+    Caller(p): Caller,
+    ApiJson(document): ApiJson<Value>,
+) -> Result<Json<ValidationResult>, ApiError> {
+    Ok(Json(policies::validate_document(&p, document)?))
+}

@@ -1,0 +1,122 @@
+//! `/receipts` routes and the public key set.
+
+use axum::Json;
+use axum::extract::{Path, Query, State};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use app::error::AppError;
+
+use super::Caller;
+use crate::error::{ApiError, ServiceError};
+use crate::state::AppState;
+use crate::store::{self, journal::ReceiptFilter};
+
+/// `GET /.well-known/aperture/keys`: every public key that ever signed (JWK set).
+pub async fn keys(
+    State(state): State<AppState>,
+) -> Result<Json<engine::receipt::JwkSet>, ApiError> {
+    let set = state
+        .journal
+        .keys()
+        .published()
+        .await
+        .map_err(ServiceError::from)?;
+    Ok(Json(set))
+}
+
+/// Query of `GET /receipts`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListQuery {
+    decision: Option<String>,
+    reason: Option<String>,
+    tool: Option<String>,
+    session_id: Option<String>,
+    actor_id: Option<String>,
+    since: Option<String>,
+    until: Option<String>,
+    cursor: Option<String>,
+    limit: Option<i64>,
+}
+
+fn time(field: &str, value: Option<&str>) -> Result<Option<i64>, AppError> {
+    value
+        .map(|v| {
+            store::parse_rfc3339(v)
+                .ok_or_else(|| AppError::invalid_field(field, "an RFC 3339 time"))
+        })
+        .transpose()
+}
+
+/// `GET /receipts`: newest first, `limit` (1–500, default 50), `next_cursor` for the next page.
+pub async fn list(
+    State(state): State<AppState>,
+    Caller(p): Caller,
+    query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) =
+        query.map_err(|e| AppError::new(app::error::ErrorCode::BadRequest, e.body_text()))?;
+    let limit = q.limit.unwrap_or(50);
+    if !(1..=500).contains(&limit) {
+        return Err(AppError::invalid_field("limit", "between 1 and 500").into());
+    }
+    let before_seq = q
+        .cursor
+        .as_deref()
+        .map(|c| {
+            c.parse::<i64>()
+                .map_err(|_| AppError::invalid_field("cursor", "a cursor from next_cursor"))
+        })
+        .transpose()?;
+    let filter = ReceiptFilter {
+        decision: q.decision,
+        reason: q.reason,
+        tool: q.tool,
+        session_id: q.session_id,
+        actor_id: q.actor_id,
+        since: time("since", q.since.as_deref())?,
+        until: time("until", q.until.as_deref())?,
+        before_seq,
+    };
+    let rows = store::journal::search(&state.store, &p.tenant_id, &filter, limit + 1)
+        .await
+        .map_err(ServiceError::from)?;
+    let more = rows.len() as i64 > limit;
+    let page: Vec<Value> = rows
+        .iter()
+        .take(usize::try_from(limit).unwrap_or(0))
+        .map(|r| serde_json::from_str(&r.receipt).unwrap_or(Value::Null))
+        .collect();
+    let next_cursor = more
+        .then(|| {
+            rows.get(usize::try_from(limit - 1).unwrap_or(0))
+                .map(|r| r.seq.to_string())
+        })
+        .flatten();
+    Ok(Json(
+        json!({ "receipts": page, "next_cursor": next_cursor }),
+    ))
+}
+
+/// `GET /receipts/{id}`: the receipt, its disclosures and its position in the chain.
+pub async fn get(
+    State(state): State<AppState>,
+    Caller(p): Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let row = store::journal::by_receipt_id(&state.store, &p.tenant_id, &id)
+        .await
+        .map_err(ServiceError::from)?
+        .ok_or_else(|| AppError::not_found("receipt"))?;
+    let receipt: Value =
+        serde_json::from_str(&row.receipt).map_err(|e| ServiceError::Other(e.into()))?;
+    let disclosures: Value =
+        serde_json::from_str(&row.disclosures).map_err(|e| ServiceError::Other(e.into()))?;
+    Ok(Json(json!({
+        "receipt": receipt,
+        "disclosures": disclosures,
+        "seq": row.seq,
+        "record_hash": row.record_hash,
+    })))
+}

@@ -1,0 +1,208 @@
+//! Journal records: append at the head of a tenant's chain, read back in order or filtered.
+
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use super::Store;
+
+/// The head of a tenant's chain: last `seq` and its record hash.
+pub async fn head(store: &Store, tenant_id: &str) -> Result<Option<(i64, String)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT seq, record_hash FROM journal WHERE tenant_id = $1 ORDER BY seq DESC LIMIT 1",
+    )
+    .bind(tenant_id)
+    .fetch_optional(store.pool())
+    .await
+}
+
+/// A record to append.
+#[derive(Debug)]
+pub struct NewRecord<'a> {
+    /// Tenant.
+    pub tenant_id: &'a str,
+    /// Position.
+    pub seq: i64,
+    /// `rcp_…`
+    pub receipt_id: &'a str,
+    /// Receipt kind.
+    pub kind: &'a str,
+    /// Receipt decision.
+    pub decision: &'a str,
+    /// Reason code.
+    pub reason: &'a str,
+    /// Tool, when there is one.
+    pub tool: Option<&'a str>,
+    /// Session, when there is one.
+    pub session_id: Option<&'a str>,
+    /// Actor.
+    pub actor_id: &'a str,
+    /// Epoch ms.
+    pub issued_at: i64,
+    /// Signed receipt JSON.
+    pub receipt: &'a str,
+    /// Disclosures JSON.
+    pub disclosures: &'a str,
+    /// Hash of the signed receipt.
+    pub record_hash: &'a str,
+}
+
+/// Inserts the record; `Ok(false)` when `seq` is already taken (another writer appended first).
+pub async fn insert(store: &Store, r: &NewRecord<'_>) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(
+        "INSERT INTO journal (tenant_id, seq, receipt_id, kind, decision, reason, tool, session_id, actor_id, \
+         issued_at, receipt, disclosures, record_hash) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (tenant_id, seq) DO NOTHING",
+    )
+    .bind(r.tenant_id)
+    .bind(r.seq)
+    .bind(r.receipt_id)
+    .bind(r.kind)
+    .bind(r.decision)
+    .bind(r.reason)
+    .bind(r.tool)
+    .bind(r.session_id)
+    .bind(r.actor_id)
+    .bind(r.issued_at)
+    .bind(r.receipt)
+    .bind(r.disclosures)
+    .bind(r.record_hash)
+    .execute(store.pool())
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// A stored record.
+#[derive(Debug, Clone)]
+pub struct RecordRow {
+    /// Position.
+    pub seq: i64,
+    /// Signed receipt JSON.
+    pub receipt: String,
+    /// Disclosures JSON.
+    pub disclosures: String,
+    /// Stored record hash.
+    pub record_hash: String,
+}
+
+fn from_row(row: &AnyRow) -> Result<RecordRow, sqlx::Error> {
+    Ok(RecordRow {
+        seq: row.try_get("seq")?,
+        receipt: row.try_get("receipt")?,
+        disclosures: row.try_get("disclosures")?,
+        record_hash: row.try_get("record_hash")?,
+    })
+}
+
+/// Tenants that have a journal.
+pub async fn tenants(store: &Store) -> Result<Vec<String>, sqlx::Error> {
+    let rows: Vec<(String,)> =
+        sqlx::query_as("SELECT DISTINCT tenant_id FROM journal ORDER BY tenant_id")
+            .fetch_all(store.pool())
+            .await?;
+    Ok(rows.into_iter().map(|(t,)| t).collect())
+}
+
+/// Up to `limit` records of a tenant after `after_seq`, in order.
+pub async fn page(
+    store: &Store,
+    tenant_id: &str,
+    after_seq: i64,
+    limit: i64,
+) -> Result<Vec<RecordRow>, sqlx::Error> {
+    let rows = sqlx::query(
+        "SELECT seq, receipt, disclosures, record_hash FROM journal WHERE tenant_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+    )
+    .bind(tenant_id)
+    .bind(after_seq)
+    .bind(limit)
+    .fetch_all(store.pool())
+    .await?;
+    rows.iter().map(from_row).collect()
+}
+
+/// One record by receipt id, within a tenant.
+pub async fn by_receipt_id(
+    store: &Store,
+    tenant_id: &str,
+    receipt_id: &str,
+) -> Result<Option<RecordRow>, sqlx::Error> {
+    let row = sqlx::query(
+        "SELECT seq, receipt, disclosures, record_hash FROM journal WHERE tenant_id = $1 AND receipt_id = $2",
+    )
+    .bind(tenant_id)
+    .bind(receipt_id)
+    .fetch_optional(store.pool())
+    .await?;
+    row.as_ref().map(from_row).transpose()
+}
+
+/// Filters of `GET /receipts` (CONTRACT §8). All optional; they combine with AND.
+#[derive(Debug, Default, Clone)]
+pub struct ReceiptFilter {
+    /// `decision`
+    pub decision: Option<String>,
+    /// `reason`
+    pub reason: Option<String>,
+    /// `tool`
+    pub tool: Option<String>,
+    /// `session_id`
+    pub session_id: Option<String>,
+    /// `actor_id`
+    pub actor_id: Option<String>,
+    /// Epoch ms, inclusive.
+    pub since: Option<i64>,
+    /// Epoch ms, exclusive.
+    pub until: Option<i64>,
+    /// Only records before this `seq` (the cursor; newest first).
+    pub before_seq: Option<i64>,
+}
+
+/// Newest-first page of a tenant's records matching `filter`.
+pub async fn search(
+    store: &Store,
+    tenant_id: &str,
+    filter: &ReceiptFilter,
+    limit: i64,
+) -> Result<Vec<RecordRow>, sqlx::Error> {
+    let mut sql = String::from(
+        "SELECT seq, receipt, disclosures, record_hash FROM journal WHERE tenant_id = $1",
+    );
+    let mut texts: Vec<&str> = Vec::new();
+    let mut n = 1;
+    for (column, value) in [
+        ("decision", &filter.decision),
+        ("reason", &filter.reason),
+        ("tool", &filter.tool),
+        ("session_id", &filter.session_id),
+        ("actor_id", &filter.actor_id),
+    ] {
+        if let Some(v) = value {
+            n += 1;
+            sql.push_str(&format!(" AND {column} = ${n}"));
+            texts.push(v);
+        }
+    }
+    let mut numbers: Vec<i64> = Vec::new();
+    for (clause, value) in [
+        ("issued_at >=", filter.since),
+        ("issued_at <", filter.until),
+        ("seq <", filter.before_seq),
+    ] {
+        if let Some(v) = value {
+            n += 1;
+            sql.push_str(&format!(" AND {clause} ${n}"));
+            numbers.push(v);
+        }
+    }
+    n += 1;
+    sql.push_str(&format!(" ORDER BY seq DESC LIMIT ${n}"));
+    let mut query = sqlx::query(&sql).bind(tenant_id);
+    for t in texts {
+        query = query.bind(t);
+    }
+    for v in numbers {
+        query = query.bind(v);
+    }
+    let rows = query.bind(limit).fetch_all(store.pool()).await?;
+    rows.iter().map(from_row).collect()
+}

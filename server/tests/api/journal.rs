@@ -1,0 +1,229 @@
+//! The journal: admin changes are journaled, chains verify, tampering is found, receipts are
+//! listed and filtered, keys are published.
+
+use engine::receipt::{Jwk, verify_receipt_json};
+use engine::scope;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::helpers::{ADMIN_PASSWORD, Db, TestApp, error_code};
+
+async fn keys(app: &TestApp) -> Vec<Jwk> {
+    let set: Value = app
+        .client
+        .get(app.url("/.well-known/aperture/keys"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    serde_json::from_value(set["keys"].clone()).unwrap()
+}
+
+async fn all_receipts(app: &TestApp, token: &str, query: &str) -> Vec<Value> {
+    let mut out = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut url = app.api(&format!("/receipts?limit=2{query}"));
+        if let Some(c) = &cursor {
+            url.push_str(&format!("&cursor={c}"));
+        }
+        let page: Value = app
+            .client
+            .get(url)
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        out.extend(page["receipts"].as_array().unwrap().iter().cloned());
+        match page["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_owned()),
+            None => break,
+        }
+    }
+    out
+}
+
+async fn admin_changes_are_journaled_and_verify(app: &TestApp) {
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    let created: Value = app
+        .client
+        .post(app.api("/tokens"))
+        .bearer_auth(&admin)
+        .json(&json!({"actor_id": "bot", "scopes": [scope::RUN]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = created["token"]["id"].as_str().unwrap();
+    app.client
+        .delete(app.api(&format!("/tokens/{id}")))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    app.sign_in(&app.browser, "admin", ADMIN_PASSWORD).await;
+    app.sign_in(&app.browser, "admin", "wrong-password").await;
+
+    let receipts = all_receipts(app, &admin, "").await;
+    // bootstrap user, operator token, token.create, token.revoke, sign-in, failed sign-in
+    assert_eq!(receipts.len(), 6, "{receipts:#?}");
+    let seqs: Vec<u64> = receipts
+        .iter()
+        .map(|r| r["seq"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        seqs,
+        vec![6, 5, 4, 3, 2, 1],
+        "newest first, no gaps across pages"
+    );
+    assert!(receipts.iter().all(|r| r["kind"] == "admin"));
+    assert_eq!(receipts[0]["decision"], "deny");
+    assert_eq!(receipts[0]["reason"], "unauthenticated");
+    assert_eq!(receipts[1]["actor_id"], "admin");
+    // Caller receipts carry no disclosures.
+    assert!(receipts.iter().all(|r| r.get("disclosures").is_none()));
+
+    let keys = keys(app).await;
+    assert_eq!(keys.len(), 1);
+    for r in &receipts {
+        verify_receipt_json(r, &keys).unwrap();
+    }
+    let reports = aperture::journal::verify(&app.store).await.unwrap();
+    assert_eq!(reports.len(), 1);
+    assert_eq!(reports[0].verified, 6);
+    assert!(reports[0].error.is_none());
+
+    // Filters.
+    let denied = all_receipts(app, &admin, "&decision=deny").await;
+    assert_eq!(denied.len(), 1);
+    let by_ops = all_receipts(app, &admin, "&actor_id=ops").await;
+    assert_eq!(by_ops.len(), 2);
+    let future = all_receipts(app, &admin, "&since=2999-01-01T00:00:00Z").await;
+    assert!(future.is_empty());
+
+    // Detail with disclosures, which match the receipt's digest.
+    let rid = receipts[3]["receipt_id"].as_str().unwrap();
+    let detail: Value = app
+        .client
+        .get(app.api(&format!("/receipts/{rid}")))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(detail["disclosures"]["action"], "token.create");
+    let d: engine::receipt::Disclosures =
+        serde_json::from_value(detail["disclosures"].clone()).unwrap();
+    let r: engine::receipt::Receipt = serde_json::from_value(detail["receipt"].clone()).unwrap();
+    assert!(engine::receipt::disclosures_match(&r, &d).unwrap());
+}
+
+#[tokio::test]
+async fn admin_changes_are_journaled_and_verify_on_sqlite() {
+    admin_changes_are_journaled_and_verify(&TestApp::spawn().await).await;
+}
+
+#[tokio::test]
+async fn admin_changes_are_journaled_and_verify_on_postgres() {
+    let Some(app) = TestApp::spawn_on(Db::Postgres).await else {
+        eprintln!("APERTURE_TEST_POSTGRES_URL not set: PostgreSQL variant not run");
+        return;
+    };
+    admin_changes_are_journaled_and_verify(&app).await;
+}
+
+#[tokio::test]
+async fn flipping_one_stored_byte_is_found_and_named() {
+    let app = TestApp::spawn().await;
+    for i in 0..4 {
+        app.token("default", &format!("bot-{i}"), &[scope::RUN])
+            .await;
+    }
+    let (receipt,): (String,) =
+        sqlx::query_as("SELECT receipt FROM journal WHERE tenant_id = 'default' AND seq = 3")
+            .fetch_one(app.store.pool())
+            .await
+            .unwrap();
+    let tampered = receipt
+        .replacen("\"allow\"", "\"alloW\"", 1)
+        .replacen("bot-1", "bot-X", 1);
+    assert_ne!(tampered, receipt);
+    sqlx::query("UPDATE journal SET receipt = $1 WHERE tenant_id = 'default' AND seq = 3")
+        .bind(&tampered)
+        .execute(app.store.pool())
+        .await
+        .unwrap();
+    let reports = aperture::journal::verify(&app.store).await.unwrap();
+    let error = reports[0].error.as_ref().expect("tampering is found");
+    assert_eq!(error.seq, 3);
+    assert_eq!(reports[0].verified, 2);
+}
+
+#[tokio::test]
+async fn a_change_the_journal_cannot_record_is_not_made() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    sqlx::query("DROP TABLE journal")
+        .execute(app.store.pool())
+        .await
+        .unwrap();
+    let response = app
+        .client
+        .post(app.api("/tokens"))
+        .bearer_auth(&admin)
+        .json(&json!({"actor_id": "bot", "scopes": [scope::RUN]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(response).await,
+        (StatusCode::SERVICE_UNAVAILABLE, "unavailable".to_owned())
+    );
+    let tokens = aperture::store::tokens::list(&app.store, "default")
+        .await
+        .unwrap();
+    assert!(
+        tokens.iter().all(|t| t.actor_id != "bot"),
+        "nothing was created"
+    );
+}
+
+#[tokio::test]
+async fn receipt_queries_are_checked() {
+    let app = TestApp::spawn().await;
+    let reader = app.token("default", "auditor", &[scope::READ]).await;
+    for (query, code) in [
+        ("limit=0", "invalid_argument"),
+        ("since=yesterday", "invalid_argument"),
+        ("cursor=abc", "invalid_argument"),
+        ("colour=red", "bad_request"),
+    ] {
+        let response = app
+            .client
+            .get(app.api(&format!("/receipts?{query}")))
+            .bearer_auth(&reader)
+            .send()
+            .await
+            .unwrap();
+        let (status, got) = error_code(response).await;
+        assert_eq!(got, code, "{query}");
+        assert!(status.is_client_error(), "{query}: {status}");
+    }
+    let missing = app
+        .client
+        .get(app.api("/receipts/rcp_nope"))
+        .bearer_auth(&reader)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+}

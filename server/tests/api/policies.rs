@@ -1,0 +1,298 @@
+//! `/policies`: versions, validation with field paths, activation.
+
+use engine::scope;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::helpers::{Db, TestApp, error_code};
+
+fn support_policy() -> Value {
+    json!({
+        "default_mode": "hide",
+        "rules": [
+            {"id": "read-github", "match": {"prefix": "mcp__github__", "risk": "read"}, "mode": "allow",
+             "reason": "read-only GitHub access", "redaction": "safe",
+             "invocation": {"fixed_arguments": {"owner": "acme"}, "allowed_values": {"state": ["open"]},
+                            "requires_idempotency": true, "max_duration_millis": 5000,
+                            "max_result_bytes": 65536, "expires_after_seconds": 300}},
+            {"id": "writes", "match": {"risk": "write"}, "mode": "approval_required"}
+        ],
+        "redaction_profiles": {"safe": {"summary": "truncate", "max_bytes": 8192, "destinations": ["llm", "mcp"]}}
+    })
+}
+
+async fn versions_and_activation(app: &TestApp) {
+    let writer = app
+        .token("default", "policy-admin", &[scope::WRITE, scope::READ])
+        .await;
+    let put = |doc: Value| {
+        let rb = app
+            .client
+            .put(app.api("/policies/support-agents"))
+            .bearer_auth(&writer)
+            .json(&doc);
+        async move { rb.send().await.unwrap() }
+    };
+    let first = put(support_policy()).await;
+    assert_eq!(first.status(), StatusCode::OK);
+    let first: Value = first.json().await.unwrap();
+    assert_eq!(first["version"], 1);
+    assert_eq!(first["document"]["name"], "support-agents");
+    let mut changed = support_policy();
+    changed["default_mode"] = json!("deny");
+    let second: Value = put(changed).await.json().await.unwrap();
+    assert_eq!(second["version"], 2);
+
+    let versions: Value = app
+        .client
+        .get(app.api("/policies/support-agents/versions"))
+        .bearer_auth(&writer)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let numbers: Vec<u64> = versions["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v["version"].as_u64().unwrap())
+        .collect();
+    assert_eq!(
+        numbers,
+        vec![2, 1],
+        "versions are immutable and numbered from 1"
+    );
+    assert_eq!(versions["versions"][1]["document"]["default_mode"], "hide");
+
+    // Nothing is active yet: new sessions get builtin_safe_read.
+    let (policy, version) = aperture::policies::effective(&app.store, "default", "default")
+        .await
+        .unwrap();
+    assert_eq!((policy.name.as_str(), version), ("builtin_safe_read", 1));
+
+    let activated = app
+        .client
+        .post(app.api("/policies/support-agents:activate"))
+        .bearer_auth(&writer)
+        .json(&json!({"environment": "prod"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(activated.status(), StatusCode::OK);
+    let activated: Value = activated.json().await.unwrap();
+    assert_eq!(activated["active_in"], json!(["prod"]));
+    let (policy, version) = aperture::policies::effective(&app.store, "default", "prod")
+        .await
+        .unwrap();
+    assert_eq!((policy.name.as_str(), version), ("support-agents", 2));
+    let (policy, _) = aperture::policies::effective(&app.store, "default", "default")
+        .await
+        .unwrap();
+    assert_eq!(
+        policy.name, "builtin_safe_read",
+        "other environments are unaffected"
+    );
+
+    // No body: the default environment.
+    let no_body = app
+        .client
+        .post(app.api("/policies/support-agents:activate"))
+        .bearer_auth(&writer)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(no_body.status(), StatusCode::OK);
+    let list: Value = app
+        .client
+        .get(app.api("/policies"))
+        .bearer_auth(&writer)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let support = list["policies"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["policy_id"] == "support-agents")
+        .unwrap();
+    assert_eq!(support["active_in"], json!(["default", "prod"]));
+    assert_eq!(support["latest_version"], 2);
+    assert_eq!(list["policies"][0]["policy_id"], "builtin_safe_read");
+
+    let missing = app
+        .client
+        .post(app.api("/policies/nope:activate"))
+        .bearer_auth(&writer)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn policies_are_versioned_and_activated_per_environment() {
+    versions_and_activation(&TestApp::spawn().await).await;
+}
+
+#[tokio::test]
+async fn policies_are_versioned_and_activated_per_environment_on_postgres() {
+    let Some(app) = TestApp::spawn_on(Db::Postgres).await else {
+        eprintln!("APERTURE_TEST_POSTGRES_URL not set: PostgreSQL variant not run");
+        return;
+    };
+    versions_and_activation(&app).await;
+}
+
+/// Seed: "A negative limit is invalid, a ceiling too large to enforce is refused, and a
+/// rate_bucket without a distributed limiter is rejected when the policy is written."
+#[tokio::test]
+async fn invalid_policies_get_422_with_field_paths_and_store_nothing() {
+    let app = TestApp::spawn().await;
+    let writer = app.token("default", "policy-admin", &[scope::WRITE]).await;
+    let cases = [
+        (
+            json!({"rules": [{"id": "a", "mode": "allow", "invocation": {"max_result_bytes": -1}}]}),
+            "rules[0].invocation.max_result_bytes",
+        ),
+        (
+            json!({"rules": [{"id": "a", "mode": "allow", "invocation": {"max_duration_millis": 999_999_999}}]}),
+            "rules[0].invocation.max_duration_millis",
+        ),
+        (
+            json!({"rules": [{"id": "a", "mode": "allow", "invocation": {"rate_bucket": {"name": "gh", "per_minute": 10}}}]}),
+            "rules[0].invocation.rate_bucket",
+        ),
+        (
+            json!({"rules": [{"id": "a", "mode": "allow", "invocation": {"schema_overlay": {"additionalProperties": true}}}]}),
+            "rules[0].invocation.schema_overlay.additionalProperties",
+        ),
+        (json!({"rules": [], "extra": 1}), "extra"),
+        (json!({"name": "other-name"}), "name"),
+    ];
+    for (doc, path) in cases {
+        let response = app
+            .client
+            .put(app.api("/policies/p1"))
+            .bearer_auth(&writer)
+            .json(&doc)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY, "{doc}");
+        let err: Value = response.json().await.unwrap();
+        assert_eq!(err["error"]["details"]["fields"][0]["path"], path, "{err}");
+    }
+    // max_cost_cents is accepted (enforced at execution).
+    let ok = app
+        .client
+        .put(app.api("/policies/p1"))
+        .bearer_auth(&writer)
+        .json(
+            &json!({"rules": [{"id": "a", "mode": "allow", "invocation": {"max_cost_cents": 5}}]}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(ok.status(), StatusCode::OK);
+    let versions = aperture::store::policies::versions(&app.store, "default", "p1")
+        .await
+        .unwrap();
+    assert_eq!(versions.len(), 1, "only the valid document was stored");
+
+    let reserved = app
+        .client
+        .put(app.api("/policies/builtin_safe_read"))
+        .bearer_auth(&writer)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reserved.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let bad_id = app
+        .client
+        .put(app.api("/policies/Bad%20Id"))
+        .bearer_auth(&writer)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_code(bad_id).await.1, "invalid_argument");
+}
+
+#[tokio::test]
+async fn validate_reports_every_problem_without_storing() {
+    let app = TestApp::spawn().await;
+    let reader = app.token("default", "auditor", &[scope::READ]).await;
+    let doc = json!({"name": "draft", "rules": [
+        {"id": "a", "mode": "allow", "invocation": {"max_result_bytes": -1, "expires_after_seconds": 100000}}
+    ]});
+    let result: Value = app
+        .client
+        .post(app.api("/policies:validate"))
+        .bearer_auth(&reader)
+        .json(&doc)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(result["valid"], false);
+    let paths: Vec<&str> = result["errors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        paths,
+        vec![
+            "rules[0].invocation.max_result_bytes",
+            "rules[0].invocation.expires_after_seconds"
+        ]
+    );
+    let fine: Value = app
+        .client
+        .post(app.api("/policies:validate"))
+        .bearer_auth(&reader)
+        .json(&json!({"name": "draft"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(fine["valid"], true);
+    assert!(
+        aperture::store::policies::list_latest(&app.store, "default")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn the_builtin_policy_is_always_readable() {
+    let app = TestApp::spawn().await;
+    let reader = app.token("default", "auditor", &[scope::READ]).await;
+    let builtin: Value = app
+        .client
+        .get(app.api("/policies/builtin_safe_read"))
+        .bearer_auth(&reader)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        builtin["document"]["rules"][0]["match"]["risk_exactly"],
+        json!(["read"])
+    );
+    assert_eq!(builtin["document"]["default_mode"], "hide");
+}
