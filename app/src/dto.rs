@@ -172,3 +172,32 @@ pub struct ValidationResult {
     /// Every problem, with its field path.
     pub errors: Vec<crate::error::FieldError>,
 }
+
+/// The session a preview imagines.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PreviewContext {
+    /// Environment (`default` when absent).
+    #[serde(default)]
+    pub environment: Option<String>,
+    /// Actor (the caller's own when absent).
+    #[serde(default)]
+    pub actor: Option<String>,
+    /// Preset hint.
+    #[serde(default)]
+    pub preset: Option<String>,
+}
+
+/// `POST /policies:preview`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PreviewRequest {
+    /// The draft policy document.
+    pub policy: serde_json::Value,
+    /// The imagined session.
+    #[serde(default)]
+    pub context: PreviewContext,
+    /// Tools to preview over, besides the tenant's catalog.
+    #[serde(default)]
+    pub tools: Vec<engine::descriptor::ToolDescriptor>,
+}

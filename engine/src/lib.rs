@@ -19,6 +19,7 @@
 //!   plus the free-form scopes tools may require), how scopes are validated and which scope
 //!   implies which.
 //! - [`redact`]: redaction of tool output for a destination.
+//! - [`preview`]: a draft policy previewed over a catalog (server and dashboard alike).
 
 pub mod canonical;
 pub mod decision;
@@ -27,6 +28,7 @@ pub mod fork;
 pub mod manifest;
 pub mod narrow;
 pub mod policy;
+pub mod preview;
 pub mod receipt;
 pub mod redact;
 pub mod scope;

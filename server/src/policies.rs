@@ -2,13 +2,15 @@
 //! the dashboard's editor). Validation is the engine's, against what this deployment can
 //! enforce.
 
-use engine::policy::{BUILTIN_SAFE_READ, Policy};
+use engine::policy::{BUILTIN_SAFE_READ, ExposureContext, Policy};
 use engine::receipt::{Decision, ReasonCode};
 use engine::scope;
 use engine::validate::{self, RuntimeCapabilities};
 use serde_json::{Value, json};
 
-use app::dto::{ActivateRequest, PolicySummary, PolicyVersionView, ValidationResult};
+use app::dto::{
+    ActivateRequest, PolicySummary, PolicyVersionView, PreviewRequest, ValidationResult,
+};
 use app::error::{AppError, FieldError};
 
 use crate::auth::Principal;
@@ -310,4 +312,39 @@ pub async fn effective(
             Ok((Policy::builtin_safe_read(), 1))
         }
     }
+}
+
+/// `POST /policies:preview`: per-tool modes, narrowed schemas and hashes of a draft, computed by
+/// the same engine function the dashboard runs in the browser. The catalog is the tools given
+/// in the request (the tenant's imported tools join it with the upstream connectors).
+pub fn preview(
+    principal: &Principal,
+    mut request: PreviewRequest,
+) -> Result<engine::preview::Preview, ServiceError> {
+    principal.require(scope::READ)?;
+    let ctx = ExposureContext {
+        environment: request
+            .context
+            .environment
+            .unwrap_or_else(|| DEFAULT_ENVIRONMENT.to_owned()),
+        actor: request
+            .context
+            .actor
+            .unwrap_or_else(|| principal.actor_id.clone()),
+        preset: request.context.preset,
+    };
+    if request.tools.len() > 5_000 {
+        return Err(AppError::invalid_field("tools", "at most 5,000 tools").into());
+    }
+    // Like PUT /policies/{id}, a draft may leave its name to the id it will be saved under.
+    if let Value::Object(map) = &mut request.policy {
+        map.entry("name")
+            .or_insert_with(|| Value::String("draft".into()));
+    }
+    Ok(engine::preview::preview(
+        &request.policy,
+        &capabilities(),
+        &request.tools,
+        &ctx,
+    ))
 }

@@ -70,6 +70,12 @@ fn declare<D: Declare>(d: D) -> D {
             scope::READ,
             policies::validate,
         )
+        .route(
+            Method::POST,
+            "/policies:preview",
+            scope::READ,
+            policies::preview,
+        )
         .route(Method::GET, "/policies/{id}", scope::READ, policies::get)
         .route(
             Method::GET,

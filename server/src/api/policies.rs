@@ -78,3 +78,11 @@ pub async fn validate(
 ) -> Result<Json<ValidationResult>, ApiError> {
     Ok(Json(policies::validate_document(&p, document)?))
 }
+
+/// `POST /policies:preview`
+pub async fn preview(
+    Caller(p): Caller,
+    ApiJson(request): ApiJson<app::dto::PreviewRequest>,
+) -> Result<Json<engine::preview::Preview>, ApiError> {
+    Ok(Json(policies::preview(&p, request)?))
+}

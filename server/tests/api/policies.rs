@@ -296,3 +296,77 @@ async fn the_builtin_policy_is_always_readable() {
     );
     assert_eq!(builtin["document"]["default_mode"], "hide");
 }
+
+/// Seed: "Invocation policy — fixed arguments, allowed enum values, and a schema overlay that
+/// narrows the advertised schema so the agent literally cannot request fields the policy
+/// forbids." Seen by an admin before saving.
+#[tokio::test]
+async fn a_draft_is_previewed_over_tools_without_being_stored() {
+    let app = TestApp::spawn().await;
+    let reader = app.token("default", "auditor", &[scope::READ]).await;
+    let tool = |name: &str, risk: &str| {
+        json!({
+            "name": name, "version": "3",
+            "input_schema": {"type": "object", "properties": {"owner": {"type": "string"}, "state": {"type": "string"}}},
+            "risk": [risk], "source": {"kind": "builtin"}
+        })
+    };
+    let request = json!({
+        "policy": support_policy(),
+        "context": {"environment": "prod"},
+        "tools": [tool("mcp__github__list_issues", "read"), tool("mcp__github__close_issue", "write"), tool("shell", "destructive")]
+    });
+    let response = app
+        .client
+        .post(app.api("/policies:preview"))
+        .bearer_auth(&reader)
+        .json(&request)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let preview: Value = response.json().await.unwrap();
+    assert_eq!(preview["valid"], true);
+    assert_eq!(preview["lease_seconds"], 300);
+    let tools = preview["tools"].as_array().unwrap();
+    let by_name = |n: &str| tools.iter().find(|t| t["name"] == n).unwrap().clone();
+    let list = by_name("mcp__github__list_issues");
+    assert_eq!(list["mode"], "allow");
+    assert_eq!(list["rule_id"], "read-github");
+    assert!(
+        list["inputSchema"]["properties"].get("owner").is_none(),
+        "fixed arguments leave the schema"
+    );
+    assert_eq!(
+        list["inputSchema"]["properties"]["state"]["enum"],
+        json!(["open"])
+    );
+    assert!(list["schemaHash"].as_str().unwrap().starts_with("sha256:"));
+    assert_eq!(
+        by_name("mcp__github__close_issue")["mode"],
+        "approval_required"
+    );
+    assert_eq!(by_name("shell")["mode"], "hide");
+    assert_eq!(by_name("shell")["listed"], false);
+
+    let bad = app
+        .client
+        .post(app.api("/policies:preview"))
+        .bearer_auth(&reader)
+        .json(&json!({"policy": {"name": "d", "rules": [{"id": "x", "mode": "allow", "invocation": {"max_result_bytes": -1}}]}, "tools": []}))
+        .send()
+        .await
+        .unwrap();
+    let bad: Value = bad.json().await.unwrap();
+    assert_eq!(bad["valid"], false);
+    assert_eq!(
+        bad["errors"][0]["path"],
+        "rules[0].invocation.max_result_bytes"
+    );
+    assert!(
+        aperture::store::policies::list_latest(&app.store, "default")
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}

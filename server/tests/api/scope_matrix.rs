@@ -37,6 +37,10 @@ const CASES: &[Case] = &[
         path: "/policies:validate",
     },
     Case {
+        method: Method::POST,
+        path: "/policies:preview",
+    },
+    Case {
         method: Method::GET,
         path: "/policies/{id}",
     },
@@ -117,6 +121,10 @@ fn request(case: &Case, fx: &Fixtures, n: usize) -> (String, Option<Value>) {
         ("POST", "/policies/{id}:activate") => (
             "/policies/victim-only:activate".into(),
             Some(json!({"environment": "prod"})),
+        ),
+        ("POST", "/policies:preview") => (
+            "/policies:preview".into(),
+            Some(json!({"policy": {"name": "draft"}, "tools": []})),
         ),
         ("POST", "/policies:validate") => (
             "/policies:validate".into(),
@@ -269,7 +277,9 @@ async fn every_route_enforces_its_scope() {
                     "{label}: a new policy of its own tenant"
                 );
             }
-            ("POST", "/policies:validate") => assert_eq!(status, StatusCode::OK, "{label}"),
+            ("POST", "/policies:validate") | ("POST", "/policies:preview") => {
+                assert_eq!(status, StatusCode::OK, "{label}")
+            }
             ("GET", "/policies/{id}")
             | ("GET", "/policies/{id}/versions")
             | ("POST", "/policies/{id}:activate") => {
