@@ -201,3 +201,70 @@ pub struct PreviewRequest {
     #[serde(default)]
     pub tools: Vec<engine::descriptor::ToolDescriptor>,
 }
+
+/// `PUT /tools/{name}`: the server-owned security descriptor of a tool.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DescribeToolRequest {
+    /// A grouping policies can select.
+    #[serde(default)]
+    pub family: Option<String>,
+    /// Risk labels (`read`, `write`, `destructive`, …).
+    pub risk: Vec<String>,
+    /// Scope callers must hold.
+    #[serde(default)]
+    pub required_scope: Option<String>,
+    /// Version calls must echo.
+    #[serde(default)]
+    pub version: Option<String>,
+    /// Name of the tool's boolean dry-run argument.
+    #[serde(default)]
+    pub dry_run_argument: Option<String>,
+    /// Price of one call in cents.
+    #[serde(default)]
+    pub price_cents: Option<u64>,
+}
+
+/// `POST /sessions`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateSessionRequest {
+    /// Environment (`default` when absent).
+    #[serde(default)]
+    pub environment: Option<String>,
+    /// Preset hint policies may select on.
+    #[serde(default)]
+    pub preset: Option<String>,
+    /// Entity hint (recorded).
+    #[serde(default)]
+    pub entity: Option<String>,
+}
+
+/// An exposure session as listed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SessionView {
+    /// `ses_…`
+    pub session_id: String,
+    /// Environment.
+    pub environment: String,
+    /// The pinned actor.
+    pub actor_id: String,
+    /// Preset hint.
+    pub preset: Option<String>,
+    /// Entity hint.
+    pub entity: Option<String>,
+    /// Parent of a fork.
+    pub parent_id: Option<String>,
+    /// The fork's execution allowlist.
+    pub fork_tools: Option<Vec<String>>,
+    /// RFC 3339.
+    pub created_at: String,
+    /// RFC 3339.
+    pub revoked_at: Option<String>,
+    /// The latest manifest.
+    pub manifest_id: Option<String>,
+    /// Its lease.
+    pub lease_id: Option<String>,
+    /// RFC 3339.
+    pub lease_expires_at: Option<String>,
+}

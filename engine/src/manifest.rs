@@ -43,7 +43,7 @@ impl AdvertisedTool {
 }
 
 /// One tool of a manifest, listed or not.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ManifestEntry {
     /// Canonical name.
     pub name: String,
@@ -85,7 +85,7 @@ impl ManifestEntry {
 }
 
 /// A session's exposure manifest (before ids, lease times and signature, which the server adds).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Manifest {
     /// Policy id.
     pub policy_id: String,

@@ -46,7 +46,7 @@ pub enum NarrowError {
 }
 
 /// The advertised schema and what the server adds to each call.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Narrowed {
     /// The schema advertised in the manifest; arguments are validated against it.
     pub schema: Value,

@@ -8,7 +8,8 @@
 //! - [`api`]: the REST mount (`/api/v2/agent-tool-exposure`), every route with its scope.
 //! - [`dashboard`]: the Leptos dashboard's [`app::backend::Backend`], onto the same services.
 //! - [`auth`]: principals, bearer tokens, passwords, cookie sessions, CSRF.
-//! - [`tokens`], [`users`]: services behind both the API and the dashboard.
+//! - [`tokens`], [`users`], [`policies`], [`catalog`], [`exposure`]: services behind both the
+//!   API and the dashboard (tokens, users, policies, the tool catalog, sessions and manifests).
 //! - [`journal`]: the signed, hash-chained journal of receipts; [`keys`]: the signing keys.
 //! - [`store`]: SQL per domain over SQLite or PostgreSQL.
 //! - [`error`]: how service errors reach callers (and what is only logged).
@@ -16,10 +17,12 @@
 
 pub mod api;
 pub mod auth;
+pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod dashboard;
 pub mod error;
+pub mod exposure;
 pub mod ids;
 pub mod journal;
 pub mod keys;

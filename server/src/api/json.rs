@@ -58,3 +58,12 @@ fn rejection_error(rejection: &JsonRejection) -> AppError {
         _ => AppError::new(ErrorCode::BadRequest, text),
     }
 }
+
+/// An optional JSON body: empty (or whitespace) means `T::default()`.
+pub fn optional_json<T: DeserializeOwned + Default>(body: &[u8]) -> Result<T, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
+    }
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError(AppError::new(ErrorCode::InvalidArgument, e.to_string())))
+}

@@ -7,7 +7,9 @@
 mod json;
 mod policies;
 pub(crate) mod receipts;
+mod sessions;
 mod tokens;
+mod tools;
 mod users;
 
 use axum::Router;
@@ -38,8 +40,8 @@ pub struct RouteSpec {
     pub method: Method,
     /// Path below [`PREFIX`], with `{param}` placeholders.
     pub path: &'static str,
-    /// Scope the caller must hold.
-    pub scope: &'static str,
+    /// Scopes of which the caller must hold one (handlers narrow "run" to the caller's own).
+    pub scopes: &'static [&'static str],
 }
 
 /// Something routes are declared into: the router itself, or the list of [`RouteSpec`]s.
@@ -49,7 +51,7 @@ trait Declare: Sized {
         self,
         method: Method,
         path: &'static str,
-        scope: &'static str,
+        scopes: &'static [&'static str],
         handler: H,
     ) -> Self
     where
@@ -60,44 +62,81 @@ trait Declare: Sized {
 /// The one list of REST routes. Adding a route here adds its scope check and its row in the
 /// scope-matrix test's comparison.
 fn declare<D: Declare>(d: D) -> D {
-    d.route(Method::GET, "/tokens", scope::ADMIN, tokens::list)
-        .route(Method::POST, "/tokens", scope::ADMIN, tokens::create)
-        .route(Method::DELETE, "/tokens/{id}", scope::ADMIN, tokens::revoke)
-        .route(Method::GET, "/policies", scope::READ, policies::list)
+    d.route(Method::GET, "/tokens", &[scope::ADMIN], tokens::list)
+        .route(Method::POST, "/tokens", &[scope::ADMIN], tokens::create)
+        .route(
+            Method::DELETE,
+            "/tokens/{id}",
+            &[scope::ADMIN],
+            tokens::revoke,
+        )
+        .route(Method::GET, "/policies", &[scope::READ], policies::list)
         .route(
             Method::POST,
             "/policies:validate",
-            scope::READ,
+            &[scope::READ],
             policies::validate,
         )
         .route(
             Method::POST,
             "/policies:preview",
-            scope::READ,
+            &[scope::READ],
             policies::preview,
         )
-        .route(Method::GET, "/policies/{id}", scope::READ, policies::get)
+        .route(Method::GET, "/policies/{id}", &[scope::READ], policies::get)
         .route(
             Method::GET,
             "/policies/{id}/versions",
-            scope::READ,
+            &[scope::READ],
             policies::versions,
         )
-        .route(Method::PUT, "/policies/{id}", scope::WRITE, policies::put)
+        .route(
+            Method::PUT,
+            "/policies/{id}",
+            &[scope::WRITE],
+            policies::put,
+        )
         .route(
             Method::POST,
             "/policies/{id}:activate",
-            scope::WRITE,
+            &[scope::WRITE],
             policies::activate,
         )
-        .route(Method::GET, "/receipts", scope::READ, receipts::list)
-        .route(Method::GET, "/receipts/{id}", scope::READ, receipts::get)
-        .route(Method::GET, "/users", scope::ADMIN, users::list)
-        .route(Method::POST, "/users", scope::ADMIN, users::create)
+        .route(Method::GET, "/receipts", &[scope::READ], receipts::list)
+        .route(Method::GET, "/receipts/{id}", &[scope::READ], receipts::get)
+        .route(Method::GET, "/tools", &[scope::READ], tools::list)
+        .route(
+            Method::PUT,
+            "/tools/{name}",
+            &[scope::ADMIN],
+            tools::describe,
+        )
+        .route(Method::GET, "/sessions", &[scope::READ], sessions::list)
+        .route(Method::POST, "/sessions", &[scope::RUN], sessions::create)
+        .route(
+            Method::GET,
+            "/sessions/{id}",
+            &[scope::READ, scope::RUN],
+            sessions::get,
+        )
+        .route(
+            Method::GET,
+            "/sessions/{id}/manifest",
+            &[scope::READ, scope::RUN],
+            sessions::manifest,
+        )
+        .route(
+            Method::POST,
+            "/sessions/{id}:revoke",
+            &[scope::ADMIN, scope::RUN],
+            sessions::revoke,
+        )
+        .route(Method::GET, "/users", &[scope::ADMIN], users::list)
+        .route(Method::POST, "/users", &[scope::ADMIN], users::create)
         .route(
             Method::PUT,
             "/users/{username}/scopes",
-            scope::ADMIN,
+            &[scope::ADMIN],
             users::update_scopes,
         )
 }
@@ -112,7 +151,7 @@ impl Declare for Guarded {
         mut self,
         method: Method,
         path: &'static str,
-        scope: &'static str,
+        scopes: &'static [&'static str],
         handler: H,
     ) -> Self
     where
@@ -121,7 +160,7 @@ impl Declare for Guarded {
     {
         let filter = MethodFilter::try_from(method).unwrap_or(MethodFilter::GET);
         let guarded = handler.layer(middleware::from_fn_with_state(
-            (self.state.clone(), scope),
+            (self.state.clone(), scopes),
             enforce,
         ));
         self.router = self.router.route(&internal_path(path), on(filter, guarded));
@@ -134,7 +173,7 @@ impl Declare for Vec<RouteSpec> {
         mut self,
         method: Method,
         path: &'static str,
-        scope: &'static str,
+        scopes: &'static [&'static str],
         _handler: H,
     ) -> Self
     where
@@ -144,7 +183,7 @@ impl Declare for Vec<RouteSpec> {
         self.push(RouteSpec {
             method,
             path,
-            scope,
+            scopes,
         });
         self
     }
@@ -204,7 +243,7 @@ pub fn route_specs() -> Vec<RouteSpec> {
 /// Authenticates the bearer token (401), checks the route's scope (403) and hands the principal
 /// to the handler.
 async fn enforce(
-    State((state, required)): State<(AppState, &'static str)>,
+    State((state, required)): State<(AppState, &'static [&'static str])>,
     mut request: Request,
     next: Next,
 ) -> Response {
@@ -228,7 +267,7 @@ async fn enforce(
         Ok(p) => p,
         Err(e) => return ApiError::from(e).into_response(),
     };
-    if let Err(e) = principal.require(required) {
+    if let Err(e) = principal.require_any(required) {
         return ApiError(e).into_response();
     }
     request.extensions_mut().insert(principal);

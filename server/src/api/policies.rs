@@ -59,13 +59,7 @@ pub async fn activate(
     body: axum::body::Bytes,
 ) -> Result<Json<PolicySummary>, ApiError> {
     // The body is optional: no body means the `default` environment.
-    let request: ActivateRequest = if body.iter().all(u8::is_ascii_whitespace) {
-        ActivateRequest::default()
-    } else {
-        serde_json::from_slice(&body).map_err(|e| {
-            app::error::AppError::new(app::error::ErrorCode::InvalidArgument, e.to_string())
-        })?
-    };
+    let request: ActivateRequest = super::json::optional_json(&body)?;
     Ok(Json(
         policies::activate(&state.store, &state.journal, &p, &id, &request).await?,
     ))

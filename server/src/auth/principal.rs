@@ -45,6 +45,17 @@ impl Principal {
         }
     }
 
+    /// `Ok` when the principal holds one of `scopes`, else 403 naming the first.
+    pub fn require_any(&self, scopes: &[&str]) -> Result<(), AppError> {
+        if scopes.iter().any(|s| self.scopes.satisfies(s)) {
+            Ok(())
+        } else {
+            Err(AppError::missing_scope(
+                scopes.first().copied().unwrap_or("a scope"),
+            ))
+        }
+    }
+
     /// What `created_by` records when this principal creates something.
     pub fn as_creator(&self) -> String {
         match &self.kind {

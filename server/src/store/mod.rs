@@ -5,6 +5,8 @@
 //! its own statement (`FOR UPDATE SKIP LOCKED`), [`Store::kind`] tells which one is connected.
 //! SQL lives in small named functions per domain, in the submodules.
 
+pub mod catalog;
+pub mod exposure;
 pub mod journal;
 pub mod keys;
 pub mod policies;

@@ -13,6 +13,7 @@ mod cli;
 mod journal;
 mod policies;
 mod scope_matrix;
+mod sessions;
 mod sign_in;
 mod store;
 mod tokens;

@@ -66,6 +66,34 @@ const CASES: &[Case] = &[
     },
     Case {
         method: Method::GET,
+        path: "/tools",
+    },
+    Case {
+        method: Method::PUT,
+        path: "/tools/{name}",
+    },
+    Case {
+        method: Method::GET,
+        path: "/sessions",
+    },
+    Case {
+        method: Method::POST,
+        path: "/sessions",
+    },
+    Case {
+        method: Method::GET,
+        path: "/sessions/{id}",
+    },
+    Case {
+        method: Method::GET,
+        path: "/sessions/{id}/manifest",
+    },
+    Case {
+        method: Method::POST,
+        path: "/sessions/{id}:revoke",
+    },
+    Case {
+        method: Method::GET,
         path: "/users",
     },
     Case {
@@ -79,9 +107,18 @@ const CASES: &[Case] = &[
 ];
 
 /// Tenant `default` fixtures a route may point at.
+/// Routes where `:run` only reaches the caller's own resources (the fixtures belong to
+/// `victim`, so a `:run` holder gets 404).
+const OWN_ROUTES: &[&str] = &[
+    "/sessions/{id}",
+    "/sessions/{id}/manifest",
+    "/sessions/{id}:revoke",
+];
+
 struct Fixtures {
     victim_token_id: String,
     victim_receipt_id: String,
+    victim_session_id: String,
 }
 
 async fn fixtures(app: &TestApp) -> Fixtures {
@@ -103,9 +140,38 @@ async fn fixtures(app: &TestApp) -> Fixtures {
         .await
         .unwrap();
     }
+    let tool = engine::descriptor::ToolDescriptor {
+        name: "victim_tool".into(),
+        version: "1".into(),
+        title: None,
+        description: None,
+        input_schema: json!({"type": "object"}),
+        output_schema: None,
+        annotations: None,
+        family: None,
+        risk: vec!["read".into()],
+        required_scope: None,
+        source: engine::descriptor::ToolSource::Builtin,
+        dry_run_argument: None,
+        price_cents: None,
+    };
+    aperture::store::catalog::upsert(&app.store, "default", &tool)
+        .await
+        .unwrap();
+    let victim = aperture::auth::Principal {
+        tenant_id: "default".into(),
+        actor_id: "victim".into(),
+        scopes: ScopeSet::parse([scope::RUN]).unwrap(),
+        kind: aperture::auth::PrincipalKind::User,
+    };
+    let grant = aperture::exposure::create(&app.store, &app.journal, &victim, &Default::default())
+        .await
+        .map_err(|e| e.into_app_error())
+        .unwrap();
     Fixtures {
         victim_token_id,
         victim_receipt_id,
+        victim_session_id: grant.session.id,
     }
 }
 
@@ -113,6 +179,18 @@ fn request(case: &Case, fx: &Fixtures, n: usize) -> (String, Option<Value>) {
     match (case.method.as_str(), case.path) {
         ("GET", "/receipts/{id}") => (format!("/receipts/{}", fx.victim_receipt_id), None),
         ("GET", "/policies/{id}") => ("/policies/victim-only".into(), None),
+        ("GET", "/sessions/{id}") => (format!("/sessions/{}", fx.victim_session_id), None),
+        ("GET", "/sessions/{id}/manifest") => {
+            (format!("/sessions/{}/manifest", fx.victim_session_id), None)
+        }
+        ("POST", "/sessions/{id}:revoke") => {
+            (format!("/sessions/{}:revoke", fx.victim_session_id), None)
+        }
+        ("POST", "/sessions") => ("/sessions".into(), Some(json!({"environment": "default"}))),
+        ("PUT", "/tools/{name}") => (
+            "/tools/victim_tool".into(),
+            Some(json!({"risk": ["read", "write"]})),
+        ),
         ("GET", "/policies/{id}/versions") => ("/policies/victim-only/versions".into(), None),
         ("PUT", "/policies/{id}") => (
             "/policies/victim-policy".into(),
@@ -242,8 +320,22 @@ async fn every_route_enforces_its_scope() {
             let (path, body) = request(case, &fx, n);
             let token = app.token("default", &format!("holder-{n}"), &[held]).await;
             let response = send(&app, case, &path, &body, Some(&token)).await;
-            let allowed = ScopeSet::parse([held]).unwrap().satisfies(spec.scope);
-            if allowed {
+            let set = ScopeSet::parse([held]).unwrap();
+            let allowed = spec.scopes.iter().any(|s| set.satisfies(s));
+            // Routes open to `:run` "for one's own" answer 404 for someone else's resource.
+            let only_as_own = allowed
+                && !spec
+                    .scopes
+                    .iter()
+                    .any(|s| *s != scope::RUN && set.satisfies(s))
+                && OWN_ROUTES.contains(&case.path);
+            if only_as_own {
+                assert_eq!(
+                    response.status(),
+                    StatusCode::NOT_FOUND,
+                    "{label} with {held}: someone else's"
+                );
+            } else if allowed {
                 assert!(
                     response.status().is_success(),
                     "{label} with {held}: {}",
@@ -283,6 +375,12 @@ async fn every_route_enforces_its_scope() {
             ("GET", "/policies/{id}")
             | ("GET", "/policies/{id}/versions")
             | ("POST", "/policies/{id}:activate") => {
+                assert_eq!(status, StatusCode::NOT_FOUND, "{label}: {text}");
+            }
+            ("GET", "/sessions/{id}")
+            | ("GET", "/sessions/{id}/manifest")
+            | ("POST", "/sessions/{id}:revoke")
+            | ("PUT", "/tools/{name}") => {
                 assert_eq!(status, StatusCode::NOT_FOUND, "{label}: {text}");
             }
             ("GET", "/receipts/{id}") => {

@@ -1,0 +1,65 @@
+//! `/sessions` routes.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use app::dto::{CreateSessionRequest, SessionView};
+
+use super::Caller;
+use crate::error::ApiError;
+use crate::exposure;
+use crate::state::AppState;
+
+/// `GET /sessions`
+pub async fn list(
+    State(state): State<AppState>,
+    Caller(p): Caller,
+) -> Result<Json<Value>, ApiError> {
+    let sessions: Vec<SessionView> = exposure::list(&state.store, &p).await?;
+    Ok(Json(json!({ "sessions": sessions })))
+}
+
+/// `POST /sessions` → 201 with the first manifest, shaped like MCP `tools/list`. The body is
+/// optional.
+pub async fn create(
+    State(state): State<AppState>,
+    Caller(p): Caller,
+    body: axum::body::Bytes,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let request: CreateSessionRequest = super::json::optional_json(&body)?;
+    let grant = exposure::create(&state.store, &state.journal, &p, &request).await?;
+    Ok((StatusCode::CREATED, Json(grant.list_result())))
+}
+
+/// `GET /sessions/{id}`
+pub async fn get(
+    State(state): State<AppState>,
+    Caller(p): Caller,
+    Path(id): Path<String>,
+) -> Result<Json<SessionView>, ApiError> {
+    Ok(Json(exposure::get(&state.store, &p, &id).await?))
+}
+
+/// `GET /sessions/{id}/manifest`
+pub async fn manifest(
+    State(state): State<AppState>,
+    Caller(p): Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(
+        exposure::manifest_document(&state.store, &p, &id).await?,
+    ))
+}
+
+/// `POST /sessions/{id}:revoke`
+pub async fn revoke(
+    State(state): State<AppState>,
+    Caller(p): Caller,
+    Path(id): Path<String>,
+) -> Result<Json<SessionView>, ApiError> {
+    Ok(Json(
+        exposure::revoke(&state.store, &state.journal, &p, &id).await?,
+    ))
+}

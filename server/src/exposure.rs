@@ -1,0 +1,318 @@
+//! Exposure sessions and manifests as a service: creating a session, granting a manifest and a
+//! lease under the policy active at that moment (the same grant answers MCP `tools/list`),
+//! reading and revoking sessions.
+
+use engine::manifest::{self, Manifest};
+use engine::policy::ExposureContext;
+use engine::receipt::{self, Decision, ManifestDocTool, ManifestDocument, ReasonCode, ReceiptKind};
+use engine::scope;
+use serde_json::{Map, Value, json};
+
+use app::dto::{CreateSessionRequest, SessionView};
+use app::error::AppError;
+
+use crate::auth::Principal;
+use crate::error::ServiceError;
+use crate::ids;
+use crate::journal::{self, Journal};
+use crate::policies::{self, DEFAULT_ENVIRONMENT};
+use crate::store::{
+    self, Store,
+    exposure::{ManifestRow, SessionRow},
+};
+
+/// A granted manifest, as stored and as signed.
+#[derive(Debug, Clone)]
+pub struct Grant {
+    /// The session.
+    pub session: SessionRow,
+    /// The stored row (ids, lease).
+    pub row: ManifestRow,
+    /// The engine's manifest.
+    pub manifest: Manifest,
+    /// The signed document.
+    pub document: ManifestDocument,
+}
+
+fn hint(field: &str, value: &Option<String>) -> Result<(), AppError> {
+    match value {
+        Some(v) if v.is_empty() || v.len() > 128 || v.chars().any(char::is_control) => {
+            Err(AppError::invalid_field(field, "1–128 printable characters"))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn is_environment(env: &str) -> bool {
+    !env.is_empty()
+        && env.len() <= 64
+        && env
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+}
+
+/// Whether `principal` may read `session`: `:read` reads all, `:run` its own.
+fn may_read(principal: &Principal, session: &SessionRow) -> bool {
+    principal.scopes.satisfies(scope::READ)
+        || (principal.scopes.satisfies(scope::RUN) && session.actor_id == principal.actor_id)
+}
+
+/// `POST /sessions` (run): a new session in an environment, with its first manifest.
+pub async fn create(
+    store: &Store,
+    journal: &Journal,
+    principal: &Principal,
+    request: &CreateSessionRequest,
+) -> Result<Grant, ServiceError> {
+    principal.require(scope::RUN)?;
+    let environment = request
+        .environment
+        .clone()
+        .unwrap_or_else(|| DEFAULT_ENVIRONMENT.to_owned());
+    if !is_environment(&environment) {
+        return Err(
+            AppError::invalid_field("environment", "1–64 characters of a-z, 0-9, _ and -").into(),
+        );
+    }
+    hint("preset", &request.preset)?;
+    hint("entity", &request.entity)?;
+    let session = SessionRow {
+        id: ids::new_id("ses"),
+        tenant_id: principal.tenant_id.clone(),
+        environment,
+        actor_id: principal.actor_id.clone(),
+        preset: request.preset.clone(),
+        entity: request.entity.clone(),
+        parent_id: None,
+        fork_tools: None,
+        created_at: store::now_ms(),
+        revoked_at: None,
+    };
+    store::exposure::insert_session(store, &session).await?;
+    grant(store, journal, principal, session).await
+}
+
+/// Grants a new manifest and lease for `session` under the policy active now, signs it, stores
+/// it, and journals it. The caller must be the session's actor.
+pub async fn grant(
+    store: &Store,
+    journal: &Journal,
+    principal: &Principal,
+    session: SessionRow,
+) -> Result<Grant, ServiceError> {
+    if session.actor_id != principal.actor_id
+        || session.tenant_id != principal.tenant_id
+        || session.revoked_at.is_some()
+    {
+        return Err(AppError::not_found("session").into());
+    }
+    let (policy, policy_version) =
+        policies::effective(store, &session.tenant_id, &session.environment).await?;
+    let catalog = store::catalog::list(store, &session.tenant_id).await?;
+    let ctx = ExposureContext {
+        environment: session.environment.clone(),
+        actor: session.actor_id.clone(),
+        preset: session.preset.clone(),
+    };
+    let manifest = manifest::build(&catalog, &policy, policy_version, &ctx);
+    let now = store::now_ms();
+    let lease_expires_at = now + i64::try_from(manifest.lease_seconds).unwrap_or(0) * 1000;
+    let manifest_id = ids::new_id("man");
+    let lease_id = ids::new_id("lea");
+    let document = ManifestDocument {
+        manifest_id: manifest_id.clone(),
+        session_id: session.id.clone(),
+        tenant_id: session.tenant_id.clone(),
+        environment: session.environment.clone(),
+        actor_id: session.actor_id.clone(),
+        policy_id: manifest.policy_id.clone(),
+        policy_version,
+        lease_id: lease_id.clone(),
+        lease_expires_at: store::rfc3339(lease_expires_at),
+        issued_at: store::rfc3339(now),
+        key_id: journal.keys().signer().key_id().to_owned(),
+        tools: manifest
+            .listed()
+            .map(|t| ManifestDocTool {
+                name: t.name.clone(),
+                tool_version: t.tool_version.clone(),
+                schema_hash: t.schema_hash.clone(),
+                exposure_mode: t.mode.as_str().to_owned(),
+            })
+            .collect(),
+    };
+    let signature = receipt::sign_manifest(&document, journal.keys().signer())
+        .map_err(|e| ServiceError::Other(anyhow::anyhow!("signing a manifest: {e}")))?;
+    let row = ManifestRow {
+        id: manifest_id,
+        tenant_id: session.tenant_id.clone(),
+        session_id: session.id.clone(),
+        lease_id,
+        lease_expires_at,
+        issued_at: now,
+        manifest: to_json(&manifest)?,
+        document: to_json(&document)?,
+        signature,
+    };
+    let mut r = journal::receipt(
+        ReceiptKind::Manifest,
+        Decision::Allow,
+        ReasonCode::Ok,
+        &session.tenant_id,
+        &session.actor_id,
+    );
+    r.environment = Some(session.environment.clone());
+    r.session_id = Some(session.id.clone());
+    r.manifest_id = Some(row.id.clone());
+    r.policy_id = Some(manifest.policy_id.clone());
+    r.policy_version = Some(policy_version);
+    let mut d = journal::disclosures();
+    d.insert_extra("lease_id", Value::String(row.lease_id.clone()))
+        .map_err(|e| ServiceError::Other(anyhow::anyhow!("{e}")))?;
+    journal.append(r, &d).await?;
+    store::exposure::insert_manifest(store, &row).await?;
+    Ok(Grant {
+        session,
+        row,
+        manifest,
+        document,
+    })
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<String, ServiceError> {
+    serde_json::to_string(value).map_err(|e| ServiceError::Other(e.into()))
+}
+
+impl Grant {
+    /// The MCP `tools/list` result for this grant (CONTRACT §4): listed tools with their
+    /// `_meta`, and the grant's identifiers in the result's `_meta`.
+    pub fn list_result(&self) -> Value {
+        let tools: Vec<Value> = self
+            .manifest
+            .listed()
+            .map(|t| {
+                let mut tool = match serde_json::to_value(&t.advertised) {
+                    Ok(Value::Object(m)) => m,
+                    _ => Map::new(),
+                };
+                tool.insert(
+                    "_meta".into(),
+                    json!({"schemaHash": t.schema_hash, "exposureMode": t.mode.as_str(), "toolVersion": t.tool_version}),
+                );
+                Value::Object(tool)
+            })
+            .collect();
+        json!({
+            "tools": tools,
+            "_meta": {
+                "session_id": self.session.id,
+                "manifest_id": self.row.id,
+                "lease_id": self.row.lease_id,
+                "lease_expires_at": store::rfc3339(self.row.lease_expires_at),
+                "policy_id": self.document.policy_id,
+                "policy_version": self.document.policy_version,
+                "environment": self.session.environment,
+                "manifest_signature": self.row.signature,
+            }
+        })
+    }
+}
+
+async fn view(store: &Store, s: SessionRow) -> Result<SessionView, ServiceError> {
+    let latest = store::exposure::latest_manifest(store, &s.tenant_id, &s.id).await?;
+    Ok(SessionView {
+        fork_tools: s
+            .fork_tools
+            .as_deref()
+            .and_then(|t| serde_json::from_str(t).ok()),
+        session_id: s.id,
+        environment: s.environment,
+        actor_id: s.actor_id,
+        preset: s.preset,
+        entity: s.entity,
+        parent_id: s.parent_id,
+        created_at: store::rfc3339(s.created_at),
+        revoked_at: s.revoked_at.map(store::rfc3339),
+        manifest_id: latest.as_ref().map(|m| m.id.clone()),
+        lease_id: latest.as_ref().map(|m| m.lease_id.clone()),
+        lease_expires_at: latest.as_ref().map(|m| store::rfc3339(m.lease_expires_at)),
+    })
+}
+
+async fn readable(
+    store: &Store,
+    principal: &Principal,
+    id: &str,
+) -> Result<SessionRow, ServiceError> {
+    match store::exposure::find_session(store, &principal.tenant_id, id).await? {
+        Some(s) if may_read(principal, &s) => Ok(s),
+        _ => Err(AppError::not_found("session").into()),
+    }
+}
+
+/// `GET /sessions` (read).
+pub async fn list(store: &Store, principal: &Principal) -> Result<Vec<SessionView>, ServiceError> {
+    principal.require(scope::READ)?;
+    let mut out = Vec::new();
+    for s in store::exposure::list_sessions(store, &principal.tenant_id, 500).await? {
+        out.push(view(store, s).await?);
+    }
+    Ok(out)
+}
+
+/// `GET /sessions/{id}` (read, or run for one's own).
+pub async fn get(
+    store: &Store,
+    principal: &Principal,
+    id: &str,
+) -> Result<SessionView, ServiceError> {
+    let s = readable(store, principal, id).await?;
+    view(store, s).await
+}
+
+/// `GET /sessions/{id}/manifest` (read, or run for one's own): the latest signed manifest
+/// document and its signature.
+pub async fn manifest_document(
+    store: &Store,
+    principal: &Principal,
+    id: &str,
+) -> Result<Value, ServiceError> {
+    let s = readable(store, principal, id).await?;
+    let m = store::exposure::latest_manifest(store, &s.tenant_id, &s.id)
+        .await?
+        .ok_or_else(|| AppError::not_found("manifest"))?;
+    let document: Value =
+        serde_json::from_str(&m.document).map_err(|e| ServiceError::Other(e.into()))?;
+    Ok(json!({"document": document, "manifest_signature": m.signature}))
+}
+
+/// `POST /sessions/{id}:revoke` (admin, or run for one's own): no new call is accepted under it.
+pub async fn revoke(
+    store: &Store,
+    journal: &Journal,
+    principal: &Principal,
+    id: &str,
+) -> Result<SessionView, ServiceError> {
+    let s = match store::exposure::find_session(store, &principal.tenant_id, id).await? {
+        Some(s)
+            if principal.scopes.satisfies(scope::ADMIN)
+                || (principal.scopes.satisfies(scope::RUN) && s.actor_id == principal.actor_id) =>
+        {
+            s
+        }
+        _ => return Err(AppError::not_found("session").into()),
+    };
+    journal
+        .admin(
+            &principal.tenant_id,
+            &principal.as_creator(),
+            Decision::Allow,
+            ReasonCode::Ok,
+            "session.revoke",
+            json!({"session_id": s.id}),
+        )
+        .await?;
+    store::exposure::revoke_session(store, &principal.tenant_id, &s.id).await?;
+    // Admins hold `:read` by implication and the session's own actor may read it.
+    get(store, principal, id).await
+}

@@ -1,0 +1,147 @@
+//! The tool catalog: definitions as tools describe themselves, descriptors as admins set them.
+
+use serde_json::Value;
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use engine::descriptor::{ToolDescriptor, ToolSource};
+
+use super::{Store, now_ms};
+
+const COLUMNS: &str = "name, upstream_id, raw_server, raw_tool, definition, version, family, risk, \
+    required_scope, dry_run_argument, price_cents";
+
+fn from_row(row: &AnyRow) -> Result<ToolDescriptor, sqlx::Error> {
+    let decode = |e: serde_json::Error| sqlx::Error::Decode(Box::new(e));
+    let definition: Value =
+        serde_json::from_str(&row.try_get::<String, _>("definition")?).map_err(decode)?;
+    let risk: Vec<String> =
+        serde_json::from_str(&row.try_get::<String, _>("risk")?).map_err(decode)?;
+    let upstream_id: Option<String> = row.try_get("upstream_id")?;
+    let source = match (
+        upstream_id,
+        row.try_get::<Option<String>, _>("raw_server")?,
+        row.try_get::<Option<String>, _>("raw_tool")?,
+    ) {
+        (Some(upstream_id), Some(server), Some(tool)) => ToolSource::Mcp {
+            upstream_id,
+            server,
+            tool,
+        },
+        _ => ToolSource::Builtin,
+    };
+    let text = |key: &str| {
+        definition
+            .get(key)
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    };
+    let price: Option<i64> = row.try_get("price_cents")?;
+    Ok(ToolDescriptor {
+        name: row.try_get("name")?,
+        version: row.try_get("version")?,
+        title: text("title"),
+        description: text("description"),
+        input_schema: definition
+            .get("input_schema")
+            .cloned()
+            .unwrap_or(Value::Null),
+        output_schema: definition.get("output_schema").cloned(),
+        annotations: definition.get("annotations").cloned(),
+        family: row.try_get("family")?,
+        risk,
+        required_scope: row.try_get("required_scope")?,
+        source,
+        dry_run_argument: row.try_get("dry_run_argument")?,
+        price_cents: price.and_then(|p| u64::try_from(p).ok()),
+    })
+}
+
+fn definition_of(tool: &ToolDescriptor) -> Value {
+    let mut d = serde_json::Map::new();
+    if let Some(t) = &tool.title {
+        d.insert("title".into(), Value::String(t.clone()));
+    }
+    if let Some(t) = &tool.description {
+        d.insert("description".into(), Value::String(t.clone()));
+    }
+    d.insert("input_schema".into(), tool.input_schema.clone());
+    if let Some(o) = &tool.output_schema {
+        d.insert("output_schema".into(), o.clone());
+    }
+    if let Some(a) = &tool.annotations {
+        d.insert("annotations".into(), a.clone());
+    }
+    Value::Object(d)
+}
+
+/// Inserts or replaces a tool with everything in `tool` (import and tests).
+pub async fn upsert(
+    store: &Store,
+    tenant_id: &str,
+    tool: &ToolDescriptor,
+) -> Result<(), sqlx::Error> {
+    let (upstream_id, server, raw) = match &tool.source {
+        ToolSource::Builtin => (None, None, None),
+        ToolSource::Mcp {
+            upstream_id,
+            server,
+            tool,
+        } => (
+            Some(upstream_id.as_str()),
+            Some(server.as_str()),
+            Some(tool.as_str()),
+        ),
+    };
+    let encode = |e: serde_json::Error| sqlx::Error::Encode(Box::new(e));
+    sqlx::query(&format!(
+        "INSERT INTO tools (tenant_id, {COLUMNS}, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
+         ON CONFLICT (tenant_id, name) DO UPDATE SET upstream_id = excluded.upstream_id, raw_server = excluded.raw_server, \
+         raw_tool = excluded.raw_tool, definition = excluded.definition, version = excluded.version, family = excluded.family, \
+         risk = excluded.risk, required_scope = excluded.required_scope, dry_run_argument = excluded.dry_run_argument, \
+         price_cents = excluded.price_cents, updated_at = excluded.updated_at"
+    ))
+    .bind(tenant_id)
+    .bind(&tool.name)
+    .bind(upstream_id)
+    .bind(server)
+    .bind(raw)
+    .bind(serde_json::to_string(&definition_of(tool)).map_err(encode)?)
+    .bind(&tool.version)
+    .bind(tool.family.as_deref())
+    .bind(serde_json::to_string(&tool.risk).map_err(encode)?)
+    .bind(tool.required_scope.as_deref())
+    .bind(tool.dry_run_argument.as_deref())
+    .bind(tool.price_cents.and_then(|p| i64::try_from(p).ok()))
+    .bind(now_ms())
+    .execute(store.pool())
+    .await?;
+    Ok(())
+}
+
+/// The tenant's catalog, by name.
+pub async fn list(store: &Store, tenant_id: &str) -> Result<Vec<ToolDescriptor>, sqlx::Error> {
+    let rows = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM tools WHERE tenant_id = $1 ORDER BY name"
+    ))
+    .bind(tenant_id)
+    .fetch_all(store.pool())
+    .await?;
+    rows.iter().map(from_row).collect()
+}
+
+/// One tool.
+pub async fn find(
+    store: &Store,
+    tenant_id: &str,
+    name: &str,
+) -> Result<Option<ToolDescriptor>, sqlx::Error> {
+    let row = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM tools WHERE tenant_id = $1 AND name = $2"
+    ))
+    .bind(tenant_id)
+    .bind(name)
+    .fetch_optional(store.pool())
+    .await?;
+    row.as_ref().map(from_row).transpose()
+}

@@ -1,0 +1,221 @@
+//! Exposure sessions and their manifests.
+
+use super::{Store, now_ms};
+
+/// A session row.
+#[derive(Debug, Clone)]
+pub struct SessionRow {
+    /// `ses_…`
+    pub id: String,
+    /// Tenant.
+    pub tenant_id: String,
+    /// Environment.
+    pub environment: String,
+    /// The pinned actor.
+    pub actor_id: String,
+    /// Preset hint.
+    pub preset: Option<String>,
+    /// Entity hint.
+    pub entity: Option<String>,
+    /// Parent session of a fork.
+    pub parent_id: Option<String>,
+    /// The fork's execution allowlist (JSON list).
+    pub fork_tools: Option<String>,
+    /// Epoch ms.
+    pub created_at: i64,
+    /// Epoch ms.
+    pub revoked_at: Option<i64>,
+}
+
+type SessionTuple = (
+    String,
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    i64,
+    Option<i64>,
+);
+
+fn session(t: SessionTuple) -> SessionRow {
+    SessionRow {
+        id: t.0,
+        tenant_id: t.1,
+        environment: t.2,
+        actor_id: t.3,
+        preset: t.4,
+        entity: t.5,
+        parent_id: t.6,
+        fork_tools: t.7,
+        created_at: t.8,
+        revoked_at: t.9,
+    }
+}
+
+const SESSION_COLUMNS: &str = "id, tenant_id, environment, actor_id, preset, entity, parent_id, fork_tools, created_at, revoked_at";
+
+/// Stores a new session.
+pub async fn insert_session(store: &Store, s: &SessionRow) -> Result<(), sqlx::Error> {
+    sqlx::query(&format!("INSERT INTO exposure_sessions ({SESSION_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"))
+        .bind(&s.id)
+        .bind(&s.tenant_id)
+        .bind(&s.environment)
+        .bind(&s.actor_id)
+        .bind(s.preset.as_deref())
+        .bind(s.entity.as_deref())
+        .bind(s.parent_id.as_deref())
+        .bind(s.fork_tools.as_deref())
+        .bind(s.created_at)
+        .bind(s.revoked_at)
+        .execute(store.pool())
+        .await?;
+    Ok(())
+}
+
+/// One session of a tenant.
+pub async fn find_session(
+    store: &Store,
+    tenant_id: &str,
+    id: &str,
+) -> Result<Option<SessionRow>, sqlx::Error> {
+    let row: Option<SessionTuple> = sqlx::query_as(&format!(
+        "SELECT {SESSION_COLUMNS} FROM exposure_sessions WHERE tenant_id = $1 AND id = $2"
+    ))
+    .bind(tenant_id)
+    .bind(id)
+    .fetch_optional(store.pool())
+    .await?;
+    Ok(row.map(session))
+}
+
+/// A tenant's sessions, newest first (at most `limit`).
+pub async fn list_sessions(
+    store: &Store,
+    tenant_id: &str,
+    limit: i64,
+) -> Result<Vec<SessionRow>, sqlx::Error> {
+    let rows: Vec<SessionTuple> = sqlx::query_as(&format!(
+        "SELECT {SESSION_COLUMNS} FROM exposure_sessions WHERE tenant_id = $1 ORDER BY created_at DESC, id LIMIT $2"
+    ))
+    .bind(tenant_id)
+    .bind(limit)
+    .fetch_all(store.pool())
+    .await?;
+    Ok(rows.into_iter().map(session).collect())
+}
+
+/// Revokes a session (idempotent; keeps the first time).
+pub async fn revoke_session(store: &Store, tenant_id: &str, id: &str) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query("UPDATE exposure_sessions SET revoked_at = COALESCE(revoked_at, $3) WHERE tenant_id = $1 AND id = $2")
+        .bind(tenant_id)
+        .bind(id)
+        .bind(now_ms())
+        .execute(store.pool())
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// A manifest row.
+#[derive(Debug, Clone)]
+pub struct ManifestRow {
+    /// `man_…`
+    pub id: String,
+    /// Tenant.
+    pub tenant_id: String,
+    /// Session.
+    pub session_id: String,
+    /// `lea_…`
+    pub lease_id: String,
+    /// Epoch ms.
+    pub lease_expires_at: i64,
+    /// Epoch ms.
+    pub issued_at: i64,
+    /// The engine's manifest (JSON).
+    pub manifest: String,
+    /// The signed manifest document (JSON).
+    pub document: String,
+    /// Its signature.
+    pub signature: String,
+}
+
+type ManifestTuple = (
+    String,
+    String,
+    String,
+    String,
+    i64,
+    i64,
+    String,
+    String,
+    String,
+);
+
+fn manifest(t: ManifestTuple) -> ManifestRow {
+    ManifestRow {
+        id: t.0,
+        tenant_id: t.1,
+        session_id: t.2,
+        lease_id: t.3,
+        lease_expires_at: t.4,
+        issued_at: t.5,
+        manifest: t.6,
+        document: t.7,
+        signature: t.8,
+    }
+}
+
+const MANIFEST_COLUMNS: &str = "id, tenant_id, session_id, lease_id, lease_expires_at, issued_at, manifest, document, signature";
+
+/// Stores a granted manifest.
+pub async fn insert_manifest(store: &Store, m: &ManifestRow) -> Result<(), sqlx::Error> {
+    sqlx::query(&format!(
+        "INSERT INTO manifests ({MANIFEST_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+    ))
+    .bind(&m.id)
+    .bind(&m.tenant_id)
+    .bind(&m.session_id)
+    .bind(&m.lease_id)
+    .bind(m.lease_expires_at)
+    .bind(m.issued_at)
+    .bind(&m.manifest)
+    .bind(&m.document)
+    .bind(&m.signature)
+    .execute(store.pool())
+    .await?;
+    Ok(())
+}
+
+/// The latest manifest of a session.
+pub async fn latest_manifest(
+    store: &Store,
+    tenant_id: &str,
+    session_id: &str,
+) -> Result<Option<ManifestRow>, sqlx::Error> {
+    let row: Option<ManifestTuple> = sqlx::query_as(&format!(
+        "SELECT {MANIFEST_COLUMNS} FROM manifests WHERE tenant_id = $1 AND session_id = $2 ORDER BY issued_at DESC, id DESC LIMIT 1"
+    ))
+    .bind(tenant_id)
+    .bind(session_id)
+    .fetch_optional(store.pool())
+    .await?;
+    Ok(row.map(manifest))
+}
+
+/// A manifest by id, within a tenant.
+pub async fn find_manifest(
+    store: &Store,
+    tenant_id: &str,
+    id: &str,
+) -> Result<Option<ManifestRow>, sqlx::Error> {
+    let row: Option<ManifestTuple> = sqlx::query_as(&format!(
+        "SELECT {MANIFEST_COLUMNS} FROM manifests WHERE tenant_id = $1 AND id = $2"
+    ))
+    .bind(tenant_id)
+    .bind(id)
+    .fetch_optional(store.pool())
+    .await?;
+    Ok(row.map(manifest))
+}

@@ -1,0 +1,385 @@
+//! Exposure sessions over REST: the catalog, descriptors, manifests, leases and signatures.
+
+use engine::descriptor::{ToolDescriptor, ToolSource};
+use engine::receipt::{Jwk, ManifestDocument, verify_manifest_with_keys};
+use engine::scope;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::helpers::{Db, TestApp};
+
+fn tool(name: &str, risk: &[&str]) -> ToolDescriptor {
+    ToolDescriptor {
+        name: name.into(),
+        version: "1".into(),
+        title: Some(format!("{name} title")),
+        description: Some(format!("{name} does things")),
+        input_schema: json!({"type": "object", "properties": {"q": {"type": "string"}, "owner": {"type": "string"}}}),
+        output_schema: None,
+        annotations: None,
+        family: None,
+        risk: risk.iter().map(|s| (*s).to_owned()).collect(),
+        required_scope: None,
+        source: ToolSource::Mcp {
+            upstream_id: "ups_1".into(),
+            server: "github".into(),
+            tool: name.trim_start_matches("mcp__github__").into(),
+        },
+        dry_run_argument: None,
+        price_cents: None,
+    }
+}
+
+async fn seed_catalog(app: &TestApp) {
+    for t in [
+        tool("mcp__github__list_issues", &["read"]),
+        tool("mcp__github__close_issue", &["write"]),
+        tool("mcp__github__delete_repo", &["write", "destructive"]),
+        tool("mcp__github__undescribed", &[]),
+    ] {
+        aperture::store::catalog::upsert(&app.store, "default", &t)
+            .await
+            .unwrap();
+    }
+}
+
+async fn keys(app: &TestApp) -> Vec<Jwk> {
+    let set: Value = app
+        .client
+        .get(app.url("/.well-known/aperture/keys"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    serde_json::from_value(set["keys"].clone()).unwrap()
+}
+
+/// Seed: "on every tools/list it builds a per-session exposure manifest from server-owned
+/// security descriptors and a tenant policy" and "Each tool in the list also carries a per-tool
+/// schemaHash and an exposureMode."
+async fn sessions_grant_signed_manifests(app: &TestApp) {
+    seed_catalog(app).await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    let agent = app.token("default", "agent-1", &[scope::RUN]).await;
+    let policy = json!({"rules": [
+        {"id": "reads", "match": {"risk": "read"}, "mode": "allow", "invocation": {"expires_after_seconds": 600}},
+        {"id": "no-delete", "match": {"risk": "destructive"}, "mode": "deny", "reason": "never delete repositories"},
+        {"id": "writes", "match": {"risk": "write"}, "mode": "approval_required"}
+    ]});
+    assert_eq!(
+        app.client
+            .put(app.api("/policies/agents"))
+            .bearer_auth(&admin)
+            .json(&policy)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::OK
+    );
+    assert_eq!(
+        app.client
+            .post(app.api("/policies/agents:activate"))
+            .bearer_auth(&admin)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::OK
+    );
+
+    let created = app
+        .client
+        .post(app.api("/sessions"))
+        .bearer_auth(&agent)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), StatusCode::CREATED);
+    let list: Value = created.json().await.unwrap();
+    let meta = &list["_meta"];
+    for key in [
+        "session_id",
+        "manifest_id",
+        "lease_id",
+        "lease_expires_at",
+        "policy_id",
+        "policy_version",
+        "environment",
+        "manifest_signature",
+    ] {
+        assert!(!meta[key].is_null(), "_meta.{key} missing: {list}");
+    }
+    assert_eq!(meta["policy_id"], "agents");
+    assert_eq!(meta["policy_version"], 1);
+    assert_eq!(meta["environment"], "default");
+    let names: Vec<&str> = list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        vec![
+            "mcp__github__close_issue",
+            "mcp__github__delete_repo",
+            "mcp__github__list_issues"
+        ],
+        "hidden tools are absent"
+    );
+    let delete = &list["tools"][1];
+    assert_eq!(
+        delete["_meta"]["exposureMode"], "deny",
+        "deny is listed but never callable"
+    );
+    assert!(delete["inputSchema"].is_object());
+    // The lease is shortened by the listed tools' expires_after_seconds.
+    let expires = time::OffsetDateTime::parse(
+        meta["lease_expires_at"].as_str().unwrap(),
+        &time::format_description::well_known::Rfc3339,
+    )
+    .unwrap();
+    let left = expires - time::OffsetDateTime::now_utc();
+    assert!(
+        left <= time::Duration::seconds(600) && left > time::Duration::seconds(590),
+        "{left}"
+    );
+
+    // A client can recompute every schemaHash from what it was shown.
+    for t in list["tools"].as_array().unwrap() {
+        let mut shown = t.clone();
+        let hash = shown["_meta"]["schemaHash"].as_str().unwrap().to_owned();
+        shown.as_object_mut().unwrap().remove("_meta");
+        assert_eq!(engine::canonical::hash_of(&shown).unwrap(), hash);
+    }
+
+    // The manifest document is signed, verifies with the published keys, and matches the list.
+    let sid = meta["session_id"].as_str().unwrap();
+    let doc: Value = app
+        .client
+        .get(app.api(&format!("/sessions/{sid}/manifest")))
+        .bearer_auth(&agent)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let document: ManifestDocument = serde_json::from_value(doc["document"].clone()).unwrap();
+    let signature = doc["manifest_signature"].as_str().unwrap();
+    assert_eq!(signature, meta["manifest_signature"]);
+    verify_manifest_with_keys(&document, signature, &keys(app).await).unwrap();
+    assert_eq!(document.actor_id, "agent-1");
+    assert_eq!(document.tools.len(), 3);
+    assert_eq!(
+        document.tools[2].schema_hash,
+        list["tools"][2]["_meta"]["schemaHash"]
+    );
+    let mut tampered = document.clone();
+    tampered.tools[1].exposure_mode = "allow".into();
+    assert!(verify_manifest_with_keys(&tampered, signature, &keys(app).await).is_err());
+
+    // The grant is journaled as a manifest receipt.
+    let reader = app.token("default", "auditor", &[scope::READ]).await;
+    let receipts: Value = app
+        .client
+        .get(app.api(&format!("/receipts?session_id={sid}")))
+        .bearer_auth(&reader)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(receipts["receipts"][0]["kind"], "manifest");
+    assert_eq!(receipts["receipts"][0]["manifest_id"], meta["manifest_id"]);
+
+    // Own sessions only, for `:run`; all for `:read`.
+    let other = app.token("default", "agent-2", &[scope::RUN]).await;
+    assert_eq!(
+        app.client
+            .get(app.api(&format!("/sessions/{sid}")))
+            .bearer_auth(&other)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::NOT_FOUND
+    );
+    let seen: Value = app
+        .client
+        .get(app.api(&format!("/sessions/{sid}")))
+        .bearer_auth(&reader)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(seen["actor_id"], "agent-1");
+    assert_eq!(seen["manifest_id"], meta["manifest_id"]);
+
+    // Revoked by its own actor.
+    assert_eq!(
+        app.client
+            .post(app.api(&format!("/sessions/{sid}:revoke")))
+            .bearer_auth(&other)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::NOT_FOUND
+    );
+    let revoked: Value = app
+        .client
+        .post(app.api(&format!("/sessions/{sid}:revoke")))
+        .bearer_auth(&agent)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(revoked["revoked_at"].is_string());
+}
+
+#[tokio::test]
+async fn sessions_grant_signed_manifests_on_sqlite() {
+    sessions_grant_signed_manifests(&TestApp::spawn().await).await;
+}
+
+#[tokio::test]
+async fn sessions_grant_signed_manifests_on_postgres() {
+    let Some(app) = TestApp::spawn_on(Db::Postgres).await else {
+        eprintln!("APERTURE_TEST_POSTGRES_URL not set: PostgreSQL variant not run");
+        return;
+    };
+    sessions_grant_signed_manifests(&app).await;
+}
+
+/// Seed: "The default policy, builtin_safe_read … hides everything else. Write, destructive, and
+/// unknown tools require an explicit policy that opts them in." Descriptors are server-owned:
+/// once an admin describes a tool as read-only, the default policy exposes it.
+#[tokio::test]
+async fn descriptors_decide_what_the_default_policy_exposes() {
+    let app = TestApp::spawn().await;
+    seed_catalog(&app).await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    let agent = app.token("default", "agent-1", &[scope::RUN]).await;
+    let names = |list: &Value| -> Vec<String> {
+        list["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+
+    let first: Value = app
+        .client
+        .post(app.api("/sessions"))
+        .bearer_auth(&agent)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(names(&first), vec!["mcp__github__list_issues"]);
+    assert_eq!(first["_meta"]["policy_id"], "builtin_safe_read");
+
+    let described = app
+        .client
+        .put(app.api("/tools/mcp__github__undescribed"))
+        .bearer_auth(&admin)
+        .json(&json!({"risk": ["read"], "family": "github", "version": "2"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(described.status(), StatusCode::OK);
+    let second: Value = app
+        .client
+        .post(app.api("/sessions"))
+        .bearer_auth(&agent)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        names(&second),
+        vec!["mcp__github__list_issues", "mcp__github__undescribed"]
+    );
+    assert_eq!(second["tools"][1]["_meta"]["toolVersion"], "2");
+
+    let tools: Value = app
+        .client
+        .get(app.api("/tools"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let undescribed = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "mcp__github__undescribed")
+        .unwrap()
+        .clone();
+    assert_eq!(undescribed["family"], "github");
+    assert_eq!(undescribed["source"]["server"], "github");
+
+    for (body, path) in [
+        (json!({"risk": []}), "risk"),
+        (json!({"risk": ["Read Only"]}), "risk[0]"),
+        (
+            json!({"risk": ["read"], "required_scope": "NOT OK"}),
+            "required_scope",
+        ),
+        (
+            json!({"risk": ["read"], "dry_run_argument": "q"}),
+            "dry_run_argument",
+        ),
+    ] {
+        let response = app
+            .client
+            .put(app.api("/tools/mcp__github__list_issues"))
+            .bearer_auth(&admin)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            response.status(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{body}"
+        );
+        let err: Value = response.json().await.unwrap();
+        assert_eq!(err["error"]["details"]["fields"][0]["path"], path, "{err}");
+    }
+    let missing = app
+        .client
+        .put(app.api("/tools/nope"))
+        .bearer_auth(&admin)
+        .json(&json!({"risk": ["read"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    let bad_env = app
+        .client
+        .post(app.api("/sessions"))
+        .bearer_auth(&agent)
+        .json(&json!({"environment": "Prod!"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad_env.status(), StatusCode::UNPROCESSABLE_ENTITY);
+}
