@@ -14,6 +14,7 @@
 //! - [`store`]: SQL per domain over SQLite or PostgreSQL.
 //! - [`error`]: how service errors reach callers (and what is only logged).
 //! - [`ids`]: random identifiers and secrets.
+//! - [`upstream`]: upstream MCP servers: connections (rmcp), tool import, the SSRF guard.
 
 pub mod api;
 pub mod auth;
@@ -31,6 +32,7 @@ pub mod startup;
 pub mod state;
 pub mod store;
 pub mod tokens;
+pub mod upstream;
 pub mod users;
 
 pub use config::Config;

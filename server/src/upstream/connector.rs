@@ -1,0 +1,568 @@
+//! Connections to upstream MCP servers, with rmcp's client.
+//!
+//! Choices that differ from rmcp's defaults, and why:
+//! - The handshake is `initialize` at protocol revision 2025-11-25, the newest with a handshake,
+//!   which every MCP server answers (negotiating down when older).
+//! - rmcp's client response cache is off: it would answer `tools/list` from memory for the
+//!   server's `ttlMs` and serve a stale list when a refetch fails, and a gateway that checks
+//!   drift must see what the upstream lists now.
+//! - Pagination is followed here rather than with `list_all_tools`, to bound it (pages, tools,
+//!   a repeated cursor): the upstream is not trusted to end it.
+//! - HTTP goes through our own reqwest client: rustls with the ring provider and the system's
+//!   roots, same-origin 307/308 redirects only, and (for a guarded connector) a resolver that
+//!   refuses internal addresses at every connection.
+//! - A stdio process gets a clean environment, and its stderr is discarded: it is free text
+//!   the gateway cannot vouch for (an upstream may print its environment).
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt;
+use std::io::Write;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, Implementation,
+    PaginatedRequestParams, ProtocolVersion, Tool,
+};
+use rmcp::service::{
+    ClientCacheConfig, ClientInitializeError, NotificationContext, RoleClient, RunningService,
+};
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
+use rmcp::{ClientHandler, Peer, ServiceError, ServiceExt};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+use tokio::sync::{Mutex, watch};
+use upstream_reqwest::header::{HeaderName, HeaderValue};
+use upstream_reqwest::redirect::Policy as RedirectPolicy;
+
+use super::guard::{PublicOnlyResolver, check_url};
+use super::{Scrubber, UpstreamError, UpstreamSpec};
+
+/// Environment variables a stdio upstream inherits from the gateway; everything else it gets
+/// comes from its spec. The gateway's own environment holds its database URL and secrets.
+const INHERITED_ENV: &[&str] = &[
+    "PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "LANG", "LC_ALL", "TMPDIR", "TZ",
+];
+/// More pages than any real server needs; a server that keeps sending cursors is broken.
+const MAX_LIST_PAGES: usize = 100;
+/// More tools than a model could use; bounds what one listing may cost.
+const MAX_TOOLS: usize = 10_000;
+/// Same-origin redirects followed for one request.
+const MAX_REDIRECTS: usize = 5;
+
+/// A tool exactly as an upstream lists it (`_meta` aside). [`super::import()`] turns it into a
+/// descriptor.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RawTool {
+    /// The raw tool name, as `tools/call` expects it.
+    pub name: String,
+    /// Human title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// Description for the model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// JSON Schema of the arguments (an object).
+    pub input_schema: Value,
+    /// JSON Schema of `structuredContent`, when declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    /// MCP annotations (`readOnlyHint`, …): the ones MCP defines, as the upstream gave them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<Value>,
+}
+
+impl RawTool {
+    fn from_listed(tool: Tool) -> Result<Self, serde_json::Error> {
+        Ok(Self {
+            name: tool.name.into_owned(),
+            title: tool.title,
+            description: tool.description.map(|d| d.into_owned()),
+            input_schema: Value::Object(Arc::unwrap_or_clone(tool.input_schema)),
+            output_schema: tool
+                .output_schema
+                .map(|s| Value::Object(Arc::unwrap_or_clone(s))),
+            annotations: tool.annotations.map(serde_json::to_value).transpose()?,
+        })
+    }
+}
+
+/// Opens [`Connection`]s. One per gateway; cheap to copy.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Connector {
+    allow_private_addresses: bool,
+}
+
+impl Connector {
+    /// A connector; unless `allow_private_addresses` (`APERTURE_ALLOW_PRIVATE_UPSTREAMS=1`), HTTP
+    /// upstreams must be public: [`check_url`] before connecting, and the same rule on every
+    /// address the HTTP client resolves later.
+    pub fn new(allow_private_addresses: bool) -> Self {
+        Self {
+            allow_private_addresses,
+        }
+    }
+
+    /// Starts or reaches the upstream and completes the `initialize` handshake within
+    /// `timeout`. The same `timeout` bounds [`Connection::list_tools`] later.
+    #[tracing::instrument(skip_all, fields(endpoint = %spec.endpoint()))]
+    pub async fn connect(
+        &self,
+        spec: &UpstreamSpec,
+        timeout: Duration,
+    ) -> Result<Connection, UpstreamError> {
+        spec.validate()?;
+        let scrubber = Scrubber::for_spec(spec);
+        let (changed_tx, changed_rx) = watch::channel(0);
+        let handler = Handler {
+            info: ClientConfig::new(
+                ClientCapabilities::default(),
+                Implementation::new("aperture", env!("CARGO_PKG_VERSION")),
+            )
+            .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE),
+            tools_changed: changed_tx,
+        };
+        let connecting = async {
+            match spec {
+                UpstreamSpec::Stdio { command, env } => {
+                    let transport = spawn(command, env).map_err(|e| UpstreamError::Connect {
+                        reason: scrubber.scrub(format_args!(
+                            "cannot start `{}`: {e}",
+                            command.first().map_or("", String::as_str)
+                        )),
+                    })?;
+                    handler.serve(transport).await
+                }
+                UpstreamSpec::StreamableHttp { url, headers } => {
+                    if !self.allow_private_addresses {
+                        check_url(url, false).await?;
+                    }
+                    let client = http_client(self.allow_private_addresses, timeout, url)?;
+                    let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                        .custom_headers(header_map(headers)?);
+                    let transport = StreamableHttpClientTransport::with_client(client, config);
+                    handler.serve(transport).await
+                }
+            }
+            .map_err(|e| UpstreamError::Connect {
+                reason: if e.is_authorization_required() {
+                    "the upstream requires authorization (HTTP 401/403); check its credentials"
+                        .to_owned()
+                } else {
+                    scrubber.scrub(init_error_text(&e))
+                },
+            })
+        };
+        let running = tokio::time::timeout(timeout, connecting)
+            .await
+            .map_err(|_| UpstreamError::Timeout { after: timeout })??;
+
+        let peer = running.peer().clone();
+        peer.set_response_cache_config(ClientCacheConfig::disabled())
+            .await;
+        let protocol_version = peer
+            .peer_info()
+            .map(|info| info.protocol_version.to_string())
+            .unwrap_or_default();
+        tracing::debug!(%protocol_version, "upstream connected");
+        Ok(Connection {
+            peer,
+            running: Mutex::new(Some(running)),
+            request_timeout: timeout,
+            tools_changed: changed_rx,
+            scrubber,
+            protocol_version,
+        })
+    }
+}
+
+/// A live MCP session with one upstream. Calls may run concurrently (`&self`); dropping the
+/// connection ends the session (and a stdio process) too, [`Connection::close`] does it
+/// gracefully.
+pub struct Connection {
+    peer: Peer<RoleClient>,
+    running: Mutex<Option<RunningService<RoleClient, Handler>>>,
+    request_timeout: Duration,
+    tools_changed: watch::Receiver<u64>,
+    scrubber: Scrubber,
+    protocol_version: String,
+}
+
+impl fmt::Debug for Connection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Connection")
+            .field("protocol_version", &self.protocol_version)
+            .field("closed", &self.is_closed())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Connection {
+    /// The protocol revision the upstream agreed to (`2025-11-25`, or older).
+    pub fn protocol_version(&self) -> &str {
+        &self.protocol_version
+    }
+
+    /// Counts the upstream's `notifications/tools/list_changed`: a registry re-lists (and checks
+    /// drift) when it moves.
+    pub fn tools_changed(&self) -> watch::Receiver<u64> {
+        self.tools_changed.clone()
+    }
+
+    /// Whether the session is over (process exited, connection closed): reconnect.
+    pub fn is_closed(&self) -> bool {
+        self.peer.is_transport_closed()
+    }
+
+    /// Every tool the upstream lists, following `nextCursor` to the last page, within the
+    /// connection's timeout.
+    pub async fn list_tools(&self) -> Result<Vec<RawTool>, UpstreamError> {
+        tokio::time::timeout(self.request_timeout, self.list_all_pages())
+            .await
+            .map_err(|_| UpstreamError::Timeout {
+                after: self.request_timeout,
+            })?
+    }
+
+    async fn list_all_pages(&self) -> Result<Vec<RawTool>, UpstreamError> {
+        let protocol = |reason: String| UpstreamError::Protocol { reason };
+        let mut tools = Vec::new();
+        let mut cursor: Option<String> = None;
+        let mut seen_cursors = HashSet::new();
+        for _ in 0..MAX_LIST_PAGES {
+            let params = cursor
+                .take()
+                .map(|c| PaginatedRequestParams::default().with_cursor(Some(c)));
+            let page = self
+                .peer
+                .list_tools(params)
+                .await
+                .map_err(|e| self.service_error(e, "tools/list"))?;
+            for tool in page.tools {
+                tools.push(
+                    RawTool::from_listed(tool)
+                        .map_err(|e| protocol(format!("a listed tool does not serialize: {e}")))?,
+                );
+            }
+            if tools.len() > MAX_TOOLS {
+                return Err(protocol(format!(
+                    "the upstream lists over {MAX_TOOLS} tools"
+                )));
+            }
+            match page.next_cursor {
+                None => return Ok(tools),
+                Some(next) if !seen_cursors.insert(next.clone()) => {
+                    return Err(protocol("tools/list repeated a cursor".into()));
+                }
+                Some(next) => cursor = Some(next),
+            }
+        }
+        Err(protocol(format!(
+            "tools/list did not end within {MAX_LIST_PAGES} pages"
+        )))
+    }
+
+    /// Calls the tool the upstream lists as `raw_name` and returns its `CallToolResult` as JSON
+    /// (`content`, `structuredContent`, `isError`, `_meta`). A result with `isError: true` is
+    /// a result, not an error. When `deadline` passes first the call fails with
+    /// [`UpstreamError::Timeout`] and the upstream is sent `notifications/cancelled` for it.
+    #[tracing::instrument(skip(self, arguments), fields(tool = raw_name))]
+    pub async fn call_tool(
+        &self,
+        raw_name: &str,
+        arguments: Map<String, Value>,
+        deadline: Duration,
+    ) -> Result<Value, UpstreamError> {
+        let params = CallToolRequestParams::new(raw_name.to_owned()).with_arguments(arguments);
+        // Dropping rmcp's request future on timeout is what sends `notifications/cancelled`.
+        let response = tokio::time::timeout(deadline, self.peer.call_tool_once(params))
+            .await
+            .map_err(|_| UpstreamError::Timeout { after: deadline })?;
+        let protocol = |reason: &str| UpstreamError::Protocol {
+            reason: reason.to_owned(),
+        };
+        match response {
+            Ok(CallToolResponse::Complete(result)) => serde_json::to_value(result)
+                .map_err(|e| protocol(&format!("the result does not serialize: {e}"))),
+            Ok(CallToolResponse::InputRequired(_)) => Err(protocol(
+                "the upstream asked for client input (elicitation, sampling), which Aperture \
+                 does not relay",
+            )),
+            Ok(CallToolResponse::Task(_)) => Err(protocol(
+                "the upstream answered with a task, which Aperture does not poll",
+            )),
+            Ok(_) => Err(protocol(
+                "the upstream answered tools/call with an unknown result",
+            )),
+            Err(ServiceError::McpError(error)) => Err(UpstreamError::Tool {
+                code: error.code.0,
+                message: self.scrubber.scrub(&error.message),
+            }),
+            Err(e) => Err(self.service_error(e, "tools/call")),
+        }
+    }
+
+    /// Ends the session: a stdio process gets its stdin closed, then `SIGTERM`, then `SIGKILL`
+    /// (rmcp's shutdown sequence, a few seconds at most); an HTTP session is ended. Later calls
+    /// fail with [`UpstreamError::Transport`]. Closing twice is harmless.
+    pub async fn close(&self) {
+        let running = self.running.lock().await.take();
+        if let Some(running) = running
+            && let Err(e) = running.cancel().await
+        {
+            tracing::warn!(error = %e, "the upstream session did not shut down cleanly");
+        }
+    }
+
+    fn service_error(&self, error: ServiceError, method: &str) -> UpstreamError {
+        match error {
+            ServiceError::Timeout { timeout } => UpstreamError::Timeout { after: timeout },
+            ServiceError::McpError(error) => UpstreamError::Protocol {
+                reason: self.scrubber.scrub(format_args!(
+                    "{method} failed with JSON-RPC error {}: {}",
+                    error.code.0, error.message
+                )),
+            },
+            ServiceError::TransportSend(_)
+            | ServiceError::TransportClosed
+            | ServiceError::Cancelled { .. } => UpstreamError::Transport {
+                reason: if error.is_authorization_required() {
+                    "the upstream requires authorization (HTTP 401/403); check its credentials"
+                        .to_owned()
+                } else if let ServiceError::TransportSend(e) = &error {
+                    self.scrubber.scrub(format_args!("{method}: {}", e.error))
+                } else {
+                    self.scrubber.scrub(format_args!("{method}: {error}"))
+                },
+            },
+            other => UpstreamError::Protocol {
+                reason: self.scrubber.scrub(format_args!("{method}: {other}")),
+            },
+        }
+    }
+}
+
+/// rmcp's texts name the transport by its Rust type; the error underneath is what matters.
+fn init_error_text(error: &ClientInitializeError) -> String {
+    match error {
+        ClientInitializeError::TransportError { error, context } => {
+            format!("{context}: {}", error.error)
+        }
+        other => other.to_string(),
+    }
+}
+
+/// Rejects a result whose compact JSON serialization exceeds `max_result_bytes` (`None`: no
+/// limit), before any of it reaches the journal or the client. Returns the size.
+pub fn check_result_size(
+    result: &Value,
+    max_result_bytes: Option<usize>,
+) -> Result<usize, UpstreamError> {
+    let mut counter = ByteCounter(0);
+    // Writing into the counter cannot fail, and no copy of the result is made.
+    if serde_json::to_writer(&mut counter, result).is_err() {
+        return Err(UpstreamError::Protocol {
+            reason: "the result does not serialize".into(),
+        });
+    }
+    let bytes = counter.0;
+    match max_result_bytes {
+        Some(limit) if bytes > limit => Err(UpstreamError::ResultTooLarge { bytes, limit }),
+        _ => Ok(bytes),
+    }
+}
+
+struct ByteCounter(usize);
+
+impl Write for ByteCounter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0 = self.0.saturating_add(buf.len());
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Our side of the session: who we are, and a counter of tool list changes.
+struct Handler {
+    info: ClientConfig,
+    tools_changed: watch::Sender<u64>,
+}
+
+impl ClientHandler for Handler {
+    fn get_info(&self) -> ClientConfig {
+        self.info.clone()
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.tools_changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+}
+
+fn spawn(command: &[String], env: &BTreeMap<String, String>) -> std::io::Result<TokioChildProcess> {
+    let Some((program, args)) = command.split_first() else {
+        return Err(std::io::Error::other("the command is empty"));
+    };
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args).env_clear().kill_on_drop(true);
+    for key in INHERITED_ENV {
+        if let Some(value) = std::env::var_os(key) {
+            cmd.env(key, value);
+        }
+    }
+    cmd.envs(env);
+    let (transport, _stderr) = TokioChildProcess::builder(cmd)
+        .stderr(Stdio::null())
+        .spawn()?;
+    Ok(transport)
+}
+
+fn header_map(
+    headers: &BTreeMap<String, String>,
+) -> Result<HashMap<HeaderName, HeaderValue>, UpstreamError> {
+    headers
+        .iter()
+        .map(|(name, value)| {
+            let invalid = || UpstreamError::InvalidSpec {
+                reason: format!("the header `{name}` is not valid"),
+            };
+            let name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| invalid())?;
+            let mut value = HeaderValue::from_str(value).map_err(|_| invalid())?;
+            // Keeps the value out of `Debug` output (and HTTP/2 header compression).
+            value.set_sensitive(true);
+            Ok((name, value))
+        })
+        .collect()
+}
+
+fn http_client(
+    allow_private_addresses: bool,
+    connect_timeout: Duration,
+    url: &str,
+) -> Result<upstream_reqwest::Client, UpstreamError> {
+    let mut builder = upstream_reqwest::Client::builder()
+        .tls_backend_preconfigured(tls_config(url.starts_with("https:"))?)
+        .redirect(same_origin_redirects())
+        .connect_timeout(connect_timeout)
+        // As rmcp's own client: reusing a connection whose last SSE body was not drained
+        // stalls ~40 ms on delayed ACKs.
+        .pool_max_idle_per_host(0)
+        .user_agent(concat!("aperture/", env!("CARGO_PKG_VERSION")));
+    if !allow_private_addresses {
+        builder = builder.dns_resolver(PublicOnlyResolver);
+    }
+    builder.build().map_err(|e| UpstreamError::Connect {
+        reason: format!("cannot build the HTTP client: {e}"),
+    })
+}
+
+/// rustls with the ring provider, verifying against the system's roots. A host without CA
+/// certificates can still reach plain-HTTP upstreams (no handshake happens).
+fn tls_config(https: bool) -> Result<rustls::ClientConfig, UpstreamError> {
+    let tls_error = |e: rustls::Error| UpstreamError::Connect {
+        reason: format!("TLS setup failed: {e}"),
+    };
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(tls_error)?;
+    match rustls_platform_verifier::Verifier::new(provider) {
+        // `dangerous` is only the door rustls puts custom verifiers behind; this one is the
+        // platform's full verification.
+        Ok(verifier) => Ok(builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(verifier))
+            .with_no_client_auth()),
+        Err(_) if !https => Ok(builder
+            .with_root_certificates(rustls::RootCertStore::empty())
+            .with_no_client_auth()),
+        Err(e) => Err(tls_error(e)),
+    }
+}
+
+/// Follows 307 and 308 (which keep the method and body) to the same origin only: another
+/// origin would receive the credentials and the session id, and a 301/302/303 would turn the
+/// POST into a GET and lose the message.
+fn same_origin_redirects() -> RedirectPolicy {
+    RedirectPolicy::custom(|attempt| {
+        let keeps_body = matches!(attempt.status().as_u16(), 307 | 308);
+        let same_origin = attempt
+            .previous()
+            .first()
+            .is_some_and(|first| first.origin() == attempt.url().origin());
+        if !keeps_body || !same_origin {
+            attempt.stop()
+        } else if attempt.previous().len() > MAX_REDIRECTS {
+            attempt.error("too many redirects")
+        } else {
+            attempt.follow()
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn result_size_is_the_compact_serialization() {
+        let result = json!({"content": [{"type": "text", "text": "hello"}], "isError": false});
+        let exact = serde_json::to_vec(&result).unwrap().len();
+        assert_eq!(check_result_size(&result, None).unwrap(), exact);
+        assert_eq!(check_result_size(&result, Some(exact)).unwrap(), exact);
+        assert_eq!(
+            check_result_size(&result, Some(exact - 1)),
+            Err(UpstreamError::ResultTooLarge {
+                bytes: exact,
+                limit: exact - 1
+            })
+        );
+    }
+
+    #[test]
+    fn a_connection_can_be_shared_between_tasks() {
+        fn shareable<T: Send + Sync + 'static>() {}
+        shareable::<Connection>();
+        shareable::<Connector>();
+    }
+
+    #[test]
+    fn the_http_client_builds_with_our_tls_and_resolver() {
+        for url in ["https://mcp.example.com/mcp", "http://mcp.example.com/mcp"] {
+            for allow_private in [false, true] {
+                http_client(allow_private, Duration::from_secs(1), url).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn listed_tools_keep_their_raw_shape() {
+        let tool: Tool = serde_json::from_value(json!({
+            "name": "read file",
+            "title": "Read",
+            "description": "Reads",
+            "inputSchema": {"type": "object", "properties": {"path": {"type": "string"}}},
+            "outputSchema": {"type": "object"},
+            "annotations": {"readOnlyHint": true},
+            "_meta": {"x": 1}
+        }))
+        .unwrap();
+        let raw = RawTool::from_listed(tool).unwrap();
+        assert_eq!(
+            serde_json::to_value(&raw).unwrap(),
+            json!({
+                "name": "read file",
+                "title": "Read",
+                "description": "Reads",
+                "input_schema": {"type": "object", "properties": {"path": {"type": "string"}}},
+                "output_schema": {"type": "object"},
+                "annotations": {"readOnlyHint": true}
+            })
+        );
+    }
+}

@@ -1,0 +1,474 @@
+#![expect(
+    clippy::unwrap_used,
+    reason = "a test should fail loudly at the first surprise"
+)]
+
+//! The upstream connector against the project's own fixture MCP server
+//! (`tests/upstream_fixture/`): over stdio, as a child process (the `aperture-fixture-upstream`
+//! binary), and over streamable HTTP, served in-process on 127.0.0.1:0.
+
+#[path = "upstream_fixture/server.rs"]
+mod fixture;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use aperture::upstream::{
+    Connection, Connector, UpstreamError, UpstreamSpec, check_result_size, import,
+};
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use rmcp::transport::StreamableHttpServerConfig;
+use rmcp::transport::StreamableHttpService;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use serde_json::{Map, Value, json};
+
+const FIXTURE: &str = env!("CARGO_BIN_EXE_aperture-fixture-upstream");
+const TIMEOUT: Duration = Duration::from_secs(15);
+const API_KEY: &str = "fixture-api-key-s3cret";
+
+fn stdio_spec(env: &[(&str, &str)]) -> UpstreamSpec {
+    UpstreamSpec::Stdio {
+        command: vec![FIXTURE.into()],
+        env: env
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+    }
+}
+
+async fn connect_stdio() -> Connection {
+    // Guarded like production: the SSRF guard concerns HTTP only.
+    Connector::new(false)
+        .connect(&stdio_spec(&[]), TIMEOUT)
+        .await
+        .unwrap()
+}
+
+fn args(value: Value) -> Map<String, Value> {
+    match value {
+        Value::Object(map) => map,
+        other => panic!("arguments must be an object, not {other}"),
+    }
+}
+
+async fn call(connection: &Connection, tool: &str, arguments: Value) -> Value {
+    connection
+        .call_tool(tool, args(arguments), TIMEOUT)
+        .await
+        .unwrap()
+}
+
+fn first_text(result: &Value) -> &str {
+    result["content"][0]["text"].as_str().unwrap()
+}
+
+const TOOL_NAMES: [&str; 8] = [
+    "echo",
+    "add",
+    "big",
+    "slow",
+    "read file",
+    "getenv",
+    "mutate",
+    "stats",
+];
+
+async fn assert_lists_every_tool(connection: &Connection) {
+    // Eight tools at three per page: the listing follows two cursors.
+    let tools = connection.list_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, TOOL_NAMES);
+
+    let add = &tools[1];
+    assert_eq!(add.title.as_deref(), Some("Add"));
+    assert_eq!(add.description.as_deref(), Some("Adds two integers."));
+    assert_eq!(
+        add.input_schema,
+        json!({
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+            "required": ["a", "b"]
+        })
+    );
+    assert_eq!(
+        add.output_schema,
+        Some(json!({
+            "type": "object",
+            "properties": {"sum": {"type": "integer"}},
+            "required": ["sum"]
+        }))
+    );
+    assert_eq!(tools[0].annotations, Some(json!({"readOnlyHint": true})));
+}
+
+async fn assert_calls_work(connection: &Connection) {
+    let echoed = call(connection, "echo", json!({"text": "hello"})).await;
+    assert_eq!(first_text(&echoed), "hello");
+    assert_ne!(echoed["isError"], json!(true));
+
+    let sum = call(connection, "add", json!({"a": 2, "b": 40})).await;
+    assert_eq!(sum["structuredContent"], json!({"sum": 42}));
+    assert_eq!(first_text(&sum), "42");
+
+    // Called by its raw name, space and all.
+    let read = call(connection, "read file", json!({"path": "/tmp/x"})).await;
+    assert_eq!(first_text(&read), "contents of /tmp/x");
+}
+
+#[tokio::test]
+async fn stdio_lists_every_page_with_raw_names_and_schemas() {
+    let connection = connect_stdio().await;
+    assert_eq!(connection.protocol_version(), "2025-11-25");
+    assert_lists_every_tool(&connection).await;
+
+    // Imported, `read file` gets a sanitized canonical name and keeps its raw one.
+    let report = import(
+        "fixture",
+        "ups_test",
+        connection.list_tools().await.unwrap(),
+    )
+    .unwrap();
+    assert!(report.skipped.is_empty(), "{:?}", report.skipped);
+    let read = report
+        .tools
+        .iter()
+        .find(|t| t.name == "mcp__fixture__read_file")
+        .unwrap();
+    assert_eq!(
+        read.source,
+        engine::descriptor::ToolSource::Mcp {
+            upstream_id: "ups_test".into(),
+            server: "fixture".into(),
+            tool: "read file".into(),
+        }
+    );
+    assert_eq!(read.risk, ["unknown"]);
+    connection.close().await;
+}
+
+#[tokio::test]
+async fn stdio_calls_return_the_tool_result() {
+    let connection = connect_stdio().await;
+    assert_calls_work(&connection).await;
+    connection.close().await;
+}
+
+#[tokio::test]
+async fn a_json_rpc_error_is_a_tool_error() {
+    let connection = connect_stdio().await;
+    let err = connection
+        .call_tool("no such tool", Map::new(), TIMEOUT)
+        .await
+        .unwrap_err();
+    match &err {
+        UpstreamError::Tool { code, message } => {
+            assert_eq!(*code, -32602);
+            assert!(message.contains("unknown tool"), "{message}");
+        }
+        other => panic!("expected a tool error, got {other:?}"),
+    }
+    assert_eq!(err.reason_code(), "upstream_error");
+    // The session survives it.
+    assert_calls_work(&connection).await;
+    connection.close().await;
+}
+
+#[tokio::test]
+async fn a_missed_deadline_times_out_and_cancels_the_call_upstream() {
+    let connection = connect_stdio().await;
+    let deadline = Duration::from_millis(200);
+    let started = std::time::Instant::now();
+    let err = connection
+        .call_tool("slow", args(json!({"millis": 30_000})), deadline)
+        .await
+        .unwrap_err();
+    assert_eq!(err, UpstreamError::Timeout { after: deadline });
+    assert_eq!(err.reason_code(), "execution_timeout");
+    assert!(started.elapsed() < Duration::from_secs(10));
+
+    // The upstream was told (`notifications/cancelled`) and stopped working on it.
+    let mut cancelled = json!(0);
+    for _ in 0..100 {
+        cancelled =
+            call(&connection, "stats", json!({})).await["structuredContent"]["cancelled"].clone();
+        if cancelled == json!(1) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(cancelled, json!(1));
+
+    // A call that makes its deadline is unaffected.
+    let done = connection
+        .call_tool("slow", args(json!({"millis": 10})), TIMEOUT)
+        .await
+        .unwrap();
+    assert_eq!(first_text(&done), "done");
+    connection.close().await;
+}
+
+#[tokio::test]
+async fn oversize_results_are_refused() {
+    let connection = connect_stdio().await;
+    let result = call(&connection, "big", json!({"bytes": 100_000})).await;
+    let err = check_result_size(&result, Some(10_000)).unwrap_err();
+    match err {
+        UpstreamError::ResultTooLarge { bytes, limit } => {
+            assert!(bytes > 100_000, "{bytes}");
+            assert_eq!(limit, 10_000);
+        }
+        other => panic!("expected ResultTooLarge, got {other:?}"),
+    }
+    assert_eq!(err.reason_code(), "result_too_large");
+    let bytes = check_result_size(&result, None).unwrap();
+    assert_eq!(check_result_size(&result, Some(bytes)).unwrap(), bytes);
+    connection.close().await;
+}
+
+#[tokio::test]
+async fn tool_list_changes_are_signalled_and_relisted() {
+    let connection = connect_stdio().await;
+    let mut changes = connection.tools_changed();
+    let before = *changes.borrow_and_update();
+    call(
+        &connection,
+        "mutate",
+        json!({"description": "Echoes, reworded."}),
+    )
+    .await;
+    tokio::time::timeout(TIMEOUT, changes.changed())
+        .await
+        .expect("notifications/tools/list_changed")
+        .unwrap();
+    assert_eq!(*changes.borrow(), before + 1);
+    // Not from a cache: the new description is listed.
+    let tools = connection.list_tools().await.unwrap();
+    assert_eq!(tools[0].description.as_deref(), Some("Echoes, reworded."));
+    connection.close().await;
+}
+
+#[tokio::test]
+async fn every_listing_is_fresh_even_when_the_upstream_invites_caching() {
+    // The fixture's pages carry `ttlMs: 60000`, and this change comes without a notification:
+    // only a listing that really asks the upstream sees it (drift checks depend on that).
+    let connection = connect_stdio().await;
+    let before = connection.list_tools().await.unwrap();
+    assert_eq!(
+        before[0].description.as_deref(),
+        Some("Returns its text argument.")
+    );
+    call(
+        &connection,
+        "mutate",
+        json!({"description": "Silently changed.", "notify": false}),
+    )
+    .await;
+    let after = connection.list_tools().await.unwrap();
+    assert_eq!(after[0].description.as_deref(), Some("Silently changed."));
+    connection.close().await;
+}
+
+#[tokio::test]
+async fn the_process_gets_its_env_and_not_the_gateways() {
+    // Cargo sets this for the test process; the upstream must not inherit it.
+    assert!(std::env::var_os("CARGO_MANIFEST_DIR").is_some());
+    let connection = Connector::new(false)
+        .connect(&stdio_spec(&[("FIXTURE_TOKEN", "tok-123")]), TIMEOUT)
+        .await
+        .unwrap();
+    let getenv = async |name: &str| {
+        call(&connection, "getenv", json!({"name": name})).await["structuredContent"]["value"]
+            .clone()
+    };
+    assert_eq!(getenv("FIXTURE_TOKEN").await, json!("tok-123"));
+    assert_eq!(getenv("CARGO_MANIFEST_DIR").await, Value::Null);
+    assert_eq!(getenv("PATH").await, json!(std::env::var("PATH").unwrap()));
+    connection.close().await;
+}
+
+#[tokio::test]
+async fn close_ends_the_session() {
+    let connection = connect_stdio().await;
+    assert!(!connection.is_closed());
+    connection.close().await;
+    assert!(connection.is_closed());
+    let err = connection
+        .call_tool("echo", args(json!({"text": "x"})), TIMEOUT)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, UpstreamError::Transport { .. }), "{err:?}");
+    connection.close().await;
+}
+
+#[tokio::test]
+async fn a_process_that_never_answers_times_out_the_handshake() {
+    let spec = UpstreamSpec::Stdio {
+        command: vec!["sleep".into(), "30".into()],
+        env: BTreeMap::new(),
+    };
+    let timeout = Duration::from_millis(300);
+    let started = std::time::Instant::now();
+    let err = Connector::new(false)
+        .connect(&spec, timeout)
+        .await
+        .unwrap_err();
+    assert_eq!(err, UpstreamError::Timeout { after: timeout });
+    assert!(started.elapsed() < Duration::from_secs(10));
+}
+
+#[tokio::test]
+async fn a_missing_program_is_a_connect_error_without_env_values() {
+    let spec = UpstreamSpec::Stdio {
+        command: vec!["/nonexistent/aperture-no-such-server".into()],
+        env: BTreeMap::from([("TOKEN".into(), "env-value-s3cret".into())]),
+    };
+    let err = Connector::new(false)
+        .connect(&spec, TIMEOUT)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, UpstreamError::Connect { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("aperture-no-such-server"), "{text}");
+    assert!(!text.contains("s3cret"), "{text}");
+}
+
+/// The fixture behind streamable HTTP, requiring `x-api-key`; stops when dropped.
+struct HttpFixture {
+    url: String,
+    server: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for HttpFixture {
+    fn drop(&mut self) {
+        self.server.abort();
+    }
+}
+
+async fn require_api_key(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    if request
+        .headers()
+        .get("x-api-key")
+        .is_some_and(|v| v == API_KEY)
+    {
+        next.run(request).await
+    } else {
+        StatusCode::UNAUTHORIZED.into_response()
+    }
+}
+
+async fn http_fixture() -> HttpFixture {
+    let service: StreamableHttpService<fixture::FixtureServer, LocalSessionManager> =
+        StreamableHttpService::new(
+            || Ok(fixture::FixtureServer::new()),
+            Arc::default(),
+            StreamableHttpServerConfig::default().with_sse_keep_alive(None),
+        );
+    let router = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn(require_api_key));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, router).await.unwrap();
+    });
+    HttpFixture {
+        url: format!("http://127.0.0.1:{port}/mcp"),
+        server,
+    }
+}
+
+fn http_spec(url: &str, api_key: Option<&str>) -> UpstreamSpec {
+    UpstreamSpec::StreamableHttp {
+        url: url.to_owned(),
+        headers: api_key
+            .map(|key| BTreeMap::from([("x-api-key".to_owned(), key.to_owned())]))
+            .unwrap_or_default(),
+    }
+}
+
+#[tokio::test]
+async fn streamable_http_lists_calls_and_times_out() {
+    let fixture = http_fixture().await;
+    // Loopback is private: only an operator's allowance reaches it.
+    let connection = Connector::new(true)
+        .connect(&http_spec(&fixture.url, Some(API_KEY)), TIMEOUT)
+        .await
+        .unwrap();
+    assert_eq!(connection.protocol_version(), "2025-11-25");
+    assert_lists_every_tool(&connection).await;
+    assert_calls_work(&connection).await;
+
+    let deadline = Duration::from_millis(200);
+    let err = connection
+        .call_tool("slow", args(json!({"millis": 30_000})), deadline)
+        .await
+        .unwrap_err();
+    assert_eq!(err, UpstreamError::Timeout { after: deadline });
+
+    let big = call(&connection, "big", json!({"bytes": 50_000})).await;
+    assert!(matches!(
+        check_result_size(&big, Some(1_000)),
+        Err(UpstreamError::ResultTooLarge { .. })
+    ));
+    connection.close().await;
+}
+
+#[tokio::test]
+async fn streamable_http_signals_tool_list_changes() {
+    let fixture = http_fixture().await;
+    let connection = Connector::new(true)
+        .connect(&http_spec(&fixture.url, Some(API_KEY)), TIMEOUT)
+        .await
+        .unwrap();
+    let mut changes = connection.tools_changed();
+    changes.mark_unchanged();
+    call(
+        &connection,
+        "mutate",
+        json!({"description": "Changed over HTTP."}),
+    )
+    .await;
+    tokio::time::timeout(TIMEOUT, changes.changed())
+        .await
+        .expect("notifications/tools/list_changed")
+        .unwrap();
+    let tools = connection.list_tools().await.unwrap();
+    assert_eq!(tools[0].description.as_deref(), Some("Changed over HTTP."));
+    connection.close().await;
+}
+
+#[tokio::test]
+async fn streamable_http_refusals() {
+    let fixture = http_fixture().await;
+
+    // Without the operator's allowance, a loopback upstream is refused before any request.
+    let err = Connector::new(false)
+        .connect(&http_spec(&fixture.url, Some(API_KEY)), TIMEOUT)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, UpstreamError::UrlRefused { .. }), "{err:?}");
+
+    // A wrong key fails the handshake, and the error does not repeat the key.
+    let err = Connector::new(true)
+        .connect(&http_spec(&fixture.url, Some("wrong-key-s3cret")), TIMEOUT)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, UpstreamError::Connect { .. }), "{err:?}");
+    assert!(!err.to_string().contains("s3cret"), "{err}");
+
+    // Nothing listens on port 1: the error names the endpoint, not the query's token.
+    let err = Connector::new(true)
+        .connect(
+            &http_spec("http://127.0.0.1:1/mcp?token=query-s3cret-token", None),
+            TIMEOUT,
+        )
+        .await
+        .unwrap_err();
+    assert!(matches!(err, UpstreamError::Connect { .. }), "{err:?}");
+    assert!(!err.to_string().contains("s3cret"), "{err}");
+}

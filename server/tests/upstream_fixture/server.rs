@@ -1,0 +1,254 @@
+//! The fixture's MCP server (rmcp's server side): a few tools that exercise the upstream
+//! connector. The stdio binary (`bin.rs`) serves it over stdin/stdout; `tests/upstream.rs`
+//! also serves it over streamable HTTP, in-process.
+//!
+//! Tools: `echo {text}`, `add {a, b}` (with `structuredContent`), `big {bytes}` (that much
+//! text), `slow {millis}` (sleeps; counts cancellations), `read file {path}` (a name with a
+//! space), `getenv {name}` (one variable of the process's environment), `mutate {description,
+//! notify?}` (changes `echo`'s description and, unless `notify` is false, sends
+//! `notifications/tools/list_changed`) and `stats` (`{"cancelled": n}`). `tools/list` answers
+//! three tools per page, with a `ttlMs` that invites clients to cache it.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
+    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::{Map, Value, json};
+
+/// Tools per `tools/list` page, so that a full listing takes several pages.
+const PAGE_SIZE: usize = 3;
+/// `big` answers at most this much text.
+const MAX_BIG_BYTES: u64 = 8 * 1024 * 1024;
+
+#[derive(Debug)]
+struct State {
+    echo_description: String,
+    cancelled: u64,
+}
+
+/// The fixture server; each instance (each stdio process, each HTTP session) has its own state.
+#[derive(Debug, Clone)]
+pub struct FixtureServer {
+    state: Arc<Mutex<State>>,
+}
+
+impl FixtureServer {
+    /// A server with `echo`'s original description and no cancellations.
+    pub fn new() -> Self {
+        Self {
+            state: Arc::new(Mutex::new(State {
+                echo_description: "Returns its text argument.".into(),
+                cancelled: 0,
+            })),
+        }
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panicking tool cannot leave the state half-written: every update is one assignment.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn tools(&self) -> Vec<Value> {
+        let echo_description = self.state().echo_description.clone();
+        let object = |properties: Value, required: &[&str]| json!({"type": "object", "properties": properties, "required": required});
+        vec![
+            json!({
+                "name": "echo",
+                "description": echo_description,
+                "inputSchema": object(json!({"text": {"type": "string"}}), &["text"]),
+                "annotations": {"readOnlyHint": true},
+            }),
+            json!({
+                "name": "add",
+                "title": "Add",
+                "description": "Adds two integers.",
+                "inputSchema": object(
+                    json!({"a": {"type": "integer"}, "b": {"type": "integer"}}),
+                    &["a", "b"],
+                ),
+                "outputSchema": object(json!({"sum": {"type": "integer"}}), &["sum"]),
+            }),
+            json!({
+                "name": "big",
+                "description": "Returns that many bytes of text.",
+                "inputSchema": object(json!({"bytes": {"type": "integer", "minimum": 0}}), &["bytes"]),
+            }),
+            json!({
+                "name": "slow",
+                "description": "Sleeps, then answers.",
+                "inputSchema": object(json!({"millis": {"type": "integer", "minimum": 0}}), &["millis"]),
+            }),
+            json!({
+                "name": "read file",
+                "description": "Pretends to read a file.",
+                "inputSchema": object(json!({"path": {"type": "string"}}), &["path"]),
+            }),
+            json!({
+                "name": "getenv",
+                "description": "One variable of the server's environment, or null.",
+                "inputSchema": object(json!({"name": {"type": "string"}}), &["name"]),
+            }),
+            json!({
+                "name": "mutate",
+                "description": "Changes echo's description and (unless told not to) says the tool list changed.",
+                "inputSchema": object(
+                    json!({"description": {"type": "string"}, "notify": {"type": "boolean"}}),
+                    &["description"],
+                ),
+            }),
+            json!({
+                "name": "stats",
+                "description": "How many calls were cancelled.",
+                "inputSchema": object(json!({}), &[]),
+            }),
+        ]
+    }
+}
+
+impl Default for FixtureServer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn text(text: impl Into<String>) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(text)])
+}
+
+fn structured(summary: impl Into<String>, value: Value) -> CallToolResult {
+    let mut result = text(summary);
+    result.structured_content = Some(value);
+    result
+}
+
+fn str_arg<'a>(args: &'a Map<String, Value>, name: &str) -> Result<&'a str, ErrorData> {
+    args.get(name)
+        .and_then(Value::as_str)
+        .ok_or_else(|| ErrorData::invalid_params(format!("`{name}` must be a string"), None))
+}
+
+fn int_arg(args: &Map<String, Value>, name: &str) -> Result<i64, ErrorData> {
+    args.get(name)
+        .and_then(Value::as_i64)
+        .ok_or_else(|| ErrorData::invalid_params(format!("`{name}` must be an integer"), None))
+}
+
+fn uint_arg(args: &Map<String, Value>, name: &str) -> Result<u64, ErrorData> {
+    args.get(name).and_then(Value::as_u64).ok_or_else(|| {
+        ErrorData::invalid_params(format!("`{name}` must be a non-negative integer"), None)
+    })
+}
+
+impl ServerHandler for FixtureServer {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new(
+            "aperture-fixture-upstream",
+            env!("CARGO_PKG_VERSION"),
+        ))
+    }
+
+    async fn list_tools(
+        &self,
+        request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        let start = match request.and_then(|r| r.cursor) {
+            None => 0,
+            Some(cursor) => cursor
+                .strip_prefix("page-")
+                .and_then(|n| n.parse::<usize>().ok())
+                .ok_or_else(|| ErrorData::invalid_params("unknown cursor", None))?,
+        };
+        let all = self.tools();
+        let page = all
+            .iter()
+            .skip(start)
+            .take(PAGE_SIZE)
+            .map(|tool| serde_json::from_value::<Tool>(tool.clone()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let end = start + PAGE_SIZE;
+        Ok(ListToolsResult {
+            tools: page,
+            next_cursor: (end < all.len()).then(|| format!("page-{end}")),
+            // Invites caching: the connector must list afresh anyway (drift checks need it).
+            ttl_ms: Some(60_000),
+            ..ListToolsResult::default()
+        })
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let args = request.arguments.unwrap_or_default();
+        let result = match request.name.as_ref() {
+            "echo" => text(str_arg(&args, "text")?),
+            "add" => {
+                let sum = int_arg(&args, "a")?
+                    .checked_add(int_arg(&args, "b")?)
+                    .ok_or_else(|| ErrorData::invalid_params("the sum overflows", None))?;
+                structured(sum.to_string(), json!({"sum": sum}))
+            }
+            "big" => {
+                let bytes = uint_arg(&args, "bytes")?.min(MAX_BIG_BYTES);
+                text("x".repeat(usize::try_from(bytes).unwrap_or(0)))
+            }
+            "slow" => {
+                let millis = uint_arg(&args, "millis")?;
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(millis)) => text("done"),
+                    () = context.ct.cancelled() => {
+                        self.state().cancelled += 1;
+                        return Err(ErrorData::internal_error("cancelled", None));
+                    }
+                }
+            }
+            "read file" => text(format!("contents of {}", str_arg(&args, "path")?)),
+            "getenv" => {
+                let value = std::env::var(str_arg(&args, "name")?).ok();
+                structured(value.clone().unwrap_or_default(), json!({ "value": value }))
+            }
+            "mutate" => {
+                self.state().echo_description = str_arg(&args, "description")?.to_owned();
+                // `"notify": false` changes the tool silently, as a misbehaving upstream would.
+                if args.get("notify") != Some(&Value::Bool(false)) {
+                    context
+                        .peer
+                        .notify_tool_list_changed()
+                        .await
+                        .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+                }
+                text("mutated")
+            }
+            "stats" => {
+                let cancelled = self.state().cancelled;
+                structured(
+                    format!("{cancelled} cancelled"),
+                    json!({ "cancelled": cancelled }),
+                )
+            }
+            other => {
+                return Err(ErrorData::invalid_params(
+                    format!("unknown tool `{other}`"),
+                    None,
+                ));
+            }
+        };
+        Ok(result.into())
+    }
+}
