@@ -268,3 +268,76 @@ pub struct SessionView {
     /// RFC 3339.
     pub lease_expires_at: Option<String>,
 }
+
+/// `POST /upstreams` (CONTRACT §11). `env` and `headers` are write-only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegisterUpstreamRequest {
+    /// `[a-z0-9-]{1,32}`: the `<server>` of `mcp__<server>__<tool>`.
+    pub name: String,
+    /// `stdio` or `streamable_http`.
+    pub transport: String,
+    /// The program and its arguments (stdio).
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
+    /// Environment of the process (stdio; write-only).
+    #[serde(default)]
+    pub env: Option<std::collections::BTreeMap<String, String>>,
+    /// The MCP endpoint (streamable_http).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// Headers sent with every request, e.g. credentials (streamable_http; write-only).
+    #[serde(default)]
+    pub headers: Option<std::collections::BTreeMap<String, String>>,
+}
+
+/// An upstream as listed: never its secrets.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UpstreamView {
+    /// `ups_…`
+    pub id: String,
+    /// Name.
+    pub name: String,
+    /// `stdio` or `streamable_http`.
+    pub transport: String,
+    /// Command line or URL, without secrets.
+    pub endpoint: String,
+    /// Fingerprint of the normalized endpoint (calls pin it).
+    pub fingerprint: String,
+    /// `registered`, `connected` or `error`.
+    pub status: String,
+    /// The last connection or sync error.
+    pub last_error: Option<String>,
+    /// RFC 3339.
+    pub last_synced_at: Option<String>,
+    /// Tools in the catalog from this upstream.
+    pub tools: u64,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
+/// A tool an upstream lists that was not imported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SkippedToolView {
+    /// The upstream's name for it.
+    pub raw_name: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// What a sync did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SyncReport {
+    /// `ups_…`
+    pub upstream_id: String,
+    /// Tools now in the catalog from this upstream.
+    pub tools: u64,
+    /// New tools (risk `unknown` until an admin describes them).
+    pub added: Vec<String>,
+    /// Tools whose definition changed (sessions granted before see `manifest_drift`).
+    pub changed: Vec<String>,
+    /// Tools the upstream no longer lists.
+    pub removed: Vec<String>,
+    /// Tools not imported, with the reason.
+    pub skipped: Vec<SkippedToolView>,
+}

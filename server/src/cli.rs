@@ -71,6 +71,40 @@ enum Command {
         #[command(subcommand)]
         command: KeysCommand,
     },
+    /// Upstream MCP servers.
+    Upstream {
+        #[command(subcommand)]
+        command: UpstreamCommand,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum UpstreamCommand {
+    /// Register an upstream and import its tools: `--url <u>` or `--stdio -- <command…>`
+    /// (the operator's way to add stdio upstreams).
+    Add {
+        /// Tenant (created when missing).
+        #[arg(long)]
+        tenant: String,
+        /// Upstream name, `[a-z0-9-]{1,32}`.
+        #[arg(long)]
+        name: String,
+        /// Streamable HTTP endpoint.
+        #[arg(long, conflicts_with = "stdio")]
+        url: Option<String>,
+        /// Run the command after `--` and speak MCP over its stdin/stdout.
+        #[arg(long, requires = "command")]
+        stdio: bool,
+        /// `KEY=VALUE` for the process's environment (repeatable).
+        #[arg(long = "env")]
+        env: Vec<String>,
+        /// `Name: value` sent with every HTTP request (repeatable).
+        #[arg(long = "header")]
+        headers: Vec<String>,
+        /// The command (after `--`).
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -116,6 +150,12 @@ struct ServeArgs {
     /// the newest key file in <data-dir>/keys, created on first start.
     #[arg(long, env = "APERTURE_SIGNING_KEY", hide_env_values = true)]
     signing_key: Option<String>,
+    /// Let tenant admins register stdio upstreams over the API (they run commands on this host).
+    #[arg(long, env = "APERTURE_ALLOW_STDIO_UPSTREAMS")]
+    allow_stdio_upstreams: bool,
+    /// Let upstream URLs resolve to loopback, private or link-local addresses.
+    #[arg(long, env = "APERTURE_ALLOW_PRIVATE_UPSTREAMS")]
+    allow_private_upstreams: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -207,6 +247,30 @@ pub async fn run() -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Command::Upstream {
+            command:
+                UpstreamCommand::Add {
+                    tenant,
+                    name,
+                    url,
+                    stdio,
+                    env,
+                    headers,
+                    command,
+                },
+        } => {
+            upstream_add(
+                &cli.global,
+                &tenant,
+                name,
+                url,
+                stdio,
+                env,
+                headers,
+                command,
+            )
+            .await
+        }
         Command::Journal {
             command: JournalCommand::Verify,
         } => journal_verify(&cli.global).await,
@@ -266,6 +330,8 @@ async fn serve(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<()> {
     config.secure_cookies = args.secure_cookies;
     config.bootstrap_admin_password = args.bootstrap_admin_password;
     config.signing_key = args.signing_key;
+    config.allow_stdio_upstreams = args.allow_stdio_upstreams;
+    config.allow_private_upstreams = args.allow_private_upstreams;
     let app = Application::build(config).await?;
     if *app.bootstrap() == Bootstrap::NeedsAdmin {
         println!(
@@ -358,6 +424,76 @@ async fn receipt_verify(global: &GlobalArgs, file: &str) -> anyhow::Result<()> {
             .get("key_id")
             .and_then(|k| k.as_str())
             .unwrap_or("?")
+    );
+    Ok(())
+}
+
+#[expect(
+    clippy::too_many_arguments,
+    reason = "one parameter per command-line option"
+)]
+async fn upstream_add(
+    global: &GlobalArgs,
+    tenant: &str,
+    name: String,
+    url: Option<String>,
+    stdio: bool,
+    env: Vec<String>,
+    headers: Vec<String>,
+    command: Vec<String>,
+) -> anyhow::Result<()> {
+    let pairs = |items: Vec<String>,
+                 sep: char,
+                 what: &str|
+     -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+        items
+            .into_iter()
+            .map(|i| {
+                i.split_once(sep)
+                    .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+                    .ok_or_else(|| anyhow::anyhow!("{what} must look like NAME{sep}VALUE"))
+            })
+            .collect()
+    };
+    let request = if stdio {
+        app::dto::RegisterUpstreamRequest {
+            name,
+            transport: "stdio".into(),
+            command: Some(command),
+            env: Some(pairs(env, '=', "--env")?),
+            url: None,
+            headers: None,
+        }
+    } else {
+        let url =
+            url.ok_or_else(|| anyhow::anyhow!("give --url <endpoint> or --stdio -- <command…>"))?;
+        app::dto::RegisterUpstreamRequest {
+            name,
+            transport: "streamable_http".into(),
+            command: None,
+            env: None,
+            url: Some(url),
+            headers: Some(pairs(headers, ':', "--header")?),
+        }
+    };
+    let (store, journal) = operator_store(global, tenant).await?;
+    let allow_private =
+        std::env::var("APERTURE_ALLOW_PRIVATE_UPSTREAMS").is_ok_and(|v| v == "1" || v == "true");
+    let upstreams = crate::upstream::Upstreams::new(true, allow_private);
+    let result = upstreams
+        .register_unchecked(&store, &journal, tenant, "operator", &request)
+        .await;
+    upstreams.close_all().await;
+    let (view, report) = result.map_err(|e| anyhow::anyhow!(e.into_app_error()))?;
+    println!(
+        "registered upstream {} ({}) with {} tools",
+        view.name, view.id, report.tools
+    );
+    for s in &report.skipped {
+        println!("  skipped {:?}: {}", s.raw_name, s.reason);
+    }
+    println!(
+        "tools arrive with risk `unknown`, hidden by the default policy until described (PUT /tools/{{name}})"
     );
     Ok(())
 }

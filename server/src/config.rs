@@ -24,6 +24,11 @@ pub struct Config {
     /// Hex Ed25519 seed that signs receipts (`APERTURE_SIGNING_KEY`); default: a key file in
     /// `<data_dir>/keys`, created on first start.
     pub signing_key: Option<String>,
+    /// Tenant admins may register stdio upstreams over the API (`APERTURE_ALLOW_STDIO_UPSTREAMS=1`).
+    pub allow_stdio_upstreams: bool,
+    /// Upstream URLs may resolve to loopback, private or link-local addresses
+    /// (`APERTURE_ALLOW_PRIVATE_UPSTREAMS=1`).
+    pub allow_private_upstreams: bool,
 }
 
 impl Config {
@@ -38,6 +43,8 @@ impl Config {
             max_body_bytes: 1024 * 1024,
             data_dir: data_dir.to_path_buf(),
             signing_key: None,
+            allow_stdio_upstreams: false,
+            allow_private_upstreams: false,
         }
     }
 }

@@ -93,6 +93,10 @@ impl Application {
             store: store.clone(),
             passwords,
             journal,
+            upstreams: Arc::new(crate::upstream::Upstreams::new(
+                config.allow_stdio_upstreams,
+                config.allow_private_upstreams,
+            )),
             config: Arc::new(config),
             leptos_options,
         };

@@ -10,6 +10,7 @@ pub(crate) mod receipts;
 mod sessions;
 mod tokens;
 mod tools;
+mod upstreams;
 mod users;
 
 use axum::Router;
@@ -130,6 +131,19 @@ fn declare<D: Declare>(d: D) -> D {
             "/sessions/{id}:revoke",
             &[scope::ADMIN, scope::RUN],
             sessions::revoke,
+        )
+        .route(Method::GET, "/upstreams", &[scope::READ], upstreams::list)
+        .route(
+            Method::POST,
+            "/upstreams",
+            &[scope::ADMIN],
+            upstreams::register,
+        )
+        .route(
+            Method::POST,
+            "/upstreams/{id}:sync",
+            &[scope::WRITE],
+            upstreams::sync,
         )
         .route(Method::GET, "/users", &[scope::ADMIN], users::list)
         .route(Method::POST, "/users", &[scope::ADMIN], users::create)

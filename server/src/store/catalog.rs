@@ -145,3 +145,31 @@ pub async fn find(
     .await?;
     row.as_ref().map(from_row).transpose()
 }
+
+/// Removes the tools of `upstream_id` whose names are not in `keep` (the upstream stopped
+/// listing them); returns their names.
+pub async fn remove_missing(
+    store: &Store,
+    tenant_id: &str,
+    upstream_id: &str,
+    keep: &[String],
+) -> Result<Vec<String>, sqlx::Error> {
+    let current: Vec<(String,)> =
+        sqlx::query_as("SELECT name FROM tools WHERE tenant_id = $1 AND upstream_id = $2")
+            .bind(tenant_id)
+            .bind(upstream_id)
+            .fetch_all(store.pool())
+            .await?;
+    let mut removed = Vec::new();
+    for (name,) in current {
+        if !keep.contains(&name) {
+            sqlx::query("DELETE FROM tools WHERE tenant_id = $1 AND name = $2")
+                .bind(tenant_id)
+                .bind(&name)
+                .execute(store.pool())
+                .await?;
+            removed.push(name);
+        }
+    }
+    Ok(removed)
+}

@@ -13,6 +13,7 @@ pub mod policies;
 pub mod sessions;
 pub mod tenants;
 pub mod tokens;
+pub mod upstreams;
 pub mod users;
 
 pub use sessions::DbSessionStore;

@@ -20,10 +20,12 @@
 mod connector;
 mod guard;
 mod import;
+mod registry;
 
 pub use connector::{Connection, Connector, RawTool, check_result_size};
 pub use guard::{address_class, check_url};
 pub use import::{ImportReport, SkipReason, SkippedTool, import};
+pub use registry::{Upstreams, list};
 
 use std::collections::BTreeMap;
 use std::fmt;

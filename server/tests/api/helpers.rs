@@ -133,6 +133,11 @@ impl TestApp {
 
     /// On `db`, or `None` when PostgreSQL is not configured.
     pub async fn spawn_on(db: Db) -> Option<Self> {
+        Self::spawn_with(db, |_| {}).await
+    }
+
+    /// On `db` with a configuration adjusted by `customize`.
+    pub async fn spawn_with(db: Db, customize: impl FnOnce(&mut Config)) -> Option<Self> {
         let db = TestDb::new(db).await?;
         let dir = tempfile::tempdir().expect("tempdir");
         let mut config = Config::new(dir.path());
@@ -140,6 +145,9 @@ impl TestApp {
         config.database_url = db.url.clone();
         config.bootstrap_admin_password = Some(ADMIN_PASSWORD.into());
         config.signing_key = Some(SIGNING_KEY.into());
+        // The tests register the project's fixture upstream over stdio.
+        config.allow_stdio_upstreams = true;
+        customize(&mut config);
         config.max_body_bytes = 64 * 1024;
         let app = Application::build(config).await.expect("build app");
         let port = app.port();
@@ -283,4 +291,9 @@ macro_rules! on_both_backends {
             }
         }
     };
+}
+
+/// The command that starts the project's fixture MCP server over stdio.
+pub fn fixture_command() -> Vec<String> {
+    vec![env!("CARGO_BIN_EXE_aperture-fixture-upstream").to_owned()]
 }

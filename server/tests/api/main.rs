@@ -17,4 +17,5 @@ mod sessions;
 mod sign_in;
 mod store;
 mod tokens;
+mod upstreams;
 mod users;

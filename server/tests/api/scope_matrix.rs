@@ -94,6 +94,18 @@ const CASES: &[Case] = &[
     },
     Case {
         method: Method::GET,
+        path: "/upstreams",
+    },
+    Case {
+        method: Method::POST,
+        path: "/upstreams",
+    },
+    Case {
+        method: Method::POST,
+        path: "/upstreams/{id}:sync",
+    },
+    Case {
+        method: Method::GET,
         path: "/users",
     },
     Case {
@@ -119,6 +131,7 @@ struct Fixtures {
     victim_token_id: String,
     victim_receipt_id: String,
     victim_session_id: String,
+    victim_upstream_id: String,
 }
 
 async fn fixtures(app: &TestApp) -> Fixtures {
@@ -168,10 +181,32 @@ async fn fixtures(app: &TestApp) -> Fixtures {
         .await
         .map_err(|e| e.into_app_error())
         .unwrap();
+    let victim_upstream_id = aperture::ids::new_id("ups");
+    let command = crate::helpers::fixture_command();
+    let row = aperture::store::upstreams::UpstreamRow {
+        id: victim_upstream_id.clone(),
+        tenant_id: "default".into(),
+        name: format!("victim-{}", &victim_upstream_id[4..12]),
+        transport: "stdio".into(),
+        spec: json!({"transport": "stdio", "command": command, "env": {}}).to_string(),
+        endpoint: "stdio".into(),
+        fingerprint: "sha256:0".into(),
+        status: "registered".into(),
+        last_error: None,
+        last_synced_at: None,
+        created_by: "operator".into(),
+        created_at: 0,
+    };
+    assert!(
+        aperture::store::upstreams::insert(&app.store, &row)
+            .await
+            .unwrap()
+    );
     Fixtures {
         victim_token_id,
         victim_receipt_id,
         victim_session_id: grant.session.id,
+        victim_upstream_id,
     }
 }
 
@@ -187,6 +222,15 @@ fn request(case: &Case, fx: &Fixtures, n: usize) -> (String, Option<Value>) {
             (format!("/sessions/{}:revoke", fx.victim_session_id), None)
         }
         ("POST", "/sessions") => ("/sessions".into(), Some(json!({"environment": "default"}))),
+        ("POST", "/upstreams") => (
+            "/upstreams".into(),
+            Some(
+                json!({"name": format!("up-{n}"), "transport": "stdio", "command": crate::helpers::fixture_command()}),
+            ),
+        ),
+        ("POST", "/upstreams/{id}:sync") => {
+            (format!("/upstreams/{}:sync", fx.victim_upstream_id), None)
+        }
         ("PUT", "/tools/{name}") => (
             "/tools/victim_tool".into(),
             Some(json!({"risk": ["read", "write"]})),
@@ -380,7 +424,8 @@ async fn every_route_enforces_its_scope() {
             ("GET", "/sessions/{id}")
             | ("GET", "/sessions/{id}/manifest")
             | ("POST", "/sessions/{id}:revoke")
-            | ("PUT", "/tools/{name}") => {
+            | ("PUT", "/tools/{name}")
+            | ("POST", "/upstreams/{id}:sync") => {
                 assert_eq!(status, StatusCode::NOT_FOUND, "{label}: {text}");
             }
             ("GET", "/receipts/{id}") => {

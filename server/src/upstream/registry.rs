@@ -1,0 +1,410 @@
+//! Registered upstreams: registration (`POST /upstreams`, `aperture upstream add`), their live
+//! connections, and syncing their tools into the tenant's catalog.
+//!
+//! Over the API a tenant admin must not be able to run commands on the gateway's host or reach
+//! its private network: `stdio` upstreams are refused unless the operator set
+//! `APERTURE_ALLOW_STDIO_UPSTREAMS=1`, and URLs resolving to loopback, private or link-local
+//! addresses unless `APERTURE_ALLOW_PRIVATE_UPSTREAMS=1` (the connector enforces the latter on
+//! every connection too). Specs keep their secrets (env values, headers) server-side only.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use engine::receipt::{Decision, ReasonCode};
+use engine::scope;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use app::dto::{RegisterUpstreamRequest, SyncReport, UpstreamView};
+use app::error::{AppError, ErrorCode, FieldError};
+
+use super::{Connection, Connector, UpstreamError, UpstreamSpec, check_url, import};
+use crate::auth::Principal;
+use crate::error::ServiceError;
+use crate::ids;
+use crate::journal::Journal;
+use crate::store::{self, Store, upstreams::UpstreamRow};
+
+/// How long connecting (and listing) may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// The spec as stored (secrets included; never returned).
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "transport", rename_all = "snake_case")]
+enum StoredSpec {
+    Stdio {
+        command: Vec<String>,
+        env: BTreeMap<String, String>,
+    },
+    StreamableHttp {
+        url: String,
+        headers: BTreeMap<String, String>,
+    },
+}
+
+impl From<&StoredSpec> for UpstreamSpec {
+    fn from(s: &StoredSpec) -> Self {
+        match s {
+            StoredSpec::Stdio { command, env } => UpstreamSpec::Stdio {
+                command: command.clone(),
+                env: env.clone(),
+            },
+            StoredSpec::StreamableHttp { url, headers } => UpstreamSpec::StreamableHttp {
+                url: url.clone(),
+                headers: headers.clone(),
+            },
+        }
+    }
+}
+
+/// Live connections to upstreams, shared by every request.
+pub struct Upstreams {
+    connector: Connector,
+    allow_stdio: bool,
+    allow_private: bool,
+    live: tokio::sync::Mutex<HashMap<String, Arc<Connection>>>,
+}
+
+impl std::fmt::Debug for Upstreams {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Upstreams")
+            .field("allow_stdio", &self.allow_stdio)
+            .field("allow_private", &self.allow_private)
+            .finish()
+    }
+}
+
+fn view(row: &UpstreamRow, tools: usize) -> UpstreamView {
+    UpstreamView {
+        id: row.id.clone(),
+        name: row.name.clone(),
+        transport: row.transport.clone(),
+        endpoint: row.endpoint.clone(),
+        fingerprint: row.fingerprint.clone(),
+        status: row.status.clone(),
+        last_error: row.last_error.clone(),
+        last_synced_at: row.last_synced_at.map(store::rfc3339),
+        tools: tools as u64,
+        created_at: store::rfc3339(row.created_at),
+    }
+}
+
+fn upstream_error(e: UpstreamError) -> ServiceError {
+    match e {
+        UpstreamError::InvalidSpec { reason } | UpstreamError::UrlRefused { reason } => {
+            AppError::new(ErrorCode::InvalidArgument, reason).into()
+        }
+        other => AppError::new(ErrorCode::Unavailable, other.to_string()).into(),
+    }
+}
+
+impl Upstreams {
+    /// A registry; the flags are the operator's (`APERTURE_ALLOW_STDIO_UPSTREAMS`,
+    /// `APERTURE_ALLOW_PRIVATE_UPSTREAMS`).
+    pub fn new(allow_stdio: bool, allow_private: bool) -> Self {
+        Self {
+            connector: Connector::new(allow_private),
+            allow_stdio,
+            allow_private,
+            live: tokio::sync::Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// `POST /upstreams` (admin): validates, guards, connects, imports the tools.
+    pub async fn register(
+        &self,
+        store: &Store,
+        journal: &Journal,
+        principal: &Principal,
+        request: &RegisterUpstreamRequest,
+    ) -> Result<(UpstreamView, SyncReport), ServiceError> {
+        principal.require(scope::ADMIN)?;
+        if request.transport == "stdio" && !self.allow_stdio {
+            return Err(AppError::invalid_field(
+                "transport",
+                "stdio upstreams run a command on the gateway's host; only the operator may add them (aperture upstream add, or APERTURE_ALLOW_STDIO_UPSTREAMS=1)",
+            )
+            .into());
+        }
+        self.register_unchecked(
+            store,
+            journal,
+            &principal.tenant_id,
+            &principal.as_creator(),
+            request,
+        )
+        .await
+    }
+
+    /// Registration without the API's restrictions on stdio (the operator's command line); the
+    /// private-address rule still applies unless the operator lifted it.
+    pub async fn register_unchecked(
+        &self,
+        store: &Store,
+        journal: &Journal,
+        tenant_id: &str,
+        created_by: &str,
+        request: &RegisterUpstreamRequest,
+    ) -> Result<(UpstreamView, SyncReport), ServiceError> {
+        let stored = parse(request)?;
+        let spec = UpstreamSpec::from(&stored);
+        spec.validate().map_err(upstream_error)?;
+        if let UpstreamSpec::StreamableHttp { url, .. } = &spec {
+            check_url(url, self.allow_private)
+                .await
+                .map_err(|e| match e {
+                    UpstreamError::UrlRefused { reason } => {
+                        ServiceError::from(AppError::invalid_field("url", reason))
+                    }
+                    other => upstream_error(other),
+                })?;
+        }
+        let row = UpstreamRow {
+            id: ids::new_id("ups"),
+            tenant_id: tenant_id.to_owned(),
+            name: request.name.clone(),
+            transport: request.transport.clone(),
+            spec: serde_json::to_string(&stored).map_err(|e| ServiceError::Other(e.into()))?,
+            endpoint: spec.endpoint(),
+            fingerprint: spec.fingerprint(),
+            status: "registered".into(),
+            last_error: None,
+            last_synced_at: None,
+            created_by: created_by.to_owned(),
+            created_at: store::now_ms(),
+        };
+        journal
+            .admin(
+                tenant_id,
+                created_by,
+                Decision::Allow,
+                ReasonCode::Ok,
+                "upstream.register",
+                json!({"upstream_id": row.id, "name": row.name, "endpoint": row.endpoint}),
+            )
+            .await?;
+        if !store::upstreams::insert(store, &row).await? {
+            return Err(AppError {
+                code: ErrorCode::Conflict,
+                message: format!("an upstream is already called {}", row.name),
+                details: Some(app::error::ErrorDetails {
+                    fields: vec![FieldError {
+                        path: "name".into(),
+                        message: "already taken".into(),
+                    }],
+                }),
+            }
+            .into());
+        }
+        let report = self.sync_row(store, &row).await?;
+        let row = store::upstreams::find(store, tenant_id, &row.id)
+            .await?
+            .unwrap_or(row);
+        Ok((view(&row, report.tools as usize), report))
+    }
+
+    /// `POST /upstreams/{id}:sync` (write): re-lists the tools, imports new ones, updates
+    /// changed definitions (keeping the admin's descriptors), removes vanished ones.
+    pub async fn sync(
+        &self,
+        store: &Store,
+        journal: &Journal,
+        principal: &Principal,
+        id: &str,
+    ) -> Result<SyncReport, ServiceError> {
+        principal.require(scope::WRITE)?;
+        let row = store::upstreams::find(store, &principal.tenant_id, id)
+            .await?
+            .ok_or_else(|| AppError::not_found("upstream"))?;
+        journal
+            .admin(
+                &principal.tenant_id,
+                &principal.as_creator(),
+                Decision::Allow,
+                ReasonCode::Ok,
+                "upstream.sync",
+                json!({"upstream_id": row.id}),
+            )
+            .await?;
+        self.sync_row(store, &row).await
+    }
+
+    async fn sync_row(&self, store: &Store, row: &UpstreamRow) -> Result<SyncReport, ServiceError> {
+        let listed = match self.connection(row).await {
+            Ok(c) => c.list_tools().await,
+            Err(e) => Err(e),
+        };
+        let raw = match listed {
+            Ok(raw) => raw,
+            Err(e) => {
+                self.forget(&row.id).await;
+                store::upstreams::set_status(store, &row.id, "error", Some(&e.to_string()), false)
+                    .await?;
+                return Err(upstream_error(e));
+            }
+        };
+        let imported = import(&row.name, &row.id, raw)
+            .map_err(|e| ServiceError::Other(anyhow::anyhow!("import: {e}")))?;
+        let mut report = SyncReport {
+            upstream_id: row.id.clone(),
+            tools: 0,
+            added: vec![],
+            changed: vec![],
+            removed: vec![],
+            skipped: vec![],
+        };
+        let mut names = Vec::new();
+        for mut tool in imported.tools {
+            names.push(tool.name.clone());
+            match store::catalog::find(store, &row.tenant_id, &tool.name).await? {
+                Some(existing) => {
+                    let before = existing.definition_hash().ok();
+                    // The admin's descriptor stays; only the tool's own definition follows the upstream.
+                    tool.version = existing.version.clone();
+                    tool.family = existing.family.clone();
+                    tool.risk = existing.risk.clone();
+                    tool.required_scope = existing.required_scope.clone();
+                    tool.dry_run_argument = existing.dry_run_argument.clone();
+                    tool.price_cents = existing.price_cents;
+                    if tool.definition_hash().ok() != before {
+                        report.changed.push(tool.name.clone());
+                    }
+                }
+                None => report.added.push(tool.name.clone()),
+            }
+            store::catalog::upsert(store, &row.tenant_id, &tool).await?;
+        }
+        report.removed =
+            store::catalog::remove_missing(store, &row.tenant_id, &row.id, &names).await?;
+        report.skipped = imported
+            .skipped
+            .into_iter()
+            .map(|s| app::dto::SkippedToolView {
+                raw_name: s.raw_name,
+                reason: s.reason.to_string(),
+            })
+            .collect();
+        report.tools = names.len() as u64;
+        store::upstreams::set_status(store, &row.id, "connected", None, true).await?;
+        tracing::info!(upstream = %row.id, tools = report.tools, added = report.added.len(), changed = report.changed.len(), removed = report.removed.len(), "upstream synced");
+        Ok(report)
+    }
+
+    /// The live connection to an upstream, connecting when there is none (or it closed).
+    pub async fn connection(&self, row: &UpstreamRow) -> Result<Arc<Connection>, UpstreamError> {
+        let mut live = self.live.lock().await;
+        if let Some(c) = live.get(&row.id)
+            && !c.is_closed()
+        {
+            return Ok(c.clone());
+        }
+        let stored: StoredSpec =
+            serde_json::from_str(&row.spec).map_err(|e| UpstreamError::InvalidSpec {
+                reason: format!("stored spec: {e}"),
+            })?;
+        let connection = Arc::new(
+            self.connector
+                .connect(&UpstreamSpec::from(&stored), CONNECT_TIMEOUT)
+                .await?,
+        );
+        live.insert(row.id.clone(), connection.clone());
+        Ok(connection)
+    }
+
+    async fn forget(&self, id: &str) {
+        if let Some(c) = self.live.lock().await.remove(id) {
+            c.close().await;
+        }
+    }
+
+    /// Closes every connection (shutdown, tests).
+    pub async fn close_all(&self) {
+        let all: Vec<_> = self.live.lock().await.drain().map(|(_, c)| c).collect();
+        for c in all {
+            c.close().await;
+        }
+    }
+}
+
+/// `GET /upstreams` (read): no spec, no secret, only what may be shown.
+pub async fn list(store: &Store, principal: &Principal) -> Result<Vec<UpstreamView>, ServiceError> {
+    principal.require(scope::READ)?;
+    let catalog = store::catalog::list(store, &principal.tenant_id).await?;
+    Ok(store::upstreams::list(store, &principal.tenant_id)
+        .await?
+        .iter()
+        .map(|row| {
+            let tools = catalog
+                .iter()
+                .filter(|t| matches!(&t.source, engine::descriptor::ToolSource::Mcp { upstream_id, .. } if *upstream_id == row.id))
+                .count();
+            view(row, tools)
+        })
+        .collect())
+}
+
+fn parse(request: &RegisterUpstreamRequest) -> Result<StoredSpec, ServiceError> {
+    let mut fields = Vec::new();
+    if !engine::descriptor::is_valid_server_name(&request.name) {
+        fields.push(FieldError {
+            path: "name".into(),
+            message: "1–32 characters of a-z, 0-9 and - (no _)".into(),
+        });
+    }
+    let spec = match request.transport.as_str() {
+        "stdio" => {
+            if request.url.is_some() {
+                fields.push(FieldError {
+                    path: "url".into(),
+                    message: "stdio upstreams have a command, not a URL".into(),
+                });
+            }
+            match &request.command {
+                Some(c) if !c.is_empty() => Some(StoredSpec::Stdio {
+                    command: c.clone(),
+                    env: request.env.clone().unwrap_or_default(),
+                }),
+                _ => {
+                    fields.push(FieldError {
+                        path: "command".into(),
+                        message: "required for stdio: the program and its arguments".into(),
+                    });
+                    None
+                }
+            }
+        }
+        "streamable_http" => {
+            if request.command.is_some() || request.env.is_some() {
+                fields.push(FieldError {
+                    path: "command".into(),
+                    message: "streamable_http upstreams have a URL, not a command".into(),
+                });
+            }
+            match &request.url {
+                Some(u) if !u.is_empty() => Some(StoredSpec::StreamableHttp {
+                    url: u.clone(),
+                    headers: request.headers.clone().unwrap_or_default(),
+                }),
+                _ => {
+                    fields.push(FieldError {
+                        path: "url".into(),
+                        message: "required for streamable_http".into(),
+                    });
+                    None
+                }
+            }
+        }
+        _ => {
+            fields.push(FieldError {
+                path: "transport".into(),
+                message: "stdio or streamable_http".into(),
+            });
+            None
+        }
+    };
+    match (fields.is_empty(), spec) {
+        (true, Some(spec)) => Ok(spec),
+        _ => Err(AppError::invalid(fields).into()),
+    }
+}
