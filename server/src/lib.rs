@@ -18,6 +18,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod calls;
 pub mod catalog;
 pub mod cli;
 pub mod config;

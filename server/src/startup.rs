@@ -93,6 +93,7 @@ impl Application {
             store: store.clone(),
             passwords,
             journal,
+            validators: Arc::new(engine::narrow::ValidatorCache::new()),
             upstreams: Arc::new(crate::upstream::Upstreams::new(
                 config.allow_stdio_upstreams,
                 config.allow_private_upstreams,

@@ -19,6 +19,8 @@ pub struct AppState {
     pub passwords: Passwords,
     /// The configuration the server started with.
     pub config: Arc<Config>,
+    /// Compiled validators of advertised schemas, by `schemaHash`.
+    pub validators: std::sync::Arc<engine::narrow::ValidatorCache>,
     /// Registered upstream MCP servers and their live connections.
     pub upstreams: std::sync::Arc<crate::upstream::Upstreams>,
     /// The tamper-evident journal (and the signing keys).

@@ -132,6 +132,12 @@ fn declare<D: Declare>(d: D) -> D {
             &[scope::ADMIN, scope::RUN],
             sessions::revoke,
         )
+        .route(
+            Method::POST,
+            "/sessions/{id}/calls",
+            &[scope::RUN],
+            sessions::call,
+        )
         .route(Method::GET, "/upstreams", &[scope::READ], upstreams::list)
         .route(
             Method::POST,

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use app::dto::{CreateSessionRequest, SessionView};
 
-use super::Caller;
+use super::{ApiJson, Caller};
 use crate::error::ApiError;
 use crate::exposure;
 use crate::state::AppState;
@@ -31,6 +31,23 @@ pub async fn create(
     let request: CreateSessionRequest = super::json::optional_json(&body)?;
     let grant = exposure::create(&state.store, &state.journal, &p, &request).await?;
     Ok((StatusCode::CREATED, Json(grant.list_result())))
+}
+
+/// `POST /sessions/{id}/calls`: the same fields as MCP `tools/call` (`name`, `arguments`,
+/// `_meta`); the answer is the tool result, denials included (with their receipt).
+pub async fn call(
+    State(state): State<AppState>,
+    Caller(p): Caller,
+    Path(id): Path<String>,
+    ApiJson(call): ApiJson<crate::calls::ToolCall>,
+) -> Result<Json<Value>, ApiError> {
+    let cx = crate::calls::CallContext {
+        store: &state.store,
+        journal: &state.journal,
+        upstreams: &state.upstreams,
+        validators: &state.validators,
+    };
+    Ok(Json(crate::calls::call(&cx, &p, Some(&id), call).await?))
 }
 
 /// `GET /sessions/{id}`

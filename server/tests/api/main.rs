@@ -9,6 +9,7 @@
 
 mod helpers;
 
+mod calls;
 mod cli;
 mod journal;
 mod policies;

@@ -93,6 +93,10 @@ const CASES: &[Case] = &[
         path: "/sessions/{id}:revoke",
     },
     Case {
+        method: Method::POST,
+        path: "/sessions/{id}/calls",
+    },
+    Case {
         method: Method::GET,
         path: "/upstreams",
     },
@@ -222,6 +226,12 @@ fn request(case: &Case, fx: &Fixtures, n: usize) -> (String, Option<Value>) {
             (format!("/sessions/{}:revoke", fx.victim_session_id), None)
         }
         ("POST", "/sessions") => ("/sessions".into(), Some(json!({"environment": "default"}))),
+        ("POST", "/sessions/{id}/calls") => (
+            format!("/sessions/{}/calls", fx.victim_session_id),
+            Some(
+                json!({"name": "victim_tool", "arguments": {}, "_meta": {"manifest_id": "man_x", "lease_id": "lea_x"}}),
+            ),
+        ),
         ("POST", "/upstreams") => (
             "/upstreams".into(),
             Some(
@@ -412,6 +422,17 @@ async fn every_route_enforces_its_scope() {
                     body["version"], 1,
                     "{label}: a new policy of its own tenant"
                 );
+            }
+            ("POST", "/sessions/{id}/calls") => {
+                // A call is answered with a tool result; another tenant's ids bind to nothing.
+                assert_eq!(status, StatusCode::OK, "{label}: {text}");
+                let body: serde_json::Value = serde_json::from_str(&text).unwrap();
+                assert_eq!(body["isError"], true);
+                assert_eq!(
+                    body["_meta"]["receipt"]["reason"],
+                    "manifest_binding_mismatch"
+                );
+                assert_eq!(body["_meta"]["receipt"]["tenant_id"], "other");
             }
             ("POST", "/policies:validate") | ("POST", "/policies:preview") => {
                 assert_eq!(status, StatusCode::OK, "{label}")

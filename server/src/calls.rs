@@ -1,0 +1,433 @@
+//! `tools/call` under an exposure session: the engine's decision against the stored grant, a
+//! journaled decision receipt, then — for `allow` (and `dry_run_only` with a declared dry-run
+//! argument) — execution through the upstream with the granted deadline and result cap, the
+//! output redacted for the MCP destination, and a journaled execution receipt.
+//!
+//! Fail closed: when the journal cannot record the decision, nothing executes and the caller
+//! gets a signed `journal_unavailable` denial with `seq` and `prev_hash` null. Modes that need
+//! the durable runtime (`approval_required`, `confirmation_required`, `async_job_only`,
+//! `staged_change`) are refused before anything runs until that runtime exists.
+
+use std::time::Duration;
+
+use engine::decision::{self, BoundCall, CallRequest, Caller, Grant as EngineGrant};
+use engine::descriptor::ToolSource;
+use engine::fork::ExecutionAllowlist;
+use engine::manifest::Manifest;
+use engine::narrow::ValidatorCache;
+use engine::policy::{Destination, Mode};
+use engine::receipt::{Decision, ReasonCode, Receipt, ReceiptKind};
+use engine::redact;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::auth::Principal;
+use crate::error::ServiceError;
+use crate::journal::{self, Journal};
+use crate::store::{self, Store};
+use crate::upstream::{Upstreams, check_result_size};
+
+/// Deadline of a call whose rule sets none.
+const DEFAULT_DEADLINE: Duration = Duration::from_secs(60);
+
+/// What a `tools/call` carries besides the tool and its arguments (CONTRACT §4).
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct CallMeta {
+    /// `ses_…`
+    pub session_id: Option<String>,
+    /// `man_…`
+    pub manifest_id: Option<String>,
+    /// `lea_…`
+    pub lease_id: Option<String>,
+    /// The version granted.
+    pub tool_version: Option<String>,
+    /// The `schemaHash` granted.
+    pub expected_schema_hash: Option<String>,
+    /// Equality assertion only.
+    pub actor_id: Option<String>,
+    /// Hosted agent turn.
+    pub turn_id: Option<String>,
+}
+
+/// `params` of `tools/call`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ToolCall {
+    /// Tool name as listed.
+    pub name: String,
+    /// Arguments (absent means `{}`).
+    #[serde(default)]
+    pub arguments: Option<Value>,
+    /// The echo.
+    #[serde(default, rename = "_meta")]
+    pub meta: CallMeta,
+}
+
+/// Everything a call needs from the server.
+pub struct CallContext<'a> {
+    /// Store.
+    pub store: &'a Store,
+    /// Journal.
+    pub journal: &'a Journal,
+    /// Upstream connections.
+    pub upstreams: &'a Upstreams,
+    /// Compiled validators of advertised schemas.
+    pub validators: &'a ValidatorCache,
+}
+
+fn short(reason: ReasonCode) -> &'static str {
+    match reason {
+        ReasonCode::ManifestBindingMismatch => {
+            "The call does not match a current manifest of this session: list the tools again."
+        }
+        ReasonCode::LeaseExpired => "The manifest lease expired: list the tools again.",
+        ReasonCode::ActorMismatch => "This session belongs to another actor.",
+        ReasonCode::NotCallable => "No such tool.",
+        ReasonCode::ExecutionAllowlist => "This fork may not execute that tool.",
+        ReasonCode::PolicyDenied => "Policy does not allow this tool.",
+        ReasonCode::ScopeMissing => "The caller lacks the scope this tool requires.",
+        ReasonCode::SchemaHashMissing => {
+            "The call must echo the tool's schemaHash from the manifest."
+        }
+        ReasonCode::ToolVersionMismatch => "The call must echo the tool version from the manifest.",
+        ReasonCode::SchemaHashMismatch => {
+            "The echoed schemaHash is not the one granted: list the tools again."
+        }
+        ReasonCode::ManifestDrift => {
+            "The tool changed since the manifest was granted: list the tools again."
+        }
+        ReasonCode::ArgumentsInvalid => {
+            "The arguments do not match the tool's advertised input schema."
+        }
+        ReasonCode::JournalUnavailable => {
+            "The decision could not be recorded, so nothing ran. Try again shortly."
+        }
+        ReasonCode::ExecutionTimeout => "The tool did not finish within its deadline.",
+        ReasonCode::ResultTooLarge => "The tool's result was larger than policy allows.",
+        ReasonCode::UpstreamError => "The tool's server failed.",
+        _ => "The call was refused.",
+    }
+}
+
+fn result_with(receipt: &Receipt, is_error: bool, text: &str, extra: Map<String, Value>) -> Value {
+    let mut meta = extra;
+    meta.insert(
+        "receipt".into(),
+        serde_json::to_value(receipt).unwrap_or(Value::Null),
+    );
+    json!({"content": [{"type": "text", "text": text}], "isError": is_error, "_meta": meta})
+}
+
+/// Journals `r`; when the journal cannot record, a signed unrecorded `journal_unavailable`
+/// denial replaces it (and nothing may run).
+async fn record(
+    journal: &Journal,
+    mut r: Receipt,
+    d: &engine::receipt::Disclosures,
+) -> (Receipt, bool) {
+    match journal.append(r.clone(), d).await {
+        Ok(signed) => (signed, true),
+        Err(e) => {
+            tracing::error!(error = %e, "a decision could not be journaled; nothing runs");
+            r.decision = Decision::Deny;
+            r.reason = ReasonCode::JournalUnavailable;
+            match journal.sign_unrecorded(r.clone(), d) {
+                Ok(signed) => (signed, false),
+                Err(_) => (r, false),
+            }
+        }
+    }
+}
+
+/// Decides and, when allowed, executes a call. The answer is always a tool result (denials
+/// included, each with its receipt in `_meta`); only failures of the server itself are errors.
+pub async fn call(
+    cx: &CallContext<'_>,
+    principal: &Principal,
+    path_session: Option<&str>,
+    call: ToolCall,
+) -> Result<Value, ServiceError> {
+    let session_id = call
+        .meta
+        .session_id
+        .clone()
+        .or(path_session.map(str::to_owned));
+    let now = store::now_ms();
+    // The grant the call presents, if it is one of this tenant's.
+    let row = match &call.meta.manifest_id {
+        Some(id) => store::exposure::find_manifest(cx.store, &principal.tenant_id, id).await?,
+        None => None,
+    };
+    let session = match &row {
+        Some(m) => {
+            store::exposure::find_session(cx.store, &principal.tenant_id, &m.session_id).await?
+        }
+        None => None,
+    };
+    let manifest: Option<Manifest> = row
+        .as_ref()
+        .and_then(|m| serde_json::from_str(&m.manifest).ok());
+    let mut r = journal::receipt(
+        ReceiptKind::Decision,
+        Decision::Deny,
+        ReasonCode::ManifestBindingMismatch,
+        &principal.tenant_id,
+        &principal.actor_id,
+    );
+    r.session_id = session_id.clone();
+    r.manifest_id = call.meta.manifest_id.clone();
+    r.turn_id = call.meta.turn_id.clone();
+    r.tool = Some(call.name.clone());
+    let mut d = journal::disclosures();
+
+    let decided = match (&row, &session, &manifest) {
+        (Some(m), Some(s), Some(manifest))
+            if s.revoked_at.is_none() && path_session.is_none_or(|p| p == s.id) =>
+        {
+            r.environment = Some(s.environment.clone());
+            r.policy_id = Some(manifest.policy_id.clone());
+            r.policy_version = Some(manifest.policy_version);
+            let allowlist = match &s.fork_tools {
+                Some(list) => serde_json::from_str::<ExecutionAllowlist>(list).ok(),
+                None => None,
+            };
+            if s.fork_tools.is_some() && allowlist.is_none() {
+                // A stored allowlist that no longer parses must not become "unrestricted".
+                Some(decision::CallDecision {
+                    verdict: Decision::Deny,
+                    reason: ReasonCode::ExecutionAllowlist,
+                    detail: None,
+                    bound: None,
+                })
+            } else {
+                let grant = EngineGrant {
+                    manifest,
+                    tenant_id: &s.tenant_id,
+                    session_id: &s.id,
+                    manifest_id: &m.id,
+                    lease_id: &m.lease_id,
+                    lease_expires_at_ms: m.lease_expires_at,
+                    actor_id: &s.actor_id,
+                };
+                let caller = Caller {
+                    tenant_id: &principal.tenant_id,
+                    actor_id: &principal.actor_id,
+                    scopes: &principal.scopes,
+                };
+                let request = CallRequest {
+                    session_id: session_id.as_deref(),
+                    manifest_id: call.meta.manifest_id.as_deref(),
+                    lease_id: call.meta.lease_id.as_deref(),
+                    tool: &call.name,
+                    tool_version: call.meta.tool_version.as_deref(),
+                    expected_schema_hash: call.meta.expected_schema_hash.as_deref(),
+                    actor_id: call.meta.actor_id.as_deref(),
+                    arguments: call.arguments.as_ref(),
+                };
+                let mut live = std::collections::HashMap::new();
+                if let Some(t) = store::catalog::find(cx.store, &s.tenant_id, &call.name).await? {
+                    live.insert(t.name.clone(), t.definition_hash().ok());
+                }
+                let lookup = |name: &str| live.get(name).cloned().flatten();
+                Some(decision::decide(
+                    &grant,
+                    &caller,
+                    &request,
+                    now,
+                    allowlist.as_ref(),
+                    &lookup,
+                    cx.validators,
+                ))
+            }
+        }
+        _ => None,
+    };
+    let Some(decided) = decided else {
+        let (receipt, _) = record(cx.journal, r, &d).await;
+        return Ok(result_with(
+            &receipt,
+            true,
+            short(receipt.reason),
+            Map::new(),
+        ));
+    };
+    r.decision = decided.verdict;
+    r.reason = decided.reason;
+    if let Some(detail) = &decided.detail {
+        d.insert_extra("detail", Value::String(detail.clone())).ok();
+    }
+    let entry = manifest
+        .as_ref()
+        .and_then(|m| m.entry(&call.name))
+        .filter(|e| e.mode.is_listed());
+    if let Some(e) = entry {
+        r.tool_version = Some(e.tool_version.clone());
+        r.schema_hash = Some(e.schema_hash.clone());
+        r.mode = Some(e.mode.as_str().to_owned());
+        d.matched_rule_id = e.rule_id.clone();
+        d.rule_reason = Some(e.rule_reason.clone()).filter(|s| !s.is_empty());
+    }
+    let Some(bound) = decided.bound.clone() else {
+        let (receipt, _) = record(cx.journal, r, &d).await;
+        return Ok(result_with(
+            &receipt,
+            true,
+            short(receipt.reason),
+            Map::new(),
+        ));
+    };
+    r.args_hash = Some(bound.args_hash.clone());
+    r.limits = serde_json::to_value(&bound.limits).ok();
+    r.redaction = serde_json::to_value(&bound.redaction).ok();
+    d.effective_arguments = Some(Value::Object(bound.effective_arguments.clone()));
+    let runs = match bound.mode {
+        Mode::Allow => true,
+        // Executed only with the tool's own dry-run argument fixed to true (the manifest fixed
+        // it at grant time); otherwise validated, bound and journaled, not executed.
+        Mode::DryRunOnly => store::catalog::find(cx.store, &principal.tenant_id, &bound.tool)
+            .await?
+            .and_then(|t| t.dry_run_argument)
+            .is_some_and(|a| bound.effective_arguments.get(&a) == Some(&Value::Bool(true))),
+        _ => {
+            // Parking, confirmation, async jobs and staged changes need the durable runtime.
+            r.decision = Decision::Deny;
+            r.reason = ReasonCode::PolicyDenied;
+            d.insert_extra(
+                "detail",
+                Value::String(format!(
+                    "mode {} needs the durable runtime, which this version lacks",
+                    bound.mode.as_str()
+                )),
+            )
+            .ok();
+            let (receipt, _) = record(cx.journal, r, &d).await;
+            return Ok(result_with(
+                &receipt,
+                true,
+                "This tool needs an approval flow this gateway does not offer yet; nothing ran.",
+                Map::new(),
+            ));
+        }
+    };
+    let (decision_receipt, recorded) = record(cx.journal, r.clone(), &d).await;
+    if !recorded {
+        return Ok(result_with(
+            &decision_receipt,
+            true,
+            short(ReasonCode::JournalUnavailable),
+            Map::new(),
+        ));
+    }
+    if !runs {
+        let mut extra = Map::new();
+        extra.insert("dry_run".into(), Value::Bool(true));
+        return Ok(result_with(
+            &decision_receipt,
+            false,
+            "Validated and recorded as a dry run; nothing was executed.",
+            extra,
+        ));
+    }
+    execute(cx, principal, bound, r, &decision_receipt).await
+}
+
+async fn execute(
+    cx: &CallContext<'_>,
+    principal: &Principal,
+    bound: BoundCall,
+    mut r: Receipt,
+    decision: &Receipt,
+) -> Result<Value, ServiceError> {
+    r.kind = ReceiptKind::Execution;
+    r.receipt_id = crate::ids::new_id("rcp");
+    let mut d = journal::disclosures();
+    d.insert_extra(
+        "decision_receipt_id",
+        Value::String(decision.receipt_id.clone()),
+    )
+    .ok();
+    let tool = store::catalog::find(cx.store, &principal.tenant_id, &bound.tool).await?;
+    let target = match tool.as_ref().map(|t| &t.source) {
+        Some(ToolSource::Mcp {
+            upstream_id,
+            tool: raw,
+            ..
+        }) => store::upstreams::find(cx.store, &principal.tenant_id, upstream_id)
+            .await?
+            .map(|u| (u, raw.clone())),
+        _ => None,
+    };
+    let outcome = match &target {
+        None => Err((
+            ReasonCode::UpstreamError,
+            "the tool has no connected upstream".to_owned(),
+        )),
+        Some((upstream, raw)) => {
+            r.target = Some(
+                json!({"upstream_id": upstream.id, "endpoint_fingerprint": upstream.fingerprint}),
+            );
+            let deadline = bound
+                .limits
+                .max_duration_millis
+                .and_then(|m| u64::try_from(m).ok())
+                .map_or(DEFAULT_DEADLINE, Duration::from_millis);
+            match cx.upstreams.connection(upstream).await {
+                Err(e) => Err((ReasonCode::UpstreamError, e.to_string())),
+                Ok(conn) => match conn
+                    .call_tool(raw, bound.upstream_arguments.clone(), deadline)
+                    .await
+                {
+                    Err(e) => Err((reason_of(e.reason_code()), e.to_string())),
+                    Ok(result) => {
+                        let cap = bound
+                            .limits
+                            .max_result_bytes
+                            .and_then(|m| usize::try_from(m).ok());
+                        match check_result_size(&result, cap) {
+                            Err(e) => Err((ReasonCode::ResultTooLarge, e.to_string())),
+                            Ok(_) => Ok(result),
+                        }
+                    }
+                },
+            }
+        }
+    };
+    match outcome {
+        Ok(result) => {
+            let (redacted, report) = redact::redact(&result, &bound.redaction, Destination::Mcp);
+            if report.withheld {
+                d.insert_extra("redacted_bytes", json!(report.bytes_removed))
+                    .ok();
+            }
+            r.decision = Decision::Allow;
+            r.reason = ReasonCode::Ok;
+            let (receipt, _) = record(cx.journal, r, &d).await;
+            let mut out = redacted;
+            if let Value::Object(map) = &mut out {
+                let meta = map.entry("_meta").or_insert_with(|| json!({}));
+                if let Value::Object(meta) = meta {
+                    meta.insert(
+                        "receipt".into(),
+                        serde_json::to_value(&receipt).unwrap_or(Value::Null),
+                    );
+                }
+            }
+            Ok(out)
+        }
+        Err((reason, detail)) => {
+            d.upstream_error = Some(detail);
+            r.decision = Decision::Deny;
+            r.reason = reason;
+            let (receipt, _) = record(cx.journal, r, &d).await;
+            Ok(result_with(
+                &receipt,
+                true,
+                short(receipt.reason),
+                Map::new(),
+            ))
+        }
+    }
+}
+
+fn reason_of(code: &str) -> ReasonCode {
+    code.parse().unwrap_or(ReasonCode::UpstreamError)
+}
