@@ -28,6 +28,7 @@ pub mod exposure;
 pub mod ids;
 pub mod journal;
 pub mod keys;
+pub mod mcp;
 pub mod policies;
 pub mod startup;
 pub mod state;

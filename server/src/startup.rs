@@ -150,6 +150,11 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/.well-known/aperture/keys", get(api::receipts::keys))
+        .route(
+            "/.well-known/oauth-protected-resource",
+            get(crate::mcp::protected_resource),
+        )
+        .route("/mcp", axum::routing::post(crate::mcp::handle))
         .nest_service(api::PREFIX, api::router(state.clone()))
         .leptos_routes_with_context(&state, routes, context.clone(), move || {
             app::shell(options.clone())

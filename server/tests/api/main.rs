@@ -12,6 +12,7 @@ mod helpers;
 mod calls;
 mod cli;
 mod journal;
+mod mcp;
 mod policies;
 mod scope_matrix;
 mod sessions;

@@ -1,0 +1,240 @@
+//! The MCP endpoint `POST /mcp` (streamable HTTP, JSON responses): `initialize`,
+//! `tools/list` (a new manifest and lease on every call), `tools/call` (every check of
+//! CONTRACT §5, through [`crate::calls`]), `ping`. Bearer tokens authenticate; a missing or bad
+//! token is 401 with `WWW-Authenticate` pointing at the RFC 9728 metadata.
+//!
+//! Protocol errors stay JSON-RPC errors with the request's id; nothing a client sends is
+//! answered with HTTP 500.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+
+use app::dto::CreateSessionRequest;
+use engine::scope;
+
+use crate::auth::Principal;
+use crate::auth::principal::authenticate_bearer;
+use crate::calls::{self, CallContext, ToolCall};
+use crate::exposure;
+use crate::state::AppState;
+use crate::store;
+
+/// Protocol revisions served, newest first.
+pub const PROTOCOL_VERSIONS: [&str; 2] = ["2025-11-25", "2025-06-18"];
+
+const PARSE_ERROR: i64 = -32700;
+const INVALID_REQUEST: i64 = -32600;
+const METHOD_NOT_FOUND: i64 = -32601;
+const INVALID_PARAMS: i64 = -32602;
+const INTERNAL_ERROR: i64 = -32603;
+
+fn error(id: &Value, code: i64, message: impl Into<String>) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}})
+}
+
+fn ok(id: &Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+fn unauthorized(headers: &HeaderMap) -> Response {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("localhost");
+    let challenge =
+        format!("Bearer resource_metadata=\"http://{host}/.well-known/oauth-protected-resource\"");
+    let mut response = (
+        StatusCode::UNAUTHORIZED,
+        Json(json!({"jsonrpc": "2.0", "id": null, "error": {"code": INVALID_REQUEST, "message": "a bearer token is required"}})),
+    )
+        .into_response();
+    if let Ok(v) = HeaderValue::from_str(&challenge) {
+        response.headers_mut().insert(header::WWW_AUTHENTICATE, v);
+    }
+    response
+}
+
+/// `GET /.well-known/oauth-protected-resource` (RFC 9728).
+pub async fn protected_resource(headers: HeaderMap) -> Json<Value> {
+    let host = headers
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("localhost");
+    Json(json!({
+        "resource": format!("http://{host}/mcp"),
+        "bearer_methods_supported": ["header"],
+        "scopes_supported": scope::APERTURE_SCOPES,
+        "resource_name": "Aperture MCP gateway"
+    }))
+}
+
+/// `POST /mcp`
+pub async fn handle(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let secret = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|s| !s.is_empty());
+    let Some(secret) = secret else {
+        return unauthorized(&headers);
+    };
+    let principal = match authenticate_bearer(&state.store, secret).await {
+        Ok(p) => p,
+        Err(_) => return unauthorized(&headers),
+    };
+    let message: Value = match serde_json::from_slice(&body) {
+        Ok(v) => v,
+        Err(e) => {
+            return Json(error(&Value::Null, PARSE_ERROR, format!("not JSON: {e}")))
+                .into_response();
+        }
+    };
+    let Some(obj) = message.as_object() else {
+        return Json(error(
+            &Value::Null,
+            INVALID_REQUEST,
+            "batches and non-objects are not accepted",
+        ))
+        .into_response();
+    };
+    let id = obj.get("id").cloned();
+    let Some(method) = obj.get("method").and_then(Value::as_str) else {
+        // A response or garbage: nothing to answer for a response.
+        return match id {
+            Some(id) => {
+                Json(error(&id, INVALID_REQUEST, "a request needs a method")).into_response()
+            }
+            None => StatusCode::ACCEPTED.into_response(),
+        };
+    };
+    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        return Json(error(
+            &id.unwrap_or(Value::Null),
+            INVALID_REQUEST,
+            "jsonrpc must be \"2.0\"",
+        ))
+        .into_response();
+    }
+    let Some(id) = id else {
+        // Notifications (initialized, cancelled, …) need no answer.
+        return StatusCode::ACCEPTED.into_response();
+    };
+    let params = obj.get("params").cloned().unwrap_or(json!({}));
+    let answer = match method {
+        "initialize" => initialize(&id, &params),
+        "ping" => ok(&id, json!({})),
+        "tools/list" => tools_list(&state, &principal, &id, &params).await,
+        "tools/call" => tools_call(&state, &principal, &id, params).await,
+        other => error(&id, METHOD_NOT_FOUND, format!("unknown method {other}")),
+    };
+    let mut response = Json(answer).into_response();
+    if method == "initialize" {
+        let session = crate::ids::new_id("mcp");
+        if let Ok(v) = HeaderValue::from_str(&session) {
+            response.headers_mut().insert("mcp-session-id", v);
+        }
+    }
+    response
+}
+
+fn initialize(id: &Value, params: &Value) -> Value {
+    let asked = params
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let version = PROTOCOL_VERSIONS
+        .iter()
+        .find(|v| **v == asked)
+        .copied()
+        .unwrap_or(PROTOCOL_VERSIONS[0]);
+    ok(
+        id,
+        json!({
+            "protocolVersion": version,
+            "capabilities": {"tools": {"listChanged": false}},
+            "serverInfo": {"name": "aperture", "version": env!("CARGO_PKG_VERSION")},
+            "instructions": "Every tools/call must echo _meta.session_id, manifest_id, lease_id, tool_version and expected_schema_hash from the tools/list result."
+        }),
+    )
+}
+
+async fn tools_list(state: &AppState, principal: &Principal, id: &Value, params: &Value) -> Value {
+    if principal.require(scope::RUN).is_err() {
+        return error(
+            id,
+            INVALID_PARAMS,
+            "this token lacks agent_tool_exposure:run",
+        );
+    }
+    let meta = params.get("_meta").cloned().unwrap_or(json!({}));
+    let text = |k: &str| meta.get(k).and_then(Value::as_str).map(str::to_owned);
+    let granted = match text("session_id") {
+        Some(sid) => {
+            match store::exposure::find_session(&state.store, &principal.tenant_id, &sid).await {
+                Ok(Some(session)) => {
+                    exposure::grant(&state.store, &state.journal, principal, session).await
+                }
+                Ok(None) => return error(id, INVALID_PARAMS, "unknown session_id"),
+                Err(e) => Err(e.into()),
+            }
+        }
+        None => {
+            let request = CreateSessionRequest {
+                environment: text("environment"),
+                preset: text("preset"),
+                entity: text("entity"),
+            };
+            exposure::create(&state.store, &state.journal, principal, &request).await
+        }
+    };
+    match granted {
+        Ok(grant) => ok(id, grant.list_result()),
+        Err(e) => {
+            let e = e.into_app_error();
+            let code = if e.code == app::error::ErrorCode::Internal {
+                INTERNAL_ERROR
+            } else {
+                INVALID_PARAMS
+            };
+            error(id, code, e.message)
+        }
+    }
+}
+
+async fn tools_call(state: &AppState, principal: &Principal, id: &Value, params: Value) -> Value {
+    if principal.require(scope::RUN).is_err() {
+        return error(
+            id,
+            INVALID_PARAMS,
+            "this token lacks agent_tool_exposure:run",
+        );
+    }
+    let call: ToolCall = match serde_json::from_value(params) {
+        Ok(c) => c,
+        Err(e) => {
+            return error(
+                id,
+                INVALID_PARAMS,
+                format!("invalid tools/call params: {e}"),
+            );
+        }
+    };
+    let cx = CallContext {
+        store: &state.store,
+        journal: &state.journal,
+        upstreams: &state.upstreams,
+        validators: &state.validators,
+    };
+    match calls::call(&cx, principal, None, call).await {
+        Ok(result) => ok(id, result),
+        Err(e) => error(id, INTERNAL_ERROR, e.into_app_error().message),
+    }
+}

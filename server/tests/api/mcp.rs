@@ -1,0 +1,192 @@
+//! `POST /mcp`: JSON-RPC over streamable HTTP with the manifest handshake.
+
+use engine::receipt::{Jwk, verify_receipt_json};
+use engine::scope;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, fixture_command};
+
+async fn rpc(app: &TestApp, token: Option<&str>, body: Value) -> (StatusCode, Value) {
+    let mut rb = app
+        .client
+        .post(app.url("/mcp"))
+        .header("accept", "application/json, text/event-stream");
+    if let Some(t) = token {
+        rb = rb.bearer_auth(t);
+    }
+    let response = rb.json(&body).send().await.unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn the_manifest_handshake_over_mcp() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    let registered = app
+        .client
+        .post(app.api("/upstreams"))
+        .bearer_auth(&admin)
+        .json(&json!({"name": "fixture", "transport": "stdio", "command": fixture_command()}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(registered.status(), StatusCode::CREATED);
+    app.client
+        .put(app.api("/tools/mcp__fixture__echo"))
+        .bearer_auth(&admin)
+        .json(&json!({"risk": ["read"]}))
+        .send()
+        .await
+        .unwrap();
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+
+    let (status, init) = rpc(&app, Some(&agent), json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
+    let (status, _) = rpc(
+        &app,
+        Some(&agent),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+
+    let (_, list) = rpc(
+        &app,
+        Some(&agent),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}),
+    )
+    .await;
+    let result = &list["result"];
+    assert_eq!(result["_meta"]["environment"], "default");
+    assert_eq!(result["_meta"]["policy_id"], "builtin_safe_read");
+    let tools = result["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), 1, "only the described read tool: {list}");
+    let tool = &tools[0];
+    let meta = json!({
+        "session_id": result["_meta"]["session_id"], "manifest_id": result["_meta"]["manifest_id"],
+        "lease_id": result["_meta"]["lease_id"], "tool_version": tool["_meta"]["toolVersion"],
+        "expected_schema_hash": tool["_meta"]["schemaHash"]
+    });
+    let set: Value = app
+        .client
+        .get(app.url("/.well-known/aperture/keys"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let keys: Vec<Jwk> = serde_json::from_value(set["keys"].clone()).unwrap();
+
+    let (_, called) = rpc(&app, Some(&agent), json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "mcp__fixture__echo", "arguments": {"text": "over mcp"}, "_meta": meta}})).await;
+    assert_eq!(called["id"], 3);
+    assert_eq!(called["result"]["isError"], false, "{called}");
+    assert!(
+        called["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("over mcp")
+    );
+    verify_receipt_json(&called["result"]["_meta"]["receipt"], &keys).unwrap();
+
+    let mut wrong = meta.clone();
+    wrong["expected_schema_hash"] = json!("sha256:0000");
+    let (_, denied) = rpc(&app, Some(&agent), json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "mcp__fixture__echo", "arguments": {"text": "x"}, "_meta": wrong}})).await;
+    assert_eq!(denied["result"]["isError"], true);
+    assert_eq!(
+        denied["result"]["_meta"]["receipt"]["reason"],
+        "schema_hash_mismatch"
+    );
+    assert!(
+        denied["result"].get("structuredContent").is_none(),
+        "receipts live in _meta, not structuredContent"
+    );
+    verify_receipt_json(&denied["result"]["_meta"]["receipt"], &keys).unwrap();
+
+    // Re-listing the same session grants a new manifest; the old lease no longer binds.
+    let (_, relist) = rpc(&app, Some(&agent), json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {"_meta": {"session_id": result["_meta"]["session_id"]}}})).await;
+    assert_eq!(
+        relist["result"]["_meta"]["session_id"],
+        result["_meta"]["session_id"]
+    );
+    assert_ne!(
+        relist["result"]["_meta"]["manifest_id"],
+        result["_meta"]["manifest_id"]
+    );
+}
+
+#[tokio::test]
+async fn protocol_errors_are_json_rpc_errors_and_auth_is_a_401_challenge() {
+    let app = TestApp::spawn().await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let response = app
+        .client
+        .post(app.url("/mcp"))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    let challenge = response.headers()["www-authenticate"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(challenge.contains("resource_metadata="), "{challenge}");
+    let metadata: Value = app
+        .client
+        .get(app.url("/.well-known/oauth-protected-resource"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(metadata["resource"].as_str().unwrap().ends_with("/mcp"));
+
+    let garbage = app
+        .client
+        .post(app.url("/mcp"))
+        .bearer_auth(&agent)
+        .header("content-type", "application/json")
+        .body("{nope")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(garbage.status(), StatusCode::OK);
+    let garbage: Value = garbage.json().await.unwrap();
+    assert_eq!(garbage["error"]["code"], -32700);
+    let (_, unknown) = rpc(
+        &app,
+        Some(&agent),
+        json!({"jsonrpc": "2.0", "id": 7, "method": "resources/list"}),
+    )
+    .await;
+    assert_eq!(
+        (unknown["id"].clone(), unknown["error"]["code"].clone()),
+        (json!(7), json!(-32601))
+    );
+    let (_, bad_params) = rpc(
+        &app,
+        Some(&agent),
+        json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"arguments": 3}}),
+    )
+    .await;
+    assert_eq!(bad_params["error"]["code"], -32602);
+    let (_, bad_meta) = rpc(&app, Some(&agent), json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "x", "_meta": {"manifest_id": 5}}})).await;
+    assert_eq!(bad_meta["error"]["code"], -32602);
+    let (_, no_version) = rpc(&app, Some(&agent), json!({"id": 10, "method": "ping"})).await;
+    assert_eq!(no_version["error"]["code"], -32600);
+    let (_, unknown_session) = rpc(&app, Some(&agent), json!({"jsonrpc": "2.0", "id": 11, "method": "tools/list", "params": {"_meta": {"session_id": "ses_nope"}}})).await;
+    assert_eq!(unknown_session["error"]["code"], -32602);
+    let reader = app.token("default", "reader", &[scope::READ]).await;
+    let (_, no_run) = rpc(
+        &app,
+        Some(&reader),
+        json!({"jsonrpc": "2.0", "id": 12, "method": "tools/list"}),
+    )
+    .await;
+    assert_eq!(no_run["error"]["code"], -32602);
+}
