@@ -98,6 +98,10 @@ fn short(reason: ReasonCode) -> &'static str {
         ReasonCode::ArgumentsInvalid => {
             "The arguments do not match the tool's advertised input schema."
         }
+        ReasonCode::SpendGateUnavailable => {
+            "This tool has a spending cap this gateway cannot enforce yet, so it was not run."
+        }
+        ReasonCode::RateLimited => "Rate limit reached; try again later.",
         ReasonCode::JournalUnavailable => {
             "The decision could not be recorded, so nothing ran. Try again shortly."
         }
@@ -276,6 +280,35 @@ pub async fn call(
         ));
     };
     r.args_hash = Some(bound.args_hash.clone());
+    // CONTRACT §5 after the arguments: rate limits, then the spend gate. No shared limiter and
+    // no spend gate are wired in this version: a rule that asks for either is refused rather
+    // than run unlimited (validation already refuses rate buckets at write time).
+    let runtime_refusal = if bound.limits.rate_bucket.is_some() {
+        Some((
+            ReasonCode::RateLimited,
+            "no shared rate limiter is configured",
+        ))
+    } else if bound.limits.max_cost_cents.is_some() {
+        Some((
+            ReasonCode::SpendGateUnavailable,
+            "no spend gate is configured, so a capped rule cannot run",
+        ))
+    } else {
+        None
+    };
+    if let Some((reason, detail)) = runtime_refusal {
+        r.decision = Decision::Deny;
+        r.reason = reason;
+        d.insert_extra("detail", Value::String(detail.to_owned()))
+            .ok();
+        let (receipt, _) = record(cx.journal, r, &d).await;
+        return Ok(result_with(
+            &receipt,
+            true,
+            short(receipt.reason),
+            Map::new(),
+        ));
+    }
     r.limits = serde_json::to_value(&bound.limits).ok();
     r.redaction = serde_json::to_value(&bound.redaction).ok();
     d.effective_arguments = Some(Value::Object(bound.effective_arguments.clone()));

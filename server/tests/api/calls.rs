@@ -263,3 +263,57 @@ async fn every_check_denies_with_a_verifiable_receipt() {
     let reports = aperture::journal::verify(&s.app.store).await.unwrap();
     assert!(reports.iter().all(|r| r.error.is_none()), "{reports:?}");
 }
+
+/// Seed: "a deployment that has not wired the spend gate refuses invocations under a capped rule
+/// rather than running them uncapped."
+#[tokio::test]
+async fn a_capped_rule_without_a_spend_gate_is_refused_not_run_uncapped() {
+    let mut s = setup().await;
+    let admin = s.app.token("default", "ops3", &[scope::ADMIN]).await;
+    let policy = json!({"rules": [
+        {"id": "capped", "match": {"name": "mcp__fixture__echo"}, "mode": "allow", "invocation": {"max_cost_cents": 5}}
+    ]});
+    assert_eq!(
+        s.app
+            .client
+            .put(s.app.api("/policies/capped"))
+            .bearer_auth(&admin)
+            .json(&policy)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        StatusCode::OK
+    );
+    s.app
+        .client
+        .post(s.app.api("/policies/capped:activate"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    s.session = s
+        .app
+        .client
+        .post(s.app.api("/sessions"))
+        .bearer_auth(&s.agent)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let result = s
+        .call(
+            "mcp__fixture__echo",
+            json!({"text": "spend"}),
+            s.echo("mcp__fixture__echo"),
+        )
+        .await;
+    assert_eq!(result["isError"], true);
+    assert_eq!(reason(&result), "spend_gate_unavailable");
+    assert_eq!(
+        result["_meta"]["receipt"]["kind"], "decision",
+        "no execution receipt: nothing ran"
+    );
+}
