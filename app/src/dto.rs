@@ -341,3 +341,12 @@ pub struct SyncReport {
     /// Tools not imported, with the reason.
     pub skipped: Vec<SkippedToolView>,
 }
+
+/// `POST /sessions/{id}/forks`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ForkRequest {
+    /// The fork's execution allowlist; absent: unrestricted; `[]`: deny all.
+    #[serde(default)]
+    pub fork_tools: Option<Vec<String>>,
+}

@@ -2,6 +2,7 @@
 //! lease under the policy active at that moment (the same grant answers MCP `tools/list`),
 //! reading and revoking sessions.
 
+use engine::fork::ExecutionAllowlist;
 use engine::manifest::{self, Manifest};
 use engine::policy::ExposureContext;
 use engine::receipt::{self, Decision, ManifestDocTool, ManifestDocument, ReasonCode, ReceiptKind};
@@ -184,6 +185,14 @@ fn to_json<T: serde::Serialize>(value: &T) -> Result<String, ServiceError> {
 }
 
 impl Grant {
+    /// The session's execution allowlist, when it is a restricted fork.
+    pub fn allowlist(&self) -> Option<ExecutionAllowlist> {
+        self.session
+            .fork_tools
+            .as_deref()
+            .and_then(|t| serde_json::from_str(t).ok())
+    }
+
     /// The MCP `tools/list` result for this grant (CONTRACT §4): listed tools with their
     /// `_meta`, and the grant's identifiers in the result's `_meta`.
     pub fn list_result(&self) -> Value {
@@ -202,7 +211,7 @@ impl Grant {
                 Value::Object(tool)
             })
             .collect();
-        json!({
+        let mut result = json!({
             "tools": tools,
             "_meta": {
                 "session_id": self.session.id,
@@ -214,7 +223,12 @@ impl Grant {
                 "environment": self.session.environment,
                 "manifest_signature": self.row.signature,
             }
-        })
+        });
+        // Fork seed: the restriction notice tells the fork which visible tools it may execute.
+        if let Some(list) = self.allowlist() {
+            result["_meta"]["restriction_notice"] = Value::String(list.restriction_notice());
+        }
+        result
     }
 }
 
@@ -315,4 +329,62 @@ pub async fn revoke(
     store::exposure::revoke_session(store, &principal.tenant_id, &s.id).await?;
     // Admins hold `:read` by implication and the session's own actor may read it.
     get(store, principal, id).await
+}
+
+/// `POST /sessions/{id}/forks` (run, own sessions): a child session whose declarations are the
+/// parent's (same context, so the same manifest) and whose execution is narrowed by
+/// `fork_tools`. A fork cannot create forks.
+pub async fn fork(
+    store: &Store,
+    journal: &Journal,
+    principal: &Principal,
+    parent_id: &str,
+    request: &app::dto::ForkRequest,
+) -> Result<Grant, ServiceError> {
+    principal.require(scope::RUN)?;
+    let parent = match store::exposure::find_session(store, &principal.tenant_id, parent_id).await?
+    {
+        Some(p) if p.actor_id == principal.actor_id && p.revoked_at.is_none() => p,
+        _ => return Err(AppError::not_found("session").into()),
+    };
+    if parent.parent_id.is_some() {
+        return Err(AppError::new(
+            app::error::ErrorCode::Conflict,
+            "a fork cannot create forks",
+        )
+        .into());
+    }
+    let allowlist = match &request.fork_tools {
+        None => None,
+        Some(entries) => Some(ExecutionAllowlist::parse(entries).map_err(|e| {
+            let path = match &e {
+                engine::fork::AllowlistError::RequiresForkSubagent { .. }
+                | engine::fork::AllowlistError::NamedTeammate { .. } => "fork_tools".to_owned(),
+                other => other
+                    .to_string()
+                    .split_whitespace()
+                    .next()
+                    .unwrap_or("fork_tools")
+                    .to_owned(),
+            };
+            AppError::invalid_field(path, e.to_string())
+        })?),
+    };
+    let child = SessionRow {
+        id: ids::new_id("ses"),
+        tenant_id: parent.tenant_id.clone(),
+        environment: parent.environment.clone(),
+        actor_id: parent.actor_id.clone(),
+        preset: parent.preset.clone(),
+        entity: parent.entity.clone(),
+        parent_id: Some(parent.id.clone()),
+        fork_tools: allowlist
+            .as_ref()
+            .map(|l| to_json(&l.entries()))
+            .transpose()?,
+        created_at: store::now_ms(),
+        revoked_at: None,
+    };
+    store::exposure::insert_session(store, &child).await?;
+    grant(store, journal, principal, child).await
 }

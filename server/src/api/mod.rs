@@ -138,6 +138,12 @@ fn declare<D: Declare>(d: D) -> D {
             &[scope::RUN],
             sessions::call,
         )
+        .route(
+            Method::POST,
+            "/sessions/{id}/forks",
+            &[scope::RUN],
+            sessions::fork,
+        )
         .route(Method::GET, "/upstreams", &[scope::READ], upstreams::list)
         .route(
             Method::POST,

@@ -80,3 +80,15 @@ pub async fn revoke(
         exposure::revoke(&state.store, &state.journal, &p, &id).await?,
     ))
 }
+
+/// `POST /sessions/{id}/forks` → 201 with the child's manifest (and its restriction notice).
+pub async fn fork(
+    State(state): State<AppState>,
+    Caller(p): Caller,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let request: app::dto::ForkRequest = super::json::optional_json(&body)?;
+    let grant = exposure::fork(&state.store, &state.journal, &p, &id, &request).await?;
+    Ok((StatusCode::CREATED, Json(grant.list_result())))
+}

@@ -97,6 +97,10 @@ const CASES: &[Case] = &[
         path: "/sessions/{id}/calls",
     },
     Case {
+        method: Method::POST,
+        path: "/sessions/{id}/forks",
+    },
+    Case {
         method: Method::GET,
         path: "/upstreams",
     },
@@ -130,6 +134,10 @@ const OWN_ROUTES: &[&str] = &[
     "/sessions/{id}/manifest",
     "/sessions/{id}:revoke",
 ];
+
+/// Routes that only ever reach the caller's own resources, whatever its scopes (forking someone
+/// else's session would pin another actor).
+const ONLY_OWN_ROUTES: &[&str] = &["/sessions/{id}/forks"];
 
 struct Fixtures {
     victim_token_id: String,
@@ -226,6 +234,10 @@ fn request(case: &Case, fx: &Fixtures, n: usize) -> (String, Option<Value>) {
             (format!("/sessions/{}:revoke", fx.victim_session_id), None)
         }
         ("POST", "/sessions") => ("/sessions".into(), Some(json!({"environment": "default"}))),
+        ("POST", "/sessions/{id}/forks") => (
+            format!("/sessions/{}/forks", fx.victim_session_id),
+            Some(json!({"fork_tools": []})),
+        ),
         ("POST", "/sessions/{id}/calls") => (
             format!("/sessions/{}/calls", fx.victim_session_id),
             Some(
@@ -378,11 +390,12 @@ async fn every_route_enforces_its_scope() {
             let allowed = spec.scopes.iter().any(|s| set.satisfies(s));
             // Routes open to `:run` "for one's own" answer 404 for someone else's resource.
             let only_as_own = allowed
-                && !spec
-                    .scopes
-                    .iter()
-                    .any(|s| *s != scope::RUN && set.satisfies(s))
-                && OWN_ROUTES.contains(&case.path);
+                && (ONLY_OWN_ROUTES.contains(&case.path)
+                    || (!spec
+                        .scopes
+                        .iter()
+                        .any(|s| *s != scope::RUN && set.satisfies(s))
+                        && OWN_ROUTES.contains(&case.path)));
             if only_as_own {
                 assert_eq!(
                     response.status(),
@@ -446,7 +459,8 @@ async fn every_route_enforces_its_scope() {
             | ("GET", "/sessions/{id}/manifest")
             | ("POST", "/sessions/{id}:revoke")
             | ("PUT", "/tools/{name}")
-            | ("POST", "/upstreams/{id}:sync") => {
+            | ("POST", "/upstreams/{id}:sync")
+            | ("POST", "/sessions/{id}/forks") => {
                 assert_eq!(status, StatusCode::NOT_FOUND, "{label}: {text}");
             }
             ("GET", "/receipts/{id}") => {

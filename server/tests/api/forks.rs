@@ -1,0 +1,222 @@
+//! `POST /sessions/{id}/forks`: declarations identical to the parent's, execution narrowed by
+//! `fork_tools` (fork seed, CONTRACT §9).
+
+use engine::scope;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, fixture_command};
+
+async fn setup() -> (TestApp, String, Value) {
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    let registered = app
+        .client
+        .post(app.api("/upstreams"))
+        .bearer_auth(&admin)
+        .json(&json!({"name": "fixture", "transport": "stdio", "command": fixture_command()}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(registered.status(), StatusCode::CREATED);
+    for tool in ["mcp__fixture__echo", "mcp__fixture__add"] {
+        app.client
+            .put(app.api(&format!("/tools/{tool}")))
+            .bearer_auth(&admin)
+            .json(&json!({"risk": ["read"]}))
+            .send()
+            .await
+            .unwrap();
+    }
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let parent: Value = app
+        .client
+        .post(app.api("/sessions"))
+        .bearer_auth(&agent)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    (app, agent, parent)
+}
+
+async fn fork(app: &TestApp, token: &str, parent: &Value, body: Value) -> reqwest::Response {
+    let sid = parent["_meta"]["session_id"].as_str().unwrap();
+    app.client
+        .post(app.api(&format!("/sessions/{sid}/forks")))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+}
+
+async fn call(app: &TestApp, token: &str, list: &Value, tool: &str, arguments: Value) -> Value {
+    let t = list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == tool)
+        .unwrap();
+    let m = &list["_meta"];
+    let sid = m["session_id"].as_str().unwrap();
+    let meta = json!({"manifest_id": m["manifest_id"], "lease_id": m["lease_id"], "tool_version": t["_meta"]["toolVersion"], "expected_schema_hash": t["_meta"]["schemaHash"]});
+    app.client
+        .post(app.api(&format!("/sessions/{sid}/calls")))
+        .bearer_auth(token)
+        .json(&json!({"name": tool, "arguments": arguments, "_meta": meta}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// Fork seed: "Keep the fork's current model-visible declarations unchanged" and "Reject
+/// disallowed calls before tool construction, tool hooks, permission classification,
+/// scheduling, or approval."
+#[tokio::test]
+async fn a_fork_keeps_the_declarations_and_narrows_execution() {
+    let (app, agent, parent) = setup().await;
+    let response = fork(
+        &app,
+        &agent,
+        &parent,
+        json!({"fork_tools": ["mcp__fixture__echo"]}),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let child: Value = response.json().await.unwrap();
+    assert_eq!(
+        child["tools"], parent["tools"],
+        "declarations are byte-identical to the parent's"
+    );
+    assert_ne!(child["_meta"]["session_id"], parent["_meta"]["session_id"]);
+    let notice = child["_meta"]["restriction_notice"].as_str().unwrap();
+    assert!(notice.contains("mcp__fixture__echo"), "{notice}");
+    assert!(parent["_meta"].get("restriction_notice").is_none());
+
+    let denied = call(
+        &app,
+        &agent,
+        &child,
+        "mcp__fixture__add",
+        json!({"a": 1, "b": 2}),
+    )
+    .await;
+    assert_eq!(denied["isError"], true);
+    assert_eq!(denied["_meta"]["receipt"]["reason"], "execution_allowlist");
+    assert_eq!(
+        denied["_meta"]["receipt"]["kind"], "decision",
+        "nothing executed"
+    );
+    let allowed = call(
+        &app,
+        &agent,
+        &child,
+        "mcp__fixture__echo",
+        json!({"text": "hi"}),
+    )
+    .await;
+    assert_eq!(allowed["isError"], false, "{allowed}");
+    // The parent is not narrowed.
+    let parent_call = call(
+        &app,
+        &agent,
+        &parent,
+        "mcp__fixture__add",
+        json!({"a": 1, "b": 2}),
+    )
+    .await;
+    assert_eq!(parent_call["isError"], false, "{parent_call}");
+}
+
+/// Fork seed: "Treat an empty list as deny-all rather than as the existing tools: [] wildcard
+/// behavior." and "Preserve existing fork behavior when fork_tools is omitted."
+#[tokio::test]
+async fn an_empty_list_denies_all_and_omission_restricts_nothing() {
+    let (app, agent, parent) = setup().await;
+    let none: Value = fork(&app, &agent, &parent, json!({"fork_tools": []}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        call(
+            &app,
+            &agent,
+            &none,
+            "mcp__fixture__echo",
+            json!({"text": "x"})
+        )
+        .await["_meta"]["receipt"]["reason"],
+        "execution_allowlist"
+    );
+    let open: Value = fork(&app, &agent, &parent, json!({}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert!(open["_meta"].get("restriction_notice").is_none());
+    assert_eq!(
+        call(
+            &app,
+            &agent,
+            &open,
+            "mcp__fixture__echo",
+            json!({"text": "x"})
+        )
+        .await["isError"],
+        false
+    );
+}
+
+/// Fork seed: "Every entry must be a non-empty string without surrounding whitespace." "Bare *
+/// is rejected" and "Wildcard entries are limited to mcp__* or a trailing MCP tool-prefix
+/// pattern". CONTRACT §9: "A fork cannot create forks."
+#[tokio::test]
+async fn invalid_fork_tools_and_forks_of_forks_are_refused() {
+    let (app, agent, parent) = setup().await;
+    let mut messages = Vec::new();
+    for (entries, path) in [
+        (json!(["*"]), "fork_tools[0]"),
+        (json!(["mcp__fixture__echo", " echo"]), "fork_tools[1]"),
+        (json!([""]), "fork_tools[0]"),
+        (json!(["mcp__fix*"]), "fork_tools[0]"),
+        (json!(["read_*"]), "fork_tools[0]"),
+    ] {
+        let response = fork(&app, &agent, &parent, json!({"fork_tools": entries})).await;
+        assert_eq!(
+            response.status(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{entries}"
+        );
+        let err: Value = response.json().await.unwrap();
+        assert_eq!(err["error"]["details"]["fields"][0]["path"], path, "{err}");
+        messages.push(
+            err["error"]["details"]["fields"][0]["message"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    messages.sort();
+    messages.dedup();
+    assert_eq!(messages.len(), 5, "each rejection has its own message");
+
+    let child: Value = fork(&app, &agent, &parent, json!({"fork_tools": ["mcp__*"]}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    let grandchild = fork(&app, &agent, &child, json!({})).await;
+    assert_eq!(grandchild.status(), StatusCode::CONFLICT);
+    let other = app.token("default", "someone", &[scope::RUN]).await;
+    assert_eq!(
+        fork(&app, &other, &parent, json!({})).await.status(),
+        StatusCode::NOT_FOUND
+    );
+}
