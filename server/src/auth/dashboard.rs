@@ -62,7 +62,7 @@ fn session_failure(e: tower_sessions::session::Error) -> ServiceError {
 
 /// Checks the password and signs the person in. Every failure looks the same ("wrong username or
 /// password"), whether the tenant or user exists or not, and takes the same time.
-#[tracing::instrument(skip(store, passwords, session, password))]
+#[tracing::instrument(skip(store, journal, passwords, session, password))]
 pub async fn sign_in(
     store: &Store,
     journal: &Journal,
