@@ -6,7 +6,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, fixture_command};
+use crate::helpers::TestApp;
 
 struct Setup {
     app: TestApp,
@@ -18,30 +18,15 @@ struct Setup {
 async fn setup() -> Setup {
     let app = TestApp::spawn().await;
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
-    let registered = app
-        .client
-        .post(app.api("/upstreams"))
-        .bearer_auth(&admin)
-        .json(&json!({"name": "fixture", "transport": "stdio", "command": fixture_command()}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(registered.status(), StatusCode::CREATED);
-    for tool in [
-        "mcp__fixture__echo",
-        "mcp__fixture__add",
-        "mcp__fixture__big",
-    ] {
-        let r = app
-            .client
-            .put(app.api(&format!("/tools/{tool}")))
-            .bearer_auth(&admin)
-            .json(&json!({"risk": ["read"]}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status(), StatusCode::OK);
-    }
+    app.register_fixture(
+        &admin,
+        &[
+            "mcp__fixture__echo",
+            "mcp__fixture__add",
+            "mcp__fixture__big",
+        ],
+    )
+    .await;
     let policy = json!({"rules": [
         {"id": "big-capped", "match": {"name": "mcp__fixture__big"}, "mode": "allow", "invocation": {"max_result_bytes": 200}},
         {"id": "reads", "match": {"risk_exactly": ["read"]}, "mode": "allow"}

@@ -5,29 +5,13 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, fixture_command};
+use crate::helpers::TestApp;
 
 async fn setup() -> (TestApp, String, Value) {
     let app = TestApp::spawn().await;
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
-    let registered = app
-        .client
-        .post(app.api("/upstreams"))
-        .bearer_auth(&admin)
-        .json(&json!({"name": "fixture", "transport": "stdio", "command": fixture_command()}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(registered.status(), StatusCode::CREATED);
-    for tool in ["mcp__fixture__echo", "mcp__fixture__add"] {
-        app.client
-            .put(app.api(&format!("/tools/{tool}")))
-            .bearer_auth(&admin)
-            .json(&json!({"risk": ["read"]}))
-            .send()
-            .await
-            .unwrap();
-    }
+    app.register_fixture(&admin, &["mcp__fixture__echo", "mcp__fixture__add"])
+        .await;
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let parent: Value = app
         .client

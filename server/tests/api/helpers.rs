@@ -218,6 +218,33 @@ impl TestApp {
         (created.token.id, created.secret)
     }
 
+    /// Registers the project's fixture MCP server as upstream `fixture` and describes `read`
+    /// as read-only tools (so the default policy and read rules expose them).
+    pub async fn register_fixture(&self, admin: &str, read: &[&str]) -> serde_json::Value {
+        let response = self
+            .client
+            .post(self.api("/upstreams"))
+            .bearer_auth(admin)
+            .json(&serde_json::json!({"name": "fixture", "transport": "stdio", "command": fixture_command()}))
+            .send()
+            .await
+            .expect("register");
+        assert_eq!(response.status(), StatusCode::CREATED);
+        let body = response.json().await.expect("json");
+        for tool in read {
+            let described = self
+                .client
+                .put(self.api(&format!("/tools/{tool}")))
+                .bearer_auth(admin)
+                .json(&serde_json::json!({"risk": ["read"]}))
+                .send()
+                .await
+                .expect("describe");
+            assert_eq!(described.status(), StatusCode::OK, "{tool}");
+        }
+        body
+    }
+
     /// Signs in through the dashboard's server function, as a browser form would.
     pub async fn sign_in(&self, client: &Client, username: &str, password: &str) -> Response {
         client

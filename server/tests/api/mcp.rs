@@ -5,7 +5,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, fixture_command};
+use crate::helpers::TestApp;
 
 async fn rpc(app: &TestApp, token: Option<&str>, body: Value) -> (StatusCode, Value) {
     let mut rb = app
@@ -24,22 +24,7 @@ async fn rpc(app: &TestApp, token: Option<&str>, body: Value) -> (StatusCode, Va
 async fn the_manifest_handshake_over_mcp() {
     let app = TestApp::spawn().await;
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
-    let registered = app
-        .client
-        .post(app.api("/upstreams"))
-        .bearer_auth(&admin)
-        .json(&json!({"name": "fixture", "transport": "stdio", "command": fixture_command()}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(registered.status(), StatusCode::CREATED);
-    app.client
-        .put(app.api("/tools/mcp__fixture__echo"))
-        .bearer_auth(&admin)
-        .json(&json!({"risk": ["read"]}))
-        .send()
-        .await
-        .unwrap();
+    app.register_fixture(&admin, &["mcp__fixture__echo"]).await;
     let agent = app.token("default", "agent", &[scope::RUN]).await;
 
     let (status, init) = rpc(&app, Some(&agent), json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})).await;
