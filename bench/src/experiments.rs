@@ -1,26 +1,9 @@
-//! Experiments, not used by the engine: cheaper versions of two engine functions, to measure
-//! what they would gain. The benchmark asserts that each gives the same answer as the engine's
+//! Experiments, not used by the engine: a cheaper version of an engine function, to measure
+//! what it would gain. The benchmark asserts that it gives the same answer as the engine's
 //! own function on the whole benchmark input before timing it.
 
 use engine::descriptor::ToolDescriptor;
 use engine::policy::{ExposureContext, Policy, Rule};
-use serde_json::json;
-
-use crate::jcs;
-
-/// `ToolDescriptor::definition_hash` with the JCS bytes written by [`jcs`] instead of
-/// `serde_json_canonicalizer` (same object, same hash).
-pub fn definition_hash(tool: &ToolDescriptor) -> String {
-    jcs::hash(&json!({
-        "name": tool.name,
-        "version": tool.version,
-        "title": tool.title,
-        "description": tool.description,
-        "inputSchema": tool.input_schema,
-        "outputSchema": tool.output_schema,
-        "annotations": tool.annotations,
-    }))
-}
 
 /// `Policy::select`'s first-match scan with the tool's risk labels computed once per tool
 /// instead of once per rule (`Selector::matches` calls `risk_labels()`, which allocates a

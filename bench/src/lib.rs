@@ -6,13 +6,13 @@
 //! `perf`), so both measure the very same input.
 
 pub mod experiments;
-pub mod jcs;
 
 #[cfg(feature = "cedar")]
 use std::str::FromStr;
 
 #[cfg(feature = "cedar")]
 use cedar_policy::{Authorizer, Context, Entities, EntityUid, PolicySet, Request};
+use engine::catalog::CatalogTool;
 use engine::decision::{CallDecision, CallRequest, Caller, Grant, decide};
 use engine::descriptor::{ToolDescriptor, ToolSource};
 use engine::manifest::{self, Manifest};
@@ -360,18 +360,22 @@ pub fn call_arguments() -> Value {
 pub struct Fixture {
     /// The catalog.
     pub catalog: Vec<ToolDescriptor>,
+    /// The catalog as the server loads it: each tool with the fingerprints stored beside it.
+    pub fingerprinted: Vec<CatalogTool>,
     /// The policy.
     pub policy: Policy,
     /// Manifest of the catalog under the policy.
     pub manifest: Manifest,
     /// The caller's scopes.
     pub scopes: ScopeSet,
-    /// Validator cache (warmed by [`Fixture::new`]).
+    /// Validator cache (filled by the manifest build in [`Fixture::new`]).
     pub cache: ValidatorCache,
     /// The call's arguments.
     pub arguments: Value,
     /// The benchmarked tool.
     pub tool: String,
+    /// The version and schema hash the client echoes (from its `tools/list`).
+    pub echo: (String, String),
 }
 
 impl Fixture {
@@ -380,17 +384,23 @@ impl Fixture {
     pub fn new(rules: usize) -> Self {
         let catalog = catalog();
         let policy = policy(rules, &catalog);
-        let manifest = manifest::build(&catalog, &policy, 1, &context());
+        let cache = ValidatorCache::new();
+        let fingerprinted: Vec<CatalogTool> =
+            catalog.iter().cloned().map(CatalogTool::new).collect();
+        let manifest = manifest::build(fingerprinted.clone(), &policy, 1, &context(), &cache);
         let f = Self {
             catalog,
+            fingerprinted,
             policy,
             manifest,
             scopes: ScopeSet::parse(["agent_tool_exposure:run", "tickets:write"]).expect("scopes"),
-            cache: ValidatorCache::new(),
+            cache,
             arguments: call_arguments(),
             tool: target_name(),
+            echo: (String::new(), String::new()),
         };
         let entry = f.manifest.entry(&f.tool).expect("target in manifest");
+        let echo = (entry.tool_version.clone(), entry.schema_hash.clone());
         assert_eq!(entry.rule_id.as_deref(), Some("target"));
         assert_eq!(entry.mode, Mode::Allow);
         assert!(entry.error.is_none(), "{:?}", entry.error);
@@ -403,6 +413,7 @@ impl Fixture {
             .filter(|t| t.error.is_some())
             .count();
         assert_eq!(errors, 0, "some tools could not be narrowed");
+        let f = Self { echo, ..f };
         let d = f.decide_with(&f.cache);
         assert_eq!(
             (d.verdict, d.reason),
@@ -429,14 +440,13 @@ impl Fixture {
 
     /// The `tools/call` as a well-behaved client sends it (echoing version and schema hash).
     pub fn call(&self) -> CallRequest<'_> {
-        let entry = self.manifest.entry(&self.tool).expect("target");
         CallRequest {
             session_id: Some("ses_bench"),
             manifest_id: Some("man_bench"),
             lease_id: Some("lea_bench"),
             tool: &self.tool,
-            tool_version: Some(&entry.tool_version),
-            expected_schema_hash: Some(&entry.schema_hash),
+            tool_version: Some(&self.echo.0),
+            expected_schema_hash: Some(&self.echo.1),
             actor_id: None,
             arguments: Some(&self.arguments),
         }

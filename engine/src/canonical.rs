@@ -3,9 +3,20 @@
 //! Equal JSON values have equal canonical bytes whatever their key order or number spelling
 //! (`1.0`, `1`, `1e0`), so hashes computed by the server, the dashboard (wasm) and a client that
 //! re-serializes `tools/list` agree.
+//!
+//! Two writers produce the same bytes:
+//! - [`to_canonical_bytes`] takes any `Serialize` value and uses the maintained
+//!   `serde_json_canonicalizer` crate (receipts, manifest documents: small, typed values);
+//! - [`write_value`] writes a `serde_json::Value` directly (numbers with `ryu-js`, keys in UTF-16
+//!   order, JSON's minimal string escapes) into a byte sink, which may be a SHA-256 state, so the
+//!   hot hashes (`args_hash` on every call, `schemaHash` and the definition hash of every tool in
+//!   a manifest) allocate nothing per value. A property test checks the two agree on arbitrary
+//!   JSON, including non-ASCII keys whose UTF-16 order differs from their UTF-8 order.
+
+use std::cmp::Ordering;
 
 use serde::Serialize;
-use serde_json::Value;
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
 /// Why a value has no canonical form.
@@ -25,7 +36,18 @@ pub fn to_canonical_string<T: Serialize>(value: &T) -> Result<String, CanonicalE
 
 /// `sha256:` + 64 lowercase hex digits of SHA-256 over `bytes`.
 pub fn sha256_tagged(bytes: &[u8]) -> String {
-    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+    tagged(Sha256::digest(bytes).as_slice())
+}
+
+fn tagged(digest: &[u8]) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(7 + 2 * digest.len());
+    s.push_str("sha256:");
+    for b in digest {
+        s.push(char::from(HEX[usize::from(b >> 4)]));
+        s.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    s
 }
 
 /// `sha256:` + SHA-256 of the canonical bytes of `value`.
@@ -39,7 +61,303 @@ pub const ZERO_HASH: &str =
 
 /// `args_hash`: the hash of the *effective* arguments (after server-fixed arguments are merged).
 pub fn args_hash(effective_arguments: &Value) -> Result<String, CanonicalError> {
-    hash_of(effective_arguments)
+    Ok(hash_value(effective_arguments))
+}
+
+/// `args_hash` of an argument object, without wrapping it in a `Value`.
+pub fn args_hash_of_map(effective_arguments: &Map<String, Value>) -> String {
+    let mut h = HashSink::new();
+    write_map(effective_arguments, &mut h);
+    h.finish()
+}
+
+/// `sha256:` + SHA-256 of the canonical bytes of a JSON value. A `Value` always has a
+/// canonical form (its numbers are finite), so this cannot fail.
+pub fn hash_value(value: &Value) -> String {
+    let mut h = HashSink::new();
+    write_value(value, &mut h);
+    h.finish()
+}
+
+/// The canonical bytes of a JSON value (the same bytes [`to_canonical_bytes`] gives).
+pub fn value_bytes(value: &Value) -> Vec<u8> {
+    let mut out = Vec::with_capacity(128);
+    write_value(value, &mut out);
+    out
+}
+
+/// Where canonical bytes go.
+pub trait Sink {
+    /// Appends bytes.
+    fn put(&mut self, bytes: &[u8]);
+}
+
+impl Sink for Vec<u8> {
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
+    }
+}
+
+/// Canonical bytes collected to be hashed at once (the writer emits many tiny pieces; appending
+/// them to a buffer and hashing whole blocks once is faster than feeding the hash each piece).
+#[derive(Default)]
+pub struct HashSink(Vec<u8>);
+
+impl HashSink {
+    /// A fresh hash.
+    pub fn new() -> Self {
+        Self(Vec::with_capacity(1024))
+    }
+
+    /// `sha256:` + the hex digest.
+    pub fn finish(self) -> String {
+        sha256_tagged(&self.0)
+    }
+}
+
+impl Sink for HashSink {
+    #[inline]
+    fn put(&mut self, bytes: &[u8]) {
+        self.0.extend_from_slice(bytes);
+    }
+}
+
+/// One member of an object written by [`write_fields`].
+#[derive(Debug, Clone, Copy)]
+pub enum Field<'a> {
+    /// Left out of the object.
+    Absent,
+    /// `null`.
+    Null,
+    /// A string.
+    Str(&'a str),
+    /// Any JSON value.
+    Json(&'a Value),
+}
+
+impl<'a> Field<'a> {
+    /// A string, or absent.
+    pub fn str_or_absent(s: Option<&'a str>) -> Self {
+        s.map_or(Self::Absent, Self::Str)
+    }
+
+    /// A value, or absent.
+    pub fn json_or_absent(v: Option<&'a Value>) -> Self {
+        v.map_or(Self::Absent, Self::Json)
+    }
+
+    /// A string, or `null`.
+    pub fn str_or_null(s: Option<&'a str>) -> Self {
+        s.map_or(Self::Null, Self::Str)
+    }
+
+    /// A value, or `null`.
+    pub fn json_or_null(v: Option<&'a Value>) -> Self {
+        v.map_or(Self::Null, Self::Json)
+    }
+}
+
+/// Writes the object made of `fields`, which must be given in canonical key order (UTF-16 code
+/// units; a debug assertion checks it). Absent fields are left out.
+pub fn write_fields(fields: &[(&str, Field<'_>)], out: &mut impl Sink) {
+    debug_assert!(
+        fields
+            .windows(2)
+            .all(|w| utf16_cmp(w[0].0, w[1].0) == Ordering::Less),
+        "fields out of canonical order"
+    );
+    out.put(b"{");
+    let mut first = true;
+    for (key, value) in fields {
+        if matches!(value, Field::Absent) {
+            continue;
+        }
+        if !first {
+            out.put(b",");
+        }
+        first = false;
+        write_str(key, out);
+        out.put(b":");
+        match value {
+            Field::Absent => {}
+            Field::Null => out.put(b"null"),
+            Field::Str(s) => write_str(s, out),
+            Field::Json(v) => write_value(v, out),
+        }
+    }
+    out.put(b"}");
+}
+
+/// Writes the canonical bytes of `value` into `out`.
+pub fn write_value(value: &Value, out: &mut impl Sink) {
+    match value {
+        Value::Null => out.put(b"null"),
+        Value::Bool(true) => out.put(b"true"),
+        Value::Bool(false) => out.put(b"false"),
+        Value::Number(n) => write_number(n, out),
+        Value::String(s) => write_str(s, out),
+        Value::Array(items) => {
+            out.put(b"[");
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.put(b",");
+                }
+                write_value(item, out);
+            }
+            out.put(b"]");
+        }
+        Value::Object(map) => write_map(map, out),
+    }
+}
+
+/// The largest integer every double represents exactly (2^53).
+const EXACT_INTEGER: u64 = 1 << 53;
+
+fn write_number(n: &serde_json::Number, out: &mut impl Sink) {
+    // JCS reads every number as an IEEE double and prints it the ECMAScript way. Integers below
+    // 2^53 print as their digits (ECMAScript switches to exponents only from 1e21).
+    if let Some(u) = n.as_u64().filter(|u| *u <= EXACT_INTEGER) {
+        write_integer(u, false, out);
+    } else if let Some(i) = n
+        .as_i64()
+        .filter(|i| *i < 0 && i.unsigned_abs() <= EXACT_INTEGER)
+    {
+        write_integer(i.unsigned_abs(), true, out);
+    } else {
+        // serde_json numbers are finite, so `as_f64` always answers.
+        let f = n.as_f64().unwrap_or(0.0);
+        let mut buf = ryu_js::Buffer::new();
+        out.put(buf.format_finite(f).as_bytes());
+    }
+}
+
+fn write_integer(mut u: u64, negative: bool, out: &mut impl Sink) {
+    let mut digits = [0u8; 21];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b"0123456789"[(u % 10) as usize];
+        u /= 10;
+        if u == 0 {
+            break;
+        }
+    }
+    if negative {
+        at -= 1;
+        digits[at] = b'-';
+    }
+    out.put(&digits[at..]);
+}
+
+fn write_map(map: &Map<String, Value>, out: &mut impl Sink) {
+    out.put(b"{");
+    // serde_json's map is ordered by UTF-8 bytes (unless its `preserve_order` feature is on),
+    // which is UTF-16 order unless keys mix characters above U+FFFF with ones in
+    // U+E000–U+FFFF; sort only when the order differs.
+    let ordered = (map_is_sorted() && map.keys().all(|k| k.is_ascii())) || {
+        let mut keys = map.keys();
+        let mut prev = keys.next();
+        keys.all(|k| {
+            let ok = prev.is_none_or(|p| utf16_cmp(p, k) == Ordering::Less);
+            prev = Some(k);
+            ok
+        })
+    };
+    if ordered {
+        for (i, (k, v)) in map.iter().enumerate() {
+            if i > 0 {
+                out.put(b",");
+            }
+            write_str(k, out);
+            out.put(b":");
+            write_value(v, out);
+        }
+    } else {
+        let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+        entries.sort_unstable_by(|a, b| utf16_cmp(a.0, b.0));
+        for (i, (k, v)) in entries.into_iter().enumerate() {
+            if i > 0 {
+                out.put(b",");
+            }
+            write_str(k, out);
+            out.put(b":");
+            write_value(v, out);
+        }
+    }
+    out.put(b"}");
+}
+
+/// Whether `serde_json::Map` iterates in key order (it does, unless some crate in the build
+/// turned on serde_json's `preserve_order` feature).
+fn map_is_sorted() -> bool {
+    static SORTED: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *SORTED.get_or_init(|| {
+        let mut m = Map::new();
+        m.insert("b".to_owned(), Value::Null);
+        m.insert("a".to_owned(), Value::Null);
+        m.keys().next().is_some_and(|k| k == "a")
+    })
+}
+
+fn utf16_cmp(a: &str, b: &str) -> Ordering {
+    if a.is_ascii() && b.is_ascii() {
+        a.as_bytes().cmp(b.as_bytes())
+    } else {
+        a.encode_utf16().cmp(b.encode_utf16())
+    }
+}
+
+/// JSON's minimal escaping, as RFC 8785 requires: `"` and `\` escaped, U+0000–U+001F as
+/// `\b \t \n \f \r` or `\u00xx` (lowercase hex), everything else as is.
+fn write_str(s: &str, out: &mut impl Sink) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    out.put(b"\"");
+    let bytes = s.as_bytes();
+    // Most strings need no escape: find out without branching per byte (vectorizes).
+    let needs_escape = |b: &u8| (*b < 0x20) | (*b == b'"') | (*b == b'\\');
+    if bytes
+        .chunks(32)
+        .all(|chunk| !chunk.iter().fold(false, |acc, b| acc | needs_escape(b)))
+    {
+        out.put(bytes);
+        out.put(b"\"");
+        return;
+    }
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let short: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            0x08 => b"\\b",
+            0x09 => b"\\t",
+            0x0a => b"\\n",
+            0x0c => b"\\f",
+            0x0d => b"\\r",
+            0x00..=0x1f => b"",
+            _ => continue,
+        };
+        if start < i {
+            out.put(&bytes[start..i]);
+        }
+        if short.is_empty() {
+            out.put(&[
+                b'\\',
+                b'u',
+                b'0',
+                b'0',
+                HEX[usize::from(b >> 4)],
+                HEX[usize::from(b & 0xf)],
+            ]);
+        } else {
+            out.put(short);
+        }
+        start = i + 1;
+    }
+    if start < bytes.len() {
+        out.put(&bytes[start..]);
+    }
+    out.put(b"\"");
 }
 
 #[cfg(test)]
@@ -109,7 +427,100 @@ mod tests {
         }
     }
 
+    /// Any JSON, with the values that make canonicalization hard: doubles, integers beyond 2^53,
+    /// control characters, quotes, and keys whose UTF-16 order differs from their UTF-8 order.
+    fn arb_hard_json() -> impl Strategy<Value = Value> {
+        let text = "[a-z\"\\\u{0}-\u{1f}\u{7f}\u{e9}\u{2028}\u{e000}\u{fffd}\u{ffff}\u{10000}\u{1f600}]{0,6}";
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(|n| json!(n)),
+            any::<u64>().prop_map(|n| json!(n)),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(|f| json!(f)),
+            (-1e6f64..1e6).prop_map(|f| json!(f)),
+            text.prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 32, 6, move |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..5).prop_map(Value::Array),
+                prop::collection::btree_map(text, inner, 0..6)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    /// The direct writer gives the RFC's own examples.
+    #[test]
+    #[allow(clippy::excessive_precision, clippy::unreadable_literal)] // RFC 8785's numbers
+    fn value_writer_on_rfc8785_examples() {
+        let same = |v: Value| {
+            assert_eq!(
+                String::from_utf8(value_bytes(&v)).unwrap(),
+                to_canonical_string(&v).unwrap(),
+                "{v}"
+            );
+        };
+        same(json!({
+            "\u{20ac}": "Euro Sign", "\r": "Carriage Return", "\u{fb33}": "Hebrew Letter Dalet With Dagesh",
+            "1": "One", "\u{1f600}": "Emoji: Grinning Face", "\u{0080}": "Control", "\u{00f6}": "Latin Small Letter O With Diaeresis"
+        }));
+        same(
+            json!({"numbers": [333333333.33333329, 1e30, 4.50, 2e-3, 0.000000000000000000000000001, 1e21, 1e-7, 9007199254740992u64, 9007199254740993u64, u64::MAX, i64::MIN, -9007199254740992i64, -1, 0, -0.0]}),
+        );
+        // Long strings, escapes past the first chunks of the fast scan.
+        for at in [0, 31, 32, 33, 70, 99] {
+            for c in ['"', '\\', '\n', '\u{1}', '\u{7f}', '\u{e9}'] {
+                let mut text: Vec<char> = "abcdefghij".repeat(10).chars().collect();
+                text[at] = c;
+                same(json!({ "k": text.into_iter().collect::<String>() }));
+            }
+        }
+        same(
+            json!({"string": "\u{20ac}$\u{000f}\u{000a}A'\u{0042}\u{0022}\u{005c}\\\"/\u{7f}\u{1f}"}),
+        );
+        assert_eq!(
+            String::from_utf8(value_bytes(&json!({"\u{1f600}": 1, "\u{e000}": 2}))).unwrap(),
+            "{\"\u{1f600}\":1,\"\u{e000}\":2}",
+            "keys are ordered by UTF-16 code units (U+1F600 is D83D DE00), not by code points"
+        );
+    }
+
+    /// `write_fields` writes what the equivalent object would give.
+    #[test]
+    fn fields_are_written_like_the_object() {
+        let (a, b) = (json!([1, "x"]), json!({"z": 1, "y": null}));
+        let mut out = Vec::new();
+        write_fields(
+            &[
+                ("alpha", Field::Json(&a)),
+                ("beta", Field::Absent),
+                ("delta", Field::Null),
+                ("gamma", Field::Json(&b)),
+                ("omega", Field::Str("\"\n")),
+            ],
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            value_bytes(&json!({"gamma": b, "alpha": a, "omega": "\"\n", "delta": null}))
+        );
+    }
+
     proptest! {
+        /// The direct writer and `serde_json_canonicalizer` produce the same bytes, and the
+        /// streamed hash equals the hash of those bytes.
+        #[test]
+        fn value_writer_matches_the_canonicalizer_crate(v in arb_hard_json()) {
+            let expected = to_canonical_bytes(&v).unwrap();
+            prop_assert_eq!(String::from_utf8(value_bytes(&v)).unwrap(), String::from_utf8(expected.clone()).unwrap());
+            prop_assert_eq!(hash_value(&v), sha256_tagged(&expected));
+            if let Value::Object(m) = &v {
+                prop_assert_eq!(args_hash_of_map(m), sha256_tagged(&expected));
+            }
+        }
+
         #[test]
         fn equal_json_hashes_equal_in_any_spelling(v in arb_json()) {
             let respelled: Value = serde_json::from_str(&respell(&v)).unwrap();

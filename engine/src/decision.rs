@@ -110,8 +110,10 @@ pub struct BoundCall {
     pub args_hash: String,
     /// Agent arguments plus server-fixed ones.
     pub effective_arguments: Map<String, Value>,
-    /// What the tool receives (without a policy-added idempotency key).
-    pub upstream_arguments: Map<String, Value>,
+    /// Whether the policy added `idempotency_key` (the tool does not know it: it is taken out
+    /// of what the tool receives).
+    #[serde(default)]
+    pub strips_idempotency_key: bool,
     /// The exposure mode.
     pub mode: Mode,
     /// Limits.
@@ -122,6 +124,17 @@ pub struct BoundCall {
     pub rule_id: Option<String>,
     /// Price of the call, for the spend gate.
     pub price_cents: Option<u64>,
+}
+
+impl BoundCall {
+    /// What the tool receives: the effective arguments without a policy-added idempotency key.
+    pub fn upstream_arguments(&self) -> Map<String, Value> {
+        let mut args = self.effective_arguments.clone();
+        if self.strips_idempotency_key {
+            args.remove(crate::narrow::IDEMPOTENCY_KEY);
+        }
+        args
+    }
 }
 
 /// The engine's answer.
@@ -260,17 +273,14 @@ pub fn decide(
         return CallDecision::deny_because(ReasonCode::ArgumentsInvalid, problems);
     }
     let effective = narrowed.effective_arguments(args);
-    let args_hash = match canonical::args_hash(&Value::Object(effective.clone())) {
-        Ok(h) => h,
-        Err(e) => return CallDecision::deny_because(ReasonCode::ArgumentsInvalid, e.to_string()),
-    };
+    let args_hash = canonical::args_hash_of_map(&effective);
     let inv = entry.invocation.as_ref();
     let bound = BoundCall {
         tool: entry.name.clone(),
         tool_version: entry.tool_version.clone(),
         schema_hash: entry.schema_hash.clone(),
         args_hash,
-        upstream_arguments: narrowed.upstream_arguments(&effective),
+        strips_idempotency_key: narrowed.adds_idempotency_key,
         effective_arguments: effective,
         mode: entry.mode,
         limits: Limits {

@@ -40,6 +40,7 @@ fn tools() -> Vec<ToolDescriptor> {
         base("forbidden", &["write"]),
         base("approve_me", &["write"]),
         base("fixed", &["read"]),
+        base("once", &["read"]),
         scoped,
         mcp,
     ]
@@ -53,6 +54,8 @@ fn policy() -> Policy {
             {"id": "ask", "match": {"name": "approve_me"}, "mode": "approval_required"},
             {"id": "fix", "match": {"name": "fixed"}, "mode": "allow",
              "invocation": {"fixed_arguments": {"owner": "acme"}, "max_result_bytes": 100, "max_duration_millis": 50}},
+            {"id": "idem", "match": {"name": "once"}, "mode": "allow",
+             "invocation": {"requires_idempotency": true}},
             {"id": "read", "match": {"risk": "read"}, "mode": "allow"}
         ]
     }))
@@ -72,10 +75,11 @@ impl Fixture {
             actor: "bot".into(),
             preset: None,
         };
+        let cache = ValidatorCache::new();
         Self {
-            manifest: manifest::build(&tools(), &policy(), 4, &ctx),
+            manifest: manifest::build(tools(), &policy(), 4, &ctx, &cache),
             scopes: ScopeSet::parse(["agent_tool_exposure:run"]).unwrap(),
-            cache: ValidatorCache::new(),
+            cache,
         }
     }
 
@@ -147,6 +151,24 @@ fn a_valid_call_is_allowed_and_bound() {
     assert_eq!(bound.tool, "search");
     assert_eq!(bound.tool_version, "2");
     assert_eq!(bound.args_hash, canonical::args_hash(&args).unwrap());
+}
+
+/// Issue 3: `requires_idempotency` adds a required, non-empty `idempotency_key`; it is part of
+/// the bound (hashed) arguments but the tool, which does not declare it, never receives it.
+#[test]
+fn a_policy_added_idempotency_key_is_bound_but_not_sent_to_the_tool() {
+    let f = Fixture::new();
+    let missing = q();
+    let d = f.decide(&f.call("once", &missing));
+    assert_eq!(d.reason, ReasonCode::ArgumentsInvalid, "{d:?}");
+    let args = json!({"q": "rust", "idempotency_key": "k1"});
+    let bound = f.decide(&f.call("once", &args)).bound.unwrap();
+    assert_eq!(bound.args_hash, canonical::args_hash(&args).unwrap());
+    assert_eq!(Value::Object(bound.effective_arguments.clone()), args);
+    assert_eq!(Value::Object(bound.upstream_arguments()), q());
+    // Arguments of a tool without the policy are passed as they are.
+    let plain = f.decide(&f.call("search", &missing)).bound.unwrap();
+    assert_eq!(Value::Object(plain.upstream_arguments()), q());
 }
 
 /// Seed: "The presented session/manifest lease does not match (manifest-binding mismatch)."

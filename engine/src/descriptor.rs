@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::canonical::{self, CanonicalError};
+use crate::canonical;
 use crate::fork::{McpIdentity, ToolIdentity};
 
 /// The longest canonical tool name (CONTRACT §11).
@@ -107,16 +107,31 @@ impl ToolDescriptor {
 
     /// Fingerprint of everything about the tool's definition that the manifest advertises or
     /// that a call is checked against. A change of any of it after a grant is drift.
-    pub fn definition_hash(&self) -> Result<String, CanonicalError> {
-        canonical::hash_of(&serde_json::json!({
-            "name": self.name,
-            "version": self.version,
-            "title": self.title,
-            "description": self.description,
-            "inputSchema": self.input_schema,
-            "outputSchema": self.output_schema,
-            "annotations": self.annotations,
-        }))
+    pub fn definition_hash(&self) -> String {
+        use canonical::Field;
+        let mut h = canonical::HashSink::new();
+        canonical::write_fields(
+            &[
+                (
+                    "annotations",
+                    Field::json_or_null(self.annotations.as_ref()),
+                ),
+                (
+                    "description",
+                    Field::str_or_null(self.description.as_deref()),
+                ),
+                ("inputSchema", Field::Json(&self.input_schema)),
+                ("name", Field::Str(&self.name)),
+                (
+                    "outputSchema",
+                    Field::json_or_null(self.output_schema.as_ref()),
+                ),
+                ("title", Field::str_or_null(self.title.as_deref())),
+                ("version", Field::Str(&self.version)),
+            ],
+            &mut h,
+        );
+        h.finish()
     }
 }
 
@@ -214,5 +229,49 @@ mod tests {
             price_cents: None,
         };
         assert_eq!(d.risk_labels(), vec!["unknown"]);
+    }
+
+    /// The definition hash is the JCS hash of the object of every defining field, absent ones as
+    /// `null` (stored hashes from earlier builds stay valid), and each field changes it.
+    #[test]
+    fn definition_hash_is_the_hash_of_the_definition_object() {
+        let mut d = ToolDescriptor {
+            name: "t".into(),
+            version: "1".into(),
+            title: None,
+            description: Some("d".into()),
+            input_schema: serde_json::json!({"type": "object", "properties": {"q": {"type": "string"}}}),
+            output_schema: None,
+            annotations: Some(serde_json::json!({"readOnlyHint": true})),
+            family: None,
+            risk: vec![],
+            required_scope: None,
+            source: ToolSource::Builtin,
+            dry_run_argument: None,
+            price_cents: None,
+        };
+        let object = |d: &ToolDescriptor| {
+            canonical::hash_of(&serde_json::json!({
+                "name": d.name, "version": d.version, "title": d.title,
+                "description": d.description, "inputSchema": d.input_schema,
+                "outputSchema": d.output_schema, "annotations": d.annotations,
+            }))
+            .unwrap()
+        };
+        let mut seen = vec![d.definition_hash()];
+        assert_eq!(seen[0], object(&d));
+        d.title = Some("T".into());
+        seen.push(d.definition_hash());
+        d.version = "2".into();
+        seen.push(d.definition_hash());
+        d.output_schema = Some(serde_json::json!({"type": "object"}));
+        seen.push(d.definition_hash());
+        d.input_schema["properties"]["q"]["maxLength"] = serde_json::json!(3);
+        seen.push(d.definition_hash());
+        d.annotations = None;
+        seen.push(d.definition_hash());
+        assert_eq!(*seen.last().unwrap(), object(&d));
+        let distinct: std::collections::HashSet<_> = seen.iter().collect();
+        assert_eq!(distinct.len(), seen.len());
     }
 }

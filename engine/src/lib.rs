@@ -5,7 +5,8 @@
 //! very same code and therefore reach the very same decisions.
 //!
 //! Modules, in the order a call meets them:
-//! - [`descriptor`]: tools and their server-owned security descriptors, canonical MCP names.
+//! - [`descriptor`]: tools and their server-owned security descriptors, canonical MCP names;
+//!   [`catalog`]: catalog tools with the hashes every manifest needs, computed once.
 //! - [`policy`]: policies (rules → modes, redaction profiles, invocation policies) and the one
 //!   precedence function; [`validate`]: write-time validation with field paths against what the
 //!   runtime can enforce.
@@ -22,6 +23,7 @@
 //! - [`preview`]: a draft policy previewed over a catalog (server and dashboard alike).
 
 pub mod canonical;
+pub mod catalog;
 pub mod decision;
 pub mod descriptor;
 pub mod fork;

@@ -6,9 +6,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::canonical;
+use crate::catalog::CatalogTool;
 use crate::descriptor::{ToolDescriptor, ToolSource};
 use crate::fork::ToolIdentity;
-use crate::narrow::{self, Narrowed};
+use crate::narrow::{self, Narrowing, ValidatorCache};
 use crate::policy::{ExposureContext, InvocationPolicy, Mode, Policy, RedactionProfile};
 use crate::validate::MAX_LEASE_SECONDS;
 
@@ -37,9 +38,42 @@ pub struct AdvertisedTool {
 
 impl AdvertisedTool {
     /// `schemaHash`: `sha256:` + SHA-256 of the JCS bytes of this object.
-    pub fn schema_hash(&self) -> Result<String, canonical::CanonicalError> {
-        canonical::hash_of(self)
+    pub fn schema_hash(&self) -> String {
+        advertised_schema_hash(
+            &self.name,
+            self.title.as_deref(),
+            self.description.as_deref(),
+            &self.input_schema,
+            self.output_schema.as_ref(),
+            self.annotations.as_ref(),
+        )
     }
+}
+
+/// The `schemaHash` of the [`AdvertisedTool`] made of these parts, written field by field in
+/// canonical key order (as `serde` names them) straight into the hash.
+pub fn advertised_schema_hash(
+    name: &str,
+    title: Option<&str>,
+    description: Option<&str>,
+    input_schema: &Value,
+    output_schema: Option<&Value>,
+    annotations: Option<&Value>,
+) -> String {
+    use canonical::Field;
+    let mut h = canonical::HashSink::new();
+    canonical::write_fields(
+        &[
+            ("annotations", Field::json_or_absent(annotations)),
+            ("description", Field::str_or_absent(description)),
+            ("inputSchema", Field::Json(input_schema)),
+            ("name", Field::Str(name)),
+            ("outputSchema", Field::json_or_absent(output_schema)),
+            ("title", Field::str_or_absent(title)),
+        ],
+        &mut h,
+    );
+    h.finish()
 }
 
 /// One tool of a manifest, listed or not.
@@ -65,8 +99,10 @@ pub struct ManifestEntry {
     pub redaction: RedactionProfile,
     /// The rule's invocation policy.
     pub invocation: Option<InvocationPolicy>,
-    /// Narrowed schema and fixed arguments (`None` when narrowing failed; the tool is hidden).
-    pub narrowed: Option<Narrowed>,
+    /// What the server adds to each call: fixed arguments, a policy-added idempotency key
+    /// (`None` when narrowing failed; the tool is hidden). The narrowed schema is
+    /// [`AdvertisedTool::input_schema`].
+    pub narrowed: Option<Narrowing>,
     /// Why the policy could not be applied to this tool (then it is hidden: fail closed).
     pub error: Option<String>,
     /// Scope a caller must hold.
@@ -115,15 +151,23 @@ impl Manifest {
 }
 
 /// Builds the manifest of `catalog` under `policy` for `ctx`.
-pub fn build(
-    catalog: &[ToolDescriptor],
+///
+/// Every listed tool's advertised schema must compile: its validator is taken from (or added
+/// to) `validators`, so calls find it ready, and a schema that does not compile hides the tool
+/// with the reason in [`ManifestEntry::error`] (fail closed).
+///
+/// The catalog is taken by value: its schemas become the manifest's, moved rather than copied.
+/// Give [`CatalogTool`]s with stored fingerprints; plain descriptors are fingerprinted here.
+pub fn build<T: Into<CatalogTool>>(
+    catalog: impl IntoIterator<Item = T>,
     policy: &Policy,
     policy_version: u64,
     ctx: &ExposureContext,
+    validators: &ValidatorCache,
 ) -> Manifest {
     let mut tools: Vec<ManifestEntry> = catalog
-        .iter()
-        .map(|tool| entry(tool, policy, ctx))
+        .into_iter()
+        .map(|tool| entry(tool.into(), policy, ctx, validators))
         .collect();
     tools.sort_by(|a, b| a.name.cmp(&b.name));
     tools.dedup_by(|a, b| a.name == b.name);
@@ -142,62 +186,94 @@ pub fn build(
     }
 }
 
-fn entry(tool: &ToolDescriptor, policy: &Policy, ctx: &ExposureContext) -> ManifestEntry {
-    let selection = policy.select(tool, ctx);
+fn entry(
+    CatalogTool { tool, fingerprints }: CatalogTool,
+    policy: &Policy,
+    ctx: &ExposureContext,
+    validators: &ValidatorCache,
+) -> ManifestEntry {
+    let selection = policy.select(&tool, ctx);
     let invocation = selection.rule.and_then(|r| r.invocation.clone());
+    let rule_id = selection.rule.map(|r| r.id.clone());
+    let rule_reason = selection.rule.map(|r| r.reason.clone()).unwrap_or_default();
+    let redaction = selection.redaction;
+    let mut mode = selection.mode;
     let mut extra_fixed = Map::new();
-    if selection.mode == Mode::DryRunOnly
+    if mode == Mode::DryRunOnly
         && let Some(arg) = &tool.dry_run_argument
     {
         extra_fixed.insert(arg.clone(), Value::Bool(true));
     }
-    let mut mode = selection.mode;
+    let ToolDescriptor {
+        name,
+        version,
+        title,
+        description,
+        input_schema,
+        output_schema,
+        annotations,
+        required_scope,
+        source,
+        price_cents,
+        ..
+    } = tool;
     let mut error = None;
-    let narrowed = match narrow::narrow(&tool.input_schema, invocation.as_ref(), &extra_fixed) {
-        Ok(n) => Some(n),
-        Err(e) => {
-            error = Some(e.to_string());
-            None
-        }
-    };
+    // Narrowing without a policy cannot fail on an object schema; otherwise keep the tool's own
+    // schema to show beside the error.
+    let may_fail = !extra_fixed.is_empty()
+        || invocation.is_some()
+        || input_schema.get("type").is_some_and(|t| t != "object")
+        || !input_schema.is_object();
+    let kept = may_fail.then(|| input_schema.clone());
+    let (input_schema, narrowed) =
+        match narrow::narrow_owned(input_schema, invocation.as_ref(), &extra_fixed) {
+            Ok(n) => (n.schema, Some(n.narrowing)),
+            Err(e) => {
+                error = Some(e.to_string());
+                (kept.unwrap_or(Value::Null), None)
+            }
+        };
     let advertised = AdvertisedTool {
-        name: tool.name.clone(),
-        title: tool.title.clone(),
-        description: tool.description.clone(),
-        input_schema: narrowed
-            .as_ref()
-            .map_or_else(|| tool.input_schema.clone(), |n| n.schema.clone()),
-        output_schema: tool.output_schema.clone(),
-        annotations: tool.annotations.clone(),
+        name: name.clone(),
+        title,
+        description,
+        input_schema,
+        output_schema,
+        annotations,
     };
-    let schema_hash = advertised.schema_hash();
-    let definition_hash = tool.definition_hash();
-    let (schema_hash, definition_hash) = match (schema_hash, definition_hash) {
-        (Ok(s), Ok(d)) => (s, d),
-        (Err(e), _) | (_, Err(e)) => {
-            error = Some(e.to_string());
-            (String::new(), String::new())
-        }
+    // Not narrowed: the tool is advertised exactly as it describes itself, whose hash the
+    // catalog computed when the tool was written.
+    let schema_hash = if extra_fixed.is_empty() && invocation.is_none() && error.is_none() {
+        fingerprints.schema_hash
+    } else {
+        advertised.schema_hash()
     };
+    let definition_hash = fingerprints.definition_hash;
+    if error.is_none()
+        && mode.is_listed()
+        && let Err(e) = validators.get(&schema_hash, &advertised.input_schema)
+    {
+        error = Some(narrow::NarrowError::InvalidSchema(e).to_string());
+    }
     if error.is_some() {
         mode = Mode::Hide;
     }
     ManifestEntry {
-        name: tool.name.clone(),
-        tool_version: tool.version.clone(),
+        name,
+        tool_version: version,
         mode,
-        rule_id: selection.rule.map(|r| r.id.clone()),
-        rule_reason: selection.rule.map(|r| r.reason.clone()).unwrap_or_default(),
+        rule_id,
+        rule_reason,
         advertised,
         schema_hash,
         definition_hash,
-        redaction: selection.redaction,
+        redaction,
         invocation,
         narrowed,
         error,
-        required_scope: tool.required_scope.clone(),
-        price_cents: tool.price_cents,
-        source: tool.source.clone(),
+        required_scope,
+        price_cents,
+        source,
     }
 }
 
@@ -239,7 +315,13 @@ mod tests {
             tool("alpha", &["read"]),
             tool("write_it", &["write"]),
         ];
-        let m = build(&catalog, &Policy::builtin_safe_read(), 1, &ctx());
+        let m = build(
+            catalog.clone(),
+            &Policy::builtin_safe_read(),
+            1,
+            &ctx(),
+            &ValidatorCache::new(),
+        );
         let names: Vec<_> = m.tools.iter().map(|t| t.name.as_str()).collect();
         assert_eq!(names, vec!["alpha", "write_it", "zeta"]);
         let listed: Vec<_> = m.listed().map(|t| t.name.as_str()).collect();
@@ -247,7 +329,16 @@ mod tests {
         assert_eq!(m.entry("write_it").unwrap().mode, Mode::Hide);
         assert_eq!(m.lease_seconds, 900);
         // Same inputs, same manifest.
-        assert_eq!(m, build(&catalog, &Policy::builtin_safe_read(), 1, &ctx()));
+        assert_eq!(
+            m,
+            build(
+                catalog.clone(),
+                &Policy::builtin_safe_read(),
+                1,
+                &ctx(),
+                &ValidatorCache::new()
+            )
+        );
     }
 
     /// CONTRACT §3: a change of description or annotations is drift too.
@@ -256,10 +347,11 @@ mod tests {
         let base = tool("t", &["read"]);
         let hash = |t: &ToolDescriptor| {
             build(
-                std::slice::from_ref(t),
+                vec![t.clone()],
                 &Policy::builtin_safe_read(),
                 1,
                 &ctx(),
+                &ValidatorCache::new(),
             )
             .tools[0]
                 .schema_hash
@@ -278,10 +370,11 @@ mod tests {
         assert_ne!(hash(&s), h);
         // A client can recompute it from what tools/list shows.
         let entry = &build(
-            std::slice::from_ref(&base),
+            vec![base.clone()],
             &Policy::builtin_safe_read(),
             1,
             &ctx(),
+            &ValidatorCache::new(),
         )
         .tools[0];
         let shown = serde_json::to_value(&entry.advertised).unwrap();
@@ -301,7 +394,7 @@ mod tests {
         }))
         .unwrap();
         let m = build(
-            &[
+            vec![
                 tool("a", &["read"]),
                 tool("b", &["read"]),
                 tool("c", &["read"]),
@@ -309,6 +402,7 @@ mod tests {
             &policy,
             3,
             &ctx(),
+            &ValidatorCache::new(),
         );
         assert_eq!(m.lease_seconds, 120);
         assert_eq!(m.policy_version, 3);
@@ -321,7 +415,13 @@ mod tests {
             "rules": [{"id": "r", "match": {}, "mode": "allow", "invocation": {"allowed_values": {"q": [1, 2]}}}]
         }))
         .unwrap();
-        let m = build(&[tool("a", &["read"])], &policy, 1, &ctx());
+        let m = build(
+            vec![tool("a", &["read"])],
+            &policy,
+            1,
+            &ctx(),
+            &ValidatorCache::new(),
+        );
         assert_eq!(m.tools[0].mode, Mode::Hide);
         assert!(m.tools[0].error.as_deref().unwrap().contains("`q`"));
     }
@@ -335,13 +435,90 @@ mod tests {
             "name": "p", "rules": [{"id": "r", "match": {"name": "deploy"}, "mode": "dry_run_only"}]
         }))
         .unwrap();
-        let m = build(&[t], &policy, 1, &ctx());
+        let m = build(vec![t], &policy, 1, &ctx(), &ValidatorCache::new());
         let n = m.tools[0].narrowed.as_ref().unwrap();
         assert_eq!(n.fixed_arguments.get("dry_run"), Some(&json!(true)));
         assert!(
             m.tools[0].advertised.input_schema["properties"]
                 .get("dry_run")
                 .is_none()
+        );
+    }
+
+    /// Issue 3: building a manifest compiles each listed tool's advertised schema once (into the
+    /// shared cache calls use); one that does not compile hides the tool (fail closed), and
+    /// hidden tools are not compiled at all.
+    #[test]
+    fn listed_schemas_are_compiled_once_and_invalid_ones_hide_the_tool() {
+        let mut broken = tool("broken", &["read"]);
+        broken.input_schema["properties"]["q"]["pattern"] = json!("(unclosed");
+        let catalog = vec![tool("a", &["read"]), broken, tool("w", &["write"])];
+        let cache = ValidatorCache::new();
+        let m = build(
+            catalog.clone(),
+            &Policy::builtin_safe_read(),
+            1,
+            &ctx(),
+            &cache,
+        );
+        assert_eq!(m.entry("a").unwrap().mode, Mode::Allow);
+        let b = m.entry("broken").unwrap();
+        assert_eq!(b.mode, Mode::Hide);
+        assert!(
+            b.error.as_deref().unwrap().contains("invalid"),
+            "{:?}",
+            b.error
+        );
+        assert_eq!(m.entry("w").unwrap().mode, Mode::Hide);
+        assert_eq!(
+            cache.len(),
+            1,
+            "only the listed, valid schema is compiled and kept"
+        );
+        let again = build(
+            catalog.clone(),
+            &Policy::builtin_safe_read(),
+            1,
+            &ctx(),
+            &cache,
+        );
+        assert_eq!(again, m);
+        assert_eq!(cache.len(), 1);
+    }
+
+    /// Issue 3 (speed): a tool the policy does not narrow takes its `schemaHash` from the
+    /// catalog's fingerprints; it must equal the hash of what is advertised, narrowed or not.
+    #[test]
+    fn fingerprinted_hashes_equal_the_advertised_ones() {
+        let policy: Policy = serde_json::from_value(json!({
+            "name": "p",
+            "rules": [
+                {"id": "narrow", "match": {"name": "b"}, "mode": "allow",
+                 "invocation": {"fixed_arguments": {"owner": "acme"}}},
+                {"id": "rest", "match": {}, "mode": "allow"}
+            ]
+        }))
+        .unwrap();
+        let catalog = vec![tool("a", &["read"]), tool("b", &["read"])];
+        let fingerprinted: Vec<CatalogTool> =
+            catalog.iter().cloned().map(CatalogTool::new).collect();
+        let m = build(fingerprinted, &policy, 1, &ctx(), &ValidatorCache::new());
+        for (e, t) in m.tools.iter().zip(&catalog) {
+            assert_eq!(e.schema_hash, e.advertised.schema_hash(), "{}", e.name);
+            assert_eq!(
+                e.schema_hash,
+                canonical::hash_of(&serde_json::to_value(&e.advertised).unwrap()).unwrap()
+            );
+            assert_eq!(e.definition_hash, t.definition_hash());
+        }
+        assert_ne!(
+            m.tools[1].schema_hash,
+            crate::catalog::Fingerprints::of(&catalog[1]).schema_hash,
+            "a narrowed tool has its own hash"
+        );
+        assert_eq!(
+            m.tools[0].schema_hash,
+            crate::catalog::Fingerprints::of(&catalog[0]).schema_hash
         );
     }
 }

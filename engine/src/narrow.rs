@@ -50,6 +50,23 @@ pub enum NarrowError {
 pub struct Narrowed {
     /// The schema advertised in the manifest; arguments are validated against it.
     pub schema: Value,
+    /// What the server adds to each call.
+    #[serde(flatten)]
+    pub narrowing: Narrowing,
+}
+
+impl std::ops::Deref for Narrowed {
+    type Target = Narrowing;
+
+    fn deref(&self) -> &Narrowing {
+        &self.narrowing
+    }
+}
+
+/// What the server adds to each call of a narrowed tool (the schema itself is the manifest
+/// entry's advertised input schema).
+#[derive(Debug, Clone, PartialEq, Default, serde::Serialize, serde::Deserialize)]
+pub struct Narrowing {
     /// Arguments the server sets on every call.
     pub fixed_arguments: Map<String, Value>,
     /// Whether `idempotency_key` was added by the policy (and so is not the tool's own argument:
@@ -57,7 +74,7 @@ pub struct Narrowed {
     pub adds_idempotency_key: bool,
 }
 
-impl Narrowed {
+impl Narrowing {
     /// The effective arguments: what the agent sent plus the fixed arguments.
     pub fn effective_arguments(&self, arguments: &Map<String, Value>) -> Map<String, Value> {
         let mut effective = arguments.clone();
@@ -117,13 +134,27 @@ pub fn narrow(
     policy: Option<&InvocationPolicy>,
     extra_fixed: &Map<String, Value>,
 ) -> Result<Narrowed, NarrowError> {
-    let Value::Object(original) = input_schema else {
+    narrow_owned(input_schema.clone(), policy, extra_fixed)
+}
+
+/// [`narrow`], taking the tool's schema by value: a tool the policy leaves as it is (no
+/// invocation policy, nothing fixed) is advertised with its own schema, moved, not copied.
+pub fn narrow_owned(
+    input_schema: Value,
+    policy: Option<&InvocationPolicy>,
+    extra_fixed: &Map<String, Value>,
+) -> Result<Narrowed, NarrowError> {
+    let Value::Object(schema) = input_schema else {
         return Err(NarrowError::NotAnObjectSchema);
     };
-    if original.get("type").is_some_and(|t| t != "object") {
+    if schema.get("type").is_some_and(|t| t != "object") {
         return Err(NarrowError::NotAnObjectSchema);
     }
-    let mut schema = original.clone();
+    if policy.is_none() && extra_fixed.is_empty() {
+        return finish(schema, Map::new(), false);
+    }
+    let original = &schema.clone();
+    let mut schema = schema;
     let mut fixed = extra_fixed.clone();
     if let Some(p) = policy {
         for (k, v) in &p.fixed_arguments {
@@ -236,12 +267,15 @@ fn finish(
     fixed: Map<String, Value>,
     adds_key: bool,
 ) -> Result<Narrowed, NarrowError> {
+    // Not compiled here: the manifest build asks the [`ValidatorCache`] for each listed tool's
+    // validator, which compiles each distinct advertised schema once for all sessions.
     let schema = Value::Object(schema);
-    compile(&schema).map_err(NarrowError::InvalidSchema)?;
     Ok(Narrowed {
         schema,
-        fixed_arguments: fixed,
-        adds_idempotency_key: adds_key,
+        narrowing: Narrowing {
+            fixed_arguments: fixed,
+            adds_idempotency_key: adds_key,
+        },
     })
 }
 
@@ -402,8 +436,8 @@ fn stricter(
     }
 }
 
-/// Compiled validators of advertised schemas, keyed by `schemaHash`, built on first use so that
-/// building a manifest never compiles anything.
+/// Compiled validators of advertised schemas, keyed by `schemaHash`, each built on first use
+/// (the first manifest that lists the schema), shared by every later manifest and call.
 #[derive(Debug, Default)]
 pub struct ValidatorCache {
     validators: RwLock<HashMap<String, Arc<Validator>>>,
@@ -416,6 +450,16 @@ impl ValidatorCache {
     /// An empty cache.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// How many validators are compiled and kept.
+    pub fn len(&self) -> usize {
+        self.validators.read().map_or(0, |m| m.len())
+    }
+
+    /// Whether none is.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// The validator of `schema`, whose hash is `hash`.

@@ -6,8 +6,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::descriptor::ToolDescriptor;
+use crate::catalog::CatalogTool;
 use crate::manifest;
+use crate::narrow::ValidatorCache;
 use crate::policy::{ExposureContext, Mode};
 use crate::validate::{self, FieldError, RuntimeCapabilities};
 
@@ -52,11 +53,12 @@ pub struct Preview {
 
 /// Previews `draft` over `catalog` for `ctx`. A draft that parses but fails validation is still
 /// previewed (the admin sees both the errors and their effect); one that does not parse is not.
-pub fn preview(
+pub fn preview<T: Into<CatalogTool>>(
     draft: &Value,
     caps: &RuntimeCapabilities,
-    catalog: &[ToolDescriptor],
+    catalog: impl IntoIterator<Item = T>,
     ctx: &ExposureContext,
+    validators: &ValidatorCache,
 ) -> Preview {
     let policy = match validate::parse_policy(draft) {
         Ok(p) => p,
@@ -70,7 +72,7 @@ pub fn preview(
         }
     };
     let errors = validate::validate(&policy, caps).err().unwrap_or_default();
-    let m = manifest::build(catalog, &policy, 0, ctx);
+    let m = manifest::build(catalog, &policy, 0, ctx, validators);
     Preview {
         valid: errors.is_empty(),
         errors,
@@ -96,7 +98,7 @@ pub fn preview(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::descriptor::ToolSource;
+    use crate::descriptor::{ToolDescriptor, ToolSource};
     use serde_json::json;
 
     fn tool(name: &str, risk: &[&str]) -> ToolDescriptor {
@@ -131,8 +133,9 @@ mod tests {
         let p = preview(
             &draft,
             &RuntimeCapabilities::default(),
-            &[tool("a", &["read"]), tool("b", &["read"])],
+            vec![tool("a", &["read"]), tool("b", &["read"])],
             &ctx,
+            &ValidatorCache::new(),
         );
         assert!(!p.valid);
         assert_eq!(p.errors[0].path, "rules[0].invocation.max_result_bytes");
@@ -144,8 +147,9 @@ mod tests {
         let unparsable = preview(
             &json!({"name": 3}),
             &RuntimeCapabilities::default(),
-            &[tool("a", &["read"])],
+            vec![tool("a", &["read"])],
             &ctx,
+            &ValidatorCache::new(),
         );
         assert!(!unparsable.valid && unparsable.tools.is_empty());
         assert_eq!(unparsable.errors[0].path, "name");
@@ -160,12 +164,19 @@ mod tests {
         };
         let draft = serde_json::to_value(crate::policy::Policy::builtin_safe_read()).unwrap();
         let catalog = [tool("a", &["read"]), tool("w", &["write"])];
-        let p = preview(&draft, &RuntimeCapabilities::default(), &catalog, &ctx);
+        let p = preview(
+            &draft,
+            &RuntimeCapabilities::default(),
+            catalog.to_vec(),
+            &ctx,
+            &ValidatorCache::new(),
+        );
         let m = manifest::build(
-            &catalog,
+            catalog.to_vec(),
             &crate::policy::Policy::builtin_safe_read(),
             1,
             &ctx,
+            &ValidatorCache::new(),
         );
         for (pt, mt) in p.tools.iter().zip(&m.tools) {
             assert_eq!((pt.mode, &pt.schema_hash), (mt.mode, &mt.schema_hash));

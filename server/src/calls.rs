@@ -228,10 +228,12 @@ pub async fn call(
                     arguments: call.arguments.as_ref(),
                 };
                 let mut live = std::collections::HashMap::new();
-                if let Some(t) = store::catalog::find(cx.store, &s.tenant_id, &call.name).await? {
-                    live.insert(t.name.clone(), t.definition_hash().ok());
+                if let Some(t) =
+                    store::catalog::find_fingerprinted(cx.store, &s.tenant_id, &call.name).await?
+                {
+                    live.insert(t.tool.name, t.fingerprints.definition_hash);
                 }
-                let lookup = |name: &str| live.get(name).cloned().flatten();
+                let lookup = |name: &str| live.get(name).cloned();
                 Some(decision::decide(
                     &grant,
                     &caller,
@@ -406,7 +408,7 @@ async fn execute(
             match cx.upstreams.connection(upstream).await {
                 Err(e) => Err((ReasonCode::UpstreamError, e.to_string())),
                 Ok(conn) => match conn
-                    .call_tool(raw, bound.upstream_arguments.clone(), deadline)
+                    .call_tool(raw, bound.upstream_arguments(), deadline)
                     .await
                 {
                     Err(e) => Err((reason_of(e.reason_code()), e.to_string())),

@@ -4,6 +4,7 @@
 
 use engine::fork::ExecutionAllowlist;
 use engine::manifest::{self, Manifest};
+use engine::narrow::ValidatorCache;
 use engine::policy::ExposureContext;
 use engine::receipt::{self, Decision, ManifestDocTool, ManifestDocument, ReasonCode, ReceiptKind};
 use engine::scope;
@@ -62,6 +63,7 @@ fn may_read(principal: &Principal, session: &SessionRow) -> bool {
 pub async fn create(
     store: &Store,
     journal: &Journal,
+    validators: &ValidatorCache,
     principal: &Principal,
     request: &CreateSessionRequest,
 ) -> Result<Grant, ServiceError> {
@@ -90,7 +92,7 @@ pub async fn create(
         revoked_at: None,
     };
     store::exposure::insert_session(store, &session).await?;
-    grant(store, journal, principal, session).await
+    grant(store, journal, validators, principal, session).await
 }
 
 /// Grants a new manifest and lease for `session` under the policy active now, signs it, stores
@@ -98,6 +100,7 @@ pub async fn create(
 pub async fn grant(
     store: &Store,
     journal: &Journal,
+    validators: &ValidatorCache,
     principal: &Principal,
     session: SessionRow,
 ) -> Result<Grant, ServiceError> {
@@ -109,13 +112,13 @@ pub async fn grant(
     }
     let (policy, policy_version) =
         policies::effective(store, &session.tenant_id, &session.environment).await?;
-    let catalog = store::catalog::list(store, &session.tenant_id).await?;
+    let catalog = store::catalog::list_fingerprinted(store, &session.tenant_id).await?;
     let ctx = ExposureContext {
         environment: session.environment.clone(),
         actor: session.actor_id.clone(),
         preset: session.preset.clone(),
     };
-    let manifest = manifest::build(&catalog, &policy, policy_version, &ctx);
+    let manifest = manifest::build(catalog, &policy, policy_version, &ctx, validators);
     let now = store::now_ms();
     let lease_expires_at = now + i64::try_from(manifest.lease_seconds).unwrap_or(0) * 1000;
     let manifest_id = ids::new_id("man");
@@ -337,6 +340,7 @@ pub async fn revoke(
 pub async fn fork(
     store: &Store,
     journal: &Journal,
+    validators: &ValidatorCache,
     principal: &Principal,
     parent_id: &str,
     request: &app::dto::ForkRequest,
@@ -386,5 +390,5 @@ pub async fn fork(
         revoked_at: None,
     };
     store::exposure::insert_session(store, &child).await?;
-    grant(store, journal, principal, child).await
+    grant(store, journal, validators, principal, child).await
 }

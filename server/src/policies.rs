@@ -341,10 +341,13 @@ pub fn preview(
         map.entry("name")
             .or_insert_with(|| Value::String("draft".into()));
     }
+    // A cache of its own: the tools of a preview are the caller's, not the catalog's, and must
+    // not crowd the validators calls use.
     Ok(engine::preview::preview(
         &request.policy,
         &capabilities(),
-        &request.tools,
+        request.tools,
         &ctx,
+        &engine::narrow::ValidatorCache::new(),
     ))
 }

@@ -1,7 +1,7 @@
 //! Runs one benchmarked operation in a loop, for `perf record` (criterion's own loop is harder
 //! to read in a profile). Prints the mean time per iteration.
 //!
-//! `cargo run --release --bin profile -- <decide|decide-cold|manifest|cedar> <rules> <iterations>`
+//! `cargo run --release --bin profile -- <decide|decide-cold|manifest|manifest-cold|cedar> <rules> <iterations>`
 
 use std::hint::black_box;
 use std::time::Instant;
@@ -20,6 +20,8 @@ fn main() {
         .get(2)
         .map_or(1_000_000, |s| s.parse().expect("iterations"));
     let start;
+    // Manifests built are dropped after the clock stops.
+    let mut kept = Vec::new();
     match op {
         "decide" => {
             let f = Fixture::new(rules);
@@ -38,9 +40,28 @@ fn main() {
         "manifest" => {
             let f = Fixture::new(rules);
             let ctx = context();
+            // The copies of the catalog the build consumes are made before the clock starts.
+            let mut copies: Vec<_> = (0..iterations).map(|_| f.fingerprinted.clone()).collect();
             start = Instant::now();
-            for _ in 0..iterations {
-                black_box(manifest::build(black_box(&f.catalog), &f.policy, 1, &ctx));
+            for catalog in copies.drain(..) {
+                kept.push(black_box(manifest::build(
+                    catalog, &f.policy, 1, &ctx, &f.cache,
+                )));
+            }
+        }
+        "manifest-cold" => {
+            let f = Fixture::new(rules);
+            let ctx = context();
+            let mut copies: Vec<_> = (0..iterations).map(|_| f.fingerprinted.clone()).collect();
+            start = Instant::now();
+            for catalog in copies.drain(..) {
+                kept.push(black_box(manifest::build(
+                    catalog,
+                    &f.policy,
+                    1,
+                    &ctx,
+                    &ValidatorCache::new(),
+                )));
             }
         }
         #[cfg(feature = "cedar")]
@@ -51,46 +72,26 @@ fn main() {
                 black_box(f.is_authorized());
             }
         }
-        "hash-breakdown" => {
-            // Per-tool cost of `definition_hash`, split into its steps, over the whole catalog.
-            let catalog = aperture_bench::catalog();
-            let time = |what: &str, f: &dyn Fn(&engine::descriptor::ToolDescriptor) -> usize| {
-                let t = Instant::now();
-                let mut n = 0;
-                for _ in 0..iterations {
-                    for tool in &catalog {
-                        n += black_box(f(tool));
-                    }
-                }
-                let per =
-                    t.elapsed().as_nanos() as f64 / (iterations as f64 * catalog.len() as f64);
-                println!("{what:<44} {per:>8.0} ns/tool ({n} bytes total)");
-            };
-            let object = |t: &engine::descriptor::ToolDescriptor| {
-                serde_json::json!({
+        "sizes" => {
+            let f = Fixture::new(rules);
+            let (mut def, mut adv) = (0, 0);
+            for (t, e) in f.catalog.iter().zip(&f.manifest.tools) {
+                def += engine::canonical::value_bytes(&serde_json::json!({
                     "name": t.name, "version": t.version, "title": t.title,
                     "description": t.description, "inputSchema": t.input_schema,
                     "outputSchema": t.output_schema, "annotations": t.annotations,
-                })
-            };
-            time("build the definition object (clones)", &|t| {
-                object(t).as_object().map_or(0, |m| m.len())
-            });
-            time("  + serde_json::to_vec (not canonical)", &|t| {
-                serde_json::to_vec(&object(t)).map_or(0, |v| v.len())
-            });
-            time("  + serde_json_canonicalizer (engine)", &|t| {
-                engine::canonical::to_canonical_bytes(&object(t)).map_or(0, |v| v.len())
-            });
-            time("  + experimental JCS writer", &|t| {
-                aperture_bench::jcs::to_vec(&object(t)).len()
-            });
-            time("  + experimental JCS writer + SHA-256", &|t| {
-                aperture_bench::jcs::hash(&object(t)).len()
-            });
-            time("definition_hash (engine)", &|t| {
-                t.definition_hash().map_or(0, |h| h.len())
-            });
+                }))
+                .len();
+                adv += engine::canonical::value_bytes(
+                    &serde_json::to_value(&e.advertised).expect("advertised"),
+                )
+                .len();
+            }
+            println!(
+                "canonical bytes per tool: definition {}, advertised {}",
+                def / 1000,
+                adv / 1000
+            );
             start = Instant::now();
         }
         other => panic!("unknown operation {other}"),

@@ -29,7 +29,14 @@ pub async fn create(
     body: axum::body::Bytes,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let request: CreateSessionRequest = super::json::optional_json(&body)?;
-    let grant = exposure::create(&state.store, &state.journal, &p, &request).await?;
+    let grant = exposure::create(
+        &state.store,
+        &state.journal,
+        &state.validators,
+        &p,
+        &request,
+    )
+    .await?;
     Ok((StatusCode::CREATED, Json(grant.list_result())))
 }
 
@@ -89,6 +96,14 @@ pub async fn fork(
     body: axum::body::Bytes,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let request: app::dto::ForkRequest = super::json::optional_json(&body)?;
-    let grant = exposure::fork(&state.store, &state.journal, &p, &id, &request).await?;
+    let grant = exposure::fork(
+        &state.store,
+        &state.journal,
+        &state.validators,
+        &p,
+        &id,
+        &request,
+    )
+    .await?;
     Ok((StatusCode::CREATED, Json(grant.list_result())))
 }

@@ -180,7 +180,14 @@ async fn tools_list(state: &AppState, principal: &Principal, id: &Value, params:
         Some(sid) => {
             match store::exposure::find_session(&state.store, &principal.tenant_id, &sid).await {
                 Ok(Some(session)) => {
-                    exposure::grant(&state.store, &state.journal, principal, session).await
+                    exposure::grant(
+                        &state.store,
+                        &state.journal,
+                        &state.validators,
+                        principal,
+                        session,
+                    )
+                    .await
                 }
                 Ok(None) => return error(id, INVALID_PARAMS, "unknown session_id"),
                 Err(e) => Err(e.into()),
@@ -192,7 +199,14 @@ async fn tools_list(state: &AppState, principal: &Principal, id: &Value, params:
                 preset: text("preset"),
                 entity: text("entity"),
             };
-            exposure::create(&state.store, &state.journal, principal, &request).await
+            exposure::create(
+                &state.store,
+                &state.journal,
+                &state.validators,
+                principal,
+                &request,
+            )
+            .await
         }
     };
     match granted {

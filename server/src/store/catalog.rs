@@ -4,12 +4,13 @@ use serde_json::Value;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+use engine::catalog::{CatalogTool, Fingerprints};
 use engine::descriptor::{ToolDescriptor, ToolSource};
 
 use super::{Store, now_ms};
 
 const COLUMNS: &str = "name, upstream_id, raw_server, raw_tool, definition, version, family, risk, \
-    required_scope, dry_run_argument, price_cents";
+    required_scope, dry_run_argument, price_cents, definition_hash, schema_hash";
 
 fn from_row(row: &AnyRow) -> Result<ToolDescriptor, sqlx::Error> {
     let decode = |e: serde_json::Error| sqlx::Error::Decode(Box::new(e));
@@ -57,6 +58,26 @@ fn from_row(row: &AnyRow) -> Result<ToolDescriptor, sqlx::Error> {
     })
 }
 
+/// The tool of a row with its stored fingerprints (computed now for rows written before they
+/// were stored).
+fn fingerprinted_from_row(row: &AnyRow) -> Result<CatalogTool, sqlx::Error> {
+    let tool = from_row(row)?;
+    let stored = (
+        row.try_get::<Option<String>, _>("definition_hash")?,
+        row.try_get::<Option<String>, _>("schema_hash")?,
+    );
+    Ok(match stored {
+        (Some(definition_hash), Some(schema_hash)) => CatalogTool::with_fingerprints(
+            tool,
+            Fingerprints {
+                definition_hash,
+                schema_hash,
+            },
+        ),
+        _ => CatalogTool::new(tool),
+    })
+}
+
 fn definition_of(tool: &ToolDescriptor) -> Value {
     let mut d = serde_json::Map::new();
     if let Some(t) = &tool.title {
@@ -94,12 +115,14 @@ pub async fn upsert(
         ),
     };
     let encode = |e: serde_json::Error| sqlx::Error::Encode(Box::new(e));
+    let fingerprints = Fingerprints::of(tool);
     sqlx::query(&format!(
-        "INSERT INTO tools (tenant_id, {COLUMNS}, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
+        "INSERT INTO tools (tenant_id, {COLUMNS}, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
          ON CONFLICT (tenant_id, name) DO UPDATE SET upstream_id = excluded.upstream_id, raw_server = excluded.raw_server, \
          raw_tool = excluded.raw_tool, definition = excluded.definition, version = excluded.version, family = excluded.family, \
          risk = excluded.risk, required_scope = excluded.required_scope, dry_run_argument = excluded.dry_run_argument, \
-         price_cents = excluded.price_cents, updated_at = excluded.updated_at"
+         price_cents = excluded.price_cents, definition_hash = excluded.definition_hash, \
+         schema_hash = excluded.schema_hash, updated_at = excluded.updated_at"
     ))
     .bind(tenant_id)
     .bind(&tool.name)
@@ -113,6 +136,9 @@ pub async fn upsert(
     .bind(tool.required_scope.as_deref())
     .bind(tool.dry_run_argument.as_deref())
     .bind(tool.price_cents.and_then(|p| i64::try_from(p).ok()))
+    // Computed from exactly what is written, in the same statement: they cannot disagree.
+    .bind(&fingerprints.definition_hash)
+    .bind(&fingerprints.schema_hash)
     .bind(now_ms())
     .execute(store.pool())
     .await?;
@@ -128,6 +154,36 @@ pub async fn list(store: &Store, tenant_id: &str) -> Result<Vec<ToolDescriptor>,
     .fetch_all(store.pool())
     .await?;
     rows.iter().map(from_row).collect()
+}
+
+/// The tenant's catalog, by name, with the fingerprints manifests need.
+pub async fn list_fingerprinted(
+    store: &Store,
+    tenant_id: &str,
+) -> Result<Vec<CatalogTool>, sqlx::Error> {
+    let rows = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM tools WHERE tenant_id = $1 ORDER BY name"
+    ))
+    .bind(tenant_id)
+    .fetch_all(store.pool())
+    .await?;
+    rows.iter().map(fingerprinted_from_row).collect()
+}
+
+/// One tool with its fingerprints.
+pub async fn find_fingerprinted(
+    store: &Store,
+    tenant_id: &str,
+    name: &str,
+) -> Result<Option<CatalogTool>, sqlx::Error> {
+    let row = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM tools WHERE tenant_id = $1 AND name = $2"
+    ))
+    .bind(tenant_id)
+    .bind(name)
+    .fetch_optional(store.pool())
+    .await?;
+    row.as_ref().map(fingerprinted_from_row).transpose()
 }
 
 /// One tool.

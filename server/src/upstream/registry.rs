@@ -259,7 +259,7 @@ impl Upstreams {
             names.push(tool.name.clone());
             match store::catalog::find(store, &row.tenant_id, &tool.name).await? {
                 Some(existing) => {
-                    let before = existing.definition_hash().ok();
+                    let before = existing.definition_hash();
                     // The admin's descriptor stays; only the tool's own definition follows the upstream.
                     tool.version = existing.version.clone();
                     tool.family = existing.family.clone();
@@ -267,7 +267,7 @@ impl Upstreams {
                     tool.required_scope = existing.required_scope.clone();
                     tool.dry_run_argument = existing.dry_run_argument.clone();
                     tool.price_cents = existing.price_cents;
-                    if tool.definition_hash().ok() != before {
+                    if tool.definition_hash() != before {
                         report.changed.push(tool.name.clone());
                     }
                 }

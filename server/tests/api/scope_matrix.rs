@@ -189,10 +189,16 @@ async fn fixtures(app: &TestApp) -> Fixtures {
         scopes: ScopeSet::parse([scope::RUN]).unwrap(),
         kind: aperture::auth::PrincipalKind::User,
     };
-    let grant = aperture::exposure::create(&app.store, &app.journal, &victim, &Default::default())
-        .await
-        .map_err(|e| e.into_app_error())
-        .unwrap();
+    let grant = aperture::exposure::create(
+        &app.store,
+        &app.journal,
+        &engine::narrow::ValidatorCache::new(),
+        &victim,
+        &Default::default(),
+    )
+    .await
+    .map_err(|e| e.into_app_error())
+    .unwrap();
     let victim_upstream_id = aperture::ids::new_id("ups");
     let command = crate::helpers::fixture_command();
     let row = aperture::store::upstreams::UpstreamRow {

@@ -233,3 +233,57 @@ async fn sessions(store: &Store) {
     assert!(sessions.load(&record.id).await.unwrap().is_none());
 }
 on_both_backends!(sessions_round_trip_and_expire, sessions);
+
+/// Issue 3 (speed): a tool's fingerprints are written with it, follow every rewrite, and rows
+/// written before they were stored get them computed when read.
+async fn tool_fingerprints(store: &Store) {
+    use engine::catalog::Fingerprints;
+    use engine::descriptor::{ToolDescriptor, ToolSource};
+    store::tenants::ensure(store, "a").await.unwrap();
+    let mut tool = ToolDescriptor {
+        name: "search".into(),
+        version: "1".into(),
+        title: Some("Search".into()),
+        description: None,
+        input_schema: serde_json::json!({"type": "object", "properties": {"q": {"type": "string"}}}),
+        output_schema: None,
+        annotations: None,
+        family: None,
+        risk: vec!["read".into()],
+        required_scope: None,
+        source: ToolSource::Builtin,
+        dry_run_argument: None,
+        price_cents: None,
+    };
+    store::catalog::upsert(store, "a", &tool).await.unwrap();
+    let read = store::catalog::list_fingerprinted(store, "a")
+        .await
+        .unwrap();
+    assert_eq!(read[0].tool, tool);
+    assert_eq!(read[0].fingerprints, Fingerprints::of(&tool));
+    let first = read[0].fingerprints.clone();
+
+    tool.version = "2".into();
+    tool.description = Some("finds".into());
+    store::catalog::upsert(store, "a", &tool).await.unwrap();
+    let again = store::catalog::find_fingerprinted(store, "a", "search")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again.fingerprints, Fingerprints::of(&tool));
+    assert_ne!(again.fingerprints.definition_hash, first.definition_hash);
+    assert_ne!(again.fingerprints.schema_hash, first.schema_hash);
+
+    sqlx::query("UPDATE tools SET definition_hash = NULL, schema_hash = NULL")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let legacy = store::catalog::list_fingerprinted(store, "a")
+        .await
+        .unwrap();
+    assert_eq!(legacy[0].fingerprints, Fingerprints::of(&tool));
+}
+on_both_backends!(
+    tool_fingerprints_are_stored_with_the_tool,
+    tool_fingerprints
+);
