@@ -124,6 +124,9 @@ pub struct BoundCall {
     pub rule_id: Option<String>,
     /// Price of the call, for the spend gate.
     pub price_cents: Option<u64>,
+    /// Where it runs, as pinned in the manifest (MCP tools).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<crate::manifest::ExecutionTarget>,
 }
 
 impl BoundCall {
@@ -292,6 +295,7 @@ pub fn decide(
         redaction: entry.redaction.clone(),
         rule_id: entry.rule_id.clone(),
         price_cents: entry.price_cents,
+        target: entry.target.clone(),
     };
     CallDecision {
         verdict: verdict_of(entry.mode),

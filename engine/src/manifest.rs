@@ -111,6 +111,20 @@ pub struct ManifestEntry {
     pub price_cents: Option<u64>,
     /// Built-in or MCP, with the raw identity fork allowlists match.
     pub source: ToolSource,
+    /// Where calls of an MCP tool run, pinned when the manifest is granted (the server fills
+    /// it in; the engine knows no upstreams). A call whose upstream no longer matches is refused
+    /// with `target_drift`, never retargeted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<ExecutionTarget>,
+}
+
+/// The execution target of an MCP tool: which registration of which endpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecutionTarget {
+    /// `ups_…` id of the upstream registration (a new registration is a new id).
+    pub upstream_id: String,
+    /// Fingerprint of the normalized endpoint (URL, or command line) of that registration.
+    pub endpoint_fingerprint: String,
 }
 
 impl ManifestEntry {
@@ -274,6 +288,7 @@ fn entry(
         required_scope,
         price_cents,
         source,
+        target: None,
     }
 }
 

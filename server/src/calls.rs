@@ -13,7 +13,7 @@ use std::time::Duration;
 use engine::decision::{self, BoundCall, CallRequest, Caller, Grant as EngineGrant};
 use engine::descriptor::ToolSource;
 use engine::fork::ExecutionAllowlist;
-use engine::manifest::Manifest;
+use engine::manifest::{ExecutionTarget, Manifest};
 use engine::narrow::ValidatorCache;
 use engine::policy::{Destination, Mode};
 use engine::receipt::{Decision, ReasonCode, Receipt, ReceiptKind};
@@ -391,15 +391,29 @@ async fn execute(
             .map(|u| (u, raw.clone())),
         _ => None,
     };
+    // The target pinned at the grant must be the one the tool has now: a re-registered or moved
+    // upstream is never called in its place.
+    let current = target.as_ref().map(|(u, _)| ExecutionTarget {
+        upstream_id: u.id.clone(),
+        endpoint_fingerprint: u.fingerprint.clone(),
+    });
+    r.target = bound.target.as_ref().map(
+        |t| json!({"upstream_id": t.upstream_id, "endpoint_fingerprint": t.endpoint_fingerprint}),
+    );
     let outcome = match &target {
+        _ if bound.target.is_some() && bound.target != current => Err((
+            ReasonCode::TargetDrift,
+            "the tool's upstream was re-registered or moved since the manifest was granted; list the tools again".to_owned(),
+        )),
         None => Err((
             ReasonCode::UpstreamError,
             "the tool has no connected upstream".to_owned(),
         )),
+        Some(_) if bound.target.is_none() => Err((
+            ReasonCode::TargetDrift,
+            "no execution target was pinned for this tool when the manifest was granted; list the tools again".to_owned(),
+        )),
         Some((upstream, raw)) => {
-            r.target = Some(
-                json!({"upstream_id": upstream.id, "endpoint_fingerprint": upstream.fingerprint}),
-            );
             let deadline = bound
                 .limits
                 .max_duration_millis

@@ -2,8 +2,9 @@
 //! lease under the policy active at that moment (the same grant answers MCP `tools/list`),
 //! reading and revoking sessions.
 
+use engine::descriptor::ToolSource;
 use engine::fork::ExecutionAllowlist;
-use engine::manifest::{self, Manifest};
+use engine::manifest::{self, ExecutionTarget, Manifest};
 use engine::narrow::ValidatorCache;
 use engine::policy::ExposureContext;
 use engine::receipt::{self, Decision, ManifestDocTool, ManifestDocument, ReasonCode, ReceiptKind};
@@ -118,7 +119,8 @@ pub async fn grant(
         actor: session.actor_id.clone(),
         preset: session.preset.clone(),
     };
-    let manifest = manifest::build(catalog, &policy, policy_version, &ctx, validators);
+    let mut manifest = manifest::build(catalog, &policy, policy_version, &ctx, validators);
+    pin_targets(store, &session.tenant_id, &mut manifest).await?;
     let now = store::now_ms();
     let lease_expires_at = now + i64::try_from(manifest.lease_seconds).unwrap_or(0) * 1000;
     let manifest_id = ids::new_id("man");
@@ -181,6 +183,32 @@ pub async fn grant(
         manifest,
         document,
     })
+}
+
+/// Pins each MCP tool's execution target: the registration and endpoint its upstream has now.
+/// A tool whose upstream is gone gets no target, and its calls are refused (`target_drift`).
+async fn pin_targets(
+    store: &Store,
+    tenant_id: &str,
+    manifest: &mut Manifest,
+) -> Result<(), ServiceError> {
+    let upstreams: std::collections::HashMap<String, String> =
+        store::upstreams::list(store, tenant_id)
+            .await?
+            .into_iter()
+            .map(|u| (u.id, u.fingerprint))
+            .collect();
+    for entry in &mut manifest.tools {
+        if let ToolSource::Mcp { upstream_id, .. } = &entry.source {
+            entry.target = upstreams
+                .get(upstream_id)
+                .map(|fingerprint| ExecutionTarget {
+                    upstream_id: upstream_id.clone(),
+                    endpoint_fingerprint: fingerprint.clone(),
+                });
+        }
+    }
+    Ok(())
 }
 
 fn to_json<T: serde::Serialize>(value: &T) -> Result<String, ServiceError> {

@@ -157,6 +157,12 @@ fn declare<D: Declare>(d: D) -> D {
             &[scope::WRITE],
             upstreams::sync,
         )
+        .route(
+            Method::DELETE,
+            "/upstreams/{id}",
+            &[scope::ADMIN],
+            upstreams::remove,
+        )
         .route(Method::GET, "/users", &[scope::ADMIN], users::list)
         .route(Method::POST, "/users", &[scope::ADMIN], users::create)
         .route(

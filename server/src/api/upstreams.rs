@@ -51,3 +51,16 @@ pub async fn sync(
             .await?,
     ))
 }
+
+/// `DELETE /upstreams/{id}` → the tools it took out of the catalog.
+pub async fn remove(
+    State(state): State<AppState>,
+    Caller(p): Caller,
+    Path(id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let removed = state
+        .upstreams
+        .remove(&state.store, &state.journal, &p, &id)
+        .await?;
+    Ok(Json(json!({ "removed_tools": removed })))
+}

@@ -115,6 +115,16 @@ pub async fn list(store: &Store, tenant_id: &str) -> Result<Vec<UpstreamRow>, sq
     Ok(rows.into_iter().map(row).collect())
 }
 
+/// Deletes an upstream registration; whether it existed.
+pub async fn delete(store: &Store, tenant_id: &str, id: &str) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query("DELETE FROM upstreams WHERE tenant_id = $1 AND id = $2")
+        .bind(tenant_id)
+        .bind(id)
+        .execute(store.pool())
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
 /// Records the outcome of a connection or sync.
 pub async fn set_status(
     store: &Store,

@@ -230,6 +230,37 @@ impl Upstreams {
         self.sync_row(store, &row).await
     }
 
+    /// `DELETE /upstreams/{id}` (admin): closes the connection and removes the registration and
+    /// its tools from the catalog; returns the names of the tools removed. Manifests granted
+    /// before stay as they were, and their calls of these tools are refused (`manifest_drift`,
+    /// or `target_drift` if an upstream of the same name is registered again).
+    pub async fn remove(
+        &self,
+        store: &Store,
+        journal: &Journal,
+        principal: &Principal,
+        id: &str,
+    ) -> Result<Vec<String>, ServiceError> {
+        principal.require(scope::ADMIN)?;
+        let row = store::upstreams::find(store, &principal.tenant_id, id)
+            .await?
+            .ok_or_else(|| AppError::not_found("upstream"))?;
+        journal
+            .admin(
+                &principal.tenant_id,
+                &principal.as_creator(),
+                Decision::Allow,
+                ReasonCode::Ok,
+                "upstream.remove",
+                json!({"upstream_id": row.id, "name": row.name, "endpoint": row.endpoint}),
+            )
+            .await?;
+        self.forget(&row.id).await;
+        let removed = store::catalog::remove_missing(store, &row.tenant_id, &row.id, &[]).await?;
+        store::upstreams::delete(store, &row.tenant_id, &row.id).await?;
+        Ok(removed)
+    }
+
     async fn sync_row(&self, store: &Store, row: &UpstreamRow) -> Result<SyncReport, ServiceError> {
         let listed = match self.connection(row).await {
             Ok(c) => c.list_tools().await,

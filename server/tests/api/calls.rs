@@ -302,3 +302,315 @@ async fn a_capped_rule_without_a_spend_gate_is_refused_not_run_uncapped() {
         "no execution receipt: nothing ran"
     );
 }
+
+/// Issue 4: "a call whose upstream moved or was re-registered since is refused with
+/// `target_drift` (never silently retargeted)". The upstream is removed and registered again
+/// under the same name (same tools, same definitions, another command line), so the old grant's
+/// call passes every check of the decision and is stopped at the pinned target.
+#[tokio::test]
+async fn a_re_registered_upstream_is_target_drift_not_a_silent_retarget() {
+    let s = setup().await;
+    let admin = s.app.token("default", "ops4", &[scope::ADMIN]).await;
+    let meta = s.echo("mcp__fixture__echo");
+    let before = s
+        .call("mcp__fixture__echo", json!({"text": "one"}), meta.clone())
+        .await;
+    assert_eq!(reason(&before), "ok", "{before}");
+    assert_eq!(before["_meta"]["receipt"]["kind"], "execution");
+    let pinned = before["_meta"]["receipt"]["target"]["upstream_id"].clone();
+
+    let list: Value = s
+        .app
+        .client
+        .get(s.app.api("/upstreams"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = list["upstreams"][0]["id"].as_str().unwrap().to_owned();
+    assert_eq!(json!(id), pinned);
+    let removed = s
+        .app
+        .client
+        .delete(s.app.api(&format!("/upstreams/{id}")))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(removed.status(), StatusCode::OK);
+    let removed: Value = removed.json().await.unwrap();
+    assert!(
+        removed["removed_tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("mcp__fixture__echo")),
+        "{removed}"
+    );
+    // Gone from the catalog: the old grant's call is drift, and nothing runs.
+    let gone = s
+        .call("mcp__fixture__echo", json!({"text": "two"}), meta.clone())
+        .await;
+    assert_eq!(reason(&gone), "manifest_drift", "{gone}");
+
+    let mut command = crate::helpers::fixture_command();
+    command.push("--registration-b".into());
+    let again = s
+        .app
+        .client
+        .post(s.app.api("/upstreams"))
+        .bearer_auth(&admin)
+        .json(&json!({"name": "fixture", "transport": "stdio", "command": command}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), StatusCode::CREATED);
+    let again: Value = again.json().await.unwrap();
+    assert_ne!(again["upstream"]["id"], pinned);
+    let described = s
+        .app
+        .client
+        .put(s.app.api("/tools/mcp__fixture__echo"))
+        .bearer_auth(&admin)
+        .json(&json!({"risk": ["read"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(described.status(), StatusCode::OK);
+
+    let drifted = s
+        .call("mcp__fixture__echo", json!({"text": "three"}), meta)
+        .await;
+    assert_eq!(reason(&drifted), "target_drift", "{drifted}");
+    assert_eq!(drifted["_meta"]["receipt"]["decision"], "deny");
+    assert_eq!(
+        drifted["_meta"]["receipt"]["target"]["upstream_id"], pinned,
+        "the receipt names the pinned target"
+    );
+    assert!(drifted["structuredContent"].is_null() && !drifted.to_string().contains("three"));
+
+    // A new grant pins the new registration, and its calls run there.
+    let fresh: Value = s
+        .app
+        .client
+        .post(s.app.api("/sessions"))
+        .bearer_auth(&s.agent)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let s2 = Setup {
+        app: s.app,
+        agent: s.agent,
+        session: fresh,
+        keys: s.keys,
+    };
+    let after = s2
+        .call(
+            "mcp__fixture__echo",
+            json!({"text": "four"}),
+            s2.echo("mcp__fixture__echo"),
+        )
+        .await;
+    assert_eq!(reason(&after), "ok", "{after}");
+    assert_eq!(
+        after["_meta"]["receipt"]["target"]["upstream_id"],
+        again["upstream"]["id"]
+    );
+}
+
+impl Setup {
+    /// A new session of the agent (a fresh grant under the catalog and policy as they are now).
+    async fn relist(self) -> Self {
+        let session: Value = self
+            .app
+            .client
+            .post(self.app.api("/sessions"))
+            .bearer_auth(&self.agent)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        Self { session, ..self }
+    }
+
+    async fn admin_json(
+        &self,
+        admin: &str,
+        method: reqwest::Method,
+        path: &str,
+        body: Value,
+    ) -> Value {
+        let response = self
+            .app
+            .client
+            .request(method, self.app.api(path))
+            .bearer_auth(admin)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            response.status().is_success(),
+            "{path}: {}",
+            response.status()
+        );
+        response.json().await.unwrap()
+    }
+}
+
+/// Issue 4, drift: "when an upstream tool's definition changes after a manifest was granted,
+/// the first call is denied with `manifest_drift` ... and the next `tools/list` grants the new
+/// definition." The fixture upstream changes `echo`'s description itself, mid-test.
+#[tokio::test]
+async fn an_upstream_that_changes_a_tool_is_drift_until_the_next_list() {
+    let s = setup().await;
+    let admin = s.app.token("default", "ops5", &[scope::ADMIN]).await;
+    s.admin_json(
+        &admin,
+        reqwest::Method::PUT,
+        "/tools/mcp__fixture__mutate",
+        json!({"risk": ["read"]}),
+    )
+    .await;
+    let s = s.relist().await;
+    let old_echo = s.echo("mcp__fixture__echo");
+    let changed = s
+        .call(
+            "mcp__fixture__mutate",
+            json!({"description": "Returns its text, louder.", "notify": false}),
+            s.echo("mcp__fixture__mutate"),
+        )
+        .await;
+    assert_eq!(reason(&changed), "ok", "{changed}");
+    let upstreams = s
+        .admin_json(&admin, reqwest::Method::GET, "/upstreams", Value::Null)
+        .await;
+    let id = upstreams["upstreams"][0]["id"].as_str().unwrap().to_owned();
+    let report = s
+        .admin_json(
+            &admin,
+            reqwest::Method::POST,
+            &format!("/upstreams/{id}:sync"),
+            Value::Null,
+        )
+        .await;
+    assert_eq!(report["changed"], json!(["mcp__fixture__echo"]), "{report}");
+
+    let drifted = s
+        .call("mcp__fixture__echo", json!({"text": "x"}), old_echo.clone())
+        .await;
+    assert_eq!(reason(&drifted), "manifest_drift", "{drifted}");
+    assert!(
+        drifted["content"][0]["text"] != "x",
+        "nothing ran: {drifted}"
+    );
+
+    let s = s.relist().await;
+    let tool = s.session["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "mcp__fixture__echo")
+        .unwrap()
+        .clone();
+    assert_eq!(tool["description"], "Returns its text, louder.");
+    let new_echo = s.echo("mcp__fixture__echo");
+    assert_ne!(
+        new_echo["expected_schema_hash"],
+        old_echo["expected_schema_hash"]
+    );
+    let ran = s
+        .call("mcp__fixture__echo", json!({"text": "x"}), new_echo)
+        .await;
+    assert_eq!(reason(&ran), "ok", "{ran}");
+    assert_eq!(ran["content"][0]["text"], "x");
+}
+
+/// Issue 4: "Two upstreams with a tool of the same raw name never shadow each other."
+#[tokio::test]
+async fn two_upstreams_with_the_same_raw_tool_name_stay_apart() {
+    let s = setup().await;
+    let admin = s.app.token("default", "ops6", &[scope::ADMIN]).await;
+    let mut command = crate::helpers::fixture_command();
+    command.push("--second".into());
+    let second = s
+        .admin_json(
+            &admin,
+            reqwest::Method::POST,
+            "/upstreams",
+            json!({"name": "fixture-two", "transport": "stdio", "command": command}),
+        )
+        .await;
+    s.admin_json(
+        &admin,
+        reqwest::Method::PUT,
+        "/tools/mcp__fixture-two__echo",
+        json!({"risk": ["read"]}),
+    )
+    .await;
+    let s = s.relist().await;
+    let names: Vec<&str> = s.session["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t["name"].as_str())
+        .filter(|n| n.ends_with("__echo"))
+        .collect();
+    assert_eq!(names, vec!["mcp__fixture-two__echo", "mcp__fixture__echo"]);
+
+    let one = s
+        .call(
+            "mcp__fixture__echo",
+            json!({"text": "to one"}),
+            s.echo("mcp__fixture__echo"),
+        )
+        .await;
+    let two = s
+        .call(
+            "mcp__fixture-two__echo",
+            json!({"text": "to two"}),
+            s.echo("mcp__fixture-two__echo"),
+        )
+        .await;
+    assert_eq!((reason(&one), reason(&two)), ("ok", "ok"));
+    assert_eq!(
+        two["_meta"]["receipt"]["target"]["upstream_id"],
+        second["upstream"]["id"]
+    );
+    assert_ne!(
+        one["_meta"]["receipt"]["target"]["upstream_id"],
+        two["_meta"]["receipt"]["target"]["upstream_id"]
+    );
+
+    // Changing one upstream's echo is drift for that tool only.
+    s.admin_json(
+        &admin,
+        reqwest::Method::PUT,
+        "/tools/mcp__fixture-two__echo",
+        json!({"risk": ["read"], "version": "2"}),
+    )
+    .await;
+    let one_again = s
+        .call(
+            "mcp__fixture__echo",
+            json!({"text": "still one"}),
+            s.echo("mcp__fixture__echo"),
+        )
+        .await;
+    let two_again = s
+        .call(
+            "mcp__fixture-two__echo",
+            json!({"text": "x"}),
+            s.echo("mcp__fixture-two__echo"),
+        )
+        .await;
+    assert_eq!(reason(&one_again), "ok");
+    assert_eq!(reason(&two_again), "manifest_drift");
+}

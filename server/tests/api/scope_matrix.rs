@@ -113,6 +113,10 @@ const CASES: &[Case] = &[
         path: "/upstreams/{id}:sync",
     },
     Case {
+        method: Method::DELETE,
+        path: "/upstreams/{id}",
+    },
+    Case {
         method: Method::GET,
         path: "/users",
     },
@@ -259,6 +263,7 @@ fn request(case: &Case, fx: &Fixtures, n: usize) -> (String, Option<Value>) {
         ("POST", "/upstreams/{id}:sync") => {
             (format!("/upstreams/{}:sync", fx.victim_upstream_id), None)
         }
+        ("DELETE", "/upstreams/{id}") => (format!("/upstreams/{}", fx.victim_upstream_id), None),
         ("PUT", "/tools/{name}") => (
             "/tools/victim_tool".into(),
             Some(json!({"risk": ["read", "write"]})),
