@@ -126,7 +126,12 @@ pub struct ExposureContext {
 impl Selector {
     /// Whether the selector holds for `tool` in `ctx`.
     pub fn matches(&self, tool: &ToolDescriptor, ctx: &ExposureContext) -> bool {
-        let labels = tool.risk_labels();
+        self.matches_with(tool, &tool.risk_labels(), ctx)
+    }
+
+    /// [`Selector::matches`] with the tool's risk labels computed once by the caller (a first
+    /// match over many rules reads them once, not once per rule).
+    fn matches_with(&self, tool: &ToolDescriptor, labels: &[&str], ctx: &ExposureContext) -> bool {
         self.name.as_ref().is_none_or(|n| *n == tool.name)
             && self
                 .prefix
@@ -339,7 +344,12 @@ impl Policy {
     /// `default_mode`. A rule naming a profile that does not exist (only possible for a policy
     /// that skipped validation) fails closed to `hide`.
     pub fn select(&self, tool: &ToolDescriptor, ctx: &ExposureContext) -> Selection<'_> {
-        match self.rules.iter().find(|r| r.selector.matches(tool, ctx)) {
+        let labels = tool.risk_labels();
+        match self
+            .rules
+            .iter()
+            .find(|r| r.selector.matches_with(tool, &labels, ctx))
+        {
             Some(rule) => {
                 let profile_name = rule.redaction.as_deref().unwrap_or(SAFE_PROFILE);
                 match self.profile(profile_name) {
