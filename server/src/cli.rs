@@ -13,7 +13,7 @@ use crate::auth::password::Passwords;
 use crate::config::Config;
 use crate::journal::Journal;
 use crate::startup::{Application, Bootstrap};
-use crate::store::{self, Store};
+use crate::store::{self, Durability, Store};
 
 /// Aperture: the authorization layer between AI agents and their tools.
 #[derive(Debug, Parser)]
@@ -38,6 +38,16 @@ struct GlobalArgs {
     /// `sqlite://path` or `postgres://…`; default: SQLite in the data folder.
     #[arg(long, env = "APERTURE_DATABASE_URL", global = true)]
     database_url: Option<String>,
+    /// SQLite commits: `normal` survives a crash of the process, `full` also a power loss
+    /// (one more fsync per commit; commits are grouped). PostgreSQL follows its own
+    /// `synchronous_commit`.
+    #[arg(
+        long,
+        env = "APERTURE_JOURNAL_SYNC",
+        default_value = "normal",
+        global = true
+    )]
+    journal_sync: Durability,
 }
 
 #[derive(Debug, Subcommand)]
@@ -205,6 +215,10 @@ impl GlobalArgs {
             .clone()
             .unwrap_or_else(|| Config::new(&self.data_dir).database_url)
     }
+
+    async fn store(&self) -> anyhow::Result<Store> {
+        Store::connect_with(&self.database_url(), self.journal_sync).await
+    }
 }
 
 /// Parses the command line and runs it.
@@ -213,7 +227,7 @@ pub async fn run() -> anyhow::Result<()> {
     match cli.command {
         Command::Serve(args) => serve(&cli.global, args).await,
         Command::Migrate => {
-            let store = Store::connect(&cli.global.database_url()).await?;
+            let store = cli.global.store().await?;
             store.migrate().await?;
             println!("migrations applied");
             Ok(())
@@ -280,7 +294,7 @@ pub async fn run() -> anyhow::Result<()> {
         Command::Keys {
             command: KeysCommand::Rotate,
         } => {
-            let store = Store::connect(&cli.global.database_url()).await?;
+            let store = cli.global.store().await?;
             store.migrate().await?;
             let kid = crate::keys::KeyRing::rotate(&store, &cli.global.data_dir).await?;
             println!(
@@ -326,6 +340,7 @@ async fn serve(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<()> {
     let mut config = Config::new(&global.data_dir);
     config.addr = args.addr;
     config.database_url = global.database_url();
+    config.durability = global.journal_sync;
     config.site_root = args.site_root;
     config.secure_cookies = args.secure_cookies;
     config.bootstrap_admin_password = args.bootstrap_admin_password;
@@ -351,7 +366,7 @@ async fn operator_store(global: &GlobalArgs, tenant: &str) -> anyhow::Result<(St
         store::tenants::is_valid_id(tenant),
         "tenant ids are 1–64 characters of a-z, 0-9, _ and -"
     );
-    let store = Store::connect(&global.database_url()).await?;
+    let store = global.store().await?;
     store.migrate().await?;
     store::tenants::ensure(&store, tenant).await?;
     let signing_key = std::env::var("APERTURE_SIGNING_KEY").ok();
@@ -375,7 +390,7 @@ fn read_password(from_stdin: bool) -> anyhow::Result<String> {
 }
 
 async fn journal_verify(global: &GlobalArgs) -> anyhow::Result<()> {
-    let store = Store::connect(&global.database_url()).await?;
+    let store = global.store().await?;
     store.migrate().await?;
     let reports = crate::journal::verify(&store).await?;
     let mut ok = true;
@@ -413,7 +428,7 @@ async fn receipt_verify(global: &GlobalArgs, file: &str) -> anyhow::Result<()> {
         .pointer("/_meta/receipt")
         .or_else(|| value.get("receipt"))
         .unwrap_or(&value);
-    let store = Store::connect(&global.database_url()).await?;
+    let store = global.store().await?;
     store.migrate().await?;
     let keys = crate::keys::published(&store).await?;
     engine::receipt::verify_receipt_json(receipt, &keys.keys)

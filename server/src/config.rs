@@ -10,6 +10,8 @@ pub struct Config {
     pub addr: SocketAddr,
     /// `sqlite://…` or `postgres://…` (`APERTURE_DATABASE_URL`).
     pub database_url: String,
+    /// How durable a SQLite commit is (`APERTURE_JOURNAL_SYNC=normal|full`).
+    pub durability: crate::store::Durability,
     /// Folder with the built dashboard (`pkg/` inside) (`APERTURE_SITE_ROOT`).
     pub site_root: PathBuf,
     /// Set cookies `Secure` with the `__Host-` prefix (`APERTURE_SECURE_COOKIES`, or an https
@@ -37,6 +39,7 @@ impl Config {
         Self {
             addr: SocketAddr::from(([127, 0, 0, 1], 3000)),
             database_url: format!("sqlite://{}", data_dir.join("aperture.db").display()),
+            durability: crate::store::Durability::default(),
             site_root: PathBuf::from("target/site"),
             secure_cookies: false,
             bootstrap_admin_password: None,

@@ -52,7 +52,7 @@ impl Application {
     /// Connects to and migrates the database, creates the default tenant (and the bootstrap
     /// admin when asked), and binds the listener.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
-        let store = Store::connect(&config.database_url).await?;
+        let store = Store::connect_with(&config.database_url, config.durability).await?;
         store.migrate().await?;
         let concurrency = std::thread::available_parallelism()
             .map(usize::from)

@@ -15,6 +15,19 @@ pub async fn head(store: &Store, tenant_id: &str) -> Result<Option<(i64, String)
     .await
 }
 
+/// [`head`] inside a transaction.
+pub async fn head_in(
+    conn: &mut sqlx::AnyConnection,
+    tenant_id: &str,
+) -> Result<Option<(i64, String)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT seq, record_hash FROM journal WHERE tenant_id = $1 ORDER BY seq DESC LIMIT 1",
+    )
+    .bind(tenant_id)
+    .fetch_optional(conn)
+    .await
+}
+
 /// A record to append.
 #[derive(Debug)]
 pub struct NewRecord<'a> {
@@ -48,6 +61,15 @@ pub struct NewRecord<'a> {
 
 /// Inserts the record; `Ok(false)` when `seq` is already taken (another writer appended first).
 pub async fn insert(store: &Store, r: &NewRecord<'_>) -> Result<bool, sqlx::Error> {
+    let mut conn = store.pool().acquire().await?;
+    insert_in(&mut conn, r).await
+}
+
+/// [`insert`] inside a transaction.
+pub async fn insert_in(
+    conn: &mut sqlx::AnyConnection,
+    r: &NewRecord<'_>,
+) -> Result<bool, sqlx::Error> {
     let done = sqlx::query(
         "INSERT INTO journal (tenant_id, seq, receipt_id, kind, decision, reason, tool, session_id, actor_id, \
          issued_at, receipt, disclosures, record_hash) \
@@ -66,7 +88,7 @@ pub async fn insert(store: &Store, r: &NewRecord<'_>) -> Result<bool, sqlx::Erro
     .bind(r.receipt)
     .bind(r.disclosures)
     .bind(r.record_hash)
-    .execute(store.pool())
+    .execute(conn)
     .await?;
     Ok(done.rows_affected() == 1)
 }

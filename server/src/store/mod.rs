@@ -45,12 +45,32 @@ pub struct Store {
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
 
+/// How durable a committed SQLite write is (`APERTURE_JOURNAL_SYNC`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Durability {
+    /// `normal`: WAL with `synchronous = NORMAL`: a commit survives a crash of the process
+    /// (the operating system still has it), not necessarily a power loss.
+    #[default]
+    #[value(name = "normal")]
+    Crash,
+    /// `full`: `synchronous = FULL`: the WAL is synced at every commit, so a commit survives a
+    /// power loss too.
+    #[value(name = "full")]
+    PowerLoss,
+}
+
 impl Store {
     /// Connects to `url` (`sqlite://path` or `postgres://…`). A SQLite file and its folder are
-    /// created when missing; every SQLite connection runs in WAL mode with full sync, so a
-    /// committed write survives a process crash.
+    /// created when missing; every SQLite connection runs in WAL mode, and a committed write
+    /// survives a crash of the process ([`Durability::Crash`]).
     #[tracing::instrument(skip_all)]
     pub async fn connect(url: &str) -> anyhow::Result<Self> {
+        Self::connect_with(url, Durability::default()).await
+    }
+
+    /// [`Store::connect`] with the given durability of SQLite commits.
+    #[tracing::instrument(skip_all)]
+    pub async fn connect_with(url: &str, durability: Durability) -> anyhow::Result<Self> {
         sqlx::any::install_default_drivers();
         let kind = if url.starts_with("postgres://") || url.starts_with("postgresql://") {
             DbKind::Postgres
@@ -73,10 +93,16 @@ impl Store {
             .after_connect(move |conn, _meta| {
                 Box::pin(async move {
                     if kind == DbKind::Sqlite {
-                        conn.execute(
-                            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
-                             PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;",
-                        )
+                        conn.execute(match durability {
+                            Durability::Crash => {
+                                "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
+                                 PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;"
+                            }
+                            Durability::PowerLoss => {
+                                "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
+                                 PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;"
+                            }
+                        })
                         .await?;
                     }
                     Ok(())
@@ -86,6 +112,16 @@ impl Store {
             .await
             .context("connecting to the database")?;
         Ok(Self { pool, kind })
+    }
+
+    /// A transaction that will write: on SQLite it takes the write lock at once (`BEGIN
+    /// IMMEDIATE`), so a read at its start cannot be invalidated by another writer before its
+    /// first write (which SQLite would report as busy at once, not after the busy timeout).
+    pub async fn begin_write(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>, sqlx::Error> {
+        match self.kind {
+            DbKind::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
+            DbKind::Postgres => self.pool.begin().await,
+        }
     }
 
     /// Applies the migrations of this backend that have not run yet.

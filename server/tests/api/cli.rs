@@ -8,7 +8,7 @@ use reqwest::StatusCode;
 
 use crate::helpers::{Db, TestDb};
 
-fn aperture(db: &TestDb, args: &[&str], stdin: Option<&str>) -> Output {
+pub(crate) fn aperture(db: &TestDb, args: &[&str], stdin: Option<&str>) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_aperture"))
         .args(args)
         .env("APERTURE_DATABASE_URL", &db.url)

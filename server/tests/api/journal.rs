@@ -6,7 +6,10 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
+use aperture::store::{self, Store};
+
 use crate::helpers::{ADMIN_PASSWORD, Db, TestApp, error_code};
+use crate::on_both_backends;
 
 async fn keys(app: &TestApp) -> Vec<Jwk> {
     let set: Value = app
@@ -227,3 +230,57 @@ async fn receipt_queries_are_checked() {
         .unwrap();
     assert_eq!(missing.status(), StatusCode::NOT_FOUND);
 }
+
+/// Issue 4: "Commit decisions in groups so throughput does not collapse to one fsync per call",
+/// and two writers (two nodes sharing the database) never fork a chain: 2 × 150 appends arrive
+/// together at two journals over one store; every record gets its own position, the chain
+/// verifies, and each journal needed fewer commits than records.
+async fn grouped_commits_and_two_writers(store: &Store) {
+    use aperture::journal::{self, Journal};
+    use engine::receipt::{Decision, ReasonCode, ReceiptKind};
+    store::tenants::ensure(store, "t").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let keys = aperture::keys::KeyRing::load(store, dir.path(), Some(crate::helpers::SIGNING_KEY))
+        .await
+        .unwrap();
+    let one = Journal::new(store.clone(), keys.clone());
+    let two = Journal::new(store.clone(), keys);
+    let append = |j: &Journal, n: usize| {
+        let j = j.clone();
+        async move {
+            let r = journal::receipt(
+                ReceiptKind::Decision,
+                Decision::Allow,
+                ReasonCode::Ok,
+                "t",
+                &format!("actor-{n}"),
+            );
+            j.append(r, &journal::disclosures()).await.unwrap()
+        }
+    };
+    let mut tasks = tokio::task::JoinSet::new();
+    for n in 0..300 {
+        tasks.spawn(append(if n % 2 == 0 { &one } else { &two }, n));
+    }
+    let mut seqs: Vec<u64> = tasks
+        .join_all()
+        .await
+        .iter()
+        .map(|r| r.seq.unwrap())
+        .collect();
+    seqs.sort_unstable();
+    assert_eq!(seqs, (1..=300).collect::<Vec<u64>>());
+    let reports = journal::verify(store).await.unwrap();
+    assert_eq!(reports.len(), 1);
+    assert!(reports[0].error.is_none(), "{reports:?}");
+    assert_eq!(reports[0].verified, 300);
+    for j in [&one, &two] {
+        let (records, commits) = j.stats();
+        assert_eq!(records, 150);
+        assert!(commits < records, "{commits} commits for {records} records");
+    }
+}
+on_both_backends!(
+    grouped_commits_and_two_writers_keep_one_chain,
+    grouped_commits_and_two_writers
+);

@@ -11,6 +11,7 @@ mod helpers;
 
 mod calls;
 mod cli;
+mod crash;
 mod forks;
 mod journal;
 mod mcp;

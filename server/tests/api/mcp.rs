@@ -175,3 +175,88 @@ async fn protocol_errors_are_json_rpc_errors_and_auth_is_a_401_challenge() {
     .await;
     assert_eq!(no_run["error"]["code"], -32602);
 }
+
+/// Issue 4: "If the journal cannot be written, the call is denied with `journal_unavailable`
+/// and nothing executes (fail closed), and service resumes by itself when the store recovers."
+/// The journal table is taken away (renamed) and given back under the running server.
+#[tokio::test]
+async fn a_journal_that_cannot_record_stops_calls_until_it_recovers() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    let registered = app
+        .register_fixture(&admin, &["mcp__fixture__echo", "mcp__fixture__mutate"])
+        .await;
+    let upstream_id = registered["upstream"]["id"].as_str().unwrap().to_owned();
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let (_, list) = rpc(
+        &app,
+        Some(&agent),
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}),
+    )
+    .await;
+    let result = &list["result"];
+    let meta_of = |name: &str| {
+        let tool = result["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {list}"));
+        json!({
+            "session_id": result["_meta"]["session_id"], "manifest_id": result["_meta"]["manifest_id"],
+            "lease_id": result["_meta"]["lease_id"], "tool_version": tool["_meta"]["toolVersion"],
+            "expected_schema_hash": tool["_meta"]["schemaHash"]
+        })
+    };
+    let set: Value = app
+        .client
+        .get(app.url("/.well-known/aperture/keys"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let keys: Vec<Jwk> = serde_json::from_value(set["keys"].clone()).unwrap();
+
+    sqlx::query("ALTER TABLE journal RENAME TO journal_offline")
+        .execute(app.store.pool())
+        .await
+        .unwrap();
+    let (status, denied) = rpc(&app, Some(&agent), json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "mcp__fixture__mutate", "arguments": {"description": "EXECUTED", "notify": false}, "_meta": meta_of("mcp__fixture__mutate")}})).await;
+    assert_eq!(status, StatusCode::OK);
+    let receipt = &denied["result"]["_meta"]["receipt"];
+    assert_eq!(denied["result"]["isError"], true, "{denied}");
+    assert_eq!(receipt["reason"], "journal_unavailable", "{denied}");
+    assert_eq!(receipt["decision"], "deny");
+    assert!(
+        receipt["seq"].is_null() && receipt["prev_hash"].is_null(),
+        "not in the chain: {receipt}"
+    );
+    verify_receipt_json(receipt, &keys).expect("an unrecorded denial still verifies");
+
+    sqlx::query("ALTER TABLE journal_offline RENAME TO journal")
+        .execute(app.store.pool())
+        .await
+        .unwrap();
+    // Nothing ran: the upstream's echo still has its own description.
+    let report: Value = app
+        .client
+        .post(app.api(&format!("/upstreams/{upstream_id}:sync")))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(report["changed"], json!([]), "{report}");
+
+    // Service resumed by itself, on the same grant, and the chain is whole.
+    let (_, called) = rpc(&app, Some(&agent), json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "mcp__fixture__echo", "arguments": {"text": "back"}, "_meta": meta_of("mcp__fixture__echo")}})).await;
+    assert_eq!(called["result"]["isError"], false, "{called}");
+    assert_eq!(called["result"]["_meta"]["receipt"]["reason"], "ok");
+    verify_receipt_json(&called["result"]["_meta"]["receipt"], &keys).unwrap();
+    let reports = aperture::journal::verify(&app.store).await.unwrap();
+    assert!(reports.iter().all(|r| r.error.is_none()), "{reports:?}");
+}

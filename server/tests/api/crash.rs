@@ -1,0 +1,197 @@
+//! `kill -9` during a burst of calls: the real `aperture` binary on SQLite, killed while calls
+//! are in flight and started again on the same data.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use engine::scope;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::cli::aperture;
+use crate::helpers::{Db, SIGNING_KEY, TestDb, fixture_command};
+
+/// Starts `aperture serve` on a free port; returns the process and its base URL.
+async fn serve(db: &TestDb) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_aperture"))
+        .args(["serve", "--addr", "127.0.0.1:0"])
+        .env("APERTURE_DATABASE_URL", &db.url)
+        .env("APERTURE_DATA_DIR", db.data_dir())
+        .env("APERTURE_SIGNING_KEY", SIGNING_KEY)
+        .env(
+            "APERTURE_BOOTSTRAP_ADMIN_PASSWORD",
+            "a-long-enough-password",
+        )
+        .env("APERTURE_LOG", "warn")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start aperture serve");
+    let stdout = child.stdout.take().expect("stdout");
+    let url = tokio::task::spawn_blocking(move || {
+        use std::io::BufRead;
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        let url = loop {
+            let line = lines
+                .next()
+                .expect("serve printed its address")
+                .expect("line");
+            if let Some(url) = line.strip_prefix("Aperture listening on ") {
+                break url.to_owned();
+            }
+        };
+        // Keep draining, so the server never blocks on a full pipe.
+        std::thread::spawn(move || lines.for_each(drop));
+        url
+    })
+    .await
+    .expect("reader");
+    (child, url)
+}
+
+fn token(db: &TestDb, actor: &str, scope: &str) -> String {
+    let out = aperture(
+        db,
+        &[
+            "token", "create", "--tenant", "default", "--actor", actor, "--scope", scope,
+        ],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .last()
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
+/// Issue 4: "Killing the server (`kill -9`) during a burst of calls loses no receipt that a
+/// client received; `aperture journal verify` passes after restart."
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_server_loses_no_receipt_a_client_received() {
+    let db = TestDb::new(Db::Sqlite).await.unwrap();
+    assert!(aperture(&db, &["migrate"], None).status.success());
+    let admin = token(&db, "ops", scope::ADMIN);
+    let agent = token(&db, "agent", scope::RUN);
+    let mut add = vec![
+        "upstream", "add", "--tenant", "default", "--name", "fixture", "--stdio", "--",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect::<Vec<_>>();
+    add.extend(fixture_command());
+    let add: Vec<&str> = add.iter().map(String::as_str).collect();
+    let out = aperture(&db, &add, None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let (mut server, url) = serve(&db).await;
+    let api = format!("{url}{}", aperture::api::PREFIX);
+    let client = reqwest::Client::new();
+    let described = client
+        .put(format!("{api}/tools/mcp__fixture__echo"))
+        .bearer_auth(&admin)
+        .json(&json!({"risk": ["read"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(described.status(), StatusCode::OK);
+    let session: Value = client
+        .post(format!("{api}/sessions"))
+        .bearer_auth(&agent)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let tool = &session["tools"][0];
+    assert_eq!(tool["name"], "mcp__fixture__echo", "{session}");
+    let m = &session["_meta"];
+    let meta = json!({
+        "session_id": m["session_id"], "manifest_id": m["manifest_id"], "lease_id": m["lease_id"],
+        "tool_version": tool["_meta"]["toolVersion"], "expected_schema_hash": tool["_meta"]["schemaHash"]
+    });
+    let calls = format!("{api}/sessions/{}/calls", m["session_id"].as_str().unwrap());
+
+    // The burst: 32 clients calling in a loop; the server is killed after the 60th answer.
+    let answered = Arc::new(AtomicUsize::new(0));
+    let mut clients = tokio::task::JoinSet::new();
+    for c in 0..32 {
+        let (client, calls, agent, meta, answered) = (
+            client.clone(),
+            calls.clone(),
+            agent.clone(),
+            meta.clone(),
+            answered.clone(),
+        );
+        clients.spawn(async move {
+            let mut received = Vec::new();
+            for n in 0..100 {
+                let body = json!({"name": "mcp__fixture__echo", "arguments": {"text": format!("{c}-{n}")}, "_meta": meta});
+                let Ok(response) = client.post(&calls).bearer_auth(&agent).json(&body).send().await
+                else {
+                    return (received, true);
+                };
+                let Ok(result) = response.json::<Value>().await else {
+                    return (received, true);
+                };
+                answered.fetch_add(1, Ordering::SeqCst);
+                received.push(result["_meta"]["receipt"].clone());
+            }
+            (received, false)
+        });
+    }
+    while answered.load(Ordering::SeqCst) < 60 {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    server.kill().expect("SIGKILL"); // std's kill is SIGKILL on Unix
+    let _ = server.wait();
+    let mut received = Vec::new();
+    let mut cut_off = 0;
+    for (r, interrupted) in clients.join_all().await {
+        received.extend(r);
+        cut_off += usize::from(interrupted);
+    }
+    assert!(cut_off > 0, "the kill happened during the burst");
+    assert!(received.len() >= 60);
+    assert!(
+        received.iter().all(|r| r["reason"] == "ok"),
+        "all calls were allowed"
+    );
+
+    // Started again on the same data: every receipt a client got is in the journal, as signed.
+    let (mut server, url) = serve(&db).await;
+    let api = format!("{url}{}", aperture::api::PREFIX);
+    for receipt in &received {
+        let id = receipt["receipt_id"].as_str().unwrap();
+        let stored = client
+            .get(format!("{api}/receipts/{id}"))
+            .bearer_auth(&admin)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(stored.status(), StatusCode::OK, "{id} lost");
+        let stored: Value = stored.json().await.unwrap();
+        assert_eq!(&stored["receipt"], receipt, "{id} changed");
+    }
+    let verify = aperture(&db, &["journal", "verify"], None);
+    assert!(
+        verify.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&verify.stdout),
+        String::from_utf8_lossy(&verify.stderr)
+    );
+    server.kill().unwrap();
+    let _ = server.wait();
+}
