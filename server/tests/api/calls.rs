@@ -614,3 +614,81 @@ async fn two_upstreams_with_the_same_raw_tool_name_stay_apart() {
     assert_eq!(reason(&one_again), "ok");
     assert_eq!(reason(&two_again), "manifest_drift");
 }
+
+/// Issue 4: "An independent check that receipts verify with a library the project did not
+/// write": Node's `node:crypto` Ed25519 over RFC 8785 bytes made by a few lines of JavaScript
+/// (`tests/interop/verify_receipts.mjs`), for an execution receipt, a denial and a forgery.
+#[tokio::test]
+async fn receipts_verify_with_nodes_own_ed25519() {
+    let s = setup().await;
+    let ok = s
+        .call(
+            "mcp__fixture__echo",
+            json!({"text": "caf\u{e9} \u{1f600} \"q\"\n"}),
+            s.echo("mcp__fixture__echo"),
+        )
+        .await;
+    let mut wrong = s.echo("mcp__fixture__echo");
+    wrong["tool_version"] = json!("0");
+    let denied = s
+        .call("mcp__fixture__echo", json!({"text": "x"}), wrong)
+        .await;
+    let mut forged = ok["_meta"]["receipt"].clone();
+    forged["receipt_id"] = json!("rcp_forged");
+    forged["decision"] = json!("deny");
+    let set: Value = s
+        .app
+        .client
+        .get(s.app.url("/.well-known/aperture/keys"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let input = json!({
+        "keys": set["keys"],
+        "receipts": [ok["_meta"]["receipt"], denied["_meta"]["receipt"], forged],
+    });
+    let mut node = std::process::Command::new("node")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/interop/verify_receipts.mjs"
+        ))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("node (Node.js 18+) is needed for this test; scripts/ensure-tools checks for it");
+    {
+        use std::io::Write;
+        node.stdin
+            .take()
+            .unwrap()
+            .write_all(input.to_string().as_bytes())
+            .unwrap();
+    }
+    let out = node.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let verdicts = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = verdicts.lines().collect();
+    let id = |v: &Value| {
+        v["_meta"]["receipt"]["receipt_id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(
+        lines,
+        vec![
+            format!("{} valid", id(&ok)),
+            format!("{} valid", id(&denied)),
+            "rcp_forged invalid: signature".to_owned(),
+        ],
+        "{verdicts}"
+    );
+}
