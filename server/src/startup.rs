@@ -168,8 +168,50 @@ pub fn router(state: AppState) -> Router {
         .layer(dashboard::session_layer(state.store.clone(), secure))
         .layer(DefaultBodyLimit::max(max_body))
         .layer(RequestBodyLimitLayer::new(max_body))
+        .layer(middleware::from_fn(move |request, next| {
+            oversize_in_kind(request, next, max_body)
+        }))
         .layer(TraceLayer::new_for_http())
         .with_state(state)
+}
+
+/// A body over the limit is refused before any handler runs, with a bare 413; this gives it the
+/// shape its caller reads: a JSON-RPC error on `/mcp`, the API's JSON error everywhere else.
+async fn oversize_in_kind(
+    request: axum::extract::Request,
+    next: middleware::Next,
+    max_body: usize,
+) -> axum::response::Response {
+    use axum::http::{StatusCode, header};
+    use axum::response::IntoResponse;
+    let is_mcp = request.uri().path() == "/mcp";
+    let response = next.run(request).await;
+    let is_json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if response.status() != StatusCode::PAYLOAD_TOO_LARGE || is_json {
+        return response;
+    }
+    let message = format!("the request body is larger than {max_body} bytes");
+    if is_mcp {
+        return (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            axum::Json(crate::mcp::error(
+                &serde_json::Value::Null,
+                crate::mcp::INVALID_REQUEST,
+                message,
+            )),
+        )
+            .into_response();
+    }
+    crate::error::ApiError(app::error::AppError {
+        code: app::error::ErrorCode::PayloadTooLarge,
+        message,
+        details: None,
+    })
+    .into_response()
 }
 
 /// Creates the default tenant, and user `admin` when there is no user and a bootstrap password

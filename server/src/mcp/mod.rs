@@ -26,12 +26,14 @@ use crate::store;
 pub const PROTOCOL_VERSIONS: [&str; 2] = ["2025-11-25", "2025-06-18"];
 
 const PARSE_ERROR: i64 = -32700;
-const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC "Invalid Request".
+pub const INVALID_REQUEST: i64 = -32600;
 const METHOD_NOT_FOUND: i64 = -32601;
 const INVALID_PARAMS: i64 = -32602;
 const INTERNAL_ERROR: i64 = -32603;
 
-fn error(id: &Value, code: i64, message: impl Into<String>) -> Value {
+/// A JSON-RPC error response.
+pub fn error(id: &Value, code: i64, message: impl Into<String>) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}})
 }
 

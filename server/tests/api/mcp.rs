@@ -166,6 +166,24 @@ async fn protocol_errors_are_json_rpc_errors_and_auth_is_a_401_challenge() {
     assert_eq!(no_version["error"]["code"], -32600);
     let (_, unknown_session) = rpc(&app, Some(&agent), json!({"jsonrpc": "2.0", "id": 11, "method": "tools/list", "params": {"_meta": {"session_id": "ses_nope"}}})).await;
     assert_eq!(unknown_session["error"]["code"], -32602);
+    // An oversize body is a JSON-RPC error too, not a bare 413.
+    let huge = format!(
+        r#"{{"jsonrpc": "2.0", "id": 13, "method": "ping", "params": {{"pad": "{}"}}}}"#,
+        "x".repeat(2 * 1024 * 1024)
+    );
+    let response = app
+        .client
+        .post(app.url("/mcp"))
+        .bearer_auth(&agent)
+        .header("content-type", "application/json")
+        .body(huge)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    let body: Value = response.json().await.expect("a JSON-RPC body");
+    assert_eq!(body["jsonrpc"], "2.0");
+    assert_eq!(body["error"]["code"], -32600, "{body}");
     let reader = app.token("default", "reader", &[scope::READ]).await;
     let (_, no_run) = rpc(
         &app,

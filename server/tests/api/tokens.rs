@@ -193,7 +193,14 @@ async fn invalid_token_requests_name_the_field() {
     // Too large.
     let huge = json!({"actor_id": "bot", "scopes": [scope::RUN], "name": "x".repeat(200 * 1024)});
     let response = post(huge).await;
-    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    assert_eq!(
+        error_code(response).await,
+        (
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large".to_owned()
+        ),
+        "the API's JSON error, not a bare 413"
+    );
 }
 
 #[tokio::test]
