@@ -3,6 +3,17 @@
 //! CONTRACT §5, through [`crate::calls`]), `ping`. Bearer tokens authenticate; a missing or bad
 //! token is 401 with `WWW-Authenticate` pointing at the RFC 9728 metadata.
 //!
+//! Two eras of the protocol are served side by side:
+//! - 2025-11-25 and 2025-06-18: `initialize` negotiates the revision and hands out an
+//!   `Mcp-Session-Id` (the gateway keeps no state under it: the exposure session travels in
+//!   `_meta`).
+//! - 2026-07-28 (stateless): no handshake; `server/discover` says what is supported, and every
+//!   request carries `io.modelcontextprotocol/protocolVersion` and `…/clientCapabilities` in
+//!   its `_meta`, mirrored by the `MCP-Protocol-Version`, `Mcp-Method` and (for `tools/call`)
+//!   `Mcp-Name` headers; a mismatch is HTTP 400 with -32020, an unsupported revision HTTP 400
+//!   with -32022. Results carry `resultType`, and `tools/list` says not to cache it
+//!   (`ttlMs: 0`): every listing grants a new lease.
+//!
 //! Protocol errors stay JSON-RPC errors with the request's id; nothing a client sends is
 //! answered with HTTP 500.
 
@@ -22,8 +33,17 @@ use crate::exposure;
 use crate::state::AppState;
 use crate::store;
 
-/// Protocol revisions served, newest first.
+/// Protocol revisions `initialize` negotiates, newest first.
 pub const PROTOCOL_VERSIONS: [&str; 2] = ["2025-11-25", "2025-06-18"];
+/// The stateless revision: requests carry their protocol metadata, no `initialize`.
+pub const STATELESS_VERSION: &str = "2026-07-28";
+
+const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// A protocol header is missing or does not mirror the body.
+const HEADER_MISMATCH: i64 = -32020;
+/// The requested revision is not supported.
+const UNSUPPORTED_VERSION: i64 = -32022;
 
 const PARSE_ERROR: i64 = -32700;
 /// JSON-RPC "Invalid Request".
@@ -130,6 +150,23 @@ pub async fn handle(
         return StatusCode::ACCEPTED.into_response();
     };
     let params = obj.get("params").cloned().unwrap_or(json!({}));
+    let stateless = match stateless_request(&headers, method, &params) {
+        Ok(s) => s,
+        Err(e) => return (StatusCode::BAD_REQUEST, Json(e.answer(&id))).into_response(),
+    };
+    if stateless || method == "server/discover" {
+        let answer = match method {
+            "server/discover" => ok(&id, discover()),
+            "ping" => ok(&id, json!({})),
+            "tools/list" => tools_list(&state, &principal, &id, &params).await,
+            "tools/call" => tools_call(&state, &principal, &id, params).await,
+            other => {
+                let answer = error(&id, METHOD_NOT_FOUND, format!("unknown method {other}"));
+                return (StatusCode::NOT_FOUND, Json(answer)).into_response();
+            }
+        };
+        return Json(complete(answer, method == "tools/list")).into_response();
+    }
     let answer = match method {
         "initialize" => initialize(&id, &params),
         "ping" => ok(&id, json!({})),
@@ -145,6 +182,111 @@ pub async fn handle(
         }
     }
     response
+}
+
+/// Why a stateless request is refused before it is read.
+struct Refusal {
+    code: i64,
+    message: String,
+    data: Option<Value>,
+}
+
+impl Refusal {
+    fn answer(&self, id: &Value) -> Value {
+        let mut e = error(id, self.code, self.message.clone());
+        if let Some(data) = &self.data {
+            e["error"]["data"] = data.clone();
+        }
+        e
+    }
+}
+
+/// Whether this is a 2026-07-28 request (protocol metadata in `_meta`), after checking that its
+/// revision is served and that its headers mirror its body.
+fn stateless_request(headers: &HeaderMap, method: &str, params: &Value) -> Result<bool, Refusal> {
+    let meta = params.get("_meta");
+    let Some(version) = meta.and_then(|m| m.get(META_VERSION)) else {
+        return Ok(false);
+    };
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let mismatch = |what: &str| Refusal {
+        code: HEADER_MISMATCH,
+        message: format!("{what} does not mirror the request"),
+        data: None,
+    };
+    let Some(version) = version.as_str() else {
+        return Err(Refusal {
+            code: INVALID_PARAMS,
+            message: format!("_meta.{META_VERSION} must be a string"),
+            data: None,
+        });
+    };
+    if version != STATELESS_VERSION {
+        return Err(Refusal {
+            code: UNSUPPORTED_VERSION,
+            message: format!("protocol version {version} is not supported without initialize"),
+            data: Some(json!({"requested": version, "supported": [STATELESS_VERSION]})),
+        });
+    }
+    if meta.and_then(|m| m.get(META_CAPABILITIES)).is_none() {
+        return Err(Refusal {
+            code: INVALID_PARAMS,
+            message: format!("_meta.{META_CAPABILITIES} is required"),
+            data: None,
+        });
+    }
+    if header("mcp-protocol-version") != Some(version) {
+        return Err(mismatch("the MCP-Protocol-Version header"));
+    }
+    if header("mcp-method") != Some(method) {
+        return Err(mismatch("the Mcp-Method header"));
+    }
+    if method == "tools/call" {
+        let name = params.get("name").and_then(Value::as_str);
+        if header("mcp-name").and_then(decode_header_value).as_deref() != name {
+            return Err(mismatch("the Mcp-Name header"));
+        }
+    }
+    Ok(true)
+}
+
+/// A header value as sent: plain, or `=?base64?…?=` when the text is not header-safe.
+fn decode_header_value(value: &str) -> Option<String> {
+    use base64::Engine as _;
+    match value
+        .strip_prefix("=?base64?")
+        .and_then(|v| v.strip_suffix("?="))
+    {
+        Some(encoded) => base64::engine::general_purpose::STANDARD
+            .decode(encoded)
+            .ok()
+            .and_then(|b| String::from_utf8(b).ok()),
+        None => Some(value.to_owned()),
+    }
+}
+
+/// `server/discover` (2026-07-28).
+fn discover() -> Value {
+    json!({
+        "supportedVersions": [STATELESS_VERSION],
+        "capabilities": {"tools": {"listChanged": false}},
+        "ttlMs": 0,
+        "cacheScope": "private",
+        "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "aperture", "version": env!("CARGO_PKG_VERSION")}},
+    })
+}
+
+/// A stateless result: `resultType: complete`, and for `tools/list` no caching (each listing
+/// grants a new lease, which a cached listing would not have).
+fn complete(mut answer: Value, is_list: bool) -> Value {
+    if let Some(result) = answer.get_mut("result").and_then(Value::as_object_mut) {
+        result.insert("resultType".into(), json!("complete"));
+        if is_list {
+            result.insert("ttlMs".into(), json!(0));
+            result.insert("cacheScope".into(), json!("private"));
+        }
+    }
+    answer
 }
 
 fn initialize(id: &Value, params: &Value) -> Value {

@@ -278,3 +278,94 @@ async fn a_journal_that_cannot_record_stops_calls_until_it_recovers() {
     let reports = aperture::journal::verify(&app.store).await.unwrap();
     assert!(reports.iter().all(|r| r.error.is_none()), "{reports:?}");
 }
+
+/// Issue 4: "an `rmcp` client test in Rust speaking 2026-07-28": the official Rust SDK's client
+/// in its stateless lifecycle (`server/discover`, protocol metadata in every request's `_meta`,
+/// mirrored headers, no session) lists through the gateway, reads the manifest `_meta`, and
+/// calls with the echo added to its request `_meta`.
+#[tokio::test]
+async fn an_rmcp_client_speaking_2026_07_28_lists_and_calls() {
+    use rmcp::model::{
+        CallToolRequestParams, ClientCapabilities, ClientConfig, Implementation, ProtocolVersion,
+    };
+    use rmcp::service::{ClientLifecycleMode, ClientServiceExt};
+    use rmcp::transport::StreamableHttpClientTransport;
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &["mcp__fixture__echo"]).await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let transport = StreamableHttpClientTransport::from_config(
+        StreamableHttpClientTransportConfig::with_uri(app.url("/mcp")).auth_header(agent),
+    );
+    let client = ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("aperture-test", "1"),
+    )
+    .serve_with_lifecycle(
+        transport,
+        ClientLifecycleMode::Discover {
+            preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+        },
+    )
+    .await
+    .expect("the stateless lifecycle is accepted");
+
+    let listed = client.list_tools(None).await.expect("tools/list");
+    let list_meta = serde_json::to_value(listed.meta.clone().expect("manifest _meta")).unwrap();
+    assert!(
+        list_meta["manifest_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("man_"),
+        "{list_meta}"
+    );
+    let tool = listed
+        .tools
+        .iter()
+        .find(|t| t.name == "mcp__fixture__echo")
+        .expect("echo is listed");
+    let tool_meta = serde_json::to_value(tool.meta.clone().expect("tool _meta")).unwrap();
+    let mut params = CallToolRequestParams::new("mcp__fixture__echo")
+        .with_arguments(json!({"text": "stateless"}).as_object().unwrap().clone());
+    let mut meta = rmcp::model::RequestMetaObject::default();
+    for (key, value) in [
+        ("session_id", &list_meta["session_id"]),
+        ("manifest_id", &list_meta["manifest_id"]),
+        ("lease_id", &list_meta["lease_id"]),
+        ("tool_version", &tool_meta["toolVersion"]),
+        ("expected_schema_hash", &tool_meta["schemaHash"]),
+    ] {
+        meta.insert(key.into(), value.clone());
+    }
+    params.meta = Some(meta);
+    let called = client.call_tool(params).await.expect("tools/call");
+    let called = serde_json::to_value(&called).unwrap();
+    assert_eq!(called["isError"], false, "{called}");
+    assert!(called.to_string().contains("stateless"), "{called}");
+    assert_eq!(called["_meta"]["receipt"]["reason"], "ok", "{called}");
+    client.cancel().await.ok();
+
+    // The same revision with headers that do not mirror the body is refused before anything.
+    let response = app
+        .client
+        .post(app.url("/mcp"))
+        .bearer_auth(&admin)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "tools/call")
+        .header("mcp-name", "something_else")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "mcp__fixture__echo", "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], -32020, "{body}");
+    let (status, old) = rpc(&app, Some(&admin), json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2024-01-01", "io.modelcontextprotocol/clientCapabilities": {}}}})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(old["error"]["code"], -32022);
+    assert_eq!(old["error"]["data"]["supported"], json!(["2026-07-28"]));
+}
