@@ -369,3 +369,136 @@ async fn an_rmcp_client_speaking_2026_07_28_lists_and_calls() {
     assert_eq!(old["error"]["code"], -32022);
     assert_eq!(old["error"]["data"]["supported"], json!(["2026-07-28"]));
 }
+
+/// A file of the end2end folder, where `scripts/ensure-tools e2e` installs the npm packages.
+fn end2end(path: &str) -> String {
+    format!("{}/../end2end/{path}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Kills a child process when dropped (also when the test fails).
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Issue 4, real parts: the official TypeScript SDK (`@modelcontextprotocol/sdk`, which sends
+/// no `_meta` of its own) lists through `/mcp` and calls with the echo added, in front of the
+/// official reference server `@modelcontextprotocol/server-everything`, started over stdio and
+/// over streamable HTTP; a wrong echo gets a verifiable deny receipt.
+#[tokio::test]
+async fn the_typescript_sdk_calls_server_everything_through_the_gateway() {
+    let app = TestApp::spawn_with(crate::helpers::Db::Sqlite, |c| {
+        c.allow_private_upstreams = true;
+    })
+    .await
+    .unwrap();
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    let everything = end2end("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let _http_server = Killed(
+        std::process::Command::new("node")
+            .args([everything.as_str(), "streamableHttp"])
+            .env("PORT", port.to_string())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("node runs server-everything"),
+    );
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let upstreams = [
+        json!({"name": "everything", "transport": "stdio", "command": ["node", everything, "stdio"]}),
+        json!({"name": "everything-http", "transport": "streamable_http", "url": format!("http://127.0.0.1:{port}/mcp")}),
+    ];
+    for upstream in upstreams {
+        let name = upstream["name"].as_str().unwrap().to_owned();
+        let registered = app
+            .client
+            .post(app.api("/upstreams"))
+            .bearer_auth(&admin)
+            .json(&upstream)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(registered.status(), StatusCode::CREATED, "{name}");
+        let described = app
+            .client
+            .put(app.api(&format!("/tools/mcp__{name}__echo")))
+            .bearer_auth(&admin)
+            .json(&json!({"risk": ["read"]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(described.status(), StatusCode::OK, "{name}");
+    }
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let set: Value = app
+        .client
+        .get(app.url("/.well-known/aperture/keys"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let keys: Vec<Jwk> = serde_json::from_value(set["keys"].clone()).unwrap();
+
+    for tool in ["mcp__everything__echo", "mcp__everything-http__echo"] {
+        let out = tokio::process::Command::new("node")
+            .arg(end2end("interop/mcp_client.mjs"))
+            .env("APERTURE_MCP_URL", app.url("/mcp"))
+            .env("APERTURE_TOKEN", &agent)
+            .env("APERTURE_TOOL", tool)
+            .env(
+                "APERTURE_ARGS",
+                r#"{"message": "hello from the TypeScript SDK"}"#,
+            )
+            .output()
+            .await
+            .expect("node runs the SDK client");
+        assert!(
+            out.status.success(),
+            "{tool}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let seen: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let names = seen["tools"].as_array().unwrap();
+        assert!(names.contains(&json!("mcp__everything__echo")), "{seen}");
+        assert!(
+            names.contains(&json!("mcp__everything-http__echo")),
+            "{seen}"
+        );
+        let ok = &seen["ok"];
+        assert_eq!(ok["isError"], false, "{tool}: {ok}");
+        assert!(
+            ok["content"][0]["text"]
+                .as_str()
+                .unwrap()
+                .contains("hello from the TypeScript SDK"),
+            "{ok}"
+        );
+        verify_receipt_json(&ok["_meta"]["receipt"], &keys).unwrap();
+        let denied = &seen["denied"];
+        assert_eq!(denied["isError"], true);
+        assert_eq!(
+            denied["_meta"]["receipt"]["reason"], "schema_hash_mismatch",
+            "{denied}"
+        );
+        verify_receipt_json(&denied["_meta"]["receipt"], &keys).unwrap();
+    }
+}
