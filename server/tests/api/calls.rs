@@ -1,5 +1,6 @@
-//! `POST /sessions/{id}/calls`: every check of CONTRACT §5 that exists at this stage, through
-//! the real fixture upstream, with verifiable receipts.
+//! `tools/call`: every check of CONTRACT §5 that exists at this stage, end to end through
+//! `POST /mcp` (and the REST `POST /sessions/{id}/calls`, which shares the pipeline), in front
+//! of the real fixture upstream, with verifiable receipts and a count of what reached it.
 
 use engine::receipt::{Jwk, verify_receipt_json};
 use engine::scope;
@@ -24,6 +25,7 @@ async fn setup() -> Setup {
             "mcp__fixture__echo",
             "mcp__fixture__add",
             "mcp__fixture__big",
+            "mcp__fixture__stats",
         ],
     )
     .await;
@@ -92,7 +94,46 @@ impl Setup {
         })
     }
 
+    /// `tools/call` over `/mcp` (JSON-RPC), as MCP clients send it.
     async fn call_as(&self, token: &str, tool: &str, arguments: Value, meta: Value) -> Value {
+        let response = self
+            .app
+            .client
+            .post(self.app.url("/mcp"))
+            .bearer_auth(token)
+            .header("accept", "application/json, text/event-stream")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                "params": {"name": tool, "arguments": arguments, "_meta": meta}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let answer: Value = response.json().await.unwrap();
+        let result = answer["result"].clone();
+        verify_receipt_json(&result["_meta"]["receipt"], &self.keys).unwrap_or_else(|e| {
+            panic!("every answer carries a receipt that verifies: {e}: {answer}")
+        });
+        result
+    }
+
+    /// Calls the upstream has received so far (its `stats` tool, called through the gateway,
+    /// counts itself).
+    async fn upstream_calls(&self) -> u64 {
+        let stats = self
+            .call(
+                "mcp__fixture__stats",
+                json!({}),
+                self.echo("mcp__fixture__stats"),
+            )
+            .await;
+        stats["structuredContent"]["calls"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{stats}"))
+    }
+
+    /// `tools/call` through the REST route.
+    async fn call_rest(&self, tool: &str, arguments: Value, meta: Value) -> Value {
+        let token = &self.agent;
         let sid = self.session["_meta"]["session_id"].as_str().unwrap();
         let response = self
             .app
@@ -122,6 +163,13 @@ fn reason(result: &Value) -> &str {
 #[tokio::test]
 async fn an_allowed_call_runs_upstream_and_returns_an_execution_receipt() {
     let s = setup().await;
+    let over_rest = s
+        .call_rest(
+            "mcp__fixture__echo",
+            json!({"text": "hello"}),
+            s.echo("mcp__fixture__echo"),
+        )
+        .await;
     let result = s
         .call(
             "mcp__fixture__echo",
@@ -129,6 +177,13 @@ async fn an_allowed_call_runs_upstream_and_returns_an_execution_receipt() {
             s.echo("mcp__fixture__echo"),
         )
         .await;
+    // Both routes give the same kind of answer.
+    assert_eq!(over_rest["isError"], result["isError"]);
+    assert_eq!(over_rest["content"], result["content"]);
+    assert_eq!(
+        over_rest["_meta"]["receipt"]["args_hash"],
+        result["_meta"]["receipt"]["args_hash"]
+    );
     assert_eq!(result["isError"], false, "{result}");
     assert!(
         result["content"][0]["text"]
@@ -188,6 +243,7 @@ async fn every_check_denies_with_a_verifiable_receipt() {
             "schema_hash_mismatch",
         ),
     ];
+    let reached_before = s.upstream_calls().await;
     for (meta, want) in cases {
         let result = s
             .call("mcp__fixture__echo", args.clone(), meta.clone())
@@ -213,6 +269,8 @@ async fn every_check_denies_with_a_verifiable_receipt() {
         .call_as(&other, "mcp__fixture__echo", args.clone(), good.clone())
         .await;
     assert_eq!(reason(&stolen), "actor_mismatch");
+    // None of the denials above reached the upstream: only the two `stats` calls did.
+    assert_eq!(s.upstream_calls().await, reached_before + 1);
 
     // Oversize output is rejected before it reaches the journal or the caller.
     let big = s
@@ -243,6 +301,8 @@ async fn every_check_denies_with_a_verifiable_receipt() {
         )
         .await;
     assert_eq!(reason(&drifted), "manifest_drift");
+    // Oversize output reached the upstream (and was stopped on its way back); drift did not.
+    assert_eq!(s.upstream_calls().await, reached_before + 3);
 
     // Every decision is in the journal, and the chain verifies.
     let reports = aperture::journal::verify(&s.app.store).await.unwrap();

@@ -6,7 +6,8 @@
 //! text), `slow {millis}` (sleeps; counts cancellations), `read file {path}` (a name with a
 //! space), `getenv {name}` (one variable of the process's environment), `mutate {description,
 //! notify?}` (changes `echo`'s description and, unless `notify` is false, sends
-//! `notifications/tools/list_changed`) and `stats` (`{"cancelled": n}`). `tools/list` answers
+//! `notifications/tools/list_changed`) and `stats` (`{"cancelled": n, "calls": m}`: calls
+//! received, this one included). `tools/list` answers
 //! three tools per page, with a `ttlMs` that invites clients to cache it.
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -29,6 +30,7 @@ const MAX_BIG_BYTES: u64 = 8 * 1024 * 1024;
 struct State {
     echo_description: String,
     cancelled: u64,
+    calls: u64,
 }
 
 /// The fixture server; each instance (each stdio process, each HTTP session) has its own state.
@@ -44,6 +46,7 @@ impl FixtureServer {
             state: Arc::new(Mutex::new(State {
                 echo_description: "Returns its text argument.".into(),
                 cancelled: 0,
+                calls: 0,
             })),
         }
     }
@@ -105,7 +108,7 @@ impl FixtureServer {
             }),
             json!({
                 "name": "stats",
-                "description": "How many calls were cancelled.",
+                "description": "How many calls were received and how many were cancelled.",
                 "inputSchema": object(json!({}), &[]),
             }),
         ]
@@ -196,6 +199,7 @@ impl ServerHandler for FixtureServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let args = request.arguments.unwrap_or_default();
+        self.state().calls += 1;
         let result = match request.name.as_ref() {
             "echo" => text(str_arg(&args, "text")?),
             "add" => {
@@ -236,10 +240,13 @@ impl ServerHandler for FixtureServer {
                 text("mutated")
             }
             "stats" => {
-                let cancelled = self.state().cancelled;
+                let (cancelled, calls) = {
+                    let state = self.state();
+                    (state.cancelled, state.calls)
+                };
                 structured(
-                    format!("{cancelled} cancelled"),
-                    json!({ "cancelled": cancelled }),
+                    format!("{cancelled} cancelled, {calls} calls"),
+                    json!({ "cancelled": cancelled, "calls": calls }),
                 )
             }
             other => {
