@@ -86,6 +86,16 @@ enum Command {
         #[command(subcommand)]
         command: UpstreamCommand,
     },
+    /// A stdio MCP server for clients that cannot add `_meta`: lists through the gateway and
+    /// adds the echo to every call; re-lists before the lease ends and when the tools change.
+    Bridge {
+        /// The gateway (`https://host` or its `/mcp` URL).
+        #[arg(long)]
+        url: String,
+        /// File holding the API token (scope agent_tool_exposure:run).
+        #[arg(long)]
+        token_file: PathBuf,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -260,6 +270,13 @@ pub async fn run() -> anyhow::Result<()> {
                 user.scopes.join(" ")
             );
             Ok(())
+        }
+        Command::Bridge { url, token_file } => {
+            let token = std::fs::read_to_string(&token_file)
+                .with_context(|| format!("reading {}", token_file.display()))?;
+            let token = token.trim();
+            anyhow::ensure!(!token.is_empty(), "{} is empty", token_file.display());
+            crate::bridge::run(&url, token).await
         }
         Command::Upstream {
             command:

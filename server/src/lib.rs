@@ -18,6 +18,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod bridge;
 pub mod calls;
 pub mod catalog;
 pub mod cli;

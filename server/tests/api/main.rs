@@ -9,6 +9,7 @@
 
 mod helpers;
 
+mod bridge;
 mod calls;
 mod cli;
 mod crash;

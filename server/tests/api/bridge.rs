@@ -1,0 +1,84 @@
+//! `aperture bridge`: a stock MCP client that sends no `_meta` works through it.
+
+use engine::scope;
+use reqwest::StatusCode;
+use rmcp::ServiceExt;
+use rmcp::model::CallToolRequestParams;
+use rmcp::transport::TokioChildProcess;
+use serde_json::json;
+
+use crate::helpers::TestApp;
+
+/// Issue 4: "`aperture bridge`: a local stdio MCP server for stock clients that cannot add
+/// `_meta`: it lists through the gateway, adds the echo to each call, and re-lists before the
+/// lease ends. Tested with a stock client library that sends no `_meta`." The policy cuts the
+/// lease to 3 s; a call after 4 s still goes through because the bridge listed again in time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stock_client_calls_through_the_bridge_across_leases() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &["mcp__fixture__echo"]).await;
+    let policy = json!({"rules": [
+        {"id": "short", "match": {"name": "mcp__fixture__echo"}, "mode": "allow",
+         "invocation": {"expires_after_seconds": 3}}
+    ]});
+    for (method, path, body) in [
+        (reqwest::Method::PUT, "/policies/p", Some(policy)),
+        (reqwest::Method::POST, "/policies/p:activate", None),
+    ] {
+        let mut request = app
+            .client
+            .request(method, app.api(path))
+            .bearer_auth(&admin);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{path}");
+    }
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, format!("{agent}\n")).unwrap();
+
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_aperture"));
+    command
+        .args(["bridge", "--url", &app.url(""), "--token-file"])
+        .arg(&token_file)
+        .env("APERTURE_LOG", "warn")
+        .kill_on_drop(true);
+    let client =
+        ().serve(TokioChildProcess::new(command).unwrap())
+            .await
+            .expect("the bridge speaks MCP on stdio");
+
+    let tools = client.list_all_tools().await.unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(names, vec!["mcp__fixture__echo"]);
+
+    let call = |text: &str| {
+        CallToolRequestParams::new("mcp__fixture__echo")
+            .with_arguments(json!({"text": text}).as_object().unwrap().clone())
+    };
+    let first = serde_json::to_value(client.call_tool(call("one")).await.unwrap()).unwrap();
+    assert_eq!(first["isError"], false, "{first}");
+    assert_eq!(first["content"][0]["text"], "one");
+    assert_eq!(first["_meta"]["receipt"]["reason"], "ok");
+
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    let later = serde_json::to_value(client.call_tool(call("two")).await.unwrap()).unwrap();
+    assert_eq!(
+        later["isError"], false,
+        "the bridge renewed the lease: {later}"
+    );
+    assert_eq!(later["content"][0]["text"], "two");
+    assert_ne!(
+        later["_meta"]["receipt"]["manifest_id"], first["_meta"]["receipt"]["manifest_id"],
+        "a new grant"
+    );
+    assert_eq!(
+        later["_meta"]["receipt"]["session_id"], first["_meta"]["receipt"]["session_id"],
+        "in the same exposure session"
+    );
+    client.cancel().await.ok();
+}
