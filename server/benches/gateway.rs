@@ -1,0 +1,269 @@
+//! HTTP benchmark of the gateway (issue 4), not run in CI:
+//!
+//! ```sh
+//! cargo bench -p server --bench gateway                 # 20,000 calls, 64 at a time
+//! cargo bench -p server --bench gateway -- 50000 32     # calls, concurrency
+//! APERTURE_JOURNAL_SYNC=full cargo bench -p server --bench gateway
+//! ```
+//!
+//! One run, one machine: the real application (SQLite journal, signed receipts, group commit)
+//! on 127.0.0.1 in front of the project's fixture MCP server served in-process over streamable
+//! HTTP; a client sends `tools/call` for `echo` to `/mcp` with the manifest echo in `_meta`.
+//! Then the same number of calls goes to the same upstream directly, through the same MCP
+//! client the gateway uses. Reports calls/s and p50/p90/p99 latency of both, and the latency the
+//! gateway adds. Results: `docs/benchmarks.md`.
+
+#![expect(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    reason = "a benchmark harness"
+)]
+
+#[path = "../tests/upstream_fixture/server.rs"]
+#[allow(dead_code)]
+mod fixture;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use aperture::config::Config;
+use aperture::startup::Application;
+use aperture::store::Store;
+use aperture::upstream::{Connector, UpstreamSpec};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
+use serde_json::{Map, Value, json};
+
+const SIGNING_KEY: &str = "0909090909090909090909090909090909090909090909090909090909090909";
+
+async fn upstream() -> String {
+    let service: StreamableHttpService<fixture::FixtureServer, LocalSessionManager> =
+        StreamableHttpService::new(
+            || Ok(fixture::FixtureServer::new()),
+            Arc::default(),
+            StreamableHttpServerConfig::default().with_sse_keep_alive(None),
+        );
+    let router = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
+    format!("http://127.0.0.1:{port}/mcp")
+}
+
+/// Runs `calls` operations, `concurrency` at a time; returns the wall time and every latency.
+async fn drive<F, Fut>(calls: usize, concurrency: usize, op: F) -> (Duration, Vec<Duration>)
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let op = Arc::new(op);
+    let next = Arc::new(AtomicUsize::new(0));
+    let start = Instant::now();
+    let mut workers = tokio::task::JoinSet::new();
+    for _ in 0..concurrency {
+        let (op, next) = (op.clone(), next.clone());
+        workers.spawn(async move {
+            let mut latencies = Vec::new();
+            loop {
+                let n = next.fetch_add(1, Ordering::Relaxed);
+                if n >= calls {
+                    return latencies;
+                }
+                let t = Instant::now();
+                op(n).await;
+                latencies.push(t.elapsed());
+            }
+        });
+    }
+    let mut all: Vec<Duration> = workers.join_all().await.into_iter().flatten().collect();
+    let wall = start.elapsed();
+    all.sort_unstable();
+    (wall, all)
+}
+
+fn percentile(sorted: &[Duration], p: f64) -> Duration {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+fn report(what: &str, wall: Duration, latencies: &[Duration]) -> Duration {
+    let p50 = percentile(latencies, 0.50);
+    println!(
+        "| {what} | {:.0} | {:.2} ms | {:.2} ms | {:.2} ms |",
+        latencies.len() as f64 / wall.as_secs_f64(),
+        p50.as_secs_f64() * 1e3,
+        percentile(latencies, 0.90).as_secs_f64() * 1e3,
+        percentile(latencies, 0.99).as_secs_f64() * 1e3,
+    );
+    p50
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    // `cargo bench` passes `--bench`; the numbers are positional.
+    let numbers: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
+    let calls = numbers.first().copied().unwrap_or(20_000);
+    let concurrency = numbers.get(1).copied().unwrap_or(64);
+
+    let upstream_url = upstream().await;
+    let dir = tempfile::tempdir()?;
+    let mut config = Config::new(dir.path());
+    config.addr = "127.0.0.1:0".parse()?;
+    config.signing_key = Some(SIGNING_KEY.into());
+    config.allow_private_upstreams = true;
+    if std::env::var("APERTURE_JOURNAL_SYNC").as_deref() == Ok("full") {
+        config.durability = aperture::store::Durability::PowerLoss;
+    }
+    let durability = config.durability;
+    let database_url = config.database_url.clone();
+    let app = Application::build(config).await?;
+    let base = format!("http://127.0.0.1:{}", app.port());
+    tokio::spawn(app.run_until_stopped());
+
+    let store = Store::connect(&database_url).await?;
+    let keys = aperture::keys::KeyRing::load(&store, dir.path(), Some(SIGNING_KEY)).await?;
+    let journal = aperture::journal::Journal::new(store.clone(), keys);
+    let token = |actor: &str, scope: &str| {
+        let request = app::dto::CreateTokenRequest {
+            actor_id: actor.into(),
+            scopes: vec![scope.into()],
+            name: None,
+            expires_at: None,
+        };
+        let (store, journal) = (store.clone(), journal.clone());
+        async move {
+            aperture::tokens::create_unchecked(&store, &journal, "default", "operator", &request)
+                .await
+                .map_err(|e| anyhow::anyhow!("{:?}", e.into_app_error()))
+                .map(|t| t.secret)
+        }
+    };
+    let admin = token("ops", engine::scope::ADMIN).await?;
+    let agent = token("agent", engine::scope::RUN).await?;
+
+    let client = reqwest::Client::new();
+    let api = format!("{base}{}", aperture::api::PREFIX);
+    let registered = client
+        .post(format!("{api}/upstreams"))
+        .bearer_auth(&admin)
+        .json(&json!({"name": "bench", "transport": "streamable_http", "url": upstream_url}))
+        .send()
+        .await?;
+    anyhow::ensure!(
+        registered.status().is_success(),
+        "register: {}",
+        registered.text().await?
+    );
+    let described = client
+        .put(format!("{api}/tools/mcp__bench__echo"))
+        .bearer_auth(&admin)
+        .json(&json!({"risk": ["read"]}))
+        .send()
+        .await?;
+    anyhow::ensure!(described.status().is_success(), "describe");
+    let list: Value = client
+        .post(format!("{base}/mcp"))
+        .bearer_auth(&agent)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .await?
+        .json()
+        .await?;
+    let result = &list["result"];
+    let tool = result["tools"]
+        .as_array()
+        .and_then(|t| t.iter().find(|t| t["name"] == "mcp__bench__echo"))
+        .expect("echo is listed");
+    let meta = json!({
+        "session_id": result["_meta"]["session_id"], "manifest_id": result["_meta"]["manifest_id"],
+        "lease_id": result["_meta"]["lease_id"], "tool_version": tool["_meta"]["toolVersion"],
+        "expected_schema_hash": tool["_meta"]["schemaHash"]
+    });
+
+    let gateway_call = {
+        let (client, agent, meta, url) = (
+            client.clone(),
+            agent.clone(),
+            meta.clone(),
+            format!("{base}/mcp"),
+        );
+        move |n: usize| {
+            let (client, agent, meta, url) =
+                (client.clone(), agent.clone(), meta.clone(), url.clone());
+            async move {
+                let body = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                    "params": {"name": "mcp__bench__echo", "arguments": {"text": format!("call {n}")}, "_meta": meta}});
+                let answer: Value = client
+                    .post(&url)
+                    .bearer_auth(&agent)
+                    .json(&body)
+                    .send()
+                    .await
+                    .expect("gateway answers")
+                    .json()
+                    .await
+                    .expect("JSON");
+                assert_eq!(answer["result"]["isError"], false, "{answer}");
+                assert!(answer["result"]["_meta"]["receipt"]["signature"].is_string());
+            }
+        }
+    };
+    let direct = Arc::new(
+        Connector::new(true)
+            .connect(
+                &UpstreamSpec::StreamableHttp {
+                    url: upstream_url,
+                    headers: Default::default(),
+                },
+                Duration::from_secs(10),
+            )
+            .await?,
+    );
+    let direct_call = move |n: usize| {
+        let direct = direct.clone();
+        async move {
+            let mut args = Map::new();
+            args.insert("text".into(), Value::String(format!("call {n}")));
+            direct
+                .call_tool("echo", args, Duration::from_secs(10))
+                .await
+                .expect("upstream answers");
+        }
+    };
+
+    // Warm up both paths (connections, caches, validators).
+    let gateway_call = Arc::new(gateway_call);
+    let direct_call = Arc::new(direct_call);
+    {
+        let g = gateway_call.clone();
+        drive(500, concurrency, move |n| g(n)).await;
+        let d = direct_call.clone();
+        drive(500, concurrency, move |n| d(n)).await;
+    }
+    println!(
+        "aperture gateway benchmark: {calls} calls, {concurrency} concurrent, SQLite journal ({durability:?}), {} cores",
+        std::thread::available_parallelism()
+            .map(usize::from)
+            .unwrap_or(1)
+    );
+    println!("| path | calls/s | p50 | p90 | p99 |\n|---|---|---|---|---|");
+    let d = direct_call.clone();
+    let (wall, latencies) = drive(calls, concurrency, move |n| d(n)).await;
+    let direct_p50 = report("upstream called directly", wall, &latencies);
+    let g = gateway_call.clone();
+    let (wall, latencies) = drive(calls, concurrency, move |n| g(n)).await;
+    let gateway_p50 = report(
+        "through the gateway (/mcp, journaled, signed)",
+        wall,
+        &latencies,
+    );
+    println!(
+        "added by the gateway at p50: {:.2} ms",
+        (gateway_p50.saturating_sub(direct_p50)).as_secs_f64() * 1e3,
+    );
+    Ok(())
+}
