@@ -262,7 +262,7 @@ impl Upstreams {
     }
 
     async fn sync_row(&self, store: &Store, row: &UpstreamRow) -> Result<SyncReport, ServiceError> {
-        let listed = match self.connection(row).await {
+        let listed = match self.connection(store, row).await {
             Ok(c) => c.list_tools().await,
             Err(e) => Err(e),
         };
@@ -275,55 +275,18 @@ impl Upstreams {
                 return Err(upstream_error(e));
             }
         };
-        let imported = import(&row.name, &row.id, raw)
-            .map_err(|e| ServiceError::Other(anyhow::anyhow!("import: {e}")))?;
-        let mut report = SyncReport {
-            upstream_id: row.id.clone(),
-            tools: 0,
-            added: vec![],
-            changed: vec![],
-            removed: vec![],
-            skipped: vec![],
-        };
-        let mut names = Vec::new();
-        for mut tool in imported.tools {
-            names.push(tool.name.clone());
-            match store::catalog::find(store, &row.tenant_id, &tool.name).await? {
-                Some(existing) => {
-                    let before = existing.definition_hash();
-                    // The admin's descriptor stays; only the tool's own definition follows the upstream.
-                    tool.version = existing.version.clone();
-                    tool.family = existing.family.clone();
-                    tool.risk = existing.risk.clone();
-                    tool.required_scope = existing.required_scope.clone();
-                    tool.dry_run_argument = existing.dry_run_argument.clone();
-                    tool.price_cents = existing.price_cents;
-                    if tool.definition_hash() != before {
-                        report.changed.push(tool.name.clone());
-                    }
-                }
-                None => report.added.push(tool.name.clone()),
-            }
-            store::catalog::upsert(store, &row.tenant_id, &tool).await?;
-        }
-        report.removed =
-            store::catalog::remove_missing(store, &row.tenant_id, &row.id, &names).await?;
-        report.skipped = imported
-            .skipped
-            .into_iter()
-            .map(|s| app::dto::SkippedToolView {
-                raw_name: s.raw_name,
-                reason: s.reason.to_string(),
-            })
-            .collect();
-        report.tools = names.len() as u64;
-        store::upstreams::set_status(store, &row.id, "connected", None, true).await?;
-        tracing::info!(upstream = %row.id, tools = report.tools, added = report.added.len(), changed = report.changed.len(), removed = report.removed.len(), "upstream synced");
-        Ok(report)
+        apply_listing(store, row, raw).await
     }
 
-    /// The live connection to an upstream, connecting when there is none (or it closed).
-    pub async fn connection(&self, row: &UpstreamRow) -> Result<Arc<Connection>, UpstreamError> {
+    /// The live connection to an upstream, connecting when there is none (or it closed). A new
+    /// connection is watched: when the upstream says its tool list changed
+    /// (`notifications/tools/list_changed`), the catalog is synced with it at once, so calls
+    /// under older grants meet `manifest_drift` without waiting for an admin's sync.
+    pub async fn connection(
+        &self,
+        store: &Store,
+        row: &UpstreamRow,
+    ) -> Result<Arc<Connection>, UpstreamError> {
         let mut live = self.live.lock().await;
         if let Some(c) = live.get(&row.id)
             && !c.is_closed()
@@ -340,6 +303,11 @@ impl Upstreams {
                 .await?,
         );
         live.insert(row.id.clone(), connection.clone());
+        tokio::spawn(follow_list_changes(
+            store.clone(),
+            row.clone(),
+            Arc::downgrade(&connection),
+        ));
         Ok(connection)
     }
 
@@ -354,6 +322,82 @@ impl Upstreams {
         let all: Vec<_> = self.live.lock().await.drain().map(|(_, c)| c).collect();
         for c in all {
             c.close().await;
+        }
+    }
+}
+
+/// Brings the catalog in line with what the upstream lists: new tools added (risk unknown),
+/// changed definitions updated (the admin's descriptor kept), vanished tools removed.
+async fn apply_listing(
+    store: &Store,
+    row: &UpstreamRow,
+    raw: Vec<super::RawTool>,
+) -> Result<SyncReport, ServiceError> {
+    let imported = import(&row.name, &row.id, raw)
+        .map_err(|e| ServiceError::Other(anyhow::anyhow!("import: {e}")))?;
+    let mut report = SyncReport {
+        upstream_id: row.id.clone(),
+        tools: 0,
+        added: vec![],
+        changed: vec![],
+        removed: vec![],
+        skipped: vec![],
+    };
+    let mut names = Vec::new();
+    for mut tool in imported.tools {
+        names.push(tool.name.clone());
+        match store::catalog::find(store, &row.tenant_id, &tool.name).await? {
+            Some(existing) => {
+                let before = existing.definition_hash();
+                // The admin's descriptor stays; only the tool's own definition follows the upstream.
+                tool.version = existing.version.clone();
+                tool.family = existing.family.clone();
+                tool.risk = existing.risk.clone();
+                tool.required_scope = existing.required_scope.clone();
+                tool.dry_run_argument = existing.dry_run_argument.clone();
+                tool.price_cents = existing.price_cents;
+                if tool.definition_hash() != before {
+                    report.changed.push(tool.name.clone());
+                }
+            }
+            None => report.added.push(tool.name.clone()),
+        }
+        store::catalog::upsert(store, &row.tenant_id, &tool).await?;
+    }
+    report.removed = store::catalog::remove_missing(store, &row.tenant_id, &row.id, &names).await?;
+    report.skipped = imported
+        .skipped
+        .into_iter()
+        .map(|s| app::dto::SkippedToolView {
+            raw_name: s.raw_name,
+            reason: s.reason.to_string(),
+        })
+        .collect();
+    report.tools = names.len() as u64;
+    store::upstreams::set_status(store, &row.id, "connected", None, true).await?;
+    tracing::info!(upstream = %row.id, tools = report.tools, added = report.added.len(), changed = report.changed.len(), removed = report.removed.len(), "upstream synced");
+    Ok(report)
+}
+
+/// Re-syncs the catalog each time `connection` signals a changed tool list; ends with it.
+async fn follow_list_changes(
+    store: Store,
+    row: UpstreamRow,
+    connection: std::sync::Weak<Connection>,
+) {
+    let Some(mut changed) = connection.upgrade().map(|c| c.tools_changed()) else {
+        return;
+    };
+    while changed.changed().await.is_ok() {
+        let Some(c) = connection.upgrade().filter(|c| !c.is_closed()) else {
+            return;
+        };
+        let outcome = match c.list_tools().await {
+            Ok(raw) => apply_listing(&store, &row, raw).await.map(|_| ()),
+            Err(e) => Err(upstream_error(e)),
+        };
+        if let Err(e) = outcome {
+            tracing::warn!(upstream = %row.id, error = %e.into_app_error().message, "re-sync after list_changed failed");
         }
     }
 }

@@ -752,3 +752,49 @@ async fn receipts_verify_with_nodes_own_ed25519() {
         "{verdicts}"
     );
 }
+
+/// Issue 4, drift: an upstream that announces its change (`notifications/tools/list_changed`)
+/// is synced at once, without an admin's sync, so the old grant's next call is
+/// `manifest_drift`.
+#[tokio::test]
+async fn an_upstream_that_announces_a_change_is_synced_at_once() {
+    let s = setup().await;
+    let admin = s.app.token("default", "ops7", &[scope::ADMIN]).await;
+    s.admin_json(
+        &admin,
+        reqwest::Method::PUT,
+        "/tools/mcp__fixture__mutate",
+        json!({"risk": ["read"]}),
+    )
+    .await;
+    let s = s.relist().await;
+    let old_echo = s.echo("mcp__fixture__echo");
+    let changed = s
+        .call(
+            "mcp__fixture__mutate",
+            json!({"description": "Announced."}),
+            s.echo("mcp__fixture__mutate"),
+        )
+        .await;
+    assert_eq!(reason(&changed), "ok", "{changed}");
+    let mut synced = false;
+    for _ in 0..100 {
+        let tools = s
+            .admin_json(&admin, reqwest::Method::GET, "/tools", Value::Null)
+            .await;
+        synced = tools["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "mcp__fixture__echo" && t["description"] == "Announced.");
+        if synced {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(synced, "the catalog followed the upstream's announcement");
+    let drifted = s
+        .call("mcp__fixture__echo", json!({"text": "x"}), old_echo)
+        .await;
+    assert_eq!(reason(&drifted), "manifest_drift", "{drifted}");
+}
