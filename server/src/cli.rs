@@ -86,6 +86,11 @@ enum Command {
         #[command(subcommand)]
         command: UpstreamCommand,
     },
+    /// Policies.
+    Policy {
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
     /// A stdio MCP server for clients that cannot add `_meta`: lists through the gateway and
     /// adds the echo to every call; re-lists before the lease ends and when the tools change.
     Bridge {
@@ -198,6 +203,26 @@ enum AdminCommand {
 }
 
 #[derive(Debug, Subcommand)]
+enum PolicyCommand {
+    /// Validate a policy document (CONTRACT §11) and store it as the next version of the
+    /// policy its `name` names.
+    Apply {
+        /// The document (JSON); `-` reads standard input.
+        #[arg(short = 'f', long = "file")]
+        file: String,
+        /// Tenant (created when missing).
+        #[arg(long, default_value = "default")]
+        tenant: String,
+        /// Only validate; print the problems with their field paths.
+        #[arg(long)]
+        dry_run: bool,
+        /// Also make it the policy of new sessions in this environment.
+        #[arg(long)]
+        activate: Option<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 enum TokenCommand {
     /// Create an API token; the secret is printed once, alone on the last line.
     Create {
@@ -271,6 +296,15 @@ pub async fn run() -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Command::Policy {
+            command:
+                PolicyCommand::Apply {
+                    file,
+                    tenant,
+                    dry_run,
+                    activate,
+                },
+        } => policy_apply(&cli.global, &file, &tenant, dry_run, activate).await,
         Command::Bridge { url, token_file } => {
             let token = std::fs::read_to_string(&token_file)
                 .with_context(|| format!("reading {}", token_file.display()))?;
@@ -374,6 +408,87 @@ async fn serve(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<()> {
     }
     println!("Aperture listening on http://127.0.0.1:{}", app.port());
     app.run_until_stopped().await
+}
+
+/// `aperture policy apply`: the same validation and storage as `PUT /policies/{id}`, by the
+/// operator (journaled as `operator`).
+async fn policy_apply(
+    global: &GlobalArgs,
+    file: &str,
+    tenant: &str,
+    dry_run: bool,
+    activate: Option<String>,
+) -> anyhow::Result<()> {
+    let text = if file == "-" {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)?;
+        text
+    } else {
+        std::fs::read_to_string(file).with_context(|| format!("reading {file}"))?
+    };
+    let document: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{file} is not JSON"))?;
+    let Some(id) = document
+        .get("name")
+        .and_then(serde_json::Value::as_str)
+        .map(str::to_owned)
+    else {
+        anyhow::bail!("name: required (the policy id the document is stored under)");
+    };
+    if dry_run {
+        return match crate::policies::check(&id, document) {
+            Ok(_) => {
+                println!("{id}: valid");
+                Ok(())
+            }
+            Err(errors) => {
+                for e in &errors {
+                    eprintln!("{}: {}", e.path, e.message);
+                }
+                anyhow::bail!("{id}: {} problem(s)", errors.len())
+            }
+        };
+    }
+    let (store, journal) = operator_store(global, tenant).await?;
+    let operator = crate::auth::Principal {
+        tenant_id: tenant.to_owned(),
+        actor_id: "operator".to_owned(),
+        scopes: engine::scope::ScopeSet::parse([engine::scope::ADMIN])
+            .map_err(|e| anyhow::anyhow!("{e}"))?,
+        kind: crate::auth::principal::PrincipalKind::Operator,
+    };
+    let fail = |e: crate::error::ServiceError| {
+        let e = e.into_app_error();
+        let fields = e
+            .details
+            .map(|d| {
+                d.fields
+                    .iter()
+                    .map(|f| format!("\n  {}: {}", f.path, f.message))
+                    .collect::<String>()
+            })
+            .unwrap_or_default();
+        anyhow::anyhow!("{}{fields}", e.message)
+    };
+    let saved = crate::policies::put(&store, &journal, &operator, &id, document)
+        .await
+        .map_err(fail)?;
+    println!("{id}: version {} stored", saved.version);
+    if let Some(environment) = activate {
+        crate::policies::activate(
+            &store,
+            &journal,
+            &operator,
+            &id,
+            &app::dto::ActivateRequest {
+                environment: Some(environment.clone()),
+            },
+        )
+        .await
+        .map_err(fail)?;
+        println!("{id}: active in {environment}");
+    }
+    Ok(())
 }
 
 /// Connects, migrates, makes sure the tenant exists and opens the journal (operator commands

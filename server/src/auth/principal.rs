@@ -20,6 +20,8 @@ pub enum PrincipalKind {
     },
     /// A dashboard user with a cookie session.
     User,
+    /// The operator at the command line (`aperture policy apply`).
+    Operator,
 }
 
 /// A caller whose identity is established: one tenant, one actor, a set of scopes.
@@ -60,7 +62,7 @@ impl Principal {
     pub fn as_creator(&self) -> String {
         match &self.kind {
             PrincipalKind::User => format!("user:{}", self.actor_id),
-            PrincipalKind::Token { .. } => self.actor_id.clone(),
+            PrincipalKind::Token { .. } | PrincipalKind::Operator => self.actor_id.clone(),
         }
     }
 }

@@ -349,3 +349,82 @@ async fn journal_verify_and_key_rotation_from_the_command_line() {
     );
     store.close().await;
 }
+
+/// CONTRACT §10: `aperture policy apply -f <file>` validates and stores a policy document
+/// (`--dry-run` only validates; problems are named by field path).
+#[tokio::test]
+async fn policy_apply_validates_and_stores_a_document() {
+    let db = TestDb::new(Db::Sqlite).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let good = dir.path().join("good.json");
+    std::fs::write(
+        &good,
+        r#"{"name": "support", "rules": [{"id": "reads", "match": {"risk": "read"}, "mode": "allow"}]}"#,
+    )
+    .unwrap();
+    let bad = dir.path().join("bad.json");
+    std::fs::write(
+        &bad,
+        r#"{"name": "support", "rules": [{"id": "r", "mode": "allow", "invocation": {"max_result_bytes": -1}}]}"#,
+    )
+    .unwrap();
+    let path = |p: &std::path::Path| p.to_str().unwrap().to_owned();
+
+    let out = aperture(
+        &db,
+        &["policy", "apply", "-f", &path(&bad), "--dry-run"],
+        None,
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("rules[0].invocation.max_result_bytes"),
+        "{err}"
+    );
+    let out = aperture(&db, &["policy", "apply", "-f", &path(&bad)], None);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("rules[0].invocation.max_result_bytes"));
+
+    let out = aperture(
+        &db,
+        &["policy", "apply", "-f", &path(&good), "--dry-run"],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let store = Store::connect(&db.url).await.unwrap();
+    assert!(
+        aperture::store::policies::latest(&store, "default", "support")
+            .await
+            .unwrap()
+            .is_none(),
+        "a dry run stores nothing"
+    );
+    let out = aperture(
+        &db,
+        &["policy", "apply", "-f", &path(&good), "--activate", "prod"],
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("support: version 1 stored"), "{stdout}");
+    assert!(stdout.contains("active in prod"), "{stdout}");
+    assert!(
+        aperture::store::policies::latest(&store, "default", "support")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let reports = aperture::journal::verify(&store).await.unwrap();
+    assert!(
+        reports.iter().all(|r| r.error.is_none() && r.verified >= 2),
+        "{reports:?}"
+    );
+}
