@@ -106,6 +106,9 @@ pub async fn find_by_secret_hash(
     row.as_ref().map(from_row).transpose()
 }
 
+/// How often `last_used_at` is brought up to date, at most.
+pub const TOUCH_INTERVAL_MS: i64 = 60_000;
+
 /// Notes a successful authentication, at most about once a minute per token to spare writes.
 pub async fn touch(store: &Store, id: &str) -> Result<(), sqlx::Error> {
     let now = now_ms();
@@ -114,7 +117,7 @@ pub async fn touch(store: &Store, id: &str) -> Result<(), sqlx::Error> {
     )
     .bind(id)
     .bind(now)
-    .bind(now - 60_000)
+    .bind(now - TOUCH_INTERVAL_MS)
     .execute(store.pool())
     .await?;
     Ok(())

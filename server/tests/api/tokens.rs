@@ -258,3 +258,39 @@ async fn unknown_api_routes_are_json_404s() {
         (StatusCode::NOT_FOUND, "not_found".to_owned())
     );
 }
+
+/// A token's first use is noted (`last_used_at`); later uses within the minute write nothing,
+/// so calls do not queue behind SQLite's single writer.
+#[tokio::test]
+async fn a_tokens_use_is_noted_at_most_once_a_minute() {
+    let app = TestApp::spawn().await;
+    let (id, secret) = app.token_full("default", "bot", &[scope::READ]).await;
+    let used = || async {
+        aperture::store::tokens::find(&app.store, "default", &id)
+            .await
+            .unwrap()
+            .unwrap()
+            .last_used_at
+    };
+    assert_eq!(used().await, None);
+    for _ in 0..2 {
+        let response = app
+            .client
+            .get(app.api("/policies"))
+            .bearer_auth(&secret)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+    }
+    let first = used().await.expect("noted");
+    let response = app
+        .client
+        .get(app.api("/policies"))
+        .bearer_auth(&secret)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(used().await, Some(first), "not again within the minute");
+}
