@@ -147,13 +147,7 @@ pub async fn upsert(
 
 /// The tenant's catalog, by name.
 pub async fn list(store: &Store, tenant_id: &str) -> Result<Vec<ToolDescriptor>, sqlx::Error> {
-    let rows = sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM tools WHERE tenant_id = $1 ORDER BY name"
-    ))
-    .bind(tenant_id)
-    .fetch_all(store.pool())
-    .await?;
-    rows.iter().map(from_row).collect()
+    select_all(store, tenant_id, from_row).await
 }
 
 /// The tenant's catalog, by name, with the fingerprints manifests need.
@@ -161,29 +155,7 @@ pub async fn list_fingerprinted(
     store: &Store,
     tenant_id: &str,
 ) -> Result<Vec<CatalogTool>, sqlx::Error> {
-    let rows = sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM tools WHERE tenant_id = $1 ORDER BY name"
-    ))
-    .bind(tenant_id)
-    .fetch_all(store.pool())
-    .await?;
-    rows.iter().map(fingerprinted_from_row).collect()
-}
-
-/// One tool with its fingerprints.
-pub async fn find_fingerprinted(
-    store: &Store,
-    tenant_id: &str,
-    name: &str,
-) -> Result<Option<CatalogTool>, sqlx::Error> {
-    let row = sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM tools WHERE tenant_id = $1 AND name = $2"
-    ))
-    .bind(tenant_id)
-    .bind(name)
-    .fetch_optional(store.pool())
-    .await?;
-    row.as_ref().map(fingerprinted_from_row).transpose()
+    select_all(store, tenant_id, fingerprinted_from_row).await
 }
 
 /// One tool.
@@ -192,6 +164,38 @@ pub async fn find(
     tenant_id: &str,
     name: &str,
 ) -> Result<Option<ToolDescriptor>, sqlx::Error> {
+    select_one(store, tenant_id, name, from_row).await
+}
+
+/// One tool with its fingerprints.
+pub async fn find_fingerprinted(
+    store: &Store,
+    tenant_id: &str,
+    name: &str,
+) -> Result<Option<CatalogTool>, sqlx::Error> {
+    select_one(store, tenant_id, name, fingerprinted_from_row).await
+}
+
+async fn select_all<T>(
+    store: &Store,
+    tenant_id: &str,
+    decode: fn(&AnyRow) -> Result<T, sqlx::Error>,
+) -> Result<Vec<T>, sqlx::Error> {
+    let rows = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM tools WHERE tenant_id = $1 ORDER BY name"
+    ))
+    .bind(tenant_id)
+    .fetch_all(store.pool())
+    .await?;
+    rows.iter().map(decode).collect()
+}
+
+async fn select_one<T>(
+    store: &Store,
+    tenant_id: &str,
+    name: &str,
+    decode: fn(&AnyRow) -> Result<T, sqlx::Error>,
+) -> Result<Option<T>, sqlx::Error> {
     let row = sqlx::query(&format!(
         "SELECT {COLUMNS} FROM tools WHERE tenant_id = $1 AND name = $2"
     ))
@@ -199,7 +203,7 @@ pub async fn find(
     .bind(name)
     .fetch_optional(store.pool())
     .await?;
-    row.as_ref().map(from_row).transpose()
+    row.as_ref().map(decode).transpose()
 }
 
 /// Removes the tools of `upstream_id` whose names are not in `keep` (the upstream stopped
