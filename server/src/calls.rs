@@ -12,8 +12,7 @@ use std::time::Duration;
 
 use engine::decision::{self, BoundCall, CallRequest, Caller, Grant as EngineGrant};
 use engine::descriptor::ToolSource;
-use engine::fork::ExecutionAllowlist;
-use engine::manifest::{ExecutionTarget, Manifest};
+use engine::manifest::ExecutionTarget;
 use engine::narrow::ValidatorCache;
 use engine::policy::{Destination, Mode};
 use engine::receipt::{Decision, ReasonCode, Receipt, ReceiptKind};
@@ -24,7 +23,7 @@ use serde_json::{Map, Value, json};
 use crate::auth::Principal;
 use crate::error::ServiceError;
 use crate::journal::{self, Journal};
-use crate::store::{self, Store};
+use crate::store::{self, Store, cache};
 use crate::upstream::{Upstreams, check_result_size};
 
 /// Deadline of a call whose rule sets none.
@@ -156,20 +155,13 @@ pub async fn call(
         .clone()
         .or(path_session.map(str::to_owned));
     let now = store::now_ms();
+    // Everything read below is current as of this read of the store's counter.
+    let fresh = cache::fresh(cx.store).await?;
     // The grant the call presents, if it is one of this tenant's.
-    let row = match &call.meta.manifest_id {
-        Some(id) => store::exposure::find_manifest(cx.store, &principal.tenant_id, id).await?,
+    let grant = match &call.meta.manifest_id {
+        Some(id) => cache::grant(cx.store, &fresh, &principal.tenant_id, id).await?,
         None => None,
     };
-    let session = match &row {
-        Some(m) => {
-            store::exposure::find_session(cx.store, &principal.tenant_id, &m.session_id).await?
-        }
-        None => None,
-    };
-    let manifest: Option<Manifest> = row
-        .as_ref()
-        .and_then(|m| serde_json::from_str(&m.manifest).ok());
     let mut r = journal::receipt(
         ReceiptKind::Decision,
         Decision::Deny,
@@ -183,66 +175,70 @@ pub async fn call(
     r.tool = Some(call.name.clone());
     let mut d = journal::disclosures();
 
-    let decided = match (&row, &session, &manifest) {
-        (Some(m), Some(s), Some(manifest))
+    let manifest = grant.as_ref().and_then(|g| g.manifest.as_ref());
+    let mut tool = None;
+    let decided = match (
+        &grant,
+        grant.as_ref().and_then(|g| g.session.as_ref()),
+        manifest,
+    ) {
+        (Some(g), Some(s), Some(manifest))
             if s.revoked_at.is_none() && path_session.is_none_or(|p| p == s.id) =>
         {
             r.environment = Some(s.environment.clone());
             r.policy_id = Some(manifest.policy_id.clone());
             r.policy_version = Some(manifest.policy_version);
-            let allowlist = match &s.fork_tools {
-                Some(list) => serde_json::from_str::<ExecutionAllowlist>(list).ok(),
-                None => None,
-            };
-            if s.fork_tools.is_some() && allowlist.is_none() {
+            match &g.allowlist {
                 // A stored allowlist that no longer parses must not become "unrestricted".
-                Some(decision::CallDecision {
+                Err(()) => Some(decision::CallDecision {
                     verdict: Decision::Deny,
                     reason: ReasonCode::ExecutionAllowlist,
                     detail: None,
                     bound: None,
-                })
-            } else {
-                let grant = EngineGrant {
-                    manifest,
-                    tenant_id: &s.tenant_id,
-                    session_id: &s.id,
-                    manifest_id: &m.id,
-                    lease_id: &m.lease_id,
-                    lease_expires_at_ms: m.lease_expires_at,
-                    actor_id: &s.actor_id,
-                };
-                let caller = Caller {
-                    tenant_id: &principal.tenant_id,
-                    actor_id: &principal.actor_id,
-                    scopes: &principal.scopes,
-                };
-                let request = CallRequest {
-                    session_id: session_id.as_deref(),
-                    manifest_id: call.meta.manifest_id.as_deref(),
-                    lease_id: call.meta.lease_id.as_deref(),
-                    tool: &call.name,
-                    tool_version: call.meta.tool_version.as_deref(),
-                    expected_schema_hash: call.meta.expected_schema_hash.as_deref(),
-                    actor_id: call.meta.actor_id.as_deref(),
-                    arguments: call.arguments.as_ref(),
-                };
-                let mut live = std::collections::HashMap::new();
-                if let Some(t) =
-                    store::catalog::find_fingerprinted(cx.store, &s.tenant_id, &call.name).await?
-                {
-                    live.insert(t.tool.name, t.fingerprints.definition_hash);
+                }),
+                Ok(allowlist) => {
+                    let grant = EngineGrant {
+                        manifest,
+                        tenant_id: &s.tenant_id,
+                        session_id: &s.id,
+                        manifest_id: &g.manifest_id,
+                        lease_id: &g.lease_id,
+                        lease_expires_at_ms: g.lease_expires_at,
+                        actor_id: &s.actor_id,
+                    };
+                    let caller = Caller {
+                        tenant_id: &principal.tenant_id,
+                        actor_id: &principal.actor_id,
+                        scopes: &principal.scopes,
+                    };
+                    let request = CallRequest {
+                        session_id: session_id.as_deref(),
+                        manifest_id: call.meta.manifest_id.as_deref(),
+                        lease_id: call.meta.lease_id.as_deref(),
+                        tool: &call.name,
+                        tool_version: call.meta.tool_version.as_deref(),
+                        expected_schema_hash: call.meta.expected_schema_hash.as_deref(),
+                        actor_id: call.meta.actor_id.as_deref(),
+                        arguments: call.arguments.as_ref(),
+                    };
+                    tool = cache::tool(cx.store, &fresh, &s.tenant_id, &call.name).await?;
+                    let live = tool
+                        .as_ref()
+                        .map(|t| (t.tool.tool.name.as_str(), &t.tool.fingerprints));
+                    let lookup = |name: &str| {
+                        live.filter(|(n, _)| *n == name)
+                            .map(|(_, f)| f.definition_hash.clone())
+                    };
+                    Some(decision::decide(
+                        &grant,
+                        &caller,
+                        &request,
+                        now,
+                        allowlist.as_ref(),
+                        &lookup,
+                        cx.validators,
+                    ))
                 }
-                let lookup = |name: &str| live.get(name).cloned();
-                Some(decision::decide(
-                    &grant,
-                    &caller,
-                    &request,
-                    now,
-                    allowlist.as_ref(),
-                    &lookup,
-                    cx.validators,
-                ))
             }
         }
         _ => None,
@@ -262,7 +258,6 @@ pub async fn call(
         d.insert_extra("detail", Value::String(detail.clone())).ok();
     }
     let entry = manifest
-        .as_ref()
         .and_then(|m| m.entry(&call.name))
         .filter(|e| e.mode.is_listed());
     if let Some(e) = entry {
@@ -318,10 +313,11 @@ pub async fn call(
         Mode::Allow => true,
         // Executed only with the tool's own dry-run argument fixed to true (the manifest fixed
         // it at grant time); otherwise validated, bound and journaled, not executed.
-        Mode::DryRunOnly => store::catalog::find(cx.store, &principal.tenant_id, &bound.tool)
-            .await?
-            .and_then(|t| t.dry_run_argument)
-            .is_some_and(|a| bound.effective_arguments.get(&a) == Some(&Value::Bool(true))),
+        Mode::DryRunOnly => tool
+            .as_ref()
+            .filter(|t| t.tool.tool.name == bound.tool)
+            .and_then(|t| t.tool.tool.dry_run_argument.as_ref())
+            .is_some_and(|a| bound.effective_arguments.get(a) == Some(&Value::Bool(true))),
         _ => {
             // Parking, confirmation, async jobs and staged changes need the durable runtime.
             r.decision = Decision::Deny;
@@ -362,12 +358,13 @@ pub async fn call(
             extra,
         ));
     }
-    execute(cx, principal, bound, r, &decision_receipt).await
+    let tool = tool.filter(|t| t.tool.tool.name == bound.tool);
+    execute(cx, tool.as_deref(), bound, r, &decision_receipt).await
 }
 
 async fn execute(
     cx: &CallContext<'_>,
-    principal: &Principal,
+    tool: Option<&cache::Tool>,
     bound: BoundCall,
     mut r: Receipt,
     decision: &Receipt,
@@ -380,17 +377,10 @@ async fn execute(
         Value::String(decision.receipt_id.clone()),
     )
     .ok();
-    let tool = store::catalog::find(cx.store, &principal.tenant_id, &bound.tool).await?;
-    let target = match tool.as_ref().map(|t| &t.source) {
-        Some(ToolSource::Mcp {
-            upstream_id,
-            tool: raw,
-            ..
-        }) => store::upstreams::find(cx.store, &principal.tenant_id, upstream_id)
-            .await?
-            .map(|u| (u, raw.clone())),
+    let target = tool.and_then(|t| match (&t.tool.tool.source, &t.upstream) {
+        (ToolSource::Mcp { tool: raw, .. }, Some(upstream)) => Some((upstream, raw.as_str())),
         _ => None,
-    };
+    });
     // The target pinned at the grant must be the one the tool has now: a re-registered or moved
     // upstream is never called in its place.
     let current = target.as_ref().map(|(u, _)| ExecutionTarget {

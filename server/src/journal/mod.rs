@@ -136,14 +136,46 @@ impl Writer {
         &mut self,
         work: &[(Receipt, String)],
     ) -> Result<Vec<Result<Receipt, JournalError>>, JournalError> {
-        let mut tx = self.store.begin_write().await?;
+        let (results, heads) = if let [one] = work {
+            // One record is one INSERT, atomic by itself: no BEGIN and COMMIT round trips.
+            // Its position is still guarded by the primary key.
+            let mut conn = self.store.pool().acquire().await?;
+            self.write(&mut conn, std::slice::from_ref(one)).await?
+        } else {
+            let mut tx = self.store.begin_write().await?;
+            let written = self.write(&mut tx, work).await?;
+            tx.commit().await?;
+            written
+        };
+        self.heads = heads;
+        let written = results.iter().filter(|r| r.is_ok()).count();
+        self.stats
+            .records
+            .fetch_add(u64::try_from(written).unwrap_or(0), Ordering::Relaxed);
+        self.stats.commits.fetch_add(1, Ordering::Relaxed);
+        Ok(results)
+    }
+
+    /// Chains, signs and inserts `work` through `conn`; the results and the heads after it.
+    /// Nothing is final until the caller commits (or, outside a transaction, the one insert).
+    async fn write(
+        &self,
+        conn: &mut sqlx::AnyConnection,
+        work: &[(Receipt, String)],
+    ) -> Result<
+        (
+            Vec<Result<Receipt, JournalError>>,
+            HashMap<String, (i64, String)>,
+        ),
+        JournalError,
+    > {
         let mut heads = self.heads.clone();
         let mut results = Vec::with_capacity(work.len());
         for (unsigned, disclosures) in work {
             let tenant = unsigned.tenant_id.clone();
             let head = match heads.get(&tenant) {
                 Some(h) => Some(h.clone()),
-                None => store::journal::head_in(&mut tx, &tenant).await?,
+                None => store::journal::head_in(conn, &tenant).await?,
             };
             let (seq, prev) = match head {
                 Some((seq, hash)) => (seq + 1, hash),
@@ -159,7 +191,7 @@ impl Writer {
             };
             let signed = &prepared.signed;
             let inserted = store::journal::insert_in(
-                &mut tx,
+                conn,
                 &store::journal::NewRecord {
                     tenant_id: &signed.tenant_id,
                     seq,
@@ -183,14 +215,7 @@ impl Writer {
             heads.insert(tenant, (seq, prepared.record_hash));
             results.push(Ok(prepared.signed));
         }
-        tx.commit().await?;
-        self.heads = heads;
-        let written = results.iter().filter(|r| r.is_ok()).count();
-        self.stats
-            .records
-            .fetch_add(u64::try_from(written).unwrap_or(0), Ordering::Relaxed);
-        self.stats.commits.fetch_add(1, Ordering::Relaxed);
-        Ok(results)
+        Ok((results, heads))
     }
 
     fn prepare(

@@ -5,6 +5,7 @@
 //! its own statement (`FOR UPDATE SKIP LOCKED`), [`Store::kind`] tells which one is connected.
 //! SQL lives in small named functions per domain, in the submodules.
 
+pub mod cache;
 pub mod catalog;
 pub mod exposure;
 pub mod journal;
@@ -40,6 +41,8 @@ pub enum DbKind {
 pub struct Store {
     pool: AnyPool,
     kind: DbKind,
+    /// What calls read, while the store's `read_generation` says it is current.
+    cache: std::sync::Arc<cache::ReadCache>,
 }
 
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
@@ -111,7 +114,11 @@ impl Store {
             .connect_with(options)
             .await
             .context("connecting to the database")?;
-        Ok(Self { pool, kind })
+        Ok(Self {
+            pool,
+            kind,
+            cache: std::sync::Arc::default(),
+        })
     }
 
     /// A transaction that will write: on SQLite it takes the write lock at once (`BEGIN
@@ -140,6 +147,11 @@ impl Store {
     /// The pool, for the domain modules.
     pub fn pool(&self) -> &AnyPool {
         &self.pool
+    }
+
+    /// The read cache of calls (see [`cache`]).
+    pub(crate) fn cache(&self) -> &cache::ReadCache {
+        &self.cache
     }
 
     /// Which backend is connected.

@@ -211,6 +211,62 @@ async fn an_allowed_call_runs_upstream_and_returns_an_execution_receipt() {
     assert!(reports.iter().all(|r| r.error.is_none()));
 }
 
+/// Calls read their grant from memory (store::cache) while nothing changed; revoking the
+/// session changes something, and the very next call is refused without reaching the upstream.
+#[tokio::test]
+async fn a_session_revoked_after_calls_refuses_the_next_call() {
+    let s = setup().await;
+    for _ in 0..3 {
+        let ok = s
+            .call(
+                "mcp__fixture__echo",
+                json!({"text": "hi"}),
+                s.echo("mcp__fixture__echo"),
+            )
+            .await;
+        assert_eq!(ok["isError"], false, "{ok}");
+    }
+    let before = s.upstream_calls().await;
+    let admin = s.app.token("default", "sec", &[scope::ADMIN]).await;
+    let sid = s.session["_meta"]["session_id"].as_str().unwrap();
+    let revoked = s
+        .app
+        .client
+        .post(s.app.api(&format!("/sessions/{sid}:revoke")))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), StatusCode::OK);
+    let refused = s
+        .call(
+            "mcp__fixture__echo",
+            json!({"text": "hi"}),
+            s.echo("mcp__fixture__echo"),
+        )
+        .await;
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert_eq!(reason(&refused), "manifest_binding_mismatch");
+    // The stats call itself is refused now too, so count through the store's journal instead:
+    // no execution receipt after the revocation.
+    let executions = aperture::store::journal::search(
+        &s.app.store,
+        "default",
+        &aperture::store::journal::ReceiptFilter {
+            decision: Some("allow".into()),
+            ..Default::default()
+        },
+        1000,
+    )
+    .await
+    .unwrap()
+    .iter()
+    .filter(|r| r.receipt.contains("\"kind\":\"execution\""))
+    .count();
+    // Three echoes and one stats call ran before the revocation; nothing after.
+    assert_eq!(executions as u64, before);
+}
+
 /// Seed: "The engine denies the call — returning a redacted receipt rather than executing —
 /// when any of these hold" (each reason that exists at this stage).
 #[tokio::test]

@@ -287,3 +287,192 @@ on_both_backends!(
     tool_fingerprints_are_stored_with_the_tool,
     tool_fingerprints
 );
+
+/// Issue 4 (speed): the calls' read cache holds an entry until anything it was read from
+/// changes — whoever writes, since only the database's triggers tell it (these writes go
+/// through plain store functions, which never touch the cache).
+async fn read_cache(store: &Store) {
+    use aperture::store::cache;
+    use aperture::store::exposure::{ManifestRow, SessionRow};
+    use aperture::store::upstreams::UpstreamRow;
+    use engine::descriptor::{ToolDescriptor, ToolSource};
+    use std::sync::Arc;
+    store::tenants::ensure(store, "a").await.unwrap();
+    let upstream = UpstreamRow {
+        id: "ups_1".into(),
+        tenant_id: "a".into(),
+        name: "files".into(),
+        transport: "streamable_http".into(),
+        spec: "{}".into(),
+        endpoint: "https://files.example/mcp".into(),
+        fingerprint: "sha256:one".into(),
+        status: "registered".into(),
+        last_error: None,
+        last_synced_at: None,
+        created_by: "operator".into(),
+        created_at: 0,
+    };
+    assert!(store::upstreams::insert(store, &upstream).await.unwrap());
+    let mut tool = ToolDescriptor {
+        name: "mcp__files__read".into(),
+        version: "1".into(),
+        title: None,
+        description: Some("reads".into()),
+        input_schema: serde_json::json!({"type": "object"}),
+        output_schema: None,
+        annotations: None,
+        family: None,
+        risk: vec!["read".into()],
+        required_scope: None,
+        source: ToolSource::Mcp {
+            upstream_id: "ups_1".into(),
+            server: "files".into(),
+            tool: "read".into(),
+        },
+        dry_run_argument: None,
+        price_cents: None,
+    };
+    store::catalog::upsert(store, "a", &tool).await.unwrap();
+
+    // Read twice with nothing changed: the second read is the same entry.
+    let fresh = cache::fresh(store).await.unwrap();
+    let first = cache::tool(store, &fresh, "a", &tool.name)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first.tool.tool, tool);
+    assert_eq!(first.upstream.as_ref().unwrap().fingerprint, "sha256:one");
+    let fresh = cache::fresh(store).await.unwrap();
+    let again = cache::tool(store, &fresh, "a", &tool.name)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        Arc::ptr_eq(&first, &again),
+        "an unchanged tool is served from memory"
+    );
+    // Other tenants never see it.
+    assert!(
+        cache::tool(store, &fresh, "b", &tool.name)
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // A changed definition.
+    tool.description = Some("reads files".into());
+    store::catalog::upsert(store, "a", &tool).await.unwrap();
+    let fresh = cache::fresh(store).await.unwrap();
+    let changed = cache::tool(store, &fresh, "a", &tool.name)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        changed.tool.tool.description.as_deref(),
+        Some("reads files")
+    );
+    assert_ne!(
+        changed.tool.fingerprints.definition_hash,
+        first.tool.fingerprints.definition_hash
+    );
+
+    // The upstream re-registered elsewhere, then removed.
+    sqlx::query("UPDATE upstreams SET fingerprint = 'sha256:two' WHERE id = 'ups_1'")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let fresh = cache::fresh(store).await.unwrap();
+    let moved = cache::tool(store, &fresh, "a", &tool.name)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(moved.upstream.as_ref().unwrap().fingerprint, "sha256:two");
+    assert!(store::upstreams::delete(store, "a", "ups_1").await.unwrap());
+    let fresh = cache::fresh(store).await.unwrap();
+    let orphan = cache::tool(store, &fresh, "a", &tool.name)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(orphan.upstream.is_none());
+
+    // A session's grant, then the session revoked.
+    let session = SessionRow {
+        id: "ses_1".into(),
+        tenant_id: "a".into(),
+        environment: "default".into(),
+        actor_id: "agent".into(),
+        preset: None,
+        entity: None,
+        parent_id: None,
+        fork_tools: None,
+        created_at: 0,
+        revoked_at: None,
+    };
+    store::exposure::insert_session(store, &session)
+        .await
+        .unwrap();
+    store::exposure::insert_manifest(
+        store,
+        &ManifestRow {
+            id: "man_1".into(),
+            tenant_id: "a".into(),
+            session_id: "ses_1".into(),
+            lease_id: "lea_1".into(),
+            lease_expires_at: 10,
+            issued_at: 0,
+            manifest: "not a manifest".into(),
+            document: "{}".into(),
+            signature: "".into(),
+        },
+    )
+    .await
+    .unwrap();
+    let fresh = cache::fresh(store).await.unwrap();
+    let grant = cache::grant(store, &fresh, "a", "man_1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(grant.session.as_ref().unwrap().revoked_at.is_none());
+    assert!(
+        grant.manifest.is_none(),
+        "an unparsable manifest is no grant"
+    );
+    assert!(matches!(grant.allowlist, Ok(None)));
+    assert!(
+        cache::grant(store, &fresh, "b", "man_1")
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let fresh = cache::fresh(store).await.unwrap();
+    let same = cache::grant(store, &fresh, "a", "man_1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(Arc::ptr_eq(&grant, &same));
+    assert!(
+        store::exposure::revoke_session(store, "a", "ses_1")
+            .await
+            .unwrap()
+    );
+    let fresh = cache::fresh(store).await.unwrap();
+    let revoked = cache::grant(store, &fresh, "a", "man_1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(revoked.session.as_ref().unwrap().revoked_at.is_some());
+
+    // A tool removed from the catalog.
+    let removed = store::catalog::remove_missing(store, "a", "ups_1", &[])
+        .await
+        .unwrap();
+    assert_eq!(removed, vec![tool.name.clone()]);
+    let fresh = cache::fresh(store).await.unwrap();
+    assert!(
+        cache::tool(store, &fresh, "a", &tool.name)
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+on_both_backends!(the_read_cache_follows_every_change, read_cache);

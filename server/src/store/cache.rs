@@ -1,0 +1,195 @@
+//! What a `tools/call` reads, kept in memory and trusted only while the store says nothing it
+//! depends on changed.
+//!
+//! A call needs the grant it presents (the manifest — immutable once signed — and its session)
+//! and the tool's catalog row with its upstream. Reading and parsing those per call costs
+//! several database round trips and a JSON parse of the whole manifest. Instead a call first
+//! reads one counter, `read_generation`, which database triggers move in the same transaction
+//! as any change to tools, upstreams, session revocations or removed manifests — whoever makes
+//! it: this server, another node on the same PostgreSQL, the command line. When the counter is
+//! the one the cache was filled at, every entry still describes the store; when it moved, the
+//! cache is emptied and refilled from the store as calls need entries.
+//!
+//! Order matters for correctness: the counter is read *before* anything is loaded, and an
+//! entry is only kept when the counter has not moved since ([`Fresh`] carries the generation
+//! the loader saw). A change that lands while an entry is loaded moves the counter, so the next
+//! call's read discards the entry even if it was loaded from the older state.
+
+use std::collections::HashMap;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex, PoisonError};
+
+use engine::catalog::CatalogTool;
+use engine::descriptor::ToolSource;
+use engine::fork::ExecutionAllowlist;
+use engine::manifest::Manifest;
+
+use super::exposure::SessionRow;
+use super::upstreams::UpstreamRow;
+use super::{Store, catalog, exposure, upstreams};
+
+/// Entries kept per kind; a full map is emptied rather than tracked entry by entry.
+const CAPACITY: usize = 16_384;
+
+/// A grant as a call needs it: the manifest row's binding, its parsed manifest, its session.
+#[derive(Debug)]
+pub struct Grant {
+    /// `man_…`
+    pub manifest_id: String,
+    /// `lea_…`
+    pub lease_id: String,
+    /// Epoch ms.
+    pub lease_expires_at: i64,
+    /// The engine's manifest; `None` when the stored JSON does not parse (the call is refused).
+    pub manifest: Option<Manifest>,
+    /// The session the manifest was granted in, if it still exists.
+    pub session: Option<SessionRow>,
+    /// The fork's execution allowlist: `Ok(None)` unrestricted, `Err` when the stored list no
+    /// longer parses (the call is refused, never treated as unrestricted).
+    pub allowlist: Result<Option<ExecutionAllowlist>, ()>,
+}
+
+/// A catalog tool with its upstream, as a call needs it.
+#[derive(Debug)]
+pub struct Tool {
+    /// The tool and its fingerprints.
+    pub tool: CatalogTool,
+    /// Its upstream (MCP tools whose upstream is registered).
+    pub upstream: Option<UpstreamRow>,
+}
+
+/// Proof that the cache was checked against the store's counter, and at which generation.
+#[derive(Debug, Clone, Copy)]
+pub struct Fresh {
+    generation: i64,
+}
+
+#[derive(Default)]
+struct Entries {
+    /// Generation the entries were loaded at; `None` before the first read.
+    generation: Option<i64>,
+    grants: HashMap<(String, String), Arc<Grant>>,
+    tools: HashMap<(String, String), Arc<Tool>>,
+}
+
+/// The cache itself, shared by the clones of a [`Store`].
+#[derive(Default)]
+pub struct ReadCache {
+    entries: Mutex<Entries>,
+}
+
+impl std::fmt::Debug for ReadCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReadCache").finish_non_exhaustive()
+    }
+}
+
+impl ReadCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
+        // The entries are plain maps: a panic while one was held leaves nothing half-written.
+        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// An entry, only when the cache holds the generation the caller read.
+    fn hit<T>(&self, fresh: &Fresh, get: impl FnOnce(&Entries) -> Option<T>) -> Option<T> {
+        let entries = self.lock();
+        if entries.generation == Some(fresh.generation) {
+            get(&entries)
+        } else {
+            None
+        }
+    }
+}
+
+fn keep<K: Eq + Hash, V>(map: &mut HashMap<K, V>, key: K, value: V) {
+    if map.len() >= CAPACITY {
+        map.clear();
+    }
+    map.insert(key, value);
+}
+
+/// Reads the store's counter and empties the cache when it moved. Every cached read of a
+/// request goes through the [`Fresh`] this returns.
+pub async fn fresh(store: &Store) -> Result<Fresh, sqlx::Error> {
+    let (generation,): (i64,) =
+        sqlx::query_as("SELECT generation FROM read_generation WHERE id = 1")
+            .fetch_one(store.pool())
+            .await?;
+    let mut entries = store.cache().lock();
+    // The counter only grows; a request that read an older value than another one already
+    // moved the cache to keeps the cache as it is (its reads miss and go to the store).
+    if entries.generation.is_none_or(|g| g < generation) {
+        entries.grants.clear();
+        entries.tools.clear();
+        entries.generation = Some(generation);
+    }
+    Ok(Fresh { generation })
+}
+
+/// The grant of manifest `manifest_id` of a tenant, or `None` when the tenant has no such
+/// manifest.
+pub async fn grant(
+    store: &Store,
+    fresh: &Fresh,
+    tenant_id: &str,
+    manifest_id: &str,
+) -> Result<Option<Arc<Grant>>, sqlx::Error> {
+    let key = (tenant_id.to_owned(), manifest_id.to_owned());
+    if let Some(hit) = store.cache().hit(fresh, |e| e.grants.get(&key).cloned()) {
+        return Ok(Some(hit));
+    }
+    let Some(row) = exposure::find_manifest(store, tenant_id, manifest_id).await? else {
+        return Ok(None);
+    };
+    let session = exposure::find_session(store, tenant_id, &row.session_id).await?;
+    let allowlist = match session.as_ref().and_then(|s| s.fork_tools.as_deref()) {
+        None => Ok(None),
+        Some(list) => serde_json::from_str::<ExecutionAllowlist>(list)
+            .map(Some)
+            .map_err(|_| ()),
+    };
+    let grant = Arc::new(Grant {
+        manifest: serde_json::from_str(&row.manifest).ok(),
+        manifest_id: row.id,
+        lease_id: row.lease_id,
+        lease_expires_at: row.lease_expires_at,
+        session,
+        allowlist,
+    });
+    let mut entries = store.cache().lock();
+    if entries.generation == Some(fresh.generation) {
+        keep(&mut entries.grants, key, grant.clone());
+    }
+    Ok(Some(grant))
+}
+
+/// A tenant's catalog tool `name` with its upstream, or `None` when the catalog lacks it.
+pub async fn tool(
+    store: &Store,
+    fresh: &Fresh,
+    tenant_id: &str,
+    name: &str,
+) -> Result<Option<Arc<Tool>>, sqlx::Error> {
+    let key = (tenant_id.to_owned(), name.to_owned());
+    if let Some(hit) = store.cache().hit(fresh, |e| e.tools.get(&key).cloned()) {
+        return Ok(Some(hit));
+    }
+    let Some(found) = catalog::find_fingerprinted(store, tenant_id, name).await? else {
+        return Ok(None);
+    };
+    let upstream = match &found.tool.source {
+        ToolSource::Mcp { upstream_id, .. } => {
+            upstreams::find(store, tenant_id, upstream_id).await?
+        }
+        _ => None,
+    };
+    let tool = Arc::new(Tool {
+        tool: found,
+        upstream,
+    });
+    let mut entries = store.cache().lock();
+    if entries.generation == Some(fresh.generation) {
+        keep(&mut entries.tools, key, tool.clone());
+    }
+    Ok(Some(tool))
+}
