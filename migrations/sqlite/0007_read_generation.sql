@@ -1,6 +1,6 @@
 -- One counter that moves with every change to what a `tools/call` reads through the server's
--- in-memory cache (store::cache): catalog tools, upstreams, session revocations, manifests
--- removed. The triggers move it in the same transaction as the change, whatever wrote it (this
+-- in-memory cache (store::cache): API tokens (not their `last_used_at`), catalog tools,
+-- upstreams, session revocations, manifests removed. The triggers move it in the same transaction as the change, whatever wrote it (this
 -- server, another node, the CLI), so a call that reads the counter first and finds it unchanged
 -- may trust what the cache holds. Inserting a session or a manifest does not move it: the cache
 -- never holds what does not exist yet.
@@ -9,6 +9,12 @@ CREATE TABLE read_generation (
     generation  INTEGER NOT NULL
 );
 INSERT INTO read_generation (id, generation) VALUES (1, 0);
+
+CREATE TRIGGER tokens_update_moves_generation
+AFTER UPDATE OF id, tenant_id, actor_id, scopes, secret_sha256, created_by, expires_at, revoked_at ON api_tokens
+BEGIN UPDATE read_generation SET generation = generation + 1 WHERE id = 1; END;
+CREATE TRIGGER tokens_delete_moves_generation AFTER DELETE ON api_tokens
+BEGIN UPDATE read_generation SET generation = generation + 1 WHERE id = 1; END;
 
 CREATE TRIGGER tools_insert_moves_generation AFTER INSERT ON tools
 BEGIN UPDATE read_generation SET generation = generation + 1 WHERE id = 1; END;

@@ -35,6 +35,10 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Map, Value, json};
 
+/// The allocator the `aperture` binary uses.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const SIGNING_KEY: &str = "0909090909090909090909090909090909090909090909090909090909090909";
 
 async fn upstream() -> String {
@@ -87,14 +91,30 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[i.min(sorted.len() - 1)]
 }
 
-fn report(what: &str, wall: Duration, latencies: &[Duration]) -> Duration {
+/// CPU time (user + system) this process has used so far, from `/proc/self/stat` (Linux;
+/// ticks of 1/100 s). Everything of a run — client, gateway, upstream — is this one process.
+fn cpu_time() -> Option<Duration> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may hold spaces) start at field 3.
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(Duration::from_millis((utime + stime) * 10))
+}
+
+fn report(what: &str, wall: Duration, latencies: &[Duration], cpu: Option<Duration>) -> Duration {
     let p50 = percentile(latencies, 0.50);
     println!(
-        "| {what} | {:.0} | {:.2} ms | {:.2} ms | {:.2} ms |",
+        "| {what} | {:.0} | {:.2} ms | {:.2} ms | {:.2} ms | {} |",
         latencies.len() as f64 / wall.as_secs_f64(),
         p50.as_secs_f64() * 1e3,
         percentile(latencies, 0.90).as_secs_f64() * 1e3,
         percentile(latencies, 0.99).as_secs_f64() * 1e3,
+        cpu.map_or("?".to_owned(), |c| format!(
+            "{:.0} µs",
+            c.as_secs_f64() * 1e6 / latencies.len() as f64
+        )),
     );
     p50
 }
@@ -250,16 +270,23 @@ async fn main() -> anyhow::Result<()> {
             .map(usize::from)
             .unwrap_or(1)
     );
-    println!("| path | calls/s | p50 | p90 | p99 |\n|---|---|---|---|---|");
+    println!(
+        "| path | calls/s | p50 | p90 | p99 | CPU per call (client, gateway and upstream) |\n|---|---|---|---|---|---|"
+    );
     let d = direct_call.clone();
+    let before = cpu_time();
     let (wall, latencies) = drive(calls, concurrency, move |n| d(n)).await;
-    let direct_p50 = report("upstream called directly", wall, &latencies);
+    let cpu = cpu_time().zip(before).map(|(a, b)| a.saturating_sub(b));
+    let direct_p50 = report("upstream called directly", wall, &latencies, cpu);
     let g = gateway_call.clone();
+    let before = cpu_time();
     let (wall, latencies) = drive(calls, concurrency, move |n| g(n)).await;
+    let cpu = cpu_time().zip(before).map(|(a, b)| a.saturating_sub(b));
     let gateway_p50 = report(
         "through the gateway (/mcp, journaled, signed)",
         wall,
         &latencies,
+        cpu,
     );
     println!(
         "added by the gateway at p50: {:.2} ms",

@@ -156,7 +156,10 @@ pub async fn call(
         .or(path_session.map(str::to_owned));
     let now = store::now_ms();
     // Everything read below is current as of this read of the store's counter.
-    let fresh = cache::fresh(cx.store).await?;
+    let fresh = match principal.read_at {
+        Some(at) => at,
+        None => cache::fresh(cx.store).await?,
+    };
     // The grant the call presents, if it is one of this tenant's.
     let grant = match &call.meta.manifest_id {
         Some(id) => cache::grant(cx.store, &fresh, &principal.tenant_id, id).await?,

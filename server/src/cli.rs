@@ -456,6 +456,7 @@ async fn policy_apply(
         scopes: engine::scope::ScopeSet::parse([engine::scope::ADMIN])
             .map_err(|e| anyhow::anyhow!("{e}"))?,
         kind: crate::auth::principal::PrincipalKind::Operator,
+        read_at: None,
     };
     let fail = |e: crate::error::ServiceError| {
         let e = e.into_app_error();

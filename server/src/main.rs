@@ -1,5 +1,10 @@
 use tracing_subscriber::EnvFilter;
 
+/// mimalloc instead of glibc's malloc: under load the gateway's threads (tokio workers, sqlx's
+/// SQLite workers, the journal writer) queued on glibc's arena lock (`docs/benchmarks.md`).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     let filter = EnvFilter::try_from_env("APERTURE_LOG")

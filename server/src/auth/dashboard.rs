@@ -190,6 +190,7 @@ pub async fn current(store: &Store, session: &Session) -> Result<Option<Principa
         actor_id: user.username,
         scopes,
         kind: PrincipalKind::User,
+        read_at: None,
     }))
 }
 

@@ -35,6 +35,9 @@ pub struct Principal {
     pub scopes: ScopeSet,
     /// Token or user.
     pub kind: PrincipalKind,
+    /// The store's read generation the principal was read at (bearer tokens): the rest of the
+    /// request reads the call cache at the same generation instead of asking again.
+    pub read_at: Option<store::cache::Fresh>,
 }
 
 impl Principal {
@@ -75,13 +78,16 @@ pub fn secret_hash(secret: &str) -> String {
 /// The principal of a bearer token, or 401 when the token is unknown, revoked or expired.
 #[tracing::instrument(skip_all)]
 pub async fn authenticate_bearer(store: &Store, secret: &str) -> Result<Principal, ServiceError> {
-    let Some(row) = store::tokens::find_by_secret_hash(store, &secret_hash(secret)).await? else {
+    let fresh = store::cache::fresh(store).await?;
+    let Some(token) = store::cache::token(store, &fresh, &secret_hash(secret)).await? else {
         return Err(AppError::new(app::error::ErrorCode::Unauthenticated, "unknown token").into());
     };
+    let row = &token.row;
     if row.revoked_at.is_some() {
         return Err(AppError::new(app::error::ErrorCode::Unauthenticated, "token revoked").into());
     }
-    if row.expires_at.is_some_and(|at| at <= store::now_ms()) {
+    let now = store::now_ms();
+    if row.expires_at.is_some_and(|at| at <= now) {
         return Err(AppError::new(app::error::ErrorCode::Unauthenticated, "token expired").into());
     }
     let scopes = ScopeSet::parse(&row.scopes).map_err(|e| {
@@ -90,21 +96,23 @@ pub async fn authenticate_bearer(store: &Store, secret: &str) -> Result<Principa
             row.id
         ))
     })?;
-    // At most about once a minute per token (the row just read says when it was last noted):
-    // a write per call would queue every call behind SQLite's single writer.
-    if row
-        .last_used_at
-        .is_none_or(|at| at < store::now_ms() - store::tokens::TOUCH_INTERVAL_MS)
+    // At most about once a minute per token: a write per call would queue every call behind
+    // SQLite's single writer.
+    if token
+        .last_used_at()
+        .is_none_or(|at| at < now - store::tokens::TOUCH_INTERVAL_MS)
     {
         store::tokens::touch(store, &row.id).await?;
+        token.used_at(now);
     }
     Ok(Principal {
-        tenant_id: row.tenant_id,
-        actor_id: row.actor_id,
+        tenant_id: row.tenant_id.clone(),
+        actor_id: row.actor_id.clone(),
         scopes,
         kind: PrincipalKind::Token {
-            token_id: row.id,
-            created_by: row.created_by,
+            token_id: row.id.clone(),
+            created_by: row.created_by.clone(),
         },
+        read_at: Some(fresh),
     })
 }

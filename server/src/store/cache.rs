@@ -1,11 +1,12 @@
 //! What a `tools/call` reads, kept in memory and trusted only while the store says nothing it
 //! depends on changed.
 //!
-//! A call needs the grant it presents (the manifest — immutable once signed — and its session)
-//! and the tool's catalog row with its upstream. Reading and parsing those per call costs
-//! several database round trips and a JSON parse of the whole manifest. Instead a call first
+//! A call needs its bearer token's row, the grant it presents (the manifest — immutable once
+//! signed — and its session) and the tool's catalog row with its upstream. Reading and parsing
+//! those per call costs several database round trips and a JSON parse of the whole manifest. Instead a call first
 //! reads one counter, `read_generation`, which database triggers move in the same transaction
-//! as any change to tools, upstreams, session revocations or removed manifests — whoever makes
+//! as any change to tokens, tools, upstreams, session revocations or removed manifests — whoever
+//! makes
 //! it: this server, another node on the same PostgreSQL, the command line. When the counter is
 //! the one the cache was filled at, every entry still describes the store; when it moved, the
 //! cache is emptied and refilled from the store as calls need entries.
@@ -17,6 +18,7 @@
 
 use std::collections::HashMap;
 use std::hash::Hash;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use engine::catalog::CatalogTool;
@@ -25,8 +27,9 @@ use engine::fork::ExecutionAllowlist;
 use engine::manifest::Manifest;
 
 use super::exposure::SessionRow;
+use super::tokens::TokenRow;
 use super::upstreams::UpstreamRow;
-use super::{Store, catalog, exposure, upstreams};
+use super::{Store, catalog, exposure, tokens, upstreams};
 
 /// Entries kept per kind; a full map is emptied rather than tracked entry by entry.
 const CAPACITY: usize = 16_384;
@@ -58,6 +61,27 @@ pub struct Tool {
     pub upstream: Option<UpstreamRow>,
 }
 
+/// An API token's row. `last_used_at` is not part of what the counter follows (it is noted
+/// at most once a minute, [`tokens::touch`]), so the entry keeps its own copy up to date.
+#[derive(Debug)]
+pub struct Token {
+    /// The row as read.
+    pub row: TokenRow,
+    last_used_at: AtomicI64,
+}
+
+impl Token {
+    /// When the token was last noted as used (epoch ms), if ever.
+    pub fn last_used_at(&self) -> Option<i64> {
+        Some(self.last_used_at.load(Ordering::Relaxed)).filter(|at| *at > 0)
+    }
+
+    /// Records that `last_used_at` was just written as `at`.
+    pub fn used_at(&self, at: i64) {
+        self.last_used_at.fetch_max(at, Ordering::Relaxed);
+    }
+}
+
 /// Proof that the cache was checked against the store's counter, and at which generation.
 #[derive(Debug, Clone, Copy)]
 pub struct Fresh {
@@ -68,6 +92,7 @@ pub struct Fresh {
 struct Entries {
     /// Generation the entries were loaded at; `None` before the first read.
     generation: Option<i64>,
+    tokens: HashMap<String, Arc<Token>>,
     grants: HashMap<(String, String), Arc<Grant>>,
     tools: HashMap<(String, String), Arc<Tool>>,
 }
@@ -119,11 +144,38 @@ pub async fn fresh(store: &Store) -> Result<Fresh, sqlx::Error> {
     // The counter only grows; a request that read an older value than another one already
     // moved the cache to keeps the cache as it is (its reads miss and go to the store).
     if entries.generation.is_none_or(|g| g < generation) {
+        entries.tokens.clear();
         entries.grants.clear();
         entries.tools.clear();
         entries.generation = Some(generation);
     }
     Ok(Fresh { generation })
+}
+
+/// The token whose secret hashes to `secret_sha256`, or `None` when there is none.
+pub async fn token(
+    store: &Store,
+    fresh: &Fresh,
+    secret_sha256: &str,
+) -> Result<Option<Arc<Token>>, sqlx::Error> {
+    if let Some(hit) = store
+        .cache()
+        .hit(fresh, |e| e.tokens.get(secret_sha256).cloned())
+    {
+        return Ok(Some(hit));
+    }
+    let Some(row) = tokens::find_by_secret_hash(store, secret_sha256).await? else {
+        return Ok(None);
+    };
+    let token = Arc::new(Token {
+        last_used_at: AtomicI64::new(row.last_used_at.unwrap_or(0)),
+        row,
+    });
+    let mut entries = store.cache().lock();
+    if entries.generation == Some(fresh.generation) {
+        keep(&mut entries.tokens, secret_sha256.to_owned(), token.clone());
+    }
+    Ok(Some(token))
 }
 
 /// The grant of manifest `manifest_id` of a tenant, or `None` when the tenant has no such

@@ -192,6 +192,7 @@ async fn fixtures(app: &TestApp) -> Fixtures {
         actor_id: "victim".into(),
         scopes: ScopeSet::parse([scope::RUN]).unwrap(),
         kind: aperture::auth::PrincipalKind::User,
+        read_at: None,
     };
     let grant = aperture::exposure::create(
         &app.store,

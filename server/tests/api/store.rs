@@ -462,6 +462,54 @@ async fn read_cache(store: &Store) {
         .unwrap();
     assert!(revoked.session.as_ref().unwrap().revoked_at.is_some());
 
+    // A token: noting its use keeps the entry, revoking it does not.
+    let scopes = vec!["agent_tool_exposure:run".to_owned()];
+    store::tokens::insert(
+        store,
+        NewToken {
+            id: "tok_1",
+            tenant_id: "a",
+            actor_id: "agent",
+            name: None,
+            scopes: &scopes,
+            secret_sha256: "hash-1",
+            created_by: "operator",
+            expires_at: None,
+        },
+    )
+    .await
+    .unwrap();
+    let fresh = cache::fresh(store).await.unwrap();
+    let token = cache::token(store, &fresh, "hash-1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(token.row.id, "tok_1");
+    assert!(token.last_used_at().is_none());
+    store::tokens::touch(store, "tok_1").await.unwrap();
+    let fresh = cache::fresh(store).await.unwrap();
+    let touched = cache::token(store, &fresh, "hash-1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        Arc::ptr_eq(&token, &touched),
+        "last_used_at is not followed"
+    );
+    store::tokens::revoke(store, "a", "tok_1").await.unwrap();
+    let fresh = cache::fresh(store).await.unwrap();
+    let revoked = cache::token(store, &fresh, "hash-1")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(revoked.row.revoked_at.is_some());
+    assert!(
+        cache::token(store, &fresh, "hash-2")
+            .await
+            .unwrap()
+            .is_none()
+    );
+
     // A tool removed from the catalog.
     let removed = store::catalog::remove_missing(store, "a", "ups_1", &[])
         .await
