@@ -46,6 +46,8 @@ pub struct CallMeta {
     pub actor_id: Option<String>,
     /// Hosted agent turn.
     pub turn_id: Option<String>,
+    /// The caller's retry key: a retry with the same binding gets the same outcome.
+    pub invocation_id: Option<String>,
 }
 
 /// `params` of `tools/call`.
@@ -71,6 +73,8 @@ pub struct CallContext<'a> {
     pub upstreams: &'a Upstreams,
     /// Compiled validators of advertised schemas.
     pub validators: &'a ValidatorCache,
+    /// How long a parked invocation waits for an approver.
+    pub parked_expiry: Duration,
 }
 
 fn short(reason: ReasonCode) -> &'static str {
@@ -111,7 +115,13 @@ fn short(reason: ReasonCode) -> &'static str {
     }
 }
 
-fn result_with(receipt: &Receipt, is_error: bool, text: &str, extra: Map<String, Value>) -> Value {
+/// A tool result carrying `receipt` in `_meta` (with `extra` beside it).
+pub fn tool_result(
+    receipt: &Receipt,
+    is_error: bool,
+    text: &str,
+    extra: Map<String, Value>,
+) -> Value {
     let mut meta = extra;
     meta.insert(
         "receipt".into(),
@@ -248,7 +258,7 @@ pub async fn call(
     };
     let Some(decided) = decided else {
         let (receipt, _) = record(cx.journal, r, &d).await;
-        return Ok(result_with(
+        return Ok(tool_result(
             &receipt,
             true,
             short(receipt.reason),
@@ -272,7 +282,7 @@ pub async fn call(
     }
     let Some(bound) = decided.bound.clone() else {
         let (receipt, _) = record(cx.journal, r, &d).await;
-        return Ok(result_with(
+        return Ok(tool_result(
             &receipt,
             true,
             short(receipt.reason),
@@ -280,6 +290,8 @@ pub async fn call(
         ));
     };
     r.args_hash = Some(bound.args_hash.clone());
+    // The target pinned at the grant is part of what this decision authorizes.
+    r.target = target_json(bound.target.as_ref());
     // CONTRACT §5 after the arguments: rate limits, then the spend gate. No shared limiter and
     // no spend gate are wired in this version: a rule that asks for either is refused rather
     // than run unlimited (validation already refuses rate buckets at write time).
@@ -302,7 +314,7 @@ pub async fn call(
         d.insert_extra("detail", Value::String(detail.to_owned()))
             .ok();
         let (receipt, _) = record(cx.journal, r, &d).await;
-        return Ok(result_with(
+        return Ok(tool_result(
             &receipt,
             true,
             short(receipt.reason),
@@ -312,6 +324,42 @@ pub async fn call(
     r.limits = serde_json::to_value(&bound.limits).ok();
     r.redaction = serde_json::to_value(&bound.redaction).ok();
     d.effective_arguments = Some(Value::Object(bound.effective_arguments.clone()));
+    let bound_session = grant
+        .as_ref()
+        .and_then(|g| g.session.as_ref())
+        .map(|s| s.id.clone())
+        .unwrap_or_default();
+    // The caller's retry key: a retry gets the outcome of the first call under it, never a
+    // second run; another call under the same key is refused.
+    let client_key = call.meta.invocation_id.clone();
+    if let Some(key) = &client_key {
+        if key.is_empty() || key.chars().count() > MAX_CLIENT_KEY || key.trim() != key {
+            r.decision = Decision::Deny;
+            r.reason = ReasonCode::ManifestBindingMismatch;
+            d.insert_extra(
+                "detail",
+                Value::String(
+                    "invocation_id must be 1 to 200 characters without surrounding whitespace"
+                        .into(),
+                ),
+            )
+            .ok();
+            return Ok(denial(cx.journal, r, &d).await);
+        }
+        if let Some(existing) = store::invocations::find_by_client_key(
+            cx.store,
+            &principal.tenant_id,
+            &bound_session,
+            key,
+        )
+        .await?
+        {
+            return replay(cx, &existing, &bound, r, d).await;
+        }
+    }
+    let invocation_id = (client_key.is_some() || bound.mode == Mode::ApprovalRequired)
+        .then(|| crate::ids::new_id("inv"));
+    r.invocation_id = invocation_id.clone();
     let runs = match bound.mode {
         Mode::Allow => true,
         // Executed only with the tool's own dry-run argument fixed to true (the manifest fixed
@@ -321,60 +369,209 @@ pub async fn call(
             .filter(|t| t.tool.tool.name == bound.tool)
             .and_then(|t| t.tool.tool.dry_run_argument.as_ref())
             .is_some_and(|a| bound.effective_arguments.get(a) == Some(&Value::Bool(true))),
+        // Parked for an approver: bound now, executed by the worker once released.
+        Mode::ApprovalRequired => {
+            r.decision = Decision::Park;
+            r.reason = ReasonCode::Ok;
+            false
+        }
         _ => {
-            // Parking, confirmation, async jobs and staged changes need the durable runtime.
+            // Confirmation, async jobs and staged changes are not offered yet.
             r.decision = Decision::Deny;
             r.reason = ReasonCode::PolicyDenied;
             d.insert_extra(
                 "detail",
                 Value::String(format!(
-                    "mode {} needs the durable runtime, which this version lacks",
+                    "mode {} is not offered by this version of the runtime",
                     bound.mode.as_str()
                 )),
             )
             .ok();
             let (receipt, _) = record(cx.journal, r, &d).await;
-            return Ok(result_with(
+            return Ok(tool_result(
                 &receipt,
                 true,
-                "This tool needs an approval flow this gateway does not offer yet; nothing ran.",
+                "This tool needs a confirmation, job or staging flow this gateway does not offer yet; nothing ran.",
                 Map::new(),
             ));
         }
     };
     let (decision_receipt, recorded) = record(cx.journal, r.clone(), &d).await;
     if !recorded {
-        return Ok(result_with(
+        return Ok(tool_result(
             &decision_receipt,
             true,
             short(ReasonCode::JournalUnavailable),
             Map::new(),
         ));
     }
-    if !runs {
+    let parked = bound.mode == Mode::ApprovalRequired;
+    let dry_run = (!runs && !parked).then(|| {
         let mut extra = Map::new();
         extra.insert("dry_run".into(), Value::Bool(true));
-        return Ok(result_with(
+        tool_result(
             &decision_receipt,
             false,
             "Validated and recorded as a dry run; nothing was executed.",
             extra,
+        )
+    });
+    if let Some(id) = &invocation_id {
+        let now = store::now_ms();
+        let (token_id, token_created_by) = match &principal.kind {
+            crate::auth::PrincipalKind::Token {
+                token_id,
+                created_by,
+            } => (Some(token_id.clone()), Some(created_by.clone())),
+            _ => (None, None),
+        };
+        let row = store::invocations::InvocationRow {
+            id: id.clone(),
+            tenant_id: principal.tenant_id.clone(),
+            session_id: bound_session.clone(),
+            manifest_id: call.meta.manifest_id.clone().unwrap_or_default(),
+            client_key: client_key.clone(),
+            turn_id: call.meta.turn_id.clone(),
+            actor_id: principal.actor_id.clone(),
+            token_id,
+            token_created_by,
+            tool: bound.tool.clone(),
+            tool_version: bound.tool_version.clone(),
+            schema_hash: bound.schema_hash.clone(),
+            args_hash: bound.args_hash.clone(),
+            mode: bound.mode.as_str().to_owned(),
+            binding: serde_json::to_string(&bound)
+                .map_err(|e| ServiceError::Other(anyhow::anyhow!("binding: {e}")))?,
+            policy_id: r.policy_id.clone().unwrap_or_default(),
+            policy_version: r
+                .policy_version
+                .and_then(|v| i64::try_from(v).ok())
+                .unwrap_or(0),
+            decision_receipt_id: decision_receipt.receipt_id.clone(),
+            status: if parked {
+                "input_required"
+            } else if runs {
+                "running"
+            } else {
+                "completed"
+            }
+            .to_owned(),
+            result: dry_run.as_ref().map(Value::to_string),
+            decided_by: None,
+            decided_at: None,
+            decision_comment: None,
+            approval_receipt_id: None,
+            created_at: now,
+            expires_at: parked.then(|| {
+                now.saturating_add(i64::try_from(cx.parked_expiry.as_millis()).unwrap_or(i64::MAX))
+            }),
+            updated_at: now,
+        };
+        if !store::invocations::insert(cx.store, &row).await? {
+            // A concurrent call under the same key was bound first: its outcome, not a second run.
+            let existing = store::invocations::find_by_client_key(
+                cx.store,
+                &principal.tenant_id,
+                &bound_session,
+                client_key.as_deref().unwrap_or_default(),
+            )
+            .await?
+            .ok_or_else(|| ServiceError::Other(anyhow::anyhow!("invocation {id} vanished")))?;
+            let mut r = r;
+            r.invocation_id = None;
+            return replay(cx, &existing, &bound, r, d).await;
+        }
+    }
+    if parked {
+        let receipt = serde_json::to_value(&decision_receipt).unwrap_or(Value::Null);
+        return Ok(crate::invocations::status_result(
+            "input_required",
+            invocation_id.as_deref().unwrap_or_default(),
+            &receipt,
         ));
     }
-    let tool = tool.filter(|t| t.tool.tool.name == bound.tool);
-    execute(cx, tool.as_deref(), bound, r, &decision_receipt).await
+    if let Some(result) = dry_run {
+        return Ok(result);
+    }
+    let mut extra = Map::new();
+    if let Some(id) = &invocation_id {
+        extra.insert("invocation_id".into(), Value::String(id.clone()));
+    }
+    let out = execute(cx, tool.as_deref(), bound, r, &decision_receipt, extra).await?;
+    if let Some(id) = &invocation_id {
+        store::invocations::transition(
+            cx.store,
+            &principal.tenant_id,
+            id,
+            "running",
+            "completed",
+            &store::invocations::Change {
+                result: Some(&out.to_string()),
+                ..Default::default()
+            },
+        )
+        .await?;
+    }
+    Ok(out)
 }
 
-async fn execute(
+/// A pinned execution target as receipts show it.
+pub fn target_json(target: Option<&ExecutionTarget>) -> Option<Value> {
+    target.map(
+        |t| json!({"upstream_id": t.upstream_id, "endpoint_fingerprint": t.endpoint_fingerprint}),
+    )
+}
+
+/// Longest `_meta.invocation_id`.
+const MAX_CLIENT_KEY: usize = 200;
+
+/// Journals a denial and answers it.
+async fn denial(journal: &Journal, r: Receipt, d: &engine::receipt::Disclosures) -> Value {
+    let (receipt, _) = record(journal, r, d).await;
+    tool_result(&receipt, true, short(receipt.reason), Map::new())
+}
+
+/// A call under a retry key that is already bound: the same binding gets that invocation's
+/// outcome; a different one is refused.
+async fn replay(
+    cx: &CallContext<'_>,
+    existing: &store::invocations::InvocationRow,
+    bound: &BoundCall,
+    mut r: Receipt,
+    mut d: engine::receipt::Disclosures,
+) -> Result<Value, ServiceError> {
+    if crate::invocations::same_binding(existing, bound) {
+        return crate::invocations::outcome(cx.store, existing).await;
+    }
+    r.decision = Decision::Deny;
+    r.reason = ReasonCode::ManifestBindingMismatch;
+    d.insert_extra(
+        "detail",
+        Value::String(format!(
+            "invocation_id is already bound to {} with other arguments or another tool",
+            existing.id
+        )),
+    )
+    .ok();
+    Ok(denial(cx.journal, r, &d).await)
+}
+
+/// Executes a bound call through its pinned upstream and journals the execution receipt; `r` is
+/// the decision's receipt (it becomes the execution receipt), `extra` goes to the disclosures.
+pub(crate) async fn execute(
     cx: &CallContext<'_>,
     tool: Option<&cache::Tool>,
     bound: BoundCall,
     mut r: Receipt,
     decision: &Receipt,
+    extra: Map<String, Value>,
 ) -> Result<Value, ServiceError> {
     r.kind = ReceiptKind::Execution;
     r.receipt_id = crate::ids::new_id("rcp");
     let mut d = journal::disclosures();
+    for (k, v) in extra {
+        d.insert_extra(&k, v).ok();
+    }
     d.insert_extra(
         "decision_receipt_id",
         Value::String(decision.receipt_id.clone()),
@@ -390,9 +587,7 @@ async fn execute(
         upstream_id: u.id.clone(),
         endpoint_fingerprint: u.fingerprint.clone(),
     });
-    r.target = bound.target.as_ref().map(
-        |t| json!({"upstream_id": t.upstream_id, "endpoint_fingerprint": t.endpoint_fingerprint}),
-    );
+    r.target = target_json(bound.target.as_ref());
     let outcome = match &target {
         _ if bound.target.is_some() && bound.target != current => Err((
             ReasonCode::TargetDrift,
@@ -460,7 +655,7 @@ async fn execute(
             r.decision = Decision::Deny;
             r.reason = reason;
             let (receipt, _) = record(cx.journal, r, &d).await;
-            Ok(result_with(
+            Ok(tool_result(
                 &receipt,
                 true,
                 short(receipt.reason),

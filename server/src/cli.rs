@@ -181,6 +181,10 @@ struct ServeArgs {
     /// Let upstream URLs resolve to loopback, private or link-local addresses.
     #[arg(long, env = "APERTURE_ALLOW_PRIVATE_UPSTREAMS")]
     allow_private_upstreams: bool,
+    /// Seconds a parked invocation waits for an approver before it expires.
+    #[arg(long, env = "APERTURE_PARKED_EXPIRY_SECONDS", default_value_t = 86_400,
+          value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
+    parked_expiry_seconds: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -398,6 +402,7 @@ async fn serve(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<()> {
     config.signing_key = args.signing_key;
     config.allow_stdio_upstreams = args.allow_stdio_upstreams;
     config.allow_private_upstreams = args.allow_private_upstreams;
+    config.parked_expiry = std::time::Duration::from_secs(args.parked_expiry_seconds);
     let app = Application::build(config).await?;
     if *app.bootstrap() == Bootstrap::NeedsAdmin {
         println!(

@@ -31,6 +31,9 @@ pub struct Config {
     /// Upstream URLs may resolve to loopback, private or link-local addresses
     /// (`APERTURE_ALLOW_PRIVATE_UPSTREAMS=1`).
     pub allow_private_upstreams: bool,
+    /// How long a parked invocation waits for an approver before it expires
+    /// (`APERTURE_PARKED_EXPIRY_SECONDS`, default 24 hours).
+    pub parked_expiry: std::time::Duration,
 }
 
 impl Config {
@@ -48,6 +51,7 @@ impl Config {
             signing_key: None,
             allow_stdio_upstreams: false,
             allow_private_upstreams: false,
+            parked_expiry: crate::invocations::DEFAULT_EXPIRY,
         }
     }
 }

@@ -27,6 +27,7 @@ pub mod dashboard;
 pub mod error;
 pub mod exposure;
 pub mod ids;
+pub mod invocations;
 pub mod journal;
 pub mod keys;
 pub mod mcp;

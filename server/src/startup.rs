@@ -46,6 +46,7 @@ pub struct Application {
     router: Router,
     store: Store,
     bootstrap: Bootstrap,
+    worker: crate::invocations::Worker,
 }
 
 impl Application {
@@ -100,12 +101,22 @@ impl Application {
             )),
             config: Arc::new(config),
             leptos_options,
+            invocation_wake: Arc::new(tokio::sync::Notify::new()),
         };
+        let worker = crate::invocations::Worker::new(
+            state.store.clone(),
+            state.journal.clone(),
+            state.upstreams.clone(),
+            state.validators.clone(),
+            state.invocation_wake.clone(),
+            state.config.parked_expiry,
+        );
         Ok(Self {
             listener,
             router: router(state),
             store,
             bootstrap,
+            worker,
         })
     }
 
@@ -131,10 +142,13 @@ impl Application {
                 }
             }
         });
+        // Released, expired and interrupted invocations are handled here, with no request.
+        let worker = tokio::spawn(self.worker.run());
         let served = axum::serve(self.listener, self.router)
             .with_graceful_shutdown(shutdown_signal())
             .await;
         cleanup.abort();
+        worker.abort();
         served.context("serving HTTP")
     }
 }

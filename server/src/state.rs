@@ -27,4 +27,19 @@ pub struct AppState {
     pub journal: Journal,
     /// Where the dashboard's files are, for Leptos.
     pub leptos_options: LeptosOptions,
+    /// Wakes the invocation worker (an approval landed).
+    pub invocation_wake: Arc<tokio::sync::Notify>,
+}
+
+impl AppState {
+    /// What a `tools/call` needs, borrowed from the state.
+    pub fn call_context(&self) -> crate::calls::CallContext<'_> {
+        crate::calls::CallContext {
+            store: &self.store,
+            journal: &self.journal,
+            upstreams: &self.upstreams,
+            validators: &self.validators,
+            parked_expiry: self.config.parked_expiry,
+        }
+    }
 }

@@ -4,6 +4,7 @@
 //! scope is enforced by a middleware wrapped around that very handler, so a route cannot exist
 //! without its check. [`route_specs`] lists them for the scope-matrix test and for docs.
 
+mod invocations;
 mod json;
 mod policies;
 pub(crate) mod receipts;
@@ -102,6 +103,30 @@ fn declare<D: Declare>(d: D) -> D {
             "/policies/{id}:activate",
             &[scope::WRITE],
             policies::activate,
+        )
+        .route(
+            Method::GET,
+            "/invocations",
+            &[scope::READ, scope::APPROVE, scope::RUN],
+            invocations::list,
+        )
+        .route(
+            Method::GET,
+            "/invocations/{id}",
+            &[scope::READ, scope::APPROVE, scope::RUN],
+            invocations::get,
+        )
+        .route(
+            Method::POST,
+            "/invocations/{id}:approve",
+            &[scope::APPROVE],
+            invocations::approve,
+        )
+        .route(
+            Method::POST,
+            "/invocations/{id}:reject",
+            &[scope::APPROVE],
+            invocations::reject,
         )
         .route(Method::GET, "/receipts", &[scope::READ], receipts::list)
         .route(Method::GET, "/receipts/{id}", &[scope::READ], receipts::get)

@@ -48,12 +48,7 @@ pub async fn call(
     Path(id): Path<String>,
     ApiJson(call): ApiJson<crate::calls::ToolCall>,
 ) -> Result<Json<Value>, ApiError> {
-    let cx = crate::calls::CallContext {
-        store: &state.store,
-        journal: &state.journal,
-        upstreams: &state.upstreams,
-        validators: &state.validators,
-    };
+    let cx = state.call_context();
     Ok(Json(crate::calls::call(&cx, &p, Some(&id), call).await?))
 }
 

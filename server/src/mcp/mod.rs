@@ -28,7 +28,7 @@ use engine::scope;
 
 use crate::auth::Principal;
 use crate::auth::principal::authenticate_bearer;
-use crate::calls::{self, CallContext, ToolCall};
+use crate::calls::{self, ToolCall};
 use crate::exposure;
 use crate::state::AppState;
 use crate::store;
@@ -385,12 +385,7 @@ async fn tools_call(state: &AppState, principal: &Principal, id: &Value, params:
             );
         }
     };
-    let cx = CallContext {
-        store: &state.store,
-        journal: &state.journal,
-        upstreams: &state.upstreams,
-        validators: &state.validators,
-    };
+    let cx = state.call_context();
     match calls::call(&cx, principal, None, call).await {
         Ok(result) => ok(id, result),
         Err(e) => error(id, INTERNAL_ERROR, e.into_app_error().message),

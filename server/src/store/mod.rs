@@ -8,6 +8,7 @@
 pub mod cache;
 pub mod catalog;
 pub mod exposure;
+pub mod invocations;
 pub mod journal;
 pub mod keys;
 pub mod policies;

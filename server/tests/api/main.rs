@@ -9,6 +9,7 @@
 
 mod helpers;
 
+mod approvals;
 mod bridge;
 mod calls;
 mod cli;

@@ -58,6 +58,22 @@ const CASES: &[Case] = &[
     },
     Case {
         method: Method::GET,
+        path: "/invocations",
+    },
+    Case {
+        method: Method::GET,
+        path: "/invocations/{id}",
+    },
+    Case {
+        method: Method::POST,
+        path: "/invocations/{id}:approve",
+    },
+    Case {
+        method: Method::POST,
+        path: "/invocations/{id}:reject",
+    },
+    Case {
+        method: Method::GET,
         path: "/receipts",
     },
     Case {
@@ -137,6 +153,7 @@ const OWN_ROUTES: &[&str] = &[
     "/sessions/{id}",
     "/sessions/{id}/manifest",
     "/sessions/{id}:revoke",
+    "/invocations/{id}",
 ];
 
 /// Routes that only ever reach the caller's own resources, whatever its scopes (forking someone
@@ -148,6 +165,7 @@ struct Fixtures {
     victim_receipt_id: String,
     victim_session_id: String,
     victim_upstream_id: String,
+    victim_invocation_id: String,
 }
 
 async fn fixtures(app: &TestApp) -> Fixtures {
@@ -225,17 +243,67 @@ async fn fixtures(app: &TestApp) -> Fixtures {
             .await
             .unwrap()
     );
+    // A call of `victim`'s parked for an approver (its binding is not one the worker could
+    // run: approving it ends in a refusal, which is fine here).
+    let victim_invocation_id = aperture::ids::new_id("inv");
+    let now = aperture::store::now_ms();
+    assert!(
+        aperture::store::invocations::insert(
+            &app.store,
+            &aperture::store::invocations::InvocationRow {
+                id: victim_invocation_id.clone(),
+                tenant_id: "default".into(),
+                session_id: grant.session.id.clone(),
+                manifest_id: "man_victim".into(),
+                client_key: None,
+                turn_id: None,
+                actor_id: "victim".into(),
+                token_id: Some(victim_token_id.clone()),
+                token_created_by: Some("operator".into()),
+                tool: "victim_tool".into(),
+                tool_version: "1".into(),
+                schema_hash: "sha256:schema".into(),
+                args_hash: "sha256:victim".into(),
+                mode: "approval_required".into(),
+                binding: "{}".into(),
+                policy_id: "victim-policy".into(),
+                policy_version: 1,
+                decision_receipt_id: victim_receipt_id.clone(),
+                status: "input_required".into(),
+                result: None,
+                decided_by: None,
+                decided_at: None,
+                decision_comment: None,
+                approval_receipt_id: None,
+                created_at: now,
+                expires_at: Some(now + 3_600_000),
+                updated_at: now,
+            },
+        )
+        .await
+        .unwrap()
+    );
     Fixtures {
         victim_token_id,
         victim_receipt_id,
         victim_session_id: grant.session.id,
         victim_upstream_id,
+        victim_invocation_id,
     }
 }
 
 fn request(case: &Case, fx: &Fixtures, n: usize) -> (String, Option<Value>) {
     match (case.method.as_str(), case.path) {
         ("GET", "/receipts/{id}") => (format!("/receipts/{}", fx.victim_receipt_id), None),
+        ("GET", "/invocations/{id}") => (format!("/invocations/{}", fx.victim_invocation_id), None),
+        ("POST", "/invocations/{id}:approve") => (
+            format!("/invocations/{}:approve", fx.victim_invocation_id),
+            Some(json!({"args_hash": "sha256:victim", "comment": "looks right"})),
+        ),
+        ("POST", "/invocations/{id}:reject") => (
+            format!("/invocations/{}:reject", fx.victim_invocation_id),
+            Some(json!({"comment": "not today"})),
+        ),
         ("GET", "/policies/{id}") => ("/policies/victim-only".into(), None),
         ("GET", "/sessions/{id}") => (format!("/sessions/{}", fx.victim_session_id), None),
         ("GET", "/sessions/{id}/manifest") => {
@@ -475,7 +543,10 @@ async fn every_route_enforces_its_scope() {
             | ("POST", "/sessions/{id}/forks") => {
                 assert_eq!(status, StatusCode::NOT_FOUND, "{label}: {text}");
             }
-            ("GET", "/receipts/{id}") => {
+            ("GET", "/receipts/{id}")
+            | ("GET", "/invocations/{id}")
+            | ("POST", "/invocations/{id}:approve")
+            | ("POST", "/invocations/{id}:reject") => {
                 assert_eq!(status, StatusCode::NOT_FOUND, "{label}: {text}");
             }
             ("GET", _) => {

@@ -1,0 +1,709 @@
+//! The durable invocation runtime: calls bound at authorization and carried to exactly one
+//! outcome (seed: "Runtime authorization binding"; CONTRACT §5, §7, §8).
+//!
+//! A call in mode `approval_required` — and any call that carries `_meta.invocation_id` — is
+//! stored as an invocation next to its journaled decision: the engine's `BoundCall` (effective
+//! arguments, limits, redaction, pinned target) plus who called with which token. An approver
+//! releases exactly that binding (`POST /invocations/{id}:approve` echoing its `args_hash`);
+//! the [`Worker`] executes released invocations without any HTTP context, re-checking the
+//! stored binding against the signed decision receipt so that nothing — tool, schema,
+//! arguments, tenant, target — can be swapped in between. A rejection or an expiry becomes a
+//! stored, protocol-valid tool result. Every status change is a conditional update, so racing
+//! approvers, workers or nodes produce one outcome.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use engine::decision::BoundCall;
+use engine::receipt::{Decision, ReasonCode, Receipt, ReceiptKind};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+use tokio::sync::Notify;
+
+use app::error::{AppError, ErrorCode};
+
+use crate::auth::{Principal, PrincipalKind};
+use crate::calls::{self, CallContext};
+use crate::error::ServiceError;
+use crate::journal::{self, Journal};
+use crate::store::invocations::{self as rows, Change, InvocationRow};
+use crate::store::{self, Store, cache};
+use crate::upstream::Upstreams;
+
+/// How long a parked invocation waits for an approver unless configured otherwise.
+pub const DEFAULT_EXPIRY: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// An invocation left in a transient status (`approving`, `rejecting`, `expiring`) by a
+/// process that stopped is taken up again after this long.
+const STALE_MS: i64 = 30_000;
+
+/// Margin after a running call's deadline before it counts as interrupted.
+const RUNNING_GRACE_MS: i64 = 30_000;
+
+/// Whether `row` was bound to exactly the call `bound` describes (same tool, version, schema
+/// and arguments): a retry under the same `invocation_id`.
+pub fn same_binding(row: &InvocationRow, bound: &BoundCall) -> bool {
+    row.tool == bound.tool
+        && row.tool_version == bound.tool_version
+        && row.schema_hash == bound.schema_hash
+        && row.args_hash == bound.args_hash
+}
+
+/// The status a caller sees: `input_required` while an approver may still act, `working` while
+/// it runs, `completed`, `rejected` or `expired` once the result is final.
+pub fn caller_status(status: &str) -> &'static str {
+    match status {
+        "input_required" | "approving" | "rejecting" | "expiring" => "input_required",
+        "approved" | "running" => "working",
+        "rejected" => "rejected",
+        "expired" => "expired",
+        _ => "completed",
+    }
+}
+
+/// What a caller gets for an invocation: its final result once there is one, otherwise a
+/// status result (`isError: false`, `_meta: {status, invocation_id, receipt}`) carrying the
+/// receipt that decided it.
+pub async fn outcome(store: &Store, row: &InvocationRow) -> Result<Value, ServiceError> {
+    if let Some(result) = &row.result
+        && let Ok(value) = serde_json::from_str::<Value>(result)
+    {
+        return Ok(value);
+    }
+    let receipt = store::journal::by_receipt_id(store, &row.tenant_id, &row.decision_receipt_id)
+        .await?
+        .and_then(|r| serde_json::from_str::<Value>(&r.receipt).ok())
+        .unwrap_or(Value::Null);
+    Ok(status_result(caller_status(&row.status), &row.id, &receipt))
+}
+
+/// A status result for a parked or running invocation.
+pub fn status_result(status: &str, invocation_id: &str, receipt: &Value) -> Value {
+    let text = match status {
+        "input_required" => {
+            "This call needs an approver's release. It is parked; nothing has run yet. Retry with the same invocation_id to get the result once it is decided."
+        }
+        "working" => "This call is running. Retry with the same invocation_id to get its result.",
+        _ => "This call has an outcome; read it with GET /invocations/{id}.",
+    };
+    json!({
+        "content": [{"type": "text", "text": text}],
+        "isError": false,
+        "_meta": {"status": status, "invocation_id": invocation_id, "receipt": receipt}
+    })
+}
+
+/// The invocation as the API shows it. `arguments` are the effective arguments as bound: what
+/// an approver releases is exactly what runs.
+pub fn view(row: &InvocationRow) -> Value {
+    let bound = serde_json::from_str::<BoundCall>(&row.binding).ok();
+    json!({
+        "invocation_id": row.id,
+        "status": row.status,
+        "caller_status": caller_status(&row.status),
+        "session_id": row.session_id,
+        "manifest_id": row.manifest_id,
+        "client_invocation_id": row.client_key,
+        "turn_id": row.turn_id,
+        "actor_id": row.actor_id,
+        "tool": row.tool,
+        "tool_version": row.tool_version,
+        "schema_hash": row.schema_hash,
+        "args_hash": row.args_hash,
+        "arguments": bound.as_ref().map(|b| Value::Object(b.upstream_arguments())),
+        "mode": row.mode,
+        "limits": bound.as_ref().and_then(|b| serde_json::to_value(&b.limits).ok()),
+        "policy_id": row.policy_id,
+        "policy_version": row.policy_version,
+        "decision_receipt_id": row.decision_receipt_id,
+        "approval_receipt_id": row.approval_receipt_id,
+        "decided_by": row.decided_by,
+        "decided_at": row.decided_at.map(store::rfc3339),
+        "comment": row.decision_comment,
+        "created_at": store::rfc3339(row.created_at),
+        "expires_at": row.expires_at.map(store::rfc3339),
+        "result": row.result.as_deref().and_then(|r| serde_json::from_str::<Value>(r).ok()),
+    })
+}
+
+/// Body of `:approve` and `:reject`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DecideRequest {
+    /// The `args_hash` the approver was shown (required to approve).
+    #[serde(default)]
+    pub args_hash: Option<String>,
+    /// Why.
+    #[serde(default)]
+    pub comment: Option<String>,
+}
+
+/// Most characters of an approver's comment.
+const MAX_COMMENT: usize = 2000;
+
+/// The stored decision receipt of an invocation, as signed.
+async fn decision_receipt(store: &Store, row: &InvocationRow) -> Result<Receipt, ServiceError> {
+    let stored = store::journal::by_receipt_id(store, &row.tenant_id, &row.decision_receipt_id)
+        .await?
+        .ok_or_else(|| {
+            ServiceError::Other(anyhow::anyhow!(
+                "decision receipt {} of {} is missing from the journal",
+                row.decision_receipt_id,
+                row.id
+            ))
+        })?;
+    serde_json::from_str(&stored.receipt).map_err(|e| {
+        ServiceError::Other(anyhow::anyhow!(
+            "decision receipt {} does not parse: {e}",
+            row.decision_receipt_id
+        ))
+    })
+}
+
+/// A receipt about `row` (approval, rejection, expiry, execution) carrying the binding of its
+/// decision receipt.
+fn follow_up(decision: &Receipt, kind: ReceiptKind, actor_id: &str) -> Receipt {
+    let mut r = decision.clone();
+    r.receipt_id = crate::ids::new_id("rcp");
+    r.kind = kind;
+    r.actor_id = actor_id.to_owned();
+    r.seq = None;
+    r.prev_hash = None;
+    r.signature = String::new();
+    r
+}
+
+/// Checks an approver's right to decide `row`: not the invocation's own actor, not the
+/// principal that created the caller's token (CONTRACT §1).
+fn may_decide(approver: &Principal, row: &InvocationRow) -> Result<(), AppError> {
+    if approver.actor_id == row.actor_id {
+        return Err(AppError::new(
+            ErrorCode::PermissionDenied,
+            "the invocation's own actor cannot decide it",
+        ));
+    }
+    if row
+        .token_created_by
+        .as_deref()
+        .is_some_and(|creator| creator == approver.as_creator() || creator == approver.actor_id)
+    {
+        return Err(AppError::new(
+            ErrorCode::PermissionDenied,
+            "the principal that created the caller's token cannot decide its invocations",
+        ));
+    }
+    if let PrincipalKind::Token { token_id, .. } = &approver.kind
+        && row.token_id.as_deref() == Some(token_id.as_str())
+    {
+        return Err(AppError::new(
+            ErrorCode::PermissionDenied,
+            "the token that made the call cannot decide it",
+        ));
+    }
+    Ok(())
+}
+
+/// Approves (`approve: true`) or rejects a parked invocation. Approval must echo the
+/// `args_hash` the approver saw; a mismatch, a second decision, an expired invocation or a
+/// decision by the caller's side is refused and nothing runs.
+pub async fn decide(
+    store: &Store,
+    journal: &Journal,
+    worker: &Notify,
+    principal: &Principal,
+    id: &str,
+    approve: bool,
+    request: DecideRequest,
+) -> Result<Value, ServiceError> {
+    if request
+        .comment
+        .as_ref()
+        .is_some_and(|c| c.chars().count() > MAX_COMMENT)
+    {
+        return Err(AppError::invalid_field("comment", "at most 2000 characters").into());
+    }
+    if approve && request.args_hash.is_none() {
+        return Err(AppError::invalid_field(
+            "args_hash",
+            "required: the args_hash of the invocation as shown to the approver",
+        )
+        .into());
+    }
+    let row = rows::find(store, &principal.tenant_id, id)
+        .await?
+        .ok_or_else(|| AppError::not_found("invocation"))?;
+    may_decide(principal, &row)?;
+    if row.status != "input_required" {
+        return Err(AppError::new(
+            ErrorCode::Conflict,
+            format!(
+                "the invocation is {}, not waiting for a decision",
+                row.status
+            ),
+        )
+        .into());
+    }
+    if row.expires_at.is_some_and(|at| at <= store::now_ms()) {
+        expire(store, journal, &row).await?;
+        return Err(AppError::new(ErrorCode::Conflict, "the invocation expired").into());
+    }
+    if let Some(shown) = &request.args_hash
+        && *shown != row.args_hash
+    {
+        return Err(AppError::new(
+            ErrorCode::Conflict,
+            "args_hash does not match the invocation's binding; nothing was released",
+        )
+        .into());
+    }
+    let transient = if approve { "approving" } else { "rejecting" };
+    let claimed = rows::transition(
+        store,
+        &principal.tenant_id,
+        id,
+        "input_required",
+        transient,
+        &Change {
+            decided_by: Some(&principal.as_creator()),
+            comment: request.comment.as_deref(),
+            ..Change::default()
+        },
+    )
+    .await?;
+    if !claimed {
+        return Err(
+            AppError::new(ErrorCode::Conflict, "the invocation was already decided").into(),
+        );
+    }
+    let decision = decision_receipt(store, &row).await?;
+    let mut r = follow_up(&decision, ReceiptKind::Approval, &principal.actor_id);
+    let mut d = journal::disclosures();
+    d.insert_extra("invocation_id", Value::String(row.id.clone()))
+        .ok();
+    if let Some(comment) = &request.comment {
+        d.insert_extra("comment", Value::String(comment.clone()))
+            .ok();
+    }
+    if approve {
+        r.decision = Decision::Allow;
+        r.reason = ReasonCode::Ok;
+    } else {
+        r.decision = Decision::Deny;
+        r.reason = ReasonCode::ApprovalRejected;
+    }
+    let signed = match journal.append(r, &d).await {
+        Ok(signed) => signed,
+        Err(e) => {
+            // Nothing recorded, nothing released: the invocation waits again.
+            rows::transition(
+                store,
+                &principal.tenant_id,
+                id,
+                transient,
+                "input_required",
+                &Change::default(),
+            )
+            .await?;
+            return Err(e.into());
+        }
+    };
+    let moved = if approve {
+        rows::transition(
+            store,
+            &principal.tenant_id,
+            id,
+            transient,
+            "approved",
+            &Change {
+                approval_receipt_id: Some(&signed.receipt_id),
+                ..Change::default()
+            },
+        )
+        .await?
+    } else {
+        let text = match &request.comment {
+            Some(c) if !c.trim().is_empty() => {
+                format!("An approver rejected this call; nothing ran. Their comment: {c}")
+            }
+            _ => "An approver rejected this call; nothing ran.".to_owned(),
+        };
+        let result = calls::tool_result(&signed, true, &text, Map::new());
+        rows::transition(
+            store,
+            &principal.tenant_id,
+            id,
+            transient,
+            "rejected",
+            &Change {
+                approval_receipt_id: Some(&signed.receipt_id),
+                result: Some(&result.to_string()),
+                ..Change::default()
+            },
+        )
+        .await?
+    };
+    if !moved {
+        return Err(ServiceError::Other(anyhow::anyhow!(
+            "invocation {id} left {transient} while its decision was recorded"
+        )));
+    }
+    if approve {
+        worker.notify_one();
+    }
+    let row = rows::find(store, &principal.tenant_id, id)
+        .await?
+        .ok_or_else(|| AppError::not_found("invocation"))?;
+    Ok(view(&row))
+}
+
+/// Ends a parked invocation whose time ran out with a stored `approval_expired` result.
+async fn expire(store: &Store, journal: &Journal, row: &InvocationRow) -> Result<(), ServiceError> {
+    if !rows::transition(
+        store,
+        &row.tenant_id,
+        &row.id,
+        "input_required",
+        "expiring",
+        &Change::default(),
+    )
+    .await?
+    {
+        return Ok(());
+    }
+    finish_expiry(store, journal, row).await
+}
+
+async fn finish_expiry(
+    store: &Store,
+    journal: &Journal,
+    row: &InvocationRow,
+) -> Result<(), ServiceError> {
+    let decision = decision_receipt(store, row).await?;
+    let mut r = follow_up(&decision, ReceiptKind::Approval, &row.actor_id);
+    r.decision = Decision::Deny;
+    r.reason = ReasonCode::ApprovalExpired;
+    let mut d = journal::disclosures();
+    d.insert_extra("invocation_id", Value::String(row.id.clone()))
+        .ok();
+    let signed = journal.append(r, &d).await?;
+    let result = calls::tool_result(
+        &signed,
+        true,
+        "Nobody approved this call in time; nothing ran.",
+        Map::new(),
+    );
+    rows::transition(
+        store,
+        &row.tenant_id,
+        &row.id,
+        "expiring",
+        "expired",
+        &Change {
+            approval_receipt_id: Some(&signed.receipt_id),
+            result: Some(&result.to_string()),
+            ..Change::default()
+        },
+    )
+    .await?;
+    Ok(())
+}
+
+/// Executes invocations that were released, expires those that waited too long, and takes up
+/// what a stopped process left behind. Needs no browser or HTTP context: only the store, the
+/// journal and the upstream connections.
+pub struct Worker {
+    store: Store,
+    journal: Journal,
+    upstreams: Arc<Upstreams>,
+    validators: Arc<engine::narrow::ValidatorCache>,
+    wake: Arc<Notify>,
+    parked_expiry: Duration,
+}
+
+impl Worker {
+    /// A worker over the server's parts; `wake` is notified when an approval lands.
+    pub fn new(
+        store: Store,
+        journal: Journal,
+        upstreams: Arc<Upstreams>,
+        validators: Arc<engine::narrow::ValidatorCache>,
+        wake: Arc<Notify>,
+        parked_expiry: Duration,
+    ) -> Self {
+        Self {
+            store,
+            journal,
+            upstreams,
+            validators,
+            wake,
+            parked_expiry,
+        }
+    }
+
+    /// Runs until the task is dropped: a pass when woken, and at least once a second.
+    pub async fn run(self) {
+        loop {
+            if let Err(e) = self.pass().await {
+                tracing::warn!(error = %e, "invocation worker pass failed; retrying");
+            }
+            tokio::select! {
+                () = self.wake.notified() => {}
+                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+            }
+        }
+    }
+
+    /// One pass over everything due. Returns how many invocations it moved.
+    pub async fn pass(&self) -> Result<usize, ServiceError> {
+        let now = store::now_ms();
+        let mut moved = 0;
+        // Released: run each exactly once (whoever wins `approved → running` runs it).
+        for row in rows::due(&self.store, "approved", now, 32).await? {
+            if rows::transition(
+                &self.store,
+                &row.tenant_id,
+                &row.id,
+                "approved",
+                "running",
+                &Change::default(),
+            )
+            .await?
+            {
+                self.execute(&row).await?;
+                moved += 1;
+            }
+        }
+        for row in rows::expired(&self.store, now, 32).await? {
+            expire(&self.store, &self.journal, &row).await?;
+            moved += 1;
+        }
+        // Left behind by a process that stopped mid-way.
+        let stale = now - STALE_MS;
+        for row in rows::due(&self.store, "approving", stale, 32).await? {
+            // The approval may or may not have been recorded; it released nothing. It waits
+            // for an approver again.
+            moved += usize::from(
+                rows::transition(
+                    &self.store,
+                    &row.tenant_id,
+                    &row.id,
+                    "approving",
+                    "input_required",
+                    &Change::default(),
+                )
+                .await?,
+            );
+        }
+        for row in rows::due(&self.store, "rejecting", stale, 32).await? {
+            // A rejection is final once claimed: record it and store its result (only one
+            // `rejecting → rejected` succeeds).
+            self.finish_rejection(&row).await?;
+            moved += 1;
+        }
+        for row in rows::due(&self.store, "expiring", stale, 32).await? {
+            finish_expiry(&self.store, &self.journal, &row).await?;
+            moved += 1;
+        }
+        for row in rows::due(&self.store, "running", now - RUNNING_GRACE_MS, 32).await? {
+            if row.updated_at + deadline_ms(&row) + RUNNING_GRACE_MS <= now {
+                self.interrupted(&row).await?;
+                moved += 1;
+            }
+        }
+        Ok(moved)
+    }
+
+    async fn finish_rejection(&self, row: &InvocationRow) -> Result<(), ServiceError> {
+        let decision = decision_receipt(&self.store, row).await?;
+        let approver = row.decided_by.clone().unwrap_or_else(|| "unknown".into());
+        let mut r = follow_up(&decision, ReceiptKind::Approval, &approver);
+        r.decision = Decision::Deny;
+        r.reason = ReasonCode::ApprovalRejected;
+        let mut d = journal::disclosures();
+        d.insert_extra("invocation_id", Value::String(row.id.clone()))
+            .ok();
+        let signed = self.journal.append(r, &d).await?;
+        let result = calls::tool_result(
+            &signed,
+            true,
+            "An approver rejected this call; nothing ran.",
+            Map::new(),
+        );
+        rows::transition(
+            &self.store,
+            &row.tenant_id,
+            &row.id,
+            "rejecting",
+            "rejected",
+            &Change {
+                approval_receipt_id: Some(&signed.receipt_id),
+                result: Some(&result.to_string()),
+                ..Change::default()
+            },
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// A call that was running when its process stopped: it may or may not have reached the
+    /// upstream, and it is never run a second time. Recorded as an upstream error.
+    async fn interrupted(&self, row: &InvocationRow) -> Result<(), ServiceError> {
+        let decision = decision_receipt(&self.store, row).await?;
+        let mut r = follow_up(&decision, ReceiptKind::Execution, &row.actor_id);
+        r.decision = Decision::Deny;
+        r.reason = ReasonCode::UpstreamError;
+        let mut d = journal::disclosures();
+        d.upstream_error = Some(
+            "the gateway stopped while this call was running; it may or may not have reached the upstream and is not run again".into(),
+        );
+        d.insert_extra("invocation_id", Value::String(row.id.clone()))
+            .ok();
+        let signed = self.journal.append(r, &d).await?;
+        let result = calls::tool_result(
+            &signed,
+            true,
+            "The gateway stopped while this call was running. It was not run again; check the tool's state before retrying with a new invocation id.",
+            Map::new(),
+        );
+        rows::transition(
+            &self.store,
+            &row.tenant_id,
+            &row.id,
+            "running",
+            "completed",
+            &Change {
+                result: Some(&result.to_string()),
+                ..Change::default()
+            },
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Runs a released invocation exactly as bound, after checking the stored binding against
+    /// the signed decision receipt.
+    async fn execute(&self, row: &InvocationRow) -> Result<(), ServiceError> {
+        let decision = decision_receipt(&self.store, row).await?;
+        let cx = CallContext {
+            store: &self.store,
+            journal: &self.journal,
+            upstreams: &self.upstreams,
+            validators: &self.validators,
+            parked_expiry: self.parked_expiry,
+        };
+        let result = match self.verified_binding(row, &decision).await {
+            Ok(bound) => {
+                let fresh = cache::fresh(&self.store).await?;
+                let tool = cache::tool(&self.store, &fresh, &row.tenant_id, &bound.tool).await?;
+                let tool = tool.filter(|t| t.tool.tool.name == bound.tool);
+                let r = follow_up(&decision, ReceiptKind::Execution, &row.actor_id);
+                let mut extra = Map::new();
+                extra.insert("invocation_id".into(), Value::String(row.id.clone()));
+                if let Some(approval) = &row.approval_receipt_id {
+                    extra.insert(
+                        "approval_receipt_id".into(),
+                        Value::String(approval.clone()),
+                    );
+                }
+                calls::execute(&cx, tool.as_deref(), bound, r, &decision, extra).await?
+            }
+            Err(why) => {
+                // The stored binding is not what was authorized: refuse, never run it.
+                let mut r = follow_up(&decision, ReceiptKind::Execution, &row.actor_id);
+                r.decision = Decision::Deny;
+                r.reason = ReasonCode::ManifestBindingMismatch;
+                let mut d = journal::disclosures();
+                d.insert_extra("detail", Value::String(why)).ok();
+                d.insert_extra("invocation_id", Value::String(row.id.clone()))
+                    .ok();
+                let signed = self.journal.append(r, &d).await?;
+                calls::tool_result(
+                    &signed,
+                    true,
+                    "The stored call no longer matches what was authorized, so it was not run.",
+                    Map::new(),
+                )
+            }
+        };
+        rows::transition(
+            &self.store,
+            &row.tenant_id,
+            &row.id,
+            "running",
+            "completed",
+            &Change {
+                result: Some(&result.to_string()),
+                ..Change::default()
+            },
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// The stored binding, when it is exactly the one the signed decision receipt authorized.
+    async fn verified_binding(
+        &self,
+        row: &InvocationRow,
+        decision: &Receipt,
+    ) -> Result<BoundCall, String> {
+        let keys = self
+            .journal
+            .keys()
+            .published()
+            .await
+            .map_err(|e| format!("keys: {e}"))?;
+        let key = keys
+            .keys
+            .iter()
+            .find(|k| k.kid == decision.key_id)
+            .ok_or("the decision receipt's key is not published")?;
+        engine::receipt::verify_receipt(decision, key)
+            .map_err(|e| format!("decision receipt: {e}"))?;
+        let bound: BoundCall =
+            serde_json::from_str(&row.binding).map_err(|e| format!("binding: {e}"))?;
+        let args_hash = engine::canonical::args_hash_of_map(&bound.effective_arguments);
+        let target = calls::target_json(bound.target.as_ref());
+        let checks = [
+            ("tenant", decision.tenant_id == row.tenant_id),
+            ("actor", decision.actor_id == row.actor_id),
+            (
+                "session",
+                decision.session_id.as_deref() == Some(&row.session_id),
+            ),
+            (
+                "tool",
+                decision.tool.as_deref() == Some(&bound.tool) && bound.tool == row.tool,
+            ),
+            (
+                "tool_version",
+                decision.tool_version.as_deref() == Some(&bound.tool_version),
+            ),
+            (
+                "schema_hash",
+                decision.schema_hash.as_deref() == Some(&bound.schema_hash),
+            ),
+            (
+                "args_hash",
+                decision.args_hash.as_deref() == Some(&args_hash) && args_hash == row.args_hash,
+            ),
+            ("target", decision.target == target),
+            (
+                "invocation",
+                decision.invocation_id.as_deref() == Some(&row.id),
+            ),
+        ];
+        match checks.iter().find(|(_, ok)| !ok) {
+            Some((what, _)) => Err(format!(
+                "the stored binding's {what} differs from the decision receipt"
+            )),
+            None => Ok(bound),
+        }
+    }
+}
+
+fn deadline_ms(row: &InvocationRow) -> i64 {
+    serde_json::from_str::<BoundCall>(&row.binding)
+        .ok()
+        .and_then(|b| b.limits.max_duration_millis)
+        .unwrap_or(60_000)
+}

@@ -1,0 +1,283 @@
+//! Invocations: calls bound at authorization and carried to their one outcome (migration 0008
+//! lists the statuses). Every change of status is a conditional update from an expected status,
+//! so two approvers, two workers or two nodes racing for one invocation see exactly one winner.
+
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use super::{Store, now_ms};
+
+/// An invocation row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvocationRow {
+    /// `inv_…`
+    pub id: String,
+    /// Tenant.
+    pub tenant_id: String,
+    /// Exposure session.
+    pub session_id: String,
+    /// Manifest the call presented.
+    pub manifest_id: String,
+    /// The caller's `_meta.invocation_id`.
+    pub client_key: Option<String>,
+    /// Hosted agent turn.
+    pub turn_id: Option<String>,
+    /// The calling actor.
+    pub actor_id: String,
+    /// The caller's token (`tok_…`).
+    pub token_id: Option<String>,
+    /// Who created the caller's token.
+    pub token_created_by: Option<String>,
+    /// Canonical tool name.
+    pub tool: String,
+    /// Tool version granted.
+    pub tool_version: String,
+    /// `schemaHash` granted.
+    pub schema_hash: String,
+    /// Hash of the effective arguments.
+    pub args_hash: String,
+    /// Exposure mode.
+    pub mode: String,
+    /// The engine's `BoundCall` (JSON).
+    pub binding: String,
+    /// Policy.
+    pub policy_id: String,
+    /// Policy version.
+    pub policy_version: i64,
+    /// The journaled decision that bound it.
+    pub decision_receipt_id: String,
+    /// Status (see the migration).
+    pub status: String,
+    /// The final tool result (JSON), once there is one.
+    pub result: Option<String>,
+    /// The approver or rejecter.
+    pub decided_by: Option<String>,
+    /// Epoch ms.
+    pub decided_at: Option<i64>,
+    /// The approver's comment.
+    pub decision_comment: Option<String>,
+    /// The journaled approval or rejection.
+    pub approval_receipt_id: Option<String>,
+    /// Epoch ms.
+    pub created_at: i64,
+    /// Epoch ms after which a parked invocation can no longer be approved.
+    pub expires_at: Option<i64>,
+    /// Epoch ms.
+    pub updated_at: i64,
+}
+
+const COLUMNS: &str = "id, tenant_id, session_id, manifest_id, client_key, turn_id, actor_id, token_id, \
+     token_created_by, tool, tool_version, schema_hash, args_hash, mode, binding, policy_id, policy_version, \
+     decision_receipt_id, status, result, decided_by, decided_at, decision_comment, approval_receipt_id, \
+     created_at, expires_at, updated_at";
+
+fn from_row(row: &AnyRow) -> Result<InvocationRow, sqlx::Error> {
+    Ok(InvocationRow {
+        id: row.try_get("id")?,
+        tenant_id: row.try_get("tenant_id")?,
+        session_id: row.try_get("session_id")?,
+        manifest_id: row.try_get("manifest_id")?,
+        client_key: row.try_get("client_key")?,
+        turn_id: row.try_get("turn_id")?,
+        actor_id: row.try_get("actor_id")?,
+        token_id: row.try_get("token_id")?,
+        token_created_by: row.try_get("token_created_by")?,
+        tool: row.try_get("tool")?,
+        tool_version: row.try_get("tool_version")?,
+        schema_hash: row.try_get("schema_hash")?,
+        args_hash: row.try_get("args_hash")?,
+        mode: row.try_get("mode")?,
+        binding: row.try_get("binding")?,
+        policy_id: row.try_get("policy_id")?,
+        policy_version: row.try_get("policy_version")?,
+        decision_receipt_id: row.try_get("decision_receipt_id")?,
+        status: row.try_get("status")?,
+        result: row.try_get("result")?,
+        decided_by: row.try_get("decided_by")?,
+        decided_at: row.try_get("decided_at")?,
+        decision_comment: row.try_get("decision_comment")?,
+        approval_receipt_id: row.try_get("approval_receipt_id")?,
+        created_at: row.try_get("created_at")?,
+        expires_at: row.try_get("expires_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+/// Stores a new invocation; `Ok(false)` when the session already has one under the same
+/// `client_key` (the caller's retry key).
+pub async fn insert(store: &Store, r: &InvocationRow) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(&format!(
+        "INSERT INTO invocations ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, \
+         $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27) ON CONFLICT DO NOTHING"
+    ))
+    .bind(&r.id)
+    .bind(&r.tenant_id)
+    .bind(&r.session_id)
+    .bind(&r.manifest_id)
+    .bind(r.client_key.as_deref())
+    .bind(r.turn_id.as_deref())
+    .bind(&r.actor_id)
+    .bind(r.token_id.as_deref())
+    .bind(r.token_created_by.as_deref())
+    .bind(&r.tool)
+    .bind(&r.tool_version)
+    .bind(&r.schema_hash)
+    .bind(&r.args_hash)
+    .bind(&r.mode)
+    .bind(&r.binding)
+    .bind(&r.policy_id)
+    .bind(r.policy_version)
+    .bind(&r.decision_receipt_id)
+    .bind(&r.status)
+    .bind(r.result.as_deref())
+    .bind(r.decided_by.as_deref())
+    .bind(r.decided_at)
+    .bind(r.decision_comment.as_deref())
+    .bind(r.approval_receipt_id.as_deref())
+    .bind(r.created_at)
+    .bind(r.expires_at)
+    .bind(r.updated_at)
+    .execute(store.pool())
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// One invocation of a tenant.
+pub async fn find(
+    store: &Store,
+    tenant_id: &str,
+    id: &str,
+) -> Result<Option<InvocationRow>, sqlx::Error> {
+    let row = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM invocations WHERE tenant_id = $1 AND id = $2"
+    ))
+    .bind(tenant_id)
+    .bind(id)
+    .fetch_optional(store.pool())
+    .await?;
+    row.as_ref().map(from_row).transpose()
+}
+
+/// The invocation a session's caller keyed `client_key`.
+pub async fn find_by_client_key(
+    store: &Store,
+    tenant_id: &str,
+    session_id: &str,
+    client_key: &str,
+) -> Result<Option<InvocationRow>, sqlx::Error> {
+    let row = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM invocations WHERE tenant_id = $1 AND session_id = $2 AND client_key = $3"
+    ))
+    .bind(tenant_id)
+    .bind(session_id)
+    .bind(client_key)
+    .fetch_optional(store.pool())
+    .await?;
+    row.as_ref().map(from_row).transpose()
+}
+
+/// A tenant's invocations, newest first: only `status` when given, only `actor_id`'s when
+/// given, only those created before `before` (a cursor: `created_at`, then `id`) when given.
+pub async fn list(
+    store: &Store,
+    tenant_id: &str,
+    status: Option<&str>,
+    actor_id: Option<&str>,
+    limit: i64,
+) -> Result<Vec<InvocationRow>, sqlx::Error> {
+    let rows = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM invocations WHERE tenant_id = $1 \
+         AND ($2 IS NULL OR status = $2) AND ($3 IS NULL OR actor_id = $3) \
+         ORDER BY created_at DESC, id DESC LIMIT $4"
+    ))
+    .bind(tenant_id)
+    .bind(status)
+    .bind(actor_id)
+    .bind(limit)
+    .fetch_all(store.pool())
+    .await?;
+    rows.iter().map(from_row).collect()
+}
+
+/// What a status change also writes.
+#[derive(Debug, Default)]
+pub struct Change<'a> {
+    /// The approver or rejecter.
+    pub decided_by: Option<&'a str>,
+    /// Their comment.
+    pub comment: Option<&'a str>,
+    /// The journaled approval or rejection.
+    pub approval_receipt_id: Option<&'a str>,
+    /// The final tool result.
+    pub result: Option<&'a str>,
+}
+
+/// Moves invocation `id` from status `from` to `to`; `Ok(false)` when it was not in `from`
+/// (someone else moved it first). Fields of `change` that are `None` are left as they are.
+pub async fn transition(
+    store: &Store,
+    tenant_id: &str,
+    id: &str,
+    from: &str,
+    to: &str,
+    change: &Change<'_>,
+) -> Result<bool, sqlx::Error> {
+    let now = now_ms();
+    let done = sqlx::query(
+        "UPDATE invocations SET status = $4, updated_at = $5, \
+         decided_by = COALESCE($6, decided_by), \
+         decided_at = CASE WHEN $6 IS NULL THEN decided_at ELSE $5 END, \
+         decision_comment = COALESCE($7, decision_comment), \
+         approval_receipt_id = COALESCE($8, approval_receipt_id), \
+         result = COALESCE($9, result) \
+         WHERE tenant_id = $1 AND id = $2 AND status = $3",
+    )
+    .bind(tenant_id)
+    .bind(id)
+    .bind(from)
+    .bind(to)
+    .bind(now)
+    .bind(change.decided_by)
+    .bind(change.comment)
+    .bind(change.approval_receipt_id)
+    .bind(change.result)
+    .execute(store.pool())
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Invocations of every tenant in `status` whose last change is older than `before` (epoch ms),
+/// oldest first (the worker's queue).
+pub async fn due(
+    store: &Store,
+    status: &str,
+    before: i64,
+    limit: i64,
+) -> Result<Vec<InvocationRow>, sqlx::Error> {
+    let rows = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM invocations WHERE status = $1 AND updated_at <= $2 ORDER BY updated_at, id LIMIT $3"
+    ))
+    .bind(status)
+    .bind(before)
+    .bind(limit)
+    .fetch_all(store.pool())
+    .await?;
+    rows.iter().map(from_row).collect()
+}
+
+/// Parked invocations of every tenant that expired at `now` (oldest first).
+pub async fn expired(
+    store: &Store,
+    now: i64,
+    limit: i64,
+) -> Result<Vec<InvocationRow>, sqlx::Error> {
+    let rows = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM invocations WHERE status = 'input_required' AND expires_at <= $1 \
+         ORDER BY expires_at, id LIMIT $2"
+    ))
+    .bind(now)
+    .bind(limit)
+    .fetch_all(store.pool())
+    .await?;
+    rows.iter().map(from_row).collect()
+}

@@ -1,0 +1,555 @@
+//! Parked calls (`approval_required`) end to end through `POST /mcp` in front of the real
+//! fixture upstream: exact release, args-hash mismatch, double and racing approvals,
+//! self-approval, rejection stored as a tool result, expiry, and retries under the caller's
+//! `invocation_id` — each with what executed (counted at the upstream), what the client saw,
+//! and receipts that verify.
+
+use std::time::Duration;
+
+use engine::receipt::{Jwk, verify_receipt_json};
+use engine::scope;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::helpers::{Db, TestApp};
+
+struct Setup {
+    app: TestApp,
+    agent: String,
+    approver: String,
+    list: Value,
+    keys: Vec<Jwk>,
+}
+
+async fn setup_with(db: Db, customize: impl FnOnce(&mut aperture::Config)) -> Option<Setup> {
+    let app = TestApp::spawn_with(db, customize).await?;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &["mcp__fixture__echo", "mcp__fixture__stats"])
+        .await;
+    let policy = json!({"rules": [
+        {"id": "echo-needs-approval", "match": {"name": "mcp__fixture__echo"}, "mode": "approval_required", "reason": "a person looks first"},
+        {"id": "reads", "match": {"risk_exactly": ["read"]}, "mode": "allow"}
+    ]});
+    for (path, body) in [
+        ("/policies/p", Some(policy)),
+        ("/policies/p:activate", None),
+    ] {
+        let mut rb = if body.is_some() {
+            app.client.put(app.api(path))
+        } else {
+            app.client.post(app.api(path))
+        };
+        if let Some(b) = body {
+            rb = rb.json(&b);
+        }
+        let response = rb.bearer_auth(&admin).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{path}");
+    }
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let approver = app.token("default", "alice", &[scope::APPROVE]).await;
+    let keys: Value = app
+        .client
+        .get(app.url("/.well-known/aperture/keys"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let keys = serde_json::from_value(keys["keys"].clone()).unwrap();
+    let mut s = Setup {
+        app,
+        agent,
+        approver,
+        list: Value::Null,
+        keys,
+    };
+    s.list = s.rpc(&s.agent.clone(), "tools/list", json!({})).await;
+    Some(s)
+}
+
+async fn setup() -> Setup {
+    setup_with(Db::Sqlite, |_| {}).await.unwrap()
+}
+
+impl Setup {
+    async fn rpc(&self, token: &str, method: &str, params: Value) -> Value {
+        let response = self
+            .app
+            .client
+            .post(self.app.url("/mcp"))
+            .bearer_auth(token)
+            .header("accept", "application/json, text/event-stream")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        let answer: Value = response.json().await.unwrap();
+        answer["result"].clone()
+    }
+
+    fn echo(&self, tool: &str) -> Value {
+        let t = self.list["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == tool)
+            .unwrap_or_else(|| panic!("{tool} listed: {}", self.list));
+        let m = &self.list["_meta"];
+        json!({
+            "session_id": m["session_id"], "manifest_id": m["manifest_id"], "lease_id": m["lease_id"],
+            "tool_version": t["_meta"]["toolVersion"], "expected_schema_hash": t["_meta"]["schemaHash"]
+        })
+    }
+
+    /// `tools/call` of `echo` as the agent, with `key` as `_meta.invocation_id` when given.
+    async fn call_echo(&self, text: &str, key: Option<&str>) -> Value {
+        let mut meta = self.echo("mcp__fixture__echo");
+        if let Some(k) = key {
+            meta["invocation_id"] = json!(k);
+        }
+        let result = self
+            .rpc(
+                &self.agent,
+                "tools/call",
+                json!({"name": "mcp__fixture__echo", "arguments": {"text": text}, "_meta": meta}),
+            )
+            .await;
+        self.verify(&result);
+        result
+    }
+
+    fn verify(&self, result: &Value) {
+        verify_receipt_json(&result["_meta"]["receipt"], &self.keys)
+            .unwrap_or_else(|e| panic!("the receipt verifies: {e}: {result}"));
+    }
+
+    /// Calls the upstream has received (its `stats` tool counts itself too).
+    async fn upstream_calls(&self) -> u64 {
+        let result = self
+            .rpc(
+                &self.agent,
+                "tools/call",
+                json!({"name": "mcp__fixture__stats", "arguments": {}, "_meta": self.echo("mcp__fixture__stats")}),
+            )
+            .await;
+        result["structuredContent"]["calls"]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{result}"))
+    }
+
+    async fn decide(&self, token: &str, id: &str, verb: &str, body: Value) -> (StatusCode, Value) {
+        let response = self
+            .app
+            .client
+            .post(self.app.api(&format!("/invocations/{id}:{verb}")))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn invocation(&self, token: &str, id: &str) -> Value {
+        let response = self
+            .app
+            .client
+            .get(self.app.api(&format!("/invocations/{id}")))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        response.json().await.unwrap()
+    }
+
+    /// Waits (up to 15 s) until the invocation has a final status.
+    async fn settled(&self, id: &str) -> Value {
+        for _ in 0..300 {
+            let view = self.invocation(&self.agent, id).await;
+            if ["completed", "rejected", "expired"].contains(&view["status"].as_str().unwrap()) {
+                return view;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("invocation {id} did not settle");
+    }
+}
+
+fn parked_id(result: &Value) -> String {
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(result["_meta"]["status"], "input_required", "{result}");
+    assert_eq!(result["_meta"]["receipt"]["decision"], "park");
+    assert_eq!(result["_meta"]["receipt"]["mode"], "approval_required");
+    let id = result["_meta"]["invocation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(result["_meta"]["receipt"]["invocation_id"], id.as_str());
+    id
+}
+
+#[tokio::test]
+async fn an_approval_releases_exactly_the_bound_call_once() {
+    let s = setup().await;
+    let before = s.upstream_calls().await;
+    let parked = s.call_echo("ship it", None).await;
+    let id = parked_id(&parked);
+    // Parked: nothing reached the upstream (the count moves by the stats call alone).
+    assert_eq!(s.upstream_calls().await, before + 1);
+
+    // The approver sees exactly what will run.
+    let view = s.invocation(&s.approver, &id).await;
+    assert_eq!(view["status"], "input_required");
+    assert_eq!(view["arguments"], json!({"text": "ship it"}));
+    assert_eq!(view["tool"], "mcp__fixture__echo");
+    let args_hash = view["args_hash"].as_str().unwrap().to_owned();
+    assert_eq!(
+        args_hash,
+        engine::canonical::args_hash(&json!({"text": "ship it"})).unwrap()
+    );
+
+    // An args_hash other than the one shown releases nothing.
+    let wrong = engine::canonical::args_hash(&json!({"text": "something else"})).unwrap();
+    let (status, _) = s
+        .decide(&s.approver, &id, "approve", json!({"args_hash": wrong}))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    // Without one, the request is incomplete.
+    let (status, body) = s.decide(&s.approver, &id, "approve", json!({})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["error"]["details"]["fields"][0]["path"], "args_hash");
+    // The agent cannot approve (no scope), nor can an approver acting as the agent, nor the
+    // principal that created the agent's token.
+    let (status, _) = s
+        .decide(&s.agent, &id, "approve", json!({"args_hash": args_hash}))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    for actor in ["agent", "operator"] {
+        let own = s.app.token("default", actor, &[scope::APPROVE]).await;
+        let (status, body) = s
+            .decide(&own, &id, "approve", json!({"args_hash": args_hash}))
+            .await;
+        assert_eq!(status, StatusCode::FORBIDDEN, "{actor}: {body}");
+    }
+    assert_eq!(
+        s.invocation(&s.approver, &id).await["status"],
+        "input_required"
+    );
+
+    let (status, approved) = s
+        .decide(
+            &s.approver,
+            &id,
+            "approve",
+            json!({"args_hash": args_hash, "comment": "checked"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{approved}");
+    assert_eq!(approved["decided_by"], "alice");
+    let done = s.settled(&id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let result = &done["result"];
+    assert_eq!(result["isError"], false, "{result}");
+    assert!(
+        result["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("ship it")
+    );
+    s.verify(result);
+    let receipt = &result["_meta"]["receipt"];
+    assert_eq!(receipt["kind"], "execution");
+    assert_eq!(receipt["decision"], "allow");
+    assert_eq!(receipt["invocation_id"], id.as_str());
+    assert_eq!(receipt["args_hash"], args_hash.as_str());
+    assert_eq!(
+        receipt["actor_id"], "agent",
+        "runs as the caller, not the approver"
+    );
+
+    // Exactly one execution; a second approval is refused and runs nothing.
+    let (status, _) = s
+        .decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(s.upstream_calls().await, before + 3);
+
+    // The journal holds decision (park), approval and execution, and verifies.
+    let approval = aperture::store::journal::by_receipt_id(
+        &s.app.store,
+        "default",
+        done["approval_receipt_id"].as_str().unwrap(),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let approval: Value = serde_json::from_str(&approval.receipt).unwrap();
+    assert_eq!(approval["kind"], "approval");
+    assert_eq!(approval["actor_id"], "alice");
+    verify_receipt_json(&approval, &s.keys).unwrap();
+    let reports = aperture::journal::verify(&s.app.store).await.unwrap();
+    assert!(reports.iter().all(|r| r.error.is_none()), "{reports:?}");
+}
+
+#[tokio::test]
+async fn a_rejection_is_a_stored_tool_result_and_retries_return_it() {
+    let s = setup().await;
+    let before = s.upstream_calls().await;
+    let parked = s.call_echo("drop the table", Some("turn-1-call-1")).await;
+    let id = parked_id(&parked);
+    // A retry under the same key is the same invocation, still parked: no second one.
+    let again = s.call_echo("drop the table", Some("turn-1-call-1")).await;
+    assert_eq!(parked_id(&again), id);
+    // The same key with other arguments is refused.
+    let other = s
+        .call_echo("drop another table", Some("turn-1-call-1"))
+        .await;
+    assert_eq!(other["isError"], true);
+    assert_eq!(
+        other["_meta"]["receipt"]["reason"],
+        "manifest_binding_mismatch"
+    );
+
+    let (status, rejected) = s
+        .decide(
+            &s.approver,
+            &id,
+            "reject",
+            json!({"comment": "use a migration instead"}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{rejected}");
+    assert_eq!(rejected["status"], "rejected");
+    let result = &rejected["result"];
+    assert_eq!(result["isError"], true);
+    assert_eq!(result["_meta"]["receipt"]["reason"], "approval_rejected");
+    assert!(
+        result["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("use a migration instead")
+    );
+    s.verify(result);
+
+    // The agent reads it with its own token, and a retry under the key returns it.
+    let own = s.invocation(&s.agent, &id).await;
+    assert_eq!(own["result"], *result);
+    let retry = s.call_echo("drop the table", Some("turn-1-call-1")).await;
+    assert_eq!(retry, *result);
+    // Approving afterwards is refused; nothing ever reached the upstream.
+    let (status, _) = s
+        .decide(
+            &s.approver,
+            &id,
+            "approve",
+            json!({"args_hash": own["args_hash"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(s.upstream_calls().await, before + 1);
+
+    // Another agent's run token does not see it.
+    let stranger = s.app.token("default", "stranger", &[scope::RUN]).await;
+    let response = s
+        .app
+        .client
+        .get(s.app.api(&format!("/invocations/{id}")))
+        .bearer_auth(&stranger)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn a_keyed_allowed_call_runs_once_and_retries_get_its_result() {
+    let s = setup().await;
+    let before = s.upstream_calls().await;
+    let meta = {
+        let mut m = s.echo("mcp__fixture__stats");
+        m["invocation_id"] = json!("stats-once");
+        m
+    };
+    let call = || {
+        s.rpc(
+            &s.agent,
+            "tools/call",
+            json!({"name": "mcp__fixture__stats", "arguments": {}, "_meta": meta.clone()}),
+        )
+    };
+    let first = call().await;
+    s.verify(&first);
+    assert_eq!(first["structuredContent"]["calls"], before + 1);
+    let second = call().await;
+    assert_eq!(second, first, "the retry returns the stored result");
+    assert_eq!(s.upstream_calls().await, before + 2, "ran once");
+}
+
+#[tokio::test]
+async fn a_parked_call_expires_into_a_stored_result() {
+    let s = setup_with(Db::Sqlite, |c| c.parked_expiry = Duration::from_secs(1))
+        .await
+        .unwrap();
+    let id = parked_id(&s.call_echo("later", None).await);
+    let done = s.settled(&id).await;
+    assert_eq!(done["status"], "expired", "{done}");
+    assert_eq!(done["result"]["isError"], true);
+    assert_eq!(
+        done["result"]["_meta"]["receipt"]["reason"],
+        "approval_expired"
+    );
+    s.verify(&done["result"]);
+    let (status, _) = s
+        .decide(
+            &s.approver,
+            &id,
+            "approve",
+            json!({"args_hash": done["args_hash"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+}
+
+async fn racing_approvals(db: Db, races: usize) {
+    let Some(s) = setup_with(db, |_| {}).await else {
+        eprintln!("APERTURE_TEST_POSTGRES_URL not set: PostgreSQL variant not run");
+        return;
+    };
+    let bob = s.app.token("default", "bob", &[scope::APPROVE]).await;
+    let before = s.upstream_calls().await;
+    let mut ids = Vec::new();
+    for n in 0..races {
+        let id = parked_id(&s.call_echo(&format!("race {n}"), None).await);
+        let args_hash = s.invocation(&s.approver, &id).await["args_hash"].clone();
+        let body = json!({"args_hash": args_hash});
+        let (a, b) = tokio::join!(
+            s.decide(&s.approver, &id, "approve", body.clone()),
+            s.decide(&bob, &id, "approve", body.clone()),
+        );
+        let mut statuses = [a.0, b.0];
+        statuses.sort();
+        assert_eq!(
+            statuses,
+            [StatusCode::OK, StatusCode::CONFLICT],
+            "race {n}: exactly one approval wins ({a:?} / {b:?})"
+        );
+        ids.push(id);
+    }
+    for id in &ids {
+        assert_eq!(s.settled(id).await["status"], "completed");
+    }
+    assert_eq!(
+        s.upstream_calls().await,
+        before + races as u64 + 1,
+        "each raced invocation ran exactly once"
+    );
+}
+
+#[tokio::test]
+async fn two_approvers_racing_release_one_execution() {
+    racing_approvals(Db::Sqlite, 100).await;
+}
+
+#[tokio::test]
+async fn two_approvers_racing_release_one_execution_on_postgres() {
+    racing_approvals(Db::Postgres, 100).await;
+}
+
+/// Seed: "This prevents a worker from substituting another tool, schema, tenant, or argument
+/// set between authorization and execution." The stored binding is changed behind the
+/// gateway's back while the call is parked; the approval echoes the (unchanged) args_hash, and
+/// the worker still refuses: the binding no longer matches the signed decision receipt.
+#[tokio::test]
+async fn a_binding_changed_while_parked_is_refused_not_run() {
+    let s = setup().await;
+    let before = s.upstream_calls().await;
+    let id = parked_id(&s.call_echo("harmless", None).await);
+    let (binding,): (String,) = sqlx::query_as("SELECT binding FROM invocations WHERE id = $1")
+        .bind(&id)
+        .fetch_one(s.app.store.pool())
+        .await
+        .unwrap();
+    let mut tampered: Value = serde_json::from_str(&binding).unwrap();
+    tampered["effective_arguments"]["text"] = json!("harmful");
+    sqlx::query("UPDATE invocations SET binding = $1 WHERE id = $2")
+        .bind(tampered.to_string())
+        .bind(&id)
+        .execute(s.app.store.pool())
+        .await
+        .unwrap();
+    let args_hash = s.invocation(&s.approver, &id).await["args_hash"].clone();
+    let (status, _) = s
+        .decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let done = s.settled(&id).await;
+    assert_eq!(done["result"]["isError"], true, "{done}");
+    assert_eq!(
+        done["result"]["_meta"]["receipt"]["reason"],
+        "manifest_binding_mismatch"
+    );
+    s.verify(&done["result"]);
+    assert_eq!(s.upstream_calls().await, before + 1, "nothing ran");
+}
+
+/// Seed: "Rotation or target drift between authorization and execution requires explicit
+/// reauthorization or reconciliation; the executor never silently retargets an approved call."
+#[tokio::test]
+async fn an_upstream_re_registered_while_parked_is_target_drift() {
+    let s = setup().await;
+    let admin = s.app.token("default", "ops2", &[scope::ADMIN]).await;
+    let id = parked_id(&s.call_echo("pinned", None).await);
+    let upstreams: Value = s
+        .app
+        .client
+        .get(s.app.api("/upstreams"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let upstream = upstreams["upstreams"][0]["id"].as_str().unwrap().to_owned();
+    let removed = s
+        .app
+        .client
+        .delete(s.app.api(&format!("/upstreams/{upstream}")))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(removed.status(), StatusCode::OK);
+    let mut command = crate::helpers::fixture_command();
+    command.push("--registration-b".into());
+    let again = s
+        .app
+        .client
+        .post(s.app.api("/upstreams"))
+        .bearer_auth(&admin)
+        .json(&json!({"name": "fixture", "transport": "stdio", "command": command}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), StatusCode::CREATED);
+    let args_hash = s.invocation(&s.approver, &id).await["args_hash"].clone();
+    let (status, _) = s
+        .decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let done = s.settled(&id).await;
+    assert_eq!(done["result"]["isError"], true, "{done}");
+    assert_eq!(done["result"]["_meta"]["receipt"]["reason"], "target_drift");
+    assert_eq!(
+        done["result"]["_meta"]["receipt"]["target"]["upstream_id"],
+        upstream.as_str(),
+        "the receipt names the target that was authorized"
+    );
+    s.verify(&done["result"]);
+}
