@@ -7,6 +7,9 @@
 --   running         executing now                   completed  `result` holds the tool result
 --   rejected        `result` holds the approval_rejected result
 --   expired         `result` holds the approval_expired result
+--   staged          a staged change waiting to be applied (then `approved`)
+--   confirmation_required  waiting for the same actor to repeat the call with its token
+--   invalidated     the confirmation was presented with another binding; `result` says so
 CREATE TABLE invocations (
     id                   TEXT PRIMARY KEY,          -- inv_…
     tenant_id            TEXT NOT NULL REFERENCES tenants (id),
@@ -32,6 +35,7 @@ CREATE TABLE invocations (
     decided_at           BIGINT,
     decision_comment     TEXT,
     approval_receipt_id  TEXT,
+    confirmation_sha256  TEXT UNIQUE,               -- SHA-256 of the confirmation token
     created_at           BIGINT NOT NULL,
     expires_at           BIGINT,
     updated_at           BIGINT NOT NULL

@@ -4,9 +4,11 @@
 //! output redacted for the MCP destination, and a journaled execution receipt.
 //!
 //! Fail closed: when the journal cannot record the decision, nothing executes and the caller
-//! gets a signed `journal_unavailable` denial with `seq` and `prev_hash` null. Modes that need
-//! the durable runtime (`approval_required`, `confirmation_required`, `async_job_only`,
-//! `staged_change`) are refused before anything runs until that runtime exists.
+//! gets a signed `journal_unavailable` denial with `seq` and `prev_hash` null. Modes that wait
+//! for a person or a worker (`approval_required`, `staged_change`, `async_job_only`,
+//! `confirmation_required`) are bound as invocations ([`crate::invocations`]) and answered with
+//! their status; a call carrying `_meta.invocation_id` is bound too, so that a retry returns the
+//! first call's outcome.
 
 use std::time::Duration;
 
@@ -48,6 +50,8 @@ pub struct CallMeta {
     pub turn_id: Option<String>,
     /// The caller's retry key: a retry with the same binding gets the same outcome.
     pub invocation_id: Option<String>,
+    /// The token a `confirmation_required` answer gave, to confirm the identical call.
+    pub confirmation_token: Option<String>,
 }
 
 /// `params` of `tools/call`.
@@ -75,6 +79,8 @@ pub struct CallContext<'a> {
     pub validators: &'a ValidatorCache,
     /// How long a parked invocation waits for an approver.
     pub parked_expiry: Duration,
+    /// Wakes the invocation worker (an async job was accepted).
+    pub invocation_wake: &'a tokio::sync::Notify,
 }
 
 fn short(reason: ReasonCode) -> &'static str {
@@ -329,6 +335,12 @@ pub async fn call(
         .and_then(|g| g.session.as_ref())
         .map(|s| s.id.clone())
         .unwrap_or_default();
+    // The same actor repeating a call that needs confirmation, with the token it was given.
+    if bound.mode == Mode::ConfirmationRequired
+        && let Some(token) = &call.meta.confirmation_token
+    {
+        return confirm(cx, principal, &bound_session, token, bound, tool, r, d).await;
+    }
     // The caller's retry key: a retry gets the outcome of the first call under it, never a
     // second run; another call under the same key is refused.
     let client_key = call.meta.invocation_id.clone();
@@ -357,8 +369,22 @@ pub async fn call(
             return replay(cx, &existing, &bound, r, d).await;
         }
     }
-    let invocation_id = (client_key.is_some() || bound.mode == Mode::ApprovalRequired)
-        .then(|| crate::ids::new_id("inv"));
+    // Modes the durable runtime carries past this request: (stored status, decision, status
+    // the caller sees, whether it waits for a person until it expires).
+    let deferred = match bound.mode {
+        Mode::ApprovalRequired => Some(("input_required", Decision::Park, "input_required", true)),
+        Mode::StagedChange => Some(("staged", Decision::Stage, "staged", true)),
+        Mode::AsyncJobOnly => Some(("approved", Decision::Async, "working", false)),
+        Mode::ConfirmationRequired => Some((
+            "confirmation_required",
+            Decision::Confirm,
+            "confirmation_required",
+            true,
+        )),
+        _ => None,
+    };
+    let invocation_id =
+        (client_key.is_some() || deferred.is_some()).then(|| crate::ids::new_id("inv"));
     r.invocation_id = invocation_id.clone();
     let runs = match bound.mode {
         Mode::Allow => true,
@@ -369,32 +395,19 @@ pub async fn call(
             .filter(|t| t.tool.tool.name == bound.tool)
             .and_then(|t| t.tool.tool.dry_run_argument.as_ref())
             .is_some_and(|a| bound.effective_arguments.get(a) == Some(&Value::Bool(true))),
-        // Parked for an approver: bound now, executed by the worker once released.
-        Mode::ApprovalRequired => {
-            r.decision = Decision::Park;
-            r.reason = ReasonCode::Ok;
-            false
-        }
-        _ => {
-            // Confirmation, async jobs and staged changes are not offered yet.
-            r.decision = Decision::Deny;
-            r.reason = ReasonCode::PolicyDenied;
-            d.insert_extra(
-                "detail",
-                Value::String(format!(
-                    "mode {} is not offered by this version of the runtime",
-                    bound.mode.as_str()
-                )),
-            )
-            .ok();
-            let (receipt, _) = record(cx.journal, r, &d).await;
-            return Ok(tool_result(
-                &receipt,
-                true,
-                "This tool needs a confirmation, job or staging flow this gateway does not offer yet; nothing ran.",
-                Map::new(),
-            ));
-        }
+        _ => match deferred {
+            Some((_, decision, _, _)) => {
+                r.decision = decision;
+                r.reason = ReasonCode::Ok;
+                false
+            }
+            // `hide` and `deny` never get here (the engine refused them).
+            None => {
+                r.decision = Decision::Deny;
+                r.reason = ReasonCode::PolicyDenied;
+                return Ok(denial(cx.journal, r, &d).await);
+            }
+        },
     };
     let (decision_receipt, recorded) = record(cx.journal, r.clone(), &d).await;
     if !recorded {
@@ -405,8 +418,7 @@ pub async fn call(
             Map::new(),
         ));
     }
-    let parked = bound.mode == Mode::ApprovalRequired;
-    let dry_run = (!runs && !parked).then(|| {
+    let dry_run = (!runs && deferred.is_none()).then(|| {
         let mut extra = Map::new();
         extra.insert("dry_run".into(), Value::Bool(true));
         tool_result(
@@ -416,6 +428,7 @@ pub async fn call(
             extra,
         )
     });
+    let confirmation = (bound.mode == Mode::ConfirmationRequired).then(new_confirmation_token);
     if let Some(id) = &invocation_id {
         let now = store::now_ms();
         let (token_id, token_created_by) = match &principal.kind {
@@ -424,6 +437,11 @@ pub async fn call(
                 created_by,
             } => (Some(token_id.clone()), Some(created_by.clone())),
             _ => (None, None),
+        };
+        let waits = match (bound.mode, deferred) {
+            (Mode::ConfirmationRequired, _) => Some(CONFIRMATION_TTL),
+            (_, Some((_, _, _, true))) => Some(cx.parked_expiry),
+            _ => None,
         };
         let row = store::invocations::InvocationRow {
             id: id.clone(),
@@ -448,12 +466,10 @@ pub async fn call(
                 .and_then(|v| i64::try_from(v).ok())
                 .unwrap_or(0),
             decision_receipt_id: decision_receipt.receipt_id.clone(),
-            status: if parked {
-                "input_required"
-            } else if runs {
-                "running"
-            } else {
-                "completed"
+            status: match deferred {
+                Some((status, ..)) => status,
+                None if runs => "running",
+                None => "completed",
             }
             .to_owned(),
             result: dry_run.as_ref().map(Value::to_string),
@@ -461,10 +477,12 @@ pub async fn call(
             decided_at: None,
             decision_comment: None,
             approval_receipt_id: None,
+            confirmation_sha256: confirmation
+                .as_ref()
+                .map(|t| crate::auth::principal::secret_hash(t)),
             created_at: now,
-            expires_at: parked.then(|| {
-                now.saturating_add(i64::try_from(cx.parked_expiry.as_millis()).unwrap_or(i64::MAX))
-            }),
+            expires_at: waits
+                .map(|w| now.saturating_add(i64::try_from(w.as_millis()).unwrap_or(i64::MAX))),
             updated_at: now,
         };
         if !store::invocations::insert(cx.store, &row).await? {
@@ -482,13 +500,22 @@ pub async fn call(
             return replay(cx, &existing, &bound, r, d).await;
         }
     }
-    if parked {
+    if let Some((_, _, caller_status, _)) = deferred {
+        if bound.mode == Mode::AsyncJobOnly {
+            cx.invocation_wake.notify_one();
+        }
         let receipt = serde_json::to_value(&decision_receipt).unwrap_or(Value::Null);
-        return Ok(crate::invocations::status_result(
-            "input_required",
+        let mut result = crate::invocations::status_result(
+            caller_status,
             invocation_id.as_deref().unwrap_or_default(),
             &receipt,
-        ));
+        );
+        if let Some(token) = confirmation
+            && let Some(meta) = result.get_mut("_meta").and_then(Value::as_object_mut)
+        {
+            meta.insert("confirmation_token".into(), Value::String(token));
+        }
+        return Ok(result);
     }
     if let Some(result) = dry_run {
         return Ok(result);
@@ -512,6 +539,174 @@ pub async fn call(
         )
         .await?;
     }
+    Ok(out)
+}
+
+/// How long a confirmation token stays valid.
+const CONFIRMATION_TTL: Duration = Duration::from_secs(10 * 60);
+
+/// A fresh confirmation token (`cnf_` and 32 random bytes, base64url).
+fn new_confirmation_token() -> String {
+    use base64::Engine as _;
+    use rand::RngCore as _;
+    let mut bytes = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut bytes);
+    format!(
+        "cnf_{}",
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    )
+}
+
+/// The second half of `confirmation_required`: the same actor repeats the identical call with
+/// the token it was given. The token releases exactly that binding, once; presented with any
+/// other arguments (or tool, or session) it is spent without running anything.
+#[expect(clippy::too_many_arguments, reason = "one call's whole context")]
+async fn confirm(
+    cx: &CallContext<'_>,
+    principal: &Principal,
+    bound_session: &str,
+    token: &str,
+    bound: BoundCall,
+    tool: Option<std::sync::Arc<cache::Tool>>,
+    mut r: Receipt,
+    mut d: engine::receipt::Disclosures,
+) -> Result<Value, ServiceError> {
+    use store::invocations::{self as rows, Change};
+    let found = rows::find_by_confirmation(
+        cx.store,
+        &principal.tenant_id,
+        &crate::auth::principal::secret_hash(token),
+    )
+    .await?;
+    let refuse = |mut r: Receipt, mut d: engine::receipt::Disclosures, reason, detail: &str| {
+        r.decision = Decision::Deny;
+        r.reason = reason;
+        d.insert_extra("detail", Value::String(detail.to_owned()))
+            .ok();
+        (r, d)
+    };
+    let Some(row) = found else {
+        let (r, d) = refuse(
+            r,
+            d,
+            ReasonCode::ManifestBindingMismatch,
+            "unknown confirmation token",
+        );
+        return Ok(denial(cx.journal, r, &d).await);
+    };
+    r.invocation_id = Some(row.id.clone());
+    if row.actor_id != principal.actor_id {
+        let (r, d) = refuse(
+            r,
+            d,
+            ReasonCode::ActorMismatch,
+            "only the actor that made the call can confirm it",
+        );
+        return Ok(denial(cx.journal, r, &d).await);
+    }
+    let same = row.session_id == bound_session && crate::invocations::same_binding(&row, &bound);
+    if row.status != "confirmation_required" {
+        // A retry of a confirmation that was already used: its outcome, never a second run.
+        if same {
+            return crate::invocations::outcome(cx.store, &row).await;
+        }
+        let (r, d) = refuse(
+            r,
+            d,
+            ReasonCode::ManifestBindingMismatch,
+            "the confirmation token was already used",
+        );
+        return Ok(denial(cx.journal, r, &d).await);
+    }
+    if row.expires_at.is_some_and(|at| at <= store::now_ms()) {
+        let (r, d) = refuse(
+            r,
+            d,
+            ReasonCode::ApprovalExpired,
+            "the confirmation token expired",
+        );
+        return Ok(denial(cx.journal, r, &d).await);
+    }
+    if !same {
+        // A changed call spends the token: it can never release this or any other binding.
+        let (r, d) = refuse(
+            r,
+            d,
+            ReasonCode::ManifestBindingMismatch,
+            "the confirmed call differs from the call the token was issued for",
+        );
+        let result = denial(cx.journal, r, &d).await;
+        rows::transition(
+            cx.store,
+            &principal.tenant_id,
+            &row.id,
+            "confirmation_required",
+            "invalidated",
+            &Change {
+                result: Some(&result.to_string()),
+                ..Change::default()
+            },
+        )
+        .await?;
+        return Ok(result);
+    }
+    if !rows::transition(
+        cx.store,
+        &principal.tenant_id,
+        &row.id,
+        "confirmation_required",
+        "running",
+        &Change::default(),
+    )
+    .await?
+    {
+        // Confirmed concurrently: that confirmation's outcome.
+        let row = rows::find(cx.store, &principal.tenant_id, &row.id)
+            .await?
+            .unwrap_or(row);
+        return crate::invocations::outcome(cx.store, &row).await;
+    }
+    r.decision = Decision::Allow;
+    r.reason = ReasonCode::Ok;
+    d.insert_extra(
+        "confirms_decision_receipt_id",
+        Value::String(row.decision_receipt_id.clone()),
+    )
+    .ok();
+    let (decision_receipt, recorded) = record(cx.journal, r.clone(), &d).await;
+    if !recorded {
+        rows::transition(
+            cx.store,
+            &principal.tenant_id,
+            &row.id,
+            "running",
+            "confirmation_required",
+            &Change::default(),
+        )
+        .await?;
+        return Ok(tool_result(
+            &decision_receipt,
+            true,
+            short(ReasonCode::JournalUnavailable),
+            Map::new(),
+        ));
+    }
+    let mut extra = Map::new();
+    extra.insert("invocation_id".into(), Value::String(row.id.clone()));
+    let tool = tool.filter(|t| t.tool.tool.name == bound.tool);
+    let out = execute(cx, tool.as_deref(), bound, r, &decision_receipt, extra).await?;
+    rows::transition(
+        cx.store,
+        &principal.tenant_id,
+        &row.id,
+        "running",
+        "completed",
+        &Change {
+            result: Some(&out.to_string()),
+            ..Change::default()
+        },
+    )
+    .await?;
     Ok(out)
 }
 

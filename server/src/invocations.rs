@@ -54,9 +54,13 @@ pub fn same_binding(row: &InvocationRow, bound: &BoundCall) -> bool {
 pub fn caller_status(status: &str) -> &'static str {
     match status {
         "input_required" | "approving" | "rejecting" | "expiring" => "input_required",
+        "applying" => "staged",
         "approved" | "running" => "working",
+        "staged" => "staged",
+        "confirmation_required" => "confirmation_required",
         "rejected" => "rejected",
         "expired" => "expired",
+        "invalidated" => "invalidated",
         _ => "completed",
     }
 }
@@ -203,18 +207,30 @@ fn may_decide(approver: &Principal, row: &InvocationRow) -> Result<(), AppError>
     Ok(())
 }
 
-/// Approves (`approve: true`) or rejects a parked invocation. Approval must echo the
-/// `args_hash` the approver saw; a mismatch, a second decision, an expired invocation or a
-/// decision by the caller's side is refused and nothing runs.
+/// What an approver does to an invocation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    /// Release a parked call (`input_required`).
+    Approve,
+    /// Apply a staged change (`staged`).
+    Apply,
+    /// Reject either.
+    Reject,
+}
+
+/// Approves, applies or rejects an invocation waiting for a person. Approving and applying must
+/// echo the `args_hash` the approver saw; a mismatch, a second decision, an expired invocation
+/// or a decision by the caller's side is refused and nothing runs.
 pub async fn decide(
     store: &Store,
     journal: &Journal,
     worker: &Notify,
     principal: &Principal,
     id: &str,
-    approve: bool,
+    action: Action,
     request: DecideRequest,
 ) -> Result<Value, ServiceError> {
+    let approve = action != Action::Reject;
     if request
         .comment
         .as_ref()
@@ -233,16 +249,24 @@ pub async fn decide(
         .await?
         .ok_or_else(|| AppError::not_found("invocation"))?;
     may_decide(principal, &row)?;
-    if row.status != "input_required" {
+    let waiting = match action {
+        Action::Approve => row.status == "input_required",
+        Action::Apply => row.status == "staged",
+        Action::Reject => row.status == "input_required" || row.status == "staged",
+    };
+    if !waiting {
+        let expected = match action {
+            Action::Approve => "a parked call (input_required)",
+            Action::Apply => "a staged change",
+            Action::Reject => "a parked call or a staged change",
+        };
         return Err(AppError::new(
             ErrorCode::Conflict,
-            format!(
-                "the invocation is {}, not waiting for a decision",
-                row.status
-            ),
+            format!("the invocation is {}, not {expected}", row.status),
         )
         .into());
     }
+    let from = row.status.as_str();
     if row.expires_at.is_some_and(|at| at <= store::now_ms()) {
         expire(store, journal, &row).await?;
         return Err(AppError::new(ErrorCode::Conflict, "the invocation expired").into());
@@ -256,12 +280,16 @@ pub async fn decide(
         )
         .into());
     }
-    let transient = if approve { "approving" } else { "rejecting" };
+    let transient = match action {
+        Action::Approve => "approving",
+        Action::Apply => "applying",
+        Action::Reject => "rejecting",
+    };
     let claimed = rows::transition(
         store,
         &principal.tenant_id,
         id,
-        "input_required",
+        from,
         transient,
         &Change {
             decided_by: Some(&principal.as_creator()),
@@ -300,7 +328,7 @@ pub async fn decide(
                 &principal.tenant_id,
                 id,
                 transient,
-                "input_required",
+                from,
                 &Change::default(),
             )
             .await?;
@@ -362,7 +390,7 @@ async fn expire(store: &Store, journal: &Journal, row: &InvocationRow) -> Result
         store,
         &row.tenant_id,
         &row.id,
-        "input_required",
+        &row.status,
         "expiring",
         &Change::default(),
     )
@@ -389,7 +417,7 @@ async fn finish_expiry(
     let result = calls::tool_result(
         &signed,
         true,
-        "Nobody approved this call in time; nothing ran.",
+        "Nobody approved or confirmed this call in time; nothing ran.",
         Map::new(),
     );
     rows::transition(
@@ -479,20 +507,22 @@ impl Worker {
         }
         // Left behind by a process that stopped mid-way.
         let stale = now - STALE_MS;
-        for row in rows::due(&self.store, "approving", stale, 32).await? {
-            // The approval may or may not have been recorded; it released nothing. It waits
-            // for an approver again.
-            moved += usize::from(
-                rows::transition(
-                    &self.store,
-                    &row.tenant_id,
-                    &row.id,
-                    "approving",
-                    "input_required",
-                    &Change::default(),
-                )
-                .await?,
-            );
+        for (transient, waiting) in [("approving", "input_required"), ("applying", "staged")] {
+            for row in rows::due(&self.store, transient, stale, 32).await? {
+                // The approval may or may not have been recorded; it released nothing. It
+                // waits for an approver again.
+                moved += usize::from(
+                    rows::transition(
+                        &self.store,
+                        &row.tenant_id,
+                        &row.id,
+                        transient,
+                        waiting,
+                        &Change::default(),
+                    )
+                    .await?,
+                );
+            }
         }
         for row in rows::due(&self.store, "rejecting", stale, 32).await? {
             // A rejection is final once claimed: record it and store its result (only one
@@ -590,6 +620,7 @@ impl Worker {
             upstreams: &self.upstreams,
             validators: &self.validators,
             parked_expiry: self.parked_expiry,
+            invocation_wake: &self.wake,
         };
         let result = match self.verified_binding(row, &decision).await {
             Ok(bound) => {

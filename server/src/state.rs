@@ -40,6 +40,7 @@ impl AppState {
             upstreams: &self.upstreams,
             validators: &self.validators,
             parked_expiry: self.config.parked_expiry,
+            invocation_wake: &self.invocation_wake,
         }
     }
 }

@@ -13,21 +13,25 @@ use app::error::{AppError, ErrorCode};
 use super::{ApiJson, Caller};
 use crate::auth::Principal;
 use crate::error::{ApiError, ServiceError};
-use crate::invocations::{self, DecideRequest};
+use crate::invocations::{self, Action, DecideRequest};
 use crate::state::AppState;
 use crate::store::invocations as rows;
 
 /// Statuses a list may be filtered by.
-const STATUSES: [&str; 9] = [
+const STATUSES: [&str; 13] = [
     "input_required",
     "approving",
     "approved",
+    "staged",
+    "applying",
+    "confirmation_required",
     "running",
     "completed",
     "rejecting",
     "rejected",
     "expiring",
     "expired",
+    "invalidated",
 ];
 
 /// Query of `GET /invocations`.
@@ -105,7 +109,28 @@ pub async fn approve(
             &state.invocation_wake,
             &p,
             &id,
-            true,
+            Action::Approve,
+            request,
+        )
+        .await?,
+    ))
+}
+
+/// `POST /invocations/{id}:apply` `{"args_hash", "comment"?}`: runs a staged change.
+pub async fn apply(
+    State(state): State<AppState>,
+    Caller(p): Caller,
+    Path(id): Path<String>,
+    ApiJson(request): ApiJson<DecideRequest>,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(
+        invocations::decide(
+            &state.store,
+            &state.journal,
+            &state.invocation_wake,
+            &p,
+            &id,
+            Action::Apply,
             request,
         )
         .await?,
@@ -127,7 +152,7 @@ pub async fn reject(
             &state.invocation_wake,
             &p,
             &id,
-            false,
+            Action::Reject,
             request,
         )
         .await?,

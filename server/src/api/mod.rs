@@ -124,6 +124,12 @@ fn declare<D: Declare>(d: D) -> D {
         )
         .route(
             Method::POST,
+            "/invocations/{id}:apply",
+            &[scope::APPROVE],
+            invocations::apply,
+        )
+        .route(
+            Method::POST,
             "/invocations/{id}:reject",
             &[scope::APPROVE],
             invocations::reject,

@@ -58,6 +58,8 @@ pub struct InvocationRow {
     pub decision_comment: Option<String>,
     /// The journaled approval or rejection.
     pub approval_receipt_id: Option<String>,
+    /// Hex SHA-256 of a confirmation token (`confirmation_required`).
+    pub confirmation_sha256: Option<String>,
     /// Epoch ms.
     pub created_at: i64,
     /// Epoch ms after which a parked invocation can no longer be approved.
@@ -69,7 +71,7 @@ pub struct InvocationRow {
 const COLUMNS: &str = "id, tenant_id, session_id, manifest_id, client_key, turn_id, actor_id, token_id, \
      token_created_by, tool, tool_version, schema_hash, args_hash, mode, binding, policy_id, policy_version, \
      decision_receipt_id, status, result, decided_by, decided_at, decision_comment, approval_receipt_id, \
-     created_at, expires_at, updated_at";
+     confirmation_sha256, created_at, expires_at, updated_at";
 
 fn from_row(row: &AnyRow) -> Result<InvocationRow, sqlx::Error> {
     Ok(InvocationRow {
@@ -97,6 +99,7 @@ fn from_row(row: &AnyRow) -> Result<InvocationRow, sqlx::Error> {
         decided_at: row.try_get("decided_at")?,
         decision_comment: row.try_get("decision_comment")?,
         approval_receipt_id: row.try_get("approval_receipt_id")?,
+        confirmation_sha256: row.try_get("confirmation_sha256")?,
         created_at: row.try_get("created_at")?,
         expires_at: row.try_get("expires_at")?,
         updated_at: row.try_get("updated_at")?,
@@ -108,7 +111,7 @@ fn from_row(row: &AnyRow) -> Result<InvocationRow, sqlx::Error> {
 pub async fn insert(store: &Store, r: &InvocationRow) -> Result<bool, sqlx::Error> {
     let done = sqlx::query(&format!(
         "INSERT INTO invocations ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, \
-         $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27) ON CONFLICT DO NOTHING"
+         $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28) ON CONFLICT DO NOTHING"
     ))
     .bind(&r.id)
     .bind(&r.tenant_id)
@@ -134,6 +137,7 @@ pub async fn insert(store: &Store, r: &InvocationRow) -> Result<bool, sqlx::Erro
     .bind(r.decided_at)
     .bind(r.decision_comment.as_deref())
     .bind(r.approval_receipt_id.as_deref())
+    .bind(r.confirmation_sha256.as_deref())
     .bind(r.created_at)
     .bind(r.expires_at)
     .bind(r.updated_at)
@@ -171,6 +175,22 @@ pub async fn find_by_client_key(
     .bind(tenant_id)
     .bind(session_id)
     .bind(client_key)
+    .fetch_optional(store.pool())
+    .await?;
+    row.as_ref().map(from_row).transpose()
+}
+
+/// The invocation a confirmation token (by its hex SHA-256) belongs to.
+pub async fn find_by_confirmation(
+    store: &Store,
+    tenant_id: &str,
+    confirmation_sha256: &str,
+) -> Result<Option<InvocationRow>, sqlx::Error> {
+    let row = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM invocations WHERE tenant_id = $1 AND confirmation_sha256 = $2"
+    ))
+    .bind(tenant_id)
+    .bind(confirmation_sha256)
     .fetch_optional(store.pool())
     .await?;
     row.as_ref().map(from_row).transpose()
@@ -265,14 +285,15 @@ pub async fn due(
     rows.iter().map(from_row).collect()
 }
 
-/// Parked invocations of every tenant that expired at `now` (oldest first).
+/// Invocations of every tenant waiting for a person (parked, staged, awaiting confirmation)
+/// whose time ran out at `now` (oldest first).
 pub async fn expired(
     store: &Store,
     now: i64,
     limit: i64,
 ) -> Result<Vec<InvocationRow>, sqlx::Error> {
     let rows = sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM invocations WHERE status = 'input_required' AND expires_at <= $1 \
+        "SELECT {COLUMNS} FROM invocations WHERE status IN ('input_required', 'staged', 'confirmation_required') AND expires_at <= $1 \
          ORDER BY expires_at, id LIMIT $2"
     ))
     .bind(now)

@@ -22,12 +22,21 @@ struct Setup {
 }
 
 async fn setup_with(db: Db, customize: impl FnOnce(&mut aperture::Config)) -> Option<Setup> {
+    setup_mode(db, "approval_required", customize).await
+}
+
+/// The fixture's `echo` in `mode`, its `stats` allowed.
+async fn setup_mode(
+    db: Db,
+    mode: &str,
+    customize: impl FnOnce(&mut aperture::Config),
+) -> Option<Setup> {
     let app = TestApp::spawn_with(db, customize).await?;
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     app.register_fixture(&admin, &["mcp__fixture__echo", "mcp__fixture__stats"])
         .await;
     let policy = json!({"rules": [
-        {"id": "echo-needs-approval", "match": {"name": "mcp__fixture__echo"}, "mode": "approval_required", "reason": "a person looks first"},
+        {"id": "echo-rule", "match": {"name": "mcp__fixture__echo"}, "mode": mode, "reason": "a person looks first"},
         {"id": "reads", "match": {"risk_exactly": ["read"]}, "mode": "allow"}
     ]});
     for (path, body) in [
@@ -552,4 +561,148 @@ async fn an_upstream_re_registered_while_parked_is_target_drift() {
         "the receipt names the target that was authorized"
     );
     s.verify(&done["result"]);
+}
+
+#[tokio::test]
+async fn an_async_job_is_accepted_at_once_and_run_by_the_worker() {
+    let s = setup_mode(Db::Sqlite, "async_job_only", |_| {})
+        .await
+        .unwrap();
+    let before = s.upstream_calls().await;
+    let accepted = s.call_echo("in the background", Some("job-1")).await;
+    assert_eq!(accepted["isError"], false, "{accepted}");
+    assert_eq!(accepted["_meta"]["status"], "working");
+    assert_eq!(accepted["_meta"]["receipt"]["decision"], "async");
+    let id = accepted["_meta"]["invocation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let done = s.settled(&id).await;
+    assert_eq!(done["status"], "completed");
+    assert_eq!(done["result"]["isError"], false, "{done}");
+    assert!(
+        done["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("in the background")
+    );
+    s.verify(&done["result"]);
+    // The retry under the key returns the result; the job ran once.
+    let retry = s.call_echo("in the background", Some("job-1")).await;
+    assert_eq!(retry, done["result"]);
+    assert_eq!(s.upstream_calls().await, before + 2);
+}
+
+#[tokio::test]
+async fn a_staged_change_runs_only_when_applied() {
+    let s = setup_mode(Db::Sqlite, "staged_change", |_| {})
+        .await
+        .unwrap();
+    let before = s.upstream_calls().await;
+    let staged = s.call_echo("rename the bucket", None).await;
+    assert_eq!(staged["isError"], false, "{staged}");
+    assert_eq!(staged["_meta"]["status"], "staged");
+    assert_eq!(staged["_meta"]["receipt"]["decision"], "stage");
+    let id = staged["_meta"]["invocation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let view = s.invocation(&s.approver, &id).await;
+    assert_eq!(view["status"], "staged");
+    let args_hash = view["args_hash"].clone();
+    // A staged change is applied, not approved.
+    let (status, _) = s
+        .decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(s.upstream_calls().await, before + 1, "nothing ran yet");
+    let (status, applied) = s
+        .decide(&s.approver, &id, "apply", json!({"args_hash": args_hash}))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{applied}");
+    let done = s.settled(&id).await;
+    assert_eq!(done["result"]["isError"], false, "{done}");
+    s.verify(&done["result"]);
+    assert_eq!(s.upstream_calls().await, before + 3);
+
+    // Another one, rejected: nothing runs.
+    let other = s.call_echo("delete the bucket", None).await;
+    let other = other["_meta"]["invocation_id"].as_str().unwrap().to_owned();
+    let (status, rejected) = s.decide(&s.approver, &other, "reject", json!({})).await;
+    assert_eq!(status, StatusCode::OK, "{rejected}");
+    assert_eq!(
+        rejected["result"]["_meta"]["receipt"]["reason"],
+        "approval_rejected"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(s.upstream_calls().await, before + 4);
+}
+
+#[tokio::test]
+async fn a_confirmation_token_releases_the_identical_call_once() {
+    let s = setup_mode(Db::Sqlite, "confirmation_required", |_| {})
+        .await
+        .unwrap();
+    let before = s.upstream_calls().await;
+    let asked = s.call_echo("pay 10 EUR", None).await;
+    assert_eq!(asked["isError"], false, "{asked}");
+    assert_eq!(asked["_meta"]["status"], "confirmation_required");
+    assert_eq!(asked["_meta"]["receipt"]["decision"], "confirm");
+    let token = asked["_meta"]["confirmation_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(token.starts_with("cnf_"));
+    assert!(
+        !asked["_meta"]["receipt"].to_string().contains(&token),
+        "the receipt does not carry the token"
+    );
+    assert_eq!(s.upstream_calls().await, before + 1, "nothing ran yet");
+
+    let confirm = |text: &str, token: &str| {
+        let mut meta = s.echo("mcp__fixture__echo");
+        meta["confirmation_token"] = json!(token);
+        s.rpc(
+            &s.agent,
+            "tools/call",
+            json!({"name": "mcp__fixture__echo", "arguments": {"text": text}, "_meta": meta}),
+        )
+    };
+    let ran = confirm("pay 10 EUR", &token).await;
+    s.verify(&ran);
+    assert_eq!(ran["isError"], false, "{ran}");
+    assert!(
+        ran["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("pay 10 EUR")
+    );
+    assert_eq!(ran["_meta"]["receipt"]["kind"], "execution");
+    // The same confirmation again is its outcome, not a second payment.
+    let again = confirm("pay 10 EUR", &token).await;
+    assert_eq!(again, ran);
+    assert_eq!(s.upstream_calls().await, before + 3);
+
+    // A changed argument invalidates the token: refused, and spent.
+    let asked = s.call_echo("pay 20 EUR", None).await;
+    let token = asked["_meta"]["confirmation_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let changed = confirm("pay 2000 EUR", &token).await;
+    s.verify(&changed);
+    assert_eq!(changed["isError"], true);
+    assert_eq!(
+        changed["_meta"]["receipt"]["reason"],
+        "manifest_binding_mismatch"
+    );
+    let spent = confirm("pay 20 EUR", &token).await;
+    assert_eq!(spent["isError"], true, "{spent}");
+    let unknown = confirm("pay 20 EUR", "cnf_made-up").await;
+    assert_eq!(
+        unknown["_meta"]["receipt"]["reason"],
+        "manifest_binding_mismatch"
+    );
+    assert_eq!(s.upstream_calls().await, before + 4, "nothing else ran");
 }

@@ -70,6 +70,10 @@ const CASES: &[Case] = &[
     },
     Case {
         method: Method::POST,
+        path: "/invocations/{id}:apply",
+    },
+    Case {
+        method: Method::POST,
         path: "/invocations/{id}:reject",
     },
     Case {
@@ -166,6 +170,7 @@ struct Fixtures {
     victim_session_id: String,
     victim_upstream_id: String,
     victim_invocation_id: String,
+    victim_staged_id: String,
 }
 
 async fn fixtures(app: &TestApp) -> Fixtures {
@@ -275,6 +280,45 @@ async fn fixtures(app: &TestApp) -> Fixtures {
                 decided_at: None,
                 decision_comment: None,
                 approval_receipt_id: None,
+                confirmation_sha256: None,
+                created_at: now,
+                expires_at: Some(now + 3_600_000),
+                updated_at: now,
+            },
+        )
+        .await
+        .unwrap()
+    );
+    let victim_staged_id = aperture::ids::new_id("inv");
+    assert!(
+        aperture::store::invocations::insert(
+            &app.store,
+            &aperture::store::invocations::InvocationRow {
+                id: victim_staged_id.clone(),
+                tenant_id: "default".into(),
+                session_id: grant.session.id.clone(),
+                manifest_id: "man_victim".into(),
+                client_key: None,
+                turn_id: None,
+                actor_id: "victim".into(),
+                token_id: Some(victim_token_id.clone()),
+                token_created_by: Some("operator".into()),
+                tool: "victim_tool".into(),
+                tool_version: "1".into(),
+                schema_hash: "sha256:schema".into(),
+                args_hash: "sha256:victim".into(),
+                mode: "staged_change".into(),
+                binding: "{}".into(),
+                policy_id: "victim-policy".into(),
+                policy_version: 1,
+                decision_receipt_id: victim_receipt_id.clone(),
+                status: "staged".into(),
+                result: None,
+                decided_by: None,
+                decided_at: None,
+                decision_comment: None,
+                approval_receipt_id: None,
+                confirmation_sha256: None,
                 created_at: now,
                 expires_at: Some(now + 3_600_000),
                 updated_at: now,
@@ -289,6 +333,7 @@ async fn fixtures(app: &TestApp) -> Fixtures {
         victim_session_id: grant.session.id,
         victim_upstream_id,
         victim_invocation_id,
+        victim_staged_id,
     }
 }
 
@@ -299,6 +344,10 @@ fn request(case: &Case, fx: &Fixtures, n: usize) -> (String, Option<Value>) {
         ("POST", "/invocations/{id}:approve") => (
             format!("/invocations/{}:approve", fx.victim_invocation_id),
             Some(json!({"args_hash": "sha256:victim", "comment": "looks right"})),
+        ),
+        ("POST", "/invocations/{id}:apply") => (
+            format!("/invocations/{}:apply", fx.victim_staged_id),
+            Some(json!({"args_hash": "sha256:victim"})),
         ),
         ("POST", "/invocations/{id}:reject") => (
             format!("/invocations/{}:reject", fx.victim_invocation_id),
@@ -546,6 +595,7 @@ async fn every_route_enforces_its_scope() {
             ("GET", "/receipts/{id}")
             | ("GET", "/invocations/{id}")
             | ("POST", "/invocations/{id}:approve")
+            | ("POST", "/invocations/{id}:apply")
             | ("POST", "/invocations/{id}:reject") => {
                 assert_eq!(status, StatusCode::NOT_FOUND, "{label}: {text}");
             }
