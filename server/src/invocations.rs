@@ -37,8 +37,9 @@ pub const DEFAULT_EXPIRY: Duration = Duration::from_secs(24 * 60 * 60);
 /// process that stopped is taken up again after this long.
 const STALE_MS: i64 = 30_000;
 
-/// Margin after a running call's deadline before it counts as interrupted.
-const RUNNING_GRACE_MS: i64 = 30_000;
+/// Margin after a running call's deadline (which the executor enforces) before it counts as
+/// interrupted: by then the process running it has answered or is gone.
+const RUNNING_GRACE_MS: i64 = 5_000;
 
 /// Whether `row` was bound to exactly the call `bound` describes (same tool, version, schema
 /// and arguments): a retry under the same `invocation_id`.

@@ -195,3 +195,225 @@ async fn a_killed_server_loses_no_receipt_a_client_received() {
     server.kill().unwrap();
     let _ = server.wait();
 }
+
+/// Issue 5: "parked and approved invocations survive `kill -9`; after restart each executes
+/// exactly once (count at the upstream)". The fixture upstream logs every call to a file, so
+/// executions are counted per invocation across restarts. An invocation that was already
+/// running when the server died is never run again: it ends as an interrupted upstream error,
+/// having reached the upstream at most once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parked_and_approved_invocations_survive_a_kill_and_run_once() {
+    const CALLS: usize = 20;
+    let db = TestDb::new(Db::Sqlite).await.unwrap();
+    assert!(aperture(&db, &["migrate"], None).status.success());
+    let admin = token(&db, "ops", scope::ADMIN);
+    let agent = token(&db, "agent", scope::RUN);
+    let approver = token(&db, "alice", scope::APPROVE);
+    let log = db.data_dir().join("upstream-calls.log");
+    let mut add = vec![
+        "upstream", "add", "--tenant", "default", "--name", "fixture", "--stdio", "--",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .collect::<Vec<_>>();
+    add.extend(fixture_command());
+    add.extend(["--call-log".to_owned(), log.display().to_string()]);
+    let add: Vec<&str> = add.iter().map(String::as_str).collect();
+    let out = aperture(&db, &add, None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let (mut server, url) = serve(&db).await;
+    let api = format!("{url}{}", aperture::api::PREFIX);
+    let client = reqwest::Client::new();
+    let described = client
+        .put(format!("{api}/tools/mcp__fixture__slow"))
+        .bearer_auth(&admin)
+        .json(&json!({"risk": ["write"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(described.status(), StatusCode::OK);
+    let policy = json!({"rules": [{"id": "approve-slow", "match": {"name": "mcp__fixture__slow"},
+        "mode": "approval_required", "invocation": {"max_duration_millis": 1000}}]});
+    let put = client
+        .put(format!("{api}/policies/p"))
+        .bearer_auth(&admin)
+        .json(&policy)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), StatusCode::OK);
+    let activated = client
+        .post(format!("{api}/policies/p:activate"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(activated.status(), StatusCode::OK);
+    let session: Value = client
+        .post(format!("{api}/sessions"))
+        .bearer_auth(&agent)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let tool = &session["tools"][0];
+    assert_eq!(tool["name"], "mcp__fixture__slow", "{session}");
+    let m = &session["_meta"];
+    let meta = json!({
+        "session_id": m["session_id"], "manifest_id": m["manifest_id"], "lease_id": m["lease_id"],
+        "tool_version": tool["_meta"]["toolVersion"], "expected_schema_hash": tool["_meta"]["schemaHash"]
+    });
+    let calls = format!("{api}/sessions/{}/calls", m["session_id"].as_str().unwrap());
+    let mut ids = Vec::new();
+    for n in 0..CALLS {
+        let parked: Value = client
+            .post(&calls)
+            .bearer_auth(&agent)
+            // Each takes a while, so the worker is mid-queue when the server dies; the length
+            // also tells the calls apart in the upstream's log.
+            .json(&json!({"name": "mcp__fixture__slow", "arguments": {"millis": 150 + n}, "_meta": meta}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(parked["_meta"]["status"], "input_required", "{parked}");
+        ids.push(
+            parked["_meta"]["invocation_id"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+
+    // Killed with everything parked; started again, everything is still parked.
+    server.kill().expect("SIGKILL");
+    let _ = server.wait();
+    let (mut server, url) = serve(&db).await;
+    let api = format!("{url}{}", aperture::api::PREFIX);
+    let parked: Value = client
+        .get(format!("{api}/invocations?status=input_required&limit=500"))
+        .bearer_auth(&approver)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(parked["invocations"].as_array().unwrap().len(), CALLS);
+
+    // Every one approved, then killed at once, while the worker is running them.
+    let approvals = ids.iter().cloned().map(|id| {
+        let (client, api, approver) = (client.clone(), api.clone(), approver.clone());
+        async move {
+            let view: Value = client
+                .get(format!("{api}/invocations/{id}"))
+                .bearer_auth(&approver)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let approved = client
+                .post(format!("{api}/invocations/{id}:approve"))
+                .bearer_auth(&approver)
+                .json(&json!({"args_hash": view["args_hash"]}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(approved.status(), StatusCode::OK);
+        }
+    });
+    futures_join_all(approvals).await;
+    server.kill().expect("SIGKILL");
+    let _ = server.wait();
+    let before_restart = std::fs::read_to_string(&log).unwrap_or_default().lines().count();
+
+    // Started again: each approved invocation settles, none runs twice.
+    let (mut server, url) = serve(&db).await;
+    let api = format!("{url}{}", aperture::api::PREFIX);
+    let keys: Value = client
+        .get(format!("{url}/.well-known/aperture/keys"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let keys: Vec<engine::receipt::Jwk> = serde_json::from_value(keys["keys"].clone()).unwrap();
+    let mut results = Vec::new();
+    for id in &ids {
+        let mut settled = None;
+        for _ in 0..400 {
+            let view: Value = client
+                .get(format!("{api}/invocations/{id}"))
+                .bearer_auth(&approver)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if view["status"] == "completed" {
+                settled = Some(view);
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        let view = settled.unwrap_or_else(|| panic!("{id} did not complete after the restart"));
+        engine::receipt::verify_receipt_json(&view["result"]["_meta"]["receipt"], &keys).unwrap();
+        results.push(view);
+    }
+    let logged = std::fs::read_to_string(&log).unwrap_or_default();
+    let mut interrupted = 0;
+    for view in &results {
+        let millis = view["arguments"]["millis"].as_u64().unwrap();
+        let text = format!("slow {}", json!({ "millis": millis }));
+        let runs = logged.lines().filter(|l| *l == text).count();
+        let reason = view["result"]["_meta"]["receipt"]["reason"]
+            .as_str()
+            .unwrap();
+        match reason {
+            "ok" => assert_eq!(runs, 1, "{text} ran exactly once"),
+            "upstream_error" => {
+                interrupted += 1;
+                assert!(runs <= 1, "{text}: interrupted, never run twice ({runs})");
+            }
+            other => panic!("{text}: unexpected outcome {other}"),
+        }
+    }
+    assert!(interrupted <= 1, "the worker runs one call at a time");
+    assert!(
+        logged.lines().count() > before_restart,
+        "the restarted worker ran what the killed one had not started"
+    );
+    let verify = aperture(&db, &["journal", "verify"], None);
+    assert!(
+        verify.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&verify.stdout),
+        String::from_utf8_lossy(&verify.stderr)
+    );
+    server.kill().unwrap();
+    let _ = server.wait();
+}
+
+/// Awaits every future (all at once).
+async fn futures_join_all<F: std::future::Future<Output = ()> + Send + 'static>(
+    futures: impl IntoIterator<Item = F>,
+) {
+    let mut set = tokio::task::JoinSet::new();
+    for f in futures {
+        set.spawn(f);
+    }
+    set.join_all().await;
+}

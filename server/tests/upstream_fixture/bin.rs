@@ -12,7 +12,15 @@ use rmcp::ServiceExt;
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> anyhow::Result<()> {
+    let mut args = std::env::args().skip(1);
+    let mut call_log = None;
+    while let Some(arg) = args.next() {
+        if arg == "--call-log" {
+            call_log = args.next().map(std::path::PathBuf::from);
+        }
+    }
     let running = server::FixtureServer::new()
+        .with_call_log(call_log)
         .serve(rmcp::transport::stdio())
         .await?;
     running.waiting().await?;

@@ -37,6 +37,7 @@ struct State {
 #[derive(Debug, Clone)]
 pub struct FixtureServer {
     state: Arc<Mutex<State>>,
+    call_log: Option<std::path::PathBuf>,
 }
 
 impl FixtureServer {
@@ -48,7 +49,14 @@ impl FixtureServer {
                 cancelled: 0,
                 calls: 0,
             })),
+            call_log: None,
         }
+    }
+
+    /// Appends every call to `path` (one line: tool name and arguments) before answering it.
+    pub fn with_call_log(mut self, path: Option<std::path::PathBuf>) -> Self {
+        self.call_log = path;
+        self
     }
 
     fn state(&self) -> MutexGuard<'_, State> {
@@ -200,6 +208,16 @@ impl ServerHandler for FixtureServer {
     ) -> Result<CallToolResponse, ErrorData> {
         let args = request.arguments.unwrap_or_default();
         self.state().calls += 1;
+        if let Some(path) = &self.call_log {
+            use std::io::Write as _;
+            let line = format!("{} {}\n", request.name, Value::Object(args.clone()));
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+                .and_then(|mut f| f.write_all(line.as_bytes()))
+                .map_err(|e| ErrorData::internal_error(format!("call log: {e}"), None))?;
+        }
         let result = match request.name.as_ref() {
             "echo" => text(str_arg(&args, "text")?),
             "add" => {
