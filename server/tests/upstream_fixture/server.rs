@@ -54,6 +54,10 @@ impl FixtureServer {
     }
 
     /// Appends every call to `path` (one line: tool name and arguments) before answering it.
+    #[allow(
+        dead_code,
+        reason = "the stdio binary uses it; the in-process includers do not"
+    )]
     pub fn with_call_log(mut self, path: Option<std::path::PathBuf>) -> Self {
         self.call_log = path;
         self
