@@ -81,6 +81,8 @@ pub struct CallContext<'a> {
     pub parked_expiry: Duration,
     /// Wakes the invocation worker (an async job was accepted).
     pub invocation_wake: &'a tokio::sync::Notify,
+    /// Rate buckets are counted by the shared limiter (`APERTURE_RATE_LIMITER=database`).
+    pub rate_limiter: bool,
 }
 
 fn short(reason: ReasonCode) -> &'static str {
@@ -298,27 +300,54 @@ pub async fn call(
     r.args_hash = Some(bound.args_hash.clone());
     // The target pinned at the grant is part of what this decision authorizes.
     r.target = target_json(bound.target.as_ref());
-    // CONTRACT §5 after the arguments: rate limits, then the spend gate. No shared limiter and
-    // no spend gate are wired in this version: a rule that asks for either is refused rather
-    // than run unlimited (validation already refuses rate buckets at write time).
-    let runtime_refusal = if bound.limits.rate_bucket.is_some() {
-        Some((
-            ReasonCode::RateLimited,
-            "no shared rate limiter is configured",
-        ))
-    } else if bound.limits.max_cost_cents.is_some() {
-        Some((
-            ReasonCode::SpendGateUnavailable,
-            "no spend gate is configured, so a capped rule cannot run",
-        ))
+    // CONTRACT §5 after the arguments: rate limits (counted by the shared limiter when one is
+    // configured; a rule with a bucket and no limiter is refused, never run unlimited), then
+    // the spend gate (none is wired: a capped rule is refused rather than run uncapped).
+    let runtime_refusal = if let Some(bucket) = &bound.limits.rate_bucket {
+        if cx.rate_limiter {
+            match store::rate_buckets::take(
+                cx.store,
+                &principal.tenant_id,
+                &bucket.name,
+                bucket.per_minute,
+                store::now_ms(),
+            )
+            .await
+            {
+                Ok(true) => None,
+                Ok(false) => Some((
+                    ReasonCode::RateLimited,
+                    format!("rate bucket {} is used up for this minute", bucket.name),
+                )),
+                Err(e) => {
+                    tracing::error!(error = %e, "the rate limiter cannot count; refusing");
+                    Some((
+                        ReasonCode::RateLimited,
+                        "the rate limiter is unavailable".to_owned(),
+                    ))
+                }
+            }
+        } else {
+            Some((
+                ReasonCode::RateLimited,
+                "no shared rate limiter is configured".to_owned(),
+            ))
+        }
     } else {
         None
     };
+    let runtime_refusal = runtime_refusal.or_else(|| {
+        bound.limits.max_cost_cents.is_some().then(|| {
+            (
+                ReasonCode::SpendGateUnavailable,
+                "no spend gate is configured, so a capped rule cannot run".to_owned(),
+            )
+        })
+    });
     if let Some((reason, detail)) = runtime_refusal {
         r.decision = Decision::Deny;
         r.reason = reason;
-        d.insert_extra("detail", Value::String(detail.to_owned()))
-            .ok();
+        d.insert_extra("detail", Value::String(detail)).ok();
         let (receipt, _) = record(cx.journal, r, &d).await;
         return Ok(tool_result(
             &receipt,

@@ -48,6 +48,24 @@ struct GlobalArgs {
         global = true
     )]
     journal_sync: Durability,
+    /// What enforces policies' rate buckets: `none` (policies with one are refused) or
+    /// `database` (per-minute counters in the database the nodes share).
+    #[arg(
+        long,
+        env = "APERTURE_RATE_LIMITER",
+        default_value = "none",
+        global = true
+    )]
+    rate_limiter: crate::config::RateLimiter,
+}
+
+impl GlobalArgs {
+    /// What the deployment can enforce, for policy validation at the command line.
+    fn capabilities(&self) -> engine::validate::RuntimeCapabilities {
+        let mut config = Config::new(&self.data_dir);
+        config.rate_limiter = self.rate_limiter;
+        config.capabilities()
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -396,6 +414,7 @@ async fn serve(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<()> {
     config.addr = args.addr;
     config.database_url = global.database_url();
     config.durability = global.journal_sync;
+    config.rate_limiter = global.rate_limiter;
     config.site_root = args.site_root;
     config.secure_cookies = args.secure_cookies;
     config.bootstrap_admin_password = args.bootstrap_admin_password;
@@ -441,7 +460,7 @@ async fn policy_apply(
         anyhow::bail!("name: required (the policy id the document is stored under)");
     };
     if dry_run {
-        return match crate::policies::check(&id, document) {
+        return match crate::policies::check(&id, document, &global.capabilities()) {
             Ok(_) => {
                 println!("{id}: valid");
                 Ok(())
@@ -476,9 +495,16 @@ async fn policy_apply(
             .unwrap_or_default();
         anyhow::anyhow!("{}{fields}", e.message)
     };
-    let saved = crate::policies::put(&store, &journal, &operator, &id, document)
-        .await
-        .map_err(fail)?;
+    let saved = crate::policies::put(
+        &store,
+        &journal,
+        &operator,
+        &id,
+        document,
+        &global.capabilities(),
+    )
+    .await
+    .map_err(fail)?;
     println!("{id}: version {} stored", saved.version);
     if let Some(environment) = activate {
         crate::policies::activate(

@@ -34,6 +34,30 @@ pub struct Config {
     /// How long a parked invocation waits for an approver before it expires
     /// (`APERTURE_PARKED_EXPIRY_SECONDS`, default 24 hours).
     pub parked_expiry: std::time::Duration,
+    /// The limiter that enforces policies' `rate_bucket`s (`APERTURE_RATE_LIMITER`): `none`
+    /// (rate buckets are refused when a policy is written) or `database` (counted in the
+    /// database every node shares).
+    pub rate_limiter: RateLimiter,
+}
+
+/// Which limiter enforces rate buckets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum RateLimiter {
+    /// None: a policy with a rate bucket is refused at write time.
+    #[default]
+    None,
+    /// Per-minute counters in the shared database (SQLite or the nodes' PostgreSQL).
+    Database,
+}
+
+impl Config {
+    /// What this deployment can enforce, for policy validation.
+    pub fn capabilities(&self) -> engine::validate::RuntimeCapabilities {
+        engine::validate::RuntimeCapabilities {
+            shared_rate_limiter: self.rate_limiter != RateLimiter::None,
+            ..engine::validate::RuntimeCapabilities::default()
+        }
+    }
 }
 
 impl Config {
@@ -52,6 +76,7 @@ impl Config {
             allow_stdio_upstreams: false,
             allow_private_upstreams: false,
             parked_expiry: crate::invocations::DEFAULT_EXPIRY,
+            rate_limiter: RateLimiter::None,
         }
     }
 }

@@ -622,6 +622,8 @@ impl Worker {
             validators: &self.validators,
             parked_expiry: self.parked_expiry,
             invocation_wake: &self.wake,
+            // Released invocations were counted when they were authorized.
+            rate_limiter: false,
         };
         let result = match self.verified_binding(row, &decision).await {
             Ok(bound) => {

@@ -21,12 +21,6 @@ use crate::store::{self, Store, policies::VersionRow};
 /// The environment of sessions that name none.
 pub const DEFAULT_ENVIRONMENT: &str = "default";
 
-/// What this deployment can enforce. No shared rate limiter is wired yet, so rate buckets are
-/// refused at write time rather than accepted and ignored.
-pub fn capabilities() -> RuntimeCapabilities {
-    RuntimeCapabilities::default()
-}
-
 fn is_policy_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= 64
@@ -63,7 +57,13 @@ fn view(row: VersionRow) -> Result<PolicyVersionView, ServiceError> {
 
 /// Parses and validates a document for policy `id` (its `name` defaults to `id` and must equal
 /// it when given).
-pub fn check(id: &str, mut document: Value) -> Result<Policy, Vec<FieldError>> {
+/// `caps` is what the deployment can enforce: a rate bucket without a shared limiter is refused
+/// rather than accepted and ignored.
+pub fn check(
+    id: &str,
+    mut document: Value,
+    caps: &RuntimeCapabilities,
+) -> Result<Policy, Vec<FieldError>> {
     if let Value::Object(map) = &mut document {
         match map.get("name") {
             None => {
@@ -78,13 +78,14 @@ pub fn check(id: &str, mut document: Value) -> Result<Policy, Vec<FieldError>> {
             }
         }
     }
-    validate::parse_and_validate(&document, &capabilities()).map_err(field_errors)
+    validate::parse_and_validate(&document, caps).map_err(field_errors)
 }
 
 /// `POST /policies:validate`: validity and every problem, without storing anything.
 pub fn validate_document(
     principal: &Principal,
     document: Value,
+    caps: &RuntimeCapabilities,
 ) -> Result<ValidationResult, ServiceError> {
     principal.require(scope::READ)?;
     let id = document
@@ -92,7 +93,7 @@ pub fn validate_document(
         .and_then(Value::as_str)
         .unwrap_or("draft")
         .to_owned();
-    Ok(match check(&id, document) {
+    Ok(match check(&id, document, caps) {
         Ok(_) => ValidationResult {
             valid: true,
             errors: vec![],
@@ -111,6 +112,7 @@ pub async fn put(
     principal: &Principal,
     id: &str,
     document: Value,
+    caps: &RuntimeCapabilities,
 ) -> Result<PolicyVersionView, ServiceError> {
     principal.require(scope::WRITE)?;
     if !is_policy_id(id) {
@@ -127,7 +129,7 @@ pub async fn put(
         )
         .into());
     }
-    let policy = check(id, document).map_err(AppError::invalid)?;
+    let policy = check(id, document, caps).map_err(AppError::invalid)?;
     let canonical = serde_json::to_string(&policy).map_err(|e| ServiceError::Other(e.into()))?;
     journal
         .admin(
@@ -320,6 +322,7 @@ pub async fn effective(
 pub fn preview(
     principal: &Principal,
     mut request: PreviewRequest,
+    caps: &RuntimeCapabilities,
 ) -> Result<engine::preview::Preview, ServiceError> {
     principal.require(scope::READ)?;
     let ctx = ExposureContext {
@@ -345,7 +348,7 @@ pub fn preview(
     // not crowd the validators calls use.
     Ok(engine::preview::preview(
         &request.policy,
-        &capabilities(),
+        caps,
         request.tools,
         &ctx,
         &engine::narrow::ValidatorCache::new(),

@@ -41,6 +41,7 @@ impl AppState {
             validators: &self.validators,
             parked_expiry: self.config.parked_expiry,
             invocation_wake: &self.invocation_wake,
+            rate_limiter: self.config.rate_limiter != crate::config::RateLimiter::None,
         }
     }
 }

@@ -47,7 +47,15 @@ pub async fn put(
     ApiJson(document): ApiJson<Value>,
 ) -> Result<Json<PolicyVersionView>, ApiError> {
     Ok(Json(
-        policies::put(&state.store, &state.journal, &p, &id, document).await?,
+        policies::put(
+            &state.store,
+            &state.journal,
+            &p,
+            &id,
+            document,
+            &state.config.capabilities(),
+        )
+        .await?,
     ))
 }
 
@@ -67,16 +75,26 @@ pub async fn activate(
 
 /// `POST /policies:validate`
 pub async fn validate(
+    State(state): State<AppState>,
     Caller(p): Caller,
     ApiJson(document): ApiJson<Value>,
 ) -> Result<Json<ValidationResult>, ApiError> {
-    Ok(Json(policies::validate_document(&p, document)?))
+    Ok(Json(policies::validate_document(
+        &p,
+        document,
+        &state.config.capabilities(),
+    )?))
 }
 
 /// `POST /policies:preview`
 pub async fn preview(
+    State(state): State<AppState>,
     Caller(p): Caller,
     ApiJson(request): ApiJson<app::dto::PreviewRequest>,
 ) -> Result<Json<engine::preview::Preview>, ApiError> {
-    Ok(Json(policies::preview(&p, request)?))
+    Ok(Json(policies::preview(
+        &p,
+        request,
+        &state.config.capabilities(),
+    )?))
 }

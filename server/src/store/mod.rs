@@ -12,6 +12,7 @@ pub mod invocations;
 pub mod journal;
 pub mod keys;
 pub mod policies;
+pub mod rate_buckets;
 pub mod sessions;
 pub mod tenants;
 pub mod tokens;

@@ -17,7 +17,10 @@ struct Setup {
 }
 
 async fn setup() -> Setup {
-    let app = TestApp::spawn().await;
+    setup_on(TestApp::spawn().await).await
+}
+
+async fn setup_on(app: TestApp) -> Setup {
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     app.register_fixture(
         &admin,
@@ -417,6 +420,108 @@ async fn a_capped_rule_without_a_spend_gate_is_refused_not_run_uncapped() {
         result["_meta"]["receipt"]["kind"], "decision",
         "no execution receipt: nothing ran"
     );
+}
+
+/// A REST request; its status and JSON body.
+async fn send(
+    app: &TestApp,
+    token: &str,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> (StatusCode, Value) {
+    let mut rb = app.client.request(method, app.api(path)).bearer_auth(token);
+    if let Some(b) = body {
+        rb = rb.json(&b);
+    }
+    let response = rb.send().await.unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// Issue 5: "`rate_bucket` enforced by a limiter shared between server processes … refused at
+/// policy write when no shared limiter is configured".
+#[tokio::test]
+async fn rate_buckets_are_enforced_by_the_shared_limiter_or_refused_at_write() {
+    let policy = json!({"rules": [
+        {"id": "limited", "match": {"name": "mcp__fixture__echo"}, "mode": "allow",
+         "invocation": {"rate_bucket": {"name": "echo", "per_minute": 2}}},
+        {"id": "reads", "match": {"risk_exactly": ["read"]}, "mode": "allow"}
+    ]});
+    // Without a limiter the policy is refused, naming the field.
+    let s = setup().await;
+    let admin = s.app.token("default", "ops5", &[scope::ADMIN]).await;
+    let (status, body) = send(
+        &s.app,
+        &admin,
+        reqwest::Method::PUT,
+        "/policies/limited",
+        Some(policy.clone()),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(
+        body["error"]["details"]["fields"][0]["path"],
+        "rules[0].invocation.rate_bucket"
+    );
+
+    // With the database limiter: two calls a minute, the third refused before the upstream.
+    let app = crate::helpers::TestApp::spawn_with(crate::helpers::Db::Sqlite, |c| {
+        c.rate_limiter = aperture::config::RateLimiter::Database;
+    })
+    .await
+    .unwrap();
+    let mut s = setup_on(app).await;
+    let admin = s.app.token("default", "ops6", &[scope::ADMIN]).await;
+    let (status, body) = send(
+        &s.app,
+        &admin,
+        reqwest::Method::PUT,
+        "/policies/limited",
+        Some(policy),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, _) = send(
+        &s.app,
+        &admin,
+        reqwest::Method::POST,
+        "/policies/limited:activate",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    s = s.relist().await;
+    let before = s.upstream_calls().await;
+    // A minute boundary between the calls would start a new count; stay well inside one.
+    let into_minute = aperture::store::now_ms() % 60_000;
+    if into_minute > 50_000 {
+        tokio::time::sleep(std::time::Duration::from_millis(
+            u64::try_from(61_000 - into_minute).unwrap(),
+        ))
+        .await;
+    }
+    for n in 0..2 {
+        let ok = s
+            .call(
+                "mcp__fixture__echo",
+                json!({"text": format!("{n}")}),
+                s.echo("mcp__fixture__echo"),
+            )
+            .await;
+        assert_eq!(reason(&ok), "ok", "{ok}");
+    }
+    let limited = s
+        .call(
+            "mcp__fixture__echo",
+            json!({"text": "3"}),
+            s.echo("mcp__fixture__echo"),
+        )
+        .await;
+    assert_eq!(limited["isError"], true);
+    assert_eq!(reason(&limited), "rate_limited");
+    assert_eq!(limited["_meta"]["receipt"]["kind"], "decision");
+    assert_eq!(s.upstream_calls().await, before + 3, "the third never ran");
 }
 
 /// Issue 4: "a call whose upstream moved or was re-registered since is refused with

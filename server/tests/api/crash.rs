@@ -336,7 +336,10 @@ async fn parked_and_approved_invocations_survive_a_kill_and_run_once() {
     futures_join_all(approvals).await;
     server.kill().expect("SIGKILL");
     let _ = server.wait();
-    let before_restart = std::fs::read_to_string(&log).unwrap_or_default().lines().count();
+    let before_restart = std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .lines()
+        .count();
 
     // Started again: each approved invocation settles, none runs twice.
     let (mut server, url) = serve(&db).await;
