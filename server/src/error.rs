@@ -60,6 +60,7 @@ impl ServiceError {
 }
 
 /// An [`AppError`] as a REST response: `{"error": {...}}` with its status.
+#[derive(Debug)]
 pub struct ApiError(pub AppError);
 
 impl From<ServiceError> for ApiError {

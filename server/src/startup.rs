@@ -170,6 +170,10 @@ pub fn router(state: AppState) -> Router {
         )
         .route("/mcp", axum::routing::post(crate::mcp::handle))
         .nest_service(api::PREFIX, api::router(state.clone()))
+        .nest_service(
+            api::connect::SERVICE,
+            api::connect::router(api::router(state.clone())),
+        )
         .leptos_routes_with_context(&state, routes, context.clone(), move || {
             app::shell(options.clone())
         })

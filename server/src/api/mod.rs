@@ -4,8 +4,10 @@
 //! scope is enforced by a middleware wrapped around that very handler, so a route cannot exist
 //! without its check. [`route_specs`] lists them for the scope-matrix test and for docs.
 
+pub mod connect;
 mod invocations;
 mod json;
+pub mod openapi;
 mod policies;
 pub(crate) mod receipts;
 mod sessions;
@@ -259,6 +261,7 @@ pub fn router(state: AppState) -> Router {
         router: Router::new(),
     })
     .router
+    .route("/openapi.json", axum::routing::get(openapi::serve))
     .fallback(|| async { ApiError(AppError::not_found("route")) })
     .with_state(state);
     Router::new().fallback_service(

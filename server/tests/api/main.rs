@@ -13,6 +13,7 @@ mod approvals;
 mod bridge;
 mod calls;
 mod cli;
+mod connect;
 mod crash;
 mod forks;
 mod journal;

@@ -1,0 +1,555 @@
+//! The Connect mount of the AgentToolExposureService (CONTRACT §8): unary JSON at
+//! `POST /agent_tool_exposure.v1.AgentToolExposureService/<Method>`.
+//!
+//! There is one implementation: each Connect method is the REST route it names in [`METHODS`],
+//! and a Connect request is turned into that REST request — path parameters taken from the
+//! message's fields, the rest as the JSON body (or, for reads, the query) — and served by the
+//! very same router, with the same scope guard, validation and errors. A success answers 200 with
+//! the REST response's JSON; errors keep the contract's `{"error": {"code", "message",
+//! "details"?}}` and status.
+
+use axum::body::Body;
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value};
+use tower::ServiceExt;
+
+use app::error::{AppError, ErrorCode};
+
+use crate::error::ApiError;
+
+/// The service's Connect path prefix.
+pub const SERVICE: &str = "/agent_tool_exposure.v1.AgentToolExposureService";
+
+/// Where a method's request message goes besides its path parameters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Payload {
+    /// Nothing (the message holds only path parameters).
+    None,
+    /// Every other field, as the JSON body.
+    Body,
+    /// One field's value, as the JSON body (`PutPolicy`'s `policy`).
+    Field(&'static str),
+    /// Every other field, as query parameters (reads with filters).
+    Query,
+}
+
+/// One Connect method and the REST route that implements it.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnectMethod {
+    /// Method name (`GetPolicy`).
+    pub name: &'static str,
+    /// REST method.
+    pub method: &'static str,
+    /// REST path below the REST prefix, with `{param}` placeholders.
+    pub path: &'static str,
+    /// For each placeholder, the message field that fills it.
+    pub params: &'static [(&'static str, &'static str)],
+    /// Where the rest of the message goes.
+    pub payload: Payload,
+    /// One line for the OpenAPI document.
+    pub summary: &'static str,
+}
+
+const fn m(
+    name: &'static str,
+    method: &'static str,
+    path: &'static str,
+    params: &'static [(&'static str, &'static str)],
+    payload: Payload,
+    summary: &'static str,
+) -> ConnectMethod {
+    ConnectMethod {
+        name,
+        method,
+        path,
+        params,
+        payload,
+        summary,
+    }
+}
+
+const ID: &[(&str, &str)] = &[("id", "id")];
+
+/// Every method of the service (the scope-matrix and OpenAPI tests check that this is exactly
+/// the REST routes).
+pub const METHODS: &[ConnectMethod] = &[
+    m(
+        "ListTools",
+        "GET",
+        "/tools",
+        &[],
+        Payload::None,
+        "The tenant's tool catalog with descriptors.",
+    ),
+    m(
+        "PutToolDescriptor",
+        "PUT",
+        "/tools/{name}",
+        &[("name", "name")],
+        Payload::Body,
+        "Set a tool's security descriptor (journaled).",
+    ),
+    m(
+        "ListUpstreams",
+        "GET",
+        "/upstreams",
+        &[],
+        Payload::None,
+        "Registered upstream MCP servers.",
+    ),
+    m(
+        "RegisterUpstream",
+        "POST",
+        "/upstreams",
+        &[],
+        Payload::Body,
+        "Register an upstream MCP server and import its tools.",
+    ),
+    m(
+        "SyncUpstream",
+        "POST",
+        "/upstreams/{id}:sync",
+        ID,
+        Payload::None,
+        "Re-import an upstream's tools, detecting changed definitions.",
+    ),
+    m(
+        "DeleteUpstream",
+        "DELETE",
+        "/upstreams/{id}",
+        ID,
+        Payload::None,
+        "Remove an upstream registration and its tools.",
+    ),
+    m(
+        "ListPolicies",
+        "GET",
+        "/policies",
+        &[],
+        Payload::None,
+        "Policies with their latest versions and activations.",
+    ),
+    m(
+        "GetPolicy",
+        "GET",
+        "/policies/{id}",
+        ID,
+        Payload::None,
+        "A policy's latest version.",
+    ),
+    m(
+        "ListPolicyVersions",
+        "GET",
+        "/policies/{id}/versions",
+        ID,
+        Payload::None,
+        "Every version of a policy.",
+    ),
+    m(
+        "PutPolicy",
+        "PUT",
+        "/policies/{id}",
+        ID,
+        Payload::Field("policy"),
+        "Store a new immutable version (422 with field paths when invalid).",
+    ),
+    m(
+        "ActivatePolicy",
+        "POST",
+        "/policies/{id}:activate",
+        ID,
+        Payload::Body,
+        "Make a policy the tenant's policy for new sessions of an environment.",
+    ),
+    m(
+        "ValidatePolicy",
+        "POST",
+        "/policies:validate",
+        &[],
+        Payload::Field("policy"),
+        "Validate a policy document without storing it.",
+    ),
+    m(
+        "PreviewExposure",
+        "POST",
+        "/policies:preview",
+        &[],
+        Payload::Body,
+        "What a draft policy would expose for a context.",
+    ),
+    m(
+        "ListSessions",
+        "GET",
+        "/sessions",
+        &[],
+        Payload::Query,
+        "Exposure sessions, newest first.",
+    ),
+    m(
+        "CreateSession",
+        "POST",
+        "/sessions",
+        &[],
+        Payload::Body,
+        "Open an exposure session and grant its first manifest.",
+    ),
+    m(
+        "GetSession",
+        "GET",
+        "/sessions/{id}",
+        ID,
+        Payload::None,
+        "A session with its current manifest and lease.",
+    ),
+    m(
+        "GetManifest",
+        "GET",
+        "/sessions/{id}/manifest",
+        ID,
+        Payload::None,
+        "A session's signed manifest document.",
+    ),
+    m(
+        "RevokeSession",
+        "POST",
+        "/sessions/{id}:revoke",
+        ID,
+        Payload::None,
+        "Revoke a session: its calls are refused from now on.",
+    ),
+    m(
+        "CallTool",
+        "POST",
+        "/sessions/{id}/calls",
+        &[("id", "session_id")],
+        Payload::Body,
+        "Call a tool under a session (the fields of MCP tools/call).",
+    ),
+    m(
+        "ForkSession",
+        "POST",
+        "/sessions/{id}/forks",
+        ID,
+        Payload::Body,
+        "Fork a session, optionally narrowing execution with fork_tools.",
+    ),
+    m(
+        "ListInvocations",
+        "GET",
+        "/invocations",
+        &[],
+        Payload::Query,
+        "Invocations (parked, staged, async, confirmed, finished), newest first.",
+    ),
+    m(
+        "GetInvocation",
+        "GET",
+        "/invocations/{id}",
+        ID,
+        Payload::None,
+        "An invocation with its bound arguments and result.",
+    ),
+    m(
+        "Approve",
+        "POST",
+        "/invocations/{id}:approve",
+        ID,
+        Payload::Body,
+        "Release a parked call, echoing the args_hash shown.",
+    ),
+    m(
+        "Apply",
+        "POST",
+        "/invocations/{id}:apply",
+        ID,
+        Payload::Body,
+        "Apply a staged change, echoing the args_hash shown.",
+    ),
+    m(
+        "Reject",
+        "POST",
+        "/invocations/{id}:reject",
+        ID,
+        Payload::Body,
+        "Reject a parked call or staged change (stored as a tool result).",
+    ),
+    m(
+        "ListReceipts",
+        "GET",
+        "/receipts",
+        &[],
+        Payload::Query,
+        "Receipts, newest first, filtered, with a cursor.",
+    ),
+    m(
+        "GetReceipt",
+        "GET",
+        "/receipts/{id}",
+        ID,
+        Payload::None,
+        "A receipt with its disclosures and chain position.",
+    ),
+    m(
+        "ListTokens",
+        "GET",
+        "/tokens",
+        &[],
+        Payload::None,
+        "The tenant's API tokens (never their secrets).",
+    ),
+    m(
+        "CreateToken",
+        "POST",
+        "/tokens",
+        &[],
+        Payload::Body,
+        "Create an API token; its secret is shown once.",
+    ),
+    m(
+        "RevokeToken",
+        "DELETE",
+        "/tokens/{id}",
+        ID,
+        Payload::None,
+        "Revoke an API token.",
+    ),
+    m(
+        "ListUsers",
+        "GET",
+        "/users",
+        &[],
+        Payload::None,
+        "The tenant's dashboard users.",
+    ),
+    m(
+        "CreateUser",
+        "POST",
+        "/users",
+        &[],
+        Payload::Body,
+        "Create a dashboard user.",
+    ),
+    m(
+        "UpdateUserScopes",
+        "PUT",
+        "/users/{username}/scopes",
+        &[("username", "username")],
+        Payload::Body,
+        "Replace a user's scopes.",
+    ),
+];
+
+/// The method called `name`, if the service has one.
+pub fn method(name: &str) -> Option<&'static ConnectMethod> {
+    METHODS.iter().find(|m| m.name == name)
+}
+
+fn bad(message: impl Into<String>) -> ApiError {
+    ApiError(AppError::new(ErrorCode::BadRequest, message))
+}
+
+/// Percent-encodes one path segment.
+fn segment(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The REST request for `call` with message `message`: method, path and query, body.
+fn rest_request(
+    call: &ConnectMethod,
+    mut message: Map<String, Value>,
+) -> Result<(Method, String, Option<Value>), ApiError> {
+    let mut path = call.path.to_owned();
+    for (placeholder, field) in call.params {
+        let value = match message.remove(*field) {
+            Some(Value::String(s)) if !s.is_empty() => s,
+            Some(_) => {
+                return Err(ApiError(AppError::invalid_field(
+                    *field,
+                    "a non-empty string",
+                )));
+            }
+            None => return Err(ApiError(AppError::invalid_field(*field, "required"))),
+        };
+        path = path.replace(&format!("{{{placeholder}}}"), &segment(&value));
+    }
+    let body = match call.payload {
+        Payload::None => {
+            if let Some(extra) = message.keys().next() {
+                return Err(ApiError(AppError::invalid_field(
+                    extra.clone(),
+                    format!("{} takes no such field", call.name),
+                )));
+            }
+            None
+        }
+        Payload::Body => Some(Value::Object(message)),
+        Payload::Field(field) => {
+            let value = message
+                .remove(field)
+                .ok_or_else(|| ApiError(AppError::invalid_field(field, "required")))?;
+            if let Some(extra) = message.keys().next() {
+                return Err(ApiError(AppError::invalid_field(
+                    extra.clone(),
+                    format!("{} takes no such field", call.name),
+                )));
+            }
+            Some(value)
+        }
+        Payload::Query => {
+            let mut pairs = Vec::new();
+            for (key, value) in message {
+                let text = match value {
+                    Value::String(s) => s,
+                    Value::Number(n) => n.to_string(),
+                    Value::Bool(b) => b.to_string(),
+                    Value::Null => continue,
+                    _ => {
+                        return Err(ApiError(AppError::invalid_field(
+                            key,
+                            "a string, number or boolean",
+                        )));
+                    }
+                };
+                pairs.push((key, text));
+            }
+            if !pairs.is_empty() {
+                let query =
+                    serde_urlencoded::to_string(&pairs).map_err(|e| bad(format!("query: {e}")))?;
+                path = format!("{path}?{query}");
+            }
+            None
+        }
+    };
+    let method = Method::from_bytes(call.method.as_bytes()).unwrap_or(Method::POST);
+    Ok((method, path, body))
+}
+
+/// The Connect mount, serving every method through `rest` (the REST router).
+pub fn router(rest: axum::Router) -> axum::Router {
+    axum::Router::new()
+        .route("/{method}", axum::routing::post(handle))
+        .fallback(|| async {
+            ApiError(AppError::new(
+                ErrorCode::NotFound,
+                "Connect methods are POST /agent_tool_exposure.v1.AgentToolExposureService/<Method>",
+            ))
+        })
+        .with_state(rest)
+}
+
+/// `POST /agent_tool_exposure.v1.AgentToolExposureService/{method}`.
+pub async fn handle(
+    State(rest): State<axum::Router>,
+    Path(name): Path<String>,
+    request: Request,
+) -> Response {
+    match serve(rest, &name, request).await {
+        Ok(r) | Err(r) => r,
+    }
+}
+
+async fn serve(rest: axum::Router, name: &str, request: Request) -> Result<Response, Response> {
+    let Some(call) = method(name) else {
+        return Err(ApiError(AppError::not_found("method")).into_response());
+    };
+    let json = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
+        });
+    if !json {
+        return Err(bad("Connect unary JSON: send Content-Type: application/json").into_response());
+    }
+    let authorization = request.headers().get(header::AUTHORIZATION).cloned();
+    let bytes = axum::body::to_bytes(request.into_body(), usize::MAX)
+        .await
+        .map_err(|e| bad(format!("reading the body: {e}")).into_response())?;
+    let message = if bytes.iter().all(u8::is_ascii_whitespace) {
+        Map::new()
+    } else {
+        match serde_json::from_slice::<Value>(&bytes) {
+            Ok(Value::Object(map)) => map,
+            Ok(_) => return Err(bad("the request message must be a JSON object").into_response()),
+            Err(e) => return Err(bad(format!("malformed JSON: {e}")).into_response()),
+        }
+    };
+    let (method, uri, body) = rest_request(call, message).map_err(IntoResponse::into_response)?;
+    let mut inner = Request::builder().method(method).uri(&uri);
+    if let Some(auth) = authorization {
+        inner = inner.header(header::AUTHORIZATION, auth);
+    }
+    let inner = match body {
+        Some(b) => inner
+            .header(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )
+            .body(Body::from(b.to_string())),
+        None => inner.body(Body::empty()),
+    }
+    .map_err(|e| bad(format!("request: {e}")).into_response())?;
+    let response = rest
+        .oneshot(inner)
+        .await
+        .unwrap_or_else(|never| match never {});
+    if response.status().is_success() && response.status() != StatusCode::OK {
+        // Connect answers a unary success with 200, whatever REST said (201 Created).
+        let (mut parts, body) = response.into_parts();
+        parts.status = StatusCode::OK;
+        return Ok(Response::from_parts(parts, body));
+    }
+    Ok(response)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_become_rest_requests() {
+        let call = method("CallTool").unwrap();
+        let message = serde_json::json!({"session_id": "ses_1", "name": "t", "arguments": {}});
+        let (m, path, body) = rest_request(call, message.as_object().unwrap().clone()).unwrap();
+        assert_eq!(m, Method::POST);
+        assert_eq!(path, "/sessions/ses_1/calls");
+        assert_eq!(
+            body.unwrap(),
+            serde_json::json!({"name": "t", "arguments": {}})
+        );
+
+        let call = method("ListReceipts").unwrap();
+        let message = serde_json::json!({"decision": "deny", "limit": 5, "tool": "a b"});
+        let (m, path, body) = rest_request(call, message.as_object().unwrap().clone()).unwrap();
+        assert_eq!(m, Method::GET);
+        assert_eq!(path, "/receipts?decision=deny&limit=5&tool=a+b");
+        assert!(body.is_none());
+
+        let call = method("PutPolicy").unwrap();
+        let message = serde_json::json!({"id": "p/../x", "policy": {"rules": []}});
+        let (_, path, body) = rest_request(call, message.as_object().unwrap().clone()).unwrap();
+        assert_eq!(
+            path, "/policies/p%2F..%2Fx",
+            "a field cannot reach another route"
+        );
+        assert_eq!(body.unwrap(), serde_json::json!({"rules": []}));
+
+        let call = method("GetPolicy").unwrap();
+        assert!(rest_request(call, Map::new()).is_err(), "id is required");
+        let message = serde_json::json!({"id": "p", "extra": 1});
+        assert!(rest_request(call, message.as_object().unwrap().clone()).is_err());
+    }
+}

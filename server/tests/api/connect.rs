@@ -1,0 +1,194 @@
+//! The Connect mount and the OpenAPI document: the same service as the REST routes.
+
+use std::collections::BTreeSet;
+
+use aperture::api::connect::{METHODS, SERVICE};
+use engine::scope;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::helpers::TestApp;
+
+/// Issue 5: "an OpenAPI document served at `/api/v2/agent-tool-exposure/openapi.json` that
+/// matches the routes (a test checks it)".
+#[tokio::test]
+async fn the_openapi_document_lists_exactly_the_routes_and_their_connect_methods() {
+    let app = TestApp::spawn().await;
+    let response = app
+        .client
+        .get(app.api("/openapi.json"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let doc: Value = response.json().await.unwrap();
+    assert_eq!(doc["openapi"], "3.1.0");
+    let mut documented = BTreeSet::new();
+    let mut operations = BTreeSet::new();
+    for (path, methods) in doc["paths"].as_object().unwrap() {
+        for (method, op) in methods.as_object().unwrap() {
+            documented.insert((method.to_ascii_uppercase(), path.clone()));
+            let id = op["operationId"].as_str().unwrap().to_owned();
+            assert!(operations.insert(id.clone()), "{id} twice");
+            assert_eq!(op["x-connect-path"], format!("{SERVICE}/{id}"));
+            // Every placeholder is a path parameter.
+            for part in path.split(['/', ':']) {
+                if let Some(name) = part.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
+                    assert!(
+                        op["parameters"]
+                            .as_array()
+                            .unwrap()
+                            .iter()
+                            .any(|p| p["name"] == name && p["in"] == "path"),
+                        "{method} {path}: {name}"
+                    );
+                }
+            }
+        }
+    }
+    let served: BTreeSet<(String, String)> = aperture::api::route_specs()
+        .iter()
+        .map(|r| (r.method.to_string(), r.path.to_owned()))
+        .collect();
+    assert_eq!(documented, served, "the document lists exactly the routes");
+    let connect: BTreeSet<(String, String)> = METHODS
+        .iter()
+        .map(|m| (m.method.to_owned(), m.path.to_owned()))
+        .collect();
+    assert_eq!(connect, served, "every route is a Connect method and back");
+    let names: BTreeSet<String> = METHODS.iter().map(|m| m.name.to_owned()).collect();
+    assert_eq!(names, operations);
+}
+
+async fn connect(
+    app: &TestApp,
+    token: Option<&str>,
+    method: &str,
+    message: Value,
+) -> (StatusCode, Value) {
+    let mut rb = app.client.post(app.url(&format!("{SERVICE}/{method}")));
+    if let Some(t) = token {
+        rb = rb.bearer_auth(t);
+    }
+    let response = rb.json(&message).send().await.unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn connect_serves_the_same_service_with_the_same_errors() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    let runner = app.token("default", "agent", &[scope::RUN]).await;
+
+    let (status, created) = connect(
+        &app,
+        Some(&admin),
+        "CreateToken",
+        json!({"actor_id": "bot", "scopes": [scope::READ]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{created}");
+    let secret = created["secret"].as_str().unwrap().to_owned();
+    let (status, listed) = connect(&app, Some(&admin), "ListTokens", json!({})).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(listed.to_string().contains("\"bot\""), "{listed}");
+    // The new token works over REST, as the same service.
+    let policies = app
+        .client
+        .get(app.api("/policies"))
+        .bearer_auth(&secret)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(policies.status(), StatusCode::OK);
+
+    // The same errors as REST: scope, authentication, absence, invalid fields.
+    let (status, body) = connect(&app, Some(&runner), "ListTokens", json!({})).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(body["error"]["code"], "permission_denied");
+    let (status, _) = connect(&app, None, "ListTokens", json!({})).await;
+    assert_eq!(status, StatusCode::UNAUTHORIZED);
+    let (status, body) = connect(&app, Some(&admin), "GetPolicy", json!({"id": "nope"})).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
+    assert_eq!(body["error"]["code"], "not_found");
+    let (status, body) = connect(
+        &app,
+        Some(&admin),
+        "PutPolicy",
+        json!({"id": "p", "policy": {"rules": [{"id": "r", "mode": "sometimes"}]}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(
+        body["error"]["details"]["fields"][0]["path"],
+        "rules[0].mode"
+    );
+    let (status, body) = connect(&app, Some(&admin), "GetPolicy", json!({})).await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(body["error"]["details"]["fields"][0]["path"], "id");
+
+    // Protocol errors: unknown method, not JSON, not an object, GET.
+    let (status, _) = connect(&app, Some(&admin), "DropTables", json!({})).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+    let response = app
+        .client
+        .post(app.url(&format!("{SERVICE}/ListTokens")))
+        .bearer_auth(&admin)
+        .header("content-type", "text/plain")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    for bad in ["{", "[1]"] {
+        let response = app
+            .client
+            .post(app.url(&format!("{SERVICE}/ListTokens")))
+            .bearer_auth(&admin)
+            .header("content-type", "application/json")
+            .body(bad)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{bad}");
+    }
+    let response = app
+        .client
+        .get(app.url(&format!("{SERVICE}/ListTokens")))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
+
+    // A tool call and the receipts it left, with filters as message fields.
+    let (status, result) = connect(
+        &app,
+        Some(&runner),
+        "CallTool",
+        json!({"session_id": "ses_nope", "name": "anything", "arguments": {},
+               "_meta": {"manifest_id": "man_nope", "lease_id": "lea_nope"}}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{result}");
+    assert_eq!(result["isError"], true);
+    assert_eq!(
+        result["_meta"]["receipt"]["reason"],
+        "manifest_binding_mismatch"
+    );
+    let reader = app.token("default", "sec", &[scope::READ]).await;
+    let (status, page) = connect(
+        &app,
+        Some(&reader),
+        "ListReceipts",
+        json!({"reason": "manifest_binding_mismatch", "limit": 1}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{page}");
+    assert_eq!(page["receipts"].as_array().unwrap().len(), 1);
+    assert_eq!(
+        page["receipts"][0]["receipt_id"],
+        result["_meta"]["receipt"]["receipt_id"]
+    );
+}
