@@ -77,10 +77,6 @@ async fn setup_mode(
     Some(s)
 }
 
-async fn setup() -> Setup {
-    setup_with(Db::Sqlite, |_| {}).await.unwrap()
-}
-
 impl Setup {
     async fn rpc(&self, token: &str, method: &str, params: Value) -> Value {
         let response = self
@@ -201,9 +197,10 @@ fn parked_id(result: &Value) -> String {
     id
 }
 
-#[tokio::test]
-async fn an_approval_releases_exactly_the_bound_call_once() {
-    let s = setup().await;
+async fn an_approval_releases_exactly_the_bound_call_once(db: Db) {
+    let Some(s) = setup_with(db, |_| {}).await else {
+        return;
+    };
     let before = s.upstream_calls().await;
     let parked = s.call_echo("ship it", None).await;
     let id = parked_id(&parked);
@@ -305,9 +302,10 @@ async fn an_approval_releases_exactly_the_bound_call_once() {
     assert!(reports.iter().all(|r| r.error.is_none()), "{reports:?}");
 }
 
-#[tokio::test]
-async fn a_rejection_is_a_stored_tool_result_and_retries_return_it() {
-    let s = setup().await;
+async fn a_rejection_is_a_stored_tool_result_and_retries_return_it(db: Db) {
+    let Some(s) = setup_with(db, |_| {}).await else {
+        return;
+    };
     let before = s.upstream_calls().await;
     let parked = s.call_echo("drop the table", Some("turn-1-call-1")).await;
     let id = parked_id(&parked);
@@ -376,9 +374,10 @@ async fn a_rejection_is_a_stored_tool_result_and_retries_return_it() {
     assert_eq!(response.status(), StatusCode::NOT_FOUND);
 }
 
-#[tokio::test]
-async fn a_keyed_allowed_call_runs_once_and_retries_get_its_result() {
-    let s = setup().await;
+async fn a_keyed_allowed_call_runs_once_and_retries_get_its_result(db: Db) {
+    let Some(s) = setup_with(db, |_| {}).await else {
+        return;
+    };
     let before = s.upstream_calls().await;
     let meta = {
         let mut m = s.echo("mcp__fixture__stats");
@@ -400,11 +399,10 @@ async fn a_keyed_allowed_call_runs_once_and_retries_get_its_result() {
     assert_eq!(s.upstream_calls().await, before + 2, "ran once");
 }
 
-#[tokio::test]
-async fn a_parked_call_expires_into_a_stored_result() {
-    let s = setup_with(Db::Sqlite, |c| c.parked_expiry = Duration::from_secs(1))
-        .await
-        .unwrap();
+async fn a_parked_call_expires_into_a_stored_result(db: Db) {
+    let Some(s) = setup_with(db, |c| c.parked_expiry = Duration::from_secs(1)).await else {
+        return;
+    };
     let id = parked_id(&s.call_echo("later", None).await);
     let done = s.settled(&id).await;
     assert_eq!(done["status"], "expired", "{done}");
@@ -474,9 +472,10 @@ async fn two_approvers_racing_release_one_execution_on_postgres() {
 /// set between authorization and execution." The stored binding is changed behind the
 /// gateway's back while the call is parked; the approval echoes the (unchanged) args_hash, and
 /// the worker still refuses: the binding no longer matches the signed decision receipt.
-#[tokio::test]
-async fn a_binding_changed_while_parked_is_refused_not_run() {
-    let s = setup().await;
+async fn a_binding_changed_while_parked_is_refused_not_run(db: Db) {
+    let Some(s) = setup_with(db, |_| {}).await else {
+        return;
+    };
     let before = s.upstream_calls().await;
     let id = parked_id(&s.call_echo("harmless", None).await);
     let (binding,): (String,) = sqlx::query_as("SELECT binding FROM invocations WHERE id = $1")
@@ -509,9 +508,10 @@ async fn a_binding_changed_while_parked_is_refused_not_run() {
 
 /// Seed: "Rotation or target drift between authorization and execution requires explicit
 /// reauthorization or reconciliation; the executor never silently retargets an approved call."
-#[tokio::test]
-async fn an_upstream_re_registered_while_parked_is_target_drift() {
-    let s = setup().await;
+async fn an_upstream_re_registered_while_parked_is_target_drift(db: Db) {
+    let Some(s) = setup_with(db, |_| {}).await else {
+        return;
+    };
     let admin = s.app.token("default", "ops2", &[scope::ADMIN]).await;
     let id = parked_id(&s.call_echo("pinned", None).await);
     let upstreams: Value = s
@@ -563,11 +563,10 @@ async fn an_upstream_re_registered_while_parked_is_target_drift() {
     s.verify(&done["result"]);
 }
 
-#[tokio::test]
-async fn an_async_job_is_accepted_at_once_and_run_by_the_worker() {
-    let s = setup_mode(Db::Sqlite, "async_job_only", |_| {})
-        .await
-        .unwrap();
+async fn an_async_job_is_accepted_at_once_and_run_by_the_worker(db: Db) {
+    let Some(s) = setup_mode(db, "async_job_only", |_| {}).await else {
+        return;
+    };
     let before = s.upstream_calls().await;
     let accepted = s.call_echo("in the background", Some("job-1")).await;
     assert_eq!(accepted["isError"], false, "{accepted}");
@@ -593,11 +592,10 @@ async fn an_async_job_is_accepted_at_once_and_run_by_the_worker() {
     assert_eq!(s.upstream_calls().await, before + 2);
 }
 
-#[tokio::test]
-async fn a_staged_change_runs_only_when_applied() {
-    let s = setup_mode(Db::Sqlite, "staged_change", |_| {})
-        .await
-        .unwrap();
+async fn a_staged_change_runs_only_when_applied(db: Db) {
+    let Some(s) = setup_mode(db, "staged_change", |_| {}).await else {
+        return;
+    };
     let before = s.upstream_calls().await;
     let staged = s.call_echo("rename the bucket", None).await;
     assert_eq!(staged["isError"], false, "{staged}");
@@ -639,11 +637,10 @@ async fn a_staged_change_runs_only_when_applied() {
     assert_eq!(s.upstream_calls().await, before + 4);
 }
 
-#[tokio::test]
-async fn a_confirmation_token_releases_the_identical_call_once() {
-    let s = setup_mode(Db::Sqlite, "confirmation_required", |_| {})
-        .await
-        .unwrap();
+async fn a_confirmation_token_releases_the_identical_call_once(db: Db) {
+    let Some(s) = setup_mode(db, "confirmation_required", |_| {}).await else {
+        return;
+    };
     let before = s.upstream_calls().await;
     let asked = s.call_echo("pay 10 EUR", None).await;
     assert_eq!(asked["isError"], false, "{asked}");
@@ -706,3 +703,34 @@ async fn a_confirmation_token_releases_the_identical_call_once() {
     );
     assert_eq!(s.upstream_calls().await, before + 4, "nothing else ran");
 }
+
+/// Each test on SQLite and, when `APERTURE_TEST_POSTGRES_URL` is set, on PostgreSQL.
+macro_rules! on_both {
+    ($($name:ident),* $(,)?) => {
+        $(mod $name {
+            use super::*;
+
+            #[tokio::test]
+            async fn sqlite() {
+                super::$name(Db::Sqlite).await;
+            }
+
+            #[tokio::test]
+            async fn postgres() {
+                super::$name(Db::Postgres).await;
+            }
+        })*
+    };
+}
+
+on_both!(
+    an_approval_releases_exactly_the_bound_call_once,
+    a_rejection_is_a_stored_tool_result_and_retries_return_it,
+    a_keyed_allowed_call_runs_once_and_retries_get_its_result,
+    a_parked_call_expires_into_a_stored_result,
+    a_binding_changed_while_parked_is_refused_not_run,
+    an_upstream_re_registered_while_parked_is_target_drift,
+    an_async_job_is_accepted_at_once_and_run_by_the_worker,
+    a_staged_change_runs_only_when_applied,
+    a_confirmation_token_releases_the_identical_call_once,
+);
