@@ -239,6 +239,15 @@ impl Grant {
                     "_meta".into(),
                     json!({"schemaHash": t.schema_hash, "exposureMode": t.mode.as_str(), "toolVersion": t.tool_version}),
                 );
+                // Calls that wait for an approver or a worker may run as MCP tasks.
+                if matches!(
+                    t.mode,
+                    engine::policy::Mode::ApprovalRequired
+                        | engine::policy::Mode::StagedChange
+                        | engine::policy::Mode::AsyncJobOnly
+                ) {
+                    tool.insert("execution".into(), json!({"taskSupport": "optional"}));
+                }
                 Value::Object(tool)
             })
             .collect();

@@ -33,6 +33,8 @@ use crate::exposure;
 use crate::state::AppState;
 use crate::store;
 
+mod tasks;
+
 /// Protocol revisions `initialize` negotiates, newest first.
 pub const PROTOCOL_VERSIONS: [&str; 2] = ["2025-11-25", "2025-06-18"];
 /// The stateless revision: requests carry their protocol metadata, no `initialize`.
@@ -160,6 +162,8 @@ pub async fn handle(
             "ping" => ok(&id, json!({})),
             "tools/list" => tools_list(&state, &principal, &id, &params).await,
             "tools/call" => tools_call(&state, &principal, &id, params).await,
+            "tasks/get" => tasks::get(&state, &principal, &id, &params).await,
+            "tasks/result" => tasks::result(&state, &principal, &id, &params).await,
             other => {
                 let answer = error(&id, METHOD_NOT_FOUND, format!("unknown method {other}"));
                 return (StatusCode::NOT_FOUND, Json(answer)).into_response();
@@ -172,6 +176,8 @@ pub async fn handle(
         "ping" => ok(&id, json!({})),
         "tools/list" => tools_list(&state, &principal, &id, &params).await,
         "tools/call" => tools_call(&state, &principal, &id, params).await,
+        "tasks/get" => tasks::get(&state, &principal, &id, &params).await,
+        "tasks/result" => tasks::result(&state, &principal, &id, &params).await,
         other => error(&id, METHOD_NOT_FOUND, format!("unknown method {other}")),
     };
     let mut response = Json(answer).into_response();
@@ -265,11 +271,20 @@ fn decode_header_value(value: &str) -> Option<String> {
     }
 }
 
+/// What this server offers: tools, and task-augmented `tools/call` for the tools that wait
+/// (parked, staged, async; their listing says `execution.taskSupport: "optional"`).
+fn capabilities() -> Value {
+    json!({
+        "tools": {"listChanged": false},
+        "tasks": {"requests": {"tools": {"call": {}}}}
+    })
+}
+
 /// `server/discover` (2026-07-28).
 fn discover() -> Value {
     json!({
         "supportedVersions": [STATELESS_VERSION],
-        "capabilities": {"tools": {"listChanged": false}},
+        "capabilities": capabilities(),
         "ttlMs": 0,
         "cacheScope": "private",
         "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "aperture", "version": env!("CARGO_PKG_VERSION")}},
@@ -303,7 +318,7 @@ fn initialize(id: &Value, params: &Value) -> Value {
         id,
         json!({
             "protocolVersion": version,
-            "capabilities": {"tools": {"listChanged": false}},
+            "capabilities": capabilities(),
             "serverInfo": {"name": "aperture", "version": env!("CARGO_PKG_VERSION")},
             "instructions": "Every tools/call must echo _meta.session_id, manifest_id, lease_id, tool_version and expected_schema_hash from the tools/list result."
         }),
@@ -375,6 +390,7 @@ async fn tools_call(state: &AppState, principal: &Principal, id: &Value, params:
             "this token lacks agent_tool_exposure:run",
         );
     }
+    let as_task = params.get("task").is_some();
     let call: ToolCall = match serde_json::from_value(params) {
         Ok(c) => c,
         Err(e) => {
@@ -387,6 +403,7 @@ async fn tools_call(state: &AppState, principal: &Principal, id: &Value, params:
     };
     let cx = state.call_context();
     match calls::call(&cx, principal, None, call).await {
+        Ok(result) if as_task => ok(id, tasks::created(&state.store, principal, result).await),
         Ok(result) => ok(id, result),
         Err(e) => error(id, INTERNAL_ERROR, e.into_app_error().message),
     }

@@ -734,3 +734,114 @@ on_both!(
     a_staged_change_runs_only_when_applied,
     a_confirmation_token_releases_the_identical_call_once,
 );
+
+/// Issue 5: "Where the client speaks the MCP tasks extension, expose parked and async
+/// invocations as tasks too." A task-augmented `tools/call` of a parked tool is a task in
+/// `input_required`; `tasks/result` waits for the approver and returns the tool result.
+async fn parked_calls_are_mcp_tasks(db: Db) {
+    let Some(s) = setup_with(db, |_| {}).await else {
+        return;
+    };
+    let raw = |token: String, method: &'static str, params: Value| {
+        let (client, url) = (s.app.client.clone(), s.app.url("/mcp"));
+        async move {
+            client
+                .post(url)
+                .bearer_auth(token)
+                .header("accept", "application/json, text/event-stream")
+                .json(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}))
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        }
+    };
+    let init = raw(
+        s.agent.clone(),
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {"tasks": {}}, "clientInfo": {"name": "t", "version": "1"}}),
+    )
+    .await;
+    assert!(
+        init["result"]["capabilities"]["tasks"]["requests"]["tools"]["call"].is_object(),
+        "{init}"
+    );
+    let tools = s.list["tools"].as_array().unwrap();
+    let echo = tools
+        .iter()
+        .find(|t| t["name"] == "mcp__fixture__echo")
+        .unwrap();
+    assert_eq!(echo["execution"]["taskSupport"], "optional");
+    let stats = tools
+        .iter()
+        .find(|t| t["name"] == "mcp__fixture__stats")
+        .unwrap();
+    assert!(
+        stats.get("execution").is_none(),
+        "tools that run at once are not tasks"
+    );
+
+    let created = raw(
+        s.agent.clone(),
+        "tools/call",
+        json!({"name": "mcp__fixture__echo", "arguments": {"text": "as a task"},
+               "_meta": s.echo("mcp__fixture__echo"), "task": {"ttl": 60000}}),
+    )
+    .await;
+    let task = &created["result"]["task"];
+    assert_eq!(task["status"], "input_required", "{created}");
+    let task_id = task["taskId"].as_str().unwrap().to_owned();
+    assert!(task_id.starts_with("inv_"));
+    assert!(
+        created["result"]["_meta"]["io.modelcontextprotocol/model-immediate-response"].is_string()
+    );
+    verify_receipt_json(&created["result"]["_meta"]["receipt"], &s.keys).unwrap();
+    let polled = raw(s.agent.clone(), "tasks/get", json!({"taskId": task_id})).await;
+    assert_eq!(polled["result"]["status"], "input_required", "{polled}");
+    // Someone else's task does not exist for them.
+    let stranger = s.app.token("default", "stranger", &[scope::RUN]).await;
+    let hidden = raw(stranger, "tasks/get", json!({"taskId": task_id})).await;
+    assert_eq!(hidden["error"]["code"], -32602, "{hidden}");
+
+    // tasks/result waits; the approval releases it.
+    let waiting = tokio::spawn(raw(
+        s.agent.clone(),
+        "tasks/result",
+        json!({"taskId": task_id}),
+    ));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished(), "tasks/result waits for the outcome");
+    let args_hash = s.invocation(&s.approver, &task_id).await["args_hash"].clone();
+    let (status, _) = s
+        .decide(
+            &s.approver,
+            &task_id,
+            "approve",
+            json!({"args_hash": args_hash}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let answer = tokio::time::timeout(Duration::from_secs(15), waiting)
+        .await
+        .expect("tasks/result answered")
+        .unwrap();
+    let result = &answer["result"];
+    assert_eq!(result["isError"], false, "{answer}");
+    assert!(
+        result["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("as a task")
+    );
+    assert_eq!(
+        result["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
+        task_id.as_str()
+    );
+    s.verify(result);
+    let done = raw(s.agent.clone(), "tasks/get", json!({"taskId": task_id})).await;
+    assert_eq!(done["result"]["status"], "completed");
+}
+
+on_both!(parked_calls_are_mcp_tasks);

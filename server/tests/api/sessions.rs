@@ -148,11 +148,27 @@ async fn sessions_grant_signed_manifests(app: &TestApp) {
         "{left}"
     );
 
-    // A client can recompute every schemaHash from what it was shown.
+    // A client can recompute every schemaHash from what it was shown: the members CONTRACT §3
+    // names (so not `_meta`, nor `execution`, which says how a call may run).
     for t in list["tools"].as_array().unwrap() {
-        let mut shown = t.clone();
-        let hash = shown["_meta"]["schemaHash"].as_str().unwrap().to_owned();
-        shown.as_object_mut().unwrap().remove("_meta");
+        let hash = t["_meta"]["schemaHash"].as_str().unwrap().to_owned();
+        let shown: serde_json::Map<String, Value> = t
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(k, _)| {
+                [
+                    "name",
+                    "title",
+                    "description",
+                    "inputSchema",
+                    "outputSchema",
+                    "annotations",
+                ]
+                .contains(&k.as_str())
+            })
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         assert_eq!(engine::canonical::hash_of(&shown).unwrap(), hash);
     }
 

@@ -1,0 +1,150 @@
+//! MCP tasks (2025-11-25, experimental) over Aperture's invocations: a task-augmented
+//! `tools/call` of a tool that waits (parked for an approver, staged, async) answers with a
+//! `CreateTaskResult` whose `taskId` is the invocation id; `tasks/get` reports its status and
+//! `tasks/result` waits for the final tool result. Tasks are the caller's own invocations:
+//! another actor's look like unknown ones.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use super::{INTERNAL_ERROR, INVALID_PARAMS, error, ok};
+use crate::auth::Principal;
+use crate::state::AppState;
+use crate::store::invocations::{self as rows, InvocationRow};
+use crate::store::{self, Store};
+
+/// How often a client is asked to poll `tasks/get`. (`ttl` is `null`: results are kept; parked
+/// invocations expire by themselves into a final result.)
+const POLL_INTERVAL_MS: u64 = 1000;
+
+/// MCP's task status of an invocation.
+fn status(row: &InvocationRow) -> &'static str {
+    match row.status.as_str() {
+        "input_required"
+        | "approving"
+        | "rejecting"
+        | "expiring"
+        | "staged"
+        | "applying"
+        | "confirmation_required" => "input_required",
+        "approved" | "running" => "working",
+        _ => {
+            let failed = row
+                .result
+                .as_deref()
+                .and_then(|r| serde_json::from_str::<Value>(r).ok())
+                .is_none_or(|r| r["isError"] != Value::Bool(false));
+            if failed { "failed" } else { "completed" }
+        }
+    }
+}
+
+fn status_message(row: &InvocationRow) -> &'static str {
+    match row.status.as_str() {
+        "input_required" | "approving" => "Parked until an approver releases or rejects it.",
+        "staged" | "applying" => "Staged until an approver applies or rejects it.",
+        "approved" | "running" => "Released; running.",
+        "rejected" | "rejecting" => "Rejected by an approver; nothing ran.",
+        "expired" | "expiring" => "Nobody decided in time; nothing ran.",
+        _ => "Finished; tasks/result has the tool result.",
+    }
+}
+
+/// The `Task` object of an invocation.
+fn task(row: &InvocationRow) -> Value {
+    json!({
+        "taskId": row.id,
+        "status": status(row),
+        "statusMessage": status_message(row),
+        "createdAt": store::rfc3339(row.created_at),
+        "lastUpdatedAt": store::rfc3339(row.updated_at),
+        "ttl": Value::Null,
+        "pollInterval": POLL_INTERVAL_MS,
+    })
+}
+
+/// The answer to a task-augmented `tools/call`: a `CreateTaskResult` when the call became an
+/// invocation that waits, otherwise the call's own result (a denial, or a call that ran at
+/// once), which is already final.
+pub async fn created(store: &Store, principal: &Principal, result: Value) -> Value {
+    let waiting = matches!(
+        result["_meta"]["status"].as_str(),
+        Some("input_required" | "working" | "staged")
+    );
+    let Some(id) = result["_meta"]["invocation_id"]
+        .as_str()
+        .filter(|_| waiting)
+    else {
+        return result;
+    };
+    match rows::find(store, &principal.tenant_id, id).await {
+        Ok(Some(row)) => {
+            let text = result["content"][0]["text"].clone();
+            json!({
+                "task": task(&row),
+                "_meta": {
+                    "io.modelcontextprotocol/model-immediate-response": text,
+                    "receipt": result["_meta"]["receipt"],
+                }
+            })
+        }
+        // The invocation was stored a moment ago; answer with the status result itself.
+        _ => result,
+    }
+}
+
+/// The caller's invocation named by `params.taskId`.
+async fn own(
+    state: &AppState,
+    principal: &Principal,
+    id: &Value,
+    params: &Value,
+) -> Result<InvocationRow, Value> {
+    let Some(task_id) = params.get("taskId").and_then(Value::as_str) else {
+        return Err(error(id, INVALID_PARAMS, "taskId is required"));
+    };
+    match rows::find(&state.store, &principal.tenant_id, task_id).await {
+        Ok(Some(row)) if row.actor_id == principal.actor_id => Ok(row),
+        Ok(_) => Err(error(
+            id,
+            INVALID_PARAMS,
+            "Failed to retrieve task: Task not found",
+        )),
+        Err(e) => Err(error(id, INTERNAL_ERROR, format!("the store failed: {e}"))),
+    }
+}
+
+/// `tasks/get`
+pub async fn get(state: &AppState, principal: &Principal, id: &Value, params: &Value) -> Value {
+    match own(state, principal, id, params).await {
+        Ok(row) => ok(id, task(&row)),
+        Err(e) => e,
+    }
+}
+
+/// `tasks/result`: the final tool result, waiting for it while the task is not finished.
+pub async fn result(state: &AppState, principal: &Principal, id: &Value, params: &Value) -> Value {
+    loop {
+        let row = match own(state, principal, id, params).await {
+            Ok(row) => row,
+            Err(e) => return e,
+        };
+        if matches!(status(&row), "completed" | "failed")
+            && let Some(mut result) = row
+                .result
+                .as_deref()
+                .and_then(|r| serde_json::from_str::<Value>(r).ok())
+        {
+            if let Some(meta) = result.get_mut("_meta").and_then(Value::as_object_mut) {
+                meta.insert(
+                    "io.modelcontextprotocol/related-task".into(),
+                    json!({"taskId": row.id}),
+                );
+            }
+            return ok(id, result);
+        }
+        // The caller may disconnect at any time; nothing is lost by waiting here.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
