@@ -300,6 +300,58 @@ pub async fn call(
     r.args_hash = Some(bound.args_hash.clone());
     // The target pinned at the grant is part of what this decision authorizes.
     r.target = target_json(bound.target.as_ref());
+    r.limits = serde_json::to_value(&bound.limits).ok();
+    r.redaction = serde_json::to_value(&bound.redaction).ok();
+    d.effective_arguments = Some(Value::Object(bound.effective_arguments.clone()));
+    let bound_session = grant
+        .as_ref()
+        .and_then(|g| g.session.as_ref())
+        .map(|s| s.id.clone())
+        .unwrap_or_default();
+    // The same actor repeating a call that needs confirmation, with the token it was given.
+    if bound.mode == Mode::ConfirmationRequired
+        && let Some(token) = &call.meta.confirmation_token
+    {
+        return confirm(cx, principal, &bound_session, token, bound, tool, r, d).await;
+    }
+    // The caller's retry key: a retry gets the outcome of the first call under it, never a
+    // second run (nor a second count against a rate bucket); another call under the same key
+    // is refused.
+    let client_key = call.meta.invocation_id.clone();
+    if let Some(key) = &client_key {
+        if key.is_empty() || key.chars().count() > MAX_CLIENT_KEY || key.trim() != key {
+            r.decision = Decision::Deny;
+            r.reason = ReasonCode::ManifestBindingMismatch;
+            d.insert_extra(
+                "detail",
+                Value::String(
+                    "invocation_id must be 1 to 200 characters without surrounding whitespace"
+                        .into(),
+                ),
+            )
+            .ok();
+            return Ok(denial(cx.journal, r, &d).await);
+        }
+        let mut existing = store::invocations::find_by_client_key(
+            cx.store,
+            &principal.tenant_id,
+            &bound_session,
+            key,
+        )
+        .await?;
+        if existing.is_none() && key.starts_with("inv_") {
+            // The id this gateway answered with, echoed back as the retry key: the same
+            // invocation (the caller's own, in this session), never a second one.
+            existing = store::invocations::find(cx.store, &principal.tenant_id, key)
+                .await?
+                .filter(|row| {
+                    row.session_id == bound_session && row.actor_id == principal.actor_id
+                });
+        }
+        if let Some(existing) = existing {
+            return replay(cx, &existing, &bound, r, d).await;
+        }
+    }
     // CONTRACT §5 after the arguments: rate limits (counted by the shared limiter when one is
     // configured; a rule with a bucket and no limiter is refused, never run unlimited), then
     // the spend gate (none is wired: a capped rule is refused rather than run uncapped).
@@ -355,48 +407,6 @@ pub async fn call(
             short(receipt.reason),
             Map::new(),
         ));
-    }
-    r.limits = serde_json::to_value(&bound.limits).ok();
-    r.redaction = serde_json::to_value(&bound.redaction).ok();
-    d.effective_arguments = Some(Value::Object(bound.effective_arguments.clone()));
-    let bound_session = grant
-        .as_ref()
-        .and_then(|g| g.session.as_ref())
-        .map(|s| s.id.clone())
-        .unwrap_or_default();
-    // The same actor repeating a call that needs confirmation, with the token it was given.
-    if bound.mode == Mode::ConfirmationRequired
-        && let Some(token) = &call.meta.confirmation_token
-    {
-        return confirm(cx, principal, &bound_session, token, bound, tool, r, d).await;
-    }
-    // The caller's retry key: a retry gets the outcome of the first call under it, never a
-    // second run; another call under the same key is refused.
-    let client_key = call.meta.invocation_id.clone();
-    if let Some(key) = &client_key {
-        if key.is_empty() || key.chars().count() > MAX_CLIENT_KEY || key.trim() != key {
-            r.decision = Decision::Deny;
-            r.reason = ReasonCode::ManifestBindingMismatch;
-            d.insert_extra(
-                "detail",
-                Value::String(
-                    "invocation_id must be 1 to 200 characters without surrounding whitespace"
-                        .into(),
-                ),
-            )
-            .ok();
-            return Ok(denial(cx.journal, r, &d).await);
-        }
-        if let Some(existing) = store::invocations::find_by_client_key(
-            cx.store,
-            &principal.tenant_id,
-            &bound_session,
-            key,
-        )
-        .await?
-        {
-            return replay(cx, &existing, &bound, r, d).await;
-        }
     }
     // Modes the durable runtime carries past this request: (stored status, decision, status
     // the caller sees, whether it waits for a person until it expires).
@@ -553,6 +563,9 @@ pub async fn call(
     if let Some(id) = &invocation_id {
         extra.insert("invocation_id".into(), Value::String(id.clone()));
     }
+    let _beat = invocation_id
+        .as_deref()
+        .map(|id| crate::invocations::Heartbeat::start(cx.store, &principal.tenant_id, id));
     let out = execute(cx, tool.as_deref(), bound, r, &decision_receipt, extra).await?;
     if let Some(id) = &invocation_id {
         store::invocations::transition(
@@ -723,6 +736,7 @@ async fn confirm(
     let mut extra = Map::new();
     extra.insert("invocation_id".into(), Value::String(row.id.clone()));
     let tool = tool.filter(|t| t.tool.tool.name == bound.tool);
+    let _beat = crate::invocations::Heartbeat::start(cx.store, &principal.tenant_id, &row.id);
     let out = execute(cx, tool.as_deref(), bound, r, &decision_receipt, extra).await?;
     rows::transition(
         cx.store,

@@ -37,9 +37,37 @@ pub const DEFAULT_EXPIRY: Duration = Duration::from_secs(24 * 60 * 60);
 /// process that stopped is taken up again after this long.
 const STALE_MS: i64 = 30_000;
 
-/// Margin after a running call's deadline (which the executor enforces) before it counts as
-/// interrupted: by then the process running it has answered or is gone.
-const RUNNING_GRACE_MS: i64 = 5_000;
+/// How often the process running an invocation says so ([`Heartbeat`]).
+const HEARTBEAT_MS: u64 = 2_000;
+
+/// A `running` invocation whose heartbeat stopped this long ago belongs to a process that is
+/// gone: it is recorded as interrupted, never run again.
+const RUNNING_STALE_MS: i64 = 10_000;
+
+/// While alive, moves a running invocation's `updated_at` every [`HEARTBEAT_MS`]; stops when
+/// dropped.
+pub struct Heartbeat(tokio::task::JoinHandle<()>);
+
+impl Heartbeat {
+    /// Starts beating for invocation `id`.
+    pub fn start(store: &Store, tenant_id: &str, id: &str) -> Self {
+        let (store, tenant_id, id) = (store.clone(), tenant_id.to_owned(), id.to_owned());
+        Self(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(HEARTBEAT_MS)).await;
+                if let Err(e) = rows::still_running(&store, &tenant_id, &id).await {
+                    tracing::warn!(error = %e, invocation = %id, "heartbeat not recorded");
+                }
+            }
+        }))
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
 
 /// Whether `row` was bound to exactly the call `bound` describes (same tool, version, schema
 /// and arguments): a retry under the same `invocation_id`.
@@ -187,10 +215,13 @@ fn may_decide(approver: &Principal, row: &InvocationRow) -> Result<(), AppError>
             "the invocation's own actor cannot decide it",
         ));
     }
+    // `created_by` is `user:<name>` for a dashboard user and the actor id for a token: the same
+    // person either way.
+    let creator = |c: &str| c.strip_prefix("user:").unwrap_or(c).to_owned();
     if row
         .token_created_by
         .as_deref()
-        .is_some_and(|creator| creator == approver.as_creator() || creator == approver.actor_id)
+        .is_some_and(|c| creator(c) == creator(&approver.as_creator()))
     {
         return Err(AppError::new(
             ErrorCode::PermissionDenied,
@@ -482,29 +513,46 @@ impl Worker {
         }
     }
 
-    /// One pass over everything due. Returns how many invocations it moved.
+    /// One pass over everything due. Returns how many invocations it moved. A row that fails
+    /// is logged and left for the next pass; it never stops the others.
     pub async fn pass(&self) -> Result<usize, ServiceError> {
         let now = store::now_ms();
         let mut moved = 0;
+        let mut tally = |what: &str, row: &InvocationRow, done: Result<bool, ServiceError>| {
+            match done {
+                Ok(true) => moved += 1,
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, invocation = %row.id, "{what} failed; retrying later");
+                }
+            }
+        };
         // Released: run each exactly once (whoever wins `approved → running` runs it).
         for row in rows::due(&self.store, "approved", now, 32).await? {
-            if rows::transition(
-                &self.store,
-                &row.tenant_id,
-                &row.id,
-                "approved",
-                "running",
-                &Change::default(),
-            )
-            .await?
-            {
-                self.execute(&row).await?;
-                moved += 1;
+            let done = async {
+                if !rows::transition(
+                    &self.store,
+                    &row.tenant_id,
+                    &row.id,
+                    "approved",
+                    "running",
+                    &Change::default(),
+                )
+                .await?
+                {
+                    return Ok(false);
+                }
+                let _beat = Heartbeat::start(&self.store, &row.tenant_id, &row.id);
+                self.execute(&row).await.map(|()| true)
             }
+            .await;
+            tally("execution", &row, done);
         }
         for row in rows::expired(&self.store, now, 32).await? {
-            expire(&self.store, &self.journal, &row).await?;
-            moved += 1;
+            let done = expire(&self.store, &self.journal, &row)
+                .await
+                .map(|()| true);
+            tally("expiry", &row, done);
         }
         // Left behind by a process that stopped mid-way.
         let stale = now - STALE_MS;
@@ -512,34 +560,34 @@ impl Worker {
             for row in rows::due(&self.store, transient, stale, 32).await? {
                 // The approval may or may not have been recorded; it released nothing. It
                 // waits for an approver again.
-                moved += usize::from(
-                    rows::transition(
-                        &self.store,
-                        &row.tenant_id,
-                        &row.id,
-                        transient,
-                        waiting,
-                        &Change::default(),
-                    )
-                    .await?,
-                );
+                let done = rows::transition(
+                    &self.store,
+                    &row.tenant_id,
+                    &row.id,
+                    transient,
+                    waiting,
+                    &Change::default(),
+                )
+                .await
+                .map_err(ServiceError::from);
+                tally("reopening", &row, done);
             }
         }
         for row in rows::due(&self.store, "rejecting", stale, 32).await? {
             // A rejection is final once claimed: record it and store its result (only one
             // `rejecting → rejected` succeeds).
-            self.finish_rejection(&row).await?;
-            moved += 1;
+            let done = self.finish_rejection(&row).await.map(|()| true);
+            tally("rejection", &row, done);
         }
         for row in rows::due(&self.store, "expiring", stale, 32).await? {
-            finish_expiry(&self.store, &self.journal, &row).await?;
-            moved += 1;
+            let done = finish_expiry(&self.store, &self.journal, &row)
+                .await
+                .map(|()| true);
+            tally("expiry", &row, done);
         }
-        for row in rows::due(&self.store, "running", now - RUNNING_GRACE_MS, 32).await? {
-            if row.updated_at + deadline_ms(&row) + RUNNING_GRACE_MS <= now {
-                self.interrupted(&row).await?;
-                moved += 1;
-            }
+        for row in rows::due(&self.store, "running", now - RUNNING_STALE_MS, 32).await? {
+            let done = self.interrupted(&row).await.map(|()| true);
+            tally("interruption", &row, done);
         }
         Ok(moved)
     }
@@ -641,11 +689,11 @@ impl Worker {
                 }
                 calls::execute(&cx, tool.as_deref(), bound, r, &decision, extra).await?
             }
-            Err(why) => {
-                // The stored binding is not what was authorized: refuse, never run it.
+            Err((reason, why)) => {
+                // Not what was authorized, or no longer authorized: refuse, never run it.
                 let mut r = follow_up(&decision, ReceiptKind::Execution, &row.actor_id);
                 r.decision = Decision::Deny;
-                r.reason = ReasonCode::ManifestBindingMismatch;
+                r.reason = reason;
                 let mut d = journal::disclosures();
                 d.insert_extra("detail", Value::String(why)).ok();
                 d.insert_extra("invocation_id", Value::String(row.id.clone()))
@@ -654,7 +702,7 @@ impl Worker {
                 calls::tool_result(
                     &signed,
                     true,
-                    "The stored call no longer matches what was authorized, so it was not run.",
+                    "The call is no longer what was authorized, or no longer authorized, so it was not run.",
                     Map::new(),
                 )
             }
@@ -674,27 +722,37 @@ impl Worker {
         Ok(())
     }
 
-    /// The stored binding, when it is exactly the one the signed decision receipt authorized.
+    /// The stored binding, when it is exactly the one the signed decision receipt authorized,
+    /// released by a signed approval where the mode needs one, and still authorized now: its
+    /// session and the caller's token not revoked, the tool not changed since the grant.
     async fn verified_binding(
         &self,
         row: &InvocationRow,
         decision: &Receipt,
-    ) -> Result<BoundCall, String> {
+    ) -> Result<BoundCall, (ReasonCode, String)> {
+        let mismatch = |what: &str| {
+            (
+                ReasonCode::ManifestBindingMismatch,
+                format!("the stored binding's {what} differs from what was authorized"),
+            )
+        };
         let keys = self
             .journal
             .keys()
             .published()
             .await
-            .map_err(|e| format!("keys: {e}"))?;
-        let key = keys
-            .keys
-            .iter()
-            .find(|k| k.kid == decision.key_id)
-            .ok_or("the decision receipt's key is not published")?;
-        engine::receipt::verify_receipt(decision, key)
-            .map_err(|e| format!("decision receipt: {e}"))?;
+            .map_err(|e| (ReasonCode::ManifestBindingMismatch, format!("keys: {e}")))?;
+        let verify = |receipt: &Receipt| {
+            keys.keys
+                .iter()
+                .find(|k| k.kid == receipt.key_id)
+                .is_some_and(|key| engine::receipt::verify_receipt(receipt, key).is_ok())
+        };
+        if !verify(decision) {
+            return Err(mismatch("decision receipt signature"));
+        }
         let bound: BoundCall =
-            serde_json::from_str(&row.binding).map_err(|e| format!("binding: {e}"))?;
+            serde_json::from_str(&row.binding).map_err(|_| mismatch("encoding"))?;
         let args_hash = engine::canonical::args_hash_of_map(&bound.effective_arguments);
         let target = calls::target_json(bound.target.as_ref());
         let checks = [
@@ -725,19 +783,98 @@ impl Worker {
                 "invocation",
                 decision.invocation_id.as_deref() == Some(&row.id),
             ),
+            (
+                "decision",
+                matches!(
+                    decision.decision,
+                    Decision::Park | Decision::Stage | Decision::Async
+                ),
+            ),
+            (
+                "mode",
+                decision.mode.as_deref() == Some(bound.mode.as_str())
+                    && row.mode == bound.mode.as_str(),
+            ),
+            (
+                "limits",
+                decision.limits == serde_json::to_value(&bound.limits).ok(),
+            ),
+            (
+                "redaction",
+                decision.redaction == serde_json::to_value(&bound.redaction).ok(),
+            ),
         ];
-        match checks.iter().find(|(_, ok)| !ok) {
-            Some((what, _)) => Err(format!(
-                "the stored binding's {what} differs from the decision receipt"
-            )),
-            None => Ok(bound),
+        if let Some((what, _)) = checks.iter().find(|(_, ok)| !ok) {
+            return Err(mismatch(what));
         }
+        // Parked and staged calls run only on a signed approval of exactly this invocation.
+        if matches!(decision.decision, Decision::Park | Decision::Stage) {
+            let approval = match &row.approval_receipt_id {
+                Some(id) => store::journal::by_receipt_id(&self.store, &row.tenant_id, id)
+                    .await
+                    .ok()
+                    .flatten()
+                    .and_then(|r| serde_json::from_str::<Receipt>(&r.receipt).ok()),
+                None => None,
+            };
+            let released = approval.is_some_and(|a| {
+                verify(&a)
+                    && a.kind == ReceiptKind::Approval
+                    && a.decision == Decision::Allow
+                    && a.invocation_id.as_deref() == Some(&row.id)
+                    && a.args_hash.as_deref() == Some(&row.args_hash)
+            });
+            if !released {
+                return Err(mismatch("approval"));
+            }
+        }
+        // Still authorized now.
+        let unavailable =
+            |e: sqlx::Error| (ReasonCode::ManifestBindingMismatch, format!("store: {e}"));
+        let session = store::exposure::find_session(&self.store, &row.tenant_id, &row.session_id)
+            .await
+            .map_err(unavailable)?;
+        if session.is_none_or(|s| s.revoked_at.is_some()) {
+            return Err((
+                ReasonCode::ManifestBindingMismatch,
+                "the session was revoked after the call was authorized".into(),
+            ));
+        }
+        if let Some(token_id) = &row.token_id {
+            let token = store::tokens::find(&self.store, &row.tenant_id, token_id)
+                .await
+                .map_err(unavailable)?;
+            let now = store::now_ms();
+            if token
+                .is_none_or(|t| t.revoked_at.is_some() || t.expires_at.is_some_and(|at| at <= now))
+            {
+                return Err((
+                    ReasonCode::ManifestBindingMismatch,
+                    "the caller's token was revoked or expired after the call was authorized"
+                        .into(),
+                ));
+            }
+        }
+        let fresh = cache::fresh(&self.store).await.map_err(unavailable)?;
+        let granted = cache::grant(&self.store, &fresh, &row.tenant_id, &row.manifest_id)
+            .await
+            .map_err(unavailable)?
+            .and_then(|g| {
+                g.manifest
+                    .as_ref()
+                    .and_then(|m| m.entry(&bound.tool))
+                    .map(|e| e.definition_hash.clone())
+            });
+        let live = cache::tool(&self.store, &fresh, &row.tenant_id, &bound.tool)
+            .await
+            .map_err(unavailable)?
+            .map(|t| t.tool.fingerprints.definition_hash.clone());
+        if granted.is_none() || granted != live {
+            return Err((
+                ReasonCode::ManifestDrift,
+                "the tool changed (or is gone) since the call was authorized".into(),
+            ));
+        }
+        Ok(bound)
     }
-}
-
-fn deadline_ms(row: &InvocationRow) -> i64 {
-    serde_json::from_str::<BoundCall>(&row.binding)
-        .ok()
-        .and_then(|b| b.limits.max_duration_millis)
-        .unwrap_or(60_000)
 }

@@ -123,19 +123,31 @@ pub async fn get(state: &AppState, principal: &Principal, id: &Value, params: &V
     }
 }
 
-/// `tasks/result`: the final tool result, waiting for it while the task is not finished.
+/// Longest a `tasks/result` waits before answering that the task is not finished yet.
+const RESULT_WAIT: Duration = Duration::from_secs(300);
+
+/// `tasks/result`: the final tool result, waiting for it (up to [`RESULT_WAIT`], polling less
+/// often as it goes) while the task is not finished.
 pub async fn result(state: &AppState, principal: &Principal, id: &Value, params: &Value) -> Value {
+    let started = std::time::Instant::now();
+    let mut pause = Duration::from_millis(100);
     loop {
         let row = match own(state, principal, id, params).await {
             Ok(row) => row,
             Err(e) => return e,
         };
-        if matches!(status(&row), "completed" | "failed")
-            && let Some(mut result) = row
+        if matches!(status(&row), "completed" | "failed") {
+            let Some(mut result) = row
                 .result
                 .as_deref()
                 .and_then(|r| serde_json::from_str::<Value>(r).ok())
-        {
+            else {
+                return error(
+                    id,
+                    INTERNAL_ERROR,
+                    "the task finished without a stored result",
+                );
+            };
             if let Some(meta) = result.get_mut("_meta").and_then(Value::as_object_mut) {
                 meta.insert(
                     "io.modelcontextprotocol/related-task".into(),
@@ -144,7 +156,19 @@ pub async fn result(state: &AppState, principal: &Principal, id: &Value, params:
             }
             return ok(id, result);
         }
+        if started.elapsed() >= RESULT_WAIT {
+            return error(
+                id,
+                INTERNAL_ERROR,
+                format!(
+                    "task {} is still {}; call tasks/result again",
+                    row.id,
+                    status(&row)
+                ),
+            );
+        }
         // The caller may disconnect at any time; nothing is lost by waiting here.
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_secs(1));
     }
 }

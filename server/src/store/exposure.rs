@@ -109,10 +109,18 @@ pub async fn list_sessions(
 
 /// Revokes a session (idempotent; keeps the first time).
 pub async fn revoke_session(store: &Store, tenant_id: &str, id: &str) -> Result<bool, sqlx::Error> {
+    let now = now_ms();
     let done = sqlx::query("UPDATE exposure_sessions SET revoked_at = COALESCE(revoked_at, $3) WHERE tenant_id = $1 AND id = $2")
         .bind(tenant_id)
         .bind(id)
-        .bind(now_ms())
+        .bind(now)
+        .execute(store.pool())
+        .await?;
+    // Its forks go with it: a fork acts for its parent and cannot outlive its revocation.
+    sqlx::query("UPDATE exposure_sessions SET revoked_at = $3 WHERE tenant_id = $1 AND parent_id = $2 AND revoked_at IS NULL")
+        .bind(tenant_id)
+        .bind(id)
+        .bind(now)
         .execute(store.pool())
         .await?;
     Ok(done.rows_affected() == 1)

@@ -302,3 +302,17 @@ pub async fn expired(
     .await?;
     rows.iter().map(from_row).collect()
 }
+
+/// Notes that invocation `id` is still being run (its runner's heartbeat): a `running` row
+/// whose `updated_at` stops moving belongs to a process that is gone.
+pub async fn still_running(store: &Store, tenant_id: &str, id: &str) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE invocations SET updated_at = $3 WHERE tenant_id = $1 AND id = $2 AND status = 'running'",
+    )
+    .bind(tenant_id)
+    .bind(id)
+    .bind(now_ms())
+    .execute(store.pool())
+    .await?;
+    Ok(())
+}

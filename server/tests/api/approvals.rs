@@ -586,9 +586,12 @@ async fn an_async_job_is_accepted_at_once_and_run_by_the_worker(db: Db) {
             .contains("in the background")
     );
     s.verify(&done["result"]);
-    // The retry under the key returns the result; the job ran once.
+    // The retry under the key returns the result, and so does one that echoes the id the
+    // gateway answered with; the job ran once.
     let retry = s.call_echo("in the background", Some("job-1")).await;
     assert_eq!(retry, done["result"]);
+    let echoed = s.call_echo("in the background", Some(&id)).await;
+    assert_eq!(echoed, done["result"]);
     assert_eq!(s.upstream_calls().await, before + 2);
 }
 
@@ -845,3 +848,128 @@ async fn parked_calls_are_mcp_tasks(db: Db) {
 }
 
 on_both!(parked_calls_are_mcp_tasks);
+
+/// Review findings: what was authorized must still be authorized when it runs, and only a
+/// signed approval releases a parked call.
+async fn a_release_is_checked_again_when_it_runs(db: Db) {
+    let Some(s) = setup_with(db, |_| {}).await else {
+        return;
+    };
+    let before = s.upstream_calls().await;
+
+    // A status flipped to `approved` behind the gateway's back, with no approval: refused.
+    let id = parked_id(&s.call_echo("no approval", None).await);
+    sqlx::query("UPDATE invocations SET status = 'approved' WHERE id = $1")
+        .bind(&id)
+        .execute(s.app.store.pool())
+        .await
+        .unwrap();
+    let done = s.settled(&id).await;
+    assert_eq!(done["result"]["isError"], true, "{done}");
+    assert_eq!(
+        done["result"]["_meta"]["receipt"]["reason"],
+        "manifest_binding_mismatch"
+    );
+
+    // A retry that echoes the parked call's own id is that call, not a second one.
+    let parked = parked_id(&s.call_echo("only once", None).await);
+    let again = s.call_echo("only once", Some(&parked)).await;
+    assert_eq!(parked_id(&again), parked);
+
+    // The session revoked between parking and approval: the approval releases nothing.
+    let admin = s.app.token("default", "sec", &[scope::ADMIN]).await;
+    let sid = s.list["_meta"]["session_id"].as_str().unwrap();
+    let revoked = s
+        .app
+        .client
+        .post(s.app.api(&format!("/sessions/{sid}:revoke")))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), StatusCode::OK);
+    let args_hash = s.invocation(&s.approver, &parked).await["args_hash"].clone();
+    let (status, _) = s
+        .decide(
+            &s.approver,
+            &parked,
+            "approve",
+            json!({"args_hash": args_hash}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let done = s.settled(&parked).await;
+    assert_eq!(done["result"]["isError"], true, "{done}");
+    assert_eq!(
+        done["result"]["_meta"]["receipt"]["reason"],
+        "manifest_binding_mismatch"
+    );
+    s.verify(&done["result"]);
+    // Nothing reached the upstream (the stats call is refused too now: count in the journal).
+    let executions = aperture::store::journal::search(
+        &s.app.store,
+        "default",
+        &aperture::store::journal::ReceiptFilter {
+            decision: Some("allow".into()),
+            ..Default::default()
+        },
+        1000,
+    )
+    .await
+    .unwrap()
+    .iter()
+    .filter(|r| r.receipt.contains("\"kind\":\"execution\""))
+    .count();
+    assert_eq!(executions as u64, before, "only the first stats call ran");
+}
+
+/// Review finding: a token made by a dashboard user is recorded as made by `user:<name>`; the
+/// same person approving with a token of their own is still its creator.
+async fn the_creator_of_the_callers_token_cannot_approve(db: Db) {
+    let Some(s) = setup_with(db, |_| {}).await else {
+        return;
+    };
+    let request = app::dto::CreateTokenRequest {
+        actor_id: "agent".into(),
+        scopes: vec![scope::RUN.to_owned()],
+        name: None,
+        expires_at: None,
+    };
+    let made_by_alice = aperture::tokens::create_unchecked(
+        &s.app.store,
+        &s.app.journal,
+        "default",
+        "user:alice",
+        &request,
+    )
+    .await
+    .map_err(|e| e.into_app_error())
+    .unwrap()
+    .secret;
+    let mut meta = s.echo("mcp__fixture__echo");
+    meta["invocation_id"] = json!("by-alices-agent");
+    let parked = s
+        .rpc(
+            &made_by_alice,
+            "tools/call",
+            json!({"name": "mcp__fixture__echo", "arguments": {"text": "x"}, "_meta": meta}),
+        )
+        .await;
+    let id = parked_id(&parked);
+    let args_hash = s.invocation(&s.approver, &id).await["args_hash"].clone();
+    // `s.approver` is alice's approve token.
+    let (status, body) = s
+        .decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    let bob = s.app.token("default", "bob", &[scope::APPROVE]).await;
+    let (status, _) = s
+        .decide(&bob, &id, "approve", json!({"args_hash": args_hash}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+}
+
+on_both!(
+    a_release_is_checked_again_when_it_runs,
+    the_creator_of_the_callers_token_cannot_approve,
+);

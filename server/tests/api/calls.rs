@@ -232,6 +232,26 @@ async fn a_session_revoked_after_calls_refuses_the_next_call() {
     let before = s.upstream_calls().await;
     let admin = s.app.token("default", "sec", &[scope::ADMIN]).await;
     let sid = s.session["_meta"]["session_id"].as_str().unwrap();
+    // A fork of the session, which the revocation must stop too.
+    let fork: Value = s
+        .app
+        .client
+        .post(s.app.api(&format!("/sessions/{sid}/forks")))
+        .bearer_auth(&s.agent)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let fork_meta = {
+        let mut m = s.echo("mcp__fixture__echo");
+        for k in ["session_id", "manifest_id", "lease_id"] {
+            m[k] = fork["_meta"][k].clone();
+        }
+        m
+    };
     let revoked = s
         .app
         .client
@@ -250,6 +270,10 @@ async fn a_session_revoked_after_calls_refuses_the_next_call() {
         .await;
     assert_eq!(refused["isError"], true, "{refused}");
     assert_eq!(reason(&refused), "manifest_binding_mismatch");
+    let forked = s
+        .call("mcp__fixture__echo", json!({"text": "hi"}), fork_meta)
+        .await;
+    assert_eq!(reason(&forked), "manifest_binding_mismatch", "{forked}");
     // The stats call itself is refused now too, so count through the store's journal instead:
     // no execution receipt after the revocation.
     let executions = aperture::store::journal::search(

@@ -538,8 +538,13 @@ async fn rate_buckets(store: &Store) {
     // Other buckets and other tenants count apart.
     assert!(take(store, "a", "slack", 3, minute + 30).await.unwrap());
     assert!(take(store, "b", "gh", 3, minute + 30).await.unwrap());
-    // The next minute starts again.
+    // The next minute starts again; a node whose clock lags a minute counts against it and
+    // never resets it.
     assert!(take(store, "a", "gh", 3, minute + 60_000).await.unwrap());
+    assert!(take(store, "a", "gh", 3, minute + 50).await.unwrap());
+    assert!(take(store, "a", "gh", 3, minute + 60_001).await.unwrap());
+    assert!(!take(store, "a", "gh", 3, minute + 60).await.unwrap());
+    assert!(!take(store, "a", "gh", 3, minute + 60_002).await.unwrap());
 
     // Fifty at once against a limit of ten: exactly ten pass.
     let mut set = tokio::task::JoinSet::new();
