@@ -83,6 +83,8 @@ pub struct CallContext<'a> {
     pub invocation_wake: &'a tokio::sync::Notify,
     /// Rate buckets are counted by the shared limiter (`APERTURE_RATE_LIMITER=database`).
     pub rate_limiter: bool,
+    /// `max_cost_cents` is checked against tool prices (`APERTURE_SPEND_GATE=catalog`).
+    pub spend_gate: bool,
 }
 
 fn short(reason: ReasonCode) -> &'static str {
@@ -354,7 +356,7 @@ pub async fn call(
     }
     // CONTRACT §5 after the arguments: rate limits (counted by the shared limiter when one is
     // configured; a rule with a bucket and no limiter is refused, never run unlimited), then
-    // the spend gate (none is wired: a capped rule is refused rather than run uncapped).
+    // the spend gate (without one a capped rule is refused rather than run uncapped).
     let runtime_refusal = if let Some(bucket) = &bound.limits.rate_bucket {
         if cx.rate_limiter {
             match store::rate_buckets::take(
@@ -389,12 +391,25 @@ pub async fn call(
         None
     };
     let runtime_refusal = runtime_refusal.or_else(|| {
-        bound.limits.max_cost_cents.is_some().then(|| {
-            (
+        let cap = bound.limits.max_cost_cents?;
+        if !cx.spend_gate {
+            return Some((
                 ReasonCode::SpendGateUnavailable,
                 "no spend gate is configured, so a capped rule cannot run".to_owned(),
-            )
-        })
+            ));
+        }
+        // The price is the tool's descriptor as granted, known before the upstream is contacted.
+        match bound.price_cents {
+            None => Some((
+                ReasonCode::PolicyDenied,
+                "the tool has no price, so its cost cannot be held to the rule's cap".to_owned(),
+            )),
+            Some(price) if i64::try_from(price).map_or(true, |p| p > cap) => Some((
+                ReasonCode::PolicyDenied,
+                format!("a call costs {price} cents, over the rule's cap of {cap}"),
+            )),
+            Some(_) => None,
+        }
     });
     if let Some((reason, detail)) = runtime_refusal {
         r.decision = Decision::Deny;

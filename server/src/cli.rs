@@ -203,6 +203,10 @@ struct ServeArgs {
     #[arg(long, env = "APERTURE_PARKED_EXPIRY_SECONDS", default_value_t = 86_400,
           value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
     parked_expiry_seconds: u64,
+    /// What checks rules' `max_cost_cents`: `none` (capped calls are refused) or `catalog`
+    /// (the tools' `price_cents` descriptors).
+    #[arg(long, env = "APERTURE_SPEND_GATE", default_value = "none")]
+    spend_gate: crate::config::SpendGate,
 }
 
 #[derive(Debug, Subcommand)]
@@ -422,6 +426,7 @@ async fn serve(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<()> {
     config.allow_stdio_upstreams = args.allow_stdio_upstreams;
     config.allow_private_upstreams = args.allow_private_upstreams;
     config.parked_expiry = std::time::Duration::from_secs(args.parked_expiry_seconds);
+    config.spend_gate = args.spend_gate;
     let app = Application::build(config).await?;
     if *app.bootstrap() == Bootstrap::NeedsAdmin {
         println!(

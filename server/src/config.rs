@@ -38,6 +38,20 @@ pub struct Config {
     /// (rate buckets are refused when a policy is written) or `database` (counted in the
     /// database every node shares).
     pub rate_limiter: RateLimiter,
+    /// What checks a rule's `max_cost_cents` (`APERTURE_SPEND_GATE`): `none` (a capped rule's
+    /// calls are refused, `spend_gate_unavailable`) or `catalog` (each call's price is the
+    /// tool's `price_cents` descriptor as granted, checked before the upstream is contacted).
+    pub spend_gate: SpendGate,
+}
+
+/// Which spend gate checks `max_cost_cents`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum SpendGate {
+    /// None: calls under a capped rule are refused.
+    #[default]
+    None,
+    /// Prices from the tool descriptors (`PUT /tools/{name}` `price_cents`, server-owned).
+    Catalog,
 }
 
 /// Which limiter enforces rate buckets.
@@ -77,6 +91,7 @@ impl Config {
             allow_private_upstreams: false,
             parked_expiry: crate::invocations::DEFAULT_EXPIRY,
             rate_limiter: RateLimiter::None,
+            spend_gate: SpendGate::None,
         }
     }
 }

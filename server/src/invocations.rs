@@ -527,21 +527,13 @@ impl Worker {
                 }
             }
         };
-        // Released: run each exactly once (whoever wins `approved → running` runs it).
-        for row in rows::due(&self.store, "approved", now, 32).await? {
+        // Released: run each exactly once (only the process that claimed it runs it). One claim
+        // at a time, so a claimed row is never waiting without its runner's heartbeat.
+        for _ in 0..32 {
+            let Some(row) = rows::claim_approved(&self.store, 1).await?.pop() else {
+                break;
+            };
             let done = async {
-                if !rows::transition(
-                    &self.store,
-                    &row.tenant_id,
-                    &row.id,
-                    "approved",
-                    "running",
-                    &Change::default(),
-                )
-                .await?
-                {
-                    return Ok(false);
-                }
                 let _beat = Heartbeat::start(&self.store, &row.tenant_id, &row.id);
                 self.execute(&row).await.map(|()| true)
             }
@@ -670,8 +662,9 @@ impl Worker {
             validators: &self.validators,
             parked_expiry: self.parked_expiry,
             invocation_wake: &self.wake,
-            // Released invocations were counted when they were authorized.
+            // Released invocations were counted and priced when they were authorized.
             rate_limiter: false,
+            spend_gate: false,
         };
         let result = match self.verified_binding(row, &decision).await {
             Ok(bound) => {

@@ -42,6 +42,7 @@ impl AppState {
             parked_expiry: self.config.parked_expiry,
             invocation_wake: &self.invocation_wake,
             rate_limiter: self.config.rate_limiter != crate::config::RateLimiter::None,
+            spend_gate: self.config.spend_gate != crate::config::SpendGate::None,
         }
     }
 }

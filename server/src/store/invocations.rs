@@ -316,3 +316,47 @@ pub async fn still_running(store: &Store, tenant_id: &str, id: &str) -> Result<(
     .await?;
     Ok(())
 }
+
+/// Claims up to `limit` released invocations (`approved`) of every tenant for this process:
+/// each returned row is now `running` and no other process got it. On PostgreSQL one statement
+/// claims them, skipping rows another node is claiming (`FOR UPDATE SKIP LOCKED`); on SQLite
+/// (one writer at a time) each is claimed by its own conditional update.
+pub async fn claim_approved(store: &Store, limit: i64) -> Result<Vec<InvocationRow>, sqlx::Error> {
+    let now = now_ms();
+    match store.kind() {
+        super::DbKind::Postgres => {
+            let rows = sqlx::query(&format!(
+                "UPDATE invocations SET status = 'running', updated_at = $1 WHERE id IN (\
+                 SELECT id FROM invocations WHERE status = 'approved' \
+                 ORDER BY updated_at, id LIMIT $2 FOR UPDATE SKIP LOCKED) \
+                 RETURNING {COLUMNS}"
+            ))
+            .bind(now)
+            .bind(limit)
+            .fetch_all(store.pool())
+            .await?;
+            rows.iter().map(from_row).collect()
+        }
+        super::DbKind::Sqlite => {
+            let mut claimed = Vec::new();
+            for row in due(store, "approved", now, limit).await? {
+                if transition(
+                    store,
+                    &row.tenant_id,
+                    &row.id,
+                    "approved",
+                    "running",
+                    &Change::default(),
+                )
+                .await?
+                {
+                    claimed.push(InvocationRow {
+                        status: "running".into(),
+                        ..row
+                    });
+                }
+            }
+            Ok(claimed)
+        }
+    }
+}

@@ -446,6 +446,80 @@ async fn a_capped_rule_without_a_spend_gate_is_refused_not_run_uncapped() {
     );
 }
 
+/// Issue 5: "`max_cost_cents` accepted at write, and at execution refused with
+/// `spend_gate_unavailable` unless a spend gate is configured (then enforced from the tool's
+/// price before contacting the upstream)".
+#[tokio::test]
+async fn a_spend_gate_holds_calls_to_the_rules_cap_by_the_tools_price() {
+    let app = crate::helpers::TestApp::spawn_with(crate::helpers::Db::Sqlite, |c| {
+        c.spend_gate = aperture::config::SpendGate::Catalog;
+    })
+    .await
+    .unwrap();
+    let mut s = setup_on(app).await;
+    let admin = s.app.token("default", "ops7", &[scope::ADMIN]).await;
+    let policy = json!({"rules": [
+        {"id": "cheap-echo", "match": {"name": "mcp__fixture__echo"}, "mode": "allow", "invocation": {"max_cost_cents": 5}},
+        {"id": "cheap-add", "match": {"name": "mcp__fixture__add"}, "mode": "allow", "invocation": {"max_cost_cents": 5}},
+        {"id": "reads", "match": {"risk_exactly": ["read"]}, "mode": "allow"}
+    ]});
+    let (status, body) = send(
+        &s.app,
+        &admin,
+        reqwest::Method::PUT,
+        "/policies/capped",
+        Some(policy),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, _) = send(
+        &s.app,
+        &admin,
+        reqwest::Method::POST,
+        "/policies/capped:activate",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    // echo costs 3 cents, add 9; stats has no cap.
+    for (tool, price) in [("mcp__fixture__echo", 3), ("mcp__fixture__add", 9)] {
+        let (status, body) = send(
+            &s.app,
+            &admin,
+            reqwest::Method::PUT,
+            &format!("/tools/{tool}"),
+            Some(json!({"risk": ["read"], "price_cents": price})),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{body}");
+    }
+    s = s.relist().await;
+    let before = s.upstream_calls().await;
+    let cheap = s
+        .call(
+            "mcp__fixture__echo",
+            json!({"text": "ok"}),
+            s.echo("mcp__fixture__echo"),
+        )
+        .await;
+    assert_eq!(reason(&cheap), "ok", "{cheap}");
+    let dear = s
+        .call(
+            "mcp__fixture__add",
+            json!({"a": 1, "b": 2}),
+            s.echo("mcp__fixture__add"),
+        )
+        .await;
+    assert_eq!(dear["isError"], true);
+    assert_eq!(reason(&dear), "policy_denied", "{dear}");
+    assert_eq!(dear["_meta"]["receipt"]["kind"], "decision");
+    assert_eq!(
+        s.upstream_calls().await,
+        before + 2,
+        "only the cheap call ran"
+    );
+}
+
 /// A REST request; its status and JSON body.
 async fn send(
     app: &TestApp,
