@@ -860,7 +860,7 @@ pub(crate) async fn execute(
                 .max_duration_millis
                 .and_then(|m| u64::try_from(m).ok())
                 .map_or(DEFAULT_DEADLINE, Duration::from_millis);
-            match cx.upstreams.connection(cx.store, upstream).await {
+            match cx.upstreams.connection(cx.store, cx.journal, upstream).await {
                 Err(e) => Err((ReasonCode::UpstreamError, e.to_string())),
                 Ok(conn) => match conn
                     .call_tool(raw, bound.upstream_arguments(), deadline)

@@ -197,7 +197,7 @@ impl Upstreams {
             }
             .into());
         }
-        let report = self.sync_row(store, &row).await?;
+        let report = self.sync_row(store, journal, &row).await?;
         let row = store::upstreams::find(store, tenant_id, &row.id)
             .await?
             .unwrap_or(row);
@@ -227,7 +227,7 @@ impl Upstreams {
                 json!({"upstream_id": row.id}),
             )
             .await?;
-        self.sync_row(store, &row).await
+        self.sync_row(store, journal, &row).await
     }
 
     /// `DELETE /upstreams/{id}` (admin): closes the connection and removes the registration and
@@ -261,8 +261,13 @@ impl Upstreams {
         Ok(removed)
     }
 
-    async fn sync_row(&self, store: &Store, row: &UpstreamRow) -> Result<SyncReport, ServiceError> {
-        let listed = match self.connection(store, row).await {
+    async fn sync_row(
+        &self,
+        store: &Store,
+        journal: &Journal,
+        row: &UpstreamRow,
+    ) -> Result<SyncReport, ServiceError> {
+        let listed = match self.connection(store, journal, row).await {
             Ok(c) => c.list_tools().await,
             Err(e) => Err(e),
         };
@@ -281,10 +286,12 @@ impl Upstreams {
     /// The live connection to an upstream, connecting when there is none (or it closed). A new
     /// connection is watched: when the upstream says its tool list changed
     /// (`notifications/tools/list_changed`), the catalog is synced with it at once, so calls
-    /// under older grants meet `manifest_drift` without waiting for an admin's sync.
+    /// under older grants meet `manifest_drift` without waiting for an admin's sync; a sync
+    /// that changed the catalog is journaled (`upstream.sync`, triggered by `list_changed`).
     pub async fn connection(
         &self,
         store: &Store,
+        journal: &Journal,
         row: &UpstreamRow,
     ) -> Result<Arc<Connection>, UpstreamError> {
         let mut live = self.live.lock().await;
@@ -305,6 +312,7 @@ impl Upstreams {
         live.insert(row.id.clone(), connection.clone());
         tokio::spawn(follow_list_changes(
             store.clone(),
+            journal.clone(),
             row.clone(),
             Arc::downgrade(&connection),
         ));
@@ -382,6 +390,7 @@ async fn apply_listing(
 /// Re-syncs the catalog each time `connection` signals a changed tool list; ends with it.
 async fn follow_list_changes(
     store: Store,
+    journal: Journal,
     row: UpstreamRow,
     connection: std::sync::Weak<Connection>,
 ) {
@@ -393,11 +402,38 @@ async fn follow_list_changes(
             return;
         };
         let outcome = match c.list_tools().await {
-            Ok(raw) => apply_listing(&store, &row, raw).await.map(|_| ()),
+            Ok(raw) => apply_listing(&store, &row, raw).await,
             Err(e) => Err(upstream_error(e)),
         };
-        if let Err(e) = outcome {
-            tracing::warn!(upstream = %row.id, error = %e.into_app_error().message, "re-sync after list_changed failed");
+        match outcome {
+            // The catalog follows the upstream first (older grants' calls then meet drift), and
+            // what changed is recorded, attributed to the upstream itself.
+            Ok(report)
+                if !(report.added.is_empty()
+                    && report.changed.is_empty()
+                    && report.removed.is_empty()) =>
+            {
+                let recorded = journal
+                    .admin(
+                        &row.tenant_id,
+                        &format!("upstream:{}", row.name),
+                        Decision::Allow,
+                        ReasonCode::Ok,
+                        "upstream.sync",
+                        json!({
+                            "upstream_id": row.id, "trigger": "list_changed",
+                            "added": report.added, "changed": report.changed, "removed": report.removed,
+                        }),
+                    )
+                    .await;
+                if let Err(e) = recorded {
+                    tracing::error!(upstream = %row.id, error = %e, "an automatic re-sync could not be journaled");
+                }
+            }
+            Ok(_) => {}
+            Err(e) => {
+                tracing::warn!(upstream = %row.id, error = %e.into_app_error().message, "re-sync after list_changed failed");
+            }
         }
     }
 }

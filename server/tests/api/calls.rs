@@ -1056,4 +1056,35 @@ async fn an_upstream_that_announces_a_change_is_synced_at_once() {
         .call("mcp__fixture__echo", json!({"text": "x"}), old_echo)
         .await;
     assert_eq!(reason(&drifted), "manifest_drift", "{drifted}");
+    // The automatic re-sync is journaled, attributed to the upstream, naming what changed.
+    let mut journaled = None;
+    for _ in 0..100 {
+        let records = aperture::store::journal::search(
+            &s.app.store,
+            "default",
+            &aperture::store::journal::ReceiptFilter {
+                actor_id: Some("upstream:fixture".into()),
+                ..Default::default()
+            },
+            10,
+        )
+        .await
+        .unwrap();
+        journaled = records
+            .into_iter()
+            .find(|r| r.disclosures.contains("list_changed"));
+        if journaled.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let record = journaled.expect("an upstream.sync record for the announced change");
+    let disclosures: Value = serde_json::from_str(&record.disclosures).unwrap();
+    assert_eq!(disclosures["action"], "upstream.sync");
+    assert_eq!(
+        disclosures["subject"]["changed"],
+        json!(["mcp__fixture__echo"])
+    );
+    let reports = aperture::journal::verify(&s.app.store).await.unwrap();
+    assert!(reports.iter().all(|r| r.error.is_none()));
 }
