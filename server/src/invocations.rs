@@ -381,13 +381,7 @@ pub async fn decide(
         )
         .await?
     } else {
-        let text = match &request.comment {
-            Some(c) if !c.trim().is_empty() => {
-                format!("An approver rejected this call; nothing ran. Their comment: {c}")
-            }
-            _ => "An approver rejected this call; nothing ran.".to_owned(),
-        };
-        let result = calls::tool_result(&signed, true, &text, Map::new());
+        let result = rejection_result(&signed, request.comment.as_deref());
         rows::transition(
             store,
             &principal.tenant_id,
@@ -414,6 +408,18 @@ pub async fn decide(
         .await?
         .ok_or_else(|| AppError::not_found("invocation"))?;
     Ok(view(&row))
+}
+
+/// The stored tool result of a rejection: the approver's comment, if any, reaches the caller
+/// (whether the rejection was finished by the request or, after a stop, by the worker).
+fn rejection_result(signed: &Receipt, comment: Option<&str>) -> Value {
+    let text = match comment {
+        Some(c) if !c.trim().is_empty() => {
+            format!("An approver rejected this call; nothing ran. Their comment: {c}")
+        }
+        _ => "An approver rejected this call; nothing ran.".to_owned(),
+    };
+    calls::tool_result(signed, true, &text, Map::new())
 }
 
 /// Ends a parked invocation whose time ran out with a stored `approval_expired` result.
@@ -594,12 +600,7 @@ impl Worker {
         d.insert_extra("invocation_id", Value::String(row.id.clone()))
             .ok();
         let signed = self.journal.append(r, &d).await?;
-        let result = calls::tool_result(
-            &signed,
-            true,
-            "An approver rejected this call; nothing ran.",
-            Map::new(),
-        );
+        let result = rejection_result(&signed, row.decision_comment.as_deref());
         rows::transition(
             &self.store,
             &row.tenant_id,

@@ -367,6 +367,10 @@ async fn apply_listing(
                 if tool.definition_hash() != before {
                     report.changed.push(tool.name.clone());
                 }
+                if existing == tool {
+                    // Nothing to write: an unchanged row is not rewritten on every sync.
+                    continue;
+                }
             }
             None => report.added.push(tool.name.clone()),
         }
