@@ -906,21 +906,8 @@ async fn a_release_is_checked_again_when_it_runs(db: Db) {
     );
     s.verify(&done["result"]);
     // Nothing reached the upstream (the stats call is refused too now: count in the journal).
-    let executions = aperture::store::journal::search(
-        &s.app.store,
-        "default",
-        &aperture::store::journal::ReceiptFilter {
-            decision: Some("allow".into()),
-            ..Default::default()
-        },
-        1000,
-    )
-    .await
-    .unwrap()
-    .iter()
-    .filter(|r| r.receipt.contains("\"kind\":\"execution\""))
-    .count();
-    assert_eq!(executions as u64, before, "only the first stats call ran");
+    let executions = crate::helpers::executions_in_journal(&s.app.store, "default").await;
+    assert_eq!(executions, before, "only the first stats call ran");
 }
 
 /// Review finding: a token made by a dashboard user is recorded as made by `user:<name>`; the

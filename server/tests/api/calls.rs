@@ -276,22 +276,9 @@ async fn a_session_revoked_after_calls_refuses_the_next_call() {
     assert_eq!(reason(&forked), "manifest_binding_mismatch", "{forked}");
     // The stats call itself is refused now too, so count through the store's journal instead:
     // no execution receipt after the revocation.
-    let executions = aperture::store::journal::search(
-        &s.app.store,
-        "default",
-        &aperture::store::journal::ReceiptFilter {
-            decision: Some("allow".into()),
-            ..Default::default()
-        },
-        1000,
-    )
-    .await
-    .unwrap()
-    .iter()
-    .filter(|r| r.receipt.contains("\"kind\":\"execution\""))
-    .count();
+    let executions = crate::helpers::executions_in_journal(&s.app.store, "default").await;
     // Three echoes and one stats call ran before the revocation; nothing after.
-    assert_eq!(executions as u64, before);
+    assert_eq!(executions, before);
 }
 
 /// Seed: "The engine denies the call — returning a redacted receipt rather than executing —

@@ -50,6 +50,25 @@ async fn serve(db: &TestDb) -> (Child, String) {
     (child, url)
 }
 
+/// Registers the fixture MCP server (stdio, with `extra` arguments) as upstream `fixture`, by the
+/// operator's `aperture upstream add`.
+fn add_fixture_upstream(db: &TestDb, extra: &[String]) {
+    let mut add = [
+        "upstream", "add", "--tenant", "default", "--name", "fixture", "--stdio", "--",
+    ]
+    .map(str::to_owned)
+    .to_vec();
+    add.extend(fixture_command());
+    add.extend_from_slice(extra);
+    let add: Vec<&str> = add.iter().map(String::as_str).collect();
+    let out = aperture(db, &add, None);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn token(db: &TestDb, actor: &str, scope: &str) -> String {
     let out = aperture(
         db,
@@ -80,20 +99,7 @@ async fn a_killed_server_loses_no_receipt_a_client_received() {
     assert!(aperture(&db, &["migrate"], None).status.success());
     let admin = token(&db, "ops", scope::ADMIN);
     let agent = token(&db, "agent", scope::RUN);
-    let mut add = vec![
-        "upstream", "add", "--tenant", "default", "--name", "fixture", "--stdio", "--",
-    ]
-    .into_iter()
-    .map(str::to_owned)
-    .collect::<Vec<_>>();
-    add.extend(fixture_command());
-    let add: Vec<&str> = add.iter().map(String::as_str).collect();
-    let out = aperture(&db, &add, None);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    add_fixture_upstream(&db, &[]);
 
     let (mut server, url) = serve(&db).await;
     let api = format!("{url}{}", aperture::api::PREFIX);
@@ -210,21 +216,7 @@ async fn parked_and_approved_invocations_survive_a_kill_and_run_once() {
     let agent = token(&db, "agent", scope::RUN);
     let approver = token(&db, "alice", scope::APPROVE);
     let log = db.data_dir().join("upstream-calls.log");
-    let mut add = vec![
-        "upstream", "add", "--tenant", "default", "--name", "fixture", "--stdio", "--",
-    ]
-    .into_iter()
-    .map(str::to_owned)
-    .collect::<Vec<_>>();
-    add.extend(fixture_command());
-    add.extend(["--call-log".to_owned(), log.display().to_string()]);
-    let add: Vec<&str> = add.iter().map(String::as_str).collect();
-    let out = aperture(&db, &add, None);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    add_fixture_upstream(&db, &["--call-log".to_owned(), log.display().to_string()]);
 
     let (mut server, url) = serve(&db).await;
     let api = format!("{url}{}", aperture::api::PREFIX);

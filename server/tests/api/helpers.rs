@@ -108,6 +108,26 @@ impl Drop for TestDb {
     }
 }
 
+/// Allowed execution receipts in a tenant's journal: the calls that reached an upstream and
+/// returned, counted where a revoked caller can no longer ask the upstream itself.
+pub async fn executions_in_journal(store: &Store, tenant: &str) -> u64 {
+    let allowed = store::journal::search(
+        store,
+        tenant,
+        &store::journal::ReceiptFilter {
+            decision: Some("allow".into()),
+            ..Default::default()
+        },
+        1000,
+    )
+    .await
+    .expect("journal search");
+    allowed
+        .iter()
+        .filter(|r| r.receipt.contains("\"kind\":\"execution\""))
+        .count() as u64
+}
+
 /// A running server.
 pub struct TestApp {
     pub address: String,

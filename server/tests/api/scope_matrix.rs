@@ -248,85 +248,57 @@ async fn fixtures(app: &TestApp) -> Fixtures {
             .await
             .unwrap()
     );
-    // A call of `victim`'s parked for an approver (its binding is not one the worker could
-    // run: approving it ends in a refusal, which is fine here).
-    let victim_invocation_id = aperture::ids::new_id("inv");
-    let now = aperture::store::now_ms();
-    assert!(
-        aperture::store::invocations::insert(
-            &app.store,
-            &aperture::store::invocations::InvocationRow {
-                id: victim_invocation_id.clone(),
-                tenant_id: "default".into(),
-                session_id: grant.session.id.clone(),
-                manifest_id: "man_victim".into(),
-                client_key: None,
-                turn_id: None,
-                actor_id: "victim".into(),
-                token_id: Some(victim_token_id.clone()),
-                token_created_by: Some("operator".into()),
-                tool: "victim_tool".into(),
-                tool_version: "1".into(),
-                schema_hash: "sha256:schema".into(),
-                args_hash: "sha256:victim".into(),
-                mode: "approval_required".into(),
-                binding: "{}".into(),
-                policy_id: "victim-policy".into(),
-                policy_version: 1,
-                decision_receipt_id: victim_receipt_id.clone(),
-                status: "input_required".into(),
-                result: None,
-                decided_by: None,
-                decided_at: None,
-                decision_comment: None,
-                approval_receipt_id: None,
-                confirmation_sha256: None,
-                created_at: now,
-                expires_at: Some(now + 3_600_000),
-                updated_at: now,
-            },
-        )
-        .await
-        .unwrap()
-    );
-    let victim_staged_id = aperture::ids::new_id("inv");
-    assert!(
-        aperture::store::invocations::insert(
-            &app.store,
-            &aperture::store::invocations::InvocationRow {
-                id: victim_staged_id.clone(),
-                tenant_id: "default".into(),
-                session_id: grant.session.id.clone(),
-                manifest_id: "man_victim".into(),
-                client_key: None,
-                turn_id: None,
-                actor_id: "victim".into(),
-                token_id: Some(victim_token_id.clone()),
-                token_created_by: Some("operator".into()),
-                tool: "victim_tool".into(),
-                tool_version: "1".into(),
-                schema_hash: "sha256:schema".into(),
-                args_hash: "sha256:victim".into(),
-                mode: "staged_change".into(),
-                binding: "{}".into(),
-                policy_id: "victim-policy".into(),
-                policy_version: 1,
-                decision_receipt_id: victim_receipt_id.clone(),
-                status: "staged".into(),
-                result: None,
-                decided_by: None,
-                decided_at: None,
-                decision_comment: None,
-                approval_receipt_id: None,
-                confirmation_sha256: None,
-                created_at: now,
-                expires_at: Some(now + 3_600_000),
-                updated_at: now,
-            },
-        )
-        .await
-        .unwrap()
-    );
+    // A call of `victim`'s parked for an approver and a staged change of theirs (their
+    // bindings are not ones the worker could run: releasing them ends in a refusal, which is
+    // fine here).
+    let mut waiting = Vec::new();
+    for (mode, status) in [
+        ("approval_required", "input_required"),
+        ("staged_change", "staged"),
+    ] {
+        let id = aperture::ids::new_id("inv");
+        let now = aperture::store::now_ms();
+        assert!(
+            aperture::store::invocations::insert(
+                &app.store,
+                &aperture::store::invocations::InvocationRow {
+                    id: id.clone(),
+                    tenant_id: "default".into(),
+                    session_id: grant.session.id.clone(),
+                    manifest_id: "man_victim".into(),
+                    client_key: None,
+                    turn_id: None,
+                    actor_id: "victim".into(),
+                    token_id: Some(victim_token_id.clone()),
+                    token_created_by: Some("operator".into()),
+                    tool: "victim_tool".into(),
+                    tool_version: "1".into(),
+                    schema_hash: "sha256:schema".into(),
+                    args_hash: "sha256:victim".into(),
+                    mode: mode.into(),
+                    binding: "{}".into(),
+                    policy_id: "victim-policy".into(),
+                    policy_version: 1,
+                    decision_receipt_id: victim_receipt_id.clone(),
+                    status: status.into(),
+                    result: None,
+                    decided_by: None,
+                    decided_at: None,
+                    decision_comment: None,
+                    approval_receipt_id: None,
+                    confirmation_sha256: None,
+                    created_at: now,
+                    expires_at: Some(now + 3_600_000),
+                    updated_at: now,
+                },
+            )
+            .await
+            .unwrap()
+        );
+        waiting.push(id);
+    }
+    let [victim_invocation_id, victim_staged_id]: [String; 2] =
+        waiting.try_into().expect("two invocations");
     Fixtures {
         victim_token_id,
         victim_receipt_id,
