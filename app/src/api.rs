@@ -88,3 +88,60 @@ pub async fn update_user_scopes(
         .update_user_scopes(&session, &username, request)
         .await
 }
+
+/// Lists the tenant's policies.
+#[server(prefix = "/ui", endpoint = "policies/list")]
+pub async fn list_policies() -> Result<Vec<crate::dto::PolicySummary>, AppError> {
+    let (backend, session) = crate::backend::context().await?;
+    backend.list_policies(&session).await
+}
+
+/// The policy editor's data for `id`.
+#[server(prefix = "/ui", endpoint = "policies/editor")]
+pub async fn policy_editor(id: String) -> Result<crate::dto::PolicyEditorData, AppError> {
+    let (backend, session) = crate::backend::context().await?;
+    backend.policy_editor(&session, &id).await
+}
+
+/// Saves a new version of policy `id`; `document` is the policy as JSON text.
+#[server(prefix = "/ui", endpoint = "policies/save")]
+pub async fn save_policy(
+    id: String,
+    document: String,
+) -> Result<crate::dto::PolicyVersionView, AppError> {
+    let (backend, session) = crate::backend::context().await?;
+    let document: serde_json::Value = serde_json::from_str(&document)
+        .map_err(|e| AppError::invalid_field("document", format!("not valid JSON: {e}")))?;
+    backend.save_policy(&session, &id, document).await
+}
+
+/// Makes policy `id` the one new sessions of `environment` get.
+#[server(prefix = "/ui", endpoint = "policies/activate")]
+pub async fn activate_policy(
+    id: String,
+    environment: String,
+) -> Result<crate::dto::PolicySummary, AppError> {
+    let (backend, session) = crate::backend::context().await?;
+    backend.activate_policy(&session, &id, &environment).await
+}
+
+/// The approvals queue.
+#[server(prefix = "/ui", endpoint = "approvals/list")]
+pub async fn approvals() -> Result<crate::dto::ApprovalsView, AppError> {
+    let (backend, session) = crate::backend::context().await?;
+    backend.approvals(&session).await
+}
+
+/// Approves, applies or rejects a waiting invocation.
+#[server(prefix = "/ui", endpoint = "approvals/decide")]
+pub async fn decide_invocation(
+    id: String,
+    action: String,
+    args_hash: Option<String>,
+    comment: Option<String>,
+) -> Result<crate::dto::InvocationView, AppError> {
+    let (backend, session) = crate::backend::context().await?;
+    backend
+        .decide_invocation(&session, &id, &action, args_hash, comment)
+        .await
+}

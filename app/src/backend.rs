@@ -9,8 +9,9 @@ use std::sync::Arc;
 use tower_sessions::Session;
 
 use crate::dto::{
-    CreateTokenRequest, CreateUserRequest, CreatedToken, Me, Overview, TokenView,
-    UpdateScopesRequest, UserView,
+    ApprovalsView, CreateTokenRequest, CreateUserRequest, CreatedToken, InvocationView, Me,
+    Overview, PolicyEditorData, PolicySummary, PolicyVersionView, TokenView, UpdateScopesRequest,
+    UserView,
 };
 use crate::error::AppError;
 
@@ -57,6 +58,41 @@ pub trait Backend: Send + Sync + 'static {
         username: &str,
         request: UpdateScopesRequest,
     ) -> Result<UserView, AppError>;
+    /// Policies with their latest version and activations (read).
+    async fn list_policies(&self, session: &Session) -> Result<Vec<PolicySummary>, AppError>;
+    /// What the editor needs for policy `id` (read); a valid id not saved yet has no versions.
+    async fn policy_editor(
+        &self,
+        session: &Session,
+        id: &str,
+    ) -> Result<PolicyEditorData, AppError>;
+    /// Saves `document` as the next version of `id` (write).
+    async fn save_policy(
+        &self,
+        session: &Session,
+        id: &str,
+        document: serde_json::Value,
+    ) -> Result<PolicyVersionView, AppError>;
+    /// Makes `id` the policy of new sessions in `environment` (write).
+    async fn activate_policy(
+        &self,
+        session: &Session,
+        id: &str,
+        environment: &str,
+    ) -> Result<PolicySummary, AppError>;
+    /// The approvals queue and recent decisions (read or approve: the tenant's; otherwise the
+    /// user's own calls).
+    async fn approvals(&self, session: &Session) -> Result<ApprovalsView, AppError>;
+    /// Approves (`approve`), applies (`apply`) or rejects (`reject`) a waiting invocation
+    /// (approve scope); approving and applying echo the `args_hash` the approver was shown.
+    async fn decide_invocation(
+        &self,
+        session: &Session,
+        id: &str,
+        action: &str,
+        args_hash: Option<String>,
+        comment: Option<String>,
+    ) -> Result<InvocationView, AppError>;
 }
 
 /// How the backend travels in Leptos context.

@@ -155,6 +155,25 @@ pub struct PolicySummary {
     pub active_in: Vec<String>,
 }
 
+/// Everything the policy editor needs, in one answer: the versions (newest first; empty for a
+/// policy not saved yet), where it is active, the tenant's catalog and what this deployment can
+/// enforce, so the browser previews exactly what the server would grant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PolicyEditorData {
+    /// Policy id.
+    pub policy_id: String,
+    /// Stored versions, newest first.
+    pub versions: Vec<PolicyVersionView>,
+    /// Environments whose new sessions get this policy.
+    pub active_in: Vec<String>,
+    /// The tenant's tool catalog.
+    pub catalog: Vec<engine::descriptor::ToolDescriptor>,
+    /// What the deployment can enforce (validation depends on it).
+    pub capabilities: engine::validate::RuntimeCapabilities,
+    /// Whether the policy is the built-in one (read-only).
+    pub builtin: bool,
+}
+
 /// `POST /policies/{id}:activate`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -349,4 +368,77 @@ pub struct ForkRequest {
     /// The fork's execution allowlist; absent: unrestricted; `[]`: deny all.
     #[serde(default)]
     pub fork_tools: Option<Vec<String>>,
+}
+
+/// An invocation (a call stored with its binding) as listed by `GET /invocations` and the
+/// dashboard's approvals queue.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InvocationView {
+    /// `inv_…`
+    pub invocation_id: String,
+    /// Internal status (`input_required`, `approved`, `completed`, …).
+    pub status: String,
+    /// What the caller is told (`input_required`, `working`, `completed`, …).
+    pub caller_status: String,
+    /// Exposure session.
+    pub session_id: String,
+    /// Manifest the call was granted under.
+    pub manifest_id: String,
+    /// The caller's `_meta.invocation_id`, when it gave one.
+    pub client_invocation_id: Option<String>,
+    /// Hosted-agent turn, when any.
+    pub turn_id: Option<String>,
+    /// Who called.
+    pub actor_id: String,
+    /// Canonical tool name.
+    pub tool: String,
+    /// Tool version bound.
+    pub tool_version: String,
+    /// `schemaHash` bound.
+    pub schema_hash: String,
+    /// `args_hash` of the effective arguments (an approver echoes it).
+    pub args_hash: String,
+    /// The arguments exactly as the upstream will receive them.
+    pub arguments: Option<serde_json::Value>,
+    /// Exposure mode.
+    pub mode: String,
+    /// Limits bound with the call.
+    pub limits: Option<serde_json::Value>,
+    /// Policy that decided.
+    pub policy_id: String,
+    /// Its version.
+    pub policy_version: i64,
+    /// Receipt of the decision.
+    pub decision_receipt_id: String,
+    /// Receipt of the approval or rejection.
+    pub approval_receipt_id: Option<String>,
+    /// Who approved, applied or rejected.
+    pub decided_by: Option<String>,
+    /// RFC 3339.
+    pub decided_at: Option<String>,
+    /// The approver's comment.
+    pub comment: Option<String>,
+    /// RFC 3339.
+    pub created_at: String,
+    /// RFC 3339; a parked call not decided by then expires.
+    pub expires_at: Option<String>,
+    /// The tool result, once there is one.
+    pub result: Option<serde_json::Value>,
+    /// The deciding rule (dashboard only; never shown to callers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_id: Option<String>,
+    /// That rule's reason (dashboard only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rule_reason: Option<String>,
+}
+
+/// The approvals page: calls waiting for a person (oldest first) and recent decisions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApprovalsView {
+    /// Parked (`input_required`) and staged (`staged`) invocations, oldest first.
+    pub waiting: Vec<InvocationView>,
+    /// The latest invocations no longer waiting, newest first.
+    pub recent: Vec<InvocationView>,
+    /// Whether the signed-in user may approve, apply or reject.
+    pub can_decide: bool,
 }

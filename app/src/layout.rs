@@ -10,11 +10,11 @@ use crate::dto::Me;
 /// a working page.
 const NAV: [(&str, &str, bool); 8] = [
     ("Overview", "/", true),
-    ("Policies", "/policies", false),
+    ("Policies", "/policies", true),
     ("Tools", "/tools", false),
     ("Sessions", "/sessions", false),
     ("Receipts", "/receipts", false),
-    ("Approvals", "/approvals", false),
+    ("Approvals", "/approvals", true),
     ("Tokens", "/tokens", true),
     ("Users", "/users", true),
 ];

@@ -9,6 +9,7 @@
 //!   [`backend::Backend`] the server provides (`ssr` only).
 //! - [`layout`]: the signed-in frame (header, navigation) and the sign-in guard.
 //! - [`pages`]: one module per page.
+//! - [`policy_draft`]: the policy editor's model (a policy as typed) and its diff.
 //!
 //! Features: `ssr` for the server build, `hydrate` for the wasm build.
 
@@ -19,6 +20,7 @@ pub mod dto;
 pub mod error;
 pub mod layout;
 pub mod pages;
+pub mod policy_draft;
 
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
@@ -63,6 +65,9 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/sign-in") view=pages::sign_in::SignInPage/>
                 <ParentRoute path=path!("") view=layout::SignedIn>
                     <Route path=path!("") view=pages::overview::OverviewPage/>
+                    <Route path=path!("policies") view=pages::policies::PoliciesPage/>
+                    <Route path=path!("policies/:id") view=pages::policy_editor::PolicyEditorPage/>
+                    <Route path=path!("approvals") view=pages::approvals::ApprovalsPage/>
                     <Route path=path!("tokens") view=pages::tokens::TokensPage/>
                     <Route path=path!("users") view=pages::users::UsersPage/>
                 </ParentRoute>

@@ -16,3 +16,34 @@ export async function signIn(page: Page, username = "admin", password = adminPas
   await expect(page.getByRole("heading", { name: "Overview" })).toBeVisible();
   await expect(page.getByTestId("current-user")).toHaveText(username);
 }
+
+/** Creates an API token through the Tokens page (signed in as an admin) and returns its secret. */
+export async function createToken(page: Page, actor: string, scopes: string[]): Promise<string> {
+  await page.goto("/tokens");
+  await hydrated(page);
+  await page.getByLabel("Actor id").fill(actor);
+  // The form starts with `run` checked; make the checkboxes say exactly `scopes`.
+  for (const scope of ["read", "write", "run", "admin", "approve"].map((s) => `agent_tool_exposure:${s}`)) {
+    const box = page.getByLabel(scope, { exact: true });
+    if (scopes.includes(scope)) await box.check();
+    else await box.uncheck();
+  }
+  await page.getByRole("button", { name: "Create token" }).click();
+  const secret = await page.getByTestId("new-token-secret").getByLabel("Token secret").inputValue();
+  expect(secret).toMatch(/^apt_/);
+  return secret;
+}
+
+/** A stock MCP client (the official TypeScript SDK) connected to Aperture's /mcp as `token`. */
+export async function mcpClient(baseURL: string, token: string) {
+  const { Client } = await import("@modelcontextprotocol/sdk/client/index.js");
+  const { StreamableHTTPClientTransport } = await import(
+    "@modelcontextprotocol/sdk/client/streamableHttp.js"
+  );
+  const transport = new StreamableHTTPClientTransport(new URL(`${baseURL}/mcp`), {
+    requestInit: { headers: { Authorization: `Bearer ${token}` } },
+  });
+  const client = new Client({ name: "aperture-e2e", version: "1.0.0" });
+  await client.connect(transport);
+  return client;
+}

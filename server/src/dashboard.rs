@@ -5,7 +5,8 @@ use std::sync::Arc;
 
 use app::backend::{Backend, SharedBackend};
 use app::dto::{
-    CreateTokenRequest, CreateUserRequest, CreatedToken, Me, Overview, TokenView,
+    ActivateRequest, ApprovalsView, CreateTokenRequest, CreateUserRequest, CreatedToken,
+    InvocationView, Me, Overview, PolicyEditorData, PolicySummary, PolicyVersionView, TokenView,
     UpdateScopesRequest, UserView,
 };
 use app::error::AppError;
@@ -14,7 +15,7 @@ use tower_sessions::Session;
 use crate::auth::{Principal, dashboard};
 use crate::error::ServiceError;
 use crate::state::AppState;
-use crate::{store, tokens, users};
+use crate::{invocations, policies, store, tokens, users};
 
 /// The server's [`Backend`].
 pub struct DashboardBackend {
@@ -158,6 +159,150 @@ impl Backend for DashboardBackend {
         )
         .await
         .map_err(ServiceError::into_app_error)
+    }
+
+    async fn list_policies(&self, session: &Session) -> Result<Vec<PolicySummary>, AppError> {
+        let p = self.principal(session).await?;
+        policies::list(&self.state.store, &p)
+            .await
+            .map_err(ServiceError::into_app_error)
+    }
+
+    async fn policy_editor(
+        &self,
+        session: &Session,
+        id: &str,
+    ) -> Result<PolicyEditorData, AppError> {
+        let p = self.principal(session).await?;
+        policies::editor(&self.state.store, &p, id, &self.state.config.capabilities())
+            .await
+            .map_err(ServiceError::into_app_error)
+    }
+
+    async fn save_policy(
+        &self,
+        session: &Session,
+        id: &str,
+        document: serde_json::Value,
+    ) -> Result<PolicyVersionView, AppError> {
+        let p = self.principal(session).await?;
+        policies::put(
+            &self.state.store,
+            &self.state.journal,
+            &p,
+            id,
+            document,
+            &self.state.config.capabilities(),
+        )
+        .await
+        .map_err(ServiceError::into_app_error)
+    }
+
+    async fn activate_policy(
+        &self,
+        session: &Session,
+        id: &str,
+        environment: &str,
+    ) -> Result<PolicySummary, AppError> {
+        let p = self.principal(session).await?;
+        let request = ActivateRequest {
+            environment: Some(environment.trim().to_owned()).filter(|e| !e.is_empty()),
+        };
+        policies::activate(&self.state.store, &self.state.journal, &p, id, &request)
+            .await
+            .map_err(ServiceError::into_app_error)
+    }
+
+    async fn approvals(&self, session: &Session) -> Result<ApprovalsView, AppError> {
+        let p = self.principal(session).await?;
+        let s = &self.state.store;
+        let tenant = p.tenant_id.clone();
+        let sees_all =
+            p.scopes.satisfies(engine::scope::READ) || p.scopes.satisfies(engine::scope::APPROVE);
+        let actor = (!sees_all).then_some(p.actor_id.as_str());
+        let load = async {
+            let mut waiting = Vec::new();
+            for status in ["input_required", "staged"] {
+                waiting
+                    .extend(store::invocations::list(s, &tenant, Some(status), actor, 500).await?);
+            }
+            waiting.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
+            let recent: Vec<_> = store::invocations::list(s, &tenant, None, actor, 40)
+                .await?
+                .into_iter()
+                .filter(|r| r.status != "input_required" && r.status != "staged")
+                .take(20)
+                .collect();
+            let mut out = (Vec::new(), Vec::new());
+            for (rows, into) in [(waiting, &mut out.0), (recent, &mut out.1)] {
+                for row in rows {
+                    let mut view = invocations::typed_view(&row);
+                    if sees_all {
+                        let bound =
+                            serde_json::from_str::<engine::decision::BoundCall>(&row.binding).ok();
+                        view.rule_id = bound.and_then(|b| b.rule_id);
+                        if let Some(rule) = &view.rule_id {
+                            view.rule_reason = policies::rule_reason(
+                                s,
+                                &tenant,
+                                &row.policy_id,
+                                row.policy_version,
+                                rule,
+                            )
+                            .await?;
+                        }
+                    }
+                    into.push(view);
+                }
+            }
+            Ok::<_, ServiceError>(out)
+        };
+        let (waiting, recent) = load.await.map_err(ServiceError::into_app_error)?;
+        Ok(ApprovalsView {
+            waiting,
+            recent,
+            can_decide: p.scopes.satisfies(engine::scope::APPROVE),
+        })
+    }
+
+    async fn decide_invocation(
+        &self,
+        session: &Session,
+        id: &str,
+        action: &str,
+        args_hash: Option<String>,
+        comment: Option<String>,
+    ) -> Result<InvocationView, AppError> {
+        let p = self.principal(session).await?;
+        let action = match action {
+            "approve" => invocations::Action::Approve,
+            "apply" => invocations::Action::Apply,
+            "reject" => invocations::Action::Reject,
+            _ => {
+                return Err(AppError::invalid_field(
+                    "action",
+                    "approve, apply or reject",
+                ));
+            }
+        };
+        let comment = comment
+            .map(|c| c.trim().to_owned())
+            .filter(|c| !c.is_empty());
+        let decided = invocations::decide(
+            &self.state.store,
+            &self.state.journal,
+            &self.state.invocation_wake,
+            &p,
+            id,
+            action,
+            invocations::DecideRequest { args_hash, comment },
+        )
+        .await
+        .map_err(ServiceError::into_app_error)?;
+        serde_json::from_value(decided).map_err(|e| {
+            tracing::error!(error = %e, "an invocation view does not read back");
+            AppError::internal()
+        })
     }
 }
 

@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use engine::decision::BoundCall;
 use engine::receipt::{Decision, ReasonCode, Receipt, ReceiptKind};
+use engine::scope;
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
@@ -129,34 +130,48 @@ pub fn status_result(status: &str, invocation_id: &str, receipt: &Value) -> Valu
 /// The invocation as the API shows it. `arguments` are the effective arguments as bound: what
 /// an approver releases is exactly what runs.
 pub fn view(row: &InvocationRow) -> Value {
+    serde_json::to_value(typed_view(row)).unwrap_or(Value::Null)
+}
+
+/// [`view`] as the dashboard's type; the rule is left out (callers never see it).
+pub fn typed_view(row: &InvocationRow) -> app::dto::InvocationView {
     let bound = serde_json::from_str::<BoundCall>(&row.binding).ok();
-    json!({
-        "invocation_id": row.id,
-        "status": row.status,
-        "caller_status": caller_status(&row.status),
-        "session_id": row.session_id,
-        "manifest_id": row.manifest_id,
-        "client_invocation_id": row.client_key,
-        "turn_id": row.turn_id,
-        "actor_id": row.actor_id,
-        "tool": row.tool,
-        "tool_version": row.tool_version,
-        "schema_hash": row.schema_hash,
-        "args_hash": row.args_hash,
-        "arguments": bound.as_ref().map(|b| Value::Object(b.upstream_arguments())),
-        "mode": row.mode,
-        "limits": bound.as_ref().and_then(|b| serde_json::to_value(&b.limits).ok()),
-        "policy_id": row.policy_id,
-        "policy_version": row.policy_version,
-        "decision_receipt_id": row.decision_receipt_id,
-        "approval_receipt_id": row.approval_receipt_id,
-        "decided_by": row.decided_by,
-        "decided_at": row.decided_at.map(store::rfc3339),
-        "comment": row.decision_comment,
-        "created_at": store::rfc3339(row.created_at),
-        "expires_at": row.expires_at.map(store::rfc3339),
-        "result": row.result.as_deref().and_then(|r| serde_json::from_str::<Value>(r).ok()),
-    })
+    app::dto::InvocationView {
+        invocation_id: row.id.clone(),
+        status: row.status.clone(),
+        caller_status: caller_status(&row.status).to_owned(),
+        session_id: row.session_id.clone(),
+        manifest_id: row.manifest_id.clone(),
+        client_invocation_id: row.client_key.clone(),
+        turn_id: row.turn_id.clone(),
+        actor_id: row.actor_id.clone(),
+        tool: row.tool.clone(),
+        tool_version: row.tool_version.clone(),
+        schema_hash: row.schema_hash.clone(),
+        args_hash: row.args_hash.clone(),
+        arguments: bound
+            .as_ref()
+            .map(|b| Value::Object(b.upstream_arguments())),
+        mode: row.mode.clone(),
+        limits: bound
+            .as_ref()
+            .and_then(|b| serde_json::to_value(&b.limits).ok()),
+        policy_id: row.policy_id.clone(),
+        policy_version: row.policy_version,
+        decision_receipt_id: row.decision_receipt_id.clone(),
+        approval_receipt_id: row.approval_receipt_id.clone(),
+        decided_by: row.decided_by.clone(),
+        decided_at: row.decided_at.map(store::rfc3339),
+        comment: row.decision_comment.clone(),
+        created_at: store::rfc3339(row.created_at),
+        expires_at: row.expires_at.map(store::rfc3339),
+        result: row
+            .result
+            .as_deref()
+            .and_then(|r| serde_json::from_str::<Value>(r).ok()),
+        rule_id: None,
+        rule_reason: None,
+    }
 }
 
 /// Body of `:approve` and `:reject`.
@@ -262,6 +277,9 @@ pub async fn decide(
     action: Action,
     request: DecideRequest,
 ) -> Result<Value, ServiceError> {
+    // The routes check the scope too; the service checks it itself because the dashboard calls
+    // it directly (a reader must not approve through a server function).
+    principal.require(scope::APPROVE)?;
     let approve = action != Action::Reject;
     if request
         .comment

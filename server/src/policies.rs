@@ -9,7 +9,8 @@ use engine::validate::{self, RuntimeCapabilities};
 use serde_json::{Value, json};
 
 use app::dto::{
-    ActivateRequest, PolicySummary, PolicyVersionView, PreviewRequest, ValidationResult,
+    ActivateRequest, PolicyEditorData, PolicySummary, PolicyVersionView, PreviewRequest,
+    ValidationResult,
 };
 use app::error::{AppError, FieldError};
 
@@ -194,6 +195,69 @@ pub async fn versions(
         return Err(AppError::not_found("policy").into());
     }
     rows.into_iter().map(view).collect()
+}
+
+/// The dashboard editor's view of policy `id`: its versions (none yet for a new policy), where
+/// it is active, the catalog it applies to and what this deployment can enforce.
+pub async fn editor(
+    store: &Store,
+    principal: &Principal,
+    id: &str,
+    caps: &RuntimeCapabilities,
+) -> Result<PolicyEditorData, ServiceError> {
+    principal.require(scope::READ)?;
+    if !is_policy_id(id) {
+        return Err(AppError::invalid_field("id", "1–64 characters of a-z, 0-9, _ and -").into());
+    }
+    let builtin = id == BUILTIN_SAFE_READ;
+    let versions = if builtin {
+        vec![builtin_view()]
+    } else {
+        store::policies::versions(store, &principal.tenant_id, id)
+            .await?
+            .into_iter()
+            .map(view)
+            .collect::<Result<_, _>>()?
+    };
+    let active_in = summaries(store, &principal.tenant_id)
+        .await?
+        .into_iter()
+        .find(|p| p.policy_id == id)
+        .map(|p| p.active_in)
+        .unwrap_or_default();
+    Ok(PolicyEditorData {
+        policy_id: id.to_owned(),
+        versions,
+        active_in,
+        catalog: store::catalog::list(store, &principal.tenant_id).await?,
+        capabilities: caps.clone(),
+        builtin,
+    })
+}
+
+/// The reason of rule `rule_id` in version `version` of policy `policy_id`, for people who may
+/// see rules (admins, readers, approvers); `None` when the version or rule is gone.
+pub async fn rule_reason(
+    store: &Store,
+    tenant_id: &str,
+    policy_id: &str,
+    version: i64,
+    rule_id: &str,
+) -> Result<Option<String>, ServiceError> {
+    let policy = if policy_id == BUILTIN_SAFE_READ {
+        Some(Policy::builtin_safe_read())
+    } else {
+        store::policies::version(store, tenant_id, policy_id, version)
+            .await?
+            .and_then(|row| serde_json::from_str::<Value>(&row.document).ok())
+            .and_then(|doc| validate::parse_policy(&doc).ok())
+    };
+    Ok(policy.and_then(|p| {
+        p.rules
+            .into_iter()
+            .find(|r| r.id == rule_id)
+            .map(|r| r.reason)
+    }))
 }
 
 /// `GET /policies`: every policy with its latest version and activations.

@@ -1,7 +1,10 @@
 //! One module per dashboard page.
 
+pub mod approvals;
 pub mod not_found;
 pub mod overview;
+pub mod policies;
+pub mod policy_editor;
 pub mod sign_in;
 pub mod tokens;
 pub mod users;

@@ -90,6 +90,25 @@ pub async fn latest(
     Ok(row.map(from_tuple))
 }
 
+/// One version of a policy.
+pub async fn version(
+    store: &Store,
+    tenant_id: &str,
+    policy_id: &str,
+    version: i64,
+) -> Result<Option<VersionRow>, sqlx::Error> {
+    let row: Option<Tuple> = sqlx::query_as(
+        "SELECT policy_id, version, document, created_by, created_at FROM policy_versions \
+         WHERE tenant_id = $1 AND policy_id = $2 AND version = $3",
+    )
+    .bind(tenant_id)
+    .bind(policy_id)
+    .bind(version)
+    .fetch_optional(store.pool())
+    .await?;
+    Ok(row.map(from_tuple))
+}
+
 /// Every version of a policy, newest first.
 pub async fn versions(
     store: &Store,

@@ -1,0 +1,281 @@
+//! Approvals: calls parked for a person (`approval_required`) and staged changes, each shown
+//! exactly as it will run, with approve / apply / reject; recent decisions below. The queue
+//! refreshes itself every few seconds, keeping what an approver is typing.
+
+use leptos::prelude::*;
+
+use super::Time;
+use crate::api::{DecideInvocation, approvals};
+use crate::dto::{ApprovalsView, InvocationView};
+
+/// How often the queue asks for new parked calls.
+#[cfg(feature = "hydrate")]
+const REFRESH: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// The Approvals page.
+#[component]
+pub fn ApprovalsPage() -> impl IntoView {
+    let initial = Resource::new(|| (), |_| approvals());
+    view! {
+        <h1>"Approvals"</h1>
+        <p class="lead">
+            "Calls that need a person wait here with the exact arguments they were bound with. "
+            "Approving releases that bound invocation and nothing else; the call runs once."
+        </p>
+        <Suspense fallback=|| view! { <p class="loading">"Loading…"</p> }>
+            {move || Suspend::new(async move {
+                match initial.await {
+                    Ok(data) => view! { <Queue data/> }.into_any(),
+                    Err(e) => view! { <p class="error" role="alert">{e.message}</p> }.into_any(),
+                }
+            })}
+        </Suspense>
+    }
+    .into_any()
+}
+
+#[component]
+fn Queue(data: ApprovalsView) -> impl IntoView {
+    let can_decide = data.can_decide;
+    let waiting = RwSignal::new(data.waiting);
+    let recent = RwSignal::new(data.recent);
+    let refresh_error = RwSignal::new(None::<String>);
+    let reload = move || {
+        leptos::task::spawn_local(async move {
+            match approvals().await {
+                Ok(v) => {
+                    refresh_error.set(None);
+                    if waiting.with_untracked(|w| *w != v.waiting) {
+                        waiting.set(v.waiting);
+                    }
+                    if recent.with_untracked(|r| *r != v.recent) {
+                        recent.set(v.recent);
+                    }
+                }
+                Err(e) => refresh_error.set(Some(e.message)),
+            }
+        });
+    };
+    // Every decision, successful or not, reloads at once.
+    let decided = Callback::new(move |()| reload());
+    #[cfg(feature = "hydrate")]
+    {
+        if let Ok(handle) = set_interval_with_handle(reload, REFRESH) {
+            on_cleanup(move || handle.clear());
+        }
+    }
+    view! {
+        {(!can_decide)
+            .then(|| {
+                view! {
+                    <p class="notice" role="status" data-testid="no-approve-scope">
+                        "You can see the queue. Approving, applying or rejecting needs the scope "
+                        <code>"agent_tool_exposure:approve"</code> "."
+                    </p>
+                }
+            })}
+        <p class="error" role="alert">{move || refresh_error.get()}</p>
+        <section aria-labelledby="waiting-heading">
+            <h2 id="waiting-heading">
+                "Waiting " <span class="count" data-testid="waiting-count">{move || waiting.with(Vec::len)}</span>
+            </h2>
+            <Show
+                when=move || waiting.with(|w| !w.is_empty())
+                fallback=|| view! { <p class="empty">"Nothing is waiting for a decision."</p> }
+            >
+                <ul class="queue" aria-live="polite">
+                    <For
+                        each=move || waiting.get()
+                        key=|i| i.invocation_id.clone()
+                        let:invocation
+                    >
+                        <Parked invocation can_decide decided/>
+                    </For>
+                </ul>
+            </Show>
+        </section>
+        <section aria-labelledby="recent-heading">
+            <h2 id="recent-heading">"Recent decisions and runs"</h2>
+            <Show
+                when=move || recent.with(|r| !r.is_empty())
+                fallback=|| view! { <p class="empty">"No decided or finished calls yet."</p> }
+            >
+                <table class="data" data-testid="recent-table">
+                    <thead>
+                        <tr>
+                            <th scope="col">"Invocation"</th>
+                            <th scope="col">"Tool"</th>
+                            <th scope="col">"Actor"</th>
+                            <th scope="col">"Status"</th>
+                            <th scope="col">"Decided"</th>
+                            <th scope="col">"Result"</th>
+                        </tr>
+                    </thead>
+                    <tbody>
+                        <For each=move || recent.get() key=|i| (i.invocation_id.clone(), i.status.clone()) let:i>
+                            <RecentRow i/>
+                        </For>
+                    </tbody>
+                </table>
+            </Show>
+        </section>
+    }
+    .into_any()
+}
+
+fn pretty(v: &Option<serde_json::Value>) -> String {
+    v.as_ref()
+        .map(|v| serde_json::to_string_pretty(v).unwrap_or_default())
+        .unwrap_or_else(|| "—".into())
+}
+
+/// One waiting invocation, shown as it will run.
+#[component]
+fn Parked(invocation: InvocationView, can_decide: bool, decided: Callback<()>) -> impl IntoView {
+    let i = invocation;
+    let staged = i.status == "staged";
+    let decide = ServerAction::<DecideInvocation>::new();
+    let comment = RwSignal::new(String::new());
+    let comment_id = format!("comment-{}", i.invocation_id);
+    let comment_for = comment_id.clone();
+    let id = i.invocation_id.clone();
+    let args_hash = i.args_hash.clone();
+    let dispatch = move |action: &'static str| {
+        decide.dispatch(DecideInvocation {
+            id: id.clone(),
+            action: action.into(),
+            args_hash: (action != "reject").then(|| args_hash.clone()),
+            comment: Some(comment.get_untracked()),
+        });
+    };
+    let dispatch2 = dispatch.clone();
+    Effect::new(move |_| {
+        if decide.version().get() > 0 {
+            decided.run(());
+        }
+    });
+    let error = move || match decide.value().get() {
+        Some(Err(e)) => Some(e.message),
+        _ => None,
+    };
+    let arguments = pretty(&i.arguments);
+    let limits = pretty(&i.limits);
+    let verb = if staged { "Apply" } else { "Approve" };
+    view! {
+        <li class="panel parked" data-invocation-id=i.invocation_id.clone() data-status=i.status.clone()>
+            <div class="parked-head">
+                <h3>
+                    <code>{i.tool.clone()}</code>
+                    " "
+                    <span class=format!("mode mode-{}", i.mode)>{i.mode.clone()}</span>
+                </h3>
+                <span class="muted">
+                    "parked " <Time value=Some(i.created_at.clone())/> " · expires "
+                    <Time value=i.expires_at.clone()/>
+                </span>
+            </div>
+            <dl class="facts">
+                <dt>"Actor"</dt>
+                <dd>{i.actor_id.clone()}</dd>
+                <dt>"Session"</dt>
+                <dd><code>{i.session_id.clone()}</code></dd>
+                <dt>"Invocation"</dt>
+                <dd><code>{i.invocation_id.clone()}</code></dd>
+                <dt>"Policy"</dt>
+                <dd>
+                    <a href=format!("/policies/{}", i.policy_id)>{i.policy_id.clone()}</a>
+                    {format!(" v{}", i.policy_version)}
+                    {i.rule_id.clone().map(|r| view! { " · rule " <code>{r}</code> })}
+                </dd>
+                <dt>"Reason"</dt>
+                <dd data-testid="reason">
+                    {i.rule_reason.clone().filter(|r| !r.is_empty()).unwrap_or_else(|| "—".into())}
+                </dd>
+                <dt>"Tool version"</dt>
+                <dd><code>{i.tool_version.clone()}</code></dd>
+                <dt>"Args hash"</dt>
+                <dd><code data-testid="args-hash">{i.args_hash.clone()}</code></dd>
+            </dl>
+            <h4>"Arguments, exactly as the upstream will receive them"</h4>
+            <pre class="json" data-testid="arguments">{arguments}</pre>
+            <details>
+                <summary>"Limits"</summary>
+                <pre class="json">{limits}</pre>
+            </details>
+            {can_decide
+                .then(|| {
+                    view! {
+                        <div class="decide">
+                            <label for=comment_for>"Comment (optional)"</label>
+                            <textarea
+                                id=comment_id
+                                rows="2"
+                                prop:value=move || comment.get()
+                                on:input=move |ev| comment.set(event_target_value(&ev))
+                            ></textarea>
+                            <div class="save-bar">
+                                <button
+                                    type="button"
+                                    class="primary"
+                                    disabled=move || decide.pending().get()
+                                    on:click=move |_| dispatch(if staged { "apply" } else { "approve" })
+                                >
+                                    {verb}
+                                </button>
+                                <button
+                                    type="button"
+                                    class="danger"
+                                    disabled=move || decide.pending().get()
+                                    on:click=move |_| dispatch2("reject")
+                                >
+                                    "Reject"
+                                </button>
+                            </div>
+                            <p class="error" role="alert">{error}</p>
+                        </div>
+                    }
+                })}
+        </li>
+    }
+    .into_any()
+}
+
+#[component]
+fn RecentRow(i: InvocationView) -> impl IntoView {
+    let result = i.result.as_ref().map(result_text);
+    view! {
+        <tr data-invocation-id=i.invocation_id.clone() data-status=i.status.clone()>
+            <td><code>{i.invocation_id.clone()}</code></td>
+            <td><code>{i.tool.clone()}</code></td>
+            <td>{i.actor_id.clone()}</td>
+            <td><span class=format!("badge status-{}", i.status)>{i.status.clone()}</span></td>
+            <td>
+                {i.decided_by.clone().map(|by| view! { {by} " " })}
+                <Time value=i.decided_at.clone()/>
+                {i.comment.clone().map(|c| view! { <div class="muted">"“" {c} "”"</div> })}
+            </td>
+            <td class="result">{result.unwrap_or_else(|| "—".into())}</td>
+        </tr>
+    }
+    .into_any()
+}
+
+/// The text of an MCP tool result, cut for a table cell.
+fn result_text(result: &serde_json::Value) -> String {
+    let text: Vec<&str> = result
+        .get("content")
+        .and_then(|c| c.as_array())
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter_map(|b| b.get("text").and_then(|t| t.as_str()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let error = result.get("isError").and_then(|e| e.as_bool()) == Some(true);
+    let mut s = text.join(" ");
+    if s.chars().count() > 160 {
+        s = s.chars().take(160).collect::<String>() + "…";
+    }
+    if error { format!("error: {s}") } else { s }
+}

@@ -1,0 +1,134 @@
+import { test, expect, Page } from "@playwright/test";
+import { createToken, hydrated, mcpClient, signIn } from "./helpers";
+
+const ECHO = "mcp__fixture__echo";
+
+/** The preview row of a tool. */
+function previewRow(page: Page, tool: string) {
+  return page.getByTestId("preview-table").locator(`tr[data-tool="${tool}"]`);
+}
+
+test("editing a rule changes the live preview before saving; the saved version is what the server grants", async ({
+  page,
+  baseURL,
+}) => {
+  await signIn(page);
+  const agentToken = await createToken(page, "e2e-policy-agent", ["agent_tool_exposure:run"]);
+
+  await page.getByRole("navigation", { name: "Main" }).getByRole("link", { name: "Policies" }).click();
+  await expect(page.getByRole("heading", { name: "Policies" })).toBeVisible();
+  await expect(page.getByTestId("policy-table")).toContainText("builtin_safe_read");
+  await page.getByLabel("Policy id").fill("e2e-support");
+  await page.getByRole("button", { name: "Open editor" }).click();
+  await expect(page).toHaveURL(/\/policies\/e2e-support$/);
+  await expect(page.getByTestId("policy-version")).toContainText("Not saved yet");
+
+  // The preview imagines a session of the agent; the fixture's tools have no descriptor yet,
+  // so with no rule they are all hidden.
+  await page.getByLabel("Actor", { exact: true }).fill("e2e-policy-agent");
+  await expect(previewRow(page, ECHO)).toHaveAttribute("data-mode", "hide");
+  const unnarrowedHash = await previewRow(page, ECHO).getAttribute("data-schema-hash");
+
+  // Add a rule for echo: the preview follows as we type, with nothing saved.
+  await page.getByRole("button", { name: "Add rule" }).click();
+  const rule = page.getByTestId("rule-0");
+  await rule.getByLabel("Value", { exact: true }).fill(ECHO);
+  await expect(previewRow(page, ECHO)).toHaveAttribute("data-mode", "allow");
+  await expect(previewRow(page, ECHO)).toContainText("rule-1");
+  await rule.getByLabel("Mode", { exact: true }).selectOption("approval_required");
+  await expect(previewRow(page, ECHO)).toHaveAttribute("data-mode", "approval_required");
+  await rule.getByLabel("Mode", { exact: true }).selectOption("allow");
+
+  // Narrow the schema: the advertised schema and its hash change in the preview.
+  await rule.getByText("Invocation: narrowing and limits").click();
+  await rule.getByLabel("Schema overlay (JSON Schema; may only narrow)").fill(
+    '{"properties": {"text": {"maxLength": 12}}}',
+  );
+  await expect(previewRow(page, ECHO)).not.toHaveAttribute("data-schema-hash", unnarrowedHash!);
+  await expect(previewRow(page, ECHO).locator("pre.schema")).toContainText('"maxLength": 12', {
+    useInnerText: false,
+  });
+  await expect(page.getByTestId("policy-version")).toContainText("Not saved yet");
+
+  // An invalid entry: the error appears next to the field, the typed text stays, saving is held.
+  const maxResult = rule.getByLabel("Max result (bytes)");
+  await maxResult.fill("-5");
+  await expect(rule.locator(`[id$="-max_result_bytes-error"]`)).toContainText("must not be negative");
+  await expect(maxResult).toHaveValue("-5");
+  await expect(page.getByTestId("problems")).toContainText("rules[0].invocation.max_result_bytes");
+  const badJson = rule.getByLabel("Fixed arguments (JSON object)");
+  await badJson.fill('{"text": ');
+  await expect(rule.locator(`[id$="-fixed_arguments-error"]`)).toContainText("not valid JSON");
+  await expect(badJson).toHaveValue('{"text": ');
+  await page.getByRole("button", { name: "Review changes" }).click();
+  await expect(page.getByRole("button", { name: "Save as version 1" })).toBeDisabled();
+  await expect(page.getByTestId("review")).toContainText("Fix the 2 problem(s)");
+  await maxResult.fill("");
+  await badJson.fill("");
+  await expect(page.getByTestId("problems")).toContainText("No problems");
+
+  // The diff of a new policy is all additions; saving makes version 1.
+  await expect(page.getByTestId("diff").locator(".add").filter({ hasText: `"name": "${ECHO}"` })).toHaveCount(1);
+  await expect(page.getByTestId("diff").locator(".del")).toHaveCount(0);
+  await page.getByRole("button", { name: "Save as version 1" }).click();
+  await expect(page.getByTestId("policy-version")).toContainText("Version 1 saved by user:admin");
+  await expect(page.getByTestId("version-table").locator("tr[data-version]")).toHaveCount(1);
+  const previewedHash = await previewRow(page, ECHO).getAttribute("data-schema-hash");
+
+  await page.getByRole("button", { name: "Activate for new sessions" }).click();
+  await expect(page.getByTestId("active-in")).toHaveText("Active in: default");
+
+  // What the browser previewed is what the server grants to that actor.
+  const client = await mcpClient(baseURL!, agentToken);
+  const listed = await client.listTools();
+  const echo = listed.tools.find((t) => t.name === ECHO);
+  expect(echo, JSON.stringify(listed.tools.map((t) => t.name))).toBeTruthy();
+  expect(echo!._meta?.schemaHash).toBe(previewedHash);
+  expect((echo!.inputSchema.properties as any).text.maxLength).toBe(12);
+  expect(listed.tools.map((t) => t.name)).toEqual([ECHO]);
+  await client.close();
+
+  // A second version: the review shows exactly what changed against version 1.
+  await rule.getByLabel("Mode", { exact: true }).selectOption("deny");
+  await expect(page.getByTestId("policy-version")).toContainText("unsaved changes");
+  await page.getByRole("button", { name: "Review changes" }).click();
+  const diff = page.getByTestId("diff");
+  await expect(page.getByTestId("review")).toContainText("Changes against version 1");
+  await expect(diff.locator(".del")).toHaveCount(1);
+  await expect(diff.locator(".del")).toContainText('"mode": "allow"');
+  await expect(diff.locator(".add")).toHaveCount(1);
+  await expect(diff.locator(".add")).toContainText('"mode": "deny"');
+  await page.getByRole("button", { name: "Save as version 2" }).click();
+  await expect(page.getByTestId("policy-version")).toContainText("Version 2 saved by user:admin");
+  await expect(page.getByTestId("version-table").locator("tr[data-version]")).toHaveCount(2);
+
+  // The list shows the new version and where it is active; a reload renders it on the server.
+  await page.goto("/policies");
+  const row = page.getByTestId("policy-table").locator('tr[data-policy-id="e2e-support"]');
+  await expect(row).toContainText("2");
+  await expect(row).toContainText("default");
+});
+
+test("rules can be reordered and removed from the keyboard; the preview follows", async ({ page }) => {
+  await signIn(page);
+  await page.goto("/policies/e2e-order");
+  await hydrated(page);
+  await page.getByLabel("Actor", { exact: true }).fill("someone");
+  await page.getByRole("button", { name: "Add rule" }).click();
+  await page.getByRole("button", { name: "Add rule" }).click();
+  const first = page.getByTestId("rule-0");
+  const second = page.getByTestId("rule-1");
+  await first.getByLabel("Value", { exact: true }).fill(ECHO);
+  await first.getByLabel("Mode", { exact: true }).selectOption("deny");
+  await second.getByLabel("Value", { exact: true }).fill(ECHO);
+  await second.getByLabel("Mode", { exact: true }).selectOption("allow");
+  // First match decides.
+  await expect(previewRow(page, ECHO)).toHaveAttribute("data-mode", "deny");
+  await page.getByRole("button", { name: "Move rule 2 up" }).focus();
+  await page.keyboard.press("Enter");
+  await expect(previewRow(page, ECHO)).toHaveAttribute("data-mode", "allow");
+  await expect(page.getByTestId("rule-0").getByLabel("Rule id")).toHaveValue("rule-2");
+  await page.getByRole("button", { name: "Remove rule 1" }).click();
+  await expect(previewRow(page, ECHO)).toHaveAttribute("data-mode", "deny");
+  await expect(page.locator("[data-testid^=rule-]")).toHaveCount(1);
+});
