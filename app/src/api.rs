@@ -145,3 +145,19 @@ pub async fn decide_invocation(
         .decide_invocation(&session, &id, &action, args_hash, comment)
         .await
 }
+
+/// A page of receipts.
+#[server(prefix = "/ui", endpoint = "receipts/list")]
+pub async fn receipts(
+    query: crate::dto::ReceiptQuery,
+) -> Result<crate::dto::ReceiptPage, AppError> {
+    let (backend, session) = crate::backend::context().await?;
+    backend.receipts(&session, query).await
+}
+
+/// One receipt, to show and verify.
+#[server(prefix = "/ui", endpoint = "receipts/get")]
+pub async fn receipt(id: String) -> Result<crate::dto::ReceiptDetail, AppError> {
+    let (backend, session) = crate::backend::context().await?;
+    backend.receipt(&session, &id).await
+}

@@ -10,8 +10,8 @@ use tower_sessions::Session;
 
 use crate::dto::{
     ApprovalsView, CreateTokenRequest, CreateUserRequest, CreatedToken, InvocationView, Me,
-    Overview, PolicyEditorData, PolicySummary, PolicyVersionView, TokenView, UpdateScopesRequest,
-    UserView,
+    Overview, PolicyEditorData, PolicySummary, PolicyVersionView, ReceiptDetail, ReceiptPage,
+    ReceiptQuery, TokenView, UpdateScopesRequest, UserView,
 };
 use crate::error::AppError;
 
@@ -93,6 +93,14 @@ pub trait Backend: Send + Sync + 'static {
         args_hash: Option<String>,
         comment: Option<String>,
     ) -> Result<InvocationView, AppError>;
+    /// A page of the tenant's receipts matching `query`, newest first (read).
+    async fn receipts(
+        &self,
+        session: &Session,
+        query: ReceiptQuery,
+    ) -> Result<ReceiptPage, AppError>;
+    /// One receipt with its disclosures, chain neighbours and the keys (read).
+    async fn receipt(&self, session: &Session, id: &str) -> Result<ReceiptDetail, AppError>;
 }
 
 /// How the backend travels in Leptos context.

@@ -442,3 +442,98 @@ pub struct ApprovalsView {
     /// Whether the signed-in user may approve, apply or reject.
     pub can_decide: bool,
 }
+
+/// Filters of the receipts browser, as typed (every field optional; empty means no filter).
+/// `since` and `until` are RFC 3339 or `YYYY-MM-DDTHH:MM` (a browser's local-time input, read
+/// as UTC).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReceiptQuery {
+    /// `allow`, `deny`, …
+    #[serde(default)]
+    pub decision: Option<String>,
+    /// Reason code.
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Canonical tool name.
+    #[serde(default)]
+    pub tool: Option<String>,
+    /// Actor.
+    #[serde(default)]
+    pub actor_id: Option<String>,
+    /// Session.
+    #[serde(default)]
+    pub session_id: Option<String>,
+    /// From (inclusive).
+    #[serde(default)]
+    pub since: Option<String>,
+    /// To (exclusive).
+    #[serde(default)]
+    pub until: Option<String>,
+    /// `next_cursor` of the previous page.
+    #[serde(default)]
+    pub cursor: Option<String>,
+}
+
+/// One receipt in the browser's table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReceiptRowView {
+    /// `rcp_…`
+    pub receipt_id: String,
+    /// Position in the tenant's journal.
+    pub seq: i64,
+    /// `decision`, `execution`, `manifest`, `approval`, `admin`.
+    pub kind: String,
+    /// `allow`, `deny`, …
+    pub decision: String,
+    /// Reason code.
+    pub reason: String,
+    /// Tool, when the record concerns one.
+    pub tool: Option<String>,
+    /// Actor.
+    pub actor_id: String,
+    /// Session, when any.
+    pub session_id: Option<String>,
+    /// RFC 3339.
+    pub issued_at: String,
+}
+
+/// A page of receipts, newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReceiptPage {
+    /// The page.
+    pub rows: Vec<ReceiptRowView>,
+    /// Cursor of the next (older) page, when there is one.
+    pub next_cursor: Option<String>,
+}
+
+/// A neighbour of a record in the chain.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainNeighbour {
+    /// Its position.
+    pub seq: i64,
+    /// Its receipt.
+    pub receipt_id: String,
+    /// Its stored record hash.
+    pub record_hash: String,
+    /// The `prev_hash` it names.
+    pub prev_hash: Option<String>,
+}
+
+/// One receipt with what is needed to check it in the browser.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReceiptDetail {
+    /// The signed receipt exactly as stored (JSON text).
+    pub receipt: String,
+    /// Its disclosures (what callers never see).
+    pub disclosures: serde_json::Value,
+    /// Position in the chain.
+    pub seq: i64,
+    /// Stored record hash.
+    pub record_hash: String,
+    /// The record before it.
+    pub previous: Option<ChainNeighbour>,
+    /// The record after it.
+    pub next: Option<ChainNeighbour>,
+    /// Every public key that ever signed.
+    pub keys: engine::receipt::JwkSet,
+}

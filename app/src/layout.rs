@@ -13,7 +13,7 @@ const NAV: [(&str, &str, bool); 8] = [
     ("Policies", "/policies", true),
     ("Tools", "/tools", false),
     ("Sessions", "/sessions", false),
-    ("Receipts", "/receipts", false),
+    ("Receipts", "/receipts", true),
     ("Approvals", "/approvals", true),
     ("Tokens", "/tokens", true),
     ("Users", "/users", true),

@@ -9,6 +9,7 @@
 //!   [`backend::Backend`] the server provides (`ssr` only).
 //! - [`layout`]: the signed-in frame (header, navigation) and the sign-in guard.
 //! - [`pages`]: one module per page.
+//! - [`verify`]: a receipt's signature and chain links, checked in the browser.
 //! - [`policy_draft`]: the policy editor's model (a policy as typed) and its diff.
 //!
 //! Features: `ssr` for the server build, `hydrate` for the wasm build.
@@ -21,6 +22,7 @@ pub mod error;
 pub mod layout;
 pub mod pages;
 pub mod policy_draft;
+pub mod verify;
 
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
@@ -68,6 +70,8 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("policies") view=pages::policies::PoliciesPage/>
                     <Route path=path!("policies/:id") view=pages::policy_editor::PolicyEditorPage/>
                     <Route path=path!("approvals") view=pages::approvals::ApprovalsPage/>
+                    <Route path=path!("receipts") view=pages::receipts::ReceiptsPage/>
+                    <Route path=path!("receipts/:id") view=pages::receipts::ReceiptDetailPage/>
                     <Route path=path!("tokens") view=pages::tokens::TokensPage/>
                     <Route path=path!("users") view=pages::users::UsersPage/>
                 </ParentRoute>

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use app::backend::{Backend, SharedBackend};
 use app::dto::{
     ActivateRequest, ApprovalsView, CreateTokenRequest, CreateUserRequest, CreatedToken,
-    InvocationView, Me, Overview, PolicyEditorData, PolicySummary, PolicyVersionView, TokenView,
-    UpdateScopesRequest, UserView,
+    InvocationView, Me, Overview, PolicyEditorData, PolicySummary, PolicyVersionView,
+    ReceiptDetail, ReceiptPage, ReceiptQuery, TokenView, UpdateScopesRequest, UserView,
 };
 use app::error::AppError;
 use tower_sessions::Session;
@@ -15,7 +15,7 @@ use tower_sessions::Session;
 use crate::auth::{Principal, dashboard};
 use crate::error::ServiceError;
 use crate::state::AppState;
-use crate::{invocations, policies, store, tokens, users};
+use crate::{invocations, policies, receipts, store, tokens, users};
 
 /// The server's [`Backend`].
 pub struct DashboardBackend {
@@ -303,6 +303,24 @@ impl Backend for DashboardBackend {
             tracing::error!(error = %e, "an invocation view does not read back");
             AppError::internal()
         })
+    }
+
+    async fn receipts(
+        &self,
+        session: &Session,
+        query: ReceiptQuery,
+    ) -> Result<ReceiptPage, AppError> {
+        let p = self.principal(session).await?;
+        receipts::page(&self.state.store, &p, query)
+            .await
+            .map_err(ServiceError::into_app_error)
+    }
+
+    async fn receipt(&self, session: &Session, id: &str) -> Result<ReceiptDetail, AppError> {
+        let p = self.principal(session).await?;
+        receipts::detail(&self.state.store, &self.state.journal, &p, id)
+            .await
+            .map_err(ServiceError::into_app_error)
     }
 }
 

@@ -32,6 +32,7 @@ pub mod journal;
 pub mod keys;
 pub mod mcp;
 pub mod policies;
+pub mod receipts;
 pub mod startup;
 pub mod state;
 pub mod store;

@@ -169,6 +169,7 @@ pub fn router(state: AppState) -> Router {
             get(crate::mcp::protected_resource),
         )
         .route("/mcp", axum::routing::post(crate::mcp::handle))
+        .route("/ui/receipts/export.jsonl", get(crate::receipts::export))
         .nest_service(api::PREFIX, api::router(state.clone()))
         .nest_service(
             api::connect::SERVICE,

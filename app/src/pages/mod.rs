@@ -5,6 +5,7 @@ pub mod not_found;
 pub mod overview;
 pub mod policies;
 pub mod policy_editor;
+pub mod receipts;
 pub mod sign_in;
 pub mod tokens;
 pub mod users;

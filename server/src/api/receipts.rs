@@ -9,8 +9,10 @@ use app::error::AppError;
 
 use super::Caller;
 use crate::error::{ApiError, ServiceError};
+use crate::receipts;
 use crate::state::AppState;
-use crate::store::{self, journal::ReceiptFilter};
+use crate::store;
+use app::dto::ReceiptQuery;
 
 /// `GET /.well-known/aperture/keys`: every public key that ever signed (JWK set).
 pub async fn keys(
@@ -40,15 +42,6 @@ pub struct ListQuery {
     limit: Option<i64>,
 }
 
-fn time(field: &str, value: Option<&str>) -> Result<Option<i64>, AppError> {
-    value
-        .map(|v| {
-            store::parse_rfc3339(v)
-                .ok_or_else(|| AppError::invalid_field(field, "an RFC 3339 time"))
-        })
-        .transpose()
-}
-
 /// `GET /receipts`: newest first, `limit` (1–500, default 50), `next_cursor` for the next page.
 pub async fn list(
     State(state): State<AppState>,
@@ -58,42 +51,21 @@ pub async fn list(
     let Query(q) =
         query.map_err(|e| AppError::new(app::error::ErrorCode::BadRequest, e.body_text()))?;
     let limit = q.limit.unwrap_or(50);
-    if !(1..=500).contains(&limit) {
-        return Err(AppError::invalid_field("limit", "between 1 and 500").into());
-    }
-    let before_seq = q
-        .cursor
-        .as_deref()
-        .map(|c| {
-            c.parse::<i64>()
-                .map_err(|_| AppError::invalid_field("cursor", "a cursor from next_cursor"))
-        })
-        .transpose()?;
-    let filter = ReceiptFilter {
+    let filter = receipts::filter(ReceiptQuery {
         decision: q.decision,
         reason: q.reason,
         tool: q.tool,
-        session_id: q.session_id,
         actor_id: q.actor_id,
-        since: time("since", q.since.as_deref())?,
-        until: time("until", q.until.as_deref())?,
-        before_seq,
-    };
-    let rows = store::journal::search(&state.store, &p.tenant_id, &filter, limit + 1)
-        .await
-        .map_err(ServiceError::from)?;
-    let more = rows.len() as i64 > limit;
+        session_id: q.session_id,
+        since: q.since,
+        until: q.until,
+        cursor: q.cursor,
+    })?;
+    let (rows, next_cursor) = receipts::search(&state.store, &p, &filter, limit).await?;
     let page: Vec<Value> = rows
         .iter()
-        .take(usize::try_from(limit).unwrap_or(0))
         .map(|r| serde_json::from_str(&r.receipt).unwrap_or(Value::Null))
         .collect();
-    let next_cursor = more
-        .then(|| {
-            rows.get(usize::try_from(limit - 1).unwrap_or(0))
-                .map(|r| r.seq.to_string())
-        })
-        .flatten();
     Ok(Json(
         json!({ "receipts": page, "next_cursor": next_cursor }),
     ))

@@ -1,0 +1,205 @@
+//! Checks a receipt the way an outside verifier would, in the browser: its Ed25519 signature
+//! over the JCS bytes (with the published key it names), its record hash, and its links to the
+//! records before and after it. The same engine code as `aperture receipt verify`.
+
+use serde_json::Value;
+
+use crate::dto::ReceiptDetail;
+
+/// One check and its outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Check {
+    /// What was checked.
+    pub name: &'static str,
+    /// Whether it holds.
+    pub ok: bool,
+    /// Details for a person.
+    pub detail: String,
+}
+
+/// Every check of one receipt, in the order a person reads them.
+pub fn checks(d: &ReceiptDetail) -> Vec<Check> {
+    let receipt: Value = match serde_json::from_str(&d.receipt) {
+        Ok(v) => v,
+        Err(e) => {
+            return vec![Check {
+                name: "signature",
+                ok: false,
+                detail: format!("the receipt is not JSON: {e}"),
+            }];
+        }
+    };
+    let key_id = receipt
+        .get("key_id")
+        .and_then(Value::as_str)
+        .unwrap_or("?")
+        .to_owned();
+    let mut out = vec![
+        match engine::receipt::verify_receipt_json(&receipt, &d.keys.keys) {
+            Ok(()) => Check {
+                name: "signature",
+                ok: true,
+                detail: format!("valid Ed25519 signature by {key_id}"),
+            },
+            Err(e) => Check {
+                name: "signature",
+                ok: false,
+                detail: format!("invalid: {e}"),
+            },
+        },
+    ];
+    let hash = engine::canonical::hash_value(&receipt);
+    out.push(Check {
+        name: "record hash",
+        ok: hash == d.record_hash,
+        detail: if hash == d.record_hash {
+            format!("the receipt hashes to the stored {hash}")
+        } else {
+            format!(
+                "the receipt hashes to {hash}, the journal stores {}",
+                d.record_hash
+            )
+        },
+    });
+    let prev = receipt.get("prev_hash").and_then(Value::as_str);
+    let expected_prev = match &d.previous {
+        Some(p) => Some(p.record_hash.clone()),
+        None if d.seq == 1 => Some(engine::canonical::ZERO_HASH.to_owned()),
+        None => None,
+    };
+    out.push(match expected_prev {
+        Some(want) => Check {
+            name: "link to the previous record",
+            ok: prev == Some(want.as_str()),
+            detail: if prev == Some(want.as_str()) {
+                if d.seq == 1 {
+                    "first record of the journal".into()
+                } else {
+                    format!("prev_hash is record {}'s hash", d.seq - 1)
+                }
+            } else {
+                format!(
+                    "prev_hash is {}, record {}'s hash is {want}",
+                    prev.unwrap_or("missing"),
+                    d.seq - 1
+                )
+            },
+        },
+        None => Check {
+            name: "link to the previous record",
+            ok: false,
+            detail: format!("record {} is missing from the journal", d.seq - 1),
+        },
+    });
+    if let Some(next) = &d.next {
+        let ok = next.prev_hash.as_deref() == Some(d.record_hash.as_str());
+        out.push(Check {
+            name: "link from the next record",
+            ok,
+            detail: if ok {
+                format!("record {} names this record's hash", next.seq)
+            } else {
+                format!(
+                    "record {} names {} instead",
+                    next.seq,
+                    next.prev_hash.as_deref().unwrap_or("nothing")
+                )
+            },
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dto::ChainNeighbour;
+    use engine::receipt::{
+        Decision, JwkSet, ReasonCode, Receipt, ReceiptKind, Signer, receipt_hash, sign_receipt,
+    };
+
+    fn receipt(seq: u64, prev_hash: &str, signer: &Signer) -> Receipt {
+        sign_receipt(
+            Receipt {
+                receipt_id: format!("rcp_{seq}"),
+                kind: ReceiptKind::Decision,
+                decision: Decision::Deny,
+                reason: ReasonCode::PolicyDenied,
+                tenant_id: "t".into(),
+                environment: None,
+                session_id: None,
+                manifest_id: None,
+                actor_id: "a".into(),
+                turn_id: None,
+                invocation_id: None,
+                tool: Some("x".into()),
+                tool_version: None,
+                schema_hash: None,
+                args_hash: None,
+                policy_id: None,
+                policy_version: None,
+                mode: None,
+                limits: None,
+                redaction: None,
+                target: None,
+                issued_at: "2026-11-30T00:00:00Z".into(),
+                seq: Some(seq),
+                prev_hash: Some(prev_hash.into()),
+                disclosures_digest: "sha256:00".into(),
+                key_id: String::new(),
+                signature: String::new(),
+            },
+            signer,
+        )
+        .unwrap()
+    }
+
+    fn detail(r: &Receipt, prev: Option<&Receipt>, signer: &Signer) -> ReceiptDetail {
+        ReceiptDetail {
+            receipt: serde_json::to_string(r).unwrap(),
+            disclosures: Value::Null,
+            seq: r.seq.unwrap() as i64,
+            record_hash: receipt_hash(r).unwrap(),
+            previous: prev.map(|p| ChainNeighbour {
+                seq: p.seq.unwrap() as i64,
+                receipt_id: p.receipt_id.clone(),
+                record_hash: receipt_hash(p).unwrap(),
+                prev_hash: p.prev_hash.clone(),
+            }),
+            next: None,
+            keys: JwkSet {
+                keys: vec![signer.jwk()],
+            },
+        }
+    }
+
+    #[test]
+    fn a_journaled_receipt_passes_every_check() {
+        let signer = Signer::from_seed(&[7; 32]);
+        let first = receipt(1, engine::canonical::ZERO_HASH, &signer);
+        let second = receipt(2, &receipt_hash(&first).unwrap(), &signer);
+        for (r, prev) in [(&first, None), (&second, Some(&first))] {
+            let checks = checks(&detail(r, prev, &signer));
+            assert!(checks.iter().all(|c| c.ok), "{checks:?}");
+        }
+    }
+
+    #[test]
+    fn a_tampered_receipt_fails_plainly() {
+        let signer = Signer::from_seed(&[7; 32]);
+        let first = receipt(1, engine::canonical::ZERO_HASH, &signer);
+        let mut d = detail(&first, None, &signer);
+        d.receipt = d.receipt.replace("\"deny\"", "\"allow\"");
+        let checks = checks(&d);
+        assert!(!checks[0].ok && checks[0].detail.starts_with("invalid"));
+        assert!(!checks[1].ok, "the record hash no longer matches");
+        // Another key's signature does not pass either.
+        let mut d = detail(&first, None, &signer);
+        d.keys.keys = vec![Signer::from_seed(&[8; 32]).jwk()];
+        assert!(!checks_ok(&d));
+    }
+
+    fn checks_ok(d: &ReceiptDetail) -> bool {
+        checks(d).iter().all(|c| c.ok)
+    }
+}

@@ -1,0 +1,231 @@
+//! Receipts as a service: the filtered, cursor-paginated search behind `GET /receipts` and the
+//! dashboard's browser, one record with its chain neighbours, and the JSON-lines export.
+
+use app::dto::{ChainNeighbour, ReceiptDetail, ReceiptPage, ReceiptQuery, ReceiptRowView};
+use app::error::AppError;
+use engine::scope;
+use serde_json::Value;
+
+use crate::auth::Principal;
+use crate::error::ServiceError;
+use crate::journal::Journal;
+use crate::store::{self, Store, journal::ReceiptFilter, journal::RecordRow};
+
+/// Largest page.
+pub const MAX_PAGE: i64 = 500;
+
+/// A time filter: RFC 3339, or `YYYY-MM-DDTHH:MM[:SS]` without a zone (a browser's
+/// `datetime-local` input), read as UTC.
+fn time(field: &str, value: Option<&str>) -> Result<Option<i64>, AppError> {
+    let Some(v) = value.map(str::trim).filter(|v| !v.is_empty()) else {
+        return Ok(None);
+    };
+    let parsed = store::parse_rfc3339(v).or_else(|| {
+        let with_seconds = if v.len() == 16 {
+            format!("{v}:00")
+        } else {
+            v.to_owned()
+        };
+        store::parse_rfc3339(&format!("{with_seconds}Z"))
+    });
+    parsed
+        .map(Some)
+        .ok_or_else(|| AppError::invalid_field(field, "a date and time (RFC 3339)"))
+}
+
+fn text(value: Option<String>) -> Option<String> {
+    value.map(|v| v.trim().to_owned()).filter(|v| !v.is_empty())
+}
+
+/// The store filter of a query (validated: times parse, the cursor is one we issued).
+pub fn filter(query: ReceiptQuery) -> Result<ReceiptFilter, AppError> {
+    let before_seq = text(query.cursor)
+        .map(|c| {
+            c.parse::<i64>()
+                .ok()
+                .filter(|n| *n > 0)
+                .ok_or_else(|| AppError::invalid_field("cursor", "a cursor from next_cursor"))
+        })
+        .transpose()?;
+    Ok(ReceiptFilter {
+        decision: text(query.decision),
+        reason: text(query.reason),
+        tool: text(query.tool),
+        session_id: text(query.session_id),
+        actor_id: text(query.actor_id),
+        since: time("since", query.since.as_deref())?,
+        until: time("until", query.until.as_deref())?,
+        before_seq,
+    })
+}
+
+/// A page of stored records matching `filter`, newest first, and the cursor of the next page.
+pub async fn search(
+    store: &Store,
+    principal: &Principal,
+    filter: &ReceiptFilter,
+    limit: i64,
+) -> Result<(Vec<RecordRow>, Option<String>), ServiceError> {
+    principal.require(scope::READ)?;
+    if !(1..=MAX_PAGE).contains(&limit) {
+        return Err(AppError::invalid_field("limit", "between 1 and 500").into());
+    }
+    let mut rows = store::journal::search(store, &principal.tenant_id, filter, limit + 1).await?;
+    let more = rows.len() as i64 > limit;
+    rows.truncate(usize::try_from(limit).unwrap_or(0));
+    let next_cursor = more
+        .then(|| rows.last().map(|r| r.seq.to_string()))
+        .flatten();
+    Ok((rows, next_cursor))
+}
+
+fn row_view(row: &RecordRow) -> Option<ReceiptRowView> {
+    let r: Value = serde_json::from_str(&row.receipt).ok()?;
+    let s = |k: &str| r.get(k).and_then(Value::as_str).map(str::to_owned);
+    Some(ReceiptRowView {
+        receipt_id: s("receipt_id")?,
+        seq: row.seq,
+        kind: s("kind").unwrap_or_default(),
+        decision: s("decision").unwrap_or_default(),
+        reason: s("reason").unwrap_or_default(),
+        tool: s("tool"),
+        actor_id: s("actor_id").unwrap_or_default(),
+        session_id: s("session_id"),
+        issued_at: s("issued_at").unwrap_or_default(),
+    })
+}
+
+/// The dashboard's page of receipts (50 at a time).
+pub async fn page(
+    store: &Store,
+    principal: &Principal,
+    query: ReceiptQuery,
+) -> Result<ReceiptPage, ServiceError> {
+    let filter = filter(query)?;
+    let (rows, next_cursor) = search(store, principal, &filter, 50).await?;
+    Ok(ReceiptPage {
+        rows: rows.iter().filter_map(row_view).collect(),
+        next_cursor,
+    })
+}
+
+fn neighbour(row: RecordRow) -> ChainNeighbour {
+    let r: Value = serde_json::from_str(&row.receipt).unwrap_or(Value::Null);
+    ChainNeighbour {
+        seq: row.seq,
+        receipt_id: r
+            .get("receipt_id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned(),
+        record_hash: row.record_hash,
+        prev_hash: r
+            .get("prev_hash")
+            .and_then(Value::as_str)
+            .map(str::to_owned),
+    }
+}
+
+/// One receipt, its disclosures, its neighbours in the chain and the keys to verify it with.
+pub async fn detail(
+    store: &Store,
+    journal: &Journal,
+    principal: &Principal,
+    receipt_id: &str,
+) -> Result<ReceiptDetail, ServiceError> {
+    principal.require(scope::READ)?;
+    let tenant = &principal.tenant_id;
+    let row = store::journal::by_receipt_id(store, tenant, receipt_id)
+        .await?
+        .ok_or_else(|| AppError::not_found("receipt"))?;
+    let previous = store::journal::page(store, tenant, row.seq - 2, 1)
+        .await?
+        .into_iter()
+        .find(|r| r.seq == row.seq - 1)
+        .map(neighbour);
+    let next = store::journal::page(store, tenant, row.seq, 1)
+        .await?
+        .into_iter()
+        .find(|r| r.seq == row.seq + 1)
+        .map(neighbour);
+    let disclosures =
+        serde_json::from_str(&row.disclosures).map_err(|e| ServiceError::Other(e.into()))?;
+    Ok(ReceiptDetail {
+        receipt: row.receipt,
+        disclosures,
+        seq: row.seq,
+        record_hash: row.record_hash,
+        previous,
+        next,
+        keys: journal.keys().published().await?,
+    })
+}
+
+/// Most records one export holds.
+pub const MAX_EXPORT: usize = 100_000;
+
+/// `GET /ui/receipts/export.jsonl?<filters>`: every receipt matching the dashboard's filters,
+/// newest first, one signed receipt per line, streamed page by page (at most
+/// [`MAX_EXPORT`]). Signed-in dashboard users with the read scope.
+pub async fn export(
+    axum::extract::State(state): axum::extract::State<crate::state::AppState>,
+    session: tower_sessions::Session,
+    query: Result<axum::extract::Query<ReceiptQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<axum::response::Response, crate::error::ApiError> {
+    use axum::http::header;
+    let principal = crate::auth::dashboard::require(&state.store, &session).await?;
+    principal.require(scope::READ)?;
+    let axum::extract::Query(query) =
+        query.map_err(|e| AppError::new(app::error::ErrorCode::BadRequest, e.body_text()))?;
+    let first = filter(query)?;
+    struct Cursor {
+        filter: Option<ReceiptFilter>,
+        sent: usize,
+    }
+    let start = Cursor {
+        filter: Some(first),
+        sent: 0,
+    };
+    let stream = futures_util::stream::unfold(start, move |mut cursor| {
+        let state = state.clone();
+        let principal = principal.clone();
+        async move {
+            let filter = cursor.filter.take()?;
+            if cursor.sent >= MAX_EXPORT {
+                return None;
+            }
+            let room = i64::try_from((MAX_EXPORT - cursor.sent).min(500)).unwrap_or(500);
+            match search(&state.store, &principal, &filter, room).await {
+                Ok((rows, next)) => {
+                    let mut chunk = Vec::new();
+                    for row in &rows {
+                        chunk.extend_from_slice(row.receipt.as_bytes());
+                        chunk.push(b'\n');
+                    }
+                    cursor.sent += rows.len();
+                    cursor.filter = next
+                        .and_then(|n| n.parse().ok())
+                        .map(|before| ReceiptFilter {
+                            before_seq: Some(before),
+                            ..filter
+                        });
+                    Some((Ok::<_, std::io::Error>(chunk), cursor))
+                }
+                Err(e) => {
+                    // Headers are gone: end the body short (the client sees a truncated
+                    // download rather than a silent success) and log why.
+                    tracing::error!(error = %e, "receipts export failed midway");
+                    Some((Err(std::io::Error::other("export failed")), cursor))
+                }
+            }
+        }
+    });
+    Ok(axum::response::Response::builder()
+        .header(header::CONTENT_TYPE, "application/x-ndjson")
+        .header(
+            header::CONTENT_DISPOSITION,
+            "attachment; filename=\"aperture-receipts.jsonl\"",
+        )
+        .body(axum::body::Body::from_stream(stream))
+        .map_err(|e| ServiceError::Other(e.into()))?)
+}
