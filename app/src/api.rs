@@ -161,3 +161,48 @@ pub async fn receipt(id: String) -> Result<crate::dto::ReceiptDetail, AppError> 
     let (backend, session) = crate::backend::context().await?;
     backend.receipt(&session, &id).await
 }
+
+/// The Tools page's data.
+#[server(prefix = "/ui", endpoint = "tools/list")]
+pub async fn tools() -> Result<crate::dto::ToolsView, AppError> {
+    let (backend, session) = crate::backend::context().await?;
+    backend.tools(&session).await
+}
+
+/// Sets a tool's descriptor.
+#[server(prefix = "/ui", endpoint = "tools/describe")]
+pub async fn describe_tool(
+    name: String,
+    request: crate::dto::DescribeToolRequest,
+) -> Result<engine::descriptor::ToolDescriptor, AppError> {
+    let (backend, session) = crate::backend::context().await?;
+    backend.describe_tool(&session, &name, request).await
+}
+
+/// Re-syncs an upstream.
+#[server(prefix = "/ui", endpoint = "upstreams/sync")]
+pub async fn sync_upstream(id: String) -> Result<crate::dto::SyncReport, AppError> {
+    let (backend, session) = crate::backend::context().await?;
+    backend.sync_upstream(&session, &id).await
+}
+
+/// Sessions.
+#[server(prefix = "/ui", endpoint = "sessions/list")]
+pub async fn sessions() -> Result<Vec<crate::dto::SessionView>, AppError> {
+    let (backend, session) = crate::backend::context().await?;
+    backend.sessions(&session).await
+}
+
+/// One session.
+#[server(prefix = "/ui", endpoint = "sessions/get")]
+pub async fn session_detail(id: String) -> Result<crate::dto::SessionDetail, AppError> {
+    let (backend, session) = crate::backend::context().await?;
+    backend.session_detail(&session, &id).await
+}
+
+/// Revokes a session.
+#[server(prefix = "/ui", endpoint = "sessions/revoke")]
+pub async fn revoke_session(id: String) -> Result<crate::dto::SessionView, AppError> {
+    let (backend, session) = crate::backend::context().await?;
+    backend.revoke_session(&session, &id).await
+}

@@ -9,9 +9,10 @@ use std::sync::Arc;
 use tower_sessions::Session;
 
 use crate::dto::{
-    ApprovalsView, CreateTokenRequest, CreateUserRequest, CreatedToken, InvocationView, Me,
-    Overview, PolicyEditorData, PolicySummary, PolicyVersionView, ReceiptDetail, ReceiptPage,
-    ReceiptQuery, TokenView, UpdateScopesRequest, UserView,
+    ApprovalsView, CreateTokenRequest, CreateUserRequest, CreatedToken, DescribeToolRequest,
+    InvocationView, Me, Overview, PolicyEditorData, PolicySummary, PolicyVersionView,
+    ReceiptDetail, ReceiptPage, ReceiptQuery, SessionDetail, SessionView, SyncReport, TokenView,
+    ToolsView, UpdateScopesRequest, UserView,
 };
 use crate::error::AppError;
 
@@ -101,6 +102,23 @@ pub trait Backend: Send + Sync + 'static {
     ) -> Result<ReceiptPage, AppError>;
     /// One receipt with its disclosures, chain neighbours and the keys (read).
     async fn receipt(&self, session: &Session, id: &str) -> Result<ReceiptDetail, AppError>;
+    /// The catalog and the upstreams (read).
+    async fn tools(&self, session: &Session) -> Result<ToolsView, AppError>;
+    /// Sets a tool's security descriptor (admin).
+    async fn describe_tool(
+        &self,
+        session: &Session,
+        name: &str,
+        request: DescribeToolRequest,
+    ) -> Result<engine::descriptor::ToolDescriptor, AppError>;
+    /// Re-lists an upstream's tools (write).
+    async fn sync_upstream(&self, session: &Session, id: &str) -> Result<SyncReport, AppError>;
+    /// Sessions, newest first (read).
+    async fn sessions(&self, session: &Session) -> Result<Vec<SessionView>, AppError>;
+    /// One session with its manifest and forks (read).
+    async fn session_detail(&self, session: &Session, id: &str) -> Result<SessionDetail, AppError>;
+    /// Revokes a session and its forks (admin).
+    async fn revoke_session(&self, session: &Session, id: &str) -> Result<SessionView, AppError>;
 }
 
 /// How the backend travels in Leptos context.

@@ -537,3 +537,35 @@ pub struct ReceiptDetail {
     /// Every public key that ever signed.
     pub keys: engine::receipt::JwkSet,
 }
+
+/// A catalog tool on the Tools page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolRowView {
+    /// The tool and its descriptor.
+    pub tool: engine::descriptor::ToolDescriptor,
+    /// RFC 3339: when its definition or descriptor last changed (sessions granted before see
+    /// `manifest_drift` on their next call of it).
+    pub updated_at: String,
+}
+
+/// The Tools page: the catalog and the upstream servers it comes from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ToolsView {
+    /// Catalog tools, by name.
+    pub tools: Vec<ToolRowView>,
+    /// Registered upstream MCP servers.
+    pub upstreams: Vec<UpstreamView>,
+}
+
+/// One session with its latest manifest and its forks.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SessionDetail {
+    /// The session.
+    pub session: SessionView,
+    /// Its latest signed manifest document, when one was granted.
+    pub manifest: Option<serde_json::Value>,
+    /// Its forks.
+    pub forks: Vec<SessionView>,
+    /// Tools of the manifest whose catalog definition changed after it was granted.
+    pub drifted: Vec<String>,
+}

@@ -11,8 +11,8 @@ use crate::dto::Me;
 const NAV: [(&str, &str, bool); 8] = [
     ("Overview", "/", true),
     ("Policies", "/policies", true),
-    ("Tools", "/tools", false),
-    ("Sessions", "/sessions", false),
+    ("Tools", "/tools", true),
+    ("Sessions", "/sessions", true),
     ("Receipts", "/receipts", true),
     ("Approvals", "/approvals", true),
     ("Tokens", "/tokens", true),

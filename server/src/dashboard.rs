@@ -9,13 +9,16 @@ use app::dto::{
     InvocationView, Me, Overview, PolicyEditorData, PolicySummary, PolicyVersionView,
     ReceiptDetail, ReceiptPage, ReceiptQuery, TokenView, UpdateScopesRequest, UserView,
 };
+use app::dto::{
+    DescribeToolRequest, SessionDetail, SessionView, SyncReport, ToolRowView, ToolsView,
+};
 use app::error::AppError;
 use tower_sessions::Session;
 
 use crate::auth::{Principal, dashboard};
 use crate::error::ServiceError;
 use crate::state::AppState;
-use crate::{invocations, policies, receipts, store, tokens, users};
+use crate::{catalog, exposure, invocations, policies, receipts, store, tokens, upstream, users};
 
 /// The server's [`Backend`].
 pub struct DashboardBackend {
@@ -319,6 +322,69 @@ impl Backend for DashboardBackend {
     async fn receipt(&self, session: &Session, id: &str) -> Result<ReceiptDetail, AppError> {
         let p = self.principal(session).await?;
         receipts::detail(&self.state.store, &self.state.journal, &p, id)
+            .await
+            .map_err(ServiceError::into_app_error)
+    }
+
+    async fn tools(&self, session: &Session) -> Result<ToolsView, AppError> {
+        let p = self.principal(session).await?;
+        let s = &self.state.store;
+        let load = async {
+            let tools = catalog::list(s, &p).await?;
+            let times = store::catalog::updated_times(s, &p.tenant_id).await?;
+            let upstreams = upstream::list(s, &p).await?;
+            Ok::<_, ServiceError>(ToolsView {
+                tools: tools
+                    .into_iter()
+                    .map(|tool| ToolRowView {
+                        updated_at: store::rfc3339(times.get(&tool.name).copied().unwrap_or(0)),
+                        tool,
+                    })
+                    .collect(),
+                upstreams,
+            })
+        };
+        load.await.map_err(ServiceError::into_app_error)
+    }
+
+    async fn describe_tool(
+        &self,
+        session: &Session,
+        name: &str,
+        request: DescribeToolRequest,
+    ) -> Result<engine::descriptor::ToolDescriptor, AppError> {
+        let p = self.principal(session).await?;
+        catalog::describe(&self.state.store, &self.state.journal, &p, name, &request)
+            .await
+            .map_err(ServiceError::into_app_error)
+    }
+
+    async fn sync_upstream(&self, session: &Session, id: &str) -> Result<SyncReport, AppError> {
+        let p = self.principal(session).await?;
+        self.state
+            .upstreams
+            .sync(&self.state.store, &self.state.journal, &p, id)
+            .await
+            .map_err(ServiceError::into_app_error)
+    }
+
+    async fn sessions(&self, session: &Session) -> Result<Vec<SessionView>, AppError> {
+        let p = self.principal(session).await?;
+        exposure::list(&self.state.store, &p)
+            .await
+            .map_err(ServiceError::into_app_error)
+    }
+
+    async fn session_detail(&self, session: &Session, id: &str) -> Result<SessionDetail, AppError> {
+        let p = self.principal(session).await?;
+        exposure::detail(&self.state.store, &p, id)
+            .await
+            .map_err(ServiceError::into_app_error)
+    }
+
+    async fn revoke_session(&self, session: &Session, id: &str) -> Result<SessionView, AppError> {
+        let p = self.principal(session).await?;
+        exposure::revoke(&self.state.store, &self.state.journal, &p, id)
             .await
             .map_err(ServiceError::into_app_error)
     }

@@ -324,6 +324,50 @@ pub async fn get(
     view(store, s).await
 }
 
+/// The dashboard's view of one session (read): its latest manifest document, its forks, and
+/// the listed tools whose catalog definition changed after the manifest was granted (their
+/// next call is refused with `manifest_drift` until the session lists again).
+pub async fn detail(
+    store: &Store,
+    principal: &Principal,
+    id: &str,
+) -> Result<app::dto::SessionDetail, ServiceError> {
+    principal.require(scope::READ)?;
+    let s = readable(store, principal, id).await?;
+    let latest = store::exposure::latest_manifest(store, &s.tenant_id, &s.id).await?;
+    let mut drifted = Vec::new();
+    let mut manifest = None;
+    if let Some(m) = &latest {
+        manifest = serde_json::from_str::<Value>(&m.document).ok();
+        if let Ok(granted) = serde_json::from_str::<engine::manifest::Manifest>(&m.manifest) {
+            let catalog = store::catalog::list_fingerprinted(store, &s.tenant_id).await?;
+            for e in granted.listed() {
+                let same = catalog.iter().any(|t| {
+                    t.tool.name == e.name && t.fingerprints.definition_hash == e.definition_hash
+                });
+                if !same {
+                    drifted.push(e.name.clone());
+                }
+            }
+        }
+    }
+    let forks = store::exposure::list_sessions(store, &s.tenant_id, 500)
+        .await?
+        .into_iter()
+        .filter(|f| f.parent_id.as_deref() == Some(s.id.as_str()))
+        .collect::<Vec<_>>();
+    let mut fork_views = Vec::new();
+    for f in forks {
+        fork_views.push(view(store, f).await?);
+    }
+    Ok(app::dto::SessionDetail {
+        session: view(store, s).await?,
+        manifest,
+        forks: fork_views,
+        drifted,
+    })
+}
+
 /// `GET /sessions/{id}/manifest` (read, or run for one's own): the latest signed manifest
 /// document and its signature.
 pub async fn manifest_document(

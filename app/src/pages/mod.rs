@@ -6,8 +6,10 @@ pub mod overview;
 pub mod policies;
 pub mod policy_editor;
 pub mod receipts;
+pub mod sessions;
 pub mod sign_in;
 pub mod tokens;
+pub mod tools;
 pub mod users;
 
 use leptos::prelude::*;

@@ -158,6 +158,19 @@ pub async fn list_fingerprinted(
     select_all(store, tenant_id, fingerprinted_from_row).await
 }
 
+/// When each tool of a tenant last changed (definition or descriptor), epoch ms, by name.
+pub async fn updated_times(
+    store: &Store,
+    tenant_id: &str,
+) -> Result<std::collections::HashMap<String, i64>, sqlx::Error> {
+    let rows: Vec<(String, i64)> =
+        sqlx::query_as("SELECT name, updated_at FROM tools WHERE tenant_id = $1")
+            .bind(tenant_id)
+            .fetch_all(store.pool())
+            .await?;
+    Ok(rows.into_iter().collect())
+}
+
 /// One tool.
 pub async fn find(
     store: &Store,
