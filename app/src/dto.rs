@@ -125,6 +125,66 @@ pub struct Overview {
     pub active_tokens: u64,
     /// Users in the tenant.
     pub users: u64,
+    /// Whether the figures below were read (they need the read scope).
+    pub can_read: bool,
+    /// Call decisions of the last 24 hours, per hour.
+    pub last_day: Activity,
+    /// Call decisions of the last 7 days, per day.
+    pub last_week: Activity,
+    /// The most frequent deny reasons of the last 7 days, most frequent first.
+    pub top_deny_reasons: Vec<ReasonCount>,
+    /// Calls waiting for a person (parked or staged).
+    pub waiting: u64,
+    /// RFC 3339: when the oldest of them was parked.
+    pub oldest_waiting_at: Option<String>,
+    /// The journal chain as the background verifier last saw it (`None` before its first pass).
+    pub chain: Option<ChainView>,
+    /// RFC 3339: when these figures were read.
+    pub now: String,
+}
+
+/// Decisions over a period, in equal buckets (oldest first).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Activity {
+    /// Length of a bucket.
+    pub bucket_seconds: u64,
+    /// RFC 3339 start of the first bucket.
+    pub start: String,
+    /// The buckets.
+    pub buckets: Vec<ActivityBucket>,
+}
+
+/// Call decisions in one bucket.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ActivityBucket {
+    /// Allowed (run, dry run, or accepted as a job).
+    pub allowed: u64,
+    /// Denied.
+    pub denied: u64,
+    /// Waiting for a person (parked, staged, or awaiting confirmation).
+    pub parked: u64,
+}
+
+/// A reason code and how often it was given.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReasonCount {
+    /// Reason code.
+    pub reason: String,
+    /// How often.
+    pub count: u64,
+}
+
+/// The journal chain's verification status.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainView {
+    /// The last record that verified.
+    pub verified: u64,
+    /// The first bad record, when there is one.
+    pub first_bad: Option<u64>,
+    /// What is wrong with it.
+    pub problem: Option<String>,
+    /// RFC 3339 of the check.
+    pub checked_at: String,
 }
 
 /// One stored version of a policy.

@@ -83,18 +83,9 @@ impl Backend for DashboardBackend {
 
     async fn overview(&self, session: &Session) -> Result<Overview, AppError> {
         let p = self.principal(session).await?;
-        let s = &self.state.store;
-        let figures = async {
-            let active_tokens = store::tokens::count_active(s, &p.tenant_id).await?;
-            let users = store::users::count(s, &p.tenant_id).await?;
-            Ok::<_, ServiceError>((active_tokens, users))
-        };
-        let (active_tokens, users) = figures.await.map_err(ServiceError::into_app_error)?;
-        Ok(Overview {
-            me: me_of(&p),
-            active_tokens: u64::try_from(active_tokens).unwrap_or(0),
-            users: u64::try_from(users).unwrap_or(0),
-        })
+        overview(&self.state, &p)
+            .await
+            .map_err(ServiceError::into_app_error)
     }
 
     async fn list_tokens(&self, session: &Session) -> Result<Vec<TokenView>, AppError> {
@@ -418,4 +409,86 @@ pub async fn server_fn_status(
             .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     }
     axum::response::Response::from_parts(parts, axum::body::Body::from(bytes))
+}
+
+/// Decisions of the last `buckets` × `bucket_ms` up to `now`, oldest bucket first.
+async fn activity(
+    s: &store::Store,
+    tenant: &str,
+    now: i64,
+    bucket_ms: i64,
+    buckets: i64,
+) -> Result<app::dto::Activity, ServiceError> {
+    let last = now / bucket_ms;
+    let first = last - buckets + 1;
+    let mut out = vec![app::dto::ActivityBucket::default(); usize::try_from(buckets).unwrap_or(0)];
+    for (bucket, decision, n) in
+        store::journal::decision_counts(s, tenant, first * bucket_ms, bucket_ms).await?
+    {
+        let Some(b) = usize::try_from(bucket - first)
+            .ok()
+            .and_then(|i| out.get_mut(i))
+        else {
+            continue;
+        };
+        let n = u64::try_from(n).unwrap_or(0);
+        match decision.as_str() {
+            "deny" => b.denied += n,
+            "park" | "stage" | "confirm" => b.parked += n,
+            _ => b.allowed += n,
+        }
+    }
+    Ok(app::dto::Activity {
+        bucket_seconds: u64::try_from(bucket_ms / 1000).unwrap_or(0),
+        start: store::rfc3339(first * bucket_ms),
+        buckets: out,
+    })
+}
+
+/// The overview's figures. Journal figures need the read scope; the chain status comes from
+/// the background verifier's cache, so the page never waits for a verification.
+async fn overview(state: &AppState, p: &Principal) -> Result<Overview, ServiceError> {
+    let s = &state.store;
+    let tenant = &p.tenant_id;
+    let now = store::now_ms();
+    let can_read = p.scopes.satisfies(engine::scope::READ);
+    let active_tokens = u64::try_from(store::tokens::count_active(s, tenant).await?).unwrap_or(0);
+    let users = u64::try_from(store::users::count(s, tenant).await?).unwrap_or(0);
+    let mut o = Overview {
+        me: me_of(p),
+        active_tokens,
+        users,
+        can_read,
+        last_day: app::dto::Activity::default(),
+        last_week: app::dto::Activity::default(),
+        top_deny_reasons: vec![],
+        waiting: 0,
+        oldest_waiting_at: None,
+        chain: None,
+        now: store::rfc3339(now),
+    };
+    if !can_read {
+        return Ok(o);
+    }
+    const HOUR: i64 = 3_600_000;
+    o.last_day = activity(s, tenant, now, HOUR, 24).await?;
+    o.last_week = activity(s, tenant, now, 24 * HOUR, 7).await?;
+    o.top_deny_reasons = store::journal::top_deny_reasons(s, tenant, now - 7 * 24 * HOUR, 5)
+        .await?
+        .into_iter()
+        .map(|(reason, n)| app::dto::ReasonCount {
+            reason,
+            count: u64::try_from(n).unwrap_or(0),
+        })
+        .collect();
+    let (waiting, oldest) = store::invocations::waiting(s, tenant).await?;
+    o.waiting = u64::try_from(waiting).unwrap_or(0);
+    o.oldest_waiting_at = oldest.map(store::rfc3339);
+    o.chain = state.chain.status(tenant).map(|c| app::dto::ChainView {
+        verified: c.verified,
+        first_bad: c.first_bad.as_ref().map(|(seq, _)| *seq),
+        problem: c.first_bad.map(|(_, problem)| problem),
+        checked_at: store::rfc3339(c.checked_at),
+    });
+    Ok(o)
 }

@@ -47,6 +47,7 @@ pub struct Application {
     store: Store,
     bootstrap: Bootstrap,
     worker: crate::invocations::Worker,
+    chain: Arc<crate::journal::watch::ChainWatch>,
 }
 
 impl Application {
@@ -102,7 +103,9 @@ impl Application {
             config: Arc::new(config),
             leptos_options,
             invocation_wake: Arc::new(tokio::sync::Notify::new()),
+            chain: crate::journal::watch::ChainWatch::new(store.clone()),
         };
+        let chain = state.chain.clone();
         let worker = crate::invocations::Worker::new(
             state.store.clone(),
             state.journal.clone(),
@@ -117,6 +120,7 @@ impl Application {
             store,
             bootstrap,
             worker,
+            chain,
         })
     }
 
@@ -144,11 +148,13 @@ impl Application {
         });
         // Released, expired and interrupted invocations are handled here, with no request.
         let worker = tokio::spawn(self.worker.run());
+        let chain = tokio::spawn(self.chain.run());
         let served = axum::serve(self.listener, self.router)
             .with_graceful_shutdown(shutdown_signal())
             .await;
         cleanup.abort();
         worker.abort();
+        chain.abort();
         served.context("serving HTTP")
     }
 }

@@ -29,6 +29,8 @@ pub struct AppState {
     pub leptos_options: LeptosOptions,
     /// Wakes the invocation worker (an approval landed).
     pub invocation_wake: Arc<tokio::sync::Notify>,
+    /// The journal verified in the background (the overview's chain status).
+    pub chain: Arc<crate::journal::watch::ChainWatch>,
 }
 
 impl AppState {

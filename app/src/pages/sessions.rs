@@ -23,30 +23,7 @@ fn now() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
         .unwrap_or(0);
-    rfc3339_ms(ms)
-}
-
-/// Epoch ms as `YYYY-MM-DDTHH:MM:SS.mmmZ` (the server's layout).
-fn rfc3339_ms(ms: i64) -> String {
-    let secs = ms.div_euclid(1000);
-    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    // Civil from days (Howard Hinnant's algorithm).
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60,
-        ms.rem_euclid(1000)
-    )
+    super::format_ms(ms)
 }
 
 fn status(s: &SessionView, now: &str) -> &'static str {
@@ -333,13 +310,13 @@ fn Detail(d: SessionDetail, revoke: ServerAction<RevokeSession>) -> impl IntoVie
 mod tests {
     #[test]
     fn epoch_ms_formats_like_the_server() {
-        assert_eq!(super::rfc3339_ms(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(super::super::format_ms(0), "1970-01-01T00:00:00.000Z");
         assert_eq!(
-            super::rfc3339_ms(1_796_049_584_779),
+            super::super::format_ms(1_796_049_584_779),
             "2026-11-30T14:39:44.779Z"
         );
         assert_eq!(
-            super::rfc3339_ms(951_782_400_000),
+            super::super::format_ms(951_782_400_000),
             "2000-02-29T00:00:00.000Z"
         );
     }

@@ -12,6 +12,8 @@
 //! a batch that finds a position taken is rolled back, re-reads the heads and is tried again.
 //! [`verify`] checks every chain and signature, as `aperture journal verify` does.
 
+pub mod watch;
+
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -411,8 +413,23 @@ async fn verify_tenant(
     tenant: &str,
     keys: &JwkSet,
 ) -> Result<TenantReport, sqlx::Error> {
-    let mut verifier = ChainVerifier::new();
-    let mut after = 0;
+    Ok(
+        verify_tenant_from(store, tenant, keys, ChainVerifier::new())
+            .await?
+            .0,
+    )
+}
+
+/// Verifies a tenant's chain from where `verifier` stopped (its last verified record; a new
+/// verifier starts at the first) to the head. Returns the report and the verifier after the
+/// last good record, to continue from later: records already verified are not read again.
+pub async fn verify_tenant_from(
+    store: &Store,
+    tenant: &str,
+    keys: &JwkSet,
+    mut verifier: ChainVerifier,
+) -> Result<(TenantReport, ChainVerifier), sqlx::Error> {
+    let mut after = i64::try_from(verifier.last_seq()).unwrap_or(i64::MAX);
     loop {
         let page = store::journal::page(store, tenant, after, 500).await?;
         if page.is_empty() {
@@ -431,16 +448,25 @@ async fn verify_tenant(
             };
             let parsed: Result<Receipt, _> = serde_json::from_str(&row.receipt);
             let Ok(r) = parsed else {
-                return Ok(fail(receipt::ChainProblem::Signature(
-                    receipt::VerifyError::Malformed("the stored receipt is not a receipt".into()),
-                )));
+                return Ok((
+                    fail(receipt::ChainProblem::Signature(
+                        receipt::VerifyError::Malformed(
+                            "the stored receipt is not a receipt".into(),
+                        ),
+                    )),
+                    verifier,
+                ));
             };
+            let before = verifier.clone();
             if let Err(e) = verifier.push(&r, &keys.keys) {
-                return Ok(TenantReport {
-                    tenant_id: tenant.to_owned(),
-                    verified: expected - 1,
-                    error: Some(e),
-                });
+                return Ok((
+                    TenantReport {
+                        tenant_id: tenant.to_owned(),
+                        verified: expected - 1,
+                        error: Some(e),
+                    },
+                    verifier,
+                ));
             }
             let stored_hash_ok = receipt::receipt_hash(&r).is_ok_and(|h| h == row.record_hash);
             let disclosures_ok = serde_json::from_str::<Disclosures>(&row.disclosures)
@@ -448,23 +474,29 @@ async fn verify_tenant(
                 .and_then(|d| receipt::disclosures_match(&r, &d).ok())
                 .unwrap_or(false);
             if !stored_hash_ok || !disclosures_ok || u64::try_from(row.seq).ok() != r.seq {
-                return Ok(fail(receipt::ChainProblem::Signature(
-                    receipt::VerifyError::Malformed(if !stored_hash_ok {
-                        "the stored record hash does not match the receipt".into()
-                    } else if !disclosures_ok {
-                        "the stored disclosures do not match the receipt's digest".into()
-                    } else {
-                        "the stored position does not match the receipt's seq".into()
-                    }),
-                )));
+                return Ok((
+                    fail(receipt::ChainProblem::Signature(
+                        receipt::VerifyError::Malformed(if !stored_hash_ok {
+                            "the stored record hash does not match the receipt".into()
+                        } else if !disclosures_ok {
+                            "the stored disclosures do not match the receipt's digest".into()
+                        } else {
+                            "the stored position does not match the receipt's seq".into()
+                        }),
+                    )),
+                    before,
+                ));
             }
         }
     }
-    Ok(TenantReport {
-        tenant_id: tenant.to_owned(),
-        verified: verifier.last_seq(),
-        error: None,
-    })
+    Ok((
+        TenantReport {
+            tenant_id: tenant.to_owned(),
+            verified: verifier.last_seq(),
+            error: None,
+        },
+        verifier,
+    ))
 }
 
 impl Journal {

@@ -360,3 +360,14 @@ pub async fn claim_approved(store: &Store, limit: i64) -> Result<Vec<InvocationR
         }
     }
 }
+
+/// How many invocations wait for a person (parked or staged) and when the oldest was made.
+pub async fn waiting(store: &Store, tenant_id: &str) -> Result<(i64, Option<i64>), sqlx::Error> {
+    sqlx::query_as(
+        "SELECT COUNT(*), MIN(created_at) FROM invocations \
+         WHERE tenant_id = $1 AND status IN ('input_required', 'staged')",
+    )
+    .bind(tenant_id)
+    .fetch_one(store.pool())
+    .await
+}

@@ -228,3 +228,42 @@ pub async fn search(
     let rows = query.bind(limit).fetch_all(store.pool()).await?;
     rows.iter().map(from_row).collect()
 }
+
+/// Call decisions (`kind = 'decision'`) of a tenant since `since_ms`, counted per bucket of
+/// `bucket_ms` (bucket = `issued_at / bucket_ms`) and decision.
+pub async fn decision_counts(
+    store: &Store,
+    tenant_id: &str,
+    since_ms: i64,
+    bucket_ms: i64,
+) -> Result<Vec<(i64, String, i64)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT issued_at / $3 AS bucket, decision, COUNT(*) FROM journal \
+         WHERE tenant_id = $1 AND issued_at >= $2 AND kind = 'decision' \
+         GROUP BY 1, 2",
+    )
+    .bind(tenant_id)
+    .bind(since_ms)
+    .bind(bucket_ms)
+    .fetch_all(store.pool())
+    .await
+}
+
+/// The most frequent reasons of denials since `since_ms`, most frequent first.
+pub async fn top_deny_reasons(
+    store: &Store,
+    tenant_id: &str,
+    since_ms: i64,
+    limit: i64,
+) -> Result<Vec<(String, i64)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT reason, COUNT(*) AS n FROM journal \
+         WHERE tenant_id = $1 AND decision = 'deny' AND issued_at >= $2 \
+         GROUP BY reason ORDER BY n DESC, reason LIMIT $3",
+    )
+    .bind(tenant_id)
+    .bind(since_ms)
+    .bind(limit)
+    .fetch_all(store.pool())
+    .await
+}

@@ -171,6 +171,63 @@ async fn flipping_one_stored_byte_is_found_and_named() {
     assert_eq!(reports[0].verified, 2);
 }
 
+/// Issue 6: the overview shows whether the chain verifies ("verified up to record N" or the
+/// first bad record), verified in the background and cached. New records are verified by
+/// incremental passes; a record changed after it was verified is found by the next full pass.
+#[tokio::test]
+async fn the_background_verifier_caches_the_chain_status_and_finds_later_tampering() {
+    use aperture::journal::watch::ChainWatch;
+    let app = TestApp::spawn().await;
+    for i in 0..3 {
+        app.token("default", &format!("bot-{i}"), &[scope::RUN])
+            .await;
+    }
+    let watch = ChainWatch::new(app.store.clone());
+    assert_eq!(
+        watch.status("default"),
+        None,
+        "nothing before the first pass"
+    );
+    watch.pass(true).await.unwrap();
+    let first = watch.status("default").unwrap();
+    assert_eq!(first.first_bad, None);
+    let head = first.verified;
+    assert!(head >= 3, "{first:?}");
+
+    // An old record is changed, then a new one is appended: an incremental pass verifies only
+    // the new record (and still links it to the cached head).
+    let (receipt,): (String,) =
+        sqlx::query_as("SELECT receipt FROM journal WHERE tenant_id = 'default' AND seq = 2")
+            .fetch_one(app.store.pool())
+            .await
+            .unwrap();
+    let tampered = receipt.replacen("\"allow\"", "\"alloW\"", 1);
+    assert_ne!(tampered, receipt);
+    sqlx::query("UPDATE journal SET receipt = $1 WHERE tenant_id = 'default' AND seq = 2")
+        .bind(&tampered)
+        .execute(app.store.pool())
+        .await
+        .unwrap();
+    app.token("default", "bot-late", &[scope::RUN]).await;
+    watch.pass(false).await.unwrap();
+    let incremental = watch.status("default").unwrap();
+    assert_eq!(incremental.first_bad, None);
+    assert_eq!(incremental.verified, head + 1);
+
+    // The full pass reads everything again and names record 2.
+    watch.pass(true).await.unwrap();
+    let full = watch.status("default").unwrap();
+    assert_eq!(full.verified, 1);
+    assert_eq!(full.first_bad.as_ref().map(|(seq, _)| *seq), Some(2));
+    // Until the next full pass, the bad record stays reported.
+    app.token("default", "bot-later", &[scope::RUN]).await;
+    watch.pass(false).await.unwrap();
+    assert_eq!(
+        watch.status("default").unwrap().first_bad.map(|(s, _)| s),
+        Some(2)
+    );
+}
+
 #[tokio::test]
 async fn a_change_the_journal_cannot_record_is_not_made() {
     let app = TestApp::spawn().await;

@@ -1,0 +1,109 @@
+//! The journal verified in the background, so the dashboard can say at once whether each
+//! tenant's chain verifies ("verified up to record N", or the first bad record) without
+//! verifying on the request path. The same code as `aperture journal verify`
+//! ([`super::verify_tenant_from`]).
+//!
+//! Every pass continues each tenant's chain from where the last one stopped (new records
+//! only); every [`FULL_EVERY`] a pass starts again from the first record, so a record changed
+//! after it was verified is found too.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use engine::receipt::ChainVerifier;
+
+use crate::store::{self, Store};
+
+/// How often new records are verified.
+pub const PASS_EVERY: Duration = Duration::from_secs(15);
+/// How often the whole journal is verified again from its first record.
+pub const FULL_EVERY: Duration = Duration::from_secs(600);
+
+/// What the last pass found for one tenant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChainStatus {
+    /// The last record that verified (0: none yet).
+    pub verified: u64,
+    /// The first bad record and what is wrong with it.
+    pub first_bad: Option<(u64, String)>,
+    /// When the pass ended (epoch ms).
+    pub checked_at: i64,
+}
+
+#[derive(Debug)]
+struct Tenant {
+    verifier: ChainVerifier,
+    status: ChainStatus,
+}
+
+/// The background verifier and its cached results.
+#[derive(Debug)]
+pub struct ChainWatch {
+    store: Store,
+    tenants: Mutex<HashMap<String, Tenant>>,
+}
+
+impl ChainWatch {
+    /// A watch with nothing verified yet.
+    pub fn new(store: Store) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            tenants: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The cached status of `tenant` (`None` before its first pass).
+    pub fn status(&self, tenant: &str) -> Option<ChainStatus> {
+        self.lock().get(tenant).map(|t| t.status.clone())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Tenant>> {
+        self.tenants
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Verifies every tenant's new records (`full`: every record again).
+    pub async fn pass(&self, full: bool) -> Result<(), sqlx::Error> {
+        let keys = crate::keys::published(&self.store).await?;
+        for tenant in store::journal::tenants(&self.store).await? {
+            let start = if full {
+                ChainVerifier::new()
+            } else {
+                match self.lock().get(&tenant) {
+                    // A bad record stays bad until a full pass looks again.
+                    Some(t) if t.status.first_bad.is_some() => continue,
+                    Some(t) => t.verifier.clone(),
+                    None => ChainVerifier::new(),
+                }
+            };
+            let (report, verifier) =
+                super::verify_tenant_from(&self.store, &tenant, &keys, start).await?;
+            let status = ChainStatus {
+                verified: report.verified,
+                first_bad: report.error.map(|e| (e.seq, e.problem.to_string())),
+                checked_at: store::now_ms(),
+            };
+            if let Some((seq, problem)) = &status.first_bad {
+                tracing::error!(tenant = %tenant, seq, problem = %problem, "the journal does not verify");
+            }
+            self.lock().insert(tenant, Tenant { verifier, status });
+        }
+        Ok(())
+    }
+
+    /// Runs passes forever (spawned by the server).
+    pub async fn run(self: Arc<Self>) {
+        let mut last_full: Option<Instant> = None;
+        loop {
+            let full = last_full.is_none_or(|t| t.elapsed() >= FULL_EVERY);
+            match self.pass(full).await {
+                Ok(()) if full => last_full = Some(Instant::now()),
+                Ok(()) => {}
+                Err(e) => tracing::warn!(error = %e, "verifying the journal in the background"),
+            }
+            tokio::time::sleep(PASS_EVERY).await;
+        }
+    }
+}
