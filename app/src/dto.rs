@@ -501,6 +501,8 @@ pub struct ApprovalsView {
     pub recent: Vec<InvocationView>,
     /// Whether the signed-in user may approve, apply or reject.
     pub can_decide: bool,
+    /// RFC 3339: the server's time when the list was read (ages are measured against it).
+    pub now: String,
 }
 
 /// Filters of the receipts browser, as typed (every field optional; empty means no filter).

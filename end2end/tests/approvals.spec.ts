@@ -83,6 +83,7 @@ test("parked calls appear without reloading; approving runs the real upstream ca
   await expect(card).toContainText("e2e-approvals-agent");
   await expect(card).toContainText("echo-needs-a-person");
   await expect(card.getByTestId("args-hash")).toHaveText(/^sha256:[0-9a-f]{64}$/);
+  await expect(card.getByTestId("age")).toHaveText(/^\d+ (s|min)$/);
 
   await card.getByLabel("Comment (optional)").fill("looks harmless");
   await card.getByRole("button", { name: "Approve" }).click();

@@ -83,6 +83,8 @@ impl Backend for DashboardBackend {
 
     async fn overview(&self, session: &Session) -> Result<Overview, AppError> {
         let p = self.principal(session).await?;
+        // Ask the background verifier to look at new records soon; the page does not wait.
+        self.state.chain.nudge();
         overview(&self.state, &p)
             .await
             .map_err(ServiceError::into_app_error)
@@ -256,6 +258,7 @@ impl Backend for DashboardBackend {
             waiting,
             recent,
             can_decide: p.scopes.satisfies(engine::scope::APPROVE),
+            now: store::rfc3339(store::now_ms()),
         })
     }
 

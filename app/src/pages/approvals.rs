@@ -38,6 +38,7 @@ pub fn ApprovalsPage() -> impl IntoView {
 fn Queue(data: ApprovalsView) -> impl IntoView {
     let can_decide = data.can_decide;
     let waiting = RwSignal::new(data.waiting);
+    let now = RwSignal::new(data.now);
     let recent = RwSignal::new(data.recent);
     let refresh_error = RwSignal::new(None::<String>);
     let reload = move || {
@@ -51,6 +52,7 @@ fn Queue(data: ApprovalsView) -> impl IntoView {
                     if recent.with_untracked(|r| *r != v.recent) {
                         recent.set(v.recent);
                     }
+                    now.set(v.now);
                 }
                 Err(e) => refresh_error.set(Some(e.message)),
             }
@@ -89,7 +91,7 @@ fn Queue(data: ApprovalsView) -> impl IntoView {
                         key=|i| i.invocation_id.clone()
                         let:invocation
                     >
-                        <Parked invocation can_decide decided/>
+                        <Parked invocation can_decide decided now/>
                     </For>
                 </ul>
             </Show>
@@ -131,7 +133,12 @@ fn pretty(v: &Option<serde_json::Value>) -> String {
 
 /// One waiting invocation, shown as it will run.
 #[component]
-fn Parked(invocation: InvocationView, can_decide: bool, decided: Callback<()>) -> impl IntoView {
+fn Parked(
+    invocation: InvocationView,
+    can_decide: bool,
+    decided: Callback<()>,
+    now: RwSignal<String>,
+) -> impl IntoView {
     let i = invocation;
     let staged = i.status == "staged";
     let decide = ServerAction::<DecideInvocation>::new();
@@ -170,7 +177,14 @@ fn Parked(invocation: InvocationView, can_decide: bool, decided: Callback<()>) -
                     <span class=format!("mode mode-{}", i.mode)>{i.mode.clone()}</span>
                 </h3>
                 <span class="muted">
-                    "parked " <Time value=Some(i.created_at.clone())/> " · expires "
+                    "waiting "
+                    <span class="age" data-testid="age">
+                        {
+                            let created = i.created_at.clone();
+                            move || age(&created, &now.get())
+                        }
+                    </span>
+                    " · parked " <Time value=Some(i.created_at.clone())/> " · expires "
                     <Time value=i.expires_at.clone()/>
                 </span>
             </div>
@@ -240,6 +254,19 @@ fn Parked(invocation: InvocationView, can_decide: bool, decided: Callback<()>) -
     .into_any()
 }
 
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn ages_read_like_a_person_would_say_them() {
+        let at = "2026-11-30T10:00:00.000Z";
+        assert_eq!(super::age(at, "2026-11-30T10:00:42.000Z"), "42 s");
+        assert_eq!(super::age(at, "2026-11-30T10:05:59.000Z"), "5 min");
+        assert_eq!(super::age(at, "2026-11-30T13:10:00.000Z"), "3 h 10 min");
+        assert_eq!(super::age(at, "2026-12-02T12:00:00.000Z"), "2 d 2 h");
+        assert_eq!(super::age(at, "2026-11-30T09:00:00.000Z"), "0 s");
+    }
+}
+
 #[component]
 fn RecentRow(i: InvocationView) -> impl IntoView {
     let result = i.result.as_ref().map(result_text);
@@ -258,6 +285,20 @@ fn RecentRow(i: InvocationView) -> impl IntoView {
         </tr>
     }
     .into_any()
+}
+
+/// How long ago `then` was at `now` (both RFC 3339 UTC), for people: `42 s`, `5 min`, `3 h 10 min`.
+fn age(then: &str, now: &str) -> String {
+    let (Some(a), Some(b)) = (super::parse_ms(then), super::parse_ms(now)) else {
+        return "—".into();
+    };
+    let s = (b - a).max(0) / 1000;
+    match s {
+        0..60 => format!("{s} s"),
+        60..3600 => format!("{} min", s / 60),
+        3600..86_400 => format!("{} h {} min", s / 3600, s % 3600 / 60),
+        _ => format!("{} d {} h", s / 86_400, s % 86_400 / 3600),
+    }
 }
 
 /// The text of an MCP tool result, cut for a table cell.

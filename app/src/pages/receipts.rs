@@ -288,7 +288,14 @@ fn Detail(d: ReceiptDetail) -> impl IntoView {
             .unwrap_or_default()
             .to_owned()
     };
-    let canonical = String::from_utf8(engine::canonical::value_bytes(&value)).unwrap_or_default();
+    // The signed bytes: the receipt's JCS form without its `signature` member.
+    let canonical = {
+        let mut unsigned = value.clone();
+        if let Some(m) = unsigned.as_object_mut() {
+            m.remove("signature");
+        }
+        String::from_utf8(engine::canonical::value_bytes(&unsigned)).unwrap_or_default()
+    };
     // Checked after hydration, by the wasm engine: the server's word is not the proof.
     let checks = RwSignal::new(None::<Vec<crate::verify::Check>>);
     {
@@ -369,7 +376,7 @@ fn Detail(d: ReceiptDetail) -> impl IntoView {
         </section>
         <section aria-labelledby="canonical-heading">
             <h2 id="canonical-heading">"Canonical JSON (RFC 8785), as signed"</h2>
-            <p class="muted">"The signature covers these bytes without the " <code>"signature"</code> " member."</p>
+            <p class="muted">"The bytes the signature covers: the receipt without its " <code>"signature"</code> " member, in RFC 8785 form."</p>
             <pre class="json wrap" data-testid="canonical">{canonical}</pre>
         </section>
         <details>

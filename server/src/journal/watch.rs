@@ -42,6 +42,7 @@ struct Tenant {
 pub struct ChainWatch {
     store: Store,
     tenants: Mutex<HashMap<String, Tenant>>,
+    wake: tokio::sync::Notify,
 }
 
 impl ChainWatch {
@@ -50,6 +51,7 @@ impl ChainWatch {
         Arc::new(Self {
             store,
             tenants: Mutex::new(HashMap::new()),
+            wake: tokio::sync::Notify::new(),
         })
     }
 
@@ -93,6 +95,12 @@ impl ChainWatch {
         Ok(())
     }
 
+    /// Starts the next incremental pass now instead of at the end of [`PASS_EVERY`] (someone
+    /// is looking at the status). Never waits.
+    pub fn nudge(&self) {
+        self.wake.notify_one();
+    }
+
     /// Runs passes forever (spawned by the server).
     pub async fn run(self: Arc<Self>) {
         let mut last_full: Option<Instant> = None;
@@ -103,7 +111,9 @@ impl ChainWatch {
                 Ok(()) => {}
                 Err(e) => tracing::warn!(error = %e, "verifying the journal in the background"),
             }
-            tokio::time::sleep(PASS_EVERY).await;
+            // At most one pass per second however often it is nudged.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let _ = tokio::time::timeout(PASS_EVERY, self.wake.notified()).await;
         }
     }
 }
