@@ -414,38 +414,38 @@ pub async fn server_fn_status(
     axum::response::Response::from_parts(parts, axum::body::Body::from(bytes))
 }
 
-/// Decisions of the last `buckets` × `bucket_ms` up to `now`, oldest bucket first.
-async fn activity(
-    s: &store::Store,
-    tenant: &str,
+/// Decisions of the last `buckets` × `bucket_ms` up to `now`, oldest bucket first, summed from
+/// hourly counts (`hours`: bucket → decision → count).
+fn activity(
+    hours: &[(i64, String, i64)],
     now: i64,
     bucket_ms: i64,
     buckets: i64,
-) -> Result<app::dto::Activity, ServiceError> {
+) -> app::dto::Activity {
+    const HOUR: i64 = 3_600_000;
     let last = now / bucket_ms;
     let first = last - buckets + 1;
     let mut out = vec![app::dto::ActivityBucket::default(); usize::try_from(buckets).unwrap_or(0)];
-    for (bucket, decision, n) in
-        store::journal::decision_counts(s, tenant, first * bucket_ms, bucket_ms).await?
-    {
+    for (hour, decision, n) in hours {
+        let bucket = hour * HOUR / bucket_ms;
         let Some(b) = usize::try_from(bucket - first)
             .ok()
             .and_then(|i| out.get_mut(i))
         else {
             continue;
         };
-        let n = u64::try_from(n).unwrap_or(0);
+        let n = u64::try_from(*n).unwrap_or(0);
         match decision.as_str() {
             "deny" => b.denied += n,
             "park" | "stage" | "confirm" => b.parked += n,
             _ => b.allowed += n,
         }
     }
-    Ok(app::dto::Activity {
+    app::dto::Activity {
         bucket_seconds: u64::try_from(bucket_ms / 1000).unwrap_or(0),
         start: store::rfc3339(first * bucket_ms),
         buckets: out,
-    })
+    }
 }
 
 /// The overview's figures. Journal figures need the read scope; the chain status comes from
@@ -474,8 +474,11 @@ async fn overview(state: &AppState, p: &Principal) -> Result<Overview, ServiceEr
         return Ok(o);
     }
     const HOUR: i64 = 3_600_000;
-    o.last_day = activity(s, tenant, now, HOUR, 24).await?;
-    o.last_week = activity(s, tenant, now, 24 * HOUR, 7).await?;
+    // One read of the last seven days by hour serves both charts (days are whole UTC days).
+    let week_start = (now / (24 * HOUR) - 6) * 24 * HOUR;
+    let hours = store::journal::decision_counts(s, tenant, week_start, HOUR).await?;
+    o.last_day = activity(&hours, now, HOUR, 24);
+    o.last_week = activity(&hours, now, 24 * HOUR, 7);
     o.top_deny_reasons = store::journal::top_deny_reasons(s, tenant, now - 7 * 24 * HOUR, 5)
         .await?
         .into_iter()
@@ -494,4 +497,45 @@ async fn overview(state: &AppState, p: &Principal) -> Result<Overview, ServiceEr
         checked_at: store::rfc3339(c.checked_at),
     });
     Ok(o)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::activity;
+
+    #[test]
+    fn hourly_counts_make_the_day_and_week_charts() {
+        const HOUR: i64 = 3_600_000;
+        // 2026-11-30 14:30 UTC.
+        let now = 1_796_049_000_000 / HOUR * HOUR + 30 * 60_000;
+        let this_hour = now / HOUR;
+        let hours = vec![
+            (this_hour, "allow".to_owned(), 5),
+            (this_hour, "deny".to_owned(), 2),
+            (this_hour - 1, "park".to_owned(), 1),
+            (this_hour - 1, "dry_run".to_owned(), 1),
+            (this_hour - 30, "deny".to_owned(), 7),
+            (this_hour - 24 * 9, "allow".to_owned(), 100),
+        ];
+        let day = activity(&hours, now, HOUR, 24);
+        assert_eq!(day.buckets.len(), 24);
+        let last = day.buckets[23];
+        assert_eq!((last.allowed, last.denied, last.parked), (5, 2, 0));
+        let before = day.buckets[22];
+        assert_eq!((before.allowed, before.denied, before.parked), (1, 0, 1));
+        assert_eq!(
+            day.buckets.iter().map(|b| b.denied).sum::<u64>(),
+            2,
+            "30 h ago is not in the day"
+        );
+        let week = activity(&hours, now, 24 * HOUR, 7);
+        assert_eq!(week.bucket_seconds, 86_400);
+        assert_eq!(week.buckets.iter().map(|b| b.denied).sum::<u64>(), 9);
+        assert_eq!(
+            week.buckets.iter().map(|b| b.allowed).sum::<u64>(),
+            6,
+            "9 days ago is out"
+        );
+        assert!(week.start.contains("T00:00:00"), "{}", week.start);
+    }
 }

@@ -149,7 +149,15 @@ impl Application {
         // Released, expired and interrupted invocations are handled here, with no request.
         let worker = tokio::spawn(self.worker.run());
         let chain = tokio::spawn(self.chain.run());
-        let served = axum::serve(self.listener, self.router)
+        // Pages stream in several small writes; with Nagle's algorithm on, each write after the
+        // first waits for the client's delayed ACK (40 ms on Linux).
+        use axum::serve::ListenerExt as _;
+        let listener = self.listener.tap_io(|tcp| {
+            if let Err(e) = tcp.set_nodelay(true) {
+                tracing::debug!(error = %e, "could not set TCP_NODELAY on a connection");
+            }
+        });
+        let served = axum::serve(listener, self.router)
             .with_graceful_shutdown(shutdown_signal())
             .await;
         cleanup.abort();
