@@ -16,6 +16,7 @@
 //! - [`ids`]: random identifiers and secrets.
 //! - [`upstream`]: upstream MCP servers: connections (rmcp), tool import, the SSRF guard.
 
+pub mod agents;
 pub mod api;
 pub mod auth;
 pub mod bridge;

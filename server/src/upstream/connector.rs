@@ -462,7 +462,7 @@ fn http_client(
 
 /// rustls with the ring provider, verifying against the system's roots. A host without CA
 /// certificates can still reach plain-HTTP upstreams (no handshake happens).
-fn tls_config(https: bool) -> Result<rustls::ClientConfig, UpstreamError> {
+pub fn tls_config(https: bool) -> Result<rustls::ClientConfig, UpstreamError> {
     let tls_error = |e: rustls::Error| UpstreamError::Connect {
         reason: format!("TLS setup failed: {e}"),
     };

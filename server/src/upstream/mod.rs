@@ -22,7 +22,7 @@ mod guard;
 mod import;
 mod registry;
 
-pub use connector::{Connection, Connector, RawTool, check_result_size};
+pub use connector::{Connection, Connector, RawTool, check_result_size, tls_config};
 pub use guard::{address_class, check_url};
 pub use import::{ImportReport, SkipReason, SkippedTool, import};
 pub use registry::{Upstreams, list};

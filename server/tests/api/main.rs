@@ -18,6 +18,10 @@ mod crash;
 mod forks;
 mod journal;
 mod mcp;
+mod model;
+#[path = "../model_fixture/server.rs"]
+#[allow(dead_code, reason = "each test uses part of the fixture")]
+mod model_fixture;
 mod policies;
 mod scope_matrix;
 mod sessions;
