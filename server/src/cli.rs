@@ -207,6 +207,20 @@ struct ServeArgs {
     /// (the tools' `price_cents` descriptors).
     #[arg(long, env = "APERTURE_SPEND_GATE", default_value = "none")]
     spend_gate: crate::config::SpendGate,
+    /// Base URL of the OpenAI-compatible model server hosted agents use
+    /// (`http://127.0.0.1:8080/v1`); hosted agents cannot run turns without it.
+    #[arg(long, env = "APERTURE_MODEL_BASE_URL")]
+    model_base_url: Option<String>,
+    /// The model's API key, when the server wants one.
+    #[arg(long, env = "APERTURE_MODEL_API_KEY", hide_env_values = true)]
+    model_api_key: Option<String>,
+    /// The model name requests carry.
+    #[arg(long, env = "APERTURE_MODEL", requires = "model_base_url")]
+    model: Option<String>,
+    /// Longest wait for one model completion, in seconds.
+    #[arg(long, env = "APERTURE_MODEL_TIMEOUT_SECONDS", default_value_t = 120,
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    model_timeout_seconds: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -427,6 +441,14 @@ async fn serve(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<()> {
     config.allow_private_upstreams = args.allow_private_upstreams;
     config.parked_expiry = std::time::Duration::from_secs(args.parked_expiry_seconds);
     config.spend_gate = args.spend_gate;
+    config.model = args
+        .model_base_url
+        .map(|base_url| crate::agents::model::ModelConfig {
+            base_url,
+            api_key: args.model_api_key,
+            model: args.model.unwrap_or_else(|| "default".into()),
+            timeout: std::time::Duration::from_secs(args.model_timeout_seconds),
+        });
     let app = Application::build(config).await?;
     if *app.bootstrap() == Bootstrap::NeedsAdmin {
         println!(

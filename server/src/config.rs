@@ -42,6 +42,9 @@ pub struct Config {
     /// calls are refused, `spend_gate_unavailable`) or `catalog` (each call's price is the
     /// tool's `price_cents` descriptor as granted, checked before the upstream is contacted).
     pub spend_gate: SpendGate,
+    /// The model server hosted agents use (`APERTURE_MODEL_BASE_URL`, `APERTURE_MODEL_API_KEY`,
+    /// `APERTURE_MODEL`, `APERTURE_MODEL_TIMEOUT_SECONDS`); `None`: turns are refused.
+    pub model: Option<crate::agents::model::ModelConfig>,
 }
 
 /// Which spend gate checks `max_cost_cents`.
@@ -92,6 +95,7 @@ impl Config {
             parked_expiry: crate::invocations::DEFAULT_EXPIRY,
             rate_limiter: RateLimiter::None,
             spend_gate: SpendGate::None,
+            model: None,
         }
     }
 }

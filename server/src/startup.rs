@@ -91,6 +91,7 @@ impl Application {
             .site_pkg_dir("pkg")
             .site_addr(addr)
             .build();
+        let config_model = config.model.clone();
         let state = AppState {
             store: store.clone(),
             passwords,
@@ -104,6 +105,13 @@ impl Application {
             leptos_options,
             invocation_wake: Arc::new(tokio::sync::Notify::new()),
             chain: crate::journal::watch::ChainWatch::new(store.clone()),
+            model: match &config_model {
+                Some(m) => Some(Arc::new(
+                    crate::agents::model::ModelClient::new(m.clone())
+                        .context("the model server configuration")?,
+                )),
+                None => None,
+            },
         };
         let chain = state.chain.clone();
         let worker = crate::invocations::Worker::new(

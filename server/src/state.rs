@@ -31,6 +31,8 @@ pub struct AppState {
     pub invocation_wake: Arc<tokio::sync::Notify>,
     /// The journal verified in the background (the overview's chain status).
     pub chain: Arc<crate::journal::watch::ChainWatch>,
+    /// The model server hosted agents use, when one is configured.
+    pub model: Option<Arc<crate::agents::model::ModelClient>>,
 }
 
 impl AppState {

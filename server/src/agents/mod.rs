@@ -2,5 +2,7 @@
 //! server, with every function call decided like a `tools/call`.
 //!
 //! - [`model`]: the model provider client (chat completions with tools).
+//! - [`runtime`]: agents, turns and `process_function_calls`.
 
 pub mod model;
+pub mod runtime;

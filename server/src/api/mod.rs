@@ -4,6 +4,7 @@
 //! scope is enforced by a middleware wrapped around that very handler, so a route cannot exist
 //! without its check. [`route_specs`] lists them for the scope-matrix test and for docs.
 
+mod agents;
 pub mod connect;
 mod invocations;
 mod json;
@@ -176,6 +177,20 @@ fn declare<D: Declare>(d: D) -> D {
             "/sessions/{id}/forks",
             &[scope::RUN],
             sessions::fork,
+        )
+        .route(Method::POST, "/agents", &[scope::RUN], agents::create)
+        .route(Method::GET, "/agents", &[scope::READ], agents::list)
+        .route(
+            Method::GET,
+            "/agents/{id}",
+            &[scope::READ, scope::RUN],
+            agents::get,
+        )
+        .route(
+            Method::POST,
+            "/agents/{id}/turns",
+            &[scope::RUN],
+            agents::turn,
         )
         .route(Method::GET, "/upstreams", &[scope::READ], upstreams::list)
         .route(

@@ -5,6 +5,7 @@
 //! its own statement (`FOR UPDATE SKIP LOCKED`), [`Store::kind`] tells which one is connected.
 //! SQL lives in small named functions per domain, in the submodules.
 
+pub mod agents;
 pub mod cache;
 pub mod catalog;
 pub mod exposure;

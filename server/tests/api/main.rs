@@ -9,6 +9,7 @@
 
 mod helpers;
 
+mod agents;
 mod approvals;
 mod bridge;
 mod calls;

@@ -121,6 +121,22 @@ const CASES: &[Case] = &[
         path: "/sessions/{id}/forks",
     },
     Case {
+        method: Method::POST,
+        path: "/agents",
+    },
+    Case {
+        method: Method::GET,
+        path: "/agents",
+    },
+    Case {
+        method: Method::GET,
+        path: "/agents/{id}",
+    },
+    Case {
+        method: Method::POST,
+        path: "/agents/{id}/turns",
+    },
+    Case {
         method: Method::GET,
         path: "/upstreams",
     },
@@ -158,11 +174,12 @@ const OWN_ROUTES: &[&str] = &[
     "/sessions/{id}/manifest",
     "/sessions/{id}:revoke",
     "/invocations/{id}",
+    "/agents/{id}",
 ];
 
 /// Routes that only ever reach the caller's own resources, whatever its scopes (forking someone
 /// else's session would pin another actor).
-const ONLY_OWN_ROUTES: &[&str] = &["/sessions/{id}/forks"];
+const ONLY_OWN_ROUTES: &[&str] = &["/sessions/{id}/forks", "/agents/{id}/turns"];
 
 struct Fixtures {
     victim_token_id: String,
@@ -171,6 +188,7 @@ struct Fixtures {
     victim_upstream_id: String,
     victim_invocation_id: String,
     victim_staged_id: String,
+    victim_agent_id: String,
 }
 
 async fn fixtures(app: &TestApp) -> Fixtures {
@@ -299,6 +317,45 @@ async fn fixtures(app: &TestApp) -> Fixtures {
     }
     let [victim_invocation_id, victim_staged_id]: [String; 2] =
         waiting.try_into().expect("two invocations");
+    // A hosted agent of `victim`'s (its exposure session has the agent's id).
+    let victim_agent_id = aperture::ids::new_id("agt");
+    let now = aperture::store::now_ms();
+    aperture::store::exposure::insert_session(
+        &app.store,
+        &aperture::store::exposure::SessionRow {
+            id: victim_agent_id.clone(),
+            tenant_id: "default".into(),
+            environment: "default".into(),
+            actor_id: "victim".into(),
+            preset: None,
+            entity: None,
+            parent_id: None,
+            fork_tools: None,
+            created_at: now,
+            revoked_at: None,
+        },
+    )
+    .await
+    .unwrap();
+    aperture::store::agents::insert(
+        &app.store,
+        &aperture::store::agents::AgentRow {
+            id: victim_agent_id.clone(),
+            tenant_id: "default".into(),
+            actor_id: "victim".into(),
+            environment: "default".into(),
+            system_instruction: "victim's agent".into(),
+            max_turns: 3,
+            parent_id: None,
+            subagent_type: None,
+            execution_allowed_tools: None,
+            status: "idle".into(),
+            created_at: now,
+            updated_at: now,
+        },
+    )
+    .await
+    .unwrap();
     Fixtures {
         victim_token_id,
         victim_receipt_id,
@@ -306,6 +363,7 @@ async fn fixtures(app: &TestApp) -> Fixtures {
         victim_upstream_id,
         victim_invocation_id,
         victim_staged_id,
+        victim_agent_id,
     }
 }
 
@@ -334,6 +392,12 @@ fn request(case: &Case, fx: &Fixtures, n: usize) -> (String, Option<Value>) {
             (format!("/sessions/{}:revoke", fx.victim_session_id), None)
         }
         ("POST", "/sessions") => ("/sessions".into(), Some(json!({"environment": "default"}))),
+        ("POST", "/agents") => ("/agents".into(), Some(json!({"max_turns": 2}))),
+        ("GET", "/agents/{id}") => (format!("/agents/{}", fx.victim_agent_id), None),
+        ("POST", "/agents/{id}/turns") => (
+            format!("/agents/{}/turns", fx.victim_agent_id),
+            Some(json!({"message": "hello"})),
+        ),
         ("POST", "/sessions/{id}/forks") => (
             format!("/sessions/{}/forks", fx.victim_session_id),
             Some(json!({"fork_tools": []})),
@@ -687,7 +751,9 @@ async fn every_route_enforces_its_scope() {
             | ("POST", "/sessions/{id}:revoke")
             | ("PUT", "/tools/{name}")
             | ("POST", "/upstreams/{id}:sync")
-            | ("POST", "/sessions/{id}/forks") => {
+            | ("POST", "/sessions/{id}/forks")
+            | ("GET", "/agents/{id}")
+            | ("POST", "/agents/{id}/turns") => {
                 assert_eq!(status, StatusCode::NOT_FOUND, "{label}: {text}");
             }
             ("GET", "/receipts/{id}")

@@ -1,0 +1,747 @@
+//! The agent runtime: agents, their turns, and `process_function_calls`.
+//!
+//! The separation the fork seed describes, with this codebase's names:
+//! - [`ToolConfig::declarations`] (the seed's `ToolConfig.tools`) is what every model request
+//!   declares — the advertised tools of the agent's manifest — built by
+//!   [`ToolConfig::prepare`] (the seed's `AgentCore.prepareTools()`).
+//! - [`ToolConfig::execution_allowed`] (the seed's `executionAllowedTools`) is a separate,
+//!   optional execution allowlist, snapshotted when the runtime is built for a turn and never
+//!   folded into the declarations.
+//! - [`process_function_calls`] answers a batch of function calls in call order: declared? →
+//!   execution allowlist → the same checks as `tools/call` (request-context RBAC, then the
+//!   engine's decision and its durable receipt) → executed, parked or denied.
+//!
+//! A turn appends the user's message, then asks the model and answers its function calls until
+//! it answers with text (`completed`), a call is parked (`input_required`), or the turn has
+//! made `max_turns` model calls (`max_turns`: a turn never runs unbounded).
+
+use std::collections::HashSet;
+
+use engine::fork::{ExecutionAllowlist, ToolIdentity};
+use engine::scope;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use app::error::{AppError, ErrorCode};
+
+use super::model::{Message, ModelClient, ToolCall, ToolDeclaration};
+use crate::auth::Principal;
+use crate::calls::{self, CallMeta};
+use crate::error::ServiceError;
+use crate::exposure::{self, Grant};
+use crate::ids;
+use crate::state::AppState;
+use crate::store::{self, agents::AgentRow, exposure::SessionRow};
+
+/// Model calls a turn may make unless the agent says otherwise.
+pub const DEFAULT_MAX_TURNS: i64 = 10;
+/// The most an agent may ask for.
+pub const MAX_MAX_TURNS: i64 = 100;
+/// Longest system instruction, in characters.
+const MAX_INSTRUCTION: usize = 32_000;
+/// Longest user message, in characters.
+const MAX_MESSAGE: usize = 32_000;
+/// The system instruction of an agent created without one.
+pub const DEFAULT_INSTRUCTION: &str =
+    "You are an agent working through the tools you are given. Use them when they help.";
+
+/// `POST /agents`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateAgentRequest {
+    /// Environment of the agent's session (`default`).
+    #[serde(default)]
+    pub environment: Option<String>,
+    /// System instruction.
+    #[serde(default)]
+    pub system_instruction: Option<String>,
+    /// Model calls one turn may make (1–100, default 10).
+    #[serde(default)]
+    pub max_turns: Option<i64>,
+}
+
+/// `POST /agents/{id}/turns`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TurnRequest {
+    /// What the user says.
+    pub message: String,
+}
+
+/// An agent as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AgentView {
+    /// `agt_…` (also its exposure session).
+    pub agent_id: String,
+    /// Who it acts as.
+    pub actor_id: String,
+    /// Environment.
+    pub environment: String,
+    /// System instruction.
+    pub system_instruction: String,
+    /// Model calls one turn may make.
+    pub max_turns: i64,
+    /// A fork's parent.
+    pub parent_id: Option<String>,
+    /// `fork` / `general-purpose` for children.
+    pub subagent_type: Option<String>,
+    /// The execution allowlist (`fork_tools`) of a restricted fork.
+    pub execution_allowed_tools: Option<Vec<String>>,
+    /// `idle`, `running`, `input_required`, `failed`.
+    pub status: String,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
+/// One thing that happened in a turn.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Event {
+    /// The user's message.
+    User {
+        /// Text.
+        content: String,
+    },
+    /// What the model said.
+    Assistant {
+        /// Text.
+        content: Option<String>,
+        /// Calls `(id, name, arguments)`.
+        tool_calls: Vec<ToolCall>,
+    },
+    /// The answer to one function call.
+    ToolResult {
+        /// The call's id.
+        tool_call_id: String,
+        /// The tool called.
+        name: String,
+        /// `executed`, `denied`, `parked`, `not_declared`, `execution_allowlist`.
+        outcome: String,
+        /// The receipt that decided it (none before authorization).
+        receipt_id: Option<String>,
+        /// What the model reads.
+        content: String,
+    },
+    /// The turn ended.
+    TurnEnd {
+        /// `completed`, `input_required`, `max_turns`, `failed`.
+        status: String,
+        /// Why it failed.
+        error: Option<String>,
+    },
+}
+
+/// A turn's outcome.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TurnView {
+    /// `trn_…`
+    pub turn_id: String,
+    /// The agent.
+    pub agent_id: String,
+    /// How it ended.
+    pub status: String,
+    /// Model calls made.
+    pub model_calls: i64,
+    /// What happened, in order.
+    pub events: Vec<Event>,
+}
+
+fn view(a: &AgentRow) -> AgentView {
+    AgentView {
+        agent_id: a.id.clone(),
+        actor_id: a.actor_id.clone(),
+        environment: a.environment.clone(),
+        system_instruction: a.system_instruction.clone(),
+        max_turns: a.max_turns,
+        parent_id: a.parent_id.clone(),
+        subagent_type: a.subagent_type.clone(),
+        execution_allowed_tools: a
+            .execution_allowed_tools
+            .as_deref()
+            .and_then(|s| serde_json::from_str(s).ok()),
+        status: a.status.clone(),
+        created_at: store::rfc3339(a.created_at),
+    }
+}
+
+/// `POST /agents` (run): a new agent with its own exposure session (same id).
+pub async fn create(
+    state: &AppState,
+    principal: &Principal,
+    request: CreateAgentRequest,
+) -> Result<AgentView, ServiceError> {
+    principal.require(scope::RUN)?;
+    let mut fields = Vec::new();
+    let environment = request
+        .environment
+        .unwrap_or_else(|| crate::policies::DEFAULT_ENVIRONMENT.to_owned());
+    if environment.is_empty()
+        || environment.len() > 64
+        || !environment
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+    {
+        fields.push((
+            "environment",
+            "1–64 characters of a-z, 0-9, _ and -".to_owned(),
+        ));
+    }
+    let instruction = request
+        .system_instruction
+        .unwrap_or_else(|| DEFAULT_INSTRUCTION.to_owned());
+    if instruction.trim().is_empty() || instruction.chars().count() > MAX_INSTRUCTION {
+        fields.push((
+            "system_instruction",
+            format!("1–{MAX_INSTRUCTION} characters"),
+        ));
+    }
+    let max_turns = request.max_turns.unwrap_or(DEFAULT_MAX_TURNS);
+    if !(1..=MAX_MAX_TURNS).contains(&max_turns) {
+        fields.push(("max_turns", format!("between 1 and {MAX_MAX_TURNS}")));
+    }
+    if !fields.is_empty() {
+        return Err(AppError::invalid(
+            fields
+                .into_iter()
+                .map(|(path, message)| app::error::FieldError {
+                    path: path.into(),
+                    message,
+                })
+                .collect(),
+        )
+        .into());
+    }
+    let now = store::now_ms();
+    let id = ids::new_id("agt");
+    store::exposure::insert_session(
+        &state.store,
+        &SessionRow {
+            id: id.clone(),
+            tenant_id: principal.tenant_id.clone(),
+            environment: environment.clone(),
+            actor_id: principal.actor_id.clone(),
+            preset: None,
+            entity: None,
+            parent_id: None,
+            fork_tools: None,
+            created_at: now,
+            revoked_at: None,
+        },
+    )
+    .await?;
+    let agent = AgentRow {
+        id,
+        tenant_id: principal.tenant_id.clone(),
+        actor_id: principal.actor_id.clone(),
+        environment,
+        system_instruction: instruction,
+        max_turns,
+        parent_id: None,
+        subagent_type: None,
+        execution_allowed_tools: None,
+        status: "idle".into(),
+        created_at: now,
+        updated_at: now,
+    };
+    store::agents::insert(&state.store, &agent).await?;
+    tracing::info!(agent = %agent.id, actor = %agent.actor_id, "agent created");
+    Ok(view(&agent))
+}
+
+/// An agent `principal` may see: `:read` sees all, `:run` its own (others look missing).
+async fn readable(
+    state: &AppState,
+    principal: &Principal,
+    id: &str,
+) -> Result<AgentRow, ServiceError> {
+    let found = store::agents::find(&state.store, &principal.tenant_id, id).await?;
+    match found {
+        Some(a)
+            if principal.scopes.satisfies(scope::READ)
+                || (principal.scopes.satisfies(scope::RUN) && a.actor_id == principal.actor_id) =>
+        {
+            Ok(a)
+        }
+        _ => Err(AppError::not_found("agent").into()),
+    }
+}
+
+/// `GET /agents` (read): newest first.
+pub async fn list(state: &AppState, principal: &Principal) -> Result<Vec<AgentView>, ServiceError> {
+    principal.require(scope::READ)?;
+    Ok(
+        store::agents::list(&state.store, &principal.tenant_id, None, 500)
+            .await?
+            .iter()
+            .map(view)
+            .collect(),
+    )
+}
+
+/// `GET /agents/{id}` (read, or run for one's own): the agent, its transcript, turns, forks and
+/// invocations.
+pub async fn get(state: &AppState, principal: &Principal, id: &str) -> Result<Value, ServiceError> {
+    let agent = readable(state, principal, id).await?;
+    let transcript: Vec<Value> = store::agents::records(&state.store, &agent.id)
+        .await?
+        .into_iter()
+        .map(|r| {
+            json!({
+                "seq": r.seq,
+                "kind": r.kind,
+                "turn_id": r.turn_id,
+                "body": serde_json::from_str::<Value>(&r.body).unwrap_or(Value::Null),
+                "created_at": store::rfc3339(r.created_at),
+            })
+        })
+        .collect();
+    let turns: Vec<Value> = store::agents::turns(&state.store, &agent.id)
+        .await?
+        .into_iter()
+        .map(|t| {
+            json!({
+                "turn_id": t.id,
+                "status": t.status,
+                "model_calls": t.model_calls,
+                "error": t.error,
+                "started_at": store::rfc3339(t.started_at),
+                "ended_at": t.ended_at.map(store::rfc3339),
+            })
+        })
+        .collect();
+    let forks: Vec<AgentView> = store::agents::children(&state.store, &agent.id)
+        .await?
+        .iter()
+        .map(view)
+        .collect();
+    let invocations: Vec<Value> =
+        store::invocations::list(&state.store, &agent.tenant_id, None, None, 500)
+            .await?
+            .iter()
+            .filter(|i| i.session_id == agent.id)
+            .map(crate::invocations::view)
+            .collect();
+    Ok(json!({
+        "agent": view(&agent),
+        "transcript": transcript,
+        "turns": turns,
+        "forks": forks,
+        "invocations": invocations,
+    }))
+}
+
+/// What a turn declares and may execute.
+#[derive(Debug, Clone)]
+pub struct ToolConfig {
+    /// Every model request's function declarations, in manifest order.
+    pub declarations: Vec<ToolDeclaration>,
+    /// The raw identity of each declared tool (fork patterns match it).
+    identities: Vec<(String, Option<(String, String)>)>,
+    /// The execution allowlist, when the agent is a restricted fork.
+    pub execution_allowed: Option<ExecutionAllowlist>,
+}
+
+impl ToolConfig {
+    /// The declarations of `grant`'s listed tools and the agent's execution allowlist.
+    pub fn prepare(grant: &Grant, execution_allowed: Option<ExecutionAllowlist>) -> Self {
+        let mut declarations = Vec::new();
+        let mut identities = Vec::new();
+        for entry in grant.manifest.listed() {
+            let a = &entry.advertised;
+            declarations.push(ToolDeclaration::function(
+                &a.name,
+                a.description.as_deref(),
+                a.input_schema.clone(),
+            ));
+            let raw = match &entry.source {
+                engine::descriptor::ToolSource::Mcp { server, tool, .. } => {
+                    Some((server.clone(), tool.clone()))
+                }
+                engine::descriptor::ToolSource::Builtin => None,
+            };
+            identities.push((a.name.clone(), raw));
+        }
+        Self {
+            declarations,
+            identities,
+            execution_allowed,
+        }
+    }
+
+    fn declared(&self) -> HashSet<&str> {
+        self.declarations
+            .iter()
+            .map(|d| d.function.name.as_str())
+            .collect()
+    }
+
+    fn allows(&self, name: &str) -> bool {
+        let Some(allow) = &self.execution_allowed else {
+            return true;
+        };
+        let identity = self
+            .identities
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(n, raw)| match raw {
+                Some((server, tool)) => ToolIdentity::mcp(n, server, tool),
+                None => ToolIdentity::builtin(n),
+            })
+            .unwrap_or_else(|| ToolIdentity::builtin(name));
+        allow.allows(&identity)
+    }
+}
+
+/// What one function call got.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Response {
+    /// The call.
+    pub call: ToolCall,
+    /// `executed`, `denied`, `parked`, `not_declared`, `execution_allowlist`.
+    pub outcome: &'static str,
+    /// The deciding receipt.
+    pub receipt_id: Option<String>,
+    /// What the model reads.
+    pub content: String,
+}
+
+/// The text a model reads of an MCP tool result: its text blocks, else its structured content.
+fn result_text(result: &Value) -> String {
+    let texts: Vec<&str> = result
+        .get("content")
+        .and_then(Value::as_array)
+        .map(|blocks| {
+            blocks
+                .iter()
+                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                .collect()
+        })
+        .unwrap_or_default();
+    if !texts.is_empty() {
+        return texts.join("\n");
+    }
+    result
+        .get("structuredContent")
+        .map(Value::to_string)
+        .unwrap_or_default()
+}
+
+/// Answers a batch of function calls in call order (see the module documentation). A call that
+/// is not declared, or not allowed by the execution allowlist, gets one synthetic error
+/// response with its id and name and is never authorized, constructed or executed; the rest of
+/// the batch continues.
+pub async fn process_function_calls(
+    state: &AppState,
+    principal: &Principal,
+    grant: &Grant,
+    tools: &ToolConfig,
+    turn_id: &str,
+    calls: &[ToolCall],
+) -> Result<Vec<Response>, ServiceError> {
+    let declared = tools.declared();
+    let cx = state.call_context();
+    let mut out = Vec::with_capacity(calls.len());
+    for call in calls {
+        let name = call.function.name.as_str();
+        if !declared.contains(name) {
+            out.push(Response {
+                call: call.clone(),
+                outcome: "not_declared",
+                receipt_id: None,
+                content: format!("Error: tool \"{name}\" not found."),
+            });
+            continue;
+        }
+        if !tools.allows(name) {
+            let message = tools
+                .execution_allowed
+                .as_ref()
+                .map(|a| a.rejection_message(name))
+                .unwrap_or_default();
+            out.push(Response {
+                call: call.clone(),
+                outcome: "execution_allowlist",
+                receipt_id: None,
+                content: message,
+            });
+            continue;
+        }
+        let entry = grant.manifest.entry(name);
+        // Arguments that are not JSON still go to the decision, which refuses them with a
+        // receipt (`arguments_invalid`).
+        let arguments = serde_json::from_str::<Value>(&call.function.arguments)
+            .unwrap_or_else(|_| Value::String(call.function.arguments.clone()));
+        let result = calls::call(
+            &cx,
+            principal,
+            Some(&grant.session.id),
+            calls::ToolCall {
+                name: name.to_owned(),
+                arguments: Some(arguments),
+                meta: CallMeta {
+                    session_id: Some(grant.session.id.clone()),
+                    manifest_id: Some(grant.row.id.clone()),
+                    lease_id: Some(grant.row.lease_id.clone()),
+                    tool_version: entry.map(|e| e.tool_version.clone()),
+                    expected_schema_hash: entry.map(|e| e.schema_hash.clone()),
+                    actor_id: None,
+                    turn_id: Some(turn_id.to_owned()),
+                    invocation_id: None,
+                    confirmation_token: None,
+                },
+            },
+        )
+        .await?;
+        let meta = result.get("_meta");
+        let receipt_id = meta
+            .and_then(|m| m.get("receipt"))
+            .and_then(|r| r.get("receipt_id"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let status = meta.and_then(|m| m.get("status")).and_then(Value::as_str);
+        let is_error = result.get("isError").and_then(Value::as_bool) == Some(true);
+        let (outcome, content) = match status {
+            Some("input_required") | Some("staged") => (
+                "parked",
+                "This call is waiting for a person to approve it; its result will follow.".into(),
+            ),
+            _ if is_error => ("denied", format!("Error: {}", result_text(&result))),
+            _ => ("executed", result_text(&result)),
+        };
+        out.push(Response {
+            call: call.clone(),
+            outcome,
+            receipt_id,
+            content,
+        });
+    }
+    Ok(out)
+}
+
+/// The conversation so far, as the model sees it.
+fn conversation(agent: &AgentRow, records: &[store::agents::RecordRow]) -> Vec<Message> {
+    let mut messages = vec![Message::System {
+        content: agent.system_instruction.clone(),
+    }];
+    for r in records {
+        if let Ok(m) = serde_json::from_str::<Message>(&r.body) {
+            messages.push(m);
+        }
+    }
+    messages
+}
+
+/// `POST /agents/{id}/turns` (run, own agent): runs one turn to its end.
+pub async fn run_turn(
+    state: &AppState,
+    model: Option<&ModelClient>,
+    principal: &Principal,
+    id: &str,
+    request: TurnRequest,
+) -> Result<TurnView, ServiceError> {
+    principal.require(scope::RUN)?;
+    let agent = readable(state, principal, id).await?;
+    if agent.actor_id != principal.actor_id {
+        // Only its actor runs it; to anyone else it is someone else's, like a missing one.
+        return Err(AppError::not_found("agent").into());
+    }
+    if request.message.trim().is_empty() || request.message.chars().count() > MAX_MESSAGE {
+        return Err(
+            AppError::invalid_field("message", format!("1–{MAX_MESSAGE} characters")).into(),
+        );
+    }
+    if agent.status != "idle" {
+        return Err(AppError::new(
+            ErrorCode::Conflict,
+            format!(
+                "the agent is {}; a turn can start when it is idle",
+                agent.status
+            ),
+        )
+        .into());
+    }
+    let Some(model) = model else {
+        return Err(AppError::new(
+            ErrorCode::Unavailable,
+            super::model::ModelError::NotConfigured.to_string(),
+        )
+        .into());
+    };
+    let session = store::exposure::find_session(&state.store, &agent.tenant_id, &agent.id)
+        .await?
+        .ok_or_else(|| AppError::not_found("agent"))?;
+    // A fresh manifest per turn: the lease is current and the declarations follow the policy.
+    let grant = exposure::grant(
+        &state.store,
+        &state.journal,
+        &state.validators,
+        principal,
+        session,
+    )
+    .await?;
+    let allowlist = agent
+        .execution_allowed_tools
+        .as_deref()
+        .and_then(|s| serde_json::from_str::<Vec<String>>(s).ok())
+        .map(|entries| ExecutionAllowlist::parse(&entries))
+        .transpose()
+        .map_err(|e| ServiceError::Other(anyhow::anyhow!("stored fork_tools: {e}")))?;
+    let tools = ToolConfig::prepare(&grant, allowlist);
+
+    let now = store::now_ms();
+    let turn_id = ids::new_id("trn");
+    store::agents::insert_turn(
+        &state.store,
+        &store::agents::TurnRow {
+            id: turn_id.clone(),
+            agent_id: agent.id.clone(),
+            status: "running".into(),
+            model_calls: 0,
+            error: None,
+            started_at: now,
+            ended_at: None,
+        },
+    )
+    .await?;
+    store::agents::set_status(&state.store, &agent.id, "running", now).await?;
+    let user = Message::User {
+        content: request.message.clone(),
+    };
+    let mut events = vec![Event::User {
+        content: request.message,
+    }];
+    let outcome = drive(
+        state,
+        model,
+        principal,
+        &agent,
+        &grant,
+        &tools,
+        &turn_id,
+        user,
+        &mut events,
+    )
+    .await;
+    let (status, model_calls, error) = match outcome {
+        Ok((status, calls)) => (status, calls, None),
+        Err((calls, e)) => ("failed", calls, Some(e)),
+    };
+    let now = store::now_ms();
+    store::agents::finish_turn(
+        &state.store,
+        &turn_id,
+        status,
+        model_calls,
+        error.as_deref(),
+        now,
+    )
+    .await?;
+    let agent_status = if status == "input_required" {
+        "input_required"
+    } else {
+        "idle"
+    };
+    store::agents::set_status(&state.store, &agent.id, agent_status, now).await?;
+    events.push(Event::TurnEnd {
+        status: status.to_owned(),
+        error,
+    });
+    Ok(TurnView {
+        turn_id,
+        agent_id: agent.id,
+        status: status.to_owned(),
+        model_calls,
+        events,
+    })
+}
+
+/// The model loop of a turn. `Ok((status, model calls))`, or `Err((model calls, why))` when the
+/// model server or the store failed (the turn fails; what was recorded stays).
+#[allow(clippy::too_many_arguments, reason = "the turn's parts, passed once")]
+async fn drive(
+    state: &AppState,
+    model: &ModelClient,
+    principal: &Principal,
+    agent: &AgentRow,
+    grant: &Grant,
+    tools: &ToolConfig,
+    turn_id: &str,
+    user: Message,
+    events: &mut Vec<Event>,
+) -> Result<(&'static str, i64), (i64, String)> {
+    let store_error = |calls: i64| move |e: sqlx::Error| (calls, format!("the store failed: {e}"));
+    let record = |m: &Message| serde_json::to_string(m).unwrap_or_default();
+    store::agents::append(
+        &state.store,
+        &agent.id,
+        &[("message", Some(turn_id), record(&user))],
+        store::now_ms(),
+    )
+    .await
+    .map_err(store_error(0))?;
+    let mut calls = 0;
+    while calls < agent.max_turns {
+        let records = store::agents::records(&state.store, &agent.id)
+            .await
+            .map_err(store_error(calls))?;
+        let messages = conversation(agent, &records);
+        calls += 1;
+        let completion = model
+            .complete(&messages, &tools.declarations)
+            .await
+            .map_err(|e| (calls, e.to_string()))?;
+        let Message::Assistant {
+            content,
+            tool_calls,
+        } = completion.message.clone()
+        else {
+            return Err((calls, "the model did not answer as the assistant".into()));
+        };
+        store::agents::append(
+            &state.store,
+            &agent.id,
+            &[("message", Some(turn_id), record(&completion.message))],
+            store::now_ms(),
+        )
+        .await
+        .map_err(store_error(calls))?;
+        events.push(Event::Assistant {
+            content,
+            tool_calls: tool_calls.clone(),
+        });
+        if tool_calls.is_empty() {
+            return Ok(("completed", calls));
+        }
+        let responses =
+            process_function_calls(state, principal, grant, tools, turn_id, &tool_calls)
+                .await
+                .map_err(|e| (calls, format!("{:?}", e.into_app_error())))?;
+        let mut parked = false;
+        let mut records = Vec::new();
+        for r in &responses {
+            parked |= r.outcome == "parked";
+            records.push((
+                "message",
+                Some(turn_id),
+                record(&Message::Tool {
+                    tool_call_id: r.call.id.clone(),
+                    content: r.content.clone(),
+                }),
+            ));
+            events.push(Event::ToolResult {
+                tool_call_id: r.call.id.clone(),
+                name: r.call.function.name.clone(),
+                outcome: r.outcome.to_owned(),
+                receipt_id: r.receipt_id.clone(),
+                content: r.content.clone(),
+            });
+        }
+        store::agents::append(&state.store, &agent.id, &records, store::now_ms())
+            .await
+            .map_err(store_error(calls))?;
+        if parked {
+            return Ok(("input_required", calls));
+        }
+    }
+    Ok(("max_turns", calls))
+}

@@ -1,0 +1,303 @@
+//! Hosted agents, their transcripts and turns (migration 0011).
+
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use super::Store;
+
+/// An agent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentRow {
+    /// `agt_…` (also its exposure session's id).
+    pub id: String,
+    /// Tenant.
+    pub tenant_id: String,
+    /// The actor its calls run as.
+    pub actor_id: String,
+    /// Environment of its session.
+    pub environment: String,
+    /// System instruction.
+    pub system_instruction: String,
+    /// Model calls one turn may make.
+    pub max_turns: i64,
+    /// A fork's parent.
+    pub parent_id: Option<String>,
+    /// `fork` or `general-purpose` for children.
+    pub subagent_type: Option<String>,
+    /// The AgentMeta sidecar: the execution allowlist (JSON array), `None` unrestricted.
+    pub execution_allowed_tools: Option<String>,
+    /// `idle`, `running`, `input_required`, `failed`.
+    pub status: String,
+    /// Epoch ms.
+    pub created_at: i64,
+    /// Epoch ms.
+    pub updated_at: i64,
+}
+
+const COLUMNS: &str = "id, tenant_id, actor_id, environment, system_instruction, max_turns, parent_id, \
+     subagent_type, execution_allowed_tools, status, created_at, updated_at";
+
+fn agent(row: &AnyRow) -> Result<AgentRow, sqlx::Error> {
+    Ok(AgentRow {
+        id: row.try_get("id")?,
+        tenant_id: row.try_get("tenant_id")?,
+        actor_id: row.try_get("actor_id")?,
+        environment: row.try_get("environment")?,
+        system_instruction: row.try_get("system_instruction")?,
+        max_turns: row.try_get("max_turns")?,
+        parent_id: row.try_get("parent_id")?,
+        subagent_type: row.try_get("subagent_type")?,
+        execution_allowed_tools: row.try_get("execution_allowed_tools")?,
+        status: row.try_get("status")?,
+        created_at: row.try_get("created_at")?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+/// Stores a new agent.
+pub async fn insert(store: &Store, a: &AgentRow) -> Result<(), sqlx::Error> {
+    sqlx::query(&format!(
+        "INSERT INTO agents ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+    ))
+    .bind(&a.id)
+    .bind(&a.tenant_id)
+    .bind(&a.actor_id)
+    .bind(&a.environment)
+    .bind(&a.system_instruction)
+    .bind(a.max_turns)
+    .bind(a.parent_id.as_deref())
+    .bind(a.subagent_type.as_deref())
+    .bind(a.execution_allowed_tools.as_deref())
+    .bind(&a.status)
+    .bind(a.created_at)
+    .bind(a.updated_at)
+    .execute(store.pool())
+    .await?;
+    Ok(())
+}
+
+/// One agent of a tenant.
+pub async fn find(
+    store: &Store,
+    tenant_id: &str,
+    id: &str,
+) -> Result<Option<AgentRow>, sqlx::Error> {
+    let row = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM agents WHERE tenant_id = $1 AND id = $2"
+    ))
+    .bind(tenant_id)
+    .bind(id)
+    .fetch_optional(store.pool())
+    .await?;
+    row.as_ref().map(agent).transpose()
+}
+
+/// A tenant's agents, newest first (`actor`: only that actor's).
+pub async fn list(
+    store: &Store,
+    tenant_id: &str,
+    actor: Option<&str>,
+    limit: i64,
+) -> Result<Vec<AgentRow>, sqlx::Error> {
+    let rows = match actor {
+        Some(a) => {
+            sqlx::query(&format!(
+                "SELECT {COLUMNS} FROM agents WHERE tenant_id = $1 AND actor_id = $2 \
+                 ORDER BY created_at DESC, id LIMIT $3"
+            ))
+            .bind(tenant_id)
+            .bind(a)
+            .bind(limit)
+            .fetch_all(store.pool())
+            .await?
+        }
+        None => {
+            sqlx::query(&format!(
+                "SELECT {COLUMNS} FROM agents WHERE tenant_id = $1 ORDER BY created_at DESC, id LIMIT $2"
+            ))
+            .bind(tenant_id)
+            .bind(limit)
+            .fetch_all(store.pool())
+            .await?
+        }
+    };
+    rows.iter().map(agent).collect()
+}
+
+/// The children of an agent, oldest first.
+pub async fn children(store: &Store, parent_id: &str) -> Result<Vec<AgentRow>, sqlx::Error> {
+    let rows = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM agents WHERE parent_id = $1 ORDER BY created_at, id"
+    ))
+    .bind(parent_id)
+    .fetch_all(store.pool())
+    .await?;
+    rows.iter().map(agent).collect()
+}
+
+/// Sets an agent's status.
+pub async fn set_status(
+    store: &Store,
+    id: &str,
+    status: &str,
+    now: i64,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE agents SET status = $1, updated_at = $2 WHERE id = $3")
+        .bind(status)
+        .bind(now)
+        .bind(id)
+        .execute(store.pool())
+        .await?;
+    Ok(())
+}
+
+/// One transcript record.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RecordRow {
+    /// Position from 1.
+    pub seq: i64,
+    /// `message`, `agent_bootstrap` or `launch_prompt`.
+    pub kind: String,
+    /// The turn it belongs to.
+    pub turn_id: Option<String>,
+    /// JSON.
+    pub body: String,
+    /// Epoch ms.
+    pub created_at: i64,
+}
+
+/// Appends records to an agent's transcript (one transaction; positions follow the last).
+pub async fn append(
+    store: &Store,
+    agent_id: &str,
+    records: &[(&str, Option<&str>, String)],
+    now: i64,
+) -> Result<(), sqlx::Error> {
+    let mut tx = store.pool().begin().await?;
+    let (last,): (Option<i64>,) =
+        sqlx::query_as("SELECT MAX(seq) FROM agent_records WHERE agent_id = $1")
+            .bind(agent_id)
+            .fetch_one(&mut *tx)
+            .await?;
+    let mut seq = last.unwrap_or(0);
+    for (kind, turn_id, body) in records {
+        seq += 1;
+        sqlx::query(
+            "INSERT INTO agent_records (agent_id, seq, kind, turn_id, body, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+        .bind(agent_id)
+        .bind(seq)
+        .bind(*kind)
+        .bind(*turn_id)
+        .bind(body.as_str())
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await
+}
+
+/// An agent's whole transcript, in order.
+pub async fn records(store: &Store, agent_id: &str) -> Result<Vec<RecordRow>, sqlx::Error> {
+    let rows = sqlx::query(
+        "SELECT seq, kind, turn_id, body, created_at FROM agent_records WHERE agent_id = $1 ORDER BY seq",
+    )
+    .bind(agent_id)
+    .fetch_all(store.pool())
+    .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(RecordRow {
+                seq: r.try_get("seq")?,
+                kind: r.try_get("kind")?,
+                turn_id: r.try_get("turn_id")?,
+                body: r.try_get("body")?,
+                created_at: r.try_get("created_at")?,
+            })
+        })
+        .collect()
+}
+
+/// A turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TurnRow {
+    /// `trn_…`
+    pub id: String,
+    /// Agent.
+    pub agent_id: String,
+    /// `running`, `completed`, `input_required`, `failed`, `max_turns`.
+    pub status: String,
+    /// Model calls made.
+    pub model_calls: i64,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// Epoch ms.
+    pub started_at: i64,
+    /// Epoch ms.
+    pub ended_at: Option<i64>,
+}
+
+/// Stores a new turn.
+pub async fn insert_turn(store: &Store, t: &TurnRow) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO agent_turns (id, agent_id, status, model_calls, error, started_at, ended_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(&t.id)
+    .bind(&t.agent_id)
+    .bind(&t.status)
+    .bind(t.model_calls)
+    .bind(t.error.as_deref())
+    .bind(t.started_at)
+    .bind(t.ended_at)
+    .execute(store.pool())
+    .await?;
+    Ok(())
+}
+
+/// Records how a turn ended.
+pub async fn finish_turn(
+    store: &Store,
+    id: &str,
+    status: &str,
+    model_calls: i64,
+    error: Option<&str>,
+    now: i64,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE agent_turns SET status = $1, model_calls = $2, error = $3, ended_at = $4 WHERE id = $5",
+    )
+    .bind(status)
+    .bind(model_calls)
+    .bind(error)
+    .bind(now)
+    .bind(id)
+    .execute(store.pool())
+    .await?;
+    Ok(())
+}
+
+/// An agent's turns, oldest first.
+pub async fn turns(store: &Store, agent_id: &str) -> Result<Vec<TurnRow>, sqlx::Error> {
+    let rows = sqlx::query(
+        "SELECT id, agent_id, status, model_calls, error, started_at, ended_at FROM agent_turns \
+         WHERE agent_id = $1 ORDER BY started_at, id",
+    )
+    .bind(agent_id)
+    .fetch_all(store.pool())
+    .await?;
+    rows.iter()
+        .map(|r| {
+            Ok(TurnRow {
+                id: r.try_get("id")?,
+                agent_id: r.try_get("agent_id")?,
+                status: r.try_get("status")?,
+                model_calls: r.try_get("model_calls")?,
+                error: r.try_get("error")?,
+                started_at: r.try_get("started_at")?,
+                ended_at: r.try_get("ended_at")?,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,286 @@
+//! Hosted agents (issue 7, item 2): turns against the scripted model server, every function call
+//! through `process_function_calls` — declared? → execution allowlist → the checks of
+//! `tools/call` with a durable receipt → executed against the real fixture upstream — answered
+//! in call order; and a turn that fails, or runs out of model calls, ends clearly.
+
+use std::time::Duration;
+
+use aperture::agents::model::ModelConfig;
+use engine::scope;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::helpers::{Db, TestApp, error_code};
+use crate::model_fixture::{ScriptedModel, Step};
+
+const ECHO: &str = "mcp__fixture__echo";
+
+async fn app_with_model(base_url: &str) -> TestApp {
+    app_with_model_on(Db::Sqlite, base_url).await.unwrap()
+}
+
+/// `None` when `db` is PostgreSQL and no test database is configured.
+async fn app_with_model_on(db: Db, base_url: &str) -> Option<TestApp> {
+    let base_url = base_url.to_owned();
+    TestApp::spawn_with(db, move |c| {
+        c.model = Some(ModelConfig {
+            base_url,
+            api_key: Some("sk-agents".into()),
+            model: "scripted-1".into(),
+            timeout: Duration::from_secs(10),
+        });
+    })
+    .await
+}
+
+async fn create_agent(app: &TestApp, token: &str, body: Value) -> String {
+    let response = app
+        .client
+        .post(app.api("/agents"))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let agent: Value = response.json().await.unwrap();
+    let id = agent["agent_id"].as_str().unwrap().to_owned();
+    assert!(id.starts_with("agt_"), "{agent}");
+    id
+}
+
+async fn turn(app: &TestApp, token: &str, agent: &str, message: &str) -> (StatusCode, Value) {
+    let response = app
+        .client
+        .post(app.api(&format!("/agents/{agent}/turns")))
+        .bearer_auth(token)
+        .json(&json!({ "message": message }))
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap())
+}
+
+#[tokio::test]
+async fn a_turn_declares_the_manifest_runs_allowed_calls_and_answers_in_call_order() {
+    declares_runs_and_answers_in_order(Db::Sqlite).await;
+}
+
+#[tokio::test]
+async fn a_turn_declares_the_manifest_runs_allowed_calls_and_answers_in_call_order_postgres() {
+    declares_runs_and_answers_in_order(Db::Postgres).await;
+}
+
+async fn declares_runs_and_answers_in_order(db: Db) {
+    let model = ScriptedModel::start(vec![
+        Step::calls(&[
+            ("c1", ECHO, r#"{"text":"hi there"}"#),
+            ("c2", "mcp__fixture__getenv", r#"{"name":"HOME"}"#),
+            ("c3", ECHO, r#"{"text": "#),
+        ]),
+        Step::text("Said hi."),
+    ])
+    .await;
+    let Some(app) = app_with_model_on(db, &model.base_url).await else {
+        return;
+    };
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[ECHO]).await;
+    let agent_token = app.token("default", "helper-bot", &[scope::RUN]).await;
+    let agent = create_agent(
+        &app,
+        &agent_token,
+        json!({"system_instruction": "Be brief.", "max_turns": 4}),
+    )
+    .await;
+
+    let (status, turned) = turn(&app, &agent_token, &agent, "Say hi.").await;
+    assert_eq!(status, StatusCode::OK, "{turned}");
+    assert_eq!(turned["status"], "completed", "{turned}");
+    assert_eq!(turned["model_calls"], 2);
+    let turn_id = turned["turn_id"].as_str().unwrap();
+    let events = turned["events"].as_array().unwrap();
+    let results: Vec<(&str, &str)> = events
+        .iter()
+        .filter(|e| e["type"] == "tool_result")
+        .map(|e| {
+            (
+                e["tool_call_id"].as_str().unwrap(),
+                e["outcome"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    // In call order: executed against the upstream, not declared (the policy hides getenv),
+    // and refused by the decision (arguments that are not JSON) with a receipt.
+    assert_eq!(
+        results,
+        [("c1", "executed"), ("c2", "not_declared"), ("c3", "denied")]
+    );
+    let result = |id: &str| {
+        events
+            .iter()
+            .find(|e| e["type"] == "tool_result" && e["tool_call_id"] == id)
+            .unwrap()
+    };
+    assert_eq!(result("c1")["content"], "hi there");
+    assert_eq!(
+        result("c2")["content"],
+        "Error: tool \"mcp__fixture__getenv\" not found."
+    );
+    assert!(result("c2")["receipt_id"].is_null(), "never authorized");
+    assert!(
+        result("c3")["receipt_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("rcp_")
+    );
+    assert_eq!(events.last().unwrap()["status"], "completed");
+
+    // What the model was sent: the manifest's declarations, the same on both requests, and
+    // the answers in call order after the assistant's calls.
+    let sent = model.requests();
+    assert_eq!(sent.len(), 2);
+    assert_eq!(sent[0].authorization.as_deref(), Some("Bearer sk-agents"));
+    let first = sent[0].json();
+    assert_eq!(
+        first["messages"],
+        json!([
+            {"role": "system", "content": "Be brief."},
+            {"role": "user", "content": "Say hi."}
+        ])
+    );
+    let names: Vec<&str> = first["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, [ECHO]);
+    assert_eq!(
+        first["tools"][0]["function"]["parameters"]["properties"]["text"]["type"],
+        "string"
+    );
+    let second = sent[1].json();
+    assert_eq!(second["tools"], first["tools"]);
+    let tail: Vec<(&str, &str)> = second["messages"].as_array().unwrap()[3..]
+        .iter()
+        .map(|m| {
+            (
+                m["role"].as_str().unwrap(),
+                m["tool_call_id"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(tail, [("tool", "c1"), ("tool", "c2"), ("tool", "c3")]);
+    assert_eq!(second["messages"][3]["content"], "hi there");
+
+    // The calls' receipts name the agent as session and carry the turn.
+    let receipts: Value = app
+        .client
+        .get(app.api(&format!(
+            "/receipts?session_id={agent}&decision=allow&tool={ECHO}"
+        )))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let found = receipts["receipts"].as_array().unwrap();
+    assert!(!found.is_empty(), "{receipts}");
+    assert!(found.iter().all(|r| r["turn_id"] == turn_id), "{receipts}");
+
+    // The transcript and the turn are stored; the agent is idle again.
+    let shown: Value = app
+        .client
+        .get(app.api(&format!("/agents/{agent}")))
+        .bearer_auth(&agent_token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(shown["agent"]["status"], "idle");
+    assert_eq!(shown["transcript"].as_array().unwrap().len(), 6, "{shown}");
+    assert_eq!(shown["turns"][0]["status"], "completed");
+}
+
+#[tokio::test]
+async fn turns_end_clearly_when_the_model_is_down_loops_or_is_missing() {
+    // A model that only ever calls tools: the turn stops at max_turns model calls.
+    let model = ScriptedModel::start(
+        (0..2)
+            .map(|i| Step::calls(&[(&*format!("c{i}"), ECHO, r#"{"text":"again"}"#)]))
+            .collect(),
+    )
+    .await;
+    let app = app_with_model(&model.base_url).await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[ECHO]).await;
+    let bot = app.token("default", "looper", &[scope::RUN]).await;
+    let agent = create_agent(&app, &bot, json!({"max_turns": 2})).await;
+    let (_, looped) = turn(&app, &bot, &agent, "Go.").await;
+    assert_eq!(looped["status"], "max_turns", "{looped}");
+    assert_eq!(looped["model_calls"], 2);
+    assert_eq!(model.requests().len(), 2);
+
+    // The model server goes away (the script is used up → 500, then nothing listens).
+    let (_, failed) = turn(&app, &bot, &agent, "Again.").await;
+    assert_eq!(failed["status"], "failed", "{failed}");
+    let error = failed["events"].as_array().unwrap().last().unwrap()["error"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(error.contains("answered 500"), "{error}");
+    // The agent can take the next turn.
+    let shown: Value = app
+        .client
+        .get(app.api(&format!("/agents/{agent}")))
+        .bearer_auth(&bot)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(shown["agent"]["status"], "idle");
+
+    // Bad input and no model configured are refused with clear errors.
+    let response = app
+        .client
+        .post(app.api("/agents"))
+        .bearer_auth(&bot)
+        .json(&json!({"max_turns": 0, "environment": "Not An Env"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let body: Value = response.json().await.unwrap();
+    let paths: Vec<&str> = body["error"]["details"]["fields"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["environment", "max_turns"]);
+
+    let bare = TestApp::spawn().await;
+    let bot = bare.token("default", "bot", &[scope::RUN]).await;
+    let agent = create_agent(&bare, &bot, json!({})).await;
+    let response = bare
+        .client
+        .post(bare.api(&format!("/agents/{agent}/turns")))
+        .bearer_auth(&bot)
+        .json(&json!({"message": "hi"}))
+        .send()
+        .await
+        .unwrap();
+    let (status, code) = error_code(response).await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
+    );
+}
