@@ -37,6 +37,7 @@ CREATE TABLE agent_turns (
     id           TEXT PRIMARY KEY,                  -- trn_…
     agent_id     TEXT NOT NULL,
     status       TEXT NOT NULL,                     -- running | completed | input_required | failed | max_turns
+    token_id     TEXT,                              -- the caller's token: a continued turn runs as it
     model_calls  INTEGER NOT NULL,
     error        TEXT,
     started_at   INTEGER NOT NULL,

@@ -48,6 +48,8 @@ pub struct Application {
     bootstrap: Bootstrap,
     worker: crate::invocations::Worker,
     chain: Arc<crate::journal::watch::ChainWatch>,
+    /// For the hosted-agent resumer (continues turns whose parked calls were decided).
+    state: AppState,
 }
 
 impl Application {
@@ -114,6 +116,7 @@ impl Application {
             },
         };
         let chain = state.chain.clone();
+        let resumer_state = state.clone();
         let worker = crate::invocations::Worker::new(
             state.store.clone(),
             state.journal.clone(),
@@ -129,6 +132,7 @@ impl Application {
             bootstrap,
             worker,
             chain,
+            state: resumer_state,
         })
     }
 
@@ -157,6 +161,7 @@ impl Application {
         // Released, expired and interrupted invocations are handled here, with no request.
         let worker = tokio::spawn(self.worker.run());
         let chain = tokio::spawn(self.chain.run());
+        let resumer = tokio::spawn(crate::agents::runtime::run_resumer(self.state));
         // Pages stream in several small writes; with Nagle's algorithm on, each write after the
         // first waits for the client's delayed ACK (40 ms on Linux).
         use axum::serve::ListenerExt as _;
@@ -171,6 +176,7 @@ impl Application {
         cleanup.abort();
         worker.abort();
         chain.abort();
+        resumer.abort();
         served.context("serving HTTP")
     }
 }

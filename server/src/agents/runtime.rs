@@ -436,12 +436,13 @@ pub async fn process_function_calls(
     grant: &Grant,
     tools: &ToolConfig,
     turn_id: &str,
+    model_call: i64,
     calls: &[ToolCall],
 ) -> Result<Vec<Response>, ServiceError> {
     let declared = tools.declared();
     let cx = state.call_context();
     let mut out = Vec::with_capacity(calls.len());
-    for call in calls {
+    for (index, call) in calls.iter().enumerate() {
         let name = call.function.name.as_str();
         if !declared.contains(name) {
             out.push(Response {
@@ -486,7 +487,9 @@ pub async fn process_function_calls(
                     expected_schema_hash: entry.map(|e| e.schema_hash.clone()),
                     actor_id: None,
                     turn_id: Some(turn_id.to_owned()),
-                    invocation_id: None,
+                    // Binds the call as an invocation the turn can find again when a parked
+                    // call is decided (and makes a repeated call return the same outcome).
+                    invocation_id: Some(invocation_key(turn_id, model_call, index)),
                     confirmation_token: None,
                 },
             },
@@ -516,6 +519,11 @@ pub async fn process_function_calls(
         });
     }
     Ok(out)
+}
+
+/// The `_meta.invocation_id` of call `index` of the `model_call`-th answer of a turn.
+fn invocation_key(turn_id: &str, model_call: i64, index: usize) -> String {
+    format!("{turn_id}/{model_call}/{index}")
 }
 
 /// The conversation so far, as the model sees it.
@@ -598,6 +606,10 @@ pub async fn run_turn(
             status: "running".into(),
             model_calls: 0,
             error: None,
+            token_id: match &principal.kind {
+                crate::auth::PrincipalKind::Token { token_id, .. } => Some(token_id.clone()),
+                _ => None,
+            },
             started_at: now,
             ended_at: None,
         },
@@ -610,18 +622,52 @@ pub async fn run_turn(
     let mut events = vec![Event::User {
         content: request.message,
     }];
-    let outcome = drive(
-        state,
-        model,
-        principal,
-        &agent,
-        &grant,
-        &tools,
-        &turn_id,
-        user,
-        &mut events,
+    let outcome = match store::agents::append(
+        &state.store,
+        &agent.id,
+        &[(
+            "message",
+            Some(turn_id.as_str()),
+            serde_json::to_string(&user).unwrap_or_default(),
+        )],
+        store::now_ms(),
     )
-    .await;
+    .await
+    {
+        Ok(()) => {
+            model_loop(
+                state,
+                model,
+                principal,
+                &agent,
+                &grant,
+                &tools,
+                &turn_id,
+                0,
+                &mut events,
+            )
+            .await
+        }
+        Err(e) => Err((0, format!("the store failed: {e}"))),
+    };
+    let (status, model_calls) = finish(state, &agent, &turn_id, outcome, &mut events).await?;
+    Ok(TurnView {
+        turn_id,
+        agent_id: agent.id,
+        status,
+        model_calls,
+        events,
+    })
+}
+
+/// Records how a turn ended and what the agent does next; returns the status and model calls.
+async fn finish(
+    state: &AppState,
+    agent: &AgentRow,
+    turn_id: &str,
+    outcome: Result<(&'static str, i64), (i64, String)>,
+    events: &mut Vec<Event>,
+) -> Result<(String, i64), ServiceError> {
     let (status, model_calls, error) = match outcome {
         Ok((status, calls)) => (status, calls, None),
         Err((calls, e)) => ("failed", calls, Some(e)),
@@ -629,7 +675,7 @@ pub async fn run_turn(
     let now = store::now_ms();
     store::agents::finish_turn(
         &state.store,
-        &turn_id,
+        turn_id,
         status,
         model_calls,
         error.as_deref(),
@@ -642,23 +688,21 @@ pub async fn run_turn(
         "idle"
     };
     store::agents::set_status(&state.store, &agent.id, agent_status, now).await?;
+    if let Some(e) = &error {
+        tracing::warn!(agent = %agent.id, turn = %turn_id, error = %e, "an agent turn failed");
+    }
     events.push(Event::TurnEnd {
         status: status.to_owned(),
         error,
     });
-    Ok(TurnView {
-        turn_id,
-        agent_id: agent.id,
-        status: status.to_owned(),
-        model_calls,
-        events,
-    })
+    Ok((status.to_owned(), model_calls))
 }
 
-/// The model loop of a turn. `Ok((status, model calls))`, or `Err((model calls, why))` when the
-/// model server or the store failed (the turn fails; what was recorded stays).
+/// The model loop of a turn, from `calls` model calls already made. `Ok((status, model
+/// calls))`, or `Err((model calls, why))` when the model server or the store failed (the turn
+/// fails; what was recorded stays).
 #[allow(clippy::too_many_arguments, reason = "the turn's parts, passed once")]
-async fn drive(
+async fn model_loop(
     state: &AppState,
     model: &ModelClient,
     principal: &Principal,
@@ -666,20 +710,11 @@ async fn drive(
     grant: &Grant,
     tools: &ToolConfig,
     turn_id: &str,
-    user: Message,
+    mut calls: i64,
     events: &mut Vec<Event>,
 ) -> Result<(&'static str, i64), (i64, String)> {
     let store_error = |calls: i64| move |e: sqlx::Error| (calls, format!("the store failed: {e}"));
     let record = |m: &Message| serde_json::to_string(m).unwrap_or_default();
-    store::agents::append(
-        &state.store,
-        &agent.id,
-        &[("message", Some(turn_id), record(&user))],
-        store::now_ms(),
-    )
-    .await
-    .map_err(store_error(0))?;
-    let mut calls = 0;
     while calls < agent.max_turns {
         let records = store::agents::records(&state.store, &agent.id)
             .await
@@ -713,13 +748,24 @@ async fn drive(
             return Ok(("completed", calls));
         }
         let responses =
-            process_function_calls(state, principal, grant, tools, turn_id, &tool_calls)
+            process_function_calls(state, principal, grant, tools, turn_id, calls, &tool_calls)
                 .await
-                .map_err(|e| (calls, format!("{:?}", e.into_app_error())))?;
+                .map_err(|e| (calls, e.into_app_error().message))?;
         let mut parked = false;
         let mut records = Vec::new();
         for r in &responses {
-            parked |= r.outcome == "parked";
+            events.push(Event::ToolResult {
+                tool_call_id: r.call.id.clone(),
+                name: r.call.function.name.clone(),
+                outcome: r.outcome.to_owned(),
+                receipt_id: r.receipt_id.clone(),
+                content: r.content.clone(),
+            });
+            if r.outcome == "parked" {
+                // Answered when it is decided (`resume`), with its real outcome.
+                parked = true;
+                continue;
+            }
             records.push((
                 "message",
                 Some(turn_id),
@@ -728,13 +774,6 @@ async fn drive(
                     content: r.content.clone(),
                 }),
             ));
-            events.push(Event::ToolResult {
-                tool_call_id: r.call.id.clone(),
-                name: r.call.function.name.clone(),
-                outcome: r.outcome.to_owned(),
-                receipt_id: r.receipt_id.clone(),
-                content: r.content.clone(),
-            });
         }
         store::agents::append(&state.store, &agent.id, &records, store::now_ms())
             .await
@@ -744,4 +783,228 @@ async fn drive(
         }
     }
     Ok(("max_turns", calls))
+}
+
+/// Invocation statuses after which nothing more happens.
+const FINAL: [&str; 4] = ["completed", "rejected", "expired", "invalidated"];
+
+/// Who a continued turn runs as: the turn's caller as they are now (a revoked or expired token,
+/// or a deleted user, ends the turn).
+async fn turn_principal(
+    state: &AppState,
+    agent: &AgentRow,
+    turn: &store::agents::TurnRow,
+) -> Result<Principal, String> {
+    let gone = "the caller's credentials were revoked or expired; the turn cannot continue";
+    match &turn.token_id {
+        Some(token_id) => {
+            let token = store::tokens::find(&state.store, &agent.tenant_id, token_id)
+                .await
+                .map_err(|e| format!("the store failed: {e}"))?
+                .filter(|t| {
+                    t.revoked_at.is_none()
+                        && t.expires_at.is_none_or(|at| at > store::now_ms())
+                        && t.actor_id == agent.actor_id
+                })
+                .ok_or(gone)?;
+            Ok(Principal {
+                tenant_id: agent.tenant_id.clone(),
+                actor_id: token.actor_id,
+                scopes: engine::scope::ScopeSet::parse(&token.scopes).map_err(|e| e.to_string())?,
+                kind: crate::auth::PrincipalKind::Token {
+                    token_id: token.id,
+                    created_by: token.created_by,
+                },
+                read_at: None,
+            })
+        }
+        None => {
+            let user = store::users::find(&state.store, &agent.tenant_id, &agent.actor_id)
+                .await
+                .map_err(|e| format!("the store failed: {e}"))?
+                .ok_or(gone)?;
+            Ok(Principal {
+                tenant_id: agent.tenant_id.clone(),
+                actor_id: user.username,
+                scopes: engine::scope::ScopeSet::parse(&user.scopes).map_err(|e| e.to_string())?,
+                kind: crate::auth::PrincipalKind::User,
+                read_at: None,
+            })
+        }
+    }
+}
+
+/// Continues `agent`'s turn once every parked call of it is decided: each gets its real
+/// outcome (the upstream's result, or the durable `approval_rejected` / expiry result) as its
+/// answer, in call order, and the model loop goes on. `Ok(false)` while something still waits
+/// (or another node took the agent first).
+pub async fn resume(state: &AppState, agent: AgentRow) -> Result<bool, ServiceError> {
+    let turns = store::agents::turns(&state.store, &agent.id).await?;
+    let Some(turn) = turns
+        .last()
+        .filter(|t| t.status == "input_required")
+        .cloned()
+    else {
+        // Nothing to continue: the agent is free again.
+        store::agents::transition(
+            &state.store,
+            &agent.id,
+            "input_required",
+            "idle",
+            store::now_ms(),
+        )
+        .await?;
+        return Ok(false);
+    };
+    let records = store::agents::records(&state.store, &agent.id).await?;
+    let messages: Vec<Message> = records
+        .iter()
+        .filter_map(|r| serde_json::from_str::<Message>(&r.body).ok())
+        .collect();
+    let Some(last) = messages.iter().rposition(
+        |m| matches!(m, Message::Assistant { tool_calls, .. } if !tool_calls.is_empty()),
+    ) else {
+        return Ok(false);
+    };
+    let Message::Assistant { tool_calls, .. } = &messages[last] else {
+        return Ok(false);
+    };
+    let answered: HashSet<&str> = messages[last + 1..]
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    let invocations =
+        store::invocations::by_turn(&state.store, &agent.tenant_id, &agent.id, &turn.id).await?;
+    let mut answers = Vec::new();
+    for (index, call) in tool_calls.iter().enumerate() {
+        if answered.contains(call.id.as_str()) {
+            continue;
+        }
+        let key = invocation_key(&turn.id, turn.model_calls, index);
+        let Some(inv) = invocations
+            .iter()
+            .find(|i| i.client_key.as_deref() == Some(key.as_str()))
+        else {
+            answers.push((
+                call.clone(),
+                "Error: this call's invocation is missing.".to_owned(),
+            ));
+            continue;
+        };
+        if !FINAL.contains(&inv.status.as_str()) {
+            return Ok(false);
+        }
+        let result: Value = inv
+            .result
+            .as_deref()
+            .and_then(|r| serde_json::from_str(r).ok())
+            .unwrap_or(Value::Null);
+        let text = result_text(&result);
+        let content = if result.get("isError").and_then(Value::as_bool) == Some(true) {
+            format!("Error: {text}")
+        } else {
+            text
+        };
+        answers.push((call.clone(), content));
+    }
+    let now = store::now_ms();
+    if !store::agents::transition(&state.store, &agent.id, "input_required", "running", now).await?
+    {
+        return Ok(false);
+    }
+    let records: Vec<(&str, Option<&str>, String)> = answers
+        .iter()
+        .map(|(call, content)| {
+            (
+                "message",
+                Some(turn.id.as_str()),
+                serde_json::to_string(&Message::Tool {
+                    tool_call_id: call.id.clone(),
+                    content: content.clone(),
+                })
+                .unwrap_or_default(),
+            )
+        })
+        .collect();
+    store::agents::append(&state.store, &agent.id, &records, now).await?;
+    let mut events: Vec<Event> = answers
+        .iter()
+        .map(|(call, content)| Event::ToolResult {
+            tool_call_id: call.id.clone(),
+            name: call.function.name.clone(),
+            outcome: "decided".into(),
+            receipt_id: None,
+            content: content.clone(),
+        })
+        .collect();
+    let outcome = async {
+        let principal = turn_principal(state, &agent, &turn)
+            .await
+            .map_err(|e| (turn.model_calls, e))?;
+        let model = state.model.clone().ok_or_else(|| {
+            (
+                turn.model_calls,
+                super::model::ModelError::NotConfigured.to_string(),
+            )
+        })?;
+        let session = store::exposure::find_session(&state.store, &agent.tenant_id, &agent.id)
+            .await
+            .map_err(|e| (turn.model_calls, format!("the store failed: {e}")))?
+            .ok_or((turn.model_calls, "the agent's session is gone".to_owned()))?;
+        let grant = exposure::grant(
+            &state.store,
+            &state.journal,
+            &state.validators,
+            &principal,
+            session,
+        )
+        .await
+        .map_err(|e| (turn.model_calls, e.into_app_error().message))?;
+        let allowlist = agent
+            .execution_allowed_tools
+            .as_deref()
+            .and_then(|s| serde_json::from_str::<Vec<String>>(s).ok())
+            .map(|entries| ExecutionAllowlist::parse(&entries))
+            .transpose()
+            .map_err(|e| (turn.model_calls, format!("stored fork_tools: {e}")))?;
+        let tools = ToolConfig::prepare(&grant, allowlist);
+        model_loop(
+            state,
+            &model,
+            &principal,
+            &agent,
+            &grant,
+            &tools,
+            &turn.id,
+            turn.model_calls,
+            &mut events,
+        )
+        .await
+    }
+    .await;
+    let (status, _) = finish(state, &agent, &turn.id, outcome, &mut events).await?;
+    tracing::info!(agent = %agent.id, turn = %turn.id, status = %status, "a parked turn continued");
+    Ok(true)
+}
+
+/// Continues every turn whose parked calls are all decided; runs forever (spawned by the
+/// server). One agent's failure does not stop the others.
+pub async fn run_resumer(state: AppState) {
+    loop {
+        match store::agents::waiting(&state.store).await {
+            Ok(agents) => {
+                for agent in agents {
+                    let id = agent.id.clone();
+                    if let Err(e) = resume(&state, agent).await {
+                        tracing::warn!(agent = %id, error = ?e.into_app_error(), "continuing a parked turn");
+                    }
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "listing agents waiting for a decision"),
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
 }

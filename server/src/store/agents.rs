@@ -232,6 +232,8 @@ pub struct TurnRow {
     pub model_calls: i64,
     /// Why it failed.
     pub error: Option<String>,
+    /// The caller's token (`None`: a dashboard user); a continued turn runs as it.
+    pub token_id: Option<String>,
     /// Epoch ms.
     pub started_at: i64,
     /// Epoch ms.
@@ -241,14 +243,15 @@ pub struct TurnRow {
 /// Stores a new turn.
 pub async fn insert_turn(store: &Store, t: &TurnRow) -> Result<(), sqlx::Error> {
     sqlx::query(
-        "INSERT INTO agent_turns (id, agent_id, status, model_calls, error, started_at, ended_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        "INSERT INTO agent_turns (id, agent_id, status, model_calls, error, token_id, started_at, ended_at) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
     )
     .bind(&t.id)
     .bind(&t.agent_id)
     .bind(&t.status)
     .bind(t.model_calls)
     .bind(t.error.as_deref())
+    .bind(t.token_id.as_deref())
     .bind(t.started_at)
     .bind(t.ended_at)
     .execute(store.pool())
@@ -281,7 +284,7 @@ pub async fn finish_turn(
 /// An agent's turns, oldest first.
 pub async fn turns(store: &Store, agent_id: &str) -> Result<Vec<TurnRow>, sqlx::Error> {
     let rows = sqlx::query(
-        "SELECT id, agent_id, status, model_calls, error, started_at, ended_at FROM agent_turns \
+        "SELECT id, agent_id, status, model_calls, error, token_id, started_at, ended_at FROM agent_turns \
          WHERE agent_id = $1 ORDER BY started_at, id",
     )
     .bind(agent_id)
@@ -295,9 +298,40 @@ pub async fn turns(store: &Store, agent_id: &str) -> Result<Vec<TurnRow>, sqlx::
                 status: r.try_get("status")?,
                 model_calls: r.try_get("model_calls")?,
                 error: r.try_get("error")?,
+                token_id: r.try_get("token_id")?,
                 started_at: r.try_get("started_at")?,
                 ended_at: r.try_get("ended_at")?,
             })
         })
         .collect()
+}
+
+/// Agents of every tenant waiting for a parked call of their last turn to be decided.
+pub async fn waiting(store: &Store) -> Result<Vec<AgentRow>, sqlx::Error> {
+    let rows = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM agents WHERE status = 'input_required' ORDER BY updated_at, id LIMIT 100"
+    ))
+    .fetch_all(store.pool())
+    .await?;
+    rows.iter().map(agent).collect()
+}
+
+/// Moves an agent from status `from` to `to`; `Ok(false)` when it was not in `from` (another
+/// node took it first).
+pub async fn transition(
+    store: &Store,
+    id: &str,
+    from: &str,
+    to: &str,
+    now: i64,
+) -> Result<bool, sqlx::Error> {
+    let done =
+        sqlx::query("UPDATE agents SET status = $1, updated_at = $2 WHERE id = $3 AND status = $4")
+            .bind(to)
+            .bind(now)
+            .bind(id)
+            .bind(from)
+            .execute(store.pool())
+            .await?;
+    Ok(done.rows_affected() == 1)
 }

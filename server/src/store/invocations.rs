@@ -219,6 +219,25 @@ pub async fn list(
     rows.iter().map(from_row).collect()
 }
 
+/// The invocations bound in one hosted-agent turn, oldest first.
+pub async fn by_turn(
+    store: &Store,
+    tenant_id: &str,
+    session_id: &str,
+    turn_id: &str,
+) -> Result<Vec<InvocationRow>, sqlx::Error> {
+    let rows = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM invocations WHERE tenant_id = $1 AND session_id = $2 AND turn_id = $3 \
+         ORDER BY created_at, id"
+    ))
+    .bind(tenant_id)
+    .bind(session_id)
+    .bind(turn_id)
+    .fetch_all(store.pool())
+    .await?;
+    rows.iter().map(from_row).collect()
+}
+
 /// What a status change also writes.
 #[derive(Debug, Default)]
 pub struct Change<'a> {

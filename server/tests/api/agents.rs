@@ -284,3 +284,156 @@ async fn turns_end_clearly_when_the_model_is_down_loops_or_is_missing() {
         (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
     );
 }
+
+/// Issue 7: "A parked call ends the turn as `input_required`; after the approver acts, the
+/// runtime continues the turn without anyone calling again, and a rejection reaches the model
+/// as a durable, protocol-valid tool result it can explain."
+#[tokio::test]
+async fn a_parked_turn_continues_by_itself_once_its_calls_are_decided() {
+    let model = ScriptedModel::start(vec![
+        Step::calls(&[
+            ("c1", ECHO, r#"{"text":"approved words"}"#),
+            ("c2", ECHO, r#"{"text":"rejected words"}"#),
+        ]),
+        Step::text("One echo ran; a person rejected the other."),
+    ])
+    .await;
+    let app = app_with_model(&model.base_url).await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[ECHO]).await;
+    let policy = app
+        .client
+        .put(app.api("/policies/agents-approve"))
+        .bearer_auth(&admin)
+        .json(&json!({"rules": [{"id": "echo-needs-a-person", "match": {"name": ECHO}, "mode": "approval_required"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(policy.status(), StatusCode::OK);
+    let activated = app
+        .client
+        .post(app.api("/policies/agents-approve:activate"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(activated.status(), StatusCode::OK);
+    let bot = app.token("default", "parked-bot", &[scope::RUN]).await;
+    let agent = create_agent(&app, &bot, json!({"max_turns": 3})).await;
+
+    let (_, parked) = turn(&app, &bot, &agent, "Echo two things.").await;
+    assert_eq!(parked["status"], "input_required", "{parked}");
+    assert_eq!(model.requests().len(), 1);
+    // Busy: no other turn starts while it waits.
+    let (status, _) = turn(&app, &bot, &agent, "Hello?").await;
+    assert_eq!(status, StatusCode::CONFLICT);
+
+    let listed: Value = app
+        .client
+        .get(app.api("/invocations?status=input_required"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let waiting: Vec<&Value> = listed["invocations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["session_id"] == agent.as_str())
+        .collect();
+    assert_eq!(waiting.len(), 2, "{listed}");
+    let by_text = |t: &str| {
+        *waiting
+            .iter()
+            .find(|i| i["arguments"]["text"] == t)
+            .unwrap()
+    };
+    let approve = by_text("approved words");
+    let reject = by_text("rejected words");
+    let approved = app
+        .client
+        .post(app.api(&format!(
+            "/invocations/{}:approve",
+            approve["invocation_id"].as_str().unwrap()
+        )))
+        .bearer_auth(&admin)
+        .json(&json!({"args_hash": approve["args_hash"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(approved.status(), StatusCode::OK);
+    let rejected = app
+        .client
+        .post(app.api(&format!(
+            "/invocations/{}:reject",
+            reject["invocation_id"].as_str().unwrap()
+        )))
+        .bearer_auth(&admin)
+        .json(&json!({"comment": "not this one"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rejected.status(), StatusCode::OK);
+
+    // Nobody calls again: the runtime continues the turn once both are decided.
+    let mut shown = Value::Null;
+    for _ in 0..150 {
+        shown = app
+            .client
+            .get(app.api(&format!("/agents/{agent}")))
+            .bearer_auth(&bot)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if shown["agent"]["status"] == "idle" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(shown["agent"]["status"], "idle", "{shown}");
+    assert_eq!(shown["turns"][0]["status"], "completed", "{shown}");
+    assert_eq!(shown["turns"][0]["model_calls"], 2);
+
+    // The model got both outcomes, in call order: the upstream's real result and the rejection.
+    let sent = model.requests();
+    assert_eq!(sent.len(), 2);
+    let second = sent[1].json();
+    let messages = second["messages"].as_array().unwrap();
+    let tools: Vec<(&str, &str)> = messages
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap(),
+                m["content"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(tools.len(), 2, "{second}");
+    assert_eq!(tools[0], ("c1", "approved words"));
+    assert_eq!(tools[1].0, "c2");
+    assert!(
+        tools[1]
+            .1
+            .starts_with("Error: An approver rejected this call; nothing ran.")
+            && tools[1].1.contains("not this one"),
+        "{}",
+        tools[1].1
+    );
+    let last = shown["transcript"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        last["body"]["content"],
+        "One echo ran; a person rejected the other."
+    );
+}
