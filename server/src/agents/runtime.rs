@@ -330,6 +330,33 @@ pub async fn get(state: &AppState, principal: &Principal, id: &str) -> Result<Va
     }))
 }
 
+/// The built-in tool that starts sub-agents.
+pub const AGENT_TOOL: &str = "agent";
+
+/// The `agent` tool's declaration (CONTRACT §12).
+pub fn agent_declaration() -> ToolDeclaration {
+    ToolDeclaration::function(
+        AGENT_TOOL,
+        Some(
+            "Start a sub-agent. subagent_type \"fork\" continues from your conversation with your \
+             tools (fork_tools narrows which of them it may execute); \"general-purpose\" starts \
+             from a fresh context with only the prompt. Returns the sub-agent's final answer.",
+        ),
+        json!({
+            "type": "object",
+            "properties": {
+                "subagent_type": {"type": "string", "enum": ["fork", "general-purpose"]},
+                "prompt": {"type": "string", "description": "The task."},
+                "name": {"type": "string", "description": "A teammate's name."},
+                "fork_tools": {"type": "array", "items": {"type": "string"},
+                    "description": "Tools the fork may execute (exact names or MCP patterns); [] allows none."},
+                "run_in_background": {"type": "boolean"}
+            },
+            "required": ["subagent_type", "prompt"]
+        }),
+    )
+}
+
 /// What a turn declares and may execute.
 #[derive(Debug, Clone)]
 pub struct ToolConfig {
@@ -361,6 +388,8 @@ impl ToolConfig {
             };
             identities.push((a.name.clone(), raw));
         }
+        declarations.push(agent_declaration());
+        identities.push((AGENT_TOOL.to_owned(), None));
         Self {
             declarations,
             identities,
@@ -430,9 +459,13 @@ fn result_text(result: &Value) -> String {
 /// is not declared, or not allowed by the execution allowlist, gets one synthetic error
 /// response with its id and name and is never authorized, constructed or executed; the rest of
 /// the batch continues.
+#[allow(clippy::too_many_arguments, reason = "the turn's parts, passed once")]
 pub async fn process_function_calls(
     state: &AppState,
+    model: &ModelClient,
     principal: &Principal,
+    agent: &AgentRow,
+    prefix: &[Message],
     grant: &Grant,
     tools: &ToolConfig,
     turn_id: &str,
@@ -464,6 +497,34 @@ pub async fn process_function_calls(
                 outcome: "execution_allowlist",
                 receipt_id: None,
                 content: message,
+            });
+            continue;
+        }
+        if name == AGENT_TOOL {
+            // The guard is authoritative: a fork never starts a sub-agent, whatever its
+            // declarations show.
+            let (outcome, content) = if agent.parent_id.is_some() {
+                (
+                    "denied",
+                    "Error: a sub-agent cannot start sub-agents; do the work yourself.".to_owned(),
+                )
+            } else {
+                run_subagent(
+                    state,
+                    model,
+                    principal,
+                    agent,
+                    prefix,
+                    tools,
+                    &call.function.arguments,
+                )
+                .await?
+            };
+            out.push(Response {
+                call: call.clone(),
+                outcome,
+                receipt_id: None,
+                content,
             });
             continue;
         }
@@ -532,7 +593,11 @@ fn conversation(agent: &AgentRow, records: &[store::agents::RecordRow]) -> Vec<M
         content: agent.system_instruction.clone(),
     }];
     for r in records {
-        if let Ok(m) = serde_json::from_str::<Message>(&r.body) {
+        if r.kind == "agent_bootstrap" {
+            if let Ok(inherited) = serde_json::from_str::<Vec<Message>>(&r.body) {
+                messages.extend(inherited);
+            }
+        } else if let Ok(m) = serde_json::from_str::<Message>(&r.body) {
             messages.push(m);
         }
     }
@@ -747,10 +812,20 @@ async fn model_loop(
         if tool_calls.is_empty() {
             return Ok(("completed", calls));
         }
-        let responses =
-            process_function_calls(state, principal, grant, tools, turn_id, calls, &tool_calls)
-                .await
-                .map_err(|e| (calls, e.into_app_error().message))?;
+        let responses = process_function_calls(
+            state,
+            model,
+            principal,
+            agent,
+            &messages[1..],
+            grant,
+            tools,
+            turn_id,
+            calls,
+            &tool_calls,
+        )
+        .await
+        .map_err(|e| (calls, e.into_app_error().message))?;
         let mut parked = false;
         let mut records = Vec::new();
         for r in &responses {
@@ -783,6 +858,220 @@ async fn model_loop(
         }
     }
     Ok(("max_turns", calls))
+}
+
+/// What running a sub-agent resolves to: the outcome and the text the calling model reads.
+type SubagentFuture<'a> = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<(&'static str, String), ServiceError>> + Send + 'a>,
+>;
+
+/// The arguments of an `agent` call.
+#[derive(Debug, Deserialize)]
+struct AgentCall {
+    subagent_type: Option<String>,
+    prompt: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    fork_tools: Option<Vec<String>>,
+    #[serde(default)]
+    run_in_background: bool,
+}
+
+/// Runs the sub-agent an `agent` call asks for, in the foreground, and returns the response the
+/// calling model reads: the sub-agent's final answer, or a validation error.
+///
+/// A fork gets the parent's system instruction, the conversation the parent sent in this model
+/// call (the `agent_bootstrap` record) and the parent's declarations, byte for byte; the task,
+/// with the restriction notice after it, is its launch prompt (a separate record). Its
+/// execution is narrowed by `fork_tools` (the AgentMeta sidecar, also kept on its exposure
+/// session). A `general-purpose` sub-agent starts from the prompt alone.
+fn run_subagent<'a>(
+    state: &'a AppState,
+    model: &'a ModelClient,
+    principal: &'a Principal,
+    parent: &'a AgentRow,
+    prefix: &'a [Message],
+    parent_tools: &'a ToolConfig,
+    arguments: &'a str,
+) -> SubagentFuture<'a> {
+    // Boxed: a sub-agent's model loop calls back into `process_function_calls`.
+    Box::pin(subagent(
+        state,
+        model,
+        principal,
+        parent,
+        prefix,
+        parent_tools,
+        arguments,
+    ))
+}
+
+async fn subagent(
+    state: &AppState,
+    model: &ModelClient,
+    principal: &Principal,
+    parent: &AgentRow,
+    prefix: &[Message],
+    parent_tools: &ToolConfig,
+    arguments: &str,
+) -> Result<(&'static str, String), ServiceError> {
+    let invalid = |m: String| Ok(("denied", format!("Error: {m}")));
+    let call: AgentCall = match serde_json::from_str(arguments) {
+        Ok(c) => c,
+        Err(e) => return invalid(format!("the agent tool's arguments are invalid: {e}")),
+    };
+    let allowlist = match engine::fork::validate_agent_call(
+        call.subagent_type.as_deref(),
+        call.name.as_deref(),
+        call.fork_tools.as_deref(),
+    ) {
+        Ok(a) => a,
+        Err(e) => return invalid(e.to_string()),
+    };
+    let fork = match call.subagent_type.as_deref() {
+        Some(engine::fork::FORK_SUBAGENT_TYPE) => true,
+        Some("general-purpose") => false,
+        other => {
+            return invalid(format!(
+                "subagent_type must be \"fork\" or \"general-purpose\", not {}",
+                other.map_or("missing".to_owned(), |o| format!("{o:?}"))
+            ));
+        }
+    };
+    let Some(prompt) = call.prompt.filter(|p| !p.trim().is_empty()) else {
+        return invalid("prompt must be a non-empty string".into());
+    };
+    if call.run_in_background {
+        return invalid(
+            "run_in_background is not available on this server yet; run the sub-agent in the foreground".into(),
+        );
+    }
+    let now = store::now_ms();
+    let id = ids::new_id("agt");
+    let sidecar = allowlist
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| ServiceError::Other(e.into()))?;
+    store::exposure::insert_session(
+        &state.store,
+        &SessionRow {
+            id: id.clone(),
+            tenant_id: parent.tenant_id.clone(),
+            environment: parent.environment.clone(),
+            actor_id: parent.actor_id.clone(),
+            preset: None,
+            entity: None,
+            parent_id: fork.then(|| parent.id.clone()),
+            fork_tools: sidecar.clone(),
+            created_at: now,
+            revoked_at: None,
+        },
+    )
+    .await?;
+    let child = AgentRow {
+        id: id.clone(),
+        tenant_id: parent.tenant_id.clone(),
+        actor_id: parent.actor_id.clone(),
+        environment: parent.environment.clone(),
+        system_instruction: parent.system_instruction.clone(),
+        // A sub-agent never runs unbounded.
+        max_turns: parent.max_turns.min(DEFAULT_MAX_TURNS),
+        parent_id: Some(parent.id.clone()),
+        subagent_type: call.subagent_type.clone(),
+        execution_allowed_tools: sidecar,
+        status: "running".into(),
+        created_at: now,
+        updated_at: now,
+    };
+    store::agents::insert(&state.store, &child).await?;
+    let launch = match &allowlist {
+        Some(a) => format!("{prompt}\n\n{}", a.restriction_notice()),
+        None => prompt,
+    };
+    let turn_id = ids::new_id("trn");
+    let mut records = Vec::new();
+    if fork {
+        records.push((
+            "agent_bootstrap",
+            Some(turn_id.as_str()),
+            serde_json::to_string(prefix).map_err(|e| ServiceError::Other(e.into()))?,
+        ));
+    }
+    records.push((
+        "launch_prompt",
+        Some(turn_id.as_str()),
+        serde_json::to_string(&Message::User { content: launch })
+            .map_err(|e| ServiceError::Other(e.into()))?,
+    ));
+    store::agents::append(&state.store, &id, &records, now).await?;
+    store::agents::insert_turn(
+        &state.store,
+        &store::agents::TurnRow {
+            id: turn_id.clone(),
+            agent_id: id.clone(),
+            status: "running".into(),
+            model_calls: 0,
+            error: None,
+            token_id: match &principal.kind {
+                crate::auth::PrincipalKind::Token { token_id, .. } => Some(token_id.clone()),
+                _ => None,
+            },
+            started_at: now,
+            ended_at: None,
+        },
+    )
+    .await?;
+    let session = store::exposure::find_session(&state.store, &child.tenant_id, &child.id)
+        .await?
+        .ok_or_else(|| AppError::not_found("agent"))?;
+    let grant = exposure::grant(
+        &state.store,
+        &state.journal,
+        &state.validators,
+        principal,
+        session,
+    )
+    .await?;
+    let tools = if fork {
+        // The parent's declarations, byte for byte; only execution is narrowed.
+        ToolConfig {
+            declarations: parent_tools.declarations.clone(),
+            identities: parent_tools.identities.clone(),
+            execution_allowed: allowlist,
+        }
+    } else {
+        ToolConfig::prepare(&grant, None)
+    };
+    let mut events = Vec::new();
+    let outcome = model_loop(
+        state,
+        model,
+        principal,
+        &child,
+        &grant,
+        &tools,
+        &turn_id,
+        0,
+        &mut events,
+    )
+    .await;
+    let (status, _) = finish(state, &child, &turn_id, outcome, &mut events).await?;
+    let answer = events.iter().rev().find_map(|e| match e {
+        Event::Assistant {
+            content: Some(text),
+            tool_calls,
+        } if tool_calls.is_empty() => Some(text.clone()),
+        _ => None,
+    });
+    Ok(match (status.as_str(), answer) {
+        ("completed", Some(text)) => ("executed", text),
+        (status, _) => (
+            "denied",
+            format!("Error: the sub-agent {id} ended with status {status} without an answer."),
+        ),
+    })
 }
 
 /// Invocation statuses after which nothing more happens.

@@ -156,7 +156,7 @@ async fn declares_runs_and_answers_in_order(db: Db) {
         .iter()
         .map(|t| t["function"]["name"].as_str().unwrap())
         .collect();
-    assert_eq!(names, [ECHO]);
+    assert_eq!(names, [ECHO, "agent"]);
     assert_eq!(
         first["tools"][0]["function"]["parameters"]["properties"]["text"]["type"],
         "string"
@@ -435,5 +435,287 @@ async fn a_parked_turn_continues_by_itself_once_its_calls_are_decided() {
     assert_eq!(
         last["body"]["content"],
         "One echo ran; a person rejected the other."
+    );
+}
+
+const ADD: &str = "mcp__fixture__add";
+
+/// The request bodies' `tools`, serialized again the same way (the client's own serializer wrote
+/// both, so equal values are equal bytes).
+fn tools_bytes(body: &Value) -> Vec<u8> {
+    serde_json::to_vec(&body["tools"]).unwrap()
+}
+
+/// Issue 7 (fork seed): restricted and unrestricted forks send the parent's declarations and
+/// system instruction byte for byte, with the restriction notice only in the launch prompt
+/// after the inherited prefix; a batch [allowed, disallowed, undeclared, agent] in a fork runs
+/// only the allowed call, never authorizes the others, and answers all four in order with the
+/// original ids (an undeclared name gets the not-found error, not the allowlist's); an
+/// unrestricted fork's `agent` call is refused by the guard.
+#[tokio::test]
+async fn forks_share_the_parents_prefix_and_are_narrowed_only_in_execution() {
+    let model = ScriptedModel::start(vec![
+        Step::calls(&[(
+            "p1",
+            "agent",
+            r#"{"subagent_type":"fork","prompt":"Echo it.","fork_tools":["mcp__fixture__echo"]}"#,
+        )]),
+        Step::calls(&[
+            ("f1", ECHO, r#"{"text":"from the fork"}"#),
+            ("f2", ADD, r#"{"a":1,"b":2}"#),
+            ("f3", "mcp__fixture__nope", "{}"),
+            (
+                "f4",
+                "agent",
+                r#"{"subagent_type":"fork","prompt":"again"}"#,
+            ),
+        ]),
+        Step::text("Fork A done."),
+        Step::calls(&[(
+            "p2",
+            "agent",
+            r#"{"subagent_type":"fork","prompt":"Echo it."}"#,
+        )]),
+        Step::calls(&[(
+            "b1",
+            "agent",
+            r#"{"subagent_type":"fork","prompt":"deeper"}"#,
+        )]),
+        Step::text("Fork B done."),
+        Step::text("All done."),
+    ])
+    .await;
+    let app = app_with_model(&model.base_url).await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[ECHO, ADD]).await;
+    let bot = app.token("default", "forker", &[scope::RUN]).await;
+    let agent = create_agent(&app, &bot, json!({"system_instruction": "You delegate."})).await;
+    let (_, turned) = turn(&app, &bot, &agent, "Please delegate.").await;
+    assert_eq!(turned["status"], "completed", "{turned}");
+
+    let sent: Vec<Value> = model.requests().iter().map(|r| r.json()).collect();
+    assert_eq!(sent.len(), 7);
+    let (parent1, fork_a1, fork_a2, parent2, fork_b1, fork_b2, parent3) = (
+        &sent[0], &sent[1], &sent[2], &sent[3], &sent[4], &sent[5], &sent[6],
+    );
+    // Declarations and system instruction: the parent's, byte for byte, restricted or not.
+    for fork in [fork_a1, fork_a2, fork_b1, fork_b2] {
+        assert_eq!(tools_bytes(fork), tools_bytes(parent1));
+        assert_eq!(
+            serde_json::to_vec(&fork["messages"][0]).unwrap(),
+            serde_json::to_vec(&parent1["messages"][0]).unwrap()
+        );
+    }
+    let names: Vec<&str> = parent1["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, [ADD, ECHO, "agent"]);
+    // The inherited prefix is exactly what the parent sent; the launch prompt follows it, with
+    // the restriction notice only for the restricted fork.
+    let a_messages = fork_a1["messages"].as_array().unwrap();
+    let p1_messages = parent1["messages"].as_array().unwrap();
+    assert_eq!(&a_messages[..p1_messages.len()], &p1_messages[..]);
+    let launch_a = a_messages[p1_messages.len()]["content"].as_str().unwrap();
+    assert!(
+        launch_a.starts_with("Echo it.\n\nExecution restriction (fork_tools)"),
+        "{launch_a}"
+    );
+    assert_eq!(a_messages.len(), p1_messages.len() + 1);
+    let b_messages = fork_b1["messages"].as_array().unwrap();
+    let p2_messages = parent2["messages"].as_array().unwrap();
+    assert_eq!(&b_messages[..p2_messages.len()], &p2_messages[..]);
+    assert_eq!(
+        b_messages[p2_messages.len()],
+        json!({"role": "user", "content": "Echo it."})
+    );
+
+    // The fork's batch, answered in order with the original ids.
+    let answers: Vec<(&str, &str)> = fork_a2["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap(),
+                m["content"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        answers.iter().map(|(id, _)| *id).collect::<Vec<_>>(),
+        ["f1", "f2", "f3", "f4"]
+    );
+    assert_eq!(answers[0].1, "from the fork");
+    assert!(
+        answers[1]
+            .1
+            .contains("was not executed: fork_tools restricts this fork"),
+        "{}",
+        answers[1].1
+    );
+    assert_eq!(
+        answers[2].1,
+        "Error: tool \"mcp__fixture__nope\" not found."
+    );
+    // `agent` is declared to the fork but not in its fork_tools: the allowlist refuses it first.
+    assert!(
+        answers[3].1.contains("Tool `agent` was not executed"),
+        "{}",
+        answers[3].1
+    );
+    // An unrestricted fork meets the guard: forks never start sub-agents.
+    let guarded = fork_b2["messages"].as_array().unwrap().last().unwrap();
+    assert_eq!(guarded["tool_call_id"], "b1");
+    assert!(
+        guarded["content"]
+            .as_str()
+            .unwrap()
+            .contains("cannot start sub-agents"),
+        "{guarded}"
+    );
+    // The parent reads each fork's answer as its agent call's result.
+    let parent_answers: Vec<&str> = parent3["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(parent_answers, ["Fork A done.", "Fork B done."]);
+
+    // The disallowed call was never authorized: the fork's journal has echo, not add.
+    let shown: Value = app
+        .client
+        .get(app.api(&format!("/agents/{agent}")))
+        .bearer_auth(&bot)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let forks = shown["forks"].as_array().unwrap();
+    assert_eq!(forks.len(), 2, "{shown}");
+    assert_eq!(forks[0]["execution_allowed_tools"], json!([ECHO]));
+    assert!(forks[1]["execution_allowed_tools"].is_null());
+    let fork_a = forks[0]["agent_id"].as_str().unwrap();
+    let receipts: Value = app
+        .client
+        .get(app.api(&format!("/receipts?session_id={fork_a}")))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let tools: Vec<&str> = receipts["receipts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["tool"].as_str())
+        .collect();
+    assert!(tools.contains(&ECHO), "{receipts}");
+    assert!(!tools.contains(&ADD), "{receipts}");
+}
+
+/// `[]` denies everything; `fork_tools` is refused off a fork and as a bare `*`, each with its
+/// own message.
+#[tokio::test]
+async fn an_empty_fork_tools_denies_everything_and_bad_ones_are_refused_distinctly() {
+    let model = ScriptedModel::start(vec![
+        Step::calls(&[
+            (
+                "a1",
+                "agent",
+                r#"{"subagent_type":"general-purpose","prompt":"x","fork_tools":["x"]}"#,
+            ),
+            (
+                "a2",
+                "agent",
+                r#"{"subagent_type":"fork","prompt":"x","fork_tools":["*"]}"#,
+            ),
+            (
+                "a3",
+                "agent",
+                r#"{"subagent_type":"fork","prompt":"Try.","fork_tools":[]}"#,
+            ),
+        ]),
+        Step::calls(&[("g1", ECHO, r#"{"text":"no"}"#)]),
+        Step::text("I could not run anything."),
+        Step::text("ok"),
+    ])
+    .await;
+    let app = app_with_model(&model.base_url).await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[ECHO]).await;
+    let bot = app.token("default", "denier", &[scope::RUN]).await;
+    let agent = create_agent(&app, &bot, json!({})).await;
+    let (_, turned) = turn(&app, &bot, &agent, "Go.").await;
+    assert_eq!(turned["status"], "completed", "{turned}");
+    let sent: Vec<Value> = model.requests().iter().map(|r| r.json()).collect();
+    assert_eq!(sent.len(), 4);
+    let fork_answer = sent[2]["messages"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(fork_answer["tool_call_id"], "g1");
+    assert!(
+        fork_answer["content"]
+            .as_str()
+            .unwrap()
+            .contains("may not execute any tool"),
+        "{fork_answer}"
+    );
+    let parent: Vec<&str> = sent[3]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert!(
+        parent[0].contains("fork_tools requires subagent_type \"fork\""),
+        "{}",
+        parent[0]
+    );
+    assert!(parent[1].contains("bare `*`"), "{}", parent[1]);
+    assert_eq!(parent[2], "I could not run anything.");
+    // Nothing ran in the restricted fork.
+    let shown: Value = app
+        .client
+        .get(app.api(&format!("/agents/{agent}")))
+        .bearer_auth(&bot)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let fork = shown["forks"][0]["agent_id"].as_str().unwrap().to_owned();
+    assert_eq!(shown["forks"][0]["execution_allowed_tools"], json!([]));
+    let receipts: Value = app
+        .client
+        .get(app.api(&format!("/receipts?session_id={fork}")))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        receipts["receipts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["tool"].is_null()),
+        "{receipts}"
     );
 }
