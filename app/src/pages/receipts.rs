@@ -10,39 +10,9 @@ use super::Time;
 use crate::api::{receipt, receipts};
 use crate::dto::{ReceiptDetail, ReceiptQuery, ReceiptRowView};
 
-/// Percent-encodes a query component.
-fn enc(s: &str) -> String {
-    let mut out = String::new();
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 /// The query string of `q` (empty filters left out).
 fn query_string(q: &ReceiptQuery) -> String {
-    [
-        ("decision", &q.decision),
-        ("reason", &q.reason),
-        ("tool", &q.tool),
-        ("actor_id", &q.actor_id),
-        ("session_id", &q.session_id),
-        ("since", &q.since),
-        ("until", &q.until),
-        ("cursor", &q.cursor),
-    ]
-    .into_iter()
-    .filter_map(|(k, v)| {
-        v.as_deref()
-            .filter(|v| !v.is_empty())
-            .map(|v| format!("{k}={}", enc(v)))
-    })
-    .collect::<Vec<_>>()
-    .join("&")
+    serde_urlencoded::to_string(q).unwrap_or_default()
 }
 
 /// The Receipts page.
@@ -393,4 +363,20 @@ fn Detail(d: ReceiptDetail) -> impl IntoView {
         </section>
     }
     .into_any()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_carry_only_the_filters_that_are_set_encoded() {
+        let q = ReceiptQuery {
+            actor_id: Some("a b&c".into()),
+            cursor: Some("5".into()),
+            ..ReceiptQuery::default()
+        };
+        assert_eq!(query_string(&q), "actor_id=a+b%26c&cursor=5");
+        assert_eq!(query_string(&ReceiptQuery::default()), "");
+    }
 }

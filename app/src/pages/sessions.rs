@@ -9,10 +9,13 @@ use crate::api::{RevokeSession, session_detail, sessions};
 use crate::dto::{SessionDetail, SessionView};
 use crate::layout::use_me;
 
-/// Whether a lease (RFC 3339) is still running at `now` (RFC 3339): both are UTC with the same
-/// layout, so they compare as text.
+/// Whether a lease (RFC 3339) is still running at `now` (RFC 3339). Compared as times: the
+/// server writes fractions only when there are some, so the texts do not sort.
 fn live(lease: Option<&str>, now: &str) -> bool {
-    lease.is_some_and(|l| l > now)
+    match (lease.and_then(super::parse_ms), super::parse_ms(now)) {
+        (Some(lease), Some(now)) => lease > now,
+        _ => false,
+    }
 }
 
 fn now() -> String {
