@@ -269,13 +269,11 @@ async fn readable(
 /// `GET /agents` (read): newest first.
 pub async fn list(state: &AppState, principal: &Principal) -> Result<Vec<AgentView>, ServiceError> {
     principal.require(scope::READ)?;
-    Ok(
-        store::agents::list(&state.store, &principal.tenant_id, None, 500)
-            .await?
-            .iter()
-            .map(view)
-            .collect(),
-    )
+    Ok(store::agents::list(&state.store, &principal.tenant_id, 500)
+        .await?
+        .iter()
+        .map(view)
+        .collect())
 }
 
 /// `GET /agents/{id}` (read, or run for one's own): the agent, its transcript, turns, forks and
@@ -315,10 +313,9 @@ pub async fn get(state: &AppState, principal: &Principal, id: &str) -> Result<Va
         .map(view)
         .collect();
     let invocations: Vec<Value> =
-        store::invocations::list(&state.store, &agent.tenant_id, None, None, 500)
+        store::invocations::by_session(&state.store, &agent.tenant_id, &agent.id, 500)
             .await?
             .iter()
-            .filter(|i| i.session_id == agent.id)
             .map(crate::invocations::view)
             .collect();
     Ok(json!({
@@ -587,6 +584,28 @@ fn invocation_key(turn_id: &str, model_call: i64, index: usize) -> String {
     format!("{turn_id}/{model_call}/{index}")
 }
 
+/// An agent's execution allowlist (its AgentMeta sidecar), `None` when unrestricted.
+fn allowlist_of(agent: &AgentRow) -> Result<Option<ExecutionAllowlist>, String> {
+    agent
+        .execution_allowed_tools
+        .as_deref()
+        .map(|s| {
+            serde_json::from_str::<Vec<String>>(s)
+                .map_err(|e| e.to_string())
+                .and_then(|entries| ExecutionAllowlist::parse(&entries).map_err(|e| e.to_string()))
+        })
+        .transpose()
+        .map_err(|e| format!("stored fork_tools: {e}"))
+}
+
+/// The token a turn runs as (`None` for a dashboard user): a continued turn runs as it again.
+fn token_of(principal: &Principal) -> Option<String> {
+    match &principal.kind {
+        crate::auth::PrincipalKind::Token { token_id, .. } => Some(token_id.clone()),
+        _ => None,
+    }
+}
+
 /// The conversation so far, as the model sees it.
 fn conversation(agent: &AgentRow, records: &[store::agents::RecordRow]) -> Vec<Message> {
     let mut messages = vec![Message::System {
@@ -652,13 +671,7 @@ pub async fn run_turn(
         session,
     )
     .await?;
-    let allowlist = agent
-        .execution_allowed_tools
-        .as_deref()
-        .and_then(|s| serde_json::from_str::<Vec<String>>(s).ok())
-        .map(|entries| ExecutionAllowlist::parse(&entries))
-        .transpose()
-        .map_err(|e| ServiceError::Other(anyhow::anyhow!("stored fork_tools: {e}")))?;
+    let allowlist = allowlist_of(&agent).map_err(|e| ServiceError::Other(anyhow::anyhow!(e)))?;
     let tools = ToolConfig::prepare(&grant, allowlist);
 
     let now = store::now_ms();
@@ -671,10 +684,7 @@ pub async fn run_turn(
             status: "running".into(),
             model_calls: 0,
             error: None,
-            token_id: match &principal.kind {
-                crate::auth::PrincipalKind::Token { token_id, .. } => Some(token_id.clone()),
-                _ => None,
-            },
+            token_id: token_of(principal),
             started_at: now,
             ended_at: None,
         },
@@ -780,11 +790,12 @@ async fn model_loop(
 ) -> Result<(&'static str, i64), (i64, String)> {
     let store_error = |calls: i64| move |e: sqlx::Error| (calls, format!("the store failed: {e}"));
     let record = |m: &Message| serde_json::to_string(m).unwrap_or_default();
+    // The transcript is read once; what the loop records it also keeps here.
+    let records = store::agents::records(&state.store, &agent.id)
+        .await
+        .map_err(store_error(calls))?;
+    let mut messages = conversation(agent, &records);
     while calls < agent.max_turns {
-        let records = store::agents::records(&state.store, &agent.id)
-            .await
-            .map_err(store_error(calls))?;
-        let messages = conversation(agent, &records);
         calls += 1;
         let completion = model
             .complete(&messages, &tools.declarations)
@@ -812,12 +823,15 @@ async fn model_loop(
         if tool_calls.is_empty() {
             return Ok(("completed", calls));
         }
+        // A fork inherits what was sent in this model call: without the answer just received.
+        let sent = messages.len();
+        messages.push(completion.message);
         let responses = process_function_calls(
             state,
             model,
             principal,
             agent,
-            &messages[1..],
+            &messages[1..sent],
             grant,
             tools,
             turn_id,
@@ -841,14 +855,12 @@ async fn model_loop(
                 parked = true;
                 continue;
             }
-            records.push((
-                "message",
-                Some(turn_id),
-                record(&Message::Tool {
-                    tool_call_id: r.call.id.clone(),
-                    content: r.content.clone(),
-                }),
-            ));
+            let answer = Message::Tool {
+                tool_call_id: r.call.id.clone(),
+                content: r.content.clone(),
+            };
+            records.push(("message", Some(turn_id), record(&answer)));
+            messages.push(answer);
         }
         store::agents::append(&state.store, &agent.id, &records, store::now_ms())
             .await
@@ -1014,10 +1026,7 @@ async fn subagent(
             status: "running".into(),
             model_calls: 0,
             error: None,
-            token_id: match &principal.kind {
-                crate::auth::PrincipalKind::Token { token_id, .. } => Some(token_id.clone()),
-                _ => None,
-            },
+            token_id: token_of(principal),
             started_at: now,
             ended_at: None,
         },
@@ -1252,13 +1261,7 @@ pub async fn resume(state: &AppState, agent: AgentRow) -> Result<bool, ServiceEr
         )
         .await
         .map_err(|e| (turn.model_calls, e.into_app_error().message))?;
-        let allowlist = agent
-            .execution_allowed_tools
-            .as_deref()
-            .and_then(|s| serde_json::from_str::<Vec<String>>(s).ok())
-            .map(|entries| ExecutionAllowlist::parse(&entries))
-            .transpose()
-            .map_err(|e| (turn.model_calls, format!("stored fork_tools: {e}")))?;
+        let allowlist = allowlist_of(&agent).map_err(|e| (turn.model_calls, e))?;
         let tools = ToolConfig::prepare(&grant, allowlist);
         model_loop(
             state,
@@ -1295,5 +1298,37 @@ pub async fn run_resumer(state: AppState) {
             Err(e) => tracing::warn!(error = %e, "listing agents waiting for a decision"),
         }
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent(sidecar: Option<&str>) -> AgentRow {
+        AgentRow {
+            id: "agt_x".into(),
+            tenant_id: "t".into(),
+            actor_id: "a".into(),
+            environment: "default".into(),
+            system_instruction: "s".into(),
+            max_turns: 1,
+            parent_id: Some("agt_p".into()),
+            subagent_type: Some("fork".into()),
+            execution_allowed_tools: sidecar.map(str::to_owned),
+            status: "idle".into(),
+            created_at: 0,
+            updated_at: 0,
+        }
+    }
+
+    #[test]
+    fn a_sidecar_that_does_not_read_fails_closed() {
+        assert_eq!(allowlist_of(&agent(None)), Ok(None));
+        let empty = allowlist_of(&agent(Some("[]"))).unwrap().unwrap();
+        assert!(empty.entries().is_empty());
+        // Neither garbage nor an entry the engine refuses may turn into "unrestricted".
+        assert!(allowlist_of(&agent(Some("not json"))).is_err());
+        assert!(allowlist_of(&agent(Some(r#"["*"]"#))).is_err());
     }
 }

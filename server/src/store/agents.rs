@@ -92,35 +92,19 @@ pub async fn find(
     row.as_ref().map(agent).transpose()
 }
 
-/// A tenant's agents, newest first (`actor`: only that actor's).
+/// A tenant's agents, newest first.
 pub async fn list(
     store: &Store,
     tenant_id: &str,
-    actor: Option<&str>,
     limit: i64,
 ) -> Result<Vec<AgentRow>, sqlx::Error> {
-    let rows = match actor {
-        Some(a) => {
-            sqlx::query(&format!(
-                "SELECT {COLUMNS} FROM agents WHERE tenant_id = $1 AND actor_id = $2 \
-                 ORDER BY created_at DESC, id LIMIT $3"
-            ))
-            .bind(tenant_id)
-            .bind(a)
-            .bind(limit)
-            .fetch_all(store.pool())
-            .await?
-        }
-        None => {
-            sqlx::query(&format!(
-                "SELECT {COLUMNS} FROM agents WHERE tenant_id = $1 ORDER BY created_at DESC, id LIMIT $2"
-            ))
-            .bind(tenant_id)
-            .bind(limit)
-            .fetch_all(store.pool())
-            .await?
-        }
-    };
+    let rows = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM agents WHERE tenant_id = $1 ORDER BY created_at DESC, id LIMIT $2"
+    ))
+    .bind(tenant_id)
+    .bind(limit)
+    .fetch_all(store.pool())
+    .await?;
     rows.iter().map(agent).collect()
 }
 

@@ -219,6 +219,25 @@ pub async fn list(
     rows.iter().map(from_row).collect()
 }
 
+/// The invocations of one session (a hosted agent's), newest first.
+pub async fn by_session(
+    store: &Store,
+    tenant_id: &str,
+    session_id: &str,
+    limit: i64,
+) -> Result<Vec<InvocationRow>, sqlx::Error> {
+    let rows = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM invocations WHERE tenant_id = $1 AND session_id = $2 \
+         ORDER BY created_at DESC, id DESC LIMIT $3"
+    ))
+    .bind(tenant_id)
+    .bind(session_id)
+    .bind(limit)
+    .fetch_all(store.pool())
+    .await?;
+    rows.iter().map(from_row).collect()
+}
+
 /// The invocations bound in one hosted-agent turn, oldest first.
 pub async fn by_turn(
     store: &Store,
