@@ -580,7 +580,7 @@ pub async fn call(
     }
     let _beat = invocation_id
         .as_deref()
-        .map(|id| crate::invocations::Heartbeat::start(cx.store, &principal.tenant_id, id));
+        .map(|id| crate::heartbeat::Heartbeat::invocation(cx.store, &principal.tenant_id, id));
     let out = execute(cx, tool.as_deref(), bound, r, &decision_receipt, extra).await?;
     if let Some(id) = &invocation_id {
         store::invocations::transition(
@@ -751,7 +751,7 @@ async fn confirm(
     let mut extra = Map::new();
     extra.insert("invocation_id".into(), Value::String(row.id.clone()));
     let tool = tool.filter(|t| t.tool.tool.name == bound.tool);
-    let _beat = crate::invocations::Heartbeat::start(cx.store, &principal.tenant_id, &row.id);
+    let _beat = crate::heartbeat::Heartbeat::invocation(cx.store, &principal.tenant_id, &row.id);
     let out = execute(cx, tool.as_deref(), bound, r, &decision_receipt, extra).await?;
     rows::transition(
         cx.store,

@@ -38,37 +38,9 @@ pub const DEFAULT_EXPIRY: Duration = Duration::from_secs(24 * 60 * 60);
 /// process that stopped is taken up again after this long.
 const STALE_MS: i64 = 30_000;
 
-/// How often the process running an invocation says so ([`Heartbeat`]).
-const HEARTBEAT_MS: u64 = 2_000;
-
 /// A `running` invocation whose heartbeat stopped this long ago belongs to a process that is
 /// gone: it is recorded as interrupted, never run again.
-const RUNNING_STALE_MS: i64 = 10_000;
-
-/// While alive, moves a running invocation's `updated_at` every [`HEARTBEAT_MS`]; stops when
-/// dropped.
-pub struct Heartbeat(tokio::task::JoinHandle<()>);
-
-impl Heartbeat {
-    /// Starts beating for invocation `id`.
-    pub fn start(store: &Store, tenant_id: &str, id: &str) -> Self {
-        let (store, tenant_id, id) = (store.clone(), tenant_id.to_owned(), id.to_owned());
-        Self(tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(Duration::from_millis(HEARTBEAT_MS)).await;
-                if let Err(e) = rows::still_running(&store, &tenant_id, &id).await {
-                    tracing::warn!(error = %e, invocation = %id, "heartbeat not recorded");
-                }
-            }
-        }))
-    }
-}
-
-impl Drop for Heartbeat {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
+const RUNNING_STALE_MS: i64 = crate::heartbeat::STALE_MS;
 
 /// Whether `row` was bound to exactly the call `bound` describes (same tool, version, schema
 /// and arguments): a retry under the same `invocation_id`.
@@ -558,7 +530,8 @@ impl Worker {
                 break;
             };
             let done = async {
-                let _beat = Heartbeat::start(&self.store, &row.tenant_id, &row.id);
+                let _beat =
+                    crate::heartbeat::Heartbeat::invocation(&self.store, &row.tenant_id, &row.id);
                 self.execute(&row).await.map(|()| true)
             }
             .await;

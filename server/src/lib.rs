@@ -27,6 +27,7 @@ pub mod config;
 pub mod dashboard;
 pub mod error;
 pub mod exposure;
+pub mod heartbeat;
 pub mod ids;
 pub mod invocations;
 pub mod journal;

@@ -29,6 +29,7 @@ use crate::auth::Principal;
 use crate::calls::{self, CallMeta};
 use crate::error::ServiceError;
 use crate::exposure::{self, Grant};
+use crate::heartbeat::{self, Heartbeat};
 use crate::ids;
 use crate::state::AppState;
 use crate::store::{self, agents::AgentRow, exposure::SessionRow};
@@ -87,8 +88,13 @@ pub struct AgentView {
     pub subagent_type: Option<String>,
     /// The execution allowlist (`fork_tools`) of a restricted fork.
     pub execution_allowed_tools: Option<Vec<String>>,
-    /// `idle`, `running`, `input_required`, `failed`.
+    /// `idle`, `running`, `input_required`, `paused`.
     pub status: String,
+    /// Why it is paused, or why its last turn could not go on.
+    pub status_reason: Option<String>,
+    /// Started with `run_in_background` (or left waiting for an approval by its parent's turn):
+    /// its answer reaches the parent at the parent's next turn.
+    pub background: bool,
     /// RFC 3339.
     pub created_at: String,
 }
@@ -119,6 +125,16 @@ pub enum Event {
         outcome: String,
         /// The receipt that decided it (none before authorization).
         receipt_id: Option<String>,
+        /// What the model reads.
+        content: String,
+    },
+    /// A background sub-agent finished since the agent's last turn; what it answered is given
+    /// to the model before the user's message.
+    SubagentReport {
+        /// The sub-agent.
+        agent_id: String,
+        /// How its turn ended.
+        status: String,
         /// What the model reads.
         content: String,
     },
@@ -160,6 +176,8 @@ fn view(a: &AgentRow) -> AgentView {
             .as_deref()
             .and_then(|s| serde_json::from_str(s).ok()),
         status: a.status.clone(),
+        status_reason: a.status_reason.clone(),
+        background: a.background,
         created_at: store::rfc3339(a.created_at),
     }
 }
@@ -240,6 +258,9 @@ pub async fn create(
         subagent_type: None,
         execution_allowed_tools: None,
         status: "idle".into(),
+        status_reason: None,
+        background: false,
+        reported_at: None,
         created_at: now,
         updated_at: now,
     };
@@ -690,41 +711,53 @@ pub async fn run_turn(
         },
     )
     .await?;
-    store::agents::set_status(&state.store, &agent.id, "running", now).await?;
-    let user = Message::User {
-        content: request.message.clone(),
-    };
-    let mut events = vec![Event::User {
-        content: request.message,
-    }];
-    let outcome = match store::agents::append(
-        &state.store,
-        &agent.id,
-        &[(
+    store::agents::set_status_reason(&state.store, &agent.id, "running", None, now).await?;
+    let _beat = Heartbeat::agent(&state.store, &agent.id);
+    let mut events = Vec::new();
+    // What background sub-agents answered since the last turn comes first.
+    let mut records = Vec::new();
+    for (child, status, content) in reports(state, &agent).await? {
+        records.push((
             "message",
             Some(turn_id.as_str()),
-            serde_json::to_string(&user).unwrap_or_default(),
-        )],
-        store::now_ms(),
-    )
-    .await
-    {
-        Ok(()) => {
-            model_loop(
-                state,
-                model,
-                principal,
-                &agent,
-                &grant,
-                &tools,
-                &turn_id,
-                0,
-                &mut events,
-            )
-            .await
-        }
-        Err(e) => Err((0, format!("the store failed: {e}"))),
-    };
+            record(&Message::User {
+                content: content.clone(),
+            }),
+        ));
+        events.push(Event::SubagentReport {
+            agent_id: child,
+            status,
+            content,
+        });
+    }
+    records.push((
+        "message",
+        Some(turn_id.as_str()),
+        record(&Message::User {
+            content: request.message.clone(),
+        }),
+    ));
+    events.push(Event::User {
+        content: request.message,
+    });
+    let outcome =
+        match store::agents::append(&state.store, &agent.id, &records, store::now_ms()).await {
+            Ok(()) => {
+                model_loop(
+                    state,
+                    model,
+                    principal,
+                    &agent,
+                    &grant,
+                    &tools,
+                    &turn_id,
+                    0,
+                    &mut events,
+                )
+                .await
+            }
+            Err(e) => Err((0, format!("the store failed: {e}"))),
+        };
     let (status, model_calls) = finish(state, &agent, &turn_id, outcome, &mut events).await?;
     Ok(TurnView {
         turn_id,
@@ -733,6 +766,51 @@ pub async fn run_turn(
         model_calls,
         events,
     })
+}
+
+/// What `agent`'s background sub-agents answered since they were last reported, as `(agent,
+/// status, text for the model)`, each marked reported (a report is given once).
+async fn reports(
+    state: &AppState,
+    agent: &AgentRow,
+) -> Result<Vec<(String, String, String)>, ServiceError> {
+    let mut out = Vec::new();
+    for child in store::agents::unreported(&state.store, &agent.id).await? {
+        if !store::agents::mark_reported(&state.store, &child.id, store::now_ms()).await? {
+            continue;
+        }
+        let status = store::agents::turns(&state.store, &child.id)
+            .await?
+            .last()
+            .map_or_else(|| "unknown".to_owned(), |t| t.status.clone());
+        let records = store::agents::records(&state.store, &child.id).await?;
+        let answer = records.iter().rev().find_map(|r| {
+            match serde_json::from_str::<Message>(&r.body).ok()? {
+                Message::Assistant {
+                    content: Some(text),
+                    tool_calls,
+                } if tool_calls.is_empty() => Some(text),
+                _ => None,
+            }
+        });
+        let content = match (status.as_str(), answer) {
+            ("completed", Some(text)) => format!(
+                "The background sub-agent {} finished. Its answer:\n{text}",
+                child.id
+            ),
+            (status, _) => format!(
+                "The background sub-agent {} ended with status {status}{} without an answer.",
+                child.id,
+                child
+                    .status_reason
+                    .as_deref()
+                    .map(|r| format!(" ({r})"))
+                    .unwrap_or_default()
+            ),
+        };
+        out.push((child.id, status, content));
+    }
+    Ok(out)
 }
 
 /// Records how a turn ended and what the agent does next; returns the status and model calls.
@@ -762,7 +840,7 @@ async fn finish(
     } else {
         "idle"
     };
-    store::agents::set_status(&state.store, &agent.id, agent_status, now).await?;
+    store::agents::set_status_reason(&state.store, &agent.id, agent_status, None, now).await?;
     if let Some(e) = &error {
         tracing::warn!(agent = %agent.id, turn = %turn_id, error = %e, "an agent turn failed");
     }
@@ -775,7 +853,9 @@ async fn finish(
 
 /// The model loop of a turn, from `calls` model calls already made. `Ok((status, model
 /// calls))`, or `Err((model calls, why))` when the model server or the store failed (the turn
-/// fails; what was recorded stays).
+/// fails; what was recorded stays). A batch of calls the transcript shows unanswered (its
+/// process stopped before the answers were recorded) is answered first: each call is bound by
+/// its invocation key, so one that already ran returns its recorded outcome and does not run again.
 #[allow(clippy::too_many_arguments, reason = "the turn's parts, passed once")]
 async fn model_loop(
     state: &AppState,
@@ -789,12 +869,31 @@ async fn model_loop(
     events: &mut Vec<Event>,
 ) -> Result<(&'static str, i64), (i64, String)> {
     let store_error = |calls: i64| move |e: sqlx::Error| (calls, format!("the store failed: {e}"));
-    let record = |m: &Message| serde_json::to_string(m).unwrap_or_default();
     // The transcript is read once; what the loop records it also keeps here.
     let records = store::agents::records(&state.store, &agent.id)
         .await
         .map_err(store_error(calls))?;
     let mut messages = conversation(agent, &records);
+    let turn = Turn {
+        state,
+        model,
+        principal,
+        agent,
+        grant,
+        tools,
+        turn_id,
+    };
+    if let Some(Message::Assistant { tool_calls, .. }) = messages.last()
+        && !tool_calls.is_empty()
+    {
+        let unanswered = tool_calls.clone();
+        if turn
+            .answer(&mut messages, calls, &unanswered, events)
+            .await?
+        {
+            return Ok(("input_required", calls));
+        }
+    }
     while calls < agent.max_turns {
         calls += 1;
         let completion = model
@@ -823,23 +922,59 @@ async fn model_loop(
         if tool_calls.is_empty() {
             return Ok(("completed", calls));
         }
-        // A fork inherits what was sent in this model call: without the answer just received.
-        let sent = messages.len();
         messages.push(completion.message);
+        if turn
+            .answer(&mut messages, calls, &tool_calls, events)
+            .await?
+        {
+            return Ok(("input_required", calls));
+        }
+    }
+    Ok(("max_turns", calls))
+}
+
+/// A transcript record's body.
+fn record(m: &Message) -> String {
+    serde_json::to_string(m).unwrap_or_default()
+}
+
+/// The parts of a running turn.
+struct Turn<'a> {
+    state: &'a AppState,
+    model: &'a ModelClient,
+    principal: &'a Principal,
+    agent: &'a AgentRow,
+    grant: &'a Grant,
+    tools: &'a ToolConfig,
+    turn_id: &'a str,
+}
+
+impl Turn<'_> {
+    /// Answers `calls`, the batch of the `model_call`-th answer (the last of `messages`), and
+    /// records the answers; `Ok(true)` when one of them is parked (the turn waits).
+    async fn answer(
+        &self,
+        messages: &mut Vec<Message>,
+        model_call: i64,
+        calls: &[ToolCall],
+        events: &mut Vec<Event>,
+    ) -> Result<bool, (i64, String)> {
+        // A fork inherits what was sent in this model call: without the answer just received.
+        let sent = messages.len() - 1;
         let responses = process_function_calls(
-            state,
-            model,
-            principal,
-            agent,
+            self.state,
+            self.model,
+            self.principal,
+            self.agent,
             &messages[1..sent],
-            grant,
-            tools,
-            turn_id,
+            self.grant,
+            self.tools,
+            self.turn_id,
+            model_call,
             calls,
-            &tool_calls,
         )
         .await
-        .map_err(|e| (calls, e.into_app_error().message))?;
+        .map_err(|e| (model_call, e.into_app_error().message))?;
         let mut parked = false;
         let mut records = Vec::new();
         for r in &responses {
@@ -859,17 +994,14 @@ async fn model_loop(
                 tool_call_id: r.call.id.clone(),
                 content: r.content.clone(),
             };
-            records.push(("message", Some(turn_id), record(&answer)));
+            records.push(("message", Some(self.turn_id), record(&answer)));
             messages.push(answer);
         }
-        store::agents::append(&state.store, &agent.id, &records, store::now_ms())
+        store::agents::append(&self.state.store, &self.agent.id, &records, store::now_ms())
             .await
-            .map_err(store_error(calls))?;
-        if parked {
-            return Ok(("input_required", calls));
-        }
+            .map_err(|e| (model_call, format!("the store failed: {e}")))?;
+        Ok(parked)
     }
-    Ok(("max_turns", calls))
 }
 
 /// What running a sub-agent resolves to: the outcome and the text the calling model reads.
@@ -954,11 +1086,7 @@ async fn subagent(
     let Some(prompt) = call.prompt.filter(|p| !p.trim().is_empty()) else {
         return invalid("prompt must be a non-empty string".into());
     };
-    if call.run_in_background {
-        return invalid(
-            "run_in_background is not available on this server yet; run the sub-agent in the foreground".into(),
-        );
-    }
+    let background = call.run_in_background;
     let now = store::now_ms();
     let id = ids::new_id("agt");
     let sidecar = allowlist
@@ -994,6 +1122,9 @@ async fn subagent(
         subagent_type: call.subagent_type.clone(),
         execution_allowed_tools: sidecar,
         status: "running".into(),
+        status_reason: None,
+        background,
+        reported_at: None,
         created_at: now,
         updated_at: now,
     };
@@ -1014,8 +1145,7 @@ async fn subagent(
     records.push((
         "launch_prompt",
         Some(turn_id.as_str()),
-        serde_json::to_string(&Message::User { content: launch })
-            .map_err(|e| ServiceError::Other(e.into()))?,
+        record(&Message::User { content: launch }),
     ));
     store::agents::append(&state.store, &id, &records, now).await?;
     store::agents::insert_turn(
@@ -1053,6 +1183,26 @@ async fn subagent(
     } else {
         ToolConfig::prepare(&grant, None)
     };
+    if background {
+        tokio::spawn(run_detached(
+            state.clone(),
+            model.clone(),
+            principal.clone(),
+            child,
+            grant,
+            tools,
+            turn_id,
+            0,
+        ));
+        return Ok((
+            "started",
+            format!(
+                "The sub-agent {id} started in the background. Its answer will be given to you \
+                 when it finishes; go on with your work meanwhile."
+            ),
+        ));
+    }
+    let _beat = Heartbeat::agent(&state.store, &child.id);
     let mut events = Vec::new();
     let outcome = model_loop(
         state,
@@ -1067,6 +1217,19 @@ async fn subagent(
     )
     .await;
     let (status, _) = finish(state, &child, &turn_id, outcome, &mut events).await?;
+    if status == "input_required" {
+        // It goes on by itself once its parked call is decided; from now on it is reported
+        // like a background sub-agent.
+        store::agents::set_background(&state.store, &child.id).await?;
+        return Ok((
+            "started",
+            format!(
+                "The sub-agent {id} is waiting for a person to approve one of its calls. It \
+                 continues by itself once that is decided, and its answer will be given to you \
+                 when it finishes."
+            ),
+        ));
+    }
     let answer = events.iter().rev().find_map(|e| match e {
         Event::Assistant {
             content: Some(text),
@@ -1081,6 +1244,46 @@ async fn subagent(
             format!("Error: the sub-agent {id} ended with status {status} without an answer."),
         ),
     })
+}
+
+/// Runs a sub-agent's turn apart from any request (a background fork, or one revived after a
+/// restart) from `calls` model calls already made, beating while it runs.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the turn's parts, owned by the task"
+)]
+async fn run_detached(
+    state: AppState,
+    model: ModelClient,
+    principal: Principal,
+    agent: AgentRow,
+    grant: Grant,
+    tools: ToolConfig,
+    turn_id: String,
+    calls: i64,
+) {
+    let _beat = Heartbeat::agent(&state.store, &agent.id);
+    let mut events = Vec::new();
+    let outcome = model_loop(
+        &state,
+        &model,
+        &principal,
+        &agent,
+        &grant,
+        &tools,
+        &turn_id,
+        calls,
+        &mut events,
+    )
+    .await;
+    match finish(&state, &agent, &turn_id, outcome, &mut events).await {
+        Ok((status, _)) => {
+            tracing::info!(agent = %agent.id, turn = %turn_id, %status, "a background sub-agent's turn ended");
+        }
+        Err(e) => {
+            tracing::warn!(agent = %agent.id, turn = %turn_id, error = ?e.into_app_error(), "ending a background sub-agent's turn");
+        }
+    }
 }
 
 /// Invocation statuses after which nothing more happens.
@@ -1213,6 +1416,7 @@ pub async fn resume(state: &AppState, agent: AgentRow) -> Result<bool, ServiceEr
     {
         return Ok(false);
     }
+    let _beat = Heartbeat::agent(&state.store, &agent.id);
     let records: Vec<(&str, Option<&str>, String)> = answers
         .iter()
         .map(|(call, content)| {
@@ -1248,26 +1452,14 @@ pub async fn resume(state: &AppState, agent: AgentRow) -> Result<bool, ServiceEr
                 super::model::ModelError::NotConfigured.to_string(),
             )
         })?;
-        let session = store::exposure::find_session(&state.store, &agent.tenant_id, &agent.id)
+        let (rebound, grant, tools) = bind(state, &principal, &agent)
             .await
-            .map_err(|e| (turn.model_calls, format!("the store failed: {e}")))?
-            .ok_or((turn.model_calls, "the agent's session is gone".to_owned()))?;
-        let grant = exposure::grant(
-            &state.store,
-            &state.journal,
-            &state.validators,
-            &principal,
-            session,
-        )
-        .await
-        .map_err(|e| (turn.model_calls, e.into_app_error().message))?;
-        let allowlist = allowlist_of(&agent).map_err(|e| (turn.model_calls, e))?;
-        let tools = ToolConfig::prepare(&grant, allowlist);
+            .map_err(|(_, e)| (turn.model_calls, e))?;
         model_loop(
             state,
             &model,
             &principal,
-            &agent,
+            &rebound,
             &grant,
             &tools,
             &turn.id,
@@ -1282,10 +1474,187 @@ pub async fn resume(state: &AppState, agent: AgentRow) -> Result<bool, ServiceEr
     Ok(true)
 }
 
-/// Continues every turn whose parked calls are all decided; runs forever (spawned by the
-/// server). One agent's failure does not stop the others.
+/// Binds what a continued turn of `agent` declares and may execute from the live runtime: a
+/// fork's system instruction and declarations are its parent's as they are now (capabilities,
+/// resolved through the parent's current manifest), narrowed by the fork's own AgentMeta sidecar
+/// (launch-time policy, reapplied; none means unrestricted); its calls run under a fresh
+/// manifest of its own session. `Err((paused, why))`: `paused` when the parent is gone.
+async fn bind(
+    state: &AppState,
+    principal: &Principal,
+    agent: &AgentRow,
+) -> Result<(AgentRow, Grant, ToolConfig), (bool, String)> {
+    let failed = |e: ServiceError| (false, e.into_app_error().message);
+    let allowlist = allowlist_of(agent).map_err(|e| (false, e))?;
+    let mut rebound = agent.clone();
+    let mut declared = None;
+    if agent.subagent_type.as_deref() == Some(engine::fork::FORK_SUBAGENT_TYPE) {
+        let parent_id = agent.parent_id.clone().unwrap_or_default();
+        let parent = store::agents::find(&state.store, &agent.tenant_id, &parent_id)
+            .await
+            .map_err(|e| failed(e.into()))?
+            .ok_or_else(|| (true, format!("its parent agent {parent_id} is gone")))?;
+        let session = store::exposure::find_session(&state.store, &agent.tenant_id, &parent_id)
+            .await
+            .map_err(|e| failed(e.into()))?
+            .filter(|s| s.revoked_at.is_none())
+            .ok_or_else(|| {
+                (
+                    true,
+                    format!("its parent agent {parent_id} is gone (its session was revoked)"),
+                )
+            })?;
+        let parent_grant = exposure::grant(
+            &state.store,
+            &state.journal,
+            &state.validators,
+            principal,
+            session,
+        )
+        .await
+        .map_err(failed)?;
+        rebound.system_instruction = parent.system_instruction;
+        declared = Some(ToolConfig::prepare(&parent_grant, None));
+    }
+    let session = store::exposure::find_session(&state.store, &agent.tenant_id, &agent.id)
+        .await
+        .map_err(|e| failed(e.into()))?
+        .ok_or_else(|| (false, "the agent's session is gone".to_owned()))?;
+    let grant = exposure::grant(
+        &state.store,
+        &state.journal,
+        &state.validators,
+        principal,
+        session,
+    )
+    .await
+    .map_err(failed)?;
+    let tools = match declared {
+        Some(parent) => ToolConfig {
+            execution_allowed: allowlist,
+            ..parent
+        },
+        None => ToolConfig::prepare(&grant, allowlist),
+    };
+    Ok((rebound, grant, tools))
+}
+
+/// Revives background sub-agent `agent`, whose runner stopped (the caller claimed it): its
+/// running turn goes on from the transcript (bootstrap history, launch prompt, what it did so
+/// far) with the live parent's instruction and tools and the sidecar's restriction ([`bind`]).
+/// A fork whose parent is gone stays `paused`, with the reason.
+async fn revive(state: &AppState, agent: AgentRow) -> Result<(), ServiceError> {
+    let turns = store::agents::turns(&state.store, &agent.id).await?;
+    let Some(turn) = turns.last().filter(|t| t.status == "running").cloned() else {
+        // Its turn ended before its process stopped.
+        store::agents::set_status_reason(&state.store, &agent.id, "idle", None, store::now_ms())
+            .await?;
+        return Ok(());
+    };
+    // The model calls the turn made: its recorded answers.
+    let calls = store::agents::records(&state.store, &agent.id)
+        .await?
+        .iter()
+        .filter(|r| r.kind == "message" && r.turn_id.as_deref() == Some(turn.id.as_str()))
+        .filter(|r| matches!(serde_json::from_str(&r.body), Ok(Message::Assistant { .. })))
+        .count();
+    let calls = i64::try_from(calls).unwrap_or(i64::MAX);
+    let bound = async {
+        let principal = turn_principal(state, &agent, &turn)
+            .await
+            .map_err(|e| (false, e))?;
+        let model = state
+            .model
+            .clone()
+            .ok_or_else(|| (false, super::model::ModelError::NotConfigured.to_string()))?;
+        let (rebound, grant, tools) = bind(state, &principal, &agent).await?;
+        Ok::<_, (bool, String)>((principal, model, rebound, grant, tools))
+    }
+    .await;
+    match bound {
+        Ok((principal, model, rebound, grant, tools)) => {
+            tracing::info!(agent = %agent.id, turn = %turn.id, "reviving a background sub-agent");
+            tokio::spawn(run_detached(
+                state.clone(),
+                (*model).clone(),
+                principal,
+                rebound,
+                grant,
+                tools,
+                turn.id,
+                calls,
+            ));
+        }
+        Err((true, reason)) => {
+            let now = store::now_ms();
+            store::agents::finish_turn(&state.store, &turn.id, "paused", calls, Some(&reason), now)
+                .await?;
+            store::agents::set_status_reason(&state.store, &agent.id, "paused", Some(&reason), now)
+                .await?;
+            tracing::warn!(agent = %agent.id, %reason, "a background sub-agent stays paused");
+        }
+        Err((false, e)) => {
+            finish(state, &agent, &turn.id, Err((calls, e)), &mut Vec::new()).await?;
+        }
+    }
+    Ok(())
+}
+
+/// A foreground turn whose process stopped: it is not continued (its caller is gone); it ends
+/// as failed and the agent is free again.
+async fn interrupted(state: &AppState, agent: &AgentRow) -> Result<(), ServiceError> {
+    let reason = "the server stopped during this turn; it was not continued";
+    let now = store::now_ms();
+    if let Some(turn) = store::agents::turns(&state.store, &agent.id)
+        .await?
+        .last()
+        .filter(|t| t.status == "running")
+    {
+        store::agents::finish_turn(
+            &state.store,
+            &turn.id,
+            "failed",
+            turn.model_calls,
+            Some(reason),
+            now,
+        )
+        .await?;
+    }
+    store::agents::set_status_reason(&state.store, &agent.id, "idle", Some(reason), now).await?;
+    tracing::warn!(agent = %agent.id, "a turn was interrupted by a stop of the server");
+    Ok(())
+}
+
+/// Takes over agents left `running` by a process that stopped (their heartbeat is stale):
+/// background sub-agents are revived, foreground turns end as interrupted.
+async fn recover(state: &AppState) -> Result<(), ServiceError> {
+    let now = store::now_ms();
+    let stale = now - heartbeat::STALE_MS;
+    for agent in store::agents::stale_running(&state.store, stale).await? {
+        if !store::agents::claim_stale(&state.store, &agent.id, stale, now).await? {
+            continue;
+        }
+        let id = agent.id.clone();
+        let done = if agent.background && agent.parent_id.is_some() {
+            revive(state, agent).await
+        } else {
+            interrupted(state, &agent).await
+        };
+        if let Err(e) = done {
+            tracing::warn!(agent = %id, error = ?e.into_app_error(), "recovering an agent");
+        }
+    }
+    Ok(())
+}
+
+/// Continues every turn whose parked calls are all decided, and recovers agents whose process
+/// stopped ([`recover`]); runs forever (spawned by the server). One agent's failure does not
+/// stop the others.
 pub async fn run_resumer(state: AppState) {
     loop {
+        if let Err(e) = recover(&state).await {
+            tracing::warn!(error = ?e.into_app_error(), "recovering agents whose process stopped");
+        }
         match store::agents::waiting(&state.store).await {
             Ok(agents) => {
                 for agent in agents {
@@ -1317,6 +1686,9 @@ mod tests {
             subagent_type: Some("fork".into()),
             execution_allowed_tools: sidecar.map(str::to_owned),
             status: "idle".into(),
+            status_reason: None,
+            background: true,
+            reported_at: None,
             created_at: 0,
             updated_at: 0,
         }

@@ -1,4 +1,4 @@
-//! Hosted agents, their transcripts and turns (migration 0011).
+//! Hosted agents, their transcripts and turns (migrations 0011, 0012).
 
 use sqlx::Row;
 use sqlx::any::AnyRow;
@@ -26,16 +26,23 @@ pub struct AgentRow {
     pub subagent_type: Option<String>,
     /// The AgentMeta sidecar: the execution allowlist (JSON array), `None` unrestricted.
     pub execution_allowed_tools: Option<String>,
-    /// `idle`, `running`, `input_required`, `failed`.
+    /// `idle`, `running`, `input_required`, `paused`.
     pub status: String,
+    /// Why it is `paused`, or why its last turn could not go on.
+    pub status_reason: Option<String>,
+    /// Started with `run_in_background` (revived after a restart).
+    pub background: bool,
+    /// When a finished background fork's answer was given to its parent (epoch ms).
+    pub reported_at: Option<i64>,
     /// Epoch ms.
     pub created_at: i64,
-    /// Epoch ms.
+    /// Epoch ms; moved by the runner's heartbeat while `running`.
     pub updated_at: i64,
 }
 
 const COLUMNS: &str = "id, tenant_id, actor_id, environment, system_instruction, max_turns, parent_id, \
-     subagent_type, execution_allowed_tools, status, created_at, updated_at";
+     subagent_type, execution_allowed_tools, status, status_reason, background, reported_at, created_at, \
+     updated_at";
 
 fn agent(row: &AnyRow) -> Result<AgentRow, sqlx::Error> {
     Ok(AgentRow {
@@ -49,6 +56,9 @@ fn agent(row: &AnyRow) -> Result<AgentRow, sqlx::Error> {
         subagent_type: row.try_get("subagent_type")?,
         execution_allowed_tools: row.try_get("execution_allowed_tools")?,
         status: row.try_get("status")?,
+        status_reason: row.try_get("status_reason")?,
+        background: row.try_get::<i64, _>("background")? != 0,
+        reported_at: row.try_get("reported_at")?,
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
     })
@@ -57,7 +67,7 @@ fn agent(row: &AnyRow) -> Result<AgentRow, sqlx::Error> {
 /// Stores a new agent.
 pub async fn insert(store: &Store, a: &AgentRow) -> Result<(), sqlx::Error> {
     sqlx::query(&format!(
-        "INSERT INTO agents ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)"
+        "INSERT INTO agents ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
     ))
     .bind(&a.id)
     .bind(&a.tenant_id)
@@ -69,6 +79,9 @@ pub async fn insert(store: &Store, a: &AgentRow) -> Result<(), sqlx::Error> {
     .bind(a.subagent_type.as_deref())
     .bind(a.execution_allowed_tools.as_deref())
     .bind(&a.status)
+    .bind(a.status_reason.as_deref())
+    .bind(i64::from(a.background))
+    .bind(a.reported_at)
     .bind(a.created_at)
     .bind(a.updated_at)
     .execute(store.pool())
@@ -119,22 +132,6 @@ pub async fn children(store: &Store, parent_id: &str) -> Result<Vec<AgentRow>, s
     rows.iter().map(agent).collect()
 }
 
-/// Sets an agent's status.
-pub async fn set_status(
-    store: &Store,
-    id: &str,
-    status: &str,
-    now: i64,
-) -> Result<(), sqlx::Error> {
-    sqlx::query("UPDATE agents SET status = $1, updated_at = $2 WHERE id = $3")
-        .bind(status)
-        .bind(now)
-        .bind(id)
-        .execute(store.pool())
-        .await?;
-    Ok(())
-}
-
 /// One transcript record.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RecordRow {
@@ -157,7 +154,7 @@ pub async fn append(
     records: &[(&str, Option<&str>, String)],
     now: i64,
 ) -> Result<(), sqlx::Error> {
-    let mut tx = store.pool().begin().await?;
+    let mut tx = store.begin_write().await?;
     let (last,): (Option<i64>,) =
         sqlx::query_as("SELECT MAX(seq) FROM agent_records WHERE agent_id = $1")
             .bind(agent_id)
@@ -318,4 +315,95 @@ pub async fn transition(
             .execute(store.pool())
             .await?;
     Ok(done.rows_affected() == 1)
+}
+
+/// Agents left `running` whose heartbeat stopped before `stale` (their process is gone).
+pub async fn stale_running(store: &Store, stale: i64) -> Result<Vec<AgentRow>, sqlx::Error> {
+    let rows = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM agents WHERE status = 'running' AND updated_at < $1 ORDER BY updated_at, id LIMIT 32"
+    ))
+    .bind(stale)
+    .fetch_all(store.pool())
+    .await?;
+    rows.iter().map(agent).collect()
+}
+
+/// Takes over a `running` agent whose heartbeat stopped before `stale`; `Ok(false)` when its
+/// runner is alive after all or another node took it first.
+pub async fn claim_stale(
+    store: &Store,
+    id: &str,
+    stale: i64,
+    now: i64,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(
+        "UPDATE agents SET updated_at = $1 WHERE id = $2 AND status = 'running' AND updated_at < $3",
+    )
+    .bind(now)
+    .bind(id)
+    .bind(stale)
+    .execute(store.pool())
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// The heartbeat of a running agent.
+pub async fn still_running(store: &Store, id: &str, now: i64) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE agents SET updated_at = $1 WHERE id = $2 AND status = 'running'")
+        .bind(now)
+        .bind(id)
+        .execute(store.pool())
+        .await?;
+    Ok(())
+}
+
+/// Sets an agent's status with the reason for it.
+pub async fn set_status_reason(
+    store: &Store,
+    id: &str,
+    status: &str,
+    reason: Option<&str>,
+    now: i64,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE agents SET status = $1, status_reason = $2, updated_at = $3 WHERE id = $4")
+        .bind(status)
+        .bind(reason)
+        .bind(now)
+        .bind(id)
+        .execute(store.pool())
+        .await?;
+    Ok(())
+}
+
+/// Background children of `parent_id` that finished and were not yet reported to it, oldest
+/// first.
+pub async fn unreported(store: &Store, parent_id: &str) -> Result<Vec<AgentRow>, sqlx::Error> {
+    let rows = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM agents WHERE parent_id = $1 AND background = 1 \
+         AND reported_at IS NULL AND status IN ('idle', 'paused') ORDER BY created_at, id"
+    ))
+    .bind(parent_id)
+    .fetch_all(store.pool())
+    .await?;
+    rows.iter().map(agent).collect()
+}
+
+/// Marks a background child as reported to its parent; `Ok(false)` when it already was.
+pub async fn mark_reported(store: &Store, id: &str, now: i64) -> Result<bool, sqlx::Error> {
+    let done =
+        sqlx::query("UPDATE agents SET reported_at = $1 WHERE id = $2 AND reported_at IS NULL")
+            .bind(now)
+            .bind(id)
+            .execute(store.pool())
+            .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Marks a sub-agent as running apart from its parent's turn (its answer is reported later).
+pub async fn set_background(store: &Store, id: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE agents SET background = 1 WHERE id = $1")
+        .bind(id)
+        .execute(store.pool())
+        .await?;
+    Ok(())
 }

@@ -14,7 +14,13 @@ use crate::helpers::{Db, SIGNING_KEY, TestDb, fixture_command};
 
 /// Starts `aperture serve` on a free port; returns the process and its base URL.
 async fn serve(db: &TestDb) -> (Child, String) {
+    serve_with(db, &[]).await
+}
+
+/// [`serve`] with more environment variables.
+pub(crate) async fn serve_with(db: &TestDb, env: &[(&str, &str)]) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_aperture"))
+        .envs(env.iter().copied())
         .args(["serve", "--addr", "127.0.0.1:0"])
         .env("APERTURE_DATABASE_URL", &db.url)
         .env("APERTURE_DATA_DIR", db.data_dir())
@@ -52,7 +58,7 @@ async fn serve(db: &TestDb) -> (Child, String) {
 
 /// Registers the fixture MCP server (stdio, with `extra` arguments) as upstream `fixture`, by the
 /// operator's `aperture upstream add`.
-fn add_fixture_upstream(db: &TestDb, extra: &[String]) {
+pub(crate) fn add_fixture_upstream(db: &TestDb, extra: &[String]) {
     let mut add = [
         "upstream", "add", "--tenant", "default", "--name", "fixture", "--stdio", "--",
     ]
@@ -69,7 +75,7 @@ fn add_fixture_upstream(db: &TestDb, extra: &[String]) {
     );
 }
 
-fn token(db: &TestDb, actor: &str, scope: &str) -> String {
+pub(crate) fn token(db: &TestDb, actor: &str, scope: &str) -> String {
     let out = aperture(
         db,
         &[

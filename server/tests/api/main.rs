@@ -11,6 +11,7 @@ mod helpers;
 
 mod agents;
 mod approvals;
+mod background;
 mod bridge;
 mod calls;
 mod cli;

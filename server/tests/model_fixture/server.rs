@@ -5,6 +5,10 @@
 //! answers (tool calls, text, an error status, garbage, a delay) and records every request
 //! exactly as received (body bytes and `Authorization`), so tests can assert what Aperture sent
 //! byte for byte. When the script is used up it answers 500.
+//!
+//! Agents that run at the same time (a parent and its background forks) each get their own
+//! script: a request whose user messages contain a route's marker (a fork's task, say) takes the
+//! route's next step; any other request takes the main script's.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -80,6 +84,7 @@ impl Recorded {
 #[derive(Debug, Default)]
 struct Shared {
     script: Mutex<VecDeque<Step>>,
+    routes: Mutex<Vec<(String, VecDeque<Step>)>>,
     recorded: Mutex<Vec<Recorded>>,
 }
 
@@ -96,6 +101,7 @@ impl ScriptedModel {
     pub async fn start(script: Vec<Step>) -> Self {
         let shared = Arc::new(Shared {
             script: Mutex::new(script.into()),
+            routes: Mutex::default(),
             recorded: Mutex::default(),
         });
         let router = axum::Router::new()
@@ -121,6 +127,16 @@ impl ScriptedModel {
             .push_back(step);
     }
 
+    /// Requests whose user messages contain `marker` take their steps from `script` (routes
+    /// are tried in the order they were added).
+    pub fn route(&self, marker: &str, script: Vec<Step>) {
+        self.shared
+            .routes
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push((marker.to_owned(), script.into()));
+    }
+
     /// Every request received so far, in order.
     pub fn requests(&self) -> Vec<Recorded> {
         self.shared
@@ -143,11 +159,29 @@ async fn complete(State(shared): State<Arc<Shared>>, headers: HeaderMap, body: B
                 .and_then(|v| v.to_str().ok())
                 .map(str::to_owned),
         });
-    let step = shared
-        .script
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .pop_front();
+    let users: Vec<String> = serde_json::from_slice::<Value>(&body)
+        .ok()
+        .and_then(|b| b.get("messages").and_then(Value::as_array).cloned())
+        .unwrap_or_default()
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str().map(str::to_owned))
+        .collect();
+    let routed = {
+        let mut routes = shared.routes.lock().unwrap_or_else(|p| p.into_inner());
+        routes
+            .iter_mut()
+            .find(|(marker, _)| users.iter().any(|u| u.contains(marker.as_str())))
+            .map(|(_, script)| script.pop_front())
+    };
+    let step = match routed {
+        Some(step) => step,
+        None => shared
+            .script
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .pop_front(),
+    };
     let Some(mut step) = step else {
         return (
             StatusCode::INTERNAL_SERVER_ERROR,

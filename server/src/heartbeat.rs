@@ -1,0 +1,59 @@
+//! Heartbeats: while a process runs something that must not be run twice (an invocation, an
+//! agent's turn), it moves the row's `updated_at` every [`PERIOD_MS`]; a row still `running`
+//! whose heartbeat is older than [`STALE_MS`] belongs to a process that is gone, and any node
+//! may take it over with a conditional update.
+
+use std::future::Future;
+use std::time::Duration;
+
+use crate::store::{self, Store};
+
+/// How often a runner says it is alive.
+pub const PERIOD_MS: u64 = 2_000;
+
+/// A `running` row whose heartbeat stopped this long ago belongs to a process that is gone.
+pub const STALE_MS: i64 = 10_000;
+
+/// Beats until dropped.
+pub struct Heartbeat(tokio::task::JoinHandle<()>);
+
+impl Heartbeat {
+    fn every<F, Fut>(what: &'static str, id: String, mut beat: F) -> Self
+    where
+        F: FnMut(i64) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<(), sqlx::Error>> + Send,
+    {
+        Self(tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(PERIOD_MS)).await;
+                if let Err(e) = beat(store::now_ms()).await {
+                    tracing::warn!(error = %e, %what, %id, "heartbeat not recorded");
+                }
+            }
+        }))
+    }
+
+    /// For running invocation `id`.
+    pub fn invocation(store: &Store, tenant_id: &str, id: &str) -> Self {
+        let (store, tenant_id, key) = (store.clone(), tenant_id.to_owned(), id.to_owned());
+        Self::every("invocation", id.to_owned(), move |_| {
+            let (store, tenant_id, key) = (store.clone(), tenant_id.clone(), key.clone());
+            async move { store::invocations::still_running(&store, &tenant_id, &key).await }
+        })
+    }
+
+    /// For running agent `id`.
+    pub fn agent(store: &Store, id: &str) -> Self {
+        let (store, key) = (store.clone(), id.to_owned());
+        Self::every("agent", id.to_owned(), move |now| {
+            let (store, key) = (store.clone(), key.clone());
+            async move { store::agents::still_running(&store, &key, now).await }
+        })
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

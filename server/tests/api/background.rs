@@ -1,0 +1,418 @@
+//! Background forks (issue 7, item 4): `run_in_background` starts a sub-agent apart from its
+//! parent's turn; its answer reaches the parent at the parent's next turn; after a `kill -9` of
+//! the server a running background fork is revived from its persisted records with its
+//! AgentMeta sidecar reapplied (`[]`, a list, or none: unrestricted), and one whose parent is
+//! gone stays paused.
+
+use std::time::{Duration, Instant};
+
+use aperture::agents::model::ModelConfig;
+use engine::scope;
+use reqwest::{Client, StatusCode};
+use serde_json::{Value, json};
+
+use crate::cli::aperture;
+use crate::crash::{add_fixture_upstream, serve_with, token};
+use crate::helpers::{Db, TestApp, TestDb};
+use crate::model_fixture::{ScriptedModel, Step};
+
+const ECHO: &str = "mcp__fixture__echo";
+const ADD: &str = "mcp__fixture__add";
+const RESTRICTED: &str = "was not executed: fork_tools restricts this fork";
+
+/// The arguments of an `agent` call starting a background fork.
+fn background_fork(prompt: &str, fork_tools: Option<&[&str]>) -> String {
+    let mut call = json!({"subagent_type": "fork", "prompt": prompt, "run_in_background": true});
+    if let Some(tools) = fork_tools {
+        call["fork_tools"] = json!(tools);
+    }
+    call.to_string()
+}
+
+/// A model answer that never comes in time (the server is killed while waiting for it).
+fn hang() -> Step {
+    Step::Delay(Duration::from_secs(600), Box::new(Step::text("too late")))
+}
+
+async fn post(client: &Client, url: &str, token: &str, body: Value) -> (StatusCode, Value) {
+    let response = client
+        .post(url)
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+async fn get(client: &Client, url: &str, token: &str) -> Value {
+    let response = client.get(url).bearer_auth(token).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::OK, "{url}");
+    response.json().await.unwrap()
+}
+
+/// Waits until agent `id` is no longer running; returns `GET /agents/{id}`.
+async fn settled(client: &Client, api: &str, token: &str, id: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let agent = get(client, &format!("{api}/agents/{id}"), token).await;
+        if agent["agent"]["status"] != "running" {
+            return agent;
+        }
+        assert!(Instant::now() < deadline, "{id} still running: {agent}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The tool answers of an agent's transcript, `(call id, content)` in order.
+fn answers(agent: &Value) -> Vec<(String, String)> {
+    agent["transcript"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["body"]["role"] == "tool")
+        .map(|r| {
+            (
+                r["body"]["tool_call_id"].as_str().unwrap().to_owned(),
+                r["body"]["content"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// The ids of the sub-agents a turn's `agent` calls started, in call order.
+fn started(turned: &Value) -> Vec<String> {
+    turned["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "tool_result" && e["name"] == "agent")
+        .map(|e| {
+            assert_eq!(e["outcome"], "started", "{e}");
+            let content = e["content"].as_str().unwrap();
+            let id = content
+                .split_whitespace()
+                .find(|w| w.starts_with("agt_"))
+                .unwrap_or_else(|| panic!("no agent id in {content}"));
+            id.to_owned()
+        })
+        .collect()
+}
+
+/// The requests the model got whose user messages contain `marker`.
+fn sent_with(model: &ScriptedModel, marker: &str) -> Vec<Value> {
+    model
+        .requests()
+        .iter()
+        .map(|r| r.json())
+        .filter(|body| {
+            body["messages"].as_array().unwrap().iter().any(|m| {
+                m["role"] == "user" && m["content"].as_str().is_some_and(|c| c.contains(marker))
+            })
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_background_fork_runs_apart_and_reports_to_the_parents_next_turn() {
+    let model = ScriptedModel::start(vec![
+        Step::calls(&[(
+            "p1",
+            "agent",
+            &background_fork("BG-TASK: echo it", Some(&[ECHO])),
+        )]),
+        Step::text("Started it."),
+        Step::text("Thanks for the report."),
+        Step::text("Nothing new."),
+    ])
+    .await;
+    model.route(
+        "BG-TASK",
+        vec![
+            Step::calls(&[
+                ("f1", ECHO, r#"{"text":"from the background"}"#),
+                ("f2", ADD, r#"{"a":1,"b":2}"#),
+            ]),
+            Step::text("Echoed; add was not mine to run."),
+        ],
+    );
+    let base_url = model.base_url.clone();
+    let app = TestApp::spawn_with(Db::Sqlite, move |c| {
+        c.model = Some(ModelConfig {
+            base_url,
+            api_key: None,
+            model: "scripted-1".into(),
+            timeout: Duration::from_secs(10),
+        });
+    })
+    .await
+    .unwrap();
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[ECHO, ADD]).await;
+    let bot = app.token("default", "bot", &[scope::RUN]).await;
+    let (status, created) = post(&app.client, &app.api("/agents"), &bot, json!({})).await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let parent = created["agent_id"].as_str().unwrap().to_owned();
+    let turns = app.api(&format!("/agents/{parent}/turns"));
+
+    // The parent's turn does not wait for the fork.
+    let (status, turned) = post(&app.client, &turns, &bot, json!({"message": "Delegate."})).await;
+    assert_eq!(status, StatusCode::OK, "{turned}");
+    assert_eq!(turned["status"], "completed", "{turned}");
+    let fork = started(&turned).remove(0);
+    let api = app.api("");
+    let done = settled(&app.client, &api, &bot, &fork).await;
+    assert_eq!(done["agent"]["background"], true, "{done}");
+    assert_eq!(done["agent"]["status"], "idle", "{done}");
+    assert_eq!(done["turns"][0]["status"], "completed", "{done}");
+    let answered = answers(&done);
+    assert_eq!(answered[0], ("f1".into(), "from the background".into()));
+    assert_eq!(answered[1].0, "f2");
+    assert!(answered[1].1.contains(RESTRICTED), "{}", answered[1].1);
+
+    // The parent's next turn starts with the fork's answer, once.
+    let (_, next) = post(&app.client, &turns, &bot, json!({"message": "Any news?"})).await;
+    assert_eq!(next["status"], "completed", "{next}");
+    let events = next["events"].as_array().unwrap();
+    assert_eq!(events[0]["type"], "subagent_report", "{next}");
+    assert_eq!(events[0]["agent_id"], fork.as_str());
+    assert_eq!(events[0]["status"], "completed");
+    assert_eq!(events[1], json!({"type": "user", "content": "Any news?"}));
+    let sent = model.requests().last().unwrap().json();
+    let messages = sent["messages"].as_array().unwrap();
+    let report = &messages[messages.len() - 2];
+    assert_eq!(report["role"], "user");
+    assert!(
+        report["content"]
+            .as_str()
+            .unwrap()
+            .contains("Echoed; add was not mine to run."),
+        "{report}"
+    );
+    let (_, again) = post(&app.client, &turns, &bot, json!({"message": "And now?"})).await;
+    assert!(
+        again["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|e| e["type"] != "subagent_report"),
+        "{again}"
+    );
+}
+
+/// Issue 7: "restart the server with a running background fork restricted to `[]` and to a
+/// non-empty list; after revival the restriction holds and the tool is never constructed; a
+/// record without the field revives unrestricted" — and "a fork whose parent is gone stays
+/// paused with a clear status".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn background_forks_are_revived_after_a_kill_with_their_restriction() {
+    let db = TestDb::new(Db::Sqlite).await.unwrap();
+    assert!(aperture(&db, &["migrate"], None).status.success());
+    let admin = token(&db, "ops", scope::ADMIN);
+    let bot = token(&db, "bot", scope::RUN);
+    let log = db.data_dir().join("upstream-calls.log");
+    add_fixture_upstream(&db, &["--call-log".to_owned(), log.display().to_string()]);
+    let model = ScriptedModel::start(vec![
+        Step::calls(&[
+            ("a1", "agent", &background_fork("TASK-NONE", Some(&[]))),
+            ("a2", "agent", &background_fork("TASK-ECHO", Some(&[ECHO]))),
+            ("a3", "agent", &background_fork("TASK-FREE", None)),
+        ]),
+        Step::text("Three forks started."),
+        Step::calls(&[("b1", "agent", &background_fork("TASK-ORPHAN", None))]),
+        Step::text("One fork started."),
+        Step::text("Noted."),
+    ])
+    .await;
+    model.route(
+        "TASK-NONE",
+        vec![
+            hang(),
+            Step::calls(&[("n1", ECHO, r#"{"text":"from none"}"#)]),
+            Step::text("none done"),
+        ],
+    );
+    model.route(
+        "TASK-ECHO",
+        vec![
+            hang(),
+            Step::calls(&[
+                ("e1", ECHO, r#"{"text":"from echo"}"#),
+                ("e2", ADD, r#"{"a":1,"b":2}"#),
+            ]),
+            Step::text("echo done"),
+        ],
+    );
+    model.route(
+        "TASK-FREE",
+        vec![
+            hang(),
+            Step::calls(&[("f1", ADD, r#"{"a":2,"b":3}"#)]),
+            Step::text("free done"),
+        ],
+    );
+    model.route("TASK-ORPHAN", vec![hang()]);
+    let env = [
+        ("APERTURE_MODEL_BASE_URL", model.base_url.as_str()),
+        ("APERTURE_MODEL", "scripted-1"),
+    ];
+
+    let (mut server, url) = serve_with(&db, &env).await;
+    let api = format!("{url}{}", aperture::api::PREFIX);
+    let client = Client::new();
+    for tool in [ECHO, ADD] {
+        let described = client
+            .put(format!("{api}/tools/{tool}"))
+            .bearer_auth(&admin)
+            .json(&json!({"risk": ["read"]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(described.status(), StatusCode::OK);
+    }
+    let (_, created) = post(&client, &format!("{api}/agents"), &bot, json!({})).await;
+    let parent = created["agent_id"].as_str().unwrap().to_owned();
+    let (status, turned) = post(
+        &client,
+        &format!("{api}/agents/{parent}/turns"),
+        &bot,
+        json!({"message": "Start three forks."}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{turned}");
+    let forks = started(&turned);
+    assert_eq!(forks.len(), 3, "{turned}");
+    let (_, created) = post(&client, &format!("{api}/agents"), &bot, json!({})).await;
+    let orphan_parent = created["agent_id"].as_str().unwrap().to_owned();
+    let (_, turned) = post(
+        &client,
+        &format!("{api}/agents/{orphan_parent}/turns"),
+        &bot,
+        json!({"message": "Start one fork."}),
+    )
+    .await;
+    let orphan = started(&turned).remove(0);
+    // Every fork is waiting for its model when the server dies.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    for marker in ["TASK-NONE", "TASK-ECHO", "TASK-FREE", "TASK-ORPHAN"] {
+        while sent_with(&model, marker).is_empty() {
+            assert!(Instant::now() < deadline, "{marker} never asked its model");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    // The orphan's parent goes away (its session is revoked) before the restart.
+    let revoke = client
+        .post(format!("{api}/sessions/{orphan_parent}:revoke"))
+        .bearer_auth(&bot)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoke.status(), StatusCode::OK);
+    for fork in forks.iter().chain([&orphan]) {
+        let agent = get(&client, &format!("{api}/agents/{fork}"), &bot).await;
+        assert_eq!(agent["agent"]["status"], "running", "{agent}");
+    }
+    server.kill().expect("SIGKILL");
+    let _ = server.wait();
+
+    let (mut server, url) = serve_with(&db, &env).await;
+    let api = format!("{url}{}", aperture::api::PREFIX);
+    let none = settled(&client, &api, &bot, &forks[0]).await;
+    let echo = settled(&client, &api, &bot, &forks[1]).await;
+    let free = settled(&client, &api, &bot, &forks[2]).await;
+    let paused = settled(&client, &api, &bot, &orphan).await;
+
+    // `[]` still denies everything; the list still allows only its tool; no field: unrestricted.
+    for (agent, answer) in [
+        (&none, "none done"),
+        (&echo, "echo done"),
+        (&free, "free done"),
+    ] {
+        assert_eq!(agent["agent"]["status"], "idle", "{agent}");
+        assert_eq!(agent["turns"][0]["status"], "completed", "{agent}");
+        let last = agent["transcript"].as_array().unwrap().last().unwrap();
+        assert_eq!(last["body"]["content"], answer, "{agent}");
+    }
+    assert_eq!(none["agent"]["execution_allowed_tools"], json!([]));
+    let none_answers = answers(&none);
+    assert_eq!(none_answers.len(), 1);
+    assert!(none_answers[0].1.contains(RESTRICTED), "{none_answers:?}");
+    let echo_answers = answers(&echo);
+    assert_eq!(echo_answers[0], ("e1".into(), "from echo".into()));
+    assert!(echo_answers[1].1.contains(RESTRICTED), "{echo_answers:?}");
+    assert_eq!(free["agent"]["execution_allowed_tools"], Value::Null);
+    assert_eq!(answers(&free), [("f1".to_owned(), "5".to_owned())]);
+    // What reached the upstream: the allowed calls, never the restricted ones.
+    let calls = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(calls.contains(r#"echo {"text":"from echo"}"#), "{calls}");
+    assert!(calls.contains(r#"add {"a":2,"b":3}"#), "{calls}");
+    assert!(!calls.contains("from none"), "{calls}");
+    assert!(!calls.contains(r#""a":1"#), "{calls}");
+    // Nor was a restricted call authorized: the `[]` fork's journal holds only its manifests.
+    let receipts = get(
+        &client,
+        &format!("{api}/receipts?session_id={}", forks[0]),
+        &admin,
+    )
+    .await;
+    let kinds: Vec<&str> = receipts["receipts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["kind"].as_str().unwrap())
+        .collect();
+    assert!(
+        !kinds.is_empty() && kinds.iter().all(|k| *k == "manifest"),
+        "{kinds:?}"
+    );
+
+    // Revived from the live parent: its instruction and declarations, byte for byte; the
+    // bootstrap history and the launch prompt from the records.
+    let parent_sent = model.requests()[0].json();
+    for marker in ["TASK-NONE", "TASK-ECHO", "TASK-FREE"] {
+        let sent = sent_with(&model, marker);
+        assert_eq!(
+            sent.len(),
+            3,
+            "{marker}: before the kill, after revival, the end"
+        );
+        let (before, revived) = (&sent[0], &sent[1]);
+        assert_eq!(
+            serde_json::to_vec(&revived["tools"]).unwrap(),
+            serde_json::to_vec(&parent_sent["tools"]).unwrap(),
+            "{marker}"
+        );
+        assert_eq!(revived["messages"], before["messages"], "{marker}");
+    }
+
+    assert_eq!(paused["agent"]["status"], "paused", "{paused}");
+    let reason = paused["agent"]["status_reason"].as_str().unwrap();
+    assert!(
+        reason.contains(&orphan_parent) && reason.contains("gone"),
+        "{reason}"
+    );
+    assert_eq!(sent_with(&model, "TASK-ORPHAN").len(), 1);
+
+    // The parent hears of all three at its next turn.
+    let (_, next) = post(
+        &client,
+        &format!("{api}/agents/{parent}/turns"),
+        &bot,
+        json!({"message": "What happened?"}),
+    )
+    .await;
+    let reported: Vec<&str> = next["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "subagent_report")
+        .map(|e| e["agent_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        reported,
+        forks.iter().map(String::as_str).collect::<Vec<_>>()
+    );
+    server.kill().unwrap();
+    let _ = server.wait();
+}
