@@ -719,3 +719,81 @@ async fn an_empty_fork_tools_denies_everything_and_bad_ones_are_refused_distinct
         "{receipts}"
     );
 }
+
+/// Issue 7: "MCP patterns respect the raw `__` boundary". Two upstreams, `alpha` and
+/// `alpha-beta`, serve tools of the same raw names: the server pattern `mcp__alpha` reaches only
+/// `alpha`'s tools (not `alpha-beta`'s, although their canonical names start with `mcp__alpha`),
+/// and a prefix pattern matches the raw tool names of its own server only.
+#[tokio::test]
+async fn fork_patterns_match_the_raw_server_and_tool_across_two_upstreams() {
+    let alpha_echo = "mcp__alpha__echo";
+    let beta_echo = "mcp__alpha-beta__echo";
+    let alpha_add = "mcp__alpha__add";
+    let beta_add = "mcp__alpha-beta__add";
+    let model = ScriptedModel::start(vec![
+        Step::calls(&[(
+            "p1",
+            "agent",
+            r#"{"subagent_type":"fork","prompt":"Use both servers.","fork_tools":["mcp__alpha","mcp__alpha-beta__ad*"]}"#,
+        )]),
+        Step::calls(&[
+            ("f1", alpha_echo, r#"{"text":"alpha"}"#),
+            ("f2", beta_echo, r#"{"text":"beta"}"#),
+            ("f3", alpha_add, r#"{"a":1,"b":1}"#),
+            ("f4", beta_add, r#"{"a":2,"b":2}"#),
+        ]),
+        Step::text("Used what I may."),
+        Step::text("Done."),
+    ])
+    .await;
+    let app = app_with_model(&model.base_url).await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    for name in ["alpha", "alpha-beta"] {
+        let registered = app
+            .client
+            .post(app.api("/upstreams"))
+            .bearer_auth(&admin)
+            .json(&json!({"name": name, "transport": "stdio", "command": crate::helpers::fixture_command()}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(registered.status(), StatusCode::CREATED);
+    }
+    for tool in [alpha_echo, beta_echo, alpha_add, beta_add] {
+        let described = app
+            .client
+            .put(app.api(&format!("/tools/{tool}")))
+            .bearer_auth(&admin)
+            .json(&json!({"risk": ["read"]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(described.status(), StatusCode::OK, "{tool}");
+    }
+    let bot = app.token("default", "two-servers", &[scope::RUN]).await;
+    let agent = create_agent(&app, &bot, json!({})).await;
+    let (_, turned) = turn(&app, &bot, &agent, "Go.").await;
+    assert_eq!(turned["status"], "completed", "{turned}");
+
+    let sent = model.requests();
+    let fork_second = sent[2].json();
+    let answers: Vec<(String, String)> = fork_second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| {
+            (
+                m["tool_call_id"].as_str().unwrap().to_owned(),
+                m["content"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(answers.len(), 4, "{fork_second}");
+    assert_eq!(answers[0], ("f1".to_owned(), "alpha".to_owned()));
+    let restricted = "was not executed: fork_tools restricts this fork";
+    assert_eq!(answers[1].0, "f2");
+    assert!(answers[1].1.contains(restricted), "{}", answers[1].1);
+    assert_eq!(answers[2], ("f3".to_owned(), "2".to_owned()));
+    assert_eq!(answers[3], ("f4".to_owned(), "4".to_owned()));
+}

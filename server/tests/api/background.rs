@@ -416,3 +416,121 @@ async fn background_forks_are_revived_after_a_kill_with_their_restriction() {
     server.kill().unwrap();
     let _ = server.wait();
 }
+
+/// A foreground fork whose call is parked does not hold its parent's turn: the parent is told it
+/// waits, the fork goes on by itself once the call is approved, and the parent hears its answer
+/// at its next turn.
+#[tokio::test]
+async fn a_fork_left_waiting_for_an_approval_reports_when_it_finishes() {
+    let model = ScriptedModel::start(vec![
+        Step::calls(&[(
+            "p1",
+            "agent",
+            r#"{"subagent_type":"fork","prompt":"PARK-TASK: echo it"}"#,
+        )]),
+        Step::text("The fork waits for a person."),
+        Step::text("The fork is done."),
+    ])
+    .await;
+    model.route(
+        "PARK-TASK",
+        vec![
+            Step::calls(&[("f1", ECHO, r#"{"text":"approved in the fork"}"#)]),
+            Step::text("Echoed after approval."),
+        ],
+    );
+    let base_url = model.base_url.clone();
+    let app = TestApp::spawn_with(Db::Sqlite, move |c| {
+        c.model = Some(ModelConfig {
+            base_url,
+            api_key: None,
+            model: "scripted-1".into(),
+            timeout: Duration::from_secs(10),
+        });
+    })
+    .await
+    .unwrap();
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[ECHO]).await;
+    let put = app
+        .client
+        .put(app.api("/policies/fork-approve"))
+        .bearer_auth(&admin)
+        .json(&json!({"rules": [{"id": "echo-needs-a-person", "match": {"name": ECHO}, "mode": "approval_required"}]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), StatusCode::OK);
+    let (status, _) = post(
+        &app.client,
+        &app.api("/policies/fork-approve:activate"),
+        &admin,
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let bot = app.token("default", "bot", &[scope::RUN]).await;
+    let (_, created) = post(&app.client, &app.api("/agents"), &bot, json!({})).await;
+    let parent = created["agent_id"].as_str().unwrap().to_owned();
+    let turns = app.api(&format!("/agents/{parent}/turns"));
+
+    let (_, turned) = post(&app.client, &turns, &bot, json!({"message": "Delegate."})).await;
+    assert_eq!(turned["status"], "completed", "{turned}");
+    let fork = started(&turned).remove(0);
+    let waiting = turned["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "agent")
+        .unwrap()["content"]
+        .clone();
+    assert!(
+        waiting.as_str().unwrap().contains("waiting for a person"),
+        "{waiting}"
+    );
+    let shown = get(&app.client, &app.api(&format!("/agents/{fork}")), &bot).await;
+    assert_eq!(shown["agent"]["status"], "input_required", "{shown}");
+    let invocation = &shown["invocations"][0];
+    let approved = app
+        .client
+        .post(app.api(&format!(
+            "/invocations/{}:approve",
+            invocation["invocation_id"].as_str().unwrap()
+        )))
+        .bearer_auth(&admin)
+        .json(&json!({"args_hash": invocation["args_hash"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(approved.status(), StatusCode::OK);
+    let done = settled_idle(&app, &bot, &fork).await;
+    assert_eq!(
+        answers(&done),
+        [("f1".to_owned(), "approved in the fork".to_owned())]
+    );
+
+    let (_, next) = post(&app.client, &turns, &bot, json!({"message": "And?"})).await;
+    let report = &next["events"][0];
+    assert_eq!(report["type"], "subagent_report", "{next}");
+    assert_eq!(report["agent_id"], fork.as_str());
+    assert!(
+        report["content"]
+            .as_str()
+            .unwrap()
+            .contains("Echoed after approval."),
+        "{report}"
+    );
+}
+
+/// Waits until agent `id` is idle (a parked turn continues in the background).
+async fn settled_idle(app: &TestApp, token: &str, id: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let agent = get(&app.client, &app.api(&format!("/agents/{id}")), token).await;
+        if agent["agent"]["status"] == "idle" {
+            return agent;
+        }
+        assert!(Instant::now() < deadline, "{id} not idle: {agent}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
