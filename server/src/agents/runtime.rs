@@ -652,6 +652,34 @@ pub async fn run_turn(
     id: &str,
     request: TurnRequest,
 ) -> Result<TurnView, ServiceError> {
+    start_turn(state, model, principal, id, request)
+        .await?
+        .run(Events::default())
+        .await
+}
+
+/// A turn that was accepted (the agent was idle and is now `running`) and has not run yet.
+pub struct StartedTurn {
+    state: AppState,
+    model: ModelClient,
+    principal: Principal,
+    agent: AgentRow,
+    grant: Grant,
+    tools: ToolConfig,
+    message: String,
+    /// `trn_…`
+    pub turn_id: String,
+}
+
+/// Checks and starts a turn of agent `id`: everything that can refuse it (404, 409, 422, 503)
+/// happens here, before anything streams.
+pub async fn start_turn(
+    state: &AppState,
+    model: Option<&ModelClient>,
+    principal: &Principal,
+    id: &str,
+    request: TurnRequest,
+) -> Result<StartedTurn, ServiceError> {
     principal.require(scope::RUN)?;
     let agent = readable(state, principal, id).await?;
     if agent.actor_id != principal.actor_id {
@@ -696,8 +724,16 @@ pub async fn run_turn(
     let tools = ToolConfig::prepare(&grant, allowlist);
 
     let now = store::now_ms();
+    // Only one turn at a time: the agent moves from idle to running once.
+    if !store::agents::transition(&state.store, &agent.id, "idle", "running", now).await? {
+        return Err(AppError::new(
+            ErrorCode::Conflict,
+            "the agent is busy; a turn can start when it is idle",
+        )
+        .into());
+    }
     let turn_id = ids::new_id("trn");
-    store::agents::insert_turn(
+    let inserted = store::agents::insert_turn(
         &state.store,
         &store::agents::TurnRow {
             id: turn_id.clone(),
@@ -710,62 +746,126 @@ pub async fn run_turn(
             ended_at: None,
         },
     )
-    .await?;
-    store::agents::set_status_reason(&state.store, &agent.id, "running", None, now).await?;
-    let _beat = Heartbeat::agent(&state.store, &agent.id);
-    let mut events = Vec::new();
-    // What background sub-agents answered since the last turn comes first.
-    let mut records = Vec::new();
-    for (child, status, content) in reports(state, &agent).await? {
-        records.push((
-            "message",
-            Some(turn_id.as_str()),
-            record(&Message::User {
-                content: content.clone(),
-            }),
-        ));
-        events.push(Event::SubagentReport {
-            agent_id: child,
-            status,
-            content,
-        });
+    .await;
+    if let Err(e) = inserted {
+        store::agents::transition(&state.store, &agent.id, "running", "idle", store::now_ms())
+            .await?;
+        return Err(e.into());
     }
-    records.push((
-        "message",
-        Some(turn_id.as_str()),
-        record(&Message::User {
-            content: request.message.clone(),
-        }),
-    ));
-    events.push(Event::User {
-        content: request.message,
-    });
-    let outcome =
-        match store::agents::append(&state.store, &agent.id, &records, store::now_ms()).await {
-            Ok(()) => {
-                model_loop(
-                    state,
-                    model,
-                    principal,
-                    &agent,
-                    &grant,
-                    &tools,
-                    &turn_id,
-                    0,
-                    &mut events,
-                )
-                .await
-            }
-            Err(e) => Err((0, format!("the store failed: {e}"))),
-        };
-    let (status, model_calls) = finish(state, &agent, &turn_id, outcome, &mut events).await?;
-    Ok(TurnView {
+    Ok(StartedTurn {
+        state: state.clone(),
+        model: model.clone(),
+        principal: principal.clone(),
+        agent,
+        grant,
+        tools,
+        message: request.message,
         turn_id,
-        agent_id: agent.id,
-        status,
-        model_calls,
-        events,
     })
+}
+
+impl StartedTurn {
+    /// Runs the turn to its end, telling `events` as things happen.
+    pub async fn run(self, mut events: Events) -> Result<TurnView, ServiceError> {
+        let Self {
+            state,
+            model,
+            principal,
+            agent,
+            grant,
+            tools,
+            message,
+            turn_id,
+        } = self;
+        let state = &state;
+        let _beat = Heartbeat::agent(&state.store, &agent.id);
+        let outcome = async {
+            // What background sub-agents answered since the last turn comes first.
+            let mut records = Vec::new();
+            for (child, status, content) in reports(state, &agent)
+                .await
+                .map_err(|e| (0, e.into_app_error().message))?
+            {
+                records.push((
+                    "message",
+                    Some(turn_id.as_str()),
+                    record(&Message::User {
+                        content: content.clone(),
+                    }),
+                ));
+                events.push(Event::SubagentReport {
+                    agent_id: child,
+                    status,
+                    content,
+                });
+            }
+            records.push((
+                "message",
+                Some(turn_id.as_str()),
+                record(&Message::User {
+                    content: message.clone(),
+                }),
+            ));
+            events.push(Event::User { content: message });
+            store::agents::append(&state.store, &agent.id, &records, store::now_ms())
+                .await
+                .map_err(|e| (0, format!("the store failed: {e}")))?;
+            model_loop(
+                state,
+                &model,
+                &principal,
+                &agent,
+                &grant,
+                &tools,
+                &turn_id,
+                0,
+                &mut events,
+            )
+            .await
+        }
+        .await;
+        let (status, model_calls) = finish(state, &agent, &turn_id, outcome, &mut events).await?;
+        Ok(TurnView {
+            turn_id,
+            agent_id: agent.id,
+            status,
+            model_calls,
+            events: events.into_list(),
+        })
+    }
+}
+
+/// What happened in a turn, in order; also sent to a listener as it happens (SSE).
+#[derive(Debug, Default)]
+pub struct Events {
+    list: Vec<Event>,
+    listener: Option<tokio::sync::mpsc::UnboundedSender<Event>>,
+}
+
+impl Events {
+    /// Events that are also sent to `listener` (a receiver that went away is ignored: the
+    /// turn goes on).
+    pub fn streaming(listener: tokio::sync::mpsc::UnboundedSender<Event>) -> Self {
+        Self {
+            list: Vec::new(),
+            listener: Some(listener),
+        }
+    }
+
+    fn push(&mut self, event: Event) {
+        if let Some(listener) = &self.listener {
+            let _ = listener.send(event.clone());
+        }
+        self.list.push(event);
+    }
+
+    fn iter(&self) -> std::slice::Iter<'_, Event> {
+        self.list.iter()
+    }
+
+    fn into_list(self) -> Vec<Event> {
+        self.list
+    }
 }
 
 /// What `agent`'s background sub-agents answered since they were last reported, as `(agent,
@@ -819,7 +919,7 @@ async fn finish(
     agent: &AgentRow,
     turn_id: &str,
     outcome: Result<(&'static str, i64), (i64, String)>,
-    events: &mut Vec<Event>,
+    events: &mut Events,
 ) -> Result<(String, i64), ServiceError> {
     let (status, model_calls, error) = match outcome {
         Ok((status, calls)) => (status, calls, None),
@@ -866,7 +966,7 @@ async fn model_loop(
     tools: &ToolConfig,
     turn_id: &str,
     mut calls: i64,
-    events: &mut Vec<Event>,
+    events: &mut Events,
 ) -> Result<(&'static str, i64), (i64, String)> {
     let store_error = |calls: i64| move |e: sqlx::Error| (calls, format!("the store failed: {e}"));
     // The transcript is read once; what the loop records it also keeps here.
@@ -957,7 +1057,7 @@ impl Turn<'_> {
         messages: &mut Vec<Message>,
         model_call: i64,
         calls: &[ToolCall],
-        events: &mut Vec<Event>,
+        events: &mut Events,
     ) -> Result<bool, (i64, String)> {
         // A fork inherits what was sent in this model call: without the answer just received.
         let sent = messages.len() - 1;
@@ -1203,7 +1303,7 @@ async fn subagent(
         ));
     }
     let _beat = Heartbeat::agent(&state.store, &child.id);
-    let mut events = Vec::new();
+    let mut events = Events::default();
     let outcome = model_loop(
         state,
         model,
@@ -1263,7 +1363,7 @@ async fn run_detached(
     calls: i64,
 ) {
     let _beat = Heartbeat::agent(&state.store, &agent.id);
-    let mut events = Vec::new();
+    let mut events = Events::default();
     let outcome = model_loop(
         &state,
         &model,
@@ -1432,16 +1532,16 @@ pub async fn resume(state: &AppState, agent: AgentRow) -> Result<bool, ServiceEr
         })
         .collect();
     store::agents::append(&state.store, &agent.id, &records, now).await?;
-    let mut events: Vec<Event> = answers
-        .iter()
-        .map(|(call, content)| Event::ToolResult {
+    let mut events = Events::default();
+    for (call, content) in &answers {
+        events.push(Event::ToolResult {
             tool_call_id: call.id.clone(),
             name: call.function.name.clone(),
             outcome: "decided".into(),
             receipt_id: None,
             content: content.clone(),
-        })
-        .collect();
+        });
+    }
     let outcome = async {
         let principal = turn_principal(state, &agent, &turn)
             .await
@@ -1594,7 +1694,14 @@ async fn revive(state: &AppState, agent: AgentRow) -> Result<(), ServiceError> {
             tracing::warn!(agent = %agent.id, %reason, "a background sub-agent stays paused");
         }
         Err((false, e)) => {
-            finish(state, &agent, &turn.id, Err((calls, e)), &mut Vec::new()).await?;
+            finish(
+                state,
+                &agent,
+                &turn.id,
+                Err((calls, e)),
+                &mut Events::default(),
+            )
+            .await?;
         }
     }
     Ok(())

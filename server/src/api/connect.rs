@@ -265,7 +265,7 @@ pub const METHODS: &[ConnectMethod] = &[
         "/agents/{id}/turns",
         ID,
         Payload::Body,
-        "Run one turn of a hosted agent; the answer is the turn's events.",
+        "Run one turn of a hosted agent; the answer is the turn's events (REST: streamed as server-sent events with Accept: text/event-stream).",
     ),
     m(
         "ListInvocations",

@@ -87,6 +87,9 @@ pub fn document() -> Value {
                 "503": error_response("A dependency (the database, the journal) is unavailable"),
             }
         });
+        if spec.path == "/agents/{id}/turns" {
+            op["responses"]["2XX"]["content"]["text/event-stream"] = json!({"schema": {"type": "string", "description": "turn, then one event per turn event named by its type, ending with turn_end"}});
+        }
         if let Some(o) = operation
             && matches!(o.payload, Payload::Body | Payload::Field(_))
         {

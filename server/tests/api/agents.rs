@@ -797,3 +797,109 @@ async fn fork_patterns_match_the_raw_server_and_tool_across_two_upstreams() {
     assert_eq!(answers[2], ("f3".to_owned(), "2".to_owned()));
     assert_eq!(answers[3], ("f4".to_owned(), "4".to_owned()));
 }
+
+/// CONTRACT §12: "`Accept: text/event-stream` streams" a turn's events while it runs.
+#[tokio::test]
+async fn a_turn_streams_its_events_as_server_sent_events() {
+    let model = ScriptedModel::start(vec![
+        Step::calls(&[("c1", ECHO, r#"{"text":"streamed"}"#)]),
+        // The model takes its time over the second answer: the first events are out by then.
+        Step::Delay(
+            Duration::from_secs(3),
+            Box::new(Step::text("Done streaming.")),
+        ),
+    ])
+    .await;
+    let app = app_with_model(&model.base_url).await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[ECHO]).await;
+    let bot = app.token("default", "streamer", &[scope::RUN]).await;
+    let agent = create_agent(&app, &bot, json!({})).await;
+
+    let mut response = app
+        .client
+        .post(app.api(&format!("/agents/{agent}/turns")))
+        .bearer_auth(&bot)
+        .header("accept", "text/event-stream")
+        .json(&json!({"message": "Stream it."}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(
+        response.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("text/event-stream")
+    );
+    let mut text = String::new();
+    let mut seen_running = false;
+    while let Some(chunk) = response.chunk().await.unwrap() {
+        text.push_str(std::str::from_utf8(&chunk).unwrap());
+        if text.contains("event: tool_result") && !seen_running {
+            // The tool's result reached the client while the turn was still running.
+            let shown: Value = app
+                .client
+                .get(app.api(&format!("/agents/{agent}")))
+                .bearer_auth(&bot)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            assert_eq!(shown["agent"]["status"], "running", "{shown}");
+            seen_running = true;
+        }
+    }
+    assert!(seen_running, "{text}");
+    let events: Vec<(String, Value)> = text
+        .split("\n\n")
+        .filter(|block| block.contains("data:"))
+        .map(|block| {
+            let name = block
+                .lines()
+                .find_map(|l| l.strip_prefix("event: "))
+                .unwrap()
+                .to_owned();
+            let data = block
+                .lines()
+                .find_map(|l| l.strip_prefix("data: "))
+                .unwrap();
+            (name, serde_json::from_str(data).unwrap())
+        })
+        .collect();
+    let names: Vec<&str> = events.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "turn",
+            "user",
+            "assistant",
+            "tool_result",
+            "assistant",
+            "turn_end"
+        ]
+    );
+    let turn_id = events[0].1["turn_id"].as_str().unwrap();
+    assert!(turn_id.starts_with("trn_"), "{text}");
+    assert_eq!(events[3].1["content"], "streamed");
+    assert_eq!(events[3].1["outcome"], "executed");
+    assert_eq!(events[5].1["status"], "completed");
+
+    // A turn that is refused is refused before anything streams: a plain JSON error.
+    let refused = app
+        .client
+        .post(app.api("/agents/agt_nobody/turns"))
+        .bearer_auth(&bot)
+        .header("accept", "text/event-stream")
+        .json(&json!({"message": "Anyone?"}))
+        .send()
+        .await
+        .unwrap();
+    let (status, code) = error_code(refused).await;
+    assert_eq!(
+        (status, code.as_str()),
+        (StatusCode::NOT_FOUND, "not_found")
+    );
+}
