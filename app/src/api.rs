@@ -206,3 +206,17 @@ pub async fn revoke_session(id: String) -> Result<crate::dto::SessionView, AppEr
     let (backend, session) = crate::backend::context().await?;
     backend.revoke_session(&session, &id).await
 }
+
+/// Hosted agents.
+#[server(prefix = "/ui", endpoint = "agents/list")]
+pub async fn agents() -> Result<Vec<crate::dto::AgentView>, AppError> {
+    let (backend, session) = crate::backend::context().await?;
+    backend.agents(&session).await
+}
+
+/// One hosted agent.
+#[server(prefix = "/ui", endpoint = "agents/get")]
+pub async fn agent_detail(id: String) -> Result<crate::dto::AgentDetail, AppError> {
+    let (backend, session) = crate::backend::context().await?;
+    backend.agent_detail(&session, &id).await
+}

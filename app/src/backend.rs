@@ -9,10 +9,10 @@ use std::sync::Arc;
 use tower_sessions::Session;
 
 use crate::dto::{
-    ApprovalsView, CreateTokenRequest, CreateUserRequest, CreatedToken, DescribeToolRequest,
-    InvocationView, Me, Overview, PolicyEditorData, PolicySummary, PolicyVersionView,
-    ReceiptDetail, ReceiptPage, ReceiptQuery, SessionDetail, SessionView, SyncReport, TokenView,
-    ToolsView, UpdateScopesRequest, UserView,
+    AgentDetail, AgentView, ApprovalsView, CreateTokenRequest, CreateUserRequest, CreatedToken,
+    DescribeToolRequest, InvocationView, Me, Overview, PolicyEditorData, PolicySummary,
+    PolicyVersionView, ReceiptDetail, ReceiptPage, ReceiptQuery, SessionDetail, SessionView,
+    SyncReport, TokenView, ToolsView, UpdateScopesRequest, UserView,
 };
 use crate::error::AppError;
 
@@ -119,6 +119,10 @@ pub trait Backend: Send + Sync + 'static {
     async fn session_detail(&self, session: &Session, id: &str) -> Result<SessionDetail, AppError>;
     /// Revokes a session and its forks (admin).
     async fn revoke_session(&self, session: &Session, id: &str) -> Result<SessionView, AppError>;
+    /// Hosted agents, newest first (read).
+    async fn agents(&self, session: &Session) -> Result<Vec<AgentView>, AppError>;
+    /// One hosted agent with its transcript, turns, calls, receipts and forks (read).
+    async fn agent_detail(&self, session: &Session, id: &str) -> Result<AgentDetail, AppError>;
 }
 
 /// How the backend travels in Leptos context.

@@ -631,3 +631,84 @@ pub struct SessionDetail {
     /// Tools of the manifest whose catalog definition changed after it was granted.
     pub drifted: Vec<String>,
 }
+
+/// A hosted agent (`GET /agents`, the agents page).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentView {
+    /// `agt_…` (also its exposure session).
+    pub agent_id: String,
+    /// Who it acts as.
+    pub actor_id: String,
+    /// Environment.
+    pub environment: String,
+    /// System instruction.
+    pub system_instruction: String,
+    /// Model calls one turn may make.
+    pub max_turns: i64,
+    /// A sub-agent's parent.
+    pub parent_id: Option<String>,
+    /// `fork` / `general-purpose` for sub-agents.
+    pub subagent_type: Option<String>,
+    /// The execution allowlist (`fork_tools`) of a restricted fork.
+    pub execution_allowed_tools: Option<Vec<String>>,
+    /// `idle`, `running`, `input_required`, `paused`.
+    pub status: String,
+    /// Why it is paused, or why its last turn could not go on.
+    pub status_reason: Option<String>,
+    /// Runs apart from its parent's turn; its answer reaches the parent at the parent's next
+    /// turn.
+    pub background: bool,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
+/// One turn of a hosted agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AgentTurnView {
+    /// `trn_…`
+    pub turn_id: String,
+    /// `running`, `completed`, `input_required`, `max_turns`, `failed`, `paused`.
+    pub status: String,
+    /// Model calls made.
+    pub model_calls: i64,
+    /// Why it failed or paused.
+    pub error: Option<String>,
+    /// RFC 3339.
+    pub started_at: String,
+    /// RFC 3339.
+    pub ended_at: Option<String>,
+}
+
+/// One record of an agent's transcript.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TranscriptRecord {
+    /// Position in the transcript.
+    pub seq: i64,
+    /// `message`, `agent_bootstrap` (a fork's inherited history), `launch_prompt`.
+    pub kind: String,
+    /// The turn that wrote it.
+    pub turn_id: Option<String>,
+    /// A chat message (`role`, `content`, `tool_calls`, `tool_call_id`), or for
+    /// `agent_bootstrap` the list of inherited messages.
+    pub body: serde_json::Value,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
+/// A hosted agent with everything it did (`GET /agents/{id}`, the agent page).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentDetail {
+    /// The agent.
+    pub agent: AgentView,
+    /// Its transcript, in order.
+    pub transcript: Vec<TranscriptRecord>,
+    /// Its turns, oldest first.
+    pub turns: Vec<AgentTurnView>,
+    /// Its sub-agents, oldest first.
+    pub forks: Vec<AgentView>,
+    /// Its tool calls bound as invocations (parked ones included), newest first.
+    pub invocations: Vec<InvocationView>,
+    /// The receipts of its session, newest first (dashboard: the latest 50).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub receipts: Vec<ReceiptRowView>,
+}

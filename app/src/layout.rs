@@ -8,13 +8,14 @@ use crate::dto::Me;
 
 /// Pages of the dashboard. Those not built yet are shown, but not as links: a link must lead to
 /// a working page.
-const NAV: [(&str, &str, bool); 8] = [
+const NAV: [(&str, &str, bool); 9] = [
     ("Overview", "/", true),
     ("Policies", "/policies", true),
     ("Tools", "/tools", true),
     ("Sessions", "/sessions", true),
     ("Receipts", "/receipts", true),
     ("Approvals", "/approvals", true),
+    ("Agents", "/agents", true),
     ("Tokens", "/tokens", true),
     ("Users", "/users", true),
 ];

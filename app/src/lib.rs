@@ -75,6 +75,8 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("tools") view=pages::tools::ToolsPage/>
                     <Route path=path!("sessions") view=pages::sessions::SessionsPage/>
                     <Route path=path!("sessions/:id") view=pages::sessions::SessionDetailPage/>
+                    <Route path=path!("agents") view=pages::agents::AgentsPage/>
+                    <Route path=path!("agents/:id") view=pages::agents::AgentDetailPage/>
                     <Route path=path!("tokens") view=pages::tokens::TokensPage/>
                     <Route path=path!("users") view=pages::users::UsersPage/>
                 </ParentRoute>

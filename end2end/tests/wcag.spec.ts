@@ -13,6 +13,7 @@ const pages = [
   "/sessions",
   "/receipts",
   "/approvals",
+  "/agents",
   "/tokens",
   "/users",
 ];
@@ -33,6 +34,14 @@ test("every page passes axe's WCAG 2.1 A and AA rules", async ({ page }) => {
     );
     expect(found, found.join("\n")).toEqual([]);
   }
+  // A hosted agent's page (the agents spec made one, with a transcript, calls and receipts).
+  await page.goto("/agents");
+  await page.getByTestId("agent-table").locator("a").first().click();
+  await expect(page.getByTestId("transcript")).toBeVisible();
+  await hydrated(page);
+  const agentResults = await new AxeBuilder({ page }).withTags(["wcag2a", "wcag2aa", "wcag21a", "wcag21aa"]).analyze();
+  const agentFound = agentResults.violations.map((v) => `${page.url()}: ${v.id} (${v.impact}) ${v.help}`);
+  expect(agentFound, agentFound.join("\n")).toEqual([]);
   // The sign-in page too, signed out.
   await page.context().clearCookies();
   await page.goto("/sign-in");

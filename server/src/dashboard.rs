@@ -5,8 +5,8 @@ use std::sync::Arc;
 
 use app::backend::{Backend, SharedBackend};
 use app::dto::{
-    ActivateRequest, ApprovalsView, CreateTokenRequest, CreateUserRequest, CreatedToken,
-    InvocationView, Me, Overview, PolicyEditorData, PolicySummary, PolicyVersionView,
+    ActivateRequest, AgentDetail, AgentView, ApprovalsView, CreateTokenRequest, CreateUserRequest,
+    CreatedToken, InvocationView, Me, Overview, PolicyEditorData, PolicySummary, PolicyVersionView,
     ReceiptDetail, ReceiptPage, ReceiptQuery, TokenView, UpdateScopesRequest, UserView,
 };
 use app::dto::{
@@ -381,6 +381,31 @@ impl Backend for DashboardBackend {
         exposure::revoke(&self.state.store, &self.state.journal, &p, id)
             .await
             .map_err(ServiceError::into_app_error)
+    }
+
+    async fn agents(&self, session: &Session) -> Result<Vec<AgentView>, AppError> {
+        let p = self.principal(session).await?;
+        crate::agents::runtime::list(&self.state, &p)
+            .await
+            .map_err(ServiceError::into_app_error)
+    }
+
+    async fn agent_detail(&self, session: &Session, id: &str) -> Result<AgentDetail, AppError> {
+        let p = self.principal(session).await?;
+        let mut detail = crate::agents::runtime::get(&self.state, &p, id)
+            .await
+            .map_err(ServiceError::into_app_error)?;
+        if p.scopes.satisfies(engine::scope::READ) {
+            let query = ReceiptQuery {
+                session_id: Some(detail.agent.agent_id.clone()),
+                ..ReceiptQuery::default()
+            };
+            detail.receipts = receipts::page(&self.state.store, &p, query)
+                .await
+                .map_err(ServiceError::into_app_error)?
+                .rows;
+        }
+        Ok(detail)
     }
 }
 

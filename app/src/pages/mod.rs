@@ -1,5 +1,6 @@
 //! One module per dashboard page.
 
+pub mod agents;
 pub mod approvals;
 pub mod not_found;
 pub mod overview;

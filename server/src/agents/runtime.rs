@@ -69,35 +69,7 @@ pub struct TurnRequest {
     pub message: String,
 }
 
-/// An agent as the API shows it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct AgentView {
-    /// `agt_…` (also its exposure session).
-    pub agent_id: String,
-    /// Who it acts as.
-    pub actor_id: String,
-    /// Environment.
-    pub environment: String,
-    /// System instruction.
-    pub system_instruction: String,
-    /// Model calls one turn may make.
-    pub max_turns: i64,
-    /// A fork's parent.
-    pub parent_id: Option<String>,
-    /// `fork` / `general-purpose` for children.
-    pub subagent_type: Option<String>,
-    /// The execution allowlist (`fork_tools`) of a restricted fork.
-    pub execution_allowed_tools: Option<Vec<String>>,
-    /// `idle`, `running`, `input_required`, `paused`.
-    pub status: String,
-    /// Why it is paused, or why its last turn could not go on.
-    pub status_reason: Option<String>,
-    /// Started with `run_in_background` (or left waiting for an approval by its parent's turn):
-    /// its answer reaches the parent at the parent's next turn.
-    pub background: bool,
-    /// RFC 3339.
-    pub created_at: String,
-}
+pub use app::dto::{AgentDetail, AgentView};
 
 /// One thing that happened in a turn.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -299,53 +271,54 @@ pub async fn list(state: &AppState, principal: &Principal) -> Result<Vec<AgentVi
 
 /// `GET /agents/{id}` (read, or run for one's own): the agent, its transcript, turns, forks and
 /// invocations.
-pub async fn get(state: &AppState, principal: &Principal, id: &str) -> Result<Value, ServiceError> {
+pub async fn get(
+    state: &AppState,
+    principal: &Principal,
+    id: &str,
+) -> Result<AgentDetail, ServiceError> {
     let agent = readable(state, principal, id).await?;
-    let transcript: Vec<Value> = store::agents::records(&state.store, &agent.id)
+    let transcript = store::agents::records(&state.store, &agent.id)
         .await?
         .into_iter()
-        .map(|r| {
-            json!({
-                "seq": r.seq,
-                "kind": r.kind,
-                "turn_id": r.turn_id,
-                "body": serde_json::from_str::<Value>(&r.body).unwrap_or(Value::Null),
-                "created_at": store::rfc3339(r.created_at),
-            })
+        .map(|r| app::dto::TranscriptRecord {
+            seq: r.seq,
+            kind: r.kind,
+            turn_id: r.turn_id,
+            body: serde_json::from_str(&r.body).unwrap_or(Value::Null),
+            created_at: store::rfc3339(r.created_at),
         })
         .collect();
-    let turns: Vec<Value> = store::agents::turns(&state.store, &agent.id)
+    let turns = store::agents::turns(&state.store, &agent.id)
         .await?
         .into_iter()
-        .map(|t| {
-            json!({
-                "turn_id": t.id,
-                "status": t.status,
-                "model_calls": t.model_calls,
-                "error": t.error,
-                "started_at": store::rfc3339(t.started_at),
-                "ended_at": t.ended_at.map(store::rfc3339),
-            })
+        .map(|t| app::dto::AgentTurnView {
+            turn_id: t.id,
+            status: t.status,
+            model_calls: t.model_calls,
+            error: t.error,
+            started_at: store::rfc3339(t.started_at),
+            ended_at: t.ended_at.map(store::rfc3339),
         })
         .collect();
-    let forks: Vec<AgentView> = store::agents::children(&state.store, &agent.id)
+    let forks = store::agents::children(&state.store, &agent.id)
         .await?
         .iter()
         .map(view)
         .collect();
-    let invocations: Vec<Value> =
+    let invocations =
         store::invocations::by_session(&state.store, &agent.tenant_id, &agent.id, 500)
             .await?
             .iter()
-            .map(crate::invocations::view)
+            .map(crate::invocations::typed_view)
             .collect();
-    Ok(json!({
-        "agent": view(&agent),
-        "transcript": transcript,
-        "turns": turns,
-        "forks": forks,
-        "invocations": invocations,
-    }))
+    Ok(AgentDetail {
+        agent: view(&agent),
+        transcript,
+        turns,
+        forks,
+        invocations,
+        receipts: Vec::new(),
+    })
 }
 
 /// The built-in tool that starts sub-agents.

@@ -43,7 +43,7 @@ pub async fn get(
     State(state): State<AppState>,
     Caller(p): Caller,
     Path(id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<runtime::AgentDetail>, ApiError> {
     Ok(Json(runtime::get(&state, &p, &id).await?))
 }
 
