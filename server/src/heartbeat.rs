@@ -4,6 +4,8 @@
 //! may take it over with a conditional update.
 
 use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::store::{self, Store};
@@ -15,22 +17,36 @@ pub const PERIOD_MS: u64 = 2_000;
 pub const STALE_MS: i64 = 10_000;
 
 /// Beats until dropped.
-pub struct Heartbeat(tokio::task::JoinHandle<()>);
+pub struct Heartbeat {
+    task: tokio::task::JoinHandle<()>,
+    lost: Arc<AtomicBool>,
+}
 
 impl Heartbeat {
+    /// `beat` answers whether the row is still held; once it is not, [`Heartbeat::lost`] says
+    /// so and the beating stops.
     fn every<F, Fut>(what: &'static str, id: String, mut beat: F) -> Self
     where
         F: FnMut(i64) -> Fut + Send + 'static,
-        Fut: Future<Output = Result<(), sqlx::Error>> + Send,
+        Fut: Future<Output = Result<bool, sqlx::Error>> + Send,
     {
-        Self(tokio::spawn(async move {
+        let lost = Arc::new(AtomicBool::new(false));
+        let flag = lost.clone();
+        let task = tokio::spawn(async move {
             loop {
                 tokio::time::sleep(Duration::from_millis(PERIOD_MS)).await;
-                if let Err(e) = beat(store::now_ms()).await {
-                    tracing::warn!(error = %e, %what, %id, "heartbeat not recorded");
+                match beat(store::now_ms()).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        tracing::warn!(%what, %id, "no longer held: another runner took it over");
+                        flag.store(true, Ordering::SeqCst);
+                        return;
+                    }
+                    Err(e) => tracing::warn!(error = %e, %what, %id, "heartbeat not recorded"),
                 }
             }
-        }))
+        });
+        Self { task, lost }
     }
 
     /// For running invocation `id`.
@@ -38,22 +54,31 @@ impl Heartbeat {
         let (store, tenant_id, key) = (store.clone(), tenant_id.to_owned(), id.to_owned());
         Self::every("invocation", id.to_owned(), move |_| {
             let (store, tenant_id, key) = (store.clone(), tenant_id.clone(), key.clone());
-            async move { store::invocations::still_running(&store, &tenant_id, &key).await }
+            async move {
+                store::invocations::still_running(&store, &tenant_id, &key)
+                    .await
+                    .map(|()| true)
+            }
         })
     }
 
-    /// For running agent `id`.
-    pub fn agent(store: &Store, id: &str) -> Self {
-        let (store, key) = (store.clone(), id.to_owned());
+    /// For agent `id` while run `runner` holds it.
+    pub fn agent(store: &Store, id: &str, runner: &str) -> Self {
+        let (store, key, runner) = (store.clone(), id.to_owned(), runner.to_owned());
         Self::every("agent", id.to_owned(), move |now| {
-            let (store, key) = (store.clone(), key.clone());
-            async move { store::agents::still_running(&store, &key, now).await }
+            let (store, key, runner) = (store.clone(), key.clone(), runner.clone());
+            async move { store::agents::still_running(&store, &key, &runner, now).await }
         })
+    }
+
+    /// Whether the row was found held by someone else (the run must stop).
+    pub fn lost(&self) -> bool {
+        self.lost.load(Ordering::SeqCst)
     }
 }
 
 impl Drop for Heartbeat {
     fn drop(&mut self) {
-        self.0.abort();
+        self.task.abort();
     }
 }

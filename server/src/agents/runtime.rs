@@ -233,6 +233,7 @@ pub async fn create(
         status_reason: None,
         background: false,
         reported_at: None,
+        runner: None,
         created_at: now,
         updated_at: now,
     };
@@ -560,6 +561,12 @@ pub async fn process_function_calls(
                 "parked",
                 "This call is waiting for a person to approve it; its result will follow.".into(),
             ),
+            // Still running (an async job, or a call replayed after a stop while its first run
+            // was in flight): the turn waits for its final outcome like a parked call.
+            Some("working") => (
+                "parked",
+                "This call is still running; its result will follow.".into(),
+            ),
             _ if is_error => ("denied", format!("Error: {}", result_text(&result))),
             _ => ("executed", result_text(&result)),
         };
@@ -642,6 +649,7 @@ pub struct StartedTurn {
     message: String,
     /// `trn_…`
     pub turn_id: String,
+    runner: String,
 }
 
 /// Checks and starts a turn of agent `id`: everything that can refuse it (404, 409, 422, 503)
@@ -697,8 +705,9 @@ pub async fn start_turn(
     let tools = ToolConfig::prepare(&grant, allowlist);
 
     let now = store::now_ms();
-    // Only one turn at a time: the agent moves from idle to running once.
-    if !store::agents::transition(&state.store, &agent.id, "idle", "running", now).await? {
+    // Only one turn at a time: the agent moves from idle to running once, held by this run.
+    let runner = ids::new_id("run");
+    if !store::agents::claim(&state.store, &agent.id, "idle", &runner, now).await? {
         return Err(AppError::new(
             ErrorCode::Conflict,
             "the agent is busy; a turn can start when it is idle",
@@ -721,8 +730,16 @@ pub async fn start_turn(
     )
     .await;
     if let Err(e) = inserted {
-        store::agents::transition(&state.store, &agent.id, "running", "idle", store::now_ms())
-            .await?;
+        store::agents::release(
+            &state.store,
+            &agent.id,
+            &runner,
+            "idle",
+            None,
+            None,
+            store::now_ms(),
+        )
+        .await?;
         return Err(e.into());
     }
     Ok(StartedTurn {
@@ -734,6 +751,7 @@ pub async fn start_turn(
         tools,
         message: request.message,
         turn_id,
+        runner,
     })
 }
 
@@ -749,16 +767,20 @@ impl StartedTurn {
             tools,
             message,
             turn_id,
+            runner,
         } = self;
         let state = &state;
-        let _beat = Heartbeat::agent(&state.store, &agent.id);
+        let claim = Claim::hold(state, &agent.id, runner);
         let outcome = async {
-            // What background sub-agents answered since the last turn comes first.
+            // What background sub-agents answered since the last turn comes first; they count
+            // as reported once recorded here.
             let mut records = Vec::new();
+            let mut reported = Vec::new();
             for (child, status, content) in reports(state, &agent)
                 .await
                 .map_err(|e| (0, e.into_app_error().message))?
             {
+                reported.push(child.clone());
                 records.push((
                     "message",
                     Some(turn_id.as_str()),
@@ -780,9 +802,15 @@ impl StartedTurn {
                 }),
             ));
             events.push(Event::User { content: message });
-            store::agents::append(&state.store, &agent.id, &records, store::now_ms())
-                .await
-                .map_err(|e| (0, format!("the store failed: {e}")))?;
+            store::agents::append_reporting(
+                &state.store,
+                &agent.id,
+                &records,
+                &reported,
+                store::now_ms(),
+            )
+            .await
+            .map_err(|e| (0, format!("the store failed: {e}")))?;
             model_loop(
                 state,
                 &model,
@@ -791,13 +819,15 @@ impl StartedTurn {
                 &grant,
                 &tools,
                 &turn_id,
+                &claim,
                 0,
                 &mut events,
             )
             .await
         }
         .await;
-        let (status, model_calls) = finish(state, &agent, &turn_id, outcome, &mut events).await?;
+        let (status, model_calls) =
+            finish(state, &agent, &claim.runner, &turn_id, outcome, &mut events).await?;
         Ok(TurnView {
             turn_id,
             agent_id: agent.id,
@@ -841,17 +871,14 @@ impl Events {
     }
 }
 
-/// What `agent`'s background sub-agents answered since they were last reported, as `(agent,
-/// status, text for the model)`, each marked reported (a report is given once).
+/// What `agent`'s background sub-agents answered and was not reported yet, as `(agent, status,
+/// text for the model)`; the caller records them with [`store::agents::append_reporting`].
 async fn reports(
     state: &AppState,
     agent: &AgentRow,
 ) -> Result<Vec<(String, String, String)>, ServiceError> {
     let mut out = Vec::new();
     for child in store::agents::unreported(&state.store, &agent.id).await? {
-        if !store::agents::mark_reported(&state.store, &child.id, store::now_ms()).await? {
-            continue;
-        }
         let status = store::agents::turns(&state.store, &child.id)
             .await?
             .last()
@@ -886,10 +913,14 @@ async fn reports(
     Ok(out)
 }
 
-/// Records how a turn ended and what the agent does next; returns the status and model calls.
+/// Records how a turn ended and what the agent does next, if run `runner` still holds the agent
+/// (otherwise another run took it over and records the end itself); returns the status and
+/// model calls. A turn that failed gets an error answer for each call it left unanswered, so the
+/// transcript stays a valid conversation for the next turn.
 async fn finish(
     state: &AppState,
     agent: &AgentRow,
+    runner: &str,
     turn_id: &str,
     outcome: Result<(&'static str, i64), (i64, String)>,
     events: &mut Events,
@@ -898,30 +929,116 @@ async fn finish(
         Ok((status, calls)) => (status, calls, None),
         Err((calls, e)) => ("failed", calls, Some(e)),
     };
-    let now = store::now_ms();
-    store::agents::finish_turn(
-        &state.store,
-        turn_id,
-        status,
-        model_calls,
-        error.as_deref(),
-        now,
-    )
-    .await?;
+    if let Some(e) = &error {
+        tracing::warn!(agent = %agent.id, turn = %turn_id, error = %e, "an agent turn failed");
+        let held = store::agents::find(&state.store, &agent.tenant_id, &agent.id)
+            .await?
+            .is_some_and(|a| a.runner.as_deref() == Some(runner));
+        if held {
+            close_open_batch(state, agent, turn_id, e).await?;
+        }
+    }
     let agent_status = if status == "input_required" {
         "input_required"
     } else {
         "idle"
     };
-    store::agents::set_status_reason(&state.store, &agent.id, agent_status, None, now).await?;
-    if let Some(e) = &error {
-        tracing::warn!(agent = %agent.id, turn = %turn_id, error = %e, "an agent turn failed");
+    let released = store::agents::release(
+        &state.store,
+        &agent.id,
+        runner,
+        agent_status,
+        None,
+        Some(store::agents::TurnEnd {
+            turn_id,
+            status,
+            model_calls,
+            error: error.as_deref(),
+        }),
+        store::now_ms(),
+    )
+    .await?;
+    if !released {
+        tracing::warn!(agent = %agent.id, turn = %turn_id, "the turn's end was not recorded: another runner holds the agent");
     }
     events.push(Event::TurnEnd {
         status: status.to_owned(),
         error,
     });
     Ok((status.to_owned(), model_calls))
+}
+
+/// Answers every call of the transcript's last batch that has no answer with an error naming
+/// `why` (a turn that failed or was interrupted mid-batch).
+async fn close_open_batch(
+    state: &AppState,
+    agent: &AgentRow,
+    turn_id: &str,
+    why: &str,
+) -> Result<(), ServiceError> {
+    let records = store::agents::records(&state.store, &agent.id).await?;
+    let messages: Vec<Message> = records
+        .iter()
+        .filter(|r| r.kind == "message")
+        .filter_map(|r| serde_json::from_str(&r.body).ok())
+        .collect();
+    let Some(last) = messages.iter().rposition(
+        |m| matches!(m, Message::Assistant { tool_calls, .. } if !tool_calls.is_empty()),
+    ) else {
+        return Ok(());
+    };
+    let Message::Assistant { tool_calls, .. } = &messages[last] else {
+        return Ok(());
+    };
+    let answered: HashSet<&str> = messages[last + 1..]
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    let missing: Vec<(&str, Option<&str>, String)> = tool_calls
+        .iter()
+        .filter(|c| !answered.contains(c.id.as_str()))
+        .map(|c| {
+            (
+                "message",
+                Some(turn_id),
+                record(&Message::Tool {
+                    tool_call_id: c.id.clone(),
+                    content: format!(
+                        "Error: the turn ended before this call was answered ({why})."
+                    ),
+                }),
+            )
+        })
+        .collect();
+    if !missing.is_empty() {
+        store::agents::append(&state.store, &agent.id, &missing, store::now_ms()).await?;
+    }
+    Ok(())
+}
+
+/// A run's hold on a `running` agent: the run's id, which fences every write that ends the run,
+/// and its heartbeat.
+struct Claim {
+    runner: String,
+    beat: Heartbeat,
+}
+
+impl Claim {
+    /// Starts beating for `agent_id`, held by `runner`.
+    fn hold(state: &AppState, agent_id: &str, runner: String) -> Self {
+        Self {
+            beat: Heartbeat::agent(&state.store, agent_id, &runner),
+            runner,
+        }
+    }
+
+    /// Whether another run took the agent over (this one must stop).
+    fn lost(&self) -> bool {
+        self.beat.lost()
+    }
 }
 
 /// The model loop of a turn, from `calls` model calls already made. `Ok((status, model
@@ -938,9 +1055,11 @@ async fn model_loop(
     grant: &Grant,
     tools: &ToolConfig,
     turn_id: &str,
+    claim: &Claim,
     mut calls: i64,
     events: &mut Events,
 ) -> Result<(&'static str, i64), (i64, String)> {
+    const TAKEN: &str = "another runner took this agent over";
     let store_error = |calls: i64| move |e: sqlx::Error| (calls, format!("the store failed: {e}"));
     // The transcript is read once; what the loop records it also keeps here.
     let records = store::agents::records(&state.store, &agent.id)
@@ -968,6 +1087,9 @@ async fn model_loop(
         }
     }
     while calls < agent.max_turns {
+        if claim.lost() {
+            return Err((calls, TAKEN.into()));
+        }
         calls += 1;
         let completion = model
             .complete(&messages, &tools.declarations)
@@ -996,6 +1118,9 @@ async fn model_loop(
             return Ok(("completed", calls));
         }
         messages.push(completion.message);
+        if claim.lost() {
+            return Err((calls, TAKEN.into()));
+        }
         if turn
             .answer(&mut messages, calls, &tool_calls, events)
             .await?
@@ -1162,6 +1287,8 @@ async fn subagent(
     let background = call.run_in_background;
     let now = store::now_ms();
     let id = ids::new_id("agt");
+    // The run that holds the sub-agent from its start.
+    let runner = ids::new_id("run");
     let sidecar = allowlist
         .as_ref()
         .map(serde_json::to_string)
@@ -1198,6 +1325,7 @@ async fn subagent(
         status_reason: None,
         background,
         reported_at: None,
+        runner: Some(runner.clone()),
         created_at: now,
         updated_at: now,
     };
@@ -1266,6 +1394,7 @@ async fn subagent(
             tools,
             turn_id,
             0,
+            runner,
         ));
         return Ok((
             "started",
@@ -1275,7 +1404,7 @@ async fn subagent(
             ),
         ));
     }
-    let _beat = Heartbeat::agent(&state.store, &child.id);
+    let claim = Claim::hold(state, &child.id, runner);
     let mut events = Events::default();
     let outcome = model_loop(
         state,
@@ -1285,11 +1414,12 @@ async fn subagent(
         &grant,
         &tools,
         &turn_id,
+        &claim,
         0,
         &mut events,
     )
     .await;
-    let (status, _) = finish(state, &child, &turn_id, outcome, &mut events).await?;
+    let (status, _) = finish(state, &child, &claim.runner, &turn_id, outcome, &mut events).await?;
     if status == "input_required" {
         // It goes on by itself once its parked call is decided; from now on it is reported
         // like a background sub-agent.
@@ -1320,7 +1450,7 @@ async fn subagent(
 }
 
 /// Runs a sub-agent's turn apart from any request (a background fork, or one revived after a
-/// restart) from `calls` model calls already made, beating while it runs.
+/// restart) from `calls` model calls already made, as run `runner`.
 #[allow(
     clippy::too_many_arguments,
     reason = "the turn's parts, owned by the task"
@@ -1334,8 +1464,9 @@ async fn run_detached(
     tools: ToolConfig,
     turn_id: String,
     calls: i64,
+    runner: String,
 ) {
-    let _beat = Heartbeat::agent(&state.store, &agent.id);
+    let claim = Claim::hold(&state, &agent.id, runner);
     let mut events = Events::default();
     let outcome = model_loop(
         &state,
@@ -1345,11 +1476,21 @@ async fn run_detached(
         &grant,
         &tools,
         &turn_id,
+        &claim,
         calls,
         &mut events,
     )
     .await;
-    match finish(&state, &agent, &turn_id, outcome, &mut events).await {
+    match finish(
+        &state,
+        &agent,
+        &claim.runner,
+        &turn_id,
+        outcome,
+        &mut events,
+    )
+    .await
+    {
         Ok((status, _)) => {
             tracing::info!(agent = %agent.id, turn = %turn_id, %status, "a background sub-agent's turn ended");
         }
@@ -1484,27 +1625,52 @@ pub async fn resume(state: &AppState, agent: AgentRow) -> Result<bool, ServiceEr
         };
         answers.push((call.clone(), content));
     }
-    let now = store::now_ms();
-    if !store::agents::transition(&state.store, &agent.id, "input_required", "running", now).await?
+    let runner = ids::new_id("run");
+    if !store::agents::claim(
+        &state.store,
+        &agent.id,
+        "input_required",
+        &runner,
+        store::now_ms(),
+    )
+    .await?
     {
         return Ok(false);
     }
-    let _beat = Heartbeat::agent(&state.store, &agent.id);
+    store::agents::reopen_turn(&state.store, &turn.id).await?;
+    // The rest runs on its own, so one long turn does not hold up the others.
+    let state = state.clone();
+    tokio::spawn(async move {
+        let (agent_id, turn_id) = (agent.id.clone(), turn.id.clone());
+        if let Err(e) = continue_parked(&state, agent, turn, answers, runner).await {
+            tracing::warn!(agent = %agent_id, turn = %turn_id, error = ?e.into_app_error(), "continuing a parked turn");
+        }
+    });
+    Ok(true)
+}
+
+/// The rest of [`resume`], as run `runner`: records the decided calls' answers and goes on.
+async fn continue_parked(
+    state: &AppState,
+    agent: AgentRow,
+    turn: store::agents::TurnRow,
+    answers: Vec<(ToolCall, String)>,
+    runner: String,
+) -> Result<(), ServiceError> {
+    let claim = Claim::hold(state, &agent.id, runner);
     let records: Vec<(&str, Option<&str>, String)> = answers
         .iter()
         .map(|(call, content)| {
             (
                 "message",
                 Some(turn.id.as_str()),
-                serde_json::to_string(&Message::Tool {
+                record(&Message::Tool {
                     tool_call_id: call.id.clone(),
                     content: content.clone(),
-                })
-                .unwrap_or_default(),
+                }),
             )
         })
         .collect();
-    store::agents::append(&state.store, &agent.id, &records, now).await?;
     let mut events = Events::default();
     for (call, content) in &answers {
         events.push(Event::ToolResult {
@@ -1515,20 +1681,20 @@ pub async fn resume(state: &AppState, agent: AgentRow) -> Result<bool, ServiceEr
             content: content.clone(),
         });
     }
+    let calls = turn.model_calls;
     let outcome = async {
+        store::agents::append(&state.store, &agent.id, &records, store::now_ms())
+            .await
+            .map_err(|e| (false, format!("the store failed: {e}")))?;
         let principal = turn_principal(state, &agent, &turn)
             .await
-            .map_err(|e| (turn.model_calls, e))?;
-        let model = state.model.clone().ok_or_else(|| {
-            (
-                turn.model_calls,
-                super::model::ModelError::NotConfigured.to_string(),
-            )
-        })?;
-        let (rebound, grant, tools) = bind(state, &principal, &agent)
-            .await
-            .map_err(|(_, e)| (turn.model_calls, e))?;
-        model_loop(
+            .map_err(|e| (false, e))?;
+        let model = state
+            .model
+            .clone()
+            .ok_or_else(|| (false, super::model::ModelError::NotConfigured.to_string()))?;
+        let (rebound, grant, tools) = bind(state, &principal, &agent).await?;
+        Ok(model_loop(
             state,
             &model,
             &principal,
@@ -1536,15 +1702,51 @@ pub async fn resume(state: &AppState, agent: AgentRow) -> Result<bool, ServiceEr
             &grant,
             &tools,
             &turn.id,
-            turn.model_calls,
+            &claim,
+            calls,
             &mut events,
         )
-        .await
+        .await)
     }
     .await;
-    let (status, _) = finish(state, &agent, &turn.id, outcome, &mut events).await?;
+    let outcome = match outcome {
+        Ok(outcome) => outcome,
+        Err((true, reason)) => {
+            return pause(state, &agent, &claim.runner, &turn.id, calls, &reason).await;
+        }
+        Err((false, e)) => Err((calls, e)),
+    };
+    let (status, _) = finish(state, &agent, &claim.runner, &turn.id, outcome, &mut events).await?;
     tracing::info!(agent = %agent.id, turn = %turn.id, status = %status, "a parked turn continued");
-    Ok(true)
+    Ok(())
+}
+
+/// A fork whose parent is gone stays `paused` with `reason` (its turn too).
+async fn pause(
+    state: &AppState,
+    agent: &AgentRow,
+    runner: &str,
+    turn_id: &str,
+    calls: i64,
+    reason: &str,
+) -> Result<(), ServiceError> {
+    store::agents::release(
+        &state.store,
+        &agent.id,
+        runner,
+        "paused",
+        Some(reason),
+        Some(store::agents::TurnEnd {
+            turn_id,
+            status: "paused",
+            model_calls: calls,
+            error: Some(reason),
+        }),
+        store::now_ms(),
+    )
+    .await?;
+    tracing::warn!(agent = %agent.id, %reason, "a sub-agent stays paused");
+    Ok(())
 }
 
 /// Binds what a continued turn of `agent` declares and may execute from the live runtime: a
@@ -1612,16 +1814,24 @@ async fn bind(
     Ok((rebound, grant, tools))
 }
 
-/// Revives background sub-agent `agent`, whose runner stopped (the caller claimed it): its
-/// running turn goes on from the transcript (bootstrap history, launch prompt, what it did so
-/// far) with the live parent's instruction and tools and the sidecar's restriction ([`bind`]).
-/// A fork whose parent is gone stays `paused`, with the reason.
-async fn revive(state: &AppState, agent: AgentRow) -> Result<(), ServiceError> {
+/// Revives background sub-agent `agent`, whose runner stopped, as run `runner` (which claimed
+/// it): its running turn goes on from the transcript (bootstrap history, launch prompt, what it
+/// did so far) with the live parent's instruction and tools and the sidecar's restriction
+/// ([`bind`]). A fork whose parent is gone stays `paused`, with the reason.
+async fn revive(state: &AppState, agent: AgentRow, runner: String) -> Result<(), ServiceError> {
     let turns = store::agents::turns(&state.store, &agent.id).await?;
     let Some(turn) = turns.last().filter(|t| t.status == "running").cloned() else {
         // Its turn ended before its process stopped.
-        store::agents::set_status_reason(&state.store, &agent.id, "idle", None, store::now_ms())
-            .await?;
+        store::agents::release(
+            &state.store,
+            &agent.id,
+            &runner,
+            "idle",
+            None,
+            None,
+            store::now_ms(),
+        )
+        .await?;
         return Ok(());
     };
     // The model calls the turn made: its recorded answers.
@@ -1656,20 +1866,15 @@ async fn revive(state: &AppState, agent: AgentRow) -> Result<(), ServiceError> {
                 tools,
                 turn.id,
                 calls,
+                runner,
             ));
         }
-        Err((true, reason)) => {
-            let now = store::now_ms();
-            store::agents::finish_turn(&state.store, &turn.id, "paused", calls, Some(&reason), now)
-                .await?;
-            store::agents::set_status_reason(&state.store, &agent.id, "paused", Some(&reason), now)
-                .await?;
-            tracing::warn!(agent = %agent.id, %reason, "a background sub-agent stays paused");
-        }
+        Err((true, reason)) => pause(state, &agent, &runner, &turn.id, calls, &reason).await?,
         Err((false, e)) => {
             finish(
                 state,
                 &agent,
+                &runner,
                 &turn.id,
                 Err((calls, e)),
                 &mut Events::default(),
@@ -1680,27 +1885,34 @@ async fn revive(state: &AppState, agent: AgentRow) -> Result<(), ServiceError> {
     Ok(())
 }
 
-/// A foreground turn whose process stopped: it is not continued (its caller is gone); it ends
-/// as failed and the agent is free again.
-async fn interrupted(state: &AppState, agent: &AgentRow) -> Result<(), ServiceError> {
+/// A foreground turn whose process stopped, taken over by run `runner`: it is not continued
+/// (its caller is gone); it ends as failed, every call it left unanswered gets an error answer,
+/// and the agent is free again.
+async fn interrupted(state: &AppState, agent: &AgentRow, runner: &str) -> Result<(), ServiceError> {
     let reason = "the server stopped during this turn; it was not continued";
-    let now = store::now_ms();
-    if let Some(turn) = store::agents::turns(&state.store, &agent.id)
+    let turn = store::agents::turns(&state.store, &agent.id)
         .await?
+        .into_iter()
         .last()
-        .filter(|t| t.status == "running")
-    {
-        store::agents::finish_turn(
-            &state.store,
-            &turn.id,
-            "failed",
-            turn.model_calls,
-            Some(reason),
-            now,
-        )
-        .await?;
+        .filter(|t| t.status == "running");
+    if let Some(turn) = &turn {
+        close_open_batch(state, agent, &turn.id, reason).await?;
     }
-    store::agents::set_status_reason(&state.store, &agent.id, "idle", Some(reason), now).await?;
+    store::agents::release(
+        &state.store,
+        &agent.id,
+        runner,
+        "idle",
+        Some(reason),
+        turn.as_ref().map(|t| store::agents::TurnEnd {
+            turn_id: &t.id,
+            status: "failed",
+            model_calls: t.model_calls,
+            error: Some(reason),
+        }),
+        store::now_ms(),
+    )
+    .await?;
     tracing::warn!(agent = %agent.id, "a turn was interrupted by a stop of the server");
     Ok(())
 }
@@ -1711,14 +1923,15 @@ async fn recover(state: &AppState) -> Result<(), ServiceError> {
     let now = store::now_ms();
     let stale = now - heartbeat::STALE_MS;
     for agent in store::agents::stale_running(&state.store, stale).await? {
-        if !store::agents::claim_stale(&state.store, &agent.id, stale, now).await? {
+        let runner = ids::new_id("run");
+        if !store::agents::claim_stale(&state.store, &agent.id, stale, &runner, now).await? {
             continue;
         }
         let id = agent.id.clone();
         let done = if agent.background && agent.parent_id.is_some() {
-            revive(state, agent).await
+            revive(state, agent, runner).await
         } else {
-            interrupted(state, &agent).await
+            interrupted(state, &agent, &runner).await
         };
         if let Err(e) = done {
             tracing::warn!(agent = %id, error = ?e.into_app_error(), "recovering an agent");
@@ -1769,6 +1982,7 @@ mod tests {
             status_reason: None,
             background: true,
             reported_at: None,
+            runner: None,
             created_at: 0,
             updated_at: 0,
         }

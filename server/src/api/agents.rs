@@ -66,7 +66,11 @@ pub async fn turn(
         .is_some_and(|accept| accept.contains("text/event-stream"));
     let started = runtime::start_turn(&state, model.as_deref(), &p, &id, request).await?;
     if !wants_stream {
-        return Ok(Json(started.run(Events::default()).await?).into_response());
+        // Its own task: the turn runs to its end even if the client goes away.
+        let view = tokio::spawn(started.run(Events::default()))
+            .await
+            .map_err(|_| AppError::internal())??;
+        return Ok(Json(view).into_response());
     }
     let head = sse_event("turn", &json!({"turn_id": started.turn_id, "agent_id": id}));
     let (listener, events) = tokio::sync::mpsc::unbounded_channel();

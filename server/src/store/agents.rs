@@ -34,6 +34,8 @@ pub struct AgentRow {
     pub background: bool,
     /// When a finished background fork's answer was given to its parent (epoch ms).
     pub reported_at: Option<i64>,
+    /// The run holding it while `running`.
+    pub runner: Option<String>,
     /// Epoch ms.
     pub created_at: i64,
     /// Epoch ms; moved by the runner's heartbeat while `running`.
@@ -41,8 +43,8 @@ pub struct AgentRow {
 }
 
 const COLUMNS: &str = "id, tenant_id, actor_id, environment, system_instruction, max_turns, parent_id, \
-     subagent_type, execution_allowed_tools, status, status_reason, background, reported_at, created_at, \
-     updated_at";
+     subagent_type, execution_allowed_tools, status, status_reason, background, reported_at, runner, \
+     created_at, updated_at";
 
 fn agent(row: &AnyRow) -> Result<AgentRow, sqlx::Error> {
     Ok(AgentRow {
@@ -59,6 +61,7 @@ fn agent(row: &AnyRow) -> Result<AgentRow, sqlx::Error> {
         status_reason: row.try_get("status_reason")?,
         background: row.try_get::<i64, _>("background")? != 0,
         reported_at: row.try_get("reported_at")?,
+        runner: row.try_get("runner")?,
         created_at: row.try_get("created_at")?,
         updated_at: row.try_get("updated_at")?,
     })
@@ -67,7 +70,7 @@ fn agent(row: &AnyRow) -> Result<AgentRow, sqlx::Error> {
 /// Stores a new agent.
 pub async fn insert(store: &Store, a: &AgentRow) -> Result<(), sqlx::Error> {
     sqlx::query(&format!(
-        "INSERT INTO agents ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)"
+        "INSERT INTO agents ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
     ))
     .bind(&a.id)
     .bind(&a.tenant_id)
@@ -82,6 +85,7 @@ pub async fn insert(store: &Store, a: &AgentRow) -> Result<(), sqlx::Error> {
     .bind(a.status_reason.as_deref())
     .bind(i64::from(a.background))
     .bind(a.reported_at)
+    .bind(a.runner.as_deref())
     .bind(a.created_at)
     .bind(a.updated_at)
     .execute(store.pool())
@@ -154,7 +158,26 @@ pub async fn append(
     records: &[(&str, Option<&str>, String)],
     now: i64,
 ) -> Result<(), sqlx::Error> {
+    append_reporting(store, agent_id, records, &[], now).await
+}
+
+/// [`append`], marking the background children `reported` as reported to their parent in the
+/// same transaction (a report is given exactly when it is recorded).
+pub async fn append_reporting(
+    store: &Store,
+    agent_id: &str,
+    records: &[(&str, Option<&str>, String)],
+    reported: &[String],
+    now: i64,
+) -> Result<(), sqlx::Error> {
     let mut tx = store.begin_write().await?;
+    for child in reported {
+        sqlx::query("UPDATE agents SET reported_at = $1 WHERE id = $2 AND reported_at IS NULL")
+            .bind(now)
+            .bind(child)
+            .execute(&mut *tx)
+            .await?;
+    }
     let (last,): (Option<i64>,) =
         sqlx::query_as("SELECT MAX(seq) FROM agent_records WHERE agent_id = $1")
             .bind(agent_id)
@@ -240,28 +263,6 @@ pub async fn insert_turn(store: &Store, t: &TurnRow) -> Result<(), sqlx::Error> 
     Ok(())
 }
 
-/// Records how a turn ended.
-pub async fn finish_turn(
-    store: &Store,
-    id: &str,
-    status: &str,
-    model_calls: i64,
-    error: Option<&str>,
-    now: i64,
-) -> Result<(), sqlx::Error> {
-    sqlx::query(
-        "UPDATE agent_turns SET status = $1, model_calls = $2, error = $3, ended_at = $4 WHERE id = $5",
-    )
-    .bind(status)
-    .bind(model_calls)
-    .bind(error)
-    .bind(now)
-    .bind(id)
-    .execute(store.pool())
-    .await?;
-    Ok(())
-}
-
 /// An agent's turns, oldest first.
 pub async fn turns(store: &Store, agent_id: &str) -> Result<Vec<TurnRow>, sqlx::Error> {
     let rows = sqlx::query(
@@ -328,17 +329,20 @@ pub async fn stale_running(store: &Store, stale: i64) -> Result<Vec<AgentRow>, s
     rows.iter().map(agent).collect()
 }
 
-/// Takes over a `running` agent whose heartbeat stopped before `stale`; `Ok(false)` when its
-/// runner is alive after all or another node took it first.
+/// Takes over a `running` agent whose heartbeat stopped before `stale` for run `runner`;
+/// `Ok(false)` when its runner is alive after all or another node took it first.
 pub async fn claim_stale(
     store: &Store,
     id: &str,
     stale: i64,
+    runner: &str,
     now: i64,
 ) -> Result<bool, sqlx::Error> {
     let done = sqlx::query(
-        "UPDATE agents SET updated_at = $1 WHERE id = $2 AND status = 'running' AND updated_at < $3",
+        "UPDATE agents SET runner = $1, updated_at = $2 \
+         WHERE id = $3 AND status = 'running' AND updated_at < $4",
     )
+    .bind(runner)
     .bind(now)
     .bind(id)
     .bind(stale)
@@ -347,29 +351,108 @@ pub async fn claim_stale(
     Ok(done.rows_affected() == 1)
 }
 
-/// The heartbeat of a running agent.
-pub async fn still_running(store: &Store, id: &str, now: i64) -> Result<(), sqlx::Error> {
-    sqlx::query("UPDATE agents SET updated_at = $1 WHERE id = $2 AND status = 'running'")
-        .bind(now)
-        .bind(id)
-        .execute(store.pool())
-        .await?;
-    Ok(())
-}
-
-/// Sets an agent's status with the reason for it.
-pub async fn set_status_reason(
+/// Makes an agent in status `from` `running`, held by run `runner`; `Ok(false)` when it was not
+/// in `from` (busy, or another node took it first).
+pub async fn claim(
     store: &Store,
     id: &str,
+    from: &str,
+    runner: &str,
+    now: i64,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(
+        "UPDATE agents SET status = 'running', runner = $1, status_reason = NULL, updated_at = $2 \
+         WHERE id = $3 AND status = $4",
+    )
+    .bind(runner)
+    .bind(now)
+    .bind(id)
+    .bind(from)
+    .execute(store.pool())
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// The heartbeat of run `runner` holding agent `id`; `Ok(false)` when the run no longer holds
+/// it (another run took it over).
+pub async fn still_running(
+    store: &Store,
+    id: &str,
+    runner: &str,
+    now: i64,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(
+        "UPDATE agents SET updated_at = $1 WHERE id = $2 AND status = 'running' AND runner = $3",
+    )
+    .bind(now)
+    .bind(id)
+    .bind(runner)
+    .execute(store.pool())
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// How a run ends a turn.
+#[derive(Debug, Clone, Copy)]
+pub struct TurnEnd<'a> {
+    /// The turn.
+    pub turn_id: &'a str,
+    /// `completed`, `input_required`, `max_turns`, `failed`, `paused`.
+    pub status: &'a str,
+    /// Model calls made.
+    pub model_calls: i64,
+    /// Why it failed or paused.
+    pub error: Option<&'a str>,
+}
+
+/// Run `runner` lets go of agent `id`: the agent moves to `status` (with `reason`) and, in the
+/// same transaction, `turn` is recorded as ended. `Ok(false)`, writing nothing, when the run no
+/// longer held the agent.
+pub async fn release(
+    store: &Store,
+    id: &str,
+    runner: &str,
     status: &str,
     reason: Option<&str>,
+    turn: Option<TurnEnd<'_>>,
     now: i64,
-) -> Result<(), sqlx::Error> {
-    sqlx::query("UPDATE agents SET status = $1, status_reason = $2, updated_at = $3 WHERE id = $4")
-        .bind(status)
-        .bind(reason)
+) -> Result<bool, sqlx::Error> {
+    let mut tx = store.begin_write().await?;
+    let done = sqlx::query(
+        "UPDATE agents SET status = $1, status_reason = $2, runner = NULL, updated_at = $3 \
+         WHERE id = $4 AND runner = $5",
+    )
+    .bind(status)
+    .bind(reason)
+    .bind(now)
+    .bind(id)
+    .bind(runner)
+    .execute(&mut *tx)
+    .await?;
+    if done.rows_affected() != 1 {
+        return Ok(false);
+    }
+    if let Some(t) = turn {
+        sqlx::query(
+            "UPDATE agent_turns SET status = $1, model_calls = $2, error = $3, ended_at = $4 \
+             WHERE id = $5",
+        )
+        .bind(t.status)
+        .bind(t.model_calls)
+        .bind(t.error)
         .bind(now)
-        .bind(id)
+        .bind(t.turn_id)
+        .execute(&mut *tx)
+        .await?;
+    }
+    tx.commit().await?;
+    Ok(true)
+}
+
+/// A turn that waited for a decision runs again.
+pub async fn reopen_turn(store: &Store, turn_id: &str) -> Result<(), sqlx::Error> {
+    sqlx::query("UPDATE agent_turns SET status = 'running', ended_at = NULL WHERE id = $1")
+        .bind(turn_id)
         .execute(store.pool())
         .await?;
     Ok(())
@@ -386,17 +469,6 @@ pub async fn unreported(store: &Store, parent_id: &str) -> Result<Vec<AgentRow>,
     .fetch_all(store.pool())
     .await?;
     rows.iter().map(agent).collect()
-}
-
-/// Marks a background child as reported to its parent; `Ok(false)` when it already was.
-pub async fn mark_reported(store: &Store, id: &str, now: i64) -> Result<bool, sqlx::Error> {
-    let done =
-        sqlx::query("UPDATE agents SET reported_at = $1 WHERE id = $2 AND reported_at IS NULL")
-            .bind(now)
-            .bind(id)
-            .execute(store.pool())
-            .await?;
-    Ok(done.rows_affected() == 1)
 }
 
 /// Marks a sub-agent as running apart from its parent's turn (its answer is reported later).

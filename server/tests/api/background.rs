@@ -18,6 +18,7 @@ use crate::model_fixture::{ScriptedModel, Step};
 
 const ECHO: &str = "mcp__fixture__echo";
 const ADD: &str = "mcp__fixture__add";
+const SLOW: &str = "mcp__fixture__slow";
 const RESTRICTED: &str = "was not executed: fork_tools restricts this fork";
 
 /// The arguments of an `agent` call starting a background fork.
@@ -204,7 +205,8 @@ async fn a_background_fork_runs_apart_and_reports_to_the_parents_next_turn() {
 /// Issue 7: "restart the server with a running background fork restricted to `[]` and to a
 /// non-empty list; after revival the restriction holds and the tool is never constructed; a
 /// record without the field revives unrestricted" — and "a fork whose parent is gone stays
-/// paused with a clear status".
+/// paused with a clear status". Also a foreground turn cut off mid-call: it ends as failed, the
+/// call it left unanswered gets an error answer, and the agent's next turn works.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn background_forks_are_revived_after_a_kill_with_their_restriction() {
     let db = TestDb::new(Db::Sqlite).await.unwrap();
@@ -222,7 +224,9 @@ async fn background_forks_are_revived_after_a_kill_with_their_restriction() {
         Step::text("Three forks started."),
         Step::calls(&[("b1", "agent", &background_fork("TASK-ORPHAN", None))]),
         Step::text("One fork started."),
+        Step::calls(&[("s1", SLOW, r#"{"millis":600000}"#)]),
         Step::text("Noted."),
+        Step::text("Recovered."),
     ])
     .await;
     model.route(
@@ -261,7 +265,7 @@ async fn background_forks_are_revived_after_a_kill_with_their_restriction() {
     let (mut server, url) = serve_with(&db, &env).await;
     let api = format!("{url}{}", aperture::api::PREFIX);
     let client = Client::new();
-    for tool in [ECHO, ADD] {
+    for tool in [ECHO, ADD, SLOW] {
         let described = client
             .put(format!("{api}/tools/{tool}"))
             .bearer_auth(&admin)
@@ -293,6 +297,24 @@ async fn background_forks_are_revived_after_a_kill_with_their_restriction() {
     )
     .await;
     let orphan = started(&turned).remove(0);
+    // A third agent's turn is in the middle of a long call when the server dies.
+    let (_, created) = post(&client, &format!("{api}/agents"), &bot, json!({})).await;
+    let cut_off = created["agent_id"].as_str().unwrap().to_owned();
+    let cut_turn = {
+        let (client, url, bot) = (
+            client.clone(),
+            format!("{api}/agents/{cut_off}/turns"),
+            bot.clone(),
+        );
+        tokio::spawn(async move {
+            client
+                .post(url)
+                .bearer_auth(bot)
+                .json(&json!({"message": "Take your time."}))
+                .send()
+                .await
+        })
+    };
     // Every fork is waiting for its model when the server dies.
     let deadline = Instant::now() + Duration::from_secs(20);
     for marker in ["TASK-NONE", "TASK-ECHO", "TASK-FREE", "TASK-ORPHAN"] {
@@ -309,12 +331,24 @@ async fn background_forks_are_revived_after_a_kill_with_their_restriction() {
         .await
         .unwrap();
     assert_eq!(revoke.status(), StatusCode::OK);
-    for fork in forks.iter().chain([&orphan]) {
-        let agent = get(&client, &format!("{api}/agents/{fork}"), &bot).await;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("slow ")
+    {
+        assert!(Instant::now() < deadline, "the slow call never started");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for running in forks.iter().chain([&orphan, &cut_off]) {
+        let agent = get(&client, &format!("{api}/agents/{running}"), &bot).await;
         assert_eq!(agent["agent"]["status"], "running", "{agent}");
     }
     server.kill().expect("SIGKILL");
     let _ = server.wait();
+    assert!(
+        cut_turn.await.unwrap().is_err(),
+        "the cut-off turn had no answer"
+    );
 
     let (mut server, url) = serve_with(&db, &env).await;
     let api = format!("{url}{}", aperture::api::PREFIX);
@@ -412,6 +446,40 @@ async fn background_forks_are_revived_after_a_kill_with_their_restriction() {
     assert_eq!(
         reported,
         forks.iter().map(String::as_str).collect::<Vec<_>>()
+    );
+
+    // The cut-off turn ended as failed; its call got an error answer; the next turn works and
+    // sends the model a conversation in which every call is answered.
+    let interrupted = settled(&client, &api, &bot, &cut_off).await;
+    assert_eq!(interrupted["agent"]["status"], "idle", "{interrupted}");
+    assert!(
+        interrupted["agent"]["status_reason"]
+            .as_str()
+            .unwrap()
+            .contains("the server stopped"),
+        "{interrupted}"
+    );
+    assert_eq!(interrupted["turns"][0]["status"], "failed", "{interrupted}");
+    let (_, again) = post(
+        &client,
+        &format!("{api}/agents/{cut_off}/turns"),
+        &bot,
+        json!({"message": "Are you there?"}),
+    )
+    .await;
+    assert_eq!(again["status"], "completed", "{again}");
+    let sent = model.requests().last().unwrap().json();
+    let messages = sent["messages"].as_array().unwrap();
+    let answer = messages
+        .iter()
+        .find(|m| m["role"] == "tool" && m["tool_call_id"] == "s1")
+        .unwrap_or_else(|| panic!("s1 unanswered: {sent}"));
+    assert!(
+        answer["content"]
+            .as_str()
+            .unwrap()
+            .starts_with("Error: the turn ended before this call was answered"),
+        "{answer}"
     );
     server.kill().unwrap();
     let _ = server.wait();
@@ -533,4 +601,72 @@ async fn settled_idle(app: &TestApp, token: &str, id: &str) -> Value {
         assert!(Instant::now() < deadline, "{id} not idle: {agent}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// Two runs never both hold an agent: once another run claims it (the first one's heartbeat
+/// was stale), the first run's heartbeat reports it lost and its writes do not land.
+#[tokio::test]
+async fn a_run_that_lost_its_agent_cannot_record_anything() {
+    use aperture::store::agents::{self, TurnEnd};
+    let app = TestApp::spawn().await;
+    let bot = app.token("default", "bot", &[scope::RUN]).await;
+    let (_, created) = post(&app.client, &app.api("/agents"), &bot, json!({})).await;
+    let id = created["agent_id"].as_str().unwrap();
+    let store = &app.store;
+    assert!(
+        agents::claim(store, id, "idle", "run_a", 1_000)
+            .await
+            .unwrap()
+    );
+    // Busy: no second claim from idle.
+    assert!(
+        !agents::claim(store, id, "idle", "run_b", 1_001)
+            .await
+            .unwrap()
+    );
+    assert!(
+        agents::still_running(store, id, "run_a", 2_000)
+            .await
+            .unwrap()
+    );
+    // Not stale yet: nobody takes it over.
+    assert!(
+        !agents::claim_stale(store, id, 2_000, "run_b", 3_000)
+            .await
+            .unwrap()
+    );
+    // Stale: run B takes it over; run A has lost it.
+    assert!(
+        agents::claim_stale(store, id, 2_001, "run_b", 13_000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !agents::still_running(store, id, "run_a", 13_001)
+            .await
+            .unwrap()
+    );
+    let turn = TurnEnd {
+        turn_id: "trn_none",
+        status: "completed",
+        model_calls: 1,
+        error: None,
+    };
+    assert!(
+        !agents::release(store, id, "run_a", "idle", None, Some(turn), 13_002)
+            .await
+            .unwrap()
+    );
+    let row = agents::find(store, "default", id).await.unwrap().unwrap();
+    assert_eq!(
+        (row.status.as_str(), row.runner.as_deref()),
+        ("running", Some("run_b"))
+    );
+    assert!(
+        agents::release(store, id, "run_b", "idle", None, None, 13_003)
+            .await
+            .unwrap()
+    );
+    let row = agents::find(store, "default", id).await.unwrap().unwrap();
+    assert_eq!((row.status.as_str(), row.runner), ("idle", None));
 }

@@ -353,6 +353,7 @@ async fn fixtures(app: &TestApp) -> Fixtures {
             status_reason: None,
             background: false,
             reported_at: None,
+            runner: None,
             created_at: now,
             updated_at: now,
         },
