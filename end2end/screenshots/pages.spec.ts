@@ -77,6 +77,39 @@ test("photograph every page with realistic data", async ({ page, request, baseUR
   expect(fork.status()).toBe(201);
   await client.close();
 
+  // A hosted agent (against the fixture model) whose echo is approved by a person.
+  const asAgent = { authorization: `Bearer ${agentToken}` };
+  const hosted = await (
+    await request.post(`${API}/agents`, { headers: asAgent, data: { system_instruction: "You help the support team." } })
+  ).json();
+  const agentId: string = hosted.agent_id;
+  const turn = await (
+    await request.post(`${API}/agents/${agentId}/turns`, {
+      headers: asAgent,
+      data: { message: "Please echo: order #4411 was refunded" },
+    })
+  ).json();
+  expect(turn.status, JSON.stringify(turn)).toBe("input_required");
+  const parkedCall = (await (await request.get(`${API}/agents/${agentId}`, { headers: asAgent })).json()).invocations[0];
+  // Approved by a reviewer: neither the agent nor its token's creator.
+  const reviewer = (
+    await (
+      await request.post(`${API}/tokens`, {
+        headers: auth,
+        data: { actor_id: "support-lead", scopes: ["agent_tool_exposure:approve"], name: "reviewer" },
+      })
+    ).json()
+  ).secret as string;
+  const approved = await request.post(`${API}/invocations/${parkedCall.invocation_id}:approve`, {
+    headers: { authorization: `Bearer ${reviewer}` },
+    data: { args_hash: parkedCall.args_hash, comment: "fine to send" },
+  });
+  expect(approved.ok()).toBeTruthy();
+  await expect(async () => {
+    const now = await (await request.get(`${API}/agents/${agentId}`, { headers: asAgent })).json();
+    expect(now.agent.status).toBe("idle");
+  }).toPass({ timeout: 20_000 });
+
   const shot = async (path: string, file: string, ready: () => Promise<void>) => {
     await page.goto(path);
     await hydrated(page);
@@ -125,5 +158,9 @@ test("photograph every page with realistic data", async ({ page, request, baseUR
   });
   await shot(`/sessions/${listed._meta?.session_id}`, "session.png", async () => {
     await expect(page.getByTestId("manifest-tools")).toBeVisible();
+  });
+  await shot(`/agents/${agentId}`, "agent.png", async () => {
+    await expect(page.getByTestId("agent-status")).toHaveText("idle");
+    await expect(page.getByTestId("transcript")).toContainText("The echo tool answered");
   });
 });

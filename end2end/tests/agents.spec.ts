@@ -22,9 +22,9 @@ test("a hosted agent's parked call is approved in the dashboard and its turn fin
   request,
 }) => {
   await signIn(page);
-  const ops = await createToken(page, "e2e-agents-ops", ["agent_tool_exposure:admin"]);
+  const ops = await createToken(page, "hosted-ops", ["agent_tool_exposure:admin"]);
   const created = await rest(request, ops, "POST", "/tokens", {
-    actor_id: "e2e-hosted-agent",
+    actor_id: "hosted-bot",
     scopes: ["agent_tool_exposure:run"],
   });
   const bot: string = created.secret;

@@ -807,6 +807,7 @@ impl StartedTurn {
                 &agent.id,
                 &records,
                 &reported,
+                Some(&claim.runner),
                 store::now_ms(),
             )
             .await
@@ -1074,6 +1075,7 @@ async fn model_loop(
         grant,
         tools,
         turn_id,
+        runner: &claim.runner,
     };
     if let Some(Message::Assistant { tool_calls, .. }) = messages.last()
         && !tool_calls.is_empty()
@@ -1102,10 +1104,14 @@ async fn model_loop(
         else {
             return Err((calls, "the model did not answer as the assistant".into()));
         };
-        store::agents::append(
+        if claim.lost() {
+            return Err((calls, TAKEN.into()));
+        }
+        store::agents::append_held(
             &state.store,
             &agent.id,
             &[("message", Some(turn_id), record(&completion.message))],
+            &claim.runner,
             store::now_ms(),
         )
         .await
@@ -1145,6 +1151,7 @@ struct Turn<'a> {
     grant: &'a Grant,
     tools: &'a ToolConfig,
     turn_id: &'a str,
+    runner: &'a str,
 }
 
 impl Turn<'_> {
@@ -1195,9 +1202,15 @@ impl Turn<'_> {
             records.push(("message", Some(self.turn_id), record(&answer)));
             messages.push(answer);
         }
-        store::agents::append(&self.state.store, &self.agent.id, &records, store::now_ms())
-            .await
-            .map_err(|e| (model_call, format!("the store failed: {e}")))?;
+        store::agents::append_held(
+            &self.state.store,
+            &self.agent.id,
+            &records,
+            self.runner,
+            store::now_ms(),
+        )
+        .await
+        .map_err(|e| (model_call, format!("the store failed: {e}")))?;
         Ok(parked)
     }
 }
@@ -1335,45 +1348,74 @@ async fn subagent(
         None => prompt,
     };
     let turn_id = ids::new_id("trn");
-    let mut records = Vec::new();
-    if fork {
+    let setup = async {
+        let mut records = Vec::new();
+        if fork {
+            records.push((
+                "agent_bootstrap",
+                Some(turn_id.as_str()),
+                serde_json::to_string(prefix).map_err(|e| ServiceError::Other(e.into()))?,
+            ));
+        }
         records.push((
-            "agent_bootstrap",
+            "launch_prompt",
             Some(turn_id.as_str()),
-            serde_json::to_string(prefix).map_err(|e| ServiceError::Other(e.into()))?,
+            record(&Message::User { content: launch }),
         ));
+        store::agents::append(&state.store, &id, &records, now).await?;
+        store::agents::insert_turn(
+            &state.store,
+            &store::agents::TurnRow {
+                id: turn_id.clone(),
+                agent_id: id.clone(),
+                status: "running".into(),
+                model_calls: 0,
+                error: None,
+                token_id: token_of(principal),
+                started_at: now,
+                ended_at: None,
+            },
+        )
+        .await?;
+        let session = store::exposure::find_session(&state.store, &child.tenant_id, &child.id)
+            .await?
+            .ok_or_else(|| AppError::not_found("agent"))?;
+        exposure::grant(
+            &state.store,
+            &state.journal,
+            &state.validators,
+            principal,
+            session,
+        )
+        .await
     }
-    records.push((
-        "launch_prompt",
-        Some(turn_id.as_str()),
-        record(&Message::User { content: launch }),
-    ));
-    store::agents::append(&state.store, &id, &records, now).await?;
-    store::agents::insert_turn(
-        &state.store,
-        &store::agents::TurnRow {
-            id: turn_id.clone(),
-            agent_id: id.clone(),
-            status: "running".into(),
-            model_calls: 0,
-            error: None,
-            token_id: token_of(principal),
-            started_at: now,
-            ended_at: None,
-        },
-    )
-    .await?;
-    let session = store::exposure::find_session(&state.store, &child.tenant_id, &child.id)
-        .await?
-        .ok_or_else(|| AppError::not_found("agent"))?;
-    let grant = exposure::grant(
-        &state.store,
-        &state.journal,
-        &state.validators,
-        principal,
-        session,
-    )
-    .await?;
+    .await;
+    let grant = match setup {
+        Ok(grant) => grant,
+        Err(e) => {
+            // It never ran: it ends failed, and the calling model is told.
+            let why = e.into_app_error().message;
+            store::agents::release(
+                &state.store,
+                &id,
+                &runner,
+                "idle",
+                Some(&why),
+                Some(store::agents::TurnEnd {
+                    turn_id: &turn_id,
+                    status: "failed",
+                    model_calls: 0,
+                    error: Some(&why),
+                }),
+                store::now_ms(),
+            )
+            .await?;
+            return Ok((
+                "denied",
+                format!("Error: the sub-agent {id} could not start: {why}"),
+            ));
+        }
+    };
     let tools = if fork {
         // The parent's declarations, byte for byte; only execution is narrowed.
         ToolConfig {
@@ -1560,15 +1602,8 @@ pub async fn resume(state: &AppState, agent: AgentRow) -> Result<bool, ServiceEr
         .filter(|t| t.status == "input_required")
         .cloned()
     else {
-        // Nothing to continue: the agent is free again.
-        store::agents::transition(
-            &state.store,
-            &agent.id,
-            "input_required",
-            "idle",
-            store::now_ms(),
-        )
-        .await?;
+        // Nothing to continue: the agent is free again (unless it moved meanwhile).
+        store::agents::settle(&state.store, &agent.id, agent.updated_at, store::now_ms()).await?;
         return Ok(false);
     };
     let records = store::agents::records(&state.store, &agent.id).await?;
@@ -1625,11 +1660,13 @@ pub async fn resume(state: &AppState, agent: AgentRow) -> Result<bool, ServiceEr
         };
         answers.push((call.clone(), content));
     }
+    // Only if nothing moved the agent since it was read: what was worked out above still holds.
     let runner = ids::new_id("run");
-    if !store::agents::claim(
+    if !store::agents::claim_parked(
         &state.store,
         &agent.id,
-        "input_required",
+        agent.updated_at,
+        &turn.id,
         &runner,
         store::now_ms(),
     )
@@ -1637,7 +1674,6 @@ pub async fn resume(state: &AppState, agent: AgentRow) -> Result<bool, ServiceEr
     {
         return Ok(false);
     }
-    store::agents::reopen_turn(&state.store, &turn.id).await?;
     // The rest runs on its own, so one long turn does not hold up the others.
     let state = state.clone();
     tokio::spawn(async move {
@@ -1683,9 +1719,15 @@ async fn continue_parked(
     }
     let calls = turn.model_calls;
     let outcome = async {
-        store::agents::append(&state.store, &agent.id, &records, store::now_ms())
-            .await
-            .map_err(|e| (false, format!("the store failed: {e}")))?;
+        store::agents::append_held(
+            &state.store,
+            &agent.id,
+            &records,
+            &claim.runner,
+            store::now_ms(),
+        )
+        .await
+        .map_err(|e| (false, format!("the store failed: {e}")))?;
         let principal = turn_principal(state, &agent, &turn)
             .await
             .map_err(|e| (false, e))?;
@@ -1821,12 +1863,13 @@ async fn bind(
 async fn revive(state: &AppState, agent: AgentRow, runner: String) -> Result<(), ServiceError> {
     let turns = store::agents::turns(&state.store, &agent.id).await?;
     let Some(turn) = turns.last().filter(|t| t.status == "running").cloned() else {
-        // Its turn ended before its process stopped.
+        // Its turn ended (or parked) before its process stopped.
+        let waits = turns.last().is_some_and(|t| t.status == "input_required");
         store::agents::release(
             &state.store,
             &agent.id,
             &runner,
-            "idle",
+            if waits { "input_required" } else { "idle" },
             None,
             None,
             store::now_ms(),
@@ -1890,11 +1933,25 @@ async fn revive(state: &AppState, agent: AgentRow, runner: String) -> Result<(),
 /// and the agent is free again.
 async fn interrupted(state: &AppState, agent: &AgentRow, runner: &str) -> Result<(), ServiceError> {
     let reason = "the server stopped during this turn; it was not continued";
-    let turn = store::agents::turns(&state.store, &agent.id)
+    let last = store::agents::turns(&state.store, &agent.id)
         .await?
         .into_iter()
-        .last()
-        .filter(|t| t.status == "running");
+        .last();
+    if last.as_ref().is_some_and(|t| t.status == "input_required") {
+        // It had parked: the resumer continues it once its calls are decided.
+        store::agents::release(
+            &state.store,
+            &agent.id,
+            runner,
+            "input_required",
+            None,
+            None,
+            store::now_ms(),
+        )
+        .await?;
+        return Ok(());
+    }
+    let turn = last.filter(|t| t.status == "running");
     if let Some(turn) = &turn {
         close_open_batch(state, agent, &turn.id, reason).await?;
     }
@@ -1948,16 +2005,30 @@ pub async fn run_resumer(state: AppState) {
         if let Err(e) = recover(&state).await {
             tracing::warn!(error = ?e.into_app_error(), "recovering agents whose process stopped");
         }
-        match store::agents::waiting(&state.store).await {
-            Ok(agents) => {
-                for agent in agents {
-                    let id = agent.id.clone();
-                    if let Err(e) = resume(&state, agent).await {
-                        tracing::warn!(agent = %id, error = ?e.into_app_error(), "continuing a parked turn");
-                    }
+        // Every waiting agent, a page at a time (those still waiting do not hide the others).
+        let mut after: Option<(i64, String)> = None;
+        loop {
+            let page = store::agents::waiting(
+                &state.store,
+                after.as_ref().map(|(at, id)| (*at, id.as_str())),
+                100,
+            )
+            .await;
+            let agents = match page {
+                Ok(agents) => agents,
+                Err(e) => {
+                    tracing::warn!(error = %e, "listing agents waiting for a decision");
+                    break;
+                }
+            };
+            let Some(last) = agents.last() else { break };
+            after = Some((last.updated_at, last.id.clone()));
+            for agent in agents {
+                let id = agent.id.clone();
+                if let Err(e) = resume(&state, agent).await {
+                    tracing::warn!(agent = %id, error = ?e.into_app_error(), "continuing a parked turn");
                 }
             }
-            Err(e) => tracing::warn!(error = %e, "listing agents waiting for a decision"),
         }
         tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     }

@@ -158,19 +158,47 @@ pub async fn append(
     records: &[(&str, Option<&str>, String)],
     now: i64,
 ) -> Result<(), sqlx::Error> {
-    append_reporting(store, agent_id, records, &[], now).await
+    append_reporting(store, agent_id, records, &[], None, now).await
+}
+
+/// [`append`] by run `runner`, which must still hold the agent (otherwise nothing is written and
+/// the error says so).
+pub async fn append_held(
+    store: &Store,
+    agent_id: &str,
+    records: &[(&str, Option<&str>, String)],
+    runner: &str,
+    now: i64,
+) -> Result<(), sqlx::Error> {
+    append_reporting(store, agent_id, records, &[], Some(runner), now).await
 }
 
 /// [`append`], marking the background children `reported` as reported to their parent in the
-/// same transaction (a report is given exactly when it is recorded).
+/// same transaction (a report is given exactly when it is recorded); with `runner`, only while
+/// that run holds the agent.
 pub async fn append_reporting(
     store: &Store,
     agent_id: &str,
     records: &[(&str, Option<&str>, String)],
     reported: &[String],
+    runner: Option<&str>,
     now: i64,
 ) -> Result<(), sqlx::Error> {
     let mut tx = store.begin_write().await?;
+    if let Some(runner) = runner {
+        // Also locks the agent's row (PostgreSQL) until the records are in.
+        let held = sqlx::query("UPDATE agents SET updated_at = $1 WHERE id = $2 AND runner = $3")
+            .bind(now)
+            .bind(agent_id)
+            .bind(runner)
+            .execute(&mut *tx)
+            .await?;
+        if held.rows_affected() != 1 {
+            return Err(sqlx::Error::Protocol(
+                "another run holds this agent now; nothing was recorded".into(),
+            ));
+        }
+    }
     for child in reported {
         sqlx::query("UPDATE agents SET reported_at = $1 WHERE id = $2 AND reported_at IS NULL")
             .bind(now)
@@ -288,34 +316,74 @@ pub async fn turns(store: &Store, agent_id: &str) -> Result<Vec<TurnRow>, sqlx::
         .collect()
 }
 
-/// Agents of every tenant waiting for a parked call of their last turn to be decided.
-pub async fn waiting(store: &Store) -> Result<Vec<AgentRow>, sqlx::Error> {
+/// A page of the agents of every tenant waiting for a parked call of their last turn to be
+/// decided, in `(updated_at, id)` order after `after`.
+pub async fn waiting(
+    store: &Store,
+    after: Option<(i64, &str)>,
+    limit: i64,
+) -> Result<Vec<AgentRow>, sqlx::Error> {
+    let (at, id) = after.unwrap_or((i64::MIN, ""));
     let rows = sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM agents WHERE status = 'input_required' ORDER BY updated_at, id LIMIT 100"
+        "SELECT {COLUMNS} FROM agents WHERE status = 'input_required' \
+         AND (updated_at > $1 OR (updated_at = $1 AND id > $2)) ORDER BY updated_at, id LIMIT $3"
     ))
+    .bind(at)
+    .bind(id)
+    .bind(limit)
     .fetch_all(store.pool())
     .await?;
     rows.iter().map(agent).collect()
 }
 
-/// Moves an agent from status `from` to `to`; `Ok(false)` when it was not in `from` (another
-/// node took it first).
-pub async fn transition(
+/// Moves an agent that is `input_required` and unchanged since it was read (its `updated_at`
+/// is still `seen`) to `idle`; `Ok(false)` when anything moved it meanwhile.
+pub async fn settle(store: &Store, id: &str, seen: i64, now: i64) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(
+        "UPDATE agents SET status = 'idle', updated_at = $1 \
+         WHERE id = $2 AND status = 'input_required' AND updated_at = $3",
+    )
+    .bind(now.max(seen + 1))
+    .bind(id)
+    .bind(seen)
+    .execute(store.pool())
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Continues turn `turn_id` of an agent that is `input_required` and unchanged since it was read
+/// (its `updated_at` is still `seen`): the agent becomes `running`, held by `runner`, and the
+/// turn `running`, in one transaction. `Ok(false)` when anything moved it meanwhile (another
+/// node continued it).
+pub async fn claim_parked(
     store: &Store,
     id: &str,
-    from: &str,
-    to: &str,
+    seen: i64,
+    turn_id: &str,
+    runner: &str,
     now: i64,
 ) -> Result<bool, sqlx::Error> {
-    let done =
-        sqlx::query("UPDATE agents SET status = $1, updated_at = $2 WHERE id = $3 AND status = $4")
-            .bind(to)
-            .bind(now)
-            .bind(id)
-            .bind(from)
-            .execute(store.pool())
-            .await?;
-    Ok(done.rows_affected() == 1)
+    let mut tx = store.begin_write().await?;
+    let done = sqlx::query(
+        "UPDATE agents SET status = 'running', runner = $1, status_reason = NULL, updated_at = $2 \
+         WHERE id = $3 AND status = 'input_required' AND updated_at = $4",
+    )
+    .bind(runner)
+    // Never the value it had: a reader holding `seen` must not match again.
+    .bind(now.max(seen + 1))
+    .bind(id)
+    .bind(seen)
+    .execute(&mut *tx)
+    .await?;
+    if done.rows_affected() != 1 {
+        return Ok(false);
+    }
+    sqlx::query("UPDATE agent_turns SET status = 'running', ended_at = NULL WHERE id = $1")
+        .bind(turn_id)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    Ok(true)
 }
 
 /// Agents left `running` whose heartbeat stopped before `stale` (their process is gone).
@@ -419,7 +487,9 @@ pub async fn release(
 ) -> Result<bool, sqlx::Error> {
     let mut tx = store.begin_write().await?;
     let done = sqlx::query(
-        "UPDATE agents SET status = $1, status_reason = $2, runner = NULL, updated_at = $3 \
+        // `updated_at` always moves forward, so a reader's snapshot of it never matches again.
+        "UPDATE agents SET status = $1, status_reason = $2, runner = NULL, \
+         updated_at = CASE WHEN $3 > updated_at THEN $3 ELSE updated_at + 1 END \
          WHERE id = $4 AND runner = $5",
     )
     .bind(status)
@@ -447,15 +517,6 @@ pub async fn release(
     }
     tx.commit().await?;
     Ok(true)
-}
-
-/// A turn that waited for a decision runs again.
-pub async fn reopen_turn(store: &Store, turn_id: &str) -> Result<(), sqlx::Error> {
-    sqlx::query("UPDATE agent_turns SET status = 'running', ended_at = NULL WHERE id = $1")
-        .bind(turn_id)
-        .execute(store.pool())
-        .await?;
-    Ok(())
 }
 
 /// Background children of `parent_id` that finished and were not yet reported to it, oldest

@@ -669,4 +669,49 @@ async fn a_run_that_lost_its_agent_cannot_record_anything() {
     );
     let row = agents::find(store, "default", id).await.unwrap().unwrap();
     assert_eq!((row.status.as_str(), row.runner), ("idle", None));
+
+    // A parked agent is continued once per state it was seen in: a node that read it before
+    // another node continued it (and it parked again) cannot continue or settle it.
+    assert!(
+        agents::claim(store, id, "idle", "run_c", 20_000)
+            .await
+            .unwrap()
+    );
+    assert!(
+        agents::release(store, id, "run_c", "input_required", None, None, 20_001)
+            .await
+            .unwrap()
+    );
+    let seen = agents::find(store, "default", id)
+        .await
+        .unwrap()
+        .unwrap()
+        .updated_at;
+    assert!(
+        agents::claim_parked(store, id, seen, "trn_none", "run_d", seen)
+            .await
+            .unwrap()
+    );
+    assert!(
+        agents::release(store, id, "run_d", "input_required", None, None, seen)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !agents::claim_parked(store, id, seen, "trn_none", "run_e", seen + 5)
+            .await
+            .unwrap()
+    );
+    assert!(!agents::settle(store, id, seen, seen + 5).await.unwrap());
+    // Writes by a run that does not hold the agent do not land.
+    let refused = agents::append_held(
+        store,
+        id,
+        &[("message", None, "{}".into())],
+        "run_d",
+        30_000,
+    )
+    .await;
+    assert!(refused.is_err());
+    assert!(agents::records(store, id).await.unwrap().is_empty());
 }
