@@ -978,30 +978,10 @@ async fn close_open_batch(
     why: &str,
 ) -> Result<(), ServiceError> {
     let records = store::agents::records(&state.store, &agent.id).await?;
-    let messages: Vec<Message> = records
-        .iter()
-        .filter(|r| r.kind == "message")
-        .filter_map(|r| serde_json::from_str(&r.body).ok())
-        .collect();
-    let Some(last) = messages.iter().rposition(
-        |m| matches!(m, Message::Assistant { tool_calls, .. } if !tool_calls.is_empty()),
-    ) else {
-        return Ok(());
-    };
-    let Message::Assistant { tool_calls, .. } = &messages[last] else {
-        return Ok(());
-    };
-    let answered: HashSet<&str> = messages[last + 1..]
-        .iter()
-        .filter_map(|m| match m {
-            Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
-            _ => None,
-        })
-        .collect();
-    let missing: Vec<(&str, Option<&str>, String)> = tool_calls
-        .iter()
-        .filter(|c| !answered.contains(c.id.as_str()))
-        .map(|c| {
+    let missing: Vec<(&str, Option<&str>, String)> = open_batch(&records)
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(_, c)| {
             (
                 "message",
                 Some(turn_id),
@@ -1018,6 +998,37 @@ async fn close_open_batch(
         store::agents::append(&state.store, &agent.id, &missing, store::now_ms()).await?;
     }
     Ok(())
+}
+
+/// The calls of the transcript's last batch (the last model answer with calls) that have no
+/// answer yet, with their position in the batch; `None` when the model never called a tool.
+fn open_batch(records: &[store::agents::RecordRow]) -> Option<Vec<(usize, ToolCall)>> {
+    let messages: Vec<Message> = records
+        .iter()
+        .filter(|r| r.kind == "message")
+        .filter_map(|r| serde_json::from_str(&r.body).ok())
+        .collect();
+    let last = messages.iter().rposition(
+        |m| matches!(m, Message::Assistant { tool_calls, .. } if !tool_calls.is_empty()),
+    )?;
+    let Message::Assistant { tool_calls, .. } = &messages[last] else {
+        return None;
+    };
+    let answered: HashSet<&str> = messages[last + 1..]
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    Some(
+        tool_calls
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| !answered.contains(c.id.as_str()))
+            .map(|(i, c)| (i, c.clone()))
+            .collect(),
+    )
 }
 
 /// A run's hold on a `running` agent: the run's id, which fences every write that ends the run,
@@ -1607,41 +1618,19 @@ pub async fn resume(state: &AppState, agent: AgentRow) -> Result<bool, ServiceEr
         return Ok(false);
     };
     let records = store::agents::records(&state.store, &agent.id).await?;
-    let messages: Vec<Message> = records
-        .iter()
-        .filter_map(|r| serde_json::from_str::<Message>(&r.body).ok())
-        .collect();
-    let Some(last) = messages.iter().rposition(
-        |m| matches!(m, Message::Assistant { tool_calls, .. } if !tool_calls.is_empty()),
-    ) else {
+    let Some(open) = open_batch(&records) else {
         return Ok(false);
     };
-    let Message::Assistant { tool_calls, .. } = &messages[last] else {
-        return Ok(false);
-    };
-    let answered: HashSet<&str> = messages[last + 1..]
-        .iter()
-        .filter_map(|m| match m {
-            Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
-            _ => None,
-        })
-        .collect();
     let invocations =
         store::invocations::by_turn(&state.store, &agent.tenant_id, &agent.id, &turn.id).await?;
     let mut answers = Vec::new();
-    for (index, call) in tool_calls.iter().enumerate() {
-        if answered.contains(call.id.as_str()) {
-            continue;
-        }
+    for (index, call) in open {
         let key = invocation_key(&turn.id, turn.model_calls, index);
         let Some(inv) = invocations
             .iter()
             .find(|i| i.client_key.as_deref() == Some(key.as_str()))
         else {
-            answers.push((
-                call.clone(),
-                "Error: this call's invocation is missing.".to_owned(),
-            ));
+            answers.push((call, "Error: this call's invocation is missing.".to_owned()));
             continue;
         };
         if !FINAL.contains(&inv.status.as_str()) {
@@ -1658,7 +1647,7 @@ pub async fn resume(state: &AppState, agent: AgentRow) -> Result<bool, ServiceEr
         } else {
             text
         };
-        answers.push((call.clone(), content));
+        answers.push((call, content));
     }
     // Only if nothing moved the agent since it was read: what was worked out above still holds.
     let runner = ids::new_id("run");
