@@ -134,6 +134,8 @@ pub enum Field<'a> {
     Str(&'a str),
     /// Any JSON value.
     Json(&'a Value),
+    /// A non-negative integer (below 2^53 it prints as its digits, as JCS does).
+    U64(u64),
 }
 
 impl<'a> Field<'a> {
@@ -184,6 +186,7 @@ pub fn write_fields(fields: &[(&str, Field<'_>)], out: &mut impl Sink) {
             Field::Null => out.put(b"null"),
             Field::Str(s) => write_str(s, out),
             Field::Json(v) => write_value(v, out),
+            Field::U64(u) => write_number(&serde_json::Number::from(*u), out),
         }
     }
     out.put(b"}");

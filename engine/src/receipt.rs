@@ -42,7 +42,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::canonical::{CanonicalError, ZERO_HASH, hash_of, to_canonical_bytes};
+use crate::canonical::{self, CanonicalError, ZERO_HASH, to_canonical_bytes};
 
 // ---------------------------------------------------------------------------------------------
 // Kinds, decisions, reason codes
@@ -477,7 +477,8 @@ pub fn disclosures_digest(disclosures: &Disclosures) -> Result<String, ReceiptEr
     {
         return Err(ReceiptError::ReservedDisclosureKey(key.clone()));
     }
-    Ok(hash_of(disclosures)?)
+    // Written from the serialized value (the flattened `extra` members sorted with the rest).
+    Ok(canonical::hash_value(&to_value(disclosures)?))
 }
 
 /// Whether `disclosures` are the ones `receipt` was issued with (an auditor's check).
@@ -737,11 +738,88 @@ fn signing_bytes_of_value(mut value: Value) -> Result<Vec<u8>, VerifyError> {
 
 /// The bytes a receipt's signature covers: the JCS bytes of the receipt without `signature`.
 pub fn receipt_signing_bytes(receipt: &Receipt) -> Result<Vec<u8>, ReceiptError> {
-    let mut value = to_value(receipt)?;
-    if let Value::Object(members) = &mut value {
-        members.remove("signature");
+    let mut out = Vec::with_capacity(1024);
+    write_receipt(receipt, false, &mut out);
+    Ok(out)
+}
+
+/// The JCS bytes of a receipt as serde would serialize it (with `signature` when `signed`),
+/// written member by member in canonical order: the same bytes as canonicalizing the
+/// serialized receipt (a test compares them), without building a JSON value first. Receipts
+/// are signed and hashed on every journal record, in the writer that orders the chain.
+fn write_receipt(r: &Receipt, signed: bool, out: &mut impl canonical::Sink) {
+    use canonical::Field;
+    fn opt(v: &Option<Value>) -> Field<'_> {
+        match v {
+            None | Some(Value::Null) => Field::Absent,
+            Some(v) => Field::Json(v),
+        }
     }
-    Ok(to_canonical_bytes(&value)?)
+    canonical::write_fields(
+        &[
+            ("actor_id", Field::Str(&r.actor_id)),
+            ("args_hash", Field::str_or_absent(r.args_hash.as_deref())),
+            ("decision", Field::Str(r.decision.as_str())),
+            ("disclosures_digest", Field::Str(&r.disclosures_digest)),
+            (
+                "environment",
+                Field::str_or_absent(r.environment.as_deref()),
+            ),
+            (
+                "invocation_id",
+                Field::str_or_absent(r.invocation_id.as_deref()),
+            ),
+            ("issued_at", Field::Str(&r.issued_at)),
+            ("key_id", Field::Str(&r.key_id)),
+            ("kind", Field::Str(r.kind.as_str())),
+            ("limits", opt(&r.limits)),
+            (
+                "manifest_id",
+                Field::str_or_absent(r.manifest_id.as_deref()),
+            ),
+            ("mode", Field::str_or_absent(r.mode.as_deref())),
+            ("policy_id", Field::str_or_absent(r.policy_id.as_deref())),
+            (
+                "policy_version",
+                r.policy_version.map_or(Field::Absent, Field::U64),
+            ),
+            ("prev_hash", Field::str_or_null(r.prev_hash.as_deref())),
+            ("reason", Field::Str(r.reason.as_str())),
+            ("receipt_id", Field::Str(&r.receipt_id)),
+            ("redaction", opt(&r.redaction)),
+            (
+                "schema_hash",
+                Field::str_or_absent(r.schema_hash.as_deref()),
+            ),
+            ("seq", r.seq.map_or(Field::Null, Field::U64)),
+            ("session_id", Field::str_or_absent(r.session_id.as_deref())),
+            (
+                "signature",
+                if signed {
+                    Field::Str(&r.signature)
+                } else {
+                    Field::Absent
+                },
+            ),
+            ("target", opt(&r.target)),
+            ("tenant_id", Field::Str(&r.tenant_id)),
+            ("tool", Field::str_or_absent(r.tool.as_deref())),
+            (
+                "tool_version",
+                Field::str_or_absent(r.tool_version.as_deref()),
+            ),
+            ("turn_id", Field::str_or_absent(r.turn_id.as_deref())),
+        ],
+        out,
+    );
+}
+
+/// The JCS bytes of a signed receipt, signature included: what [`receipt_hash`] hashes, and a
+/// valid JSON text of the receipt (the journal stores it).
+pub fn receipt_canonical_bytes(receipt: &Receipt) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1024);
+    write_receipt(receipt, true, &mut out);
+    out
 }
 
 /// Signs a receipt: sets `key_id` to the signer's and `signature` to base64url (no padding)
@@ -792,7 +870,9 @@ pub fn verify_receipt_json(receipt: &Value, keys: &[Jwk]) -> Result<(), VerifyEr
 /// `sha256:` + SHA-256 of the JCS bytes of a signed receipt: the `prev_hash` of the record that
 /// follows it in the tenant's journal.
 pub fn receipt_hash(receipt: &Receipt) -> Result<String, ReceiptError> {
-    Ok(hash_of(receipt)?)
+    let mut h = canonical::HashSink::new();
+    write_receipt(receipt, true, &mut h);
+    Ok(h.finish())
 }
 
 /// The `seq` and `prev_hash` of the record that follows `previous` (`(1, ZERO_HASH)` when the
@@ -926,7 +1006,9 @@ impl ChainVerifier {
             }));
         }
         verify_receipt_with_keys(receipt, keys).map_err(|e| fail(ChainProblem::Signature(e)))?;
-        let hash = hash_of(receipt).map_err(|e| fail(ChainProblem::Canonical(e)))?;
+        let mut h = canonical::HashSink::new();
+        write_receipt(receipt, true, &mut h);
+        let hash = h.finish();
         self.last_seq = expected_seq;
         self.head_hash = hash;
         if self.tenant_id.is_none() {
@@ -1032,6 +1114,7 @@ pub fn verify_manifest_with_keys(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::canonical::hash_of;
     use proptest::prelude::*;
     use serde_json::json;
 
@@ -1099,6 +1182,79 @@ mod tests {
             out.push(sign_receipt(r, &s).unwrap());
         }
         out
+    }
+
+    /// The reference: the crate's canonicalization of the serialized receipt.
+    fn crate_bytes(r: &Receipt, signed: bool) -> Vec<u8> {
+        let mut v = serde_json::to_value(r).unwrap();
+        if !signed {
+            v.as_object_mut().unwrap().remove("signature");
+        }
+        to_canonical_bytes(&v).unwrap()
+    }
+
+    #[test]
+    fn receipts_are_written_member_by_member_exactly_as_canonicalized() {
+        for r in [signed(), unsigned(None, None), {
+            let mut r = signed();
+            r.kind = ReceiptKind::Execution;
+            r.decision = Decision::Deny;
+            r.reason = ReasonCode::JournalUnavailable;
+            r.limits = Some(Value::Null);
+            r.target = Some(json!({"upstream_id": "ups_1", "endpoint_fingerprint": "sha256:x"}));
+            r.turn_id = Some("turn_\u{e9}\"\n".into());
+            r.environment = None;
+            r.policy_version = None;
+            r
+        }] {
+            for with_signature in [false, true] {
+                let mut out = Vec::new();
+                write_receipt(&r, with_signature, &mut out);
+                assert_eq!(
+                    String::from_utf8(out).unwrap(),
+                    String::from_utf8(crate_bytes(&r, with_signature)).unwrap()
+                );
+            }
+            assert_eq!(receipt_hash(&r).unwrap(), hash_of(&r).unwrap());
+            // The stored text reads back as the same receipt (a `null` limit reads as absent).
+            let stored = receipt_canonical_bytes(&r);
+            let back: Receipt = serde_json::from_slice(&stored).unwrap();
+            assert_eq!(receipt_canonical_bytes(&back), stored);
+            assert_eq!(back.signature, r.signature);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn any_receipt_is_written_as_canonicalized(
+            opts in proptest::collection::vec(any::<bool>(), 14),
+            text in "\\PC{0,12}",
+            number in any::<u64>(),
+            float in -1.0e30f64..1.0e30,
+        ) {
+            let mut r = signed();
+            let pick = |on: bool, v: String| on.then_some(v);
+            r.environment = pick(opts[0], text.clone());
+            r.session_id = pick(opts[1], text.clone());
+            r.manifest_id = pick(opts[2], format!("man_{text}"));
+            r.turn_id = pick(opts[3], text.clone());
+            r.invocation_id = pick(opts[4], text.clone());
+            r.tool = pick(opts[5], text.clone());
+            r.tool_version = pick(opts[6], text.clone());
+            r.policy_version = opts[7].then_some(number);
+            r.seq = opts[8].then_some(number);
+            r.prev_hash = pick(opts[9], text.clone());
+            r.limits = opts[10].then(|| json!({"n": number, "f": float, text.clone(): [text.clone(), null, true]}));
+            r.redaction = opts[11].then(|| json!(float));
+            r.target = opts[12].then(|| json!({}));
+            r.mode = pick(opts[13], text.clone());
+            r.actor_id = text.clone();
+            for with_signature in [false, true] {
+                let mut out = Vec::new();
+                write_receipt(&r, with_signature, &mut out);
+                prop_assert_eq!(out, crate_bytes(&r, with_signature));
+            }
+        }
     }
 
     #[test]
