@@ -144,21 +144,59 @@ pub fn tool_result(
 /// denial replaces it (and nothing may run).
 async fn record(
     journal: &Journal,
-    mut r: Receipt,
+    r: Receipt,
     d: &engine::receipt::Disclosures,
 ) -> (Receipt, bool) {
     match journal.append(r.clone(), d).await {
         Ok(signed) => (signed, true),
-        Err(e) => {
-            tracing::error!(error = %e, "a decision could not be journaled; nothing runs");
-            r.decision = Decision::Deny;
-            r.reason = ReasonCode::JournalUnavailable;
-            match journal.sign_unrecorded(r.clone(), d) {
-                Ok(signed) => (signed, false),
-                Err(_) => (r, false),
-            }
-        }
+        Err(e) => (unrecorded(journal, r, d, &e), false),
     }
+}
+
+/// [`record`] of a decision taken on reads at the store's generation `decided_at` (when not yet
+/// confirmed, [`cache::Fresh::unconfirmed`]): [`ServiceError::StaleRead`] when the generation
+/// moved before the record was committed (nothing recorded; the call is decided again).
+async fn record_at(
+    journal: &Journal,
+    r: Receipt,
+    d: &engine::receipt::Disclosures,
+    decided_at: Option<i64>,
+) -> Result<(Receipt, bool), ServiceError> {
+    match journal.append_at(r.clone(), d, decided_at).await {
+        Ok(signed) => Ok((signed, true)),
+        Err(journal::JournalError::Stale) => Err(ServiceError::StaleRead),
+        Err(e) => Ok((unrecorded(journal, r, d, &e), false)),
+    }
+}
+
+/// The signed, unrecorded `journal_unavailable` denial that replaces `r` when the journal
+/// failed with `e`.
+fn unrecorded(
+    journal: &Journal,
+    mut r: Receipt,
+    d: &engine::receipt::Disclosures,
+    e: &journal::JournalError,
+) -> Receipt {
+    tracing::error!(error = %e, "a decision could not be journaled; nothing runs");
+    r.decision = Decision::Deny;
+    r.reason = ReasonCode::JournalUnavailable;
+    journal.sign_unrecorded(r.clone(), d).unwrap_or(r)
+}
+
+/// Journals a denial decided at `decided_at` and answers it.
+async fn denial_at(
+    journal: &Journal,
+    r: Receipt,
+    d: &engine::receipt::Disclosures,
+    decided_at: Option<i64>,
+) -> Result<Value, ServiceError> {
+    let (receipt, _) = record_at(journal, r, d, decided_at).await?;
+    Ok(tool_result(
+        &receipt,
+        true,
+        short(receipt.reason),
+        Map::new(),
+    ))
 }
 
 /// Decides and, when allowed, executes a call. The answer is always a tool result (denials
@@ -175,11 +213,14 @@ pub async fn call(
         .clone()
         .or(path_session.map(str::to_owned));
     let now = store::now_ms();
-    // Everything read below is current as of this read of the store's counter.
+    // Everything read below is current as of this generation of the store's counter: read
+    // for this request, or (the principal's, from `/mcp`) the one the cache holds, which the
+    // decision record confirms when it is committed.
     let fresh = match principal.read_at {
         Some(at) => at,
         None => cache::fresh(cx.store).await?,
     };
+    let mut decided_at = fresh.unconfirmed();
     // The grant the call presents, if it is one of this tenant's.
     let grant = match &call.meta.manifest_id {
         Some(id) => cache::grant(cx.store, &fresh, &principal.tenant_id, id).await?,
@@ -267,13 +308,7 @@ pub async fn call(
         _ => None,
     };
     let Some(decided) = decided else {
-        let (receipt, _) = record(cx.journal, r, &d).await;
-        return Ok(tool_result(
-            &receipt,
-            true,
-            short(receipt.reason),
-            Map::new(),
-        ));
+        return denial_at(cx.journal, r, &d, decided_at).await;
     };
     r.decision = decided.verdict;
     r.reason = decided.reason;
@@ -291,13 +326,7 @@ pub async fn call(
         d.rule_reason = Some(e.rule_reason.clone()).filter(|s| !s.is_empty());
     }
     let Some(bound) = decided.bound.clone() else {
-        let (receipt, _) = record(cx.journal, r, &d).await;
-        return Ok(tool_result(
-            &receipt,
-            true,
-            short(receipt.reason),
-            Map::new(),
-        ));
+        return denial_at(cx.journal, r, &d, decided_at).await;
     };
     r.args_hash = Some(bound.args_hash.clone());
     // The target pinned at the grant is part of what this decision authorizes.
@@ -310,6 +339,18 @@ pub async fn call(
         .and_then(|g| g.session.as_ref())
         .map(|s| s.id.clone())
         .unwrap_or_default();
+    // What follows may write before the decision is journaled (a confirmation spent, a rate
+    // bucket counted) or answer from a stored invocation: only on reads confirmed current now.
+    // A generation that moved means deciding again.
+    let confirms =
+        bound.mode == Mode::ConfirmationRequired && call.meta.confirmation_token.is_some();
+    let counts = bound.limits.rate_bucket.is_some() && cx.rate_limiter;
+    if decided_at.is_some() && (confirms || counts || call.meta.invocation_id.is_some()) {
+        if cache::confirm(cx.store, fresh).await?.is_none() {
+            return Err(ServiceError::StaleRead);
+        }
+        decided_at = None;
+    }
     // The same actor repeating a call that needs confirmation, with the token it was given.
     if bound.mode == Mode::ConfirmationRequired
         && let Some(token) = &call.meta.confirmation_token
@@ -332,7 +373,7 @@ pub async fn call(
                 ),
             )
             .ok();
-            return Ok(denial(cx.journal, r, &d).await);
+            return denial_at(cx.journal, r, &d, decided_at).await;
         }
         let mut existing = store::invocations::find_by_client_key(
             cx.store,
@@ -415,13 +456,7 @@ pub async fn call(
         r.decision = Decision::Deny;
         r.reason = reason;
         d.insert_extra("detail", Value::String(detail)).ok();
-        let (receipt, _) = record(cx.journal, r, &d).await;
-        return Ok(tool_result(
-            &receipt,
-            true,
-            short(receipt.reason),
-            Map::new(),
-        ));
+        return denial_at(cx.journal, r, &d, decided_at).await;
     }
     // Modes the durable runtime carries past this request: (stored status, decision, status
     // the caller sees, whether it waits for a person until it expires).
@@ -459,11 +494,11 @@ pub async fn call(
             None => {
                 r.decision = Decision::Deny;
                 r.reason = ReasonCode::PolicyDenied;
-                return Ok(denial(cx.journal, r, &d).await);
+                return denial_at(cx.journal, r, &d, decided_at).await;
             }
         },
     };
-    let (decision_receipt, recorded) = record(cx.journal, r.clone(), &d).await;
+    let (decision_receipt, recorded) = record_at(cx.journal, r.clone(), &d, decided_at).await?;
     if !recorded {
         return Ok(tool_result(
             &decision_receipt,

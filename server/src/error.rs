@@ -21,6 +21,11 @@ pub enum ServiceError {
     /// Anything else; logged, then 500.
     #[error(transparent)]
     Other(#[from] anyhow::Error),
+    /// What a call was decided on changed in the store before its decision was journaled
+    /// ([`crate::store::cache::assumed`]); nothing was recorded or run, and the call is decided
+    /// again on a confirmed read. Should it escape, 503.
+    #[error("the call was decided on out-of-date reads")]
+    StaleRead,
 }
 
 impl From<crate::journal::JournalError> for ServiceError {
@@ -55,6 +60,10 @@ impl ServiceError {
                 tracing::error!(error = ?e, "internal error");
                 AppError::internal()
             }
+            Self::StaleRead => AppError::new(
+                ErrorCode::Unavailable,
+                "what this call depends on changed while it was decided; try again",
+            ),
         }
     }
 }

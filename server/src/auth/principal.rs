@@ -79,6 +79,30 @@ pub fn secret_hash(secret: &str) -> String {
 #[tracing::instrument(skip_all)]
 pub async fn authenticate_bearer(store: &Store, secret: &str) -> Result<Principal, ServiceError> {
     let fresh = store::cache::fresh(store).await?;
+    authenticate_at(store, secret, fresh).await
+}
+
+/// [`authenticate_bearer`] from the call cache as it stands, without reading the store's
+/// counter ([`store::cache::assumed`]): for `tools/call`, whose decision record confirms the
+/// generation when it is journaled (and which is authenticated again with
+/// [`authenticate_bearer`] when it was out of date). A refusal is final either way: a revoked
+/// token is never un-revoked, and an unknown one was looked up in the store.
+pub async fn authenticate_bearer_assumed(
+    store: &Store,
+    secret: &str,
+) -> Result<Principal, ServiceError> {
+    let fresh = match store::cache::assumed(store) {
+        Some(f) => f,
+        None => store::cache::fresh(store).await?,
+    };
+    authenticate_at(store, secret, fresh).await
+}
+
+async fn authenticate_at(
+    store: &Store,
+    secret: &str,
+    fresh: store::cache::Fresh,
+) -> Result<Principal, ServiceError> {
     let Some(token) = store::cache::token(store, &fresh, &secret_hash(secret)).await? else {
         return Err(AppError::new(app::error::ErrorCode::Unauthenticated, "unknown token").into());
     };

@@ -50,6 +50,10 @@ pub enum JournalError {
     /// The writer task is gone (the server is shutting down).
     #[error("journal writer stopped")]
     Stopped,
+    /// The store's read counter moved away from the generation the record was decided at
+    /// ([`Journal::append_at`]): nothing was recorded, and the caller decides again.
+    #[error("the reads this record was decided on are out of date")]
+    Stale,
 }
 
 /// The writer task: batches, chains, signs and commits.
@@ -60,6 +64,25 @@ struct Writer {
     /// Last `(seq, record_hash)` per tenant, as committed by this writer; reloaded from the
     /// store after any failure.
     heads: HashMap<String, (i64, String)>,
+}
+
+/// A record waiting in a batch.
+struct Work {
+    unsigned: Receipt,
+    disclosures: String,
+    /// The store's read generation the record was decided at, if it must still be current.
+    decided_at: Option<i64>,
+}
+
+/// How a batch checks the generations its records were decided at.
+#[derive(Clone, Copy)]
+enum Generation {
+    /// No record depends on it.
+    Unneeded,
+    /// Read in the batch's transaction.
+    Read(i64),
+    /// By each insert's own condition (one record outside a transaction).
+    PerInsert,
 }
 
 /// A record of a batch, signed and ready to insert.
@@ -104,7 +127,11 @@ impl Writer {
         let mut work = Vec::with_capacity(batch.len());
         for p in batch {
             replies.push(p.reply);
-            work.push((p.unsigned, p.disclosures));
+            work.push(Work {
+                unsigned: p.unsigned,
+                disclosures: p.disclosures,
+                decided_at: p.decided_at,
+            });
         }
         let mut last = JournalError::Contended;
         for _ in 0..ATTEMPTS {
@@ -136,16 +163,25 @@ impl Writer {
 
     async fn try_commit(
         &mut self,
-        work: &[(Receipt, String)],
+        work: &[Work],
     ) -> Result<Vec<Result<Receipt, JournalError>>, JournalError> {
-        let (results, heads) = if let [one] = work {
+        let (results, heads) = if work.len() == 1 {
             // One record is one INSERT, atomic by itself: no BEGIN and COMMIT round trips.
-            // Its position is still guarded by the primary key.
+            // Its position is still guarded by the primary key, and the generation it was
+            // decided at by the statement's own condition (SQLite takes the write lock before
+            // the statement reads anything; PostgreSQL reads the last committed counter).
             let mut conn = self.store.pool().acquire().await?;
-            self.write(&mut conn, std::slice::from_ref(one)).await?
+            self.write(&mut conn, work, Generation::PerInsert).await?
         } else {
             let mut tx = self.store.begin_write().await?;
-            let written = self.write(&mut tx, work).await?;
+            // Read once for the batch, in the transaction that commits it (under SQLite's
+            // write lock; on PostgreSQL a change committed later is ordered after the batch).
+            let generation = if work.iter().any(|w| w.decided_at.is_some()) {
+                Generation::Read(store::journal::read_generation(&mut tx).await?)
+            } else {
+                Generation::Unneeded
+            };
+            let written = self.write(&mut tx, work, generation).await?;
             tx.commit().await?;
             written
         };
@@ -163,7 +199,8 @@ impl Writer {
     async fn write(
         &self,
         conn: &mut sqlx::AnyConnection,
-        work: &[(Receipt, String)],
+        work: &[Work],
+        generation: Generation,
     ) -> Result<
         (
             Vec<Result<Receipt, JournalError>>,
@@ -173,7 +210,18 @@ impl Writer {
     > {
         let mut heads = self.heads.clone();
         let mut results = Vec::with_capacity(work.len());
-        for (unsigned, disclosures) in work {
+        for Work {
+            unsigned,
+            disclosures,
+            decided_at,
+        } in work
+        {
+            if let (Some(at), Generation::Read(now)) = (decided_at, generation)
+                && *at != now
+            {
+                results.push(Err(JournalError::Stale));
+                continue;
+            }
             let tenant = unsigned.tenant_id.clone();
             let head = match heads.get(&tenant) {
                 Some(h) => Some(h.clone()),
@@ -192,6 +240,10 @@ impl Writer {
                 }
             };
             let signed = &prepared.signed;
+            let condition = match generation {
+                Generation::PerInsert => *decided_at,
+                Generation::Read(_) | Generation::Unneeded => None,
+            };
             let inserted = store::journal::insert_in(
                 conn,
                 &store::journal::NewRecord {
@@ -208,10 +260,19 @@ impl Writer {
                     receipt: &prepared.json,
                     disclosures,
                     record_hash: &prepared.record_hash,
+                    generation: condition,
                 },
             )
             .await?;
             if !inserted {
+                if let Some(at) = condition
+                    && store::journal::read_generation(conn).await? != at
+                {
+                    // Not written because the counter moved (or, if both, the record is
+                    // decided again anyway): nothing took a position.
+                    results.push(Err(JournalError::Stale));
+                    continue;
+                }
                 return Err(JournalError::Contended);
             }
             heads.insert(tenant, (seq, prepared.record_hash));
@@ -231,8 +292,10 @@ impl Writer {
         unsigned.seq = Some(u64::try_from(seq).unwrap_or(0));
         unsigned.prev_hash = Some(prev);
         let signed = receipt::sign_receipt(unsigned, self.keys.signer())?;
-        let record_hash = receipt::receipt_hash(&signed)?;
-        let json = serde_json::to_string(&signed).map_err(|e| {
+        // One canonical text serves as the record hash's input and as the stored JSON.
+        let canonical = receipt::receipt_canonical_bytes(&signed);
+        let record_hash = engine::canonical::sha256_tagged(&canonical);
+        let json = String::from_utf8(canonical).map_err(|e| {
             JournalError::Record(receipt::ReceiptError::Canonical(
                 engine::canonical::CanonicalError(e.to_string()),
             ))
@@ -273,6 +336,7 @@ struct Stats {
 struct Pending {
     unsigned: Receipt,
     disclosures: String,
+    decided_at: Option<i64>,
     reply: oneshot::Sender<Result<Receipt, JournalError>>,
 }
 
@@ -350,8 +414,21 @@ impl Journal {
     /// signed receipt as stored, once it is committed.
     pub async fn append(
         &self,
+        unsigned: Receipt,
+        disclosures: &Disclosures,
+    ) -> Result<Receipt, JournalError> {
+        self.append_at(unsigned, disclosures, None).await
+    }
+
+    /// [`Journal::append`] of a decision taken on reads at the store's generation `decided_at`
+    /// ([`crate::store::cache::Fresh::unconfirmed`]): the record is written only if the
+    /// store's counter still stands there when it is committed, else [`JournalError::Stale`]
+    /// and nothing is written.
+    pub async fn append_at(
+        &self,
         mut unsigned: Receipt,
         disclosures: &Disclosures,
+        decided_at: Option<i64>,
     ) -> Result<Receipt, JournalError> {
         let disclosures_json = serde_json::to_string(disclosures).map_err(|e| {
             JournalError::Record(receipt::ReceiptError::Canonical(
@@ -364,6 +441,7 @@ impl Journal {
             .send(Pending {
                 unsigned,
                 disclosures: disclosures_json,
+                decided_at,
                 reply,
             })
             .await

@@ -27,8 +27,9 @@ use app::dto::CreateSessionRequest;
 use engine::scope;
 
 use crate::auth::Principal;
-use crate::auth::principal::authenticate_bearer;
+use crate::auth::principal::{authenticate_bearer, authenticate_bearer_assumed};
 use crate::calls::{self, ToolCall};
+use crate::error::ServiceError;
 use crate::exposure;
 use crate::state::AppState;
 use crate::store;
@@ -110,7 +111,9 @@ pub async fn handle(
     let Some(secret) = secret else {
         return unauthorized(&headers);
     };
-    let principal = match authenticate_bearer(&state.store, secret).await {
+    // From the call cache as it stands: a `tools/call` has the generation confirmed by its
+    // decision record; every other method confirms it below, before it reads anything.
+    let mut principal = match authenticate_bearer_assumed(&state.store, secret).await {
         Ok(p) => p,
         Err(_) => return unauthorized(&headers),
     };
@@ -156,12 +159,25 @@ pub async fn handle(
         Ok(s) => s,
         Err(e) => return (StatusCode::BAD_REQUEST, Json(e.answer(&id))).into_response(),
     };
+    if method != "tools/call"
+        && principal
+            .read_at
+            .is_some_and(|at| at.unconfirmed().is_some())
+    {
+        principal = match authenticate_bearer(&state.store, secret).await {
+            Ok(p) => p,
+            Err(_) => return unauthorized(&headers),
+        };
+    }
     if stateless || method == "server/discover" {
         let answer = match method {
             "server/discover" => ok(&id, discover()),
             "ping" => ok(&id, json!({})),
             "tools/list" => tools_list(&state, &principal, &id, &params).await,
-            "tools/call" => tools_call(&state, &principal, &id, params).await,
+            "tools/call" => match tools_call(&state, &principal, secret, &id, params).await {
+                Ok(answer) => answer,
+                Err(()) => return unauthorized(&headers),
+            },
             "tasks/get" => tasks::get(&state, &principal, &id, &params).await,
             "tasks/result" => tasks::result(&state, &principal, &id, &params).await,
             other => {
@@ -175,7 +191,10 @@ pub async fn handle(
         "initialize" => initialize(&id, &params),
         "ping" => ok(&id, json!({})),
         "tools/list" => tools_list(&state, &principal, &id, &params).await,
-        "tools/call" => tools_call(&state, &principal, &id, params).await,
+        "tools/call" => match tools_call(&state, &principal, secret, &id, params).await {
+            Ok(answer) => answer,
+            Err(()) => return unauthorized(&headers),
+        },
         "tasks/get" => tasks::get(&state, &principal, &id, &params).await,
         "tasks/result" => tasks::result(&state, &principal, &id, &params).await,
         other => error(&id, METHOD_NOT_FOUND, format!("unknown method {other}")),
@@ -382,29 +401,56 @@ async fn tools_list(state: &AppState, principal: &Principal, id: &Value, params:
     }
 }
 
-async fn tools_call(state: &AppState, principal: &Principal, id: &Value, params: Value) -> Value {
+/// `tools/call`. A call decided on cached reads that turn out to be out of date when its
+/// decision is journaled ([`ServiceError::StaleRead`]: nothing recorded, nothing run) is
+/// authenticated and decided once more on reads confirmed by the store (`Err` when the token
+/// no longer authenticates: 401).
+async fn tools_call(
+    state: &AppState,
+    principal: &Principal,
+    secret: &str,
+    id: &Value,
+    params: Value,
+) -> Result<Value, ()> {
     if principal.require(scope::RUN).is_err() {
-        return error(
+        return Ok(error(
             id,
             INVALID_PARAMS,
             "this token lacks agent_tool_exposure:run",
-        );
+        ));
     }
     let as_task = params.get("task").is_some();
     let call: ToolCall = match serde_json::from_value(params) {
         Ok(c) => c,
         Err(e) => {
-            return error(
+            return Ok(error(
                 id,
                 INVALID_PARAMS,
                 format!("invalid tools/call params: {e}"),
-            );
+            ));
         }
     };
     let cx = state.call_context();
-    match calls::call(&cx, principal, None, call).await {
+    let mut outcome = calls::call(&cx, principal, None, call.clone()).await;
+    let mut confirmed = None;
+    if matches!(outcome, Err(ServiceError::StaleRead)) {
+        let again = authenticate_bearer(&state.store, secret)
+            .await
+            .map_err(|_| ())?;
+        if again.require(scope::RUN).is_err() {
+            return Ok(error(
+                id,
+                INVALID_PARAMS,
+                "this token lacks agent_tool_exposure:run",
+            ));
+        }
+        outcome = calls::call(&cx, &again, None, call).await;
+        confirmed = Some(again);
+    }
+    let principal = confirmed.as_ref().unwrap_or(principal);
+    Ok(match outcome {
         Ok(result) if as_task => ok(id, tasks::created(&state.store, principal, result).await),
         Ok(result) => ok(id, result),
         Err(e) => error(id, INTERNAL_ERROR, e.into_app_error().message),
-    }
+    })
 }

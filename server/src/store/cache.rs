@@ -82,10 +82,21 @@ impl Token {
     }
 }
 
-/// Proof that the cache was checked against the store's counter, and at which generation.
+/// The generation the cache is read at, and whether the store's counter was read to confirm it
+/// ([`fresh`]) or it is the generation the cache last saw, to be confirmed when the decision is
+/// journaled ([`assumed`]).
 #[derive(Debug, Clone, Copy)]
 pub struct Fresh {
     generation: i64,
+    verified: bool,
+}
+
+impl Fresh {
+    /// The generation, when the store's counter must still be found at it for what was read
+    /// to count: the journal checks it in the transaction that records the decision.
+    pub fn unconfirmed(&self) -> Option<i64> {
+        (!self.verified).then_some(self.generation)
+    }
 }
 
 #[derive(Default)]
@@ -149,7 +160,32 @@ pub async fn fresh(store: &Store) -> Result<Fresh, sqlx::Error> {
         entries.tools.clear();
         entries.generation = Some(generation);
     }
-    Ok(Fresh { generation })
+    Ok(Fresh {
+        generation,
+        verified: true,
+    })
+}
+
+/// The generation the cache holds, without asking the store: what is read under it counts only
+/// once the store's counter is found unchanged, which the journal checks in the transaction that
+/// records the decision ([`Fresh::unconfirmed`]). A call saves a round trip this way; one that
+/// meets a moved counter is decided again under [`fresh`]. `None` before the cache was ever
+/// filled.
+pub fn assumed(store: &Store) -> Option<Fresh> {
+    store.cache().lock().generation.map(|generation| Fresh {
+        generation,
+        verified: false,
+    })
+}
+
+/// Confirms an assumed generation by reading the store's counter: `Some` (confirmed) when it
+/// has not moved, `None` when it has and what was read under it may be out of date.
+pub async fn confirm(store: &Store, assumed: Fresh) -> Result<Option<Fresh>, sqlx::Error> {
+    if assumed.verified {
+        return Ok(Some(assumed));
+    }
+    let now = fresh(store).await?;
+    Ok((now.generation == assumed.generation).then_some(now))
 }
 
 /// The token whose secret hashes to `secret_sha256`, or `None` when there is none.

@@ -57,6 +57,17 @@ pub struct NewRecord<'a> {
     pub disclosures: &'a str,
     /// Hash of the signed receipt.
     pub record_hash: &'a str,
+    /// Insert only if the store's read generation is this one.
+    pub generation: Option<i64>,
+}
+
+/// The store's read generation ([`super::cache`]) as `conn` sees it.
+pub async fn read_generation(conn: &mut sqlx::AnyConnection) -> Result<i64, sqlx::Error> {
+    let (generation,): (i64,) =
+        sqlx::query_as("SELECT generation FROM read_generation WHERE id = 1")
+            .fetch_one(conn)
+            .await?;
+    Ok(generation)
 }
 
 /// Inserts the record; `Ok(false)` when `seq` is already taken (another writer appended first).
@@ -70,11 +81,21 @@ pub async fn insert_in(
     conn: &mut sqlx::AnyConnection,
     r: &NewRecord<'_>,
 ) -> Result<bool, sqlx::Error> {
-    let done = sqlx::query(
-        "INSERT INTO journal (tenant_id, seq, receipt_id, kind, decision, reason, tool, session_id, actor_id, \
-         issued_at, receipt, disclosures, record_hash) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (tenant_id, seq) DO NOTHING",
-    )
+    // The SELECT form needs a WHERE before ON CONFLICT (SQLite's parser requires one).
+    const PLAIN: &str = "INSERT INTO journal (tenant_id, seq, receipt_id, kind, decision, reason, tool, \
+        session_id, actor_id, issued_at, receipt, disclosures, record_hash) \
+        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
+        ON CONFLICT (tenant_id, seq) DO NOTHING";
+    const CONDITIONAL: &str = "INSERT INTO journal (tenant_id, seq, receipt_id, kind, decision, reason, tool, \
+        session_id, actor_id, issued_at, receipt, disclosures, record_hash) \
+        SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 \
+        WHERE (SELECT generation FROM read_generation WHERE id = 1) = $14 \
+        ON CONFLICT (tenant_id, seq) DO NOTHING";
+    let query = sqlx::query(if r.generation.is_some() {
+        CONDITIONAL
+    } else {
+        PLAIN
+    })
     .bind(r.tenant_id)
     .bind(r.seq)
     .bind(r.receipt_id)
@@ -87,9 +108,12 @@ pub async fn insert_in(
     .bind(r.issued_at)
     .bind(r.receipt)
     .bind(r.disclosures)
-    .bind(r.record_hash)
-    .execute(conn)
-    .await?;
+    .bind(r.record_hash);
+    let query = match r.generation {
+        Some(generation) => query.bind(generation),
+        None => query,
+    };
+    let done = query.execute(conn).await?;
     Ok(done.rows_affected() == 1)
 }
 

@@ -96,6 +96,11 @@ impl Store {
                 DbKind::Postgres => 16,
             })
             .acquire_timeout(Duration::from_secs(10))
+            // A pooled PostgreSQL connection is pinged before it is handed out (the server may
+            // have restarted). A SQLite connection is a handle on a file in this process:
+            // nothing to ping, and the ping would be one more hand-off to its worker thread
+            // before every statement.
+            .test_before_acquire(kind == DbKind::Postgres)
             .after_connect(move |conn, _meta| {
                 Box::pin(async move {
                     if kind == DbKind::Sqlite {

@@ -281,6 +281,60 @@ async fn a_session_revoked_after_calls_refuses_the_next_call() {
     assert_eq!(executions, before);
 }
 
+/// Issue 4 (speed): `/mcp` authenticates a call and reads its grant from memory without asking
+/// the store; the decision record confirms, when it is committed, that nothing the cache
+/// follows changed. A token revoked behind this server's back (another node on the same
+/// database, the CLI) is refused on its very next call with 401: the call decided on the old
+/// reads is not recorded, nothing reaches the upstream, and the retry on confirmed reads finds
+/// the token revoked.
+#[tokio::test]
+async fn a_token_revoked_by_another_node_is_refused_on_its_next_call() {
+    let s = setup().await;
+    let (token_id, secret) = s.app.token_full("default", "agent", &[scope::RUN]).await;
+    for _ in 0..3 {
+        let ok = s
+            .call_as(
+                &secret,
+                "mcp__fixture__echo",
+                json!({"text": "hi"}),
+                s.echo("mcp__fixture__echo"),
+            )
+            .await;
+        assert_eq!(ok["isError"], false, "{ok}");
+    }
+    let reached = s.upstream_calls().await;
+    let records =
+        aperture::store::journal::search(&s.app.store, "default", &Default::default(), 10_000)
+            .await
+            .unwrap()
+            .len();
+    // `s.app.store` is its own connection pool with its own cache: another node.
+    aperture::store::tokens::revoke(&s.app.store, "default", &token_id)
+        .await
+        .unwrap()
+        .expect("revoked");
+    let refused = s
+        .app
+        .client
+        .post(s.app.url("/mcp"))
+        .bearer_auth(&secret)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "mcp__fixture__echo", "arguments": {"text": "hi"},
+                "_meta": s.echo("mcp__fixture__echo")}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+    let after =
+        aperture::store::journal::search(&s.app.store, "default", &Default::default(), 10_000)
+            .await
+            .unwrap()
+            .len();
+    assert_eq!(after, records, "nothing was journaled for the refused call");
+    // The stats call itself is one more upstream call; the refused echo is not.
+    assert_eq!(s.upstream_calls().await, reached + 1);
+}
+
 /// Seed: "The engine denies the call — returning a redacted receipt rather than executing —
 /// when any of these hold" (each reason that exists at this stage).
 #[tokio::test]

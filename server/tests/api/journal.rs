@@ -341,3 +341,97 @@ on_both_backends!(
     grouped_commits_and_two_writers_keep_one_chain,
     grouped_commits_and_two_writers
 );
+
+/// Issue 4 (speed): a `tools/call` decides on the call cache without reading the store's
+/// counter, and its decision record is written only if the counter still stands where the
+/// cache was filled (`Journal::append_at`). Checked here alone and in grouped commits: a record
+/// decided at a generation that moved is refused with `Stale` and takes no position; the others
+/// (current generation, or none to check) are written and the chain has no gap.
+async fn decisions_on_moved_reads_are_not_recorded(store: &Store) {
+    use aperture::journal::{self, Journal, JournalError};
+    use aperture::store::cache;
+    use engine::receipt::{Decision, ReasonCode, ReceiptKind};
+    store::tenants::ensure(store, "t").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let keys = aperture::keys::KeyRing::load(store, dir.path(), Some(crate::helpers::SIGNING_KEY))
+        .await
+        .unwrap();
+    let journal = Journal::new(store.clone(), keys);
+    let decision = || {
+        journal::receipt(
+            ReceiptKind::Decision,
+            Decision::Allow,
+            ReasonCode::Ok,
+            "t",
+            "agent",
+        )
+    };
+    cache::fresh(store).await.unwrap();
+    let at = |store: &Store| {
+        cache::assumed(store)
+            .and_then(|f| f.unconfirmed())
+            .expect("the cache holds a generation")
+    };
+    let old = at(store);
+    // One record alone (one conditional INSERT): written while the counter stands.
+    let first = journal
+        .append_at(decision(), &journal::disclosures(), Some(old))
+        .await
+        .unwrap();
+    assert_eq!(first.seq, Some(1));
+    // Anything the cache follows changes: a token revoked (by another node, say).
+    store::tokens::insert(
+        store,
+        store::tokens::NewToken {
+            id: "tok_gen",
+            tenant_id: "t",
+            actor_id: "agent",
+            name: None,
+            scopes: &["agent_tool_exposure:run".to_owned()],
+            secret_sha256: "gen",
+            created_by: "operator",
+            expires_at: None,
+        },
+    )
+    .await
+    .unwrap();
+    store::tokens::revoke(store, "t", "tok_gen").await.unwrap();
+    let stale = journal
+        .append_at(decision(), &journal::disclosures(), Some(old))
+        .await;
+    assert!(matches!(stale, Err(JournalError::Stale)), "{stale:?}");
+    cache::fresh(store).await.unwrap();
+    let new = at(store);
+    assert!(new > old);
+    // Many together (grouped commits, one read of the counter per batch): a third decided on
+    // the old generation, a third on the new one, a third with nothing to check.
+    let mut tasks = tokio::task::JoinSet::new();
+    for n in 0..90 {
+        let (journal, decided_at) = (journal.clone(), [Some(old), Some(new), None][n % 3]);
+        tasks.spawn(async move {
+            let outcome = journal
+                .append_at(decision(), &journal::disclosures(), decided_at)
+                .await;
+            (decided_at, outcome)
+        });
+    }
+    let mut seqs = Vec::new();
+    for (decided_at, outcome) in tasks.join_all().await {
+        if decided_at == Some(old) {
+            assert!(matches!(outcome, Err(JournalError::Stale)), "{outcome:?}");
+        } else {
+            seqs.push(outcome.unwrap().seq.unwrap());
+        }
+    }
+    seqs.sort_unstable();
+    assert_eq!(seqs, (2..=61).collect::<Vec<u64>>());
+    let (records, commits) = journal.stats();
+    assert_eq!(records, 61);
+    assert!(commits < records, "{commits} commits for {records} records");
+    let reports = journal::verify(store).await.unwrap();
+    assert!(reports.iter().all(|r| r.error.is_none()), "{reports:?}");
+}
+on_both_backends!(
+    decisions_on_moved_reads_are_not_recorded_at_all,
+    decisions_on_moved_reads_are_not_recorded
+);
