@@ -169,15 +169,18 @@ impl Writer {
             // One record is one INSERT, atomic by itself: no BEGIN and COMMIT round trips.
             // Its position is still guarded by the primary key, and the generation it was
             // decided at by the statement's own condition (SQLite takes the write lock before
-            // the statement reads anything; PostgreSQL reads the last committed counter).
+            // the statement reads anything; PostgreSQL share-locks the counter's row).
             let mut conn = self.store.pool().acquire().await?;
             self.write(&mut conn, work, Generation::PerInsert).await?
         } else {
             let mut tx = self.store.begin_write().await?;
-            // Read once for the batch, in the transaction that commits it (under SQLite's
-            // write lock; on PostgreSQL a change committed later is ordered after the batch).
+            // Read once for the batch, in the transaction that commits it and so that the
+            // counter cannot move before the commit (SQLite's write lock; a share lock on
+            // PostgreSQL, which a change's trigger waits for).
             let generation = if work.iter().any(|w| w.decided_at.is_some()) {
-                Generation::Read(store::journal::read_generation(&mut tx).await?)
+                Generation::Read(
+                    store::journal::read_generation_held(&mut tx, self.store.kind()).await?,
+                )
             } else {
                 Generation::Unneeded
             };
@@ -262,6 +265,7 @@ impl Writer {
                     record_hash: &prepared.record_hash,
                     generation: condition,
                 },
+                self.store.kind(),
             )
             .await?;
             if !inserted {

@@ -3,7 +3,7 @@
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use super::Store;
+use super::{DbKind, Store};
 
 /// The head of a tenant's chain: last `seq` and its record hash.
 pub async fn head(store: &Store, tenant_id: &str) -> Result<Option<(i64, String)>, sqlx::Error> {
@@ -70,31 +70,56 @@ pub async fn read_generation(conn: &mut sqlx::AnyConnection) -> Result<i64, sqlx
     Ok(generation)
 }
 
+/// [`read_generation`] inside a write transaction that must commit before the counter can move:
+/// on PostgreSQL the row is share-locked, so a change's trigger waits for this transaction's
+/// commit (and a change already in flight is waited for and read). SQLite's `BEGIN IMMEDIATE`
+/// holds the only write lock already.
+pub async fn read_generation_held(
+    conn: &mut sqlx::AnyConnection,
+    kind: DbKind,
+) -> Result<i64, sqlx::Error> {
+    let (generation,): (i64,) = sqlx::query_as(match kind {
+        DbKind::Sqlite => "SELECT generation FROM read_generation WHERE id = 1",
+        DbKind::Postgres => "SELECT generation FROM read_generation WHERE id = 1 FOR SHARE",
+    })
+    .fetch_one(conn)
+    .await?;
+    Ok(generation)
+}
+
 /// Inserts the record; `Ok(false)` when `seq` is already taken (another writer appended first).
 pub async fn insert(store: &Store, r: &NewRecord<'_>) -> Result<bool, sqlx::Error> {
     let mut conn = store.pool().acquire().await?;
-    insert_in(&mut conn, r).await
+    insert_in(&mut conn, r, store.kind()).await
 }
 
 /// [`insert`] inside a transaction.
 pub async fn insert_in(
     conn: &mut sqlx::AnyConnection,
     r: &NewRecord<'_>,
+    kind: DbKind,
 ) -> Result<bool, sqlx::Error> {
     // The SELECT form needs a WHERE before ON CONFLICT (SQLite's parser requires one).
     const PLAIN: &str = "INSERT INTO journal (tenant_id, seq, receipt_id, kind, decision, reason, tool, \
         session_id, actor_id, issued_at, receipt, disclosures, record_hash) \
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
         ON CONFLICT (tenant_id, seq) DO NOTHING";
+    // SQLite takes the write lock before the statement reads the counter; PostgreSQL
+    // share-locks the counter's row until the insert commits (see `read_generation_held`).
     const CONDITIONAL: &str = "INSERT INTO journal (tenant_id, seq, receipt_id, kind, decision, reason, tool, \
         session_id, actor_id, issued_at, receipt, disclosures, record_hash) \
         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 \
         WHERE (SELECT generation FROM read_generation WHERE id = 1) = $14 \
         ON CONFLICT (tenant_id, seq) DO NOTHING";
-    let query = sqlx::query(if r.generation.is_some() {
-        CONDITIONAL
-    } else {
-        PLAIN
+    const CONDITIONAL_PG: &str = "INSERT INTO journal (tenant_id, seq, receipt_id, kind, decision, reason, tool, \
+        session_id, actor_id, issued_at, receipt, disclosures, record_hash) \
+        SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 \
+        WHERE (SELECT generation FROM read_generation WHERE id = 1 FOR SHARE) = $14 \
+        ON CONFLICT (tenant_id, seq) DO NOTHING";
+    let query = sqlx::query(match (r.generation, kind) {
+        (None, _) => PLAIN,
+        (Some(_), DbKind::Sqlite) => CONDITIONAL,
+        (Some(_), DbKind::Postgres) => CONDITIONAL_PG,
     })
     .bind(r.tenant_id)
     .bind(r.seq)

@@ -113,7 +113,8 @@ pub const TOUCH_INTERVAL_MS: i64 = 60_000;
 pub async fn touch(store: &Store, id: &str) -> Result<(), sqlx::Error> {
     let now = now_ms();
     sqlx::query(
-        "UPDATE api_tokens SET last_used_at = $2 WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < $3)",
+        "UPDATE api_tokens SET last_used_at = $2 WHERE id = $1 AND revoked_at IS NULL \
+         AND (last_used_at IS NULL OR last_used_at < $3)",
     )
     .bind(id)
     .bind(now)

@@ -430,6 +430,29 @@ async fn decisions_on_moved_reads_are_not_recorded(store: &Store) {
     assert!(commits < records, "{commits} commits for {records} records");
     let reports = journal::verify(store).await.unwrap();
     assert!(reports.iter().all(|r| r.error.is_none()), "{reports:?}");
+
+    // A change in flight (its transaction has moved the counter but not committed) when the
+    // record is checked: the check waits for it and finds the counter moved, instead of
+    // recording a decision the change has already made out of date.
+    let mut change = store.begin_write().await.unwrap();
+    sqlx::query("UPDATE api_tokens SET expires_at = $1 WHERE id = $2")
+        .bind(store::now_ms() + 60_000)
+        .bind("tok_gen")
+        .execute(&mut *change)
+        .await
+        .unwrap();
+    let waiting = tokio::spawn({
+        let journal = journal.clone();
+        async move {
+            journal
+                .append_at(decision(), &journal::disclosures(), Some(new))
+                .await
+        }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    change.commit().await.unwrap();
+    let outcome = waiting.await.unwrap();
+    assert!(matches!(outcome, Err(JournalError::Stale)), "{outcome:?}");
 }
 on_both_backends!(
     decisions_on_moved_reads_are_not_recorded_at_all,
