@@ -178,9 +178,7 @@ impl Writer {
             // counter cannot move before the commit (SQLite's write lock; a share lock on
             // PostgreSQL, which a change's trigger waits for).
             let generation = if work.iter().any(|w| w.decided_at.is_some()) {
-                Generation::Read(
-                    store::journal::read_generation_held(&mut tx, self.store.kind()).await?,
-                )
+                Generation::Read(store::journal::read_generation(&mut tx, self.store.kind()).await?)
             } else {
                 Generation::Unneeded
             };
@@ -270,7 +268,7 @@ impl Writer {
             .await?;
             if !inserted {
                 if let Some(at) = condition
-                    && store::journal::read_generation(conn).await? != at
+                    && store::journal::read_generation(conn, self.store.kind()).await? != at
                 {
                     // Not written because the counter moved (or, if both, the record is
                     // decided again anyway): nothing took a position.

@@ -412,12 +412,17 @@ async fn tools_call(
     id: &Value,
     params: Value,
 ) -> Result<Value, ()> {
-    if principal.require(scope::RUN).is_err() {
-        return Ok(error(
-            id,
-            INVALID_PARAMS,
-            "this token lacks agent_tool_exposure:run",
-        ));
+    let lacks_run = |p: &Principal| {
+        p.require(scope::RUN).is_err().then(|| {
+            error(
+                id,
+                INVALID_PARAMS,
+                "this token lacks agent_tool_exposure:run",
+            )
+        })
+    };
+    if let Some(refused) = lacks_run(principal) {
+        return Ok(refused);
     }
     let as_task = params.get("task").is_some();
     let call: ToolCall = match serde_json::from_value(params) {
@@ -437,12 +442,8 @@ async fn tools_call(
         let again = authenticate_bearer(&state.store, secret)
             .await
             .map_err(|_| ())?;
-        if again.require(scope::RUN).is_err() {
-            return Ok(error(
-                id,
-                INVALID_PARAMS,
-                "this token lacks agent_tool_exposure:run",
-            ));
+        if let Some(refused) = lacks_run(&again) {
+            return Ok(refused);
         }
         outcome = calls::call(&cx, &again, None, call).await;
         confirmed = Some(again);

@@ -61,20 +61,11 @@ pub struct NewRecord<'a> {
     pub generation: Option<i64>,
 }
 
-/// The store's read generation ([`super::cache`]) as `conn` sees it.
-pub async fn read_generation(conn: &mut sqlx::AnyConnection) -> Result<i64, sqlx::Error> {
-    let (generation,): (i64,) =
-        sqlx::query_as("SELECT generation FROM read_generation WHERE id = 1")
-            .fetch_one(conn)
-            .await?;
-    Ok(generation)
-}
-
-/// [`read_generation`] inside a write transaction that must commit before the counter can move:
-/// on PostgreSQL the row is share-locked, so a change's trigger waits for this transaction's
-/// commit (and a change already in flight is waited for and read). SQLite's `BEGIN IMMEDIATE`
-/// holds the only write lock already.
-pub async fn read_generation_held(
+/// The store's read generation ([`super::cache`]) as `conn` sees it. Inside a write
+/// transaction the counter cannot move before it commits: on PostgreSQL the row is
+/// share-locked, so a change's trigger waits for the commit (and a change already in flight is
+/// waited for and read); SQLite's `BEGIN IMMEDIATE` holds the only write lock already.
+pub async fn read_generation(
     conn: &mut sqlx::AnyConnection,
     kind: DbKind,
 ) -> Result<i64, sqlx::Error> {
@@ -105,7 +96,7 @@ pub async fn insert_in(
         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
         ON CONFLICT (tenant_id, seq) DO NOTHING";
     // SQLite takes the write lock before the statement reads the counter; PostgreSQL
-    // share-locks the counter's row until the insert commits (see `read_generation_held`).
+    // share-locks the counter's row until the insert commits (see `read_generation`).
     const CONDITIONAL: &str = "INSERT INTO journal (tenant_id, seq, receipt_id, kind, decision, reason, tool, \
         session_id, actor_id, issued_at, receipt, disclosures, record_hash) \
         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 \

@@ -288,6 +288,17 @@ async fn receipt_queries_are_checked() {
     assert_eq!(missing.status(), StatusCode::NOT_FOUND);
 }
 
+/// Tenant `t` and the server's signing key, for journals made directly over `store` (the
+/// folder holds the key file while the journal is used).
+async fn tenant_t_keys(store: &Store) -> (aperture::keys::KeyRing, tempfile::TempDir) {
+    store::tenants::ensure(store, "t").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let keys = aperture::keys::KeyRing::load(store, dir.path(), Some(crate::helpers::SIGNING_KEY))
+        .await
+        .unwrap();
+    (keys, dir)
+}
+
 /// Issue 4: "Commit decisions in groups so throughput does not collapse to one fsync per call",
 /// and two writers (two nodes sharing the database) never fork a chain: 2 × 150 appends arrive
 /// together at two journals over one store; every record gets its own position, the chain
@@ -295,11 +306,7 @@ async fn receipt_queries_are_checked() {
 async fn grouped_commits_and_two_writers(store: &Store) {
     use aperture::journal::{self, Journal};
     use engine::receipt::{Decision, ReasonCode, ReceiptKind};
-    store::tenants::ensure(store, "t").await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let keys = aperture::keys::KeyRing::load(store, dir.path(), Some(crate::helpers::SIGNING_KEY))
-        .await
-        .unwrap();
+    let (keys, _dir) = tenant_t_keys(store).await;
     let one = Journal::new(store.clone(), keys.clone());
     let two = Journal::new(store.clone(), keys);
     let append = |j: &Journal, n: usize| {
@@ -351,11 +358,7 @@ async fn decisions_on_moved_reads_are_not_recorded(store: &Store) {
     use aperture::journal::{self, Journal, JournalError};
     use aperture::store::cache;
     use engine::receipt::{Decision, ReasonCode, ReceiptKind};
-    store::tenants::ensure(store, "t").await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let keys = aperture::keys::KeyRing::load(store, dir.path(), Some(crate::helpers::SIGNING_KEY))
-        .await
-        .unwrap();
+    let (keys, _dir) = tenant_t_keys(store).await;
     let journal = Journal::new(store.clone(), keys);
     let decision = || {
         journal::receipt(
