@@ -105,9 +105,14 @@ impl Writer {
 
     async fn run(mut self, mut waiting: mpsc::Receiver<Pending>) {
         let mut batch = Vec::with_capacity(MAX_BATCH);
+        // SQLite: the writer's own connection, kept from batch to batch so that its page cache
+        // stays warm (a pooled connection's cache is dropped whenever another connection has
+        // written since it was last used, as the writer's previous batch has). Dropped after
+        // any failure and made again for the next batch. PostgreSQL writes through the pool.
+        let mut own = None;
         while waiting.recv_many(&mut batch, MAX_BATCH).await > 0 {
             let pending = std::mem::take(&mut batch);
-            let (replies, results) = self.commit(pending).await;
+            let (replies, results) = self.commit(pending, &mut own).await;
             for (reply, result) in replies.into_iter().zip(results) {
                 // A caller that stopped waiting lost nothing: its record is committed or not.
                 let _ = reply.send(result);
@@ -119,6 +124,7 @@ impl Writer {
     async fn commit(
         &mut self,
         batch: Vec<Pending>,
+        own: &mut Option<sqlx::AnyConnection>,
     ) -> (
         Vec<oneshot::Sender<Result<Receipt, JournalError>>>,
         Vec<Result<Receipt, JournalError>>,
@@ -135,7 +141,7 @@ impl Writer {
         }
         let mut last = JournalError::Contended;
         for _ in 0..ATTEMPTS {
-            match self.try_commit(&work).await {
+            match self.try_commit(&work, own).await {
                 Ok(results) => return (replies, results),
                 Err(e) => {
                     self.heads.clear();
@@ -164,16 +170,26 @@ impl Writer {
     async fn try_commit(
         &mut self,
         work: &[Work],
+        own: &mut Option<sqlx::AnyConnection>,
     ) -> Result<Vec<Result<Receipt, JournalError>>, JournalError> {
+        let mut conn_own = match (self.store.kind(), own.take()) {
+            (store::DbKind::Sqlite, Some(conn)) => Some(conn),
+            (store::DbKind::Sqlite, None) => Some(self.store.connect_one().await?),
+            (store::DbKind::Postgres, _) => None,
+        };
+        let mut pooled: Option<sqlx::pool::PoolConnection<sqlx::Any>> = None;
+        let conn: &mut sqlx::AnyConnection = match conn_own.as_mut() {
+            Some(conn) => conn,
+            None => pooled.insert(self.store.pool().acquire().await?),
+        };
         let (results, heads) = if work.len() == 1 {
             // One record is one INSERT, atomic by itself: no BEGIN and COMMIT round trips.
             // Its position is still guarded by the primary key, and the generation it was
             // decided at by the statement's own condition (SQLite takes the write lock before
             // the statement reads anything; PostgreSQL share-locks the counter's row).
-            let mut conn = self.store.pool().acquire().await?;
-            self.write(&mut conn, work, Generation::PerInsert).await?
+            self.write(conn, work, Generation::PerInsert).await?
         } else {
-            let mut tx = self.store.begin_write().await?;
+            let mut tx = self.store.begin_write_on(conn).await?;
             // Read once for the batch, in the transaction that commits it and so that the
             // counter cannot move before the commit (SQLite's write lock; a share lock on
             // PostgreSQL, which a change's trigger waits for).
@@ -186,6 +202,7 @@ impl Writer {
             tx.commit().await?;
             written
         };
+        *own = conn_own;
         self.heads = heads;
         let written = results.iter().filter(|r| r.is_ok()).count();
         self.stats
@@ -210,7 +227,12 @@ impl Writer {
         JournalError,
     > {
         let mut heads = self.heads.clone();
-        let mut results = Vec::with_capacity(work.len());
+        // Chained and signed in arrival order first; then written in as few statements as the
+        // batch allows (one multi-row insert per chunk; each statement is a round trip to the
+        // database, and for SQLite a hand-off to its connection's thread).
+        let mut results: Vec<Option<Result<Receipt, JournalError>>> =
+            Vec::with_capacity(work.len());
+        let mut prepared: Vec<(usize, i64, Prepared, &str)> = Vec::with_capacity(work.len());
         for Work {
             unsigned,
             disclosures,
@@ -220,36 +242,34 @@ impl Writer {
             if let (Some(at), Generation::Read(now)) = (decided_at, generation)
                 && *at != now
             {
-                results.push(Err(JournalError::Stale));
+                results.push(Some(Err(JournalError::Stale)));
                 continue;
             }
-            let tenant = unsigned.tenant_id.clone();
-            let head = match heads.get(&tenant) {
+            let head = match heads.get(&unsigned.tenant_id) {
                 Some(h) => Some(h.clone()),
-                None => store::journal::head_in(conn, &tenant).await?,
+                None => store::journal::head_in(conn, &unsigned.tenant_id).await?,
             };
             let (seq, prev) = match head {
                 Some((seq, hash)) => (seq + 1, hash),
                 None => (1, ZERO_HASH.to_owned()),
             };
-            let prepared = match self.prepare(unsigned.clone(), seq, prev) {
-                Ok(p) => p,
-                Err(e) => {
-                    // This record cannot be made (it never had a position); the rest go on.
-                    results.push(Err(e));
-                    continue;
+            match self.prepare(unsigned.clone(), seq, prev) {
+                Ok(p) => {
+                    heads.insert(unsigned.tenant_id.clone(), (seq, p.record_hash.clone()));
+                    prepared.push((results.len(), seq, p, disclosures));
+                    results.push(None);
                 }
-            };
-            let signed = &prepared.signed;
-            let condition = match generation {
-                Generation::PerInsert => *decided_at,
-                Generation::Read(_) | Generation::Unneeded => None,
-            };
-            let inserted = store::journal::insert_in(
-                conn,
-                &store::journal::NewRecord {
+                // This record cannot be made (it never had a position); the rest go on.
+                Err(e) => results.push(Some(Err(e))),
+            }
+        }
+        let rows: Vec<store::journal::NewRecord<'_>> = prepared
+            .iter()
+            .map(|(_, seq, p, disclosures)| {
+                let signed = &p.signed;
+                store::journal::NewRecord {
                     tenant_id: &signed.tenant_id,
-                    seq,
+                    seq: *seq,
                     receipt_id: &signed.receipt_id,
                     kind: signed.kind.as_str(),
                     decision: signed.decision.as_str(),
@@ -257,30 +277,49 @@ impl Writer {
                     tool: signed.tool.as_deref(),
                     session_id: signed.session_id.as_deref(),
                     actor_id: &signed.actor_id,
-                    issued_at: prepared.issued_at,
-                    receipt: &prepared.json,
+                    issued_at: p.issued_at,
+                    receipt: &p.json,
                     disclosures,
-                    record_hash: &prepared.record_hash,
-                    generation: condition,
-                },
-                self.store.kind(),
-            )
-            .await?;
-            if !inserted {
-                if let Some(at) = condition
-                    && store::journal::read_generation(conn, self.store.kind()).await? != at
-                {
-                    // Not written because the counter moved (or, if both, the record is
-                    // decided again anyway): nothing took a position.
-                    results.push(Err(JournalError::Stale));
-                    continue;
+                    record_hash: &p.record_hash,
+                    generation: None,
                 }
-                return Err(JournalError::Contended);
+            })
+            .collect();
+        match (generation, rows.as_slice(), work) {
+            // One record outside a transaction: its own condition guards the generation.
+            (Generation::PerInsert, [row], [w]) if w.decided_at.is_some() => {
+                let row = store::journal::NewRecord {
+                    generation: w.decided_at,
+                    ..*row
+                };
+                if !store::journal::insert_in(conn, &row, self.store.kind()).await? {
+                    if store::journal::read_generation(conn, self.store.kind()).await?
+                        != row.generation.unwrap_or_default()
+                    {
+                        // Not written because the counter moved (or, if both, the record is
+                        // decided again anyway): nothing took a position.
+                        return Ok((vec![Err(JournalError::Stale)], self.heads.clone()));
+                    }
+                    return Err(JournalError::Contended);
+                }
             }
-            heads.insert(tenant, (seq, prepared.record_hash));
-            results.push(Ok(prepared.signed));
+            _ => {
+                if !store::journal::insert_many_in(conn, &rows).await? {
+                    return Err(JournalError::Contended);
+                }
+            }
         }
-        Ok((results, heads))
+        drop(rows);
+        for (i, _, p, _) in prepared {
+            results[i] = Some(Ok(p.signed));
+        }
+        Ok((
+            results
+                .into_iter()
+                .map(|r| r.unwrap_or(Err(JournalError::Contended)))
+                .collect(),
+            heads,
+        ))
     }
 
     fn prepare(

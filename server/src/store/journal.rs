@@ -29,7 +29,7 @@ pub async fn head_in(
 }
 
 /// A record to append.
-#[derive(Debug)]
+#[derive(Debug, Clone, Copy)]
 pub struct NewRecord<'a> {
     /// Tenant.
     pub tenant_id: &'a str,
@@ -131,6 +131,79 @@ pub async fn insert_in(
     };
     let done = query.execute(conn).await?;
     Ok(done.rows_affected() == 1)
+}
+
+/// Sizes of the multi-row inserts [`insert_many_in`] uses: a batch is written in chunks of
+/// these sizes (largest first), so that a connection caches a handful of statements, not one
+/// per batch length.
+const CHUNKS: [usize; 7] = [64, 32, 16, 8, 4, 2, 1];
+
+/// Columns of a journal row, in insert order.
+const COLUMNS: &str = "tenant_id, seq, receipt_id, kind, decision, reason, tool, session_id, \
+    actor_id, issued_at, receipt, disclosures, record_hash";
+/// Parameters per row.
+const PER_ROW: usize = 13;
+
+fn insert_many_sql(rows: usize) -> String {
+    let mut sql = format!("INSERT INTO journal ({COLUMNS}) VALUES ");
+    for row in 0..rows {
+        if row > 0 {
+            sql.push_str(", ");
+        }
+        sql.push('(');
+        for column in 0..PER_ROW {
+            if column > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(&format!("${}", row * PER_ROW + column + 1));
+        }
+        sql.push(')');
+    }
+    sql.push_str(" ON CONFLICT (tenant_id, seq) DO NOTHING");
+    sql
+}
+
+/// Inserts `rows` (their `generation` is not checked) with as few statements as
+/// [`CHUNKS`] allows; `Ok(false)` when any position was already taken (the caller rolls the
+/// transaction back: another writer appended first).
+pub async fn insert_many_in(
+    conn: &mut sqlx::AnyConnection,
+    rows: &[NewRecord<'_>],
+) -> Result<bool, sqlx::Error> {
+    static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    let sql = SQL.get_or_init(|| CHUNKS.iter().map(|n| insert_many_sql(*n)).collect());
+    let mut rest = rows;
+    while !rest.is_empty() {
+        let (i, size) = CHUNKS
+            .iter()
+            .enumerate()
+            .find(|(_, n)| **n <= rest.len())
+            .map_or((CHUNKS.len() - 1, 1), |(i, n)| (i, *n));
+        let (chunk, after) = rest.split_at(size);
+        let mut query = sqlx::query(&sql[i]);
+        for r in chunk {
+            query = query
+                .bind(r.tenant_id)
+                .bind(r.seq)
+                .bind(r.receipt_id)
+                .bind(r.kind)
+                .bind(r.decision)
+                .bind(r.reason)
+                .bind(r.tool)
+                .bind(r.session_id)
+                .bind(r.actor_id)
+                .bind(r.issued_at)
+                .bind(r.receipt)
+                .bind(r.disclosures)
+                .bind(r.record_hash);
+        }
+        let done = query.execute(&mut *conn).await?;
+        if done.rows_affected() != u64::try_from(size).unwrap_or(u64::MAX) {
+            return Ok(false);
+        }
+        rest = after;
+    }
+    Ok(true)
 }
 
 /// A stored record.

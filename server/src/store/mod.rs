@@ -44,6 +44,8 @@ pub enum DbKind {
 pub struct Store {
     pool: AnyPool,
     kind: DbKind,
+    /// How durable a SQLite commit is (for connections made outside the pool).
+    durability: Durability,
     /// What calls read, while the store's `read_generation` says it is current.
     cache: std::sync::Arc<cache::ReadCache>,
 }
@@ -63,6 +65,20 @@ pub enum Durability {
     /// power loss too.
     #[value(name = "full")]
     PowerLoss,
+}
+
+/// What every SQLite connection runs first.
+fn sqlite_pragmas(durability: Durability) -> &'static str {
+    match durability {
+        Durability::Crash => {
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
+             PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;"
+        }
+        Durability::PowerLoss => {
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
+             PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;"
+        }
+    }
 }
 
 impl Store {
@@ -104,17 +120,7 @@ impl Store {
             .after_connect(move |conn, _meta| {
                 Box::pin(async move {
                     if kind == DbKind::Sqlite {
-                        conn.execute(match durability {
-                            Durability::Crash => {
-                                "PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; \
-                                 PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;"
-                            }
-                            Durability::PowerLoss => {
-                                "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL; \
-                                 PRAGMA busy_timeout = 10000; PRAGMA foreign_keys = ON;"
-                            }
-                        })
-                        .await?;
+                        conn.execute(sqlite_pragmas(durability)).await?;
                     }
                     Ok(())
                 })
@@ -125,6 +131,7 @@ impl Store {
         Ok(Self {
             pool,
             kind,
+            durability,
             cache: std::sync::Arc::default(),
         })
     }
@@ -136,6 +143,31 @@ impl Store {
         match self.kind {
             DbKind::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
             DbKind::Postgres => self.pool.begin().await,
+        }
+    }
+
+    /// A connection of its own, outside the pool, set up as the pool's are: for a task that
+    /// writes all the time (the journal's writer), so that SQLite's page cache stays warm
+    /// between its transactions instead of being read again by whichever pooled connection
+    /// comes next.
+    pub async fn connect_one(&self) -> Result<sqlx::AnyConnection, sqlx::Error> {
+        use sqlx::ConnectOptions as _;
+        let mut conn = self.pool.connect_options().connect().await?;
+        if self.kind == DbKind::Sqlite {
+            conn.execute(sqlite_pragmas(self.durability)).await?;
+        }
+        Ok(conn)
+    }
+
+    /// [`Store::begin_write`] on a connection of its own ([`Store::connect_one`]).
+    pub async fn begin_write_on<'c>(
+        &self,
+        conn: &'c mut sqlx::AnyConnection,
+    ) -> Result<sqlx::Transaction<'c, sqlx::Any>, sqlx::Error> {
+        use sqlx::Connection as _;
+        match self.kind {
+            DbKind::Sqlite => conn.begin_with("BEGIN IMMEDIATE").await,
+            DbKind::Postgres => conn.begin().await,
         }
     }
 
