@@ -448,8 +448,13 @@ fn http_client(
         .tls_backend_preconfigured(tls_config(url.starts_with("https:"))?)
         .redirect(same_origin_redirects())
         .connect_timeout(connect_timeout)
-        // As rmcp's own client: reusing a connection whose last SSE body was not drained
-        // stalls ~40 ms on delayed ACKs.
+        // A new connection per request, as rmcp's own client. Reused connections stall:
+        // measured with rmcp 3.11 (which reads a POST's event stream to its end so the
+        // connection can go back to the pool) against an rmcp server on `axum::serve`, which
+        // leaves Nagle's algorithm on, a reused connection waits ~40 ms for the delayed ACK of
+        // each response's first write (p50 44 ms instead of 0.6 ms; docs/benchmarks.md). A
+        // fresh connection is still in quick-ACK mode. The price is a TCP handshake and a
+        // teardown per call.
         .pool_max_idle_per_host(0)
         .user_agent(concat!("aperture/", env!("CARGO_PKG_VERSION")));
     if !allow_private_addresses {
