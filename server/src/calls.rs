@@ -205,7 +205,7 @@ pub async fn call(
     cx: &CallContext<'_>,
     principal: &Principal,
     path_session: Option<&str>,
-    call: ToolCall,
+    call: &ToolCall,
 ) -> Result<Value, ServiceError> {
     let session_id = call
         .meta

@@ -529,7 +529,7 @@ pub async fn process_function_calls(
             &cx,
             principal,
             Some(&grant.session.id),
-            calls::ToolCall {
+            &calls::ToolCall {
                 name: name.to_owned(),
                 arguments: Some(arguments),
                 meta: CallMeta {

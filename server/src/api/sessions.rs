@@ -49,7 +49,7 @@ pub async fn call(
     ApiJson(call): ApiJson<crate::calls::ToolCall>,
 ) -> Result<Json<Value>, ApiError> {
     let cx = state.call_context();
-    Ok(Json(crate::calls::call(&cx, &p, Some(&id), call).await?))
+    Ok(Json(crate::calls::call(&cx, &p, Some(&id), &call).await?))
 }
 
 /// `GET /sessions/{id}`

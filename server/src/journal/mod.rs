@@ -281,21 +281,24 @@ impl Writer {
                     receipt: &p.json,
                     disclosures,
                     record_hash: &p.record_hash,
-                    generation: None,
                 }
             })
             .collect();
         match (generation, rows.as_slice(), work) {
             // One record outside a transaction: its own condition guards the generation.
-            (Generation::PerInsert, [row], [w]) if w.decided_at.is_some() => {
-                let row = store::journal::NewRecord {
-                    generation: w.decided_at,
-                    ..*row
-                };
-                if !store::journal::insert_in(conn, &row, self.store.kind()).await? {
-                    if store::journal::read_generation(conn, self.store.kind()).await?
-                        != row.generation.unwrap_or_default()
-                    {
+            (
+                Generation::PerInsert,
+                [row],
+                [
+                    Work {
+                        decided_at: Some(at),
+                        ..
+                    },
+                ],
+            ) => {
+                let kind = self.store.kind();
+                if !store::journal::insert_if_current(conn, row, *at, kind).await? {
+                    if store::journal::read_generation(conn, kind).await? != *at {
                         // Not written because the counter moved (or, if both, the record is
                         // decided again anyway): nothing took a position.
                         return Ok((vec![Err(JournalError::Stale)], self.heads.clone()));

@@ -436,7 +436,7 @@ async fn tools_call(
         }
     };
     let cx = state.call_context();
-    let mut outcome = calls::call(&cx, principal, None, call.clone()).await;
+    let mut outcome = calls::call(&cx, principal, None, &call).await;
     let mut confirmed = None;
     if matches!(outcome, Err(ServiceError::StaleRead)) {
         let again = authenticate_bearer(&state.store, secret)
@@ -445,7 +445,7 @@ async fn tools_call(
         if let Some(refused) = lacks_run(&again) {
             return Ok(refused);
         }
-        outcome = calls::call(&cx, &again, None, call).await;
+        outcome = calls::call(&cx, &again, None, &call).await;
         confirmed = Some(again);
     }
     let principal = confirmed.as_ref().unwrap_or(principal);

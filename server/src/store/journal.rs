@@ -29,7 +29,7 @@ pub async fn head_in(
 }
 
 /// A record to append.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 pub struct NewRecord<'a> {
     /// Tenant.
     pub tenant_id: &'a str,
@@ -57,8 +57,6 @@ pub struct NewRecord<'a> {
     pub disclosures: &'a str,
     /// Hash of the signed receipt.
     pub record_hash: &'a str,
-    /// Insert only if the store's read generation is this one.
-    pub generation: Option<i64>,
 }
 
 /// The store's read generation ([`super::cache`]) as `conn` sees it. Inside a write
@@ -78,58 +76,56 @@ pub async fn read_generation(
     Ok(generation)
 }
 
-/// Inserts the record; `Ok(false)` when `seq` is already taken (another writer appended first).
-pub async fn insert(store: &Store, r: &NewRecord<'_>) -> Result<bool, sqlx::Error> {
-    let mut conn = store.pool().acquire().await?;
-    insert_in(&mut conn, r, store.kind()).await
+type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>;
+
+/// Binds `r`'s columns in [`COLUMNS`] order.
+fn bind_record<'q>(query: AnyQuery<'q>, r: &NewRecord<'q>) -> AnyQuery<'q> {
+    query
+        .bind(r.tenant_id)
+        .bind(r.seq)
+        .bind(r.receipt_id)
+        .bind(r.kind)
+        .bind(r.decision)
+        .bind(r.reason)
+        .bind(r.tool)
+        .bind(r.session_id)
+        .bind(r.actor_id)
+        .bind(r.issued_at)
+        .bind(r.receipt)
+        .bind(r.disclosures)
+        .bind(r.record_hash)
 }
 
-/// [`insert`] inside a transaction.
-pub async fn insert_in(
+/// Inserts the record only if the store's read generation is still `generation`; `Ok(false)`
+/// when nothing was inserted: `seq` already taken (another writer appended first) or the
+/// generation moved ([`read_generation`] tells which).
+pub async fn insert_if_current(
     conn: &mut sqlx::AnyConnection,
     r: &NewRecord<'_>,
+    generation: i64,
     kind: DbKind,
 ) -> Result<bool, sqlx::Error> {
     // The SELECT form needs a WHERE before ON CONFLICT (SQLite's parser requires one).
-    const PLAIN: &str = "INSERT INTO journal (tenant_id, seq, receipt_id, kind, decision, reason, tool, \
-        session_id, actor_id, issued_at, receipt, disclosures, record_hash) \
-        VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
-        ON CONFLICT (tenant_id, seq) DO NOTHING";
     // SQLite takes the write lock before the statement reads the counter; PostgreSQL
     // share-locks the counter's row until the insert commits (see `read_generation`).
-    const CONDITIONAL: &str = "INSERT INTO journal (tenant_id, seq, receipt_id, kind, decision, reason, tool, \
+    const SQLITE: &str = "INSERT INTO journal (tenant_id, seq, receipt_id, kind, decision, reason, tool, \
         session_id, actor_id, issued_at, receipt, disclosures, record_hash) \
         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 \
         WHERE (SELECT generation FROM read_generation WHERE id = 1) = $14 \
         ON CONFLICT (tenant_id, seq) DO NOTHING";
-    const CONDITIONAL_PG: &str = "INSERT INTO journal (tenant_id, seq, receipt_id, kind, decision, reason, tool, \
+    const POSTGRES: &str = "INSERT INTO journal (tenant_id, seq, receipt_id, kind, decision, reason, tool, \
         session_id, actor_id, issued_at, receipt, disclosures, record_hash) \
         SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 \
         WHERE (SELECT generation FROM read_generation WHERE id = 1 FOR SHARE) = $14 \
         ON CONFLICT (tenant_id, seq) DO NOTHING";
-    let query = sqlx::query(match (r.generation, kind) {
-        (None, _) => PLAIN,
-        (Some(_), DbKind::Sqlite) => CONDITIONAL,
-        (Some(_), DbKind::Postgres) => CONDITIONAL_PG,
-    })
-    .bind(r.tenant_id)
-    .bind(r.seq)
-    .bind(r.receipt_id)
-    .bind(r.kind)
-    .bind(r.decision)
-    .bind(r.reason)
-    .bind(r.tool)
-    .bind(r.session_id)
-    .bind(r.actor_id)
-    .bind(r.issued_at)
-    .bind(r.receipt)
-    .bind(r.disclosures)
-    .bind(r.record_hash);
-    let query = match r.generation {
-        Some(generation) => query.bind(generation),
-        None => query,
+    let sql = match kind {
+        DbKind::Sqlite => SQLITE,
+        DbKind::Postgres => POSTGRES,
     };
-    let done = query.execute(conn).await?;
+    let done = bind_record(sqlx::query(sql), r)
+        .bind(generation)
+        .execute(conn)
+        .await?;
     Ok(done.rows_affected() == 1)
 }
 
@@ -163,7 +159,7 @@ fn insert_many_sql(rows: usize) -> String {
     sql
 }
 
-/// Inserts `rows` (their `generation` is not checked) with as few statements as
+/// Inserts `rows` with as few statements as
 /// [`CHUNKS`] allows; `Ok(false)` when any position was already taken (the caller rolls the
 /// transaction back: another writer appended first).
 pub async fn insert_many_in(
@@ -182,20 +178,7 @@ pub async fn insert_many_in(
         let (chunk, after) = rest.split_at(size);
         let mut query = sqlx::query(&sql[i]);
         for r in chunk {
-            query = query
-                .bind(r.tenant_id)
-                .bind(r.seq)
-                .bind(r.receipt_id)
-                .bind(r.kind)
-                .bind(r.decision)
-                .bind(r.reason)
-                .bind(r.tool)
-                .bind(r.session_id)
-                .bind(r.actor_id)
-                .bind(r.issued_at)
-                .bind(r.receipt)
-                .bind(r.disclosures)
-                .bind(r.record_hash);
+            query = bind_record(query, r);
         }
         let done = query.execute(&mut *conn).await?;
         if done.rows_affected() != u64::try_from(size).unwrap_or(u64::MAX) {
