@@ -5,7 +5,11 @@
 //!
 //! Every pass continues each tenant's chain from where the last one stopped (new records
 //! only); every [`FULL_EVERY`] a pass starts again from the first record, so a record changed
-//! after it was verified is found too.
+//! after it was verified is found too. Passes check every link, stored hash and disclosure
+//! digest but only one signature per page of records ([`Signatures::LastOfPage`]: the links
+//! vouch for the others), and a full pass waits at least [`FULL_SPACING`] times its own
+//! duration after the last, so that a growing journal costs the server a bounded share of its
+//! time in the background.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -13,12 +17,16 @@ use std::time::{Duration, Instant};
 
 use engine::receipt::ChainVerifier;
 
+use super::Signatures;
 use crate::store::{self, Store};
 
 /// How often new records are verified.
 pub const PASS_EVERY: Duration = Duration::from_secs(15);
-/// How often the whole journal is verified again from its first record.
+/// How often the whole journal is verified again from its first record (at most).
 pub const FULL_EVERY: Duration = Duration::from_secs(600);
+/// A full pass starts no sooner than this many times the last one's duration after it ended:
+/// at most a twentieth of one core goes to re-reading old records, however long the journal.
+pub const FULL_SPACING: u32 = 20;
 
 /// What the last pass found for one tenant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,8 +88,14 @@ impl ChainWatch {
                     None => ChainVerifier::new(),
                 }
             };
-            let (report, verifier) =
-                super::verify_tenant_from(&self.store, &tenant, &keys, start).await?;
+            let (report, verifier) = super::verify_tenant_from(
+                &self.store,
+                &tenant,
+                &keys,
+                start,
+                Signatures::LastOfPage,
+            )
+            .await?;
             let status = ChainStatus {
                 verified: report.verified,
                 first_bad: report.error.map(|e| (e.seq, e.problem.to_string())),
@@ -103,11 +117,15 @@ impl ChainWatch {
 
     /// Runs passes forever (spawned by the server).
     pub async fn run(self: Arc<Self>) {
-        let mut last_full: Option<Instant> = None;
+        // When the last full pass ended and how long it took.
+        let mut last_full: Option<(Instant, Duration)> = None;
         loop {
-            let full = last_full.is_none_or(|t| t.elapsed() >= FULL_EVERY);
+            let full = last_full.is_none_or(|(ended, took)| {
+                ended.elapsed() >= FULL_EVERY.max(took.saturating_mul(FULL_SPACING))
+            });
+            let started = Instant::now();
             match self.pass(full).await {
-                Ok(()) if full => last_full = Some(Instant::now()),
+                Ok(()) if full => last_full = Some((Instant::now(), started.elapsed())),
                 Ok(()) => {}
                 Err(e) => tracing::warn!(error = %e, "verifying the journal in the background"),
             }

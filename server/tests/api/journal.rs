@@ -228,6 +228,91 @@ async fn the_background_verifier_caches_the_chain_status_and_finds_later_tamperi
     );
 }
 
+/// The background verifier checks one signature per page of records and lets the links vouch
+/// for the rest; it must still find a record whose stored text, hash column and all were
+/// rewritten consistently (only its signature no longer fits), in the middle of the chain or
+/// at its head, and name the same record and problem as `aperture journal verify`.
+#[tokio::test]
+async fn the_background_verifier_names_the_record_journal_verify_names() {
+    use aperture::journal::watch::ChainWatch;
+    use engine::receipt::{Receipt, receipt_canonical_bytes, receipt_hash};
+    let app = TestApp::spawn().await;
+    for i in 0..4 {
+        app.token("default", &format!("bot-{i}"), &[scope::RUN])
+            .await;
+    }
+    let (head,): (i64,) =
+        sqlx::query_as("SELECT MAX(seq) FROM journal WHERE tenant_id = 'default'")
+            .fetch_one(app.store.pool())
+            .await
+            .unwrap();
+    assert!(head >= 5);
+    // Rewrites a record as an intruder with database access would: a changed member, the
+    // stored text and hash recomputed to match, the signature kept (or garbled).
+    let rewrite = |seq: i64, garble_signature: bool| {
+        let store = app.store.clone();
+        async move {
+            let (text,): (String,) = sqlx::query_as(
+                "SELECT receipt FROM journal WHERE tenant_id = 'default' AND seq = $1",
+            )
+            .bind(seq)
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+            let mut r: Receipt = serde_json::from_str(&text).unwrap();
+            if garble_signature {
+                r.signature = "A".repeat(86);
+            } else {
+                r.actor_id.push('X');
+            }
+            let text = String::from_utf8(receipt_canonical_bytes(&r)).unwrap();
+            sqlx::query(
+                "UPDATE journal SET receipt = $1, record_hash = $2 WHERE tenant_id = 'default' AND seq = $3",
+            )
+            .bind(text)
+            .bind(receipt_hash(&r).unwrap())
+            .bind(seq)
+            .execute(store.pool())
+            .await
+            .unwrap();
+        }
+    };
+    let strict = || {
+        let store = app.store.clone();
+        async move {
+            let reports = aperture::journal::verify(&store).await.unwrap();
+            let e = reports[0].error.clone().expect("the rewrite is found");
+            (e.seq, e.problem.to_string())
+        }
+    };
+    let background = || {
+        let watch = ChainWatch::new(app.store.clone());
+        async move {
+            watch.pass(true).await.unwrap();
+            watch
+                .status("default")
+                .unwrap()
+                .first_bad
+                .expect("the rewrite is found")
+        }
+    };
+
+    rewrite(head, true).await;
+    let at_head = strict().await;
+    assert_eq!(at_head.0, u64::try_from(head).unwrap());
+    assert!(at_head.1.starts_with("signature"), "{at_head:?}");
+    assert_eq!(background().await, at_head);
+
+    rewrite(2, false).await;
+    let in_the_middle = strict().await;
+    assert_eq!(in_the_middle.0, 2);
+    assert!(
+        in_the_middle.1.starts_with("signature"),
+        "{in_the_middle:?}"
+    );
+    assert_eq!(background().await, in_the_middle);
+}
+
 #[tokio::test]
 async fn a_change_the_journal_cannot_record_is_not_made() {
     let app = TestApp::spawn().await;
