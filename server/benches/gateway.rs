@@ -142,6 +142,7 @@ async fn main() -> anyhow::Result<()> {
     let database_url = config.database_url.clone();
     let app = Application::build(config).await?;
     let base = format!("http://127.0.0.1:{}", app.port());
+    let app_journal = app.journal();
     tokio::spawn(app.run_until_stopped());
 
     let store = Store::connect(&database_url).await?;
@@ -280,13 +281,20 @@ async fn main() -> anyhow::Result<()> {
     let direct_p50 = report("upstream called directly", wall, &latencies, cpu);
     let g = gateway_call.clone();
     let before = cpu_time();
+    let (records_before, commits_before) = app_journal.stats();
     let (wall, latencies) = drive(calls, concurrency, move |n| g(n)).await;
     let cpu = cpu_time().zip(before).map(|(a, b)| a.saturating_sub(b));
+    let (records, commits) = app_journal.stats();
     let gateway_p50 = report(
         "through the gateway (/mcp, journaled, signed)",
         wall,
         &latencies,
         cpu,
+    );
+    let (records, commits) = (records - records_before, commits - commits_before);
+    println!(
+        "journal: {records} records in {commits} commits ({:.1} records per commit)",
+        records as f64 / commits.max(1) as f64
     );
     println!(
         "added by the gateway at p50: {:.2} ms",

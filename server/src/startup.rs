@@ -94,7 +94,7 @@ impl Application {
             .site_addr(addr)
             .build();
         let config_model = config.model.clone();
-        let state = AppState {
+        let state = AppState::new(crate::state::Shared {
             store: store.clone(),
             passwords,
             journal,
@@ -114,7 +114,7 @@ impl Application {
                 )),
                 None => None,
             },
-        };
+        });
         let chain = state.chain.clone();
         let resumer_state = state.clone();
         let worker = crate::invocations::Worker::new(
@@ -139,6 +139,11 @@ impl Application {
     /// The port actually bound (useful with port 0).
     pub fn port(&self) -> u16 {
         self.listener.local_addr().map(|a| a.port()).unwrap_or(0)
+    }
+
+    /// The journal (its writer's statistics: the gateway benchmark reports records per commit).
+    pub fn journal(&self) -> crate::journal::Journal {
+        self.state.journal.clone()
     }
 
     /// What start-up did about the first administrator.
