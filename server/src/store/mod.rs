@@ -81,6 +81,17 @@ fn sqlite_pragmas(durability: Durability) -> &'static str {
     }
 }
 
+/// WAL pages (of 4 KiB) after which the journal writer's connection checkpoints by itself
+/// (SQLite's default is 1,000).
+pub const WRITER_AUTOCHECKPOINT: u32 = 20_000;
+
+/// A passive checkpoint of a SQLite database's WAL on `conn`: copies committed pages into the
+/// database file without waiting for or blocking writers or readers.
+pub async fn checkpoint(conn: &mut sqlx::AnyConnection) -> Result<(), sqlx::Error> {
+    conn.execute("PRAGMA wal_checkpoint(PASSIVE)").await?;
+    Ok(())
+}
+
 impl Store {
     /// Connects to `url` (`sqlite://path` or `postgres://…`). A SQLite file and its folder are
     /// created when missing; every SQLite connection runs in WAL mode, and a committed write
@@ -155,6 +166,18 @@ impl Store {
         let mut conn = self.pool.connect_options().connect().await?;
         if self.kind == DbKind::Sqlite {
             conn.execute(sqlite_pragmas(self.durability)).await?;
+        }
+        Ok(conn)
+    }
+
+    /// [`Store::connect_one`] for the journal's writer: on SQLite it checkpoints the WAL by
+    /// itself only past [`WRITER_AUTOCHECKPOINT`] pages, as the journal checkpoints in the
+    /// background ([`checkpoint`]).
+    pub async fn connect_writer(&self) -> Result<sqlx::AnyConnection, sqlx::Error> {
+        let mut conn = self.connect_one().await?;
+        if self.kind == DbKind::Sqlite {
+            let pragma = format!("PRAGMA wal_autocheckpoint = {WRITER_AUTOCHECKPOINT}");
+            conn.execute(pragma.as_str()).await?;
         }
         Ok(conn)
     }

@@ -313,6 +313,53 @@ async fn the_background_verifier_names_the_record_journal_verify_names() {
     assert_eq!(background().await, in_the_middle);
 }
 
+/// On SQLite the journal's writer does not stop its commits for checkpoints: the WAL is copied
+/// into the database file in the background, on a connection of its own (the writer's own
+/// connection would only checkpoint past 20,000 WAL pages, far more than this test writes).
+#[tokio::test]
+async fn the_journal_checkpoints_the_wal_in_the_background() {
+    use aperture::journal::{self, Journal};
+    use engine::receipt::{Decision, ReasonCode, ReceiptKind};
+    let app = TestApp::spawn().await;
+    let (_, _, file): (i64, String, String) = sqlx::query_as("PRAGMA database_list")
+        .fetch_one(app.store.pool())
+        .await
+        .unwrap();
+    let size = || std::fs::metadata(&file).unwrap().len();
+    let wal = || std::fs::metadata(format!("{file}-wal")).map_or(0, |m| m.len());
+    let (keys, _dir) = tenant_t_keys(&app.store).await;
+    let j = Journal::new(app.store.clone(), keys);
+    // Let start-up's writes reach the file first.
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let before = size();
+    let mut tasks = tokio::task::JoinSet::new();
+    for n in 0..400 {
+        let j = j.clone();
+        tasks.spawn(async move {
+            let r = journal::receipt(
+                ReceiptKind::Decision,
+                Decision::Allow,
+                ReasonCode::Ok,
+                "t",
+                &format!("actor-{n}"),
+            );
+            j.append(r, &journal::disclosures()).await.unwrap()
+        });
+    }
+    tasks.join_all().await;
+    assert!(wal() > 0, "the records went to the WAL");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while size() <= before + 200 * 1024 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the database file stayed at {} bytes (before: {before}; WAL: {} bytes)",
+            size(),
+            wal()
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
 #[tokio::test]
 async fn a_change_the_journal_cannot_record_is_not_made() {
     let app = TestApp::spawn().await;
