@@ -6,7 +6,11 @@ export async function hydrated(page: Page) {
   await expect(page.locator("body[data-hydrated=true]")).toHaveCount(1);
 }
 
-/** Signs in through the form and lands on the overview. */
+/**
+ * Signs in through the form and lands on the overview, hydrated: signing in loads the overview
+ * as a new document, and a link clicked before its wasm has hydrated it is followed by the
+ * browser (a full page load, whose form fields hydration would then reset), not by the router.
+ */
 export async function signIn(page: Page, username = "admin", password = adminPassword) {
   await page.goto("/sign-in");
   await hydrated(page);
@@ -15,6 +19,7 @@ export async function signIn(page: Page, username = "admin", password = adminPas
   await page.getByRole("button", { name: "Sign in" }).click();
   await expect(page.getByRole("heading", { name: "Overview" })).toBeVisible();
   await expect(page.getByTestId("current-user")).toHaveText(username);
+  await hydrated(page);
 }
 
 /** Creates an API token through the Tokens page (signed in as an admin) and returns its secret. */
