@@ -855,7 +855,7 @@ pub(crate) async fn execute(
     extra: Map<String, Value>,
 ) -> Result<Value, ServiceError> {
     r.kind = ReceiptKind::Execution;
-    r.receipt_id = crate::ids::new_id("rcp");
+    r.receipt_id = crate::ids::new_ordered_id("rcp");
     let mut d = journal::disclosures();
     for (k, v) in extra {
         d.insert_extra(&k, v).ok();

@@ -184,7 +184,7 @@ async fn decision_receipt(store: &Store, row: &InvocationRow) -> Result<Receipt,
 /// decision receipt.
 fn follow_up(decision: &Receipt, kind: ReceiptKind, actor_id: &str) -> Receipt {
     let mut r = decision.clone();
-    r.receipt_id = crate::ids::new_id("rcp");
+    r.receipt_id = crate::ids::new_ordered_id("rcp");
     r.kind = kind;
     r.actor_id = actor_id.to_owned();
     r.seq = None;

@@ -393,7 +393,7 @@ pub fn receipt(
     actor_id: &str,
 ) -> Receipt {
     Receipt {
-        receipt_id: ids::new_id("rcp"),
+        receipt_id: ids::new_ordered_id("rcp"),
         kind,
         decision,
         reason,
