@@ -584,8 +584,8 @@ pub enum Signatures {
     /// (a record's hash covers its signature, and the next record's signature covers that hash:
     /// see [`ChainVerifier::push_linked`]). Every link, stored hash and disclosure digest is
     /// still checked. A page with anything wrong in it is checked again record by record, so
-    /// the report names the same record and problem as [`Signatures::Every`]. About a fiftieth
-    /// of the cost: the background verifier uses it.
+    /// the report names the same record and problem as [`Signatures::Every`]. One signature
+    /// check per page instead of one per record: the background verifier uses it.
     LastOfPage,
 }
 
