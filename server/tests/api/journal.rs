@@ -144,18 +144,31 @@ async fn admin_changes_are_journaled_and_verify_on_postgres() {
     admin_changes_are_journaled_and_verify(&app).await;
 }
 
-#[tokio::test]
-async fn flipping_one_stored_byte_is_found_and_named() {
+/// An app whose journal holds the admin records of `tokens` token creations (bot-0, bot-1, …).
+async fn app_with_tokens(tokens: usize) -> TestApp {
     let app = TestApp::spawn().await;
-    for i in 0..4 {
+    for i in 0..tokens {
         app.token("default", &format!("bot-{i}"), &[scope::RUN])
             .await;
     }
+    app
+}
+
+/// The stored receipt text of record `seq` of tenant `default`.
+async fn stored_receipt(store: &Store, seq: i64) -> String {
     let (receipt,): (String,) =
-        sqlx::query_as("SELECT receipt FROM journal WHERE tenant_id = 'default' AND seq = 3")
-            .fetch_one(app.store.pool())
+        sqlx::query_as("SELECT receipt FROM journal WHERE tenant_id = 'default' AND seq = $1")
+            .bind(seq)
+            .fetch_one(store.pool())
             .await
             .unwrap();
+    receipt
+}
+
+#[tokio::test]
+async fn flipping_one_stored_byte_is_found_and_named() {
+    let app = app_with_tokens(4).await;
+    let receipt = stored_receipt(&app.store, 3).await;
     let tampered = receipt
         .replacen("\"allow\"", "\"alloW\"", 1)
         .replacen("bot-1", "bot-X", 1);
@@ -177,11 +190,7 @@ async fn flipping_one_stored_byte_is_found_and_named() {
 #[tokio::test]
 async fn the_background_verifier_caches_the_chain_status_and_finds_later_tampering() {
     use aperture::journal::watch::ChainWatch;
-    let app = TestApp::spawn().await;
-    for i in 0..3 {
-        app.token("default", &format!("bot-{i}"), &[scope::RUN])
-            .await;
-    }
+    let app = app_with_tokens(3).await;
     let watch = ChainWatch::new(app.store.clone());
     assert_eq!(
         watch.status("default"),
@@ -196,11 +205,7 @@ async fn the_background_verifier_caches_the_chain_status_and_finds_later_tamperi
 
     // An old record is changed, then a new one is appended: an incremental pass verifies only
     // the new record (and still links it to the cached head).
-    let (receipt,): (String,) =
-        sqlx::query_as("SELECT receipt FROM journal WHERE tenant_id = 'default' AND seq = 2")
-            .fetch_one(app.store.pool())
-            .await
-            .unwrap();
+    let receipt = stored_receipt(&app.store, 2).await;
     let tampered = receipt.replacen("\"allow\"", "\"alloW\"", 1);
     assert_ne!(tampered, receipt);
     sqlx::query("UPDATE journal SET receipt = $1 WHERE tenant_id = 'default' AND seq = 2")
@@ -236,11 +241,7 @@ async fn the_background_verifier_caches_the_chain_status_and_finds_later_tamperi
 async fn the_background_verifier_names_the_record_journal_verify_names() {
     use aperture::journal::watch::ChainWatch;
     use engine::receipt::{Receipt, receipt_canonical_bytes, receipt_hash};
-    let app = TestApp::spawn().await;
-    for i in 0..4 {
-        app.token("default", &format!("bot-{i}"), &[scope::RUN])
-            .await;
-    }
+    let app = app_with_tokens(4).await;
     let (head,): (i64,) =
         sqlx::query_as("SELECT MAX(seq) FROM journal WHERE tenant_id = 'default'")
             .fetch_one(app.store.pool())
@@ -252,14 +253,7 @@ async fn the_background_verifier_names_the_record_journal_verify_names() {
     let rewrite = |seq: i64, garble_signature: bool| {
         let store = app.store.clone();
         async move {
-            let (text,): (String,) = sqlx::query_as(
-                "SELECT receipt FROM journal WHERE tenant_id = 'default' AND seq = $1",
-            )
-            .bind(seq)
-            .fetch_one(store.pool())
-            .await
-            .unwrap();
-            let mut r: Receipt = serde_json::from_str(&text).unwrap();
+            let mut r: Receipt = serde_json::from_str(&stored_receipt(&store, seq).await).unwrap();
             if garble_signature {
                 r.signature = "A".repeat(86);
             } else {
