@@ -4,6 +4,8 @@
 //! cargo bench -p server --bench gateway                 # 20,000 calls, 64 at a time
 //! cargo bench -p server --bench gateway -- 50000 32     # calls, concurrency
 //! APERTURE_JOURNAL_SYNC=full cargo bench -p server --bench gateway
+//! # the journal and everything else in PostgreSQL (a database made for the run, then dropped):
+//! APERTURE_BENCH_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test cargo bench -p server --bench gateway
 //! ```
 //!
 //! One run, one machine: the real application (SQLite journal, signed receipts, group commit)
@@ -138,6 +140,24 @@ async fn main() -> anyhow::Result<()> {
     if std::env::var("APERTURE_JOURNAL_SYNC").as_deref() == Ok("full") {
         config.durability = aperture::store::Durability::PowerLoss;
     }
+    let postgres = match std::env::var("APERTURE_BENCH_POSTGRES_URL") {
+        Ok(admin_url) if !admin_url.is_empty() => {
+            let name = format!("aperture_bench_{}", std::process::id());
+            let admin = Store::connect(&admin_url).await?;
+            sqlx::query(&format!("CREATE DATABASE {name}"))
+                .execute(admin.pool())
+                .await?;
+            let base = admin_url.rsplit_once('/').map_or(&*admin_url, |(b, _)| b);
+            config.database_url = format!("{base}/{name}");
+            Some((admin, name))
+        }
+        _ => None,
+    };
+    let backend = if postgres.is_some() {
+        "PostgreSQL"
+    } else {
+        "SQLite"
+    };
     let durability = config.durability;
     let database_url = config.database_url.clone();
     let app = Application::build(config).await?;
@@ -266,7 +286,7 @@ async fn main() -> anyhow::Result<()> {
         drive(500, concurrency, move |n| d(n)).await;
     }
     println!(
-        "aperture gateway benchmark: {calls} calls, {concurrency} concurrent, SQLite journal ({durability:?}), {} cores",
+        "aperture gateway benchmark: {calls} calls, {concurrency} concurrent, {backend} journal ({durability:?}), {} cores",
         std::thread::available_parallelism()
             .map(usize::from)
             .unwrap_or(1)
@@ -281,24 +301,38 @@ async fn main() -> anyhow::Result<()> {
     let direct_p50 = report("upstream called directly", wall, &latencies, cpu);
     let g = gateway_call.clone();
     let before = cpu_time();
-    let (records_before, commits_before) = app_journal.stats();
+    let journal_before = app_journal.stats();
     let (wall, latencies) = drive(calls, concurrency, move |n| g(n)).await;
     let cpu = cpu_time().zip(before).map(|(a, b)| a.saturating_sub(b));
-    let (records, commits) = app_journal.stats();
+    let journal_after = app_journal.stats();
     let gateway_p50 = report(
         "through the gateway (/mcp, journaled, signed)",
         wall,
         &latencies,
         cpu,
     );
-    let (records, commits) = (records - records_before, commits - commits_before);
+    let records = journal_after.records - journal_before.records;
+    let commits = journal_after.commits - journal_before.commits;
+    let busy = journal_after.busy.saturating_sub(journal_before.busy);
+    let signing = journal_after.signing.saturating_sub(journal_before.signing);
     println!(
-        "journal: {records} records in {commits} commits ({:.1} records per commit)",
-        records as f64 / commits.max(1) as f64
+        "journal: {records} records in {commits} commits ({:.1} records per commit); writer busy {:.0} % of the run ({:.0} % signing, {:.0} % database), {:.0} µs per commit",
+        records as f64 / commits.max(1) as f64,
+        busy.as_secs_f64() * 100.0 / wall.as_secs_f64(),
+        signing.as_secs_f64() * 100.0 / wall.as_secs_f64(),
+        busy.saturating_sub(signing).as_secs_f64() * 100.0 / wall.as_secs_f64(),
+        busy.as_secs_f64() * 1e6 / commits.max(1) as f64,
     );
     println!(
         "added by the gateway at p50: {:.2} ms",
         (gateway_p50.saturating_sub(direct_p50)).as_secs_f64() * 1e3,
     );
+    if let Some((admin, name)) = postgres {
+        store.close().await;
+        // The application's pool still holds connections: forced out (PostgreSQL 13+).
+        sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .execute(admin.pool())
+            .await?;
+    }
     Ok(())
 }

@@ -74,15 +74,16 @@ struct Work {
     decided_at: Option<i64>,
 }
 
-/// How a batch checks the generations its records were decided at.
+/// How a batch is written and checks the generations its records were decided at.
 #[derive(Clone, Copy)]
 enum Generation {
-    /// No record depends on it.
+    /// In a transaction; no record depends on it.
     Unneeded,
-    /// Read in the batch's transaction.
+    /// In a transaction; read in it.
     Read(i64),
-    /// By each insert's own condition (one record outside a transaction).
-    PerInsert,
+    /// In one statement outside a transaction, whose own condition checks the generation (if
+    /// any record depends on one: all of them on this one).
+    InStatement(Option<i64>),
 }
 
 /// A record of a batch, signed and ready to insert.
@@ -111,12 +112,14 @@ impl Writer {
         // any failure and made again for the next batch. PostgreSQL writes through the pool.
         let mut own = None;
         while waiting.recv_many(&mut batch, MAX_BATCH).await > 0 {
+            let started = std::time::Instant::now();
             let pending = std::mem::take(&mut batch);
             let (replies, results) = self.commit(pending, &mut own).await;
             for (reply, result) in replies.into_iter().zip(results) {
                 // A caller that stopped waiting lost nothing: its record is committed or not.
                 let _ = reply.send(result);
             }
+            add_micros(&self.stats.busy_micros, started.elapsed());
         }
     }
 
@@ -182,25 +185,42 @@ impl Writer {
             Some(conn) => conn,
             None => pooled.insert(self.store.pool().acquire().await?),
         };
-        let (results, heads) = if work.len() == 1 {
-            // One record is one INSERT, atomic by itself: no BEGIN and COMMIT round trips.
-            // Its position is still guarded by the primary key, and the generation it was
-            // decided at by the statement's own condition (SQLite takes the write lock before
-            // the statement reads anything; PostgreSQL share-locks the counter's row).
-            self.write(conn, work, Generation::PerInsert).await?
-        } else {
-            let mut tx = self.store.begin_write_on(conn).await?;
-            // Read once for the batch, in the transaction that commits it and so that the
-            // counter cannot move before the commit (SQLite's write lock; a share lock on
-            // PostgreSQL, which a change's trigger waits for).
-            let generation = if work.iter().any(|w| w.decided_at.is_some()) {
-                Generation::Read(store::journal::read_generation(&mut tx, self.store.kind()).await?)
-            } else {
-                Generation::Unneeded
-            };
-            let written = self.write(&mut tx, work, generation).await?;
-            tx.commit().await?;
-            written
+        // Most batches are one statement outside a transaction: one round trip to the database
+        // (one hand-off to SQLite's connection thread, where `BEGIN`, the generation's read,
+        // the inserts and `COMMIT` took four or more, each a wake-up of that thread).
+        let one_statement = (work.len() <= store::journal::ONE_STATEMENT)
+            .then(|| one_generation(work))
+            .flatten();
+        let written = match one_statement {
+            Some(generation) => match self
+                .write(conn, work, Generation::InStatement(generation))
+                .await
+            {
+                // Decided at a generation the store has left: the transaction below tells
+                // which records are stale and writes the rest.
+                Err(JournalError::Stale) => None,
+                other => Some(other?),
+            },
+            None => None,
+        };
+        let (results, heads) = match written {
+            Some(written) => written,
+            None => {
+                let mut tx = self.store.begin_write_on(conn).await?;
+                // Read once for the batch, in the transaction that commits it and so that the
+                // counter cannot move before the commit (SQLite's write lock; a share lock on
+                // PostgreSQL, which a change's trigger waits for).
+                let generation = if work.iter().any(|w| w.decided_at.is_some()) {
+                    Generation::Read(
+                        store::journal::read_generation(&mut tx, self.store.kind()).await?,
+                    )
+                } else {
+                    Generation::Unneeded
+                };
+                let written = self.write(&mut tx, work, generation).await?;
+                tx.commit().await?;
+                written
+            }
         };
         *own = conn_own;
         self.heads = heads;
@@ -253,7 +273,10 @@ impl Writer {
                 Some((seq, hash)) => (seq + 1, hash),
                 None => (1, ZERO_HASH.to_owned()),
             };
-            match self.prepare(unsigned.clone(), seq, prev) {
+            let signing = std::time::Instant::now();
+            let prepared_one = self.prepare(unsigned.clone(), seq, prev);
+            add_micros(&self.stats.signing_micros, signing.elapsed());
+            match prepared_one {
                 Ok(p) => {
                     heads.insert(unsigned.tenant_id.clone(), (seq, p.record_hash.clone()));
                     prepared.push((results.len(), seq, p, disclosures));
@@ -284,29 +307,20 @@ impl Writer {
                 }
             })
             .collect();
-        match (generation, rows.as_slice(), work) {
-            // One record outside a transaction: its own condition guards the generation.
-            (
-                Generation::PerInsert,
-                [row],
-                [
-                    Work {
-                        decided_at: Some(at),
-                        ..
-                    },
-                ],
-            ) => {
-                let kind = self.store.kind();
-                if !store::journal::insert_if_current(conn, row, *at, kind).await? {
-                    if store::journal::read_generation(conn, kind).await? != *at {
-                        // Not written because the counter moved (or, if both, the record is
-                        // decided again anyway): nothing took a position.
-                        return Ok((vec![Err(JournalError::Stale)], self.heads.clone()));
+        match generation {
+            Generation::InStatement(at) => {
+                match store::journal::insert_batch(conn, self.store.kind(), &rows, at).await? {
+                    store::journal::BatchInsert::Inserted => {}
+                    // Nothing was written, nothing took a position.
+                    store::journal::BatchInsert::GenerationMoved => {
+                        return Err(JournalError::Stale);
                     }
-                    return Err(JournalError::Contended);
+                    store::journal::BatchInsert::PositionTaken => {
+                        return Err(JournalError::Contended);
+                    }
                 }
             }
-            _ => {
+            Generation::Unneeded | Generation::Read(_) => {
                 if !store::journal::insert_many_in(conn, self.store.kind(), &rows).await? {
                     return Err(JournalError::Contended);
                 }
@@ -353,6 +367,21 @@ impl Writer {
     }
 }
 
+/// The one generation every record of `work` that depends on one was decided at (`Some(None)`
+/// when none does); `None` when records were decided at different generations.
+fn one_generation(work: &[Work]) -> Option<Option<i64>> {
+    let mut decided = work.iter().filter_map(|w| w.decided_at);
+    let first = decided.next();
+    decided.all(|at| Some(at) == first).then_some(first)
+}
+
+fn add_micros(counter: &AtomicU64, d: std::time::Duration) {
+    counter.fetch_add(
+        u64::try_from(d.as_micros()).unwrap_or(u64::MAX),
+        Ordering::Relaxed,
+    );
+}
+
 /// Most records one transaction writes.
 pub const MAX_BATCH: usize = 256;
 /// Appends waiting for the writer before callers wait for room.
@@ -373,6 +402,24 @@ pub struct Journal {
 struct Stats {
     records: AtomicU64,
     commits: AtomicU64,
+    /// Microseconds from taking a batch to answering it.
+    busy_micros: AtomicU64,
+    /// Of those, microseconds chaining and signing.
+    signing_micros: AtomicU64,
+}
+
+/// What a journal's writer has done since the journal was made ([`Journal::stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriterStats {
+    /// Records committed.
+    pub records: u64,
+    /// Transactions committed: with appends arriving together, fewer than records.
+    pub commits: u64,
+    /// Time the writer spent on batches, from taking one to answering its appends; the rest
+    /// of the time it waited for appends.
+    pub busy: std::time::Duration,
+    /// Of `busy`, the time spent chaining and signing records (the rest is the database's).
+    pub signing: std::time::Duration,
 }
 
 /// One append waiting for the writer.
@@ -479,13 +526,15 @@ impl Journal {
         Self { keys, queue, stats }
     }
 
-    /// Records appended and transactions committed by this journal's writer: with calls
-    /// arriving together, fewer commits than records.
-    pub fn stats(&self) -> (u64, u64) {
-        (
-            self.stats.records.load(Ordering::Relaxed),
-            self.stats.commits.load(Ordering::Relaxed),
-        )
+    /// What this journal's writer has done so far.
+    pub fn stats(&self) -> WriterStats {
+        let micros = |a: &AtomicU64| std::time::Duration::from_micros(a.load(Ordering::Relaxed));
+        WriterStats {
+            records: self.stats.records.load(Ordering::Relaxed),
+            commits: self.stats.commits.load(Ordering::Relaxed),
+            busy: micros(&self.stats.busy_micros),
+            signing: micros(&self.stats.signing_micros),
+        }
     }
 
     /// The key ring (for publishing keys and signing manifests).

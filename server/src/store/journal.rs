@@ -96,37 +96,109 @@ fn bind_record<'q>(query: AnyQuery<'q>, r: &NewRecord<'q>) -> AnyQuery<'q> {
         .bind(r.record_hash)
 }
 
-/// Inserts the record only if the store's read generation is still `generation`; `Ok(false)`
-/// when nothing was inserted: `seq` already taken (another writer appended first) or the
-/// generation moved ([`read_generation`] tells which).
-pub async fn insert_if_current(
+/// Most records [`insert_batch`] writes in its one statement.
+pub const ONE_STATEMENT: usize = 64;
+
+/// Row counts of [`insert_batch`]'s statements: a batch takes the smallest that holds it and
+/// binds its remaining rows as NULL (skipped by the statement), so that a connection caches
+/// seven statements, not one per batch length.
+const PADDED: [usize; 7] = [1, 2, 4, 8, 16, 32, ONE_STATEMENT];
+
+/// What [`insert_batch`] did: all of the rows or none of them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BatchInsert {
+    /// Every row is in and committed.
+    Inserted,
+    /// Nothing was inserted: the store's read generation is not the one given.
+    GenerationMoved,
+    /// Nothing was inserted: a position (or receipt id) is taken; another writer appended
+    /// first.
+    PositionTaken,
+}
+
+/// Inserts up to [`ONE_STATEMENT`] `rows` in one statement outside any transaction — one
+/// round trip to the database (for SQLite one hand-off to its connection's thread) instead of
+/// `BEGIN`, the inserts and `COMMIT`. A statement is atomic by itself: a taken position fails
+/// it as a whole, and with `generation` it inserts only if the store's read generation still
+/// stands there (SQLite holds the write lock before the statement reads the counter; PostgreSQL
+/// share-locks the counter's row until the statement commits, see [`read_generation`]).
+/// More than [`ONE_STATEMENT`] rows is refused ([`sqlx::Error::Protocol`]) and nothing is
+/// written.
+pub async fn insert_batch(
     conn: &mut sqlx::AnyConnection,
-    r: &NewRecord<'_>,
-    generation: i64,
     kind: DbKind,
-) -> Result<bool, sqlx::Error> {
-    // The SELECT form needs a WHERE before ON CONFLICT (SQLite's parser requires one).
-    // SQLite takes the write lock before the statement reads the counter; PostgreSQL
-    // share-locks the counter's row until the insert commits (see `read_generation`).
-    const SQLITE: &str = "INSERT INTO journal (tenant_id, seq, receipt_id, kind, decision, reason, tool, \
-        session_id, actor_id, issued_at, receipt, disclosures, record_hash) \
-        SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 \
-        WHERE (SELECT generation FROM read_generation WHERE id = 1) = $14 \
-        ON CONFLICT (tenant_id, seq) DO NOTHING";
-    const POSTGRES: &str = "INSERT INTO journal (tenant_id, seq, receipt_id, kind, decision, reason, tool, \
-        session_id, actor_id, issued_at, receipt, disclosures, record_hash) \
-        SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13 \
-        WHERE (SELECT generation FROM read_generation WHERE id = 1 FOR SHARE) = $14 \
-        ON CONFLICT (tenant_id, seq) DO NOTHING";
-    let sql = match kind {
-        DbKind::Sqlite => SQLITE,
-        DbKind::Postgres => POSTGRES,
+    rows: &[NewRecord<'_>],
+    generation: Option<i64>,
+) -> Result<BatchInsert, sqlx::Error> {
+    static SQL: std::sync::OnceLock<[Vec<String>; 2]> = std::sync::OnceLock::new();
+    let Some(i) = PADDED.iter().position(|n| *n >= rows.len()) else {
+        return Err(sqlx::Error::Protocol(format!(
+            "{} journal rows in one statement (at most {ONE_STATEMENT})",
+            rows.len()
+        )));
     };
-    let done = bind_record(sqlx::query(sql), r)
-        .bind(generation)
-        .execute(conn)
-        .await?;
-    Ok(done.rows_affected() == 1)
+    if rows.is_empty() {
+        return Ok(BatchInsert::Inserted);
+    }
+    let sql = SQL.get_or_init(|| {
+        [DbKind::Sqlite, DbKind::Postgres]
+            .map(|kind| PADDED.iter().map(|n| insert_batch_sql(kind, *n)).collect())
+    });
+    let mut query = sqlx::query(&sql[usize::from(kind == DbKind::Postgres)][i]);
+    for r in rows {
+        query = bind_record(query, r);
+    }
+    for _ in rows.len()..PADDED[i] {
+        query = bind_padding(query);
+    }
+    query = query.bind(generation).bind(generation);
+    match query.execute(conn).await {
+        Ok(done) if done.rows_affected() == u64::try_from(rows.len()).unwrap_or(u64::MAX) => {
+            Ok(BatchInsert::Inserted)
+        }
+        // The condition held for every row or for none: no row means the generation moved.
+        Ok(_) => Ok(BatchInsert::GenerationMoved),
+        Err(sqlx::Error::Database(e)) if e.is_unique_violation() => Ok(BatchInsert::PositionTaken),
+        Err(e) => Err(e),
+    }
+}
+
+/// The statement of [`insert_batch`] for `rows` rows: a `VALUES` list whose NULL rows are
+/// padding, then the generation (twice: `NULL` when no record depends on it).
+fn insert_batch_sql(kind: DbKind, rows: usize) -> String {
+    let mut sql = format!("INSERT INTO journal ({COLUMNS}) SELECT * FROM (VALUES ");
+    push_placeholders(&mut sql, kind, rows);
+    let (first, second) = (rows * PER_ROW + 1, rows * PER_ROW + 2);
+    let (first, second, lock) = match kind {
+        DbKind::Sqlite => ("?".to_owned(), "?".to_owned(), ""),
+        DbKind::Postgres => (
+            format!("${first}::BIGINT"),
+            format!("${second}"),
+            " FOR SHARE",
+        ),
+    };
+    sql.push_str(&format!(
+        ") AS v WHERE v.column1 IS NOT NULL AND ({first} IS NULL OR \
+         (SELECT generation FROM read_generation WHERE id = 1{lock}) = {second})"
+    ));
+    sql
+}
+
+fn bind_padding(query: AnyQuery<'_>) -> AnyQuery<'_> {
+    query
+        .bind(None::<&str>)
+        .bind(None::<i64>)
+        .bind(None::<&str>)
+        .bind(None::<&str>)
+        .bind(None::<&str>)
+        .bind(None::<&str>)
+        .bind(None::<&str>)
+        .bind(None::<&str>)
+        .bind(None::<&str>)
+        .bind(None::<i64>)
+        .bind(None::<&str>)
+        .bind(None::<&str>)
+        .bind(None::<&str>)
 }
 
 /// Sizes of the multi-row inserts [`insert_many_in`] uses: a batch is written in chunks of
@@ -146,6 +218,13 @@ const PER_ROW: usize = 13;
 /// (832), which the profile showed as 2 % of all samples.
 fn insert_many_sql(kind: DbKind, rows: usize) -> String {
     let mut sql = format!("INSERT INTO journal ({COLUMNS}) VALUES ");
+    push_placeholders(&mut sql, kind, rows);
+    sql.push_str(" ON CONFLICT (tenant_id, seq) DO NOTHING");
+    sql
+}
+
+/// `rows` parenthesized rows of [`PER_ROW`] parameters each.
+fn push_placeholders(sql: &mut String, kind: DbKind, rows: usize) {
     for row in 0..rows {
         if row > 0 {
             sql.push_str(", ");
@@ -162,8 +241,6 @@ fn insert_many_sql(kind: DbKind, rows: usize) -> String {
         }
         sql.push(')');
     }
-    sql.push_str(" ON CONFLICT (tenant_id, seq) DO NOTHING");
-    sql
 }
 
 /// Inserts `rows` with as few statements as [`CHUNKS`] allows, on a connection to a `kind`

@@ -465,8 +465,10 @@ async fn grouped_commits_and_two_writers(store: &Store) {
     assert!(reports[0].error.is_none(), "{reports:?}");
     assert_eq!(reports[0].verified, 300);
     for j in [&one, &two] {
-        let (records, commits) = j.stats();
+        let stats = j.stats();
+        let (records, commits) = (stats.records, stats.commits);
         assert_eq!(records, 150);
+        assert!(stats.signing <= stats.busy, "{stats:?}");
         assert!(commits < records, "{commits} commits for {records} records");
     }
 }
@@ -474,6 +476,45 @@ on_both_backends!(
     grouped_commits_and_two_writers_keep_one_chain,
     grouped_commits_and_two_writers
 );
+
+/// Appends a decision record for each generation of `decided_at` (`None`: depends on none),
+/// all at once so that the writer groups them; checks that every record decided at `stale` is
+/// refused with `Stale` and returns the positions of the others, in order.
+async fn append_together(
+    journal: &aperture::journal::Journal,
+    decided_at: impl Iterator<Item = Option<i64>>,
+    stale: i64,
+) -> Vec<u64> {
+    use aperture::journal::{self, JournalError};
+    use engine::receipt::{Decision, ReasonCode, ReceiptKind};
+    let mut tasks = tokio::task::JoinSet::new();
+    for decided_at in decided_at {
+        let journal = journal.clone();
+        tasks.spawn(async move {
+            let decision = journal::receipt(
+                ReceiptKind::Decision,
+                Decision::Allow,
+                ReasonCode::Ok,
+                "t",
+                "agent",
+            );
+            let outcome = journal
+                .append_at(decision, &journal::disclosures(), decided_at)
+                .await;
+            (decided_at, outcome)
+        });
+    }
+    let mut seqs = Vec::new();
+    for (decided_at, outcome) in tasks.join_all().await {
+        if decided_at == Some(stale) {
+            assert!(matches!(outcome, Err(JournalError::Stale)), "{outcome:?}");
+        } else {
+            seqs.push(outcome.unwrap().seq.unwrap());
+        }
+    }
+    seqs.sort_unstable();
+    seqs
+}
 
 /// Issue 4 (speed): a `tools/call` decides on the call cache without reading the store's
 /// counter, and its decision record is written only if the counter still stands where the
@@ -534,27 +575,11 @@ async fn decisions_on_moved_reads_are_not_recorded(store: &Store) {
     assert!(new > old);
     // Many together (grouped commits, one read of the counter per batch): a third decided on
     // the old generation, a third on the new one, a third with nothing to check.
-    let mut tasks = tokio::task::JoinSet::new();
-    for n in 0..90 {
-        let (journal, decided_at) = (journal.clone(), [Some(old), Some(new), None][n % 3]);
-        tasks.spawn(async move {
-            let outcome = journal
-                .append_at(decision(), &journal::disclosures(), decided_at)
-                .await;
-            (decided_at, outcome)
-        });
-    }
-    let mut seqs = Vec::new();
-    for (decided_at, outcome) in tasks.join_all().await {
-        if decided_at == Some(old) {
-            assert!(matches!(outcome, Err(JournalError::Stale)), "{outcome:?}");
-        } else {
-            seqs.push(outcome.unwrap().seq.unwrap());
-        }
-    }
-    seqs.sort_unstable();
+    let decided = (0..90).map(|n| [Some(old), Some(new), None][n % 3]);
+    let seqs = append_together(&journal, decided, old).await;
     assert_eq!(seqs, (2..=61).collect::<Vec<u64>>());
-    let (records, commits) = journal.stats();
+    let stats = journal.stats();
+    let (records, commits) = (stats.records, stats.commits);
     assert_eq!(records, 61);
     assert!(commits < records, "{commits} commits for {records} records");
     let reports = journal::verify(store).await.unwrap();
@@ -582,8 +607,93 @@ async fn decisions_on_moved_reads_are_not_recorded(store: &Store) {
     change.commit().await.unwrap();
     let outcome = waiting.await.unwrap();
     assert!(matches!(outcome, Err(JournalError::Stale)), "{outcome:?}");
+
+    // Batches decided at one generation, which has moved since (with records that depend on
+    // none): their one statement writes nothing, and the transaction that follows refuses
+    // the stale records and writes the others, with no gap in the chain.
+    let decided = (0..60).map(|n| [Some(new), None][n % 2]);
+    let seqs = append_together(&journal, decided, new).await;
+    assert_eq!(seqs, (62..=91).collect::<Vec<u64>>());
+    let reports = journal::verify(store).await.unwrap();
+    assert!(reports.iter().all(|r| r.error.is_none()), "{reports:?}");
+    assert_eq!(reports[0].verified, 91);
 }
 on_both_backends!(
     decisions_on_moved_reads_are_not_recorded_at_all,
     decisions_on_moved_reads_are_not_recorded
+);
+
+/// Issue 4 (speed): a batch of journal records is one statement outside a transaction, so
+/// it must be all or nothing by itself: a taken position or a moved generation writes none
+/// of its rows, the padding of its statement none either.
+async fn one_statement_batches(store: &Store) {
+    use aperture::store::journal::{BatchInsert, NewRecord, ONE_STATEMENT, insert_batch};
+    let ids: Vec<String> = (0..=80).map(|n| format!("rcp_batch_{n}")).collect();
+    let row = |seq: i64| NewRecord {
+        tenant_id: "t",
+        seq,
+        receipt_id: &ids[usize::try_from(seq).unwrap()],
+        kind: "decision",
+        decision: "allow",
+        reason: "ok",
+        tool: None,
+        session_id: None,
+        actor_id: "agent",
+        issued_at: 1,
+        receipt: "{}",
+        disclosures: "{}",
+        record_hash: "h",
+    };
+    let count = || async {
+        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM journal WHERE tenant_id = 't'")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        n
+    };
+    let kind = store.kind();
+    let mut conn = store.pool().acquire().await.unwrap();
+    // Five rows go in the eight-row statement: three rows of padding, not written.
+    let rows: Vec<_> = (1..=5).map(row).collect();
+    let done = insert_batch(&mut conn, kind, &rows, None).await.unwrap();
+    assert_eq!(done, BatchInsert::Inserted);
+    assert_eq!(count().await, 5);
+    // The last row's position is taken: none of the four before it is written.
+    let rows: Vec<_> = (6..=9).chain([5]).map(row).collect();
+    let done = insert_batch(&mut conn, kind, &rows, None).await.unwrap();
+    assert_eq!(done, BatchInsert::PositionTaken);
+    assert_eq!(count().await, 5);
+    // Decided at a generation the store has left: nothing; at the current one: all.
+    let generation = store::journal::read_generation(&mut conn, kind)
+        .await
+        .unwrap();
+    let rows: Vec<_> = (6..=9).map(row).collect();
+    let done = insert_batch(&mut conn, kind, &rows, Some(generation - 1))
+        .await
+        .unwrap();
+    assert_eq!(done, BatchInsert::GenerationMoved);
+    assert_eq!(count().await, 5);
+    let done = insert_batch(&mut conn, kind, &rows, Some(generation))
+        .await
+        .unwrap();
+    assert_eq!(done, BatchInsert::Inserted);
+    assert_eq!(count().await, 9);
+    // The largest statement, full; one row more is refused and writes nothing.
+    let rows: Vec<_> = (10..10 + ONE_STATEMENT as i64).map(row).collect();
+    let done = insert_batch(&mut conn, kind, &rows, Some(generation))
+        .await
+        .unwrap();
+    assert_eq!(done, BatchInsert::Inserted);
+    assert_eq!(count().await, 9 + ONE_STATEMENT as i64);
+    let rows: Vec<_> = (74..=80).map(row).collect();
+    let more: Vec<_> = (10..=80).map(row).collect();
+    assert!(insert_batch(&mut conn, kind, &more, None).await.is_err());
+    assert_eq!(count().await, 9 + ONE_STATEMENT as i64);
+    let done = insert_batch(&mut conn, kind, &rows, None).await.unwrap();
+    assert_eq!(done, BatchInsert::Inserted);
+    assert_eq!(count().await, 80);
+}
+on_both_backends!(
+    one_statement_batches_are_all_or_nothing,
+    one_statement_batches
 );
