@@ -413,7 +413,8 @@ struct Stats {
 pub struct WriterStats {
     /// Records committed.
     pub records: u64,
-    /// Transactions committed: with appends arriving together, fewer than records.
+    /// Commits (a batch's one statement, or its transaction): with appends arriving
+    /// together, fewer than records.
     pub commits: u64,
     /// Time the writer spent on batches, from taking one to answering its appends; the rest
     /// of the time it waited for appends.
