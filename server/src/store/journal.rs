@@ -201,29 +201,16 @@ fn bind_padding(query: AnyQuery<'_>) -> AnyQuery<'_> {
         .bind(None::<&str>)
 }
 
-/// Sizes of the multi-row inserts [`insert_many_in`] uses: a batch is written in chunks of
-/// these sizes (largest first), so that a connection caches a handful of statements, not one
-/// per batch length.
-const CHUNKS: [usize; 7] = [64, 32, 16, 8, 4, 2, 1];
-
 /// Columns of a journal row, in insert order.
 const COLUMNS: &str = "tenant_id, seq, receipt_id, kind, decision, reason, tool, session_id, \
     actor_id, issued_at, receipt, disclosures, record_hash";
 /// Parameters per row.
 const PER_ROW: usize = 13;
 
-/// The insert of `rows` rows. SQLite gets anonymous `?` parameters: for numbered ones
-/// (`$1`, `?1`) sqlx asks SQLite each parameter's name when binding, and SQLite finds a name
-/// by walking the statement's list of names — quadratic in the parameters of a 64-row insert
-/// (832), which the profile showed as 2 % of all samples.
-fn insert_many_sql(kind: DbKind, rows: usize) -> String {
-    let mut sql = format!("INSERT INTO journal ({COLUMNS}) VALUES ");
-    push_placeholders(&mut sql, kind, rows);
-    sql.push_str(" ON CONFLICT (tenant_id, seq) DO NOTHING");
-    sql
-}
-
-/// `rows` parenthesized rows of [`PER_ROW`] parameters each.
+/// `rows` parenthesized rows of [`PER_ROW`] parameters each. SQLite gets anonymous `?`
+/// parameters: for numbered ones (`$1`, `?1`) sqlx asks SQLite each parameter's name when
+/// binding, and SQLite finds a name by walking the statement's list of names — quadratic in
+/// the parameters of a 64-row insert (832), which the profile showed as 2 % of all samples.
 fn push_placeholders(sql: &mut String, kind: DbKind, rows: usize) {
     for row in 0..rows {
         if row > 0 {
@@ -243,37 +230,19 @@ fn push_placeholders(sql: &mut String, kind: DbKind, rows: usize) {
     }
 }
 
-/// Inserts `rows` with as few statements as [`CHUNKS`] allows, on a connection to a `kind`
-/// database; `Ok(false)` when any position was already taken (the caller rolls the
+/// Inserts any number of `rows` inside the caller's transaction, [`ONE_STATEMENT`] at a time
+/// with [`insert_batch`]; `Ok(false)` when any position was already taken (the caller rolls the
 /// transaction back: another writer appended first).
 pub async fn insert_many_in(
     conn: &mut sqlx::AnyConnection,
     kind: DbKind,
     rows: &[NewRecord<'_>],
 ) -> Result<bool, sqlx::Error> {
-    static SQL: std::sync::OnceLock<[Vec<String>; 2]> = std::sync::OnceLock::new();
-    let sql = SQL.get_or_init(|| {
-        [DbKind::Sqlite, DbKind::Postgres]
-            .map(|kind| CHUNKS.iter().map(|n| insert_many_sql(kind, *n)).collect())
-    });
-    let sql = &sql[usize::from(kind == DbKind::Postgres)];
-    let mut rest = rows;
-    while !rest.is_empty() {
-        let (i, size) = CHUNKS
-            .iter()
-            .enumerate()
-            .find(|(_, n)| **n <= rest.len())
-            .map_or((CHUNKS.len() - 1, 1), |(i, n)| (i, *n));
-        let (chunk, after) = rest.split_at(size);
-        let mut query = sqlx::query(&sql[i]);
-        for r in chunk {
-            query = bind_record(query, r);
+    for chunk in rows.chunks(ONE_STATEMENT) {
+        match insert_batch(&mut *conn, kind, chunk, None).await? {
+            BatchInsert::Inserted => {}
+            BatchInsert::PositionTaken | BatchInsert::GenerationMoved => return Ok(false),
         }
-        let done = query.execute(&mut *conn).await?;
-        if done.rows_affected() != u64::try_from(size).unwrap_or(u64::MAX) {
-            return Ok(false);
-        }
-        rest = after;
     }
     Ok(true)
 }
