@@ -12,6 +12,7 @@ mod fixture;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use aperture::upstream::{
@@ -19,6 +20,7 @@ use aperture::upstream::{
 };
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
+use axum::serve::ListenerExt;
 use rmcp::transport::StreamableHttpServerConfig;
 use rmcp::transport::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -337,6 +339,10 @@ async fn a_missing_program_is_a_connect_error_without_env_values() {
 /// The fixture behind streamable HTTP, requiring `x-api-key`; stops when dropped.
 struct HttpFixture {
     url: String,
+    /// TCP connections accepted so far.
+    connections: Arc<AtomicUsize>,
+    /// HTTP requests received so far.
+    requests: Arc<AtomicUsize>,
     server: tokio::task::JoinHandle<()>,
 }
 
@@ -370,14 +376,42 @@ async fn http_fixture() -> HttpFixture {
         );
     let router = axum::Router::new()
         .nest_service("/mcp", service)
+        // Same origin: followed.
+        .route(
+            "/moved",
+            axum::routing::any(|| async {
+                (StatusCode::TEMPORARY_REDIRECT, [("location", "/mcp")])
+            }),
+        )
         .layer(axum::middleware::from_fn(require_api_key));
+    serve(router).await
+}
+
+/// Serves `router` on 127.0.0.1 (`axum::serve`, Nagle's algorithm left on), counting
+/// connections and requests.
+async fn serve(router: axum::Router) -> HttpFixture {
+    let connections = Arc::new(AtomicUsize::new(0));
+    let requests = Arc::new(AtomicUsize::new(0));
+    let counted = requests.clone();
+    let router = router.layer(axum::middleware::from_fn(
+        move |request: axum::extract::Request, next: axum::middleware::Next| {
+            counted.fetch_add(1, Ordering::SeqCst);
+            next.run(request)
+        },
+    ));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
+    let accepted = connections.clone();
+    let listener = listener.tap_io(move |_| {
+        accepted.fetch_add(1, Ordering::SeqCst);
+    });
     let server = tokio::spawn(async move {
         axum::serve(listener, router).await.unwrap();
     });
     HttpFixture {
         url: format!("http://127.0.0.1:{port}/mcp"),
+        connections,
+        requests,
         server,
     }
 }
@@ -471,4 +505,57 @@ async fn streamable_http_refusals() {
         .unwrap_err();
     assert!(matches!(err, UpstreamError::Connect { .. }), "{err:?}");
     assert!(!err.to_string().contains("s3cret"), "{err}");
+}
+
+#[tokio::test]
+async fn streamable_http_reuses_connections() {
+    let fixture = http_fixture().await;
+    let connection = Connector::new(true)
+        .connect(&http_spec(&fixture.url, Some(API_KEY)), TIMEOUT)
+        .await
+        .unwrap();
+    let before = fixture.connections.load(Ordering::SeqCst);
+    for i in 0..30 {
+        let text = format!("call {i}");
+        let echoed = call(&connection, "echo", json!({ "text": text })).await;
+        assert_eq!(first_text(&echoed), text);
+    }
+    // Sequential calls share a kept-alive connection instead of opening one each (the
+    // handshake's requests and rmcp's standing event stream may hold one or two more).
+    let opened = fixture.connections.load(Ordering::SeqCst) - before;
+    assert!(opened <= 2, "30 calls opened {opened} connections");
+    connection.close().await;
+}
+
+#[tokio::test]
+async fn streamable_http_follows_same_origin_redirects_only() {
+    let fixture = http_fixture().await;
+    let moved = fixture.url.replace("/mcp", "/moved");
+    let connection = Connector::new(true)
+        .connect(&http_spec(&moved, Some(API_KEY)), TIMEOUT)
+        .await
+        .unwrap();
+    assert_calls_work(&connection).await;
+    connection.close().await;
+
+    // Another origin (another port) would receive the key and the session: not followed, and
+    // it sees no request.
+    let elsewhere = fixture.url.clone();
+    let redirector = serve(axum::Router::new().route(
+        "/mcp",
+        axum::routing::any(move || {
+            let location = elsewhere.clone();
+            async move { (StatusCode::TEMPORARY_REDIRECT, [("location", location)]) }
+        }),
+    ))
+    .await;
+    let requests_before = fixture.requests.load(Ordering::SeqCst);
+    let err = Connector::new(true)
+        .connect(&http_spec(&redirector.url, Some(API_KEY)), TIMEOUT)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, UpstreamError::Connect { .. }), "{err:?}");
+    assert!(err.to_string().contains("307"), "{err}");
+    assert_eq!(redirector.requests.load(Ordering::SeqCst), 1);
+    assert_eq!(fixture.requests.load(Ordering::SeqCst), requests_before);
 }

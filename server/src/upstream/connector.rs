@@ -8,9 +8,10 @@
 //!   drift must see what the upstream lists now.
 //! - Pagination is followed here rather than with `list_all_tools`, to bound it (pages, tools,
 //!   a repeated cursor): the upstream is not trusted to end it.
-//! - HTTP goes through our own reqwest client: rustls with the ring provider and the system's
-//!   roots, same-origin 307/308 redirects only, and (for a guarded connector) a resolver that
-//!   refuses internal addresses at every connection.
+//! - HTTP goes through our own client ([`UpstreamHttp`]): pooled keep-alive connections that do
+//!   not stall on a server's Nagle algorithm, rustls with the ring provider and the system's
+//!   roots, same-origin 307/308 redirects only, and (for a guarded connector) internal
+//!   addresses refused at every connection.
 //! - A stdio process gets a clean environment, and its stderr is discarded: it is free text
 //!   the gateway cannot vouch for (an upstream may print its environment).
 
@@ -35,9 +36,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use tokio::sync::{Mutex, watch};
 use upstream_reqwest::header::{HeaderName, HeaderValue};
-use upstream_reqwest::redirect::Policy as RedirectPolicy;
 
-use super::guard::{PublicOnlyResolver, check_url};
+use super::guard::check_url;
+use super::http::UpstreamHttp;
 use super::{Scrubber, UpstreamError, UpstreamSpec};
 
 /// Environment variables a stdio upstream inherits from the gateway; everything else it gets
@@ -49,8 +50,6 @@ const INHERITED_ENV: &[&str] = &[
 const MAX_LIST_PAGES: usize = 100;
 /// More tools than a model could use; bounds what one listing may cost.
 const MAX_TOOLS: usize = 10_000;
-/// Same-origin redirects followed for one request.
-const MAX_REDIRECTS: usize = 5;
 
 /// A tool exactly as an upstream lists it (`_meta` aside). [`super::import()`] turns it into a
 /// descriptor.
@@ -139,7 +138,7 @@ impl Connector {
                     if !self.allow_private_addresses {
                         check_url(url, false).await?;
                     }
-                    let client = http_client(self.allow_private_addresses, timeout, url)?;
+                    let client = UpstreamHttp::new(self.allow_private_addresses, timeout, url)?;
                     let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                         .custom_headers(header_map(headers)?);
                     let transport = StreamableHttpClientTransport::with_client(client, config);
@@ -439,32 +438,6 @@ fn header_map(
         .collect()
 }
 
-fn http_client(
-    allow_private_addresses: bool,
-    connect_timeout: Duration,
-    url: &str,
-) -> Result<upstream_reqwest::Client, UpstreamError> {
-    let mut builder = upstream_reqwest::Client::builder()
-        .tls_backend_preconfigured(tls_config(url.starts_with("https:"))?)
-        .redirect(same_origin_redirects())
-        .connect_timeout(connect_timeout)
-        // A new connection per request, as rmcp's own client. Reused connections stall:
-        // measured with rmcp 3.11 (which reads a POST's event stream to its end so the
-        // connection can go back to the pool) against an rmcp server on `axum::serve`, which
-        // leaves Nagle's algorithm on, a reused connection waits ~40 ms for the delayed ACK of
-        // each response's first write (p50 44 ms instead of 0.6 ms; docs/benchmarks.md). A
-        // fresh connection is still in quick-ACK mode. The price is a TCP handshake and a
-        // teardown per call.
-        .pool_max_idle_per_host(0)
-        .user_agent(concat!("aperture/", env!("CARGO_PKG_VERSION")));
-    if !allow_private_addresses {
-        builder = builder.dns_resolver(PublicOnlyResolver);
-    }
-    builder.build().map_err(|e| UpstreamError::Connect {
-        reason: format!("cannot build the HTTP client: {e}"),
-    })
-}
-
 /// rustls with the ring provider, verifying against the system's roots. A host without CA
 /// certificates can still reach plain-HTTP upstreams (no handshake happens).
 pub fn tls_config(https: bool) -> Result<rustls::ClientConfig, UpstreamError> {
@@ -487,26 +460,6 @@ pub fn tls_config(https: bool) -> Result<rustls::ClientConfig, UpstreamError> {
             .with_no_client_auth()),
         Err(e) => Err(tls_error(e)),
     }
-}
-
-/// Follows 307 and 308 (which keep the method and body) to the same origin only: another
-/// origin would receive the credentials and the session id, and a 301/302/303 would turn the
-/// POST into a GET and lose the message.
-fn same_origin_redirects() -> RedirectPolicy {
-    RedirectPolicy::custom(|attempt| {
-        let keeps_body = matches!(attempt.status().as_u16(), 307 | 308);
-        let same_origin = attempt
-            .previous()
-            .first()
-            .is_some_and(|first| first.origin() == attempt.url().origin());
-        if !keeps_body || !same_origin {
-            attempt.stop()
-        } else if attempt.previous().len() > MAX_REDIRECTS {
-            attempt.error("too many redirects")
-        } else {
-            attempt.follow()
-        }
-    })
 }
 
 #[cfg(test)]
@@ -537,10 +490,10 @@ mod tests {
     }
 
     #[test]
-    fn the_http_client_builds_with_our_tls_and_resolver() {
+    fn the_http_client_builds_with_our_tls() {
         for url in ["https://mcp.example.com/mcp", "http://mcp.example.com/mcp"] {
             for allow_private in [false, true] {
-                http_client(allow_private, Duration::from_secs(1), url).unwrap();
+                UpstreamHttp::new(allow_private, Duration::from_secs(1), url).unwrap();
             }
         }
     }

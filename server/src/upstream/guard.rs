@@ -3,14 +3,14 @@
 //! endpoints) unless the operator allowed it (`APERTURE_ALLOW_PRIVATE_UPSTREAMS=1`).
 //!
 //! [`check_url`] runs at registration and before every connection; the HTTP client of a guarded
-//! [`Connector`](super::Connector) also resolves through [`PublicOnlyResolver`], so a name that
-//! resolved to a public address at registration and to a private one later (DNS rebinding) is
-//! still refused.
+//! [`Connector`](super::Connector) also resolves every connection it opens with [`resolve`], so
+//! a name that resolved to a public address at registration and to a private one later (DNS
+//! rebinding) is still refused.
 
+use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 
 use upstream_reqwest::Url;
-use upstream_reqwest::dns::{Addrs, Name, Resolve, Resolving};
 
 use super::UpstreamError;
 
@@ -124,24 +124,28 @@ fn embedded_v4(high: u16, low: u16) -> Ipv4Addr {
     Ipv4Addr::from((u32::from(high) << 16) | u32::from(low))
 }
 
-/// Resolves like the system does, then refuses the name if any of its addresses is not public
-/// (the client could connect to any of them).
-#[derive(Debug, Clone, Copy, Default)]
-pub(super) struct PublicOnlyResolver;
-
-impl Resolve for PublicOnlyResolver {
-    fn resolve(&self, name: Name) -> Resolving {
-        let host = name.as_str().to_owned();
-        Box::pin(async move {
-            let addresses: Vec<SocketAddr> =
-                tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            if let Some(class) = addresses.iter().find_map(|a| address_class(a.ip())) {
-                return Err(format!("`{host}` resolves to a {class} address").into());
-            }
-            let addrs: Addrs = Box::new(addresses.into_iter());
-            Ok(addrs)
-        })
+/// The addresses to connect to for `host` (a name or an IP literal) and `port`, as the system
+/// resolves them. When `public_only`, the host is refused if any of its addresses is not public
+/// (a client could connect to any of them).
+pub(super) async fn resolve(
+    host: &str,
+    port: u16,
+    public_only: bool,
+) -> io::Result<Vec<SocketAddr>> {
+    let addresses: Vec<SocketAddr> = match host.parse::<IpAddr>() {
+        Ok(ip) => vec![SocketAddr::new(ip, port)],
+        Err(_) => tokio::net::lookup_host((host, port)).await?.collect(),
+    };
+    if public_only && let Some(class) = addresses.iter().find_map(|a| address_class(a.ip())) {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "`{host}` is a {class} address; upstreams must be public unless \
+                 APERTURE_ALLOW_PRIVATE_UPSTREAMS=1"
+            ),
+        ));
     }
+    Ok(addresses)
 }
 
 #[cfg(test)]
@@ -227,15 +231,24 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_http_clients_resolver_refuses_names_of_internal_addresses() {
+    async fn connections_refuse_names_and_literals_of_internal_addresses() {
         // `localhost` comes from the hosts file, so no network is needed.
-        match PublicOnlyResolver
-            .resolve("localhost".parse().unwrap())
-            .await
-        {
-            Ok(_) => panic!("localhost resolved"),
-            Err(e) => assert!(e.to_string().contains("loopback"), "{e}"),
+        for host in ["localhost", "127.0.0.1", "::1"] {
+            let err = resolve(host, 80, true).await.unwrap_err();
+            assert_eq!(err.kind(), io::ErrorKind::PermissionDenied, "{host}");
+            assert!(err.to_string().contains("loopback"), "{host}: {err}");
+            // The operator's switch lets them through.
+            let addresses = resolve(host, 80, false).await.unwrap();
+            assert!(
+                addresses
+                    .iter()
+                    .all(|a| a.ip().is_loopback() && a.port() == 80)
+            );
         }
+        assert_eq!(
+            resolve("8.8.8.8", 443, true).await.unwrap(),
+            vec!["8.8.8.8:443".parse().unwrap()]
+        );
     }
 
     #[tokio::test]

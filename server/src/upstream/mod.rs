@@ -19,6 +19,7 @@
 
 mod connector;
 mod guard;
+mod http;
 mod import;
 mod registry;
 
