@@ -22,7 +22,10 @@
 //!
 //! The status handling follows rmcp's own clients (authorization challenges, 202/204,
 //! expired sessions, rate limits and server errors with `Retry-After`, JSON-RPC errors in
-//! non-success bodies) and enforces every [`StreamableHttpResponseLimits`] before parsing.
+//! non-success bodies) and enforces every [`StreamableHttpResponseLimits`] before parsing. One
+//! difference: rmcp recognizes only its own (crate-private) error for an SSE event over the
+//! limit as final, so after ours it may resume the stream (when the server numbers its events)
+//! within its retry policy, each attempt bounded by the same limit.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
