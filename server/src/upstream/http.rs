@@ -945,6 +945,47 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_guarded_client_never_connects_to_an_internal_address() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!(
+            "http://127.0.0.1:{}/mcp",
+            listener.local_addr().unwrap().port()
+        );
+        let message: ClientJsonRpcMessage = serde_json::from_value(serde_json::json!({
+            "jsonrpc": "2.0", "method": "notifications/initialized"
+        }))
+        .unwrap();
+        let guarded = UpstreamHttp::new(false, Duration::from_secs(5), &url).unwrap();
+        let sending = guarded.post_message(
+            url.as_str().into(),
+            message.clone(),
+            None,
+            None,
+            HashMap::new(),
+        );
+        // A client that did connect would wait for an answer the listener never gives.
+        let err = tokio::time::timeout(Duration::from_secs(5), sending)
+            .await
+            .expect("the guarded client connected and waited for an answer")
+            .unwrap_err();
+        assert!(err.to_string().contains("loopback"), "{err}");
+        // Nothing reached the listener.
+        let accepted = tokio::time::timeout(Duration::from_millis(200), listener.accept()).await;
+        assert!(accepted.is_err(), "the guarded client connected");
+
+        // The operator's switch lets the same request through.
+        let allowed = UpstreamHttp::new(true, Duration::from_secs(5), &url).unwrap();
+        let sending =
+            allowed.post_message(url.as_str().into(), message, None, None, HashMap::new());
+        let (sent, accepted) = tokio::join!(
+            tokio::time::timeout(Duration::from_millis(500), sending),
+            listener.accept()
+        );
+        assert!(accepted.is_ok());
+        drop(sent);
+    }
+
+    #[tokio::test]
     async fn reading_re_arms_quick_ack() {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let address = listener.local_addr().unwrap();
