@@ -66,8 +66,11 @@ use super::guard::resolve;
 
 /// Same-origin redirects followed for one request.
 const MAX_REDIRECTS: usize = 5;
-/// An idle pooled connection is closed after this long.
-const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(60);
+/// An idle pooled connection is not used again after this long, and closed. Shorter than the
+/// keep-alive timeouts servers commonly close idle connections at (Node.js: 5 s), so that a
+/// call is not sent on a connection the server is closing at that moment (a POST that hyper
+/// cannot safely resend). Under load a connection is reused long before.
+const POOL_IDLE_TIMEOUT: Duration = Duration::from_secs(4);
 /// rmcp keeps a `Retry-After` value only up to this length.
 const MAX_RETRY_AFTER_BYTES: usize = 128;
 const EVENT_STREAM: &str = "text/event-stream";
