@@ -416,6 +416,15 @@ async fn serve(router: axum::Router) -> HttpFixture {
     }
 }
 
+/// Connects to `url` with the fixture's key, loopback allowed (it is private: only an
+/// operator's allowance reaches it).
+async fn connect_http(url: &str) -> Connection {
+    Connector::new(true)
+        .connect(&http_spec(url, Some(API_KEY)), TIMEOUT)
+        .await
+        .unwrap()
+}
+
 fn http_spec(url: &str, api_key: Option<&str>) -> UpstreamSpec {
     UpstreamSpec::StreamableHttp {
         url: url.to_owned(),
@@ -428,11 +437,7 @@ fn http_spec(url: &str, api_key: Option<&str>) -> UpstreamSpec {
 #[tokio::test]
 async fn streamable_http_lists_calls_and_times_out() {
     let fixture = http_fixture().await;
-    // Loopback is private: only an operator's allowance reaches it.
-    let connection = Connector::new(true)
-        .connect(&http_spec(&fixture.url, Some(API_KEY)), TIMEOUT)
-        .await
-        .unwrap();
+    let connection = connect_http(&fixture.url).await;
     assert_eq!(connection.protocol_version(), "2025-11-25");
     assert_lists_every_tool(&connection).await;
     assert_calls_work(&connection).await;
@@ -455,10 +460,7 @@ async fn streamable_http_lists_calls_and_times_out() {
 #[tokio::test]
 async fn streamable_http_signals_tool_list_changes() {
     let fixture = http_fixture().await;
-    let connection = Connector::new(true)
-        .connect(&http_spec(&fixture.url, Some(API_KEY)), TIMEOUT)
-        .await
-        .unwrap();
+    let connection = connect_http(&fixture.url).await;
     let mut changes = connection.tools_changed();
     changes.mark_unchanged();
     call(
@@ -510,10 +512,7 @@ async fn streamable_http_refusals() {
 #[tokio::test]
 async fn streamable_http_reuses_connections() {
     let fixture = http_fixture().await;
-    let connection = Connector::new(true)
-        .connect(&http_spec(&fixture.url, Some(API_KEY)), TIMEOUT)
-        .await
-        .unwrap();
+    let connection = connect_http(&fixture.url).await;
     let before = fixture.connections.load(Ordering::SeqCst);
     for i in 0..30 {
         let text = format!("call {i}");
@@ -531,10 +530,7 @@ async fn streamable_http_reuses_connections() {
 async fn streamable_http_follows_same_origin_redirects_only() {
     let fixture = http_fixture().await;
     let moved = fixture.url.replace("/mcp", "/moved");
-    let connection = Connector::new(true)
-        .connect(&http_spec(&moved, Some(API_KEY)), TIMEOUT)
-        .await
-        .unwrap();
+    let connection = connect_http(&moved).await;
     assert_calls_work(&connection).await;
     connection.close().await;
 

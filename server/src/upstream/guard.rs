@@ -36,27 +36,13 @@ pub async fn check_url(url: &str, allow_private: bool) -> Result<(), UpstreamErr
         return Ok(());
     }
     let literal = host.trim_start_matches('[').trim_end_matches(']');
-    let addresses: Vec<IpAddr> = match literal.parse::<IpAddr>() {
-        Ok(ip) => vec![ip],
-        Err(_) => {
-            let port = parsed.port_or_known_default().unwrap_or(443);
-            tokio::net::lookup_host((host, port))
-                .await
-                .map_err(|_| refused(format!("`{host}` does not resolve")))?
-                .map(|a| a.ip())
-                .collect()
+    let port = parsed.port_or_known_default().unwrap_or(443);
+    match resolve(literal, port, true).await {
+        Ok(addresses) if !addresses.is_empty() => {}
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+            return Err(refused(e.to_string()));
         }
-    };
-    if addresses.is_empty() {
-        return Err(refused(format!("`{host}` does not resolve")));
-    }
-    for ip in addresses {
-        if let Some(class) = address_class(ip) {
-            return Err(refused(format!(
-                "`{host}` is a {class} address; upstreams must be public unless \
-                 APERTURE_ALLOW_PRIVATE_UPSTREAMS=1"
-            )));
-        }
+        _ => return Err(refused(format!("`{host}` does not resolve"))),
     }
     Ok(())
 }

@@ -169,13 +169,12 @@ impl UpstreamHttp {
         headers: HeaderMap,
         body: Bytes,
     ) -> HttpResult<Response<Incoming>> {
-        let mut url = Url::parse(url)
-            .map_err(|e| client_error(HttpError::msg(format!("`{url}` is not a URL: {e}"))))?;
+        let not_a_uri = |url: &str, e: &dyn std::fmt::Display| {
+            client_error(HttpError::msg(format!("`{url}`: {e}")))
+        };
+        let mut current = url.to_owned();
         for _ in 0..=MAX_REDIRECTS {
-            let uri: Uri = url
-                .as_str()
-                .parse()
-                .map_err(|e| client_error(HttpError::msg(format!("`{url}`: {e}"))))?;
+            let uri: Uri = current.parse().map_err(|e| not_a_uri(&current, &e))?;
             let mut request = Request::new(Full::new(body.clone()));
             *request.method_mut() = method.clone();
             *request.uri_mut() = uri;
@@ -187,13 +186,15 @@ impl UpstreamHttp {
             ) {
                 return Ok(response);
             }
+            // Only a redirect needs the URL parsed beyond the request's own URI.
+            let from = Url::parse(&current).map_err(|e| not_a_uri(&current, &e))?;
             let next = response
                 .headers()
                 .get(LOCATION)
                 .and_then(|location| location.to_str().ok())
-                .and_then(|location| url.join(location).ok());
+                .and_then(|location| from.join(location).ok());
             match next {
-                Some(next) if next.origin() == url.origin() => url = next,
+                Some(next) if next.origin() == from.origin() => current = next.into(),
                 _ => return Ok(response),
             }
         }
@@ -357,8 +358,7 @@ async fn read_prefix(response: Response<Incoming>, max: usize) -> Vec<u8> {
 }
 
 fn truncated_text(bytes: &[u8], max: usize) -> String {
-    let text = String::from_utf8_lossy(&bytes[..bytes.len().min(max)]);
-    text.into_owned()
+    String::from_utf8_lossy(&bytes[..bytes.len().min(max)]).into_owned()
 }
 
 /// The response's events, each refused once its raw bytes exceed `max_event_size`.
@@ -374,6 +374,9 @@ fn event_stream(
     SseStream::from_bytes_stream(bytes).boxed()
 }
 
+/// rmcp calls the `_with_response_limits` and `_with_max_sse_event_size` forms, which apply its
+/// transport's limits; the plain ones (and the trait's default in between) apply rmcp's
+/// default limits.
 impl StreamableHttpClient for UpstreamHttp {
     type Error = HttpError;
 
@@ -392,28 +395,6 @@ impl StreamableHttpClient for UpstreamHttp {
             auth_token,
             custom_headers,
             StreamableHttpResponseLimits::default(),
-        )
-        .await
-    }
-
-    async fn post_message_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_token: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> HttpResult<StreamableHttpPostResponse> {
-        let mut limits = StreamableHttpResponseLimits::default();
-        limits.max_sse_event_size = max_sse_event_size;
-        self.post_message_with_response_limits(
-            uri,
-            message,
-            session_id,
-            auth_token,
-            custom_headers,
-            limits,
         )
         .await
     }
