@@ -163,6 +163,29 @@ impl<'a> Field<'a> {
 /// Writes the object made of `fields`, which must be given in canonical key order (UTF-16 code
 /// units; a debug assertion checks it). Absent fields are left out.
 pub fn write_fields(fields: &[(&str, Field<'_>)], out: &mut impl Sink) {
+    write_fields_noting(fields, out, |_, _| {});
+}
+
+/// [`write_fields`] into a buffer, also returning where member `mark` of `fields` begins in
+/// `out`. For a member that is [`Field::Absent`], that is where `,` and the member would be
+/// inserted to make the object with it: right after the members before it, of which at least
+/// one must be present for that splice to be the canonical object.
+pub fn write_fields_at(fields: &[(&str, Field<'_>)], mark: usize, out: &mut Vec<u8>) -> usize {
+    let mut at = None;
+    write_fields_noting(fields, out, |i, out: &mut Vec<u8>| {
+        if i == mark {
+            at = Some(out.len());
+        }
+    });
+    at.unwrap_or(out.len())
+}
+
+/// [`write_fields`], calling `before(i, out)` before member `i` of `fields` (present or not).
+fn write_fields_noting<S: Sink>(
+    fields: &[(&str, Field<'_>)],
+    out: &mut S,
+    mut before: impl FnMut(usize, &mut S),
+) {
     debug_assert!(
         fields
             .windows(2)
@@ -171,7 +194,8 @@ pub fn write_fields(fields: &[(&str, Field<'_>)], out: &mut impl Sink) {
     );
     out.put(b"{");
     let mut first = true;
-    for (key, value) in fields {
+    for (i, (key, value)) in fields.iter().enumerate() {
+        before(i, out);
         if matches!(value, Field::Absent) {
             continue;
         }
@@ -313,7 +337,7 @@ fn utf16_cmp(a: &str, b: &str) -> Ordering {
 
 /// JSON's minimal escaping, as RFC 8785 requires: `"` and `\` escaped, U+0000–U+001F as
 /// `\b \t \n \f \r` or `\u00xx` (lowercase hex), everything else as is.
-fn write_str(s: &str, out: &mut impl Sink) {
+pub fn write_str(s: &str, out: &mut impl Sink) {
     const HEX: &[u8; 16] = b"0123456789abcdef";
     out.put(b"\"");
     let bytes = s.as_bytes();

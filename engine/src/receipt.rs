@@ -464,6 +464,21 @@ impl Disclosures {
 ///
 /// Fails when the salt is not 16 bytes of base64url or `extra` reuses a reserved member name.
 pub fn disclosures_digest(disclosures: &Disclosures) -> Result<String, ReceiptError> {
+    Ok(canonical::hash_value(&disclosures_value(disclosures)?))
+}
+
+/// The JCS text of `disclosures` and its [`disclosures_digest`], from one writing (what the
+/// journal stores beside the receipt, and the digest the receipt carries).
+pub fn disclosures_canonical(disclosures: &Disclosures) -> Result<(String, String), ReceiptError> {
+    let bytes = canonical::value_bytes(&disclosures_value(disclosures)?);
+    let digest = canonical::sha256_tagged(&bytes);
+    let text = String::from_utf8(bytes)
+        .map_err(|e| ReceiptError::Canonical(canonical::CanonicalError(e.to_string())))?;
+    Ok((text, digest))
+}
+
+/// `disclosures` as a JSON value, once its salt and member names are checked.
+fn disclosures_value(disclosures: &Disclosures) -> Result<Value, ReceiptError> {
     let salt_ok = URL_SAFE_NO_PAD
         .decode(&disclosures.salt)
         .is_ok_and(|bytes| bytes.len() == 16);
@@ -477,8 +492,8 @@ pub fn disclosures_digest(disclosures: &Disclosures) -> Result<String, ReceiptEr
     {
         return Err(ReceiptError::ReservedDisclosureKey(key.clone()));
     }
-    // Written from the serialized value (the flattened `extra` members sorted with the rest).
-    Ok(canonical::hash_value(&to_value(disclosures)?))
+    // The serialized value: its canonical writing sorts the flattened `extra` members in.
+    Ok(to_value(disclosures)?)
 }
 
 /// Whether `disclosures` are the ones `receipt` was issued with (an auditor's check).
@@ -756,6 +771,14 @@ pub fn receipt_signing_bytes(receipt: &Receipt) -> Result<Vec<u8>, ReceiptError>
 /// serialized receipt (a test compares them), without building a JSON value first. Receipts
 /// are signed and hashed on every journal record, in the writer that orders the chain.
 fn write_receipt(r: &Receipt, signed: bool, out: &mut impl canonical::Sink) {
+    canonical::write_fields(&receipt_fields(r, signed), out);
+}
+
+/// Position of `signature` among [`receipt_fields`].
+const SIGNATURE_FIELD: usize = 21;
+
+/// A receipt's members in canonical order (`signature` only when `signed`).
+fn receipt_fields(r: &Receipt, signed: bool) -> [(&'static str, canonical::Field<'_>); 27] {
     use canonical::Field;
     fn opt(v: &Option<Value>) -> Field<'_> {
         match v {
@@ -763,63 +786,60 @@ fn write_receipt(r: &Receipt, signed: bool, out: &mut impl canonical::Sink) {
             Some(v) => Field::Json(v),
         }
     }
-    canonical::write_fields(
-        &[
-            ("actor_id", Field::Str(&r.actor_id)),
-            ("args_hash", Field::str_or_absent(r.args_hash.as_deref())),
-            ("decision", Field::Str(r.decision.as_str())),
-            ("disclosures_digest", Field::Str(&r.disclosures_digest)),
-            (
-                "environment",
-                Field::str_or_absent(r.environment.as_deref()),
-            ),
-            (
-                "invocation_id",
-                Field::str_or_absent(r.invocation_id.as_deref()),
-            ),
-            ("issued_at", Field::Str(&r.issued_at)),
-            ("key_id", Field::Str(&r.key_id)),
-            ("kind", Field::Str(r.kind.as_str())),
-            ("limits", opt(&r.limits)),
-            (
-                "manifest_id",
-                Field::str_or_absent(r.manifest_id.as_deref()),
-            ),
-            ("mode", Field::str_or_absent(r.mode.as_deref())),
-            ("policy_id", Field::str_or_absent(r.policy_id.as_deref())),
-            (
-                "policy_version",
-                r.policy_version.map_or(Field::Absent, Field::U64),
-            ),
-            ("prev_hash", Field::str_or_null(r.prev_hash.as_deref())),
-            ("reason", Field::Str(r.reason.as_str())),
-            ("receipt_id", Field::Str(&r.receipt_id)),
-            ("redaction", opt(&r.redaction)),
-            (
-                "schema_hash",
-                Field::str_or_absent(r.schema_hash.as_deref()),
-            ),
-            ("seq", r.seq.map_or(Field::Null, Field::U64)),
-            ("session_id", Field::str_or_absent(r.session_id.as_deref())),
-            (
-                "signature",
-                if signed {
-                    Field::Str(&r.signature)
-                } else {
-                    Field::Absent
-                },
-            ),
-            ("target", opt(&r.target)),
-            ("tenant_id", Field::Str(&r.tenant_id)),
-            ("tool", Field::str_or_absent(r.tool.as_deref())),
-            (
-                "tool_version",
-                Field::str_or_absent(r.tool_version.as_deref()),
-            ),
-            ("turn_id", Field::str_or_absent(r.turn_id.as_deref())),
-        ],
-        out,
-    );
+    [
+        ("actor_id", Field::Str(&r.actor_id)),
+        ("args_hash", Field::str_or_absent(r.args_hash.as_deref())),
+        ("decision", Field::Str(r.decision.as_str())),
+        ("disclosures_digest", Field::Str(&r.disclosures_digest)),
+        (
+            "environment",
+            Field::str_or_absent(r.environment.as_deref()),
+        ),
+        (
+            "invocation_id",
+            Field::str_or_absent(r.invocation_id.as_deref()),
+        ),
+        ("issued_at", Field::Str(&r.issued_at)),
+        ("key_id", Field::Str(&r.key_id)),
+        ("kind", Field::Str(r.kind.as_str())),
+        ("limits", opt(&r.limits)),
+        (
+            "manifest_id",
+            Field::str_or_absent(r.manifest_id.as_deref()),
+        ),
+        ("mode", Field::str_or_absent(r.mode.as_deref())),
+        ("policy_id", Field::str_or_absent(r.policy_id.as_deref())),
+        (
+            "policy_version",
+            r.policy_version.map_or(Field::Absent, Field::U64),
+        ),
+        ("prev_hash", Field::str_or_null(r.prev_hash.as_deref())),
+        ("reason", Field::Str(r.reason.as_str())),
+        ("receipt_id", Field::Str(&r.receipt_id)),
+        ("redaction", opt(&r.redaction)),
+        (
+            "schema_hash",
+            Field::str_or_absent(r.schema_hash.as_deref()),
+        ),
+        ("seq", r.seq.map_or(Field::Null, Field::U64)),
+        ("session_id", Field::str_or_absent(r.session_id.as_deref())),
+        (
+            "signature",
+            if signed {
+                Field::Str(&r.signature)
+            } else {
+                Field::Absent
+            },
+        ),
+        ("target", opt(&r.target)),
+        ("tenant_id", Field::Str(&r.tenant_id)),
+        ("tool", Field::str_or_absent(r.tool.as_deref())),
+        (
+            "tool_version",
+            Field::str_or_absent(r.tool_version.as_deref()),
+        ),
+        ("turn_id", Field::str_or_absent(r.turn_id.as_deref())),
+    ]
 }
 
 /// The JCS bytes of a signed receipt, signature included: what [`receipt_hash`] hashes, and a
@@ -838,6 +858,30 @@ pub fn sign_receipt(mut unsigned: Receipt, signer: &Signer) -> Result<Receipt, R
     let bytes = receipt_signing_bytes(&unsigned)?;
     unsigned.signature = signer.sign_bytes(&bytes);
     Ok(unsigned)
+}
+
+/// [`sign_receipt`], also returning the signed receipt's [`receipt_canonical_bytes`], made
+/// from the signing bytes by inserting the `signature` member where it sorts (one canonical
+/// writing instead of two: the journal hashes and stores these bytes).
+pub fn sign_receipt_canonical(
+    mut unsigned: Receipt,
+    signer: &Signer,
+) -> Result<(Receipt, Vec<u8>), ReceiptError> {
+    unsigned.key_id = signer.key_id().to_owned();
+    unsigned.signature = String::new();
+    let mut bytes = Vec::with_capacity(1024);
+    // `actor_id` (always present) sorts before `signature`, so the member goes after a comma.
+    let fields = receipt_fields(&unsigned, false);
+    debug_assert_eq!(fields[SIGNATURE_FIELD].0, "signature");
+    let at = canonical::write_fields_at(&fields, SIGNATURE_FIELD, &mut bytes);
+    unsigned.signature = signer.sign_bytes(&bytes);
+    let mut member = Vec::with_capacity(16 + unsigned.signature.len());
+    member.push(b',');
+    canonical::write_str("signature", &mut member);
+    member.push(b':');
+    canonical::write_str(&unsigned.signature, &mut member);
+    bytes.splice(at..at, member);
+    Ok((unsigned, bytes))
 }
 
 /// Verifies a receipt against one key. Fails with [`VerifyError::UnknownKeyId`] when the
@@ -1222,6 +1266,68 @@ mod tests {
 
     fn signed() -> Receipt {
         sign_receipt(unsigned(Some(1), Some(ZERO_HASH.into())), &signer()).unwrap()
+    }
+
+    #[test]
+    fn signing_with_canonical_bytes_matches_signing_then_writing() {
+        let full = unsigned(Some(7), Some(ZERO_HASH.into()));
+        let mut sparse = receipt_minimal();
+        sparse.target = Some(json!({"upstream_id": "ups_1", "endpoint_fingerprint": "x"}));
+        let mut unrecorded = unsigned(None, None);
+        unrecorded.session_id = None;
+        unrecorded.tool = None;
+        unrecorded.turn_id = Some("turn_1".into());
+        for u in [full, receipt_minimal(), sparse, unrecorded] {
+            let (signed, bytes) = sign_receipt_canonical(u.clone(), &signer()).unwrap();
+            let reference = sign_receipt(u, &signer()).unwrap();
+            assert_eq!(signed, reference);
+            assert_eq!(bytes, receipt_canonical_bytes(&reference));
+            // And they are the JCS bytes of the receipt as serialized, by another writer.
+            let independent =
+                serde_json_canonicalizer::to_vec(&serde_json::to_value(&signed).unwrap()).unwrap();
+            assert_eq!(bytes, independent);
+            verify_receipt(&signed, &signer().jwk()).unwrap();
+        }
+    }
+
+    #[test]
+    fn disclosures_text_and_digest_come_from_one_writing() {
+        let mut d = disclosures();
+        d.insert_extra("detail", json!("a \"quoted\" reason"))
+            .unwrap();
+        d.insert_extra("action", json!({"b": 1, "a": [true, null]}))
+            .unwrap();
+        let (text, digest) = disclosures_canonical(&d).unwrap();
+        assert_eq!(digest, disclosures_digest(&d).unwrap());
+        let independent = serde_json_canonicalizer::to_vec(&serde_json::to_value(&d).unwrap());
+        assert_eq!(text.as_bytes(), independent.unwrap());
+        assert_eq!(digest, crate::canonical::sha256_tagged(text.as_bytes()));
+        let back: Disclosures = serde_json::from_str(&text).unwrap();
+        assert_eq!(disclosures_digest(&back).unwrap(), digest);
+        let mut bad = d.clone();
+        bad.salt = "short".into();
+        assert!(matches!(
+            disclosures_canonical(&bad),
+            Err(ReceiptError::BadSalt)
+        ));
+    }
+
+    fn receipt_minimal() -> Receipt {
+        let mut r = unsigned(Some(1), Some(ZERO_HASH.into()));
+        r.environment = None;
+        r.session_id = None;
+        r.manifest_id = None;
+        r.invocation_id = None;
+        r.tool = None;
+        r.tool_version = None;
+        r.schema_hash = None;
+        r.args_hash = None;
+        r.policy_id = None;
+        r.policy_version = None;
+        r.mode = None;
+        r.limits = None;
+        r.redaction = None;
+        r
     }
 
     fn chain(n: u64) -> Vec<Receipt> {

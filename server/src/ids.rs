@@ -16,7 +16,8 @@ pub fn new_ordered_id(prefix: &str) -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis());
     let mut bytes = [0u8; 16];
-    OsRng.fill_bytes(&mut bytes);
+    // Not a secret (a receipt id is public): the thread's CSPRNG, without a system call.
+    rand::thread_rng().fill_bytes(&mut bytes);
     format!(
         "{prefix}_{:012x}{}",
         millis & 0xffff_ffff_ffff,

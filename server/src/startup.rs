@@ -194,14 +194,17 @@ pub fn router(state: AppState) -> Router {
     let context = move || provide_context(backend.clone());
     let max_body = state.config.max_body_bytes;
     let secure = state.config.secure_cookies;
-    Router::new()
+    // `/mcp` authenticates by bearer token alone: it needs none of the dashboard's cookie
+    // session, cross-site check or server-function status layers (each a boxed future and a
+    // cloned service on every call).
+    let mcp = Router::new().route("/mcp", axum::routing::post(crate::mcp::handle));
+    let dashboard_and_api = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/.well-known/aperture/keys", get(api::receipts::keys))
         .route(
             "/.well-known/oauth-protected-resource",
             get(crate::mcp::protected_resource),
         )
-        .route("/mcp", axum::routing::post(crate::mcp::handle))
         .route("/ui/receipts/export.jsonl", get(crate::receipts::export))
         .nest_service(api::PREFIX, api::router(state.clone()))
         .nest_service(
@@ -217,7 +220,8 @@ pub fn router(state: AppState) -> Router {
         >(context, app::shell))
         .layer(middleware::from_fn(crate::dashboard::server_fn_status))
         .layer(middleware::from_fn(csrf::protect))
-        .layer(dashboard::session_layer(state.store.clone(), secure))
+        .layer(dashboard::session_layer(state.store.clone(), secure));
+    mcp.merge(dashboard_and_api)
         .layer(DefaultBodyLimit::max(max_body))
         .layer(RequestBodyLimitLayer::new(max_body))
         .layer(middleware::from_fn(move |request, next| {

@@ -26,7 +26,6 @@ use engine::receipt::{
     ReceiptKind,
 };
 use rand::RngCore;
-use rand::rngs::OsRng;
 
 use crate::ids;
 use crate::keys::KeyRing;
@@ -349,9 +348,9 @@ impl Writer {
         unsigned.issued_at = store::rfc3339(now);
         unsigned.seq = Some(u64::try_from(seq).unwrap_or(0));
         unsigned.prev_hash = Some(prev);
-        let signed = receipt::sign_receipt(unsigned, self.keys.signer())?;
-        // One canonical text serves as the record hash's input and as the stored JSON.
-        let canonical = receipt::receipt_canonical_bytes(&signed);
+        // One canonical text, made while signing, serves as the record hash's input and as
+        // the stored JSON.
+        let (signed, canonical) = receipt::sign_receipt_canonical(unsigned, self.keys.signer())?;
         let record_hash = engine::canonical::sha256_tagged(&canonical);
         let json = String::from_utf8(canonical).map_err(|e| {
             JournalError::Record(receipt::ReceiptError::Canonical(
@@ -510,7 +509,9 @@ async fn checkpoints(store: Store, alive: std::sync::Weak<Stats>) {
 /// Fresh disclosures with a random salt.
 pub fn disclosures() -> Disclosures {
     let mut salt = [0u8; 16];
-    OsRng.fill_bytes(&mut salt);
+    // The thread's CSPRNG (ChaCha, seeded and reseeded from the OS): two salts per call
+    // without two system calls.
+    rand::thread_rng().fill_bytes(&mut salt);
     Disclosures::new(salt)
 }
 
@@ -563,12 +564,8 @@ impl Journal {
         disclosures: &Disclosures,
         decided_at: Option<i64>,
     ) -> Result<Receipt, JournalError> {
-        let disclosures_json = serde_json::to_string(disclosures).map_err(|e| {
-            JournalError::Record(receipt::ReceiptError::Canonical(
-                engine::canonical::CanonicalError(e.to_string()),
-            ))
-        })?;
-        unsigned.disclosures_digest = receipt::disclosures_digest(disclosures)?;
+        let (disclosures_json, digest) = receipt::disclosures_canonical(disclosures)?;
+        unsigned.disclosures_digest = digest;
         let (reply, answer) = oneshot::channel();
         self.queue
             .send(Pending {
