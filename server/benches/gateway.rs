@@ -4,6 +4,8 @@
 //! cargo bench -p server --bench gateway                 # 20,000 calls, 64 at a time
 //! cargo bench -p server --bench gateway -- 50000 32     # calls, concurrency
 //! APERTURE_JOURNAL_SYNC=full cargo bench -p server --bench gateway
+//! # what the receipts browser's five filter indexes cost (dropped before the run):
+//! APERTURE_BENCH_WITHOUT_FILTER_INDEXES=1 cargo bench -p server --bench gateway
 //! # the journal and everything else in PostgreSQL (a database made for the run, then dropped):
 //! APERTURE_BENCH_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test cargo bench -p server --bench gateway
 //! ```
@@ -166,6 +168,16 @@ async fn main() -> anyhow::Result<()> {
     tokio::spawn(app.run_until_stopped());
 
     let store = Store::connect(&database_url).await?;
+    // What the receipts browser's filter indexes (migration 0010) cost the gateway: the same run
+    // without them. Only for measuring; the dashboard needs them.
+    if std::env::var("APERTURE_BENCH_WITHOUT_FILTER_INDEXES").as_deref() == Ok("1") {
+        for index in ["decision", "reason", "tool", "actor", "session"] {
+            sqlx::query(&format!("DROP INDEX journal_by_{index}"))
+                .execute(store.pool())
+                .await?;
+        }
+        println!("(without the journal's five filter indexes)");
+    }
     let keys = aperture::keys::KeyRing::load(&store, dir.path(), Some(SIGNING_KEY)).await?;
     let journal = aperture::journal::Journal::new(store.clone(), keys);
     let token = |actor: &str, scope: &str| {
