@@ -852,12 +852,8 @@ pub fn receipt_canonical_bytes(receipt: &Receipt) -> Vec<u8> {
 
 /// Signs a receipt: sets `key_id` to the signer's and `signature` to base64url (no padding)
 /// Ed25519 over [`receipt_signing_bytes`]. Any previous `key_id`/`signature` is replaced.
-pub fn sign_receipt(mut unsigned: Receipt, signer: &Signer) -> Result<Receipt, ReceiptError> {
-    unsigned.key_id = signer.key_id().to_owned();
-    unsigned.signature = String::new();
-    let bytes = receipt_signing_bytes(&unsigned)?;
-    unsigned.signature = signer.sign_bytes(&bytes);
-    Ok(unsigned)
+pub fn sign_receipt(unsigned: Receipt, signer: &Signer) -> Result<Receipt, ReceiptError> {
+    sign_receipt_canonical(unsigned, signer).map(|(signed, _)| signed)
 }
 
 /// [`sign_receipt`], also returning the signed receipt's [`receipt_canonical_bytes`], made
@@ -1312,22 +1308,24 @@ mod tests {
         ));
     }
 
+    /// A receipt with every optional member absent.
     fn receipt_minimal() -> Receipt {
-        let mut r = unsigned(Some(1), Some(ZERO_HASH.into()));
-        r.environment = None;
-        r.session_id = None;
-        r.manifest_id = None;
-        r.invocation_id = None;
-        r.tool = None;
-        r.tool_version = None;
-        r.schema_hash = None;
-        r.args_hash = None;
-        r.policy_id = None;
-        r.policy_version = None;
-        r.mode = None;
-        r.limits = None;
-        r.redaction = None;
-        r
+        Receipt {
+            environment: None,
+            session_id: None,
+            manifest_id: None,
+            invocation_id: None,
+            tool: None,
+            tool_version: None,
+            schema_hash: None,
+            args_hash: None,
+            policy_id: None,
+            policy_version: None,
+            mode: None,
+            limits: None,
+            redaction: None,
+            ..unsigned(Some(1), Some(ZERO_HASH.into()))
+        }
     }
 
     fn chain(n: u64) -> Vec<Receipt> {
