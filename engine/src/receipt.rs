@@ -863,21 +863,31 @@ pub fn sign_receipt_canonical(
     mut unsigned: Receipt,
     signer: &Signer,
 ) -> Result<(Receipt, Vec<u8>), ReceiptError> {
-    unsigned.key_id = signer.key_id().to_owned();
-    unsigned.signature = String::new();
+    let bytes = sign_receipt_in_place(&mut unsigned, signer);
+    Ok((unsigned, bytes))
+}
+
+/// [`sign_receipt_canonical`] on a receipt the caller keeps: sets its `key_id` and
+/// `signature` and returns its [`receipt_canonical_bytes`]. Signing again (after changing
+/// `seq` or `prev_hash`, say) replaces both, so one receipt can be signed for each attempt
+/// without a copy per attempt.
+pub fn sign_receipt_in_place(receipt: &mut Receipt, signer: &Signer) -> Vec<u8> {
+    signer.key_id().clone_into(&mut receipt.key_id);
+    receipt.signature.clear();
     let mut bytes = Vec::with_capacity(1024);
     // `actor_id` (always present) sorts before `signature`, so the member goes after a comma.
-    let fields = receipt_fields(&unsigned, false);
+    let fields = receipt_fields(receipt, false);
     debug_assert_eq!(fields[SIGNATURE_FIELD].0, "signature");
     let at = canonical::write_fields_at(&fields, SIGNATURE_FIELD, &mut bytes);
-    unsigned.signature = signer.sign_bytes(&bytes);
-    let mut member = Vec::with_capacity(16 + unsigned.signature.len());
+    let signature = signer.sign_bytes(&bytes);
+    let mut member = Vec::with_capacity(16 + signature.len());
     member.push(b',');
     canonical::write_str("signature", &mut member);
     member.push(b':');
-    canonical::write_str(&unsigned.signature, &mut member);
+    canonical::write_str(&signature, &mut member);
     bytes.splice(at..at, member);
-    Ok((unsigned, bytes))
+    receipt.signature = signature;
+    bytes
 }
 
 /// Verifies a receipt against one key. Fails with [`VerifyError::UnknownKeyId`] when the
@@ -1284,6 +1294,24 @@ mod tests {
             assert_eq!(bytes, independent);
             verify_receipt(&signed, &signer().jwk()).unwrap();
         }
+    }
+
+    #[test]
+    fn signing_in_place_again_replaces_the_signature() {
+        // The journal signs a record for each attempt at a position; a second attempt at
+        // another position must leave no trace of the first.
+        let mut kept = unsigned(Some(1), Some(ZERO_HASH.into()));
+        let first = sign_receipt_in_place(&mut kept, &signer());
+        kept.seq = Some(2);
+        kept.prev_hash = Some(format!("sha256:{}", "ab".repeat(32)));
+        let again = sign_receipt_in_place(&mut kept, &signer());
+        assert_ne!(first, again);
+        let mut fresh = unsigned(Some(2), Some(format!("sha256:{}", "ab".repeat(32))));
+        fresh.receipt_id.clone_from(&kept.receipt_id);
+        let reference = sign_receipt(fresh, &signer()).unwrap();
+        assert_eq!(kept, reference);
+        assert_eq!(again, receipt_canonical_bytes(&reference));
+        verify_receipt(&kept, &signer().jwk()).unwrap();
     }
 
     #[test]

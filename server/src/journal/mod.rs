@@ -85,13 +85,17 @@ enum Generation {
     InStatement(Option<i64>),
 }
 
-/// A record of a batch, signed and ready to insert.
+/// What signing a record of a batch made, ready to insert (the receipt itself is signed in
+/// place, in its [`Work`]).
+#[derive(Default)]
 struct Prepared {
-    signed: Receipt,
     json: String,
     record_hash: String,
     issued_at: i64,
 }
+
+/// How one record of a batch fared: written (`None`) or not, and why.
+type Written = Option<JournalError>;
 
 impl Writer {
     fn new(store: Store, keys: KeyRing, stats: Arc<Stats>) -> Self {
@@ -143,8 +147,19 @@ impl Writer {
         }
         let mut last = JournalError::Contended;
         for _ in 0..ATTEMPTS {
-            match self.try_commit(&work, own).await {
-                Ok(results) => return (replies, results),
+            match self.try_commit(&mut work, own).await {
+                Ok(written) => {
+                    // Each record was signed in place for the attempt that wrote it.
+                    let results = work
+                        .into_iter()
+                        .zip(written)
+                        .map(|(w, failed)| match failed {
+                            None => Ok(w.unsigned),
+                            Some(e) => Err(e),
+                        })
+                        .collect();
+                    return (replies, results);
+                }
                 Err(e) => {
                     self.heads.clear();
                     match e {
@@ -171,9 +186,9 @@ impl Writer {
 
     async fn try_commit(
         &mut self,
-        work: &[Work],
+        work: &mut [Work],
         own: &mut Option<sqlx::AnyConnection>,
-    ) -> Result<Vec<Result<Receipt, JournalError>>, JournalError> {
+    ) -> Result<Vec<Written>, JournalError> {
         let mut conn_own = match (self.store.kind(), own.take()) {
             (store::DbKind::Sqlite, Some(conn)) => Some(conn),
             (store::DbKind::Sqlite, None) => Some(self.store.connect_writer().await?),
@@ -223,7 +238,7 @@ impl Writer {
         };
         *own = conn_own;
         self.heads = heads;
-        let written = results.iter().filter(|r| r.is_ok()).count();
+        let written = results.iter().filter(|r| r.is_none()).count();
         self.stats
             .records
             .fetch_add(u64::try_from(written).unwrap_or(0), Ordering::Relaxed);
@@ -231,37 +246,32 @@ impl Writer {
         Ok(results)
     }
 
-    /// Chains, signs and inserts `work` through `conn`; the results and the heads after it.
-    /// Nothing is final until the caller commits (or, outside a transaction, the one insert).
+    /// Chains, signs (in place) and inserts `work` through `conn`; how each record fared and
+    /// the heads after it. Nothing is final until the caller commits (or, outside a
+    /// transaction, the one insert).
     async fn write(
         &self,
         conn: &mut sqlx::AnyConnection,
-        work: &[Work],
+        work: &mut [Work],
         generation: Generation,
-    ) -> Result<
-        (
-            Vec<Result<Receipt, JournalError>>,
-            HashMap<String, (i64, String)>,
-        ),
-        JournalError,
-    > {
+    ) -> Result<(Vec<Written>, HashMap<String, (i64, String)>), JournalError> {
         let mut heads = self.heads.clone();
         // Chained and signed in arrival order first; then written in as few statements as the
         // batch allows (one multi-row insert per chunk; each statement is a round trip to the
         // database, and for SQLite a hand-off to its connection's thread).
-        let mut results: Vec<Option<Result<Receipt, JournalError>>> =
-            Vec::with_capacity(work.len());
-        let mut prepared: Vec<(usize, i64, Prepared, &str)> = Vec::with_capacity(work.len());
+        let mut results: Vec<Written> = Vec::with_capacity(work.len());
+        let mut prepared: Vec<(i64, Prepared)> = Vec::with_capacity(work.len());
         for Work {
             unsigned,
-            disclosures,
             decided_at,
-        } in work
+            ..
+        } in work.iter_mut()
         {
-            if let (Some(at), Generation::Read(now)) = (decided_at, generation)
-                && *at != now
+            if let (Some(at), Generation::Read(now)) = (*decided_at, generation)
+                && at != now
             {
-                results.push(Some(Err(JournalError::Stale)));
+                results.push(Some(JournalError::Stale));
+                prepared.push((0, Prepared::default()));
                 continue;
             }
             let head = match heads.get(&unsigned.tenant_id) {
@@ -273,22 +283,28 @@ impl Writer {
                 None => (1, ZERO_HASH.to_owned()),
             };
             let signing = std::time::Instant::now();
-            let prepared_one = self.prepare(unsigned.clone(), seq, prev);
+            let prepared_one = self.prepare(unsigned, seq, prev);
             add_micros(&self.stats.signing_micros, signing.elapsed());
             match prepared_one {
                 Ok(p) => {
                     heads.insert(unsigned.tenant_id.clone(), (seq, p.record_hash.clone()));
-                    prepared.push((results.len(), seq, p, disclosures));
+                    prepared.push((seq, p));
                     results.push(None);
                 }
                 // This record cannot be made (it never had a position); the rest go on.
-                Err(e) => results.push(Some(Err(e))),
+                Err(e) => {
+                    results.push(Some(e));
+                    prepared.push((0, Prepared::default()));
+                }
             }
         }
-        let rows: Vec<store::journal::NewRecord<'_>> = prepared
+        let rows: Vec<store::journal::NewRecord<'_>> = work
             .iter()
-            .map(|(_, seq, p, disclosures)| {
-                let signed = &p.signed;
+            .zip(&prepared)
+            .zip(&results)
+            .filter(|(_, failed)| failed.is_none())
+            .map(|((w, (seq, p)), _)| {
+                let signed = &w.unsigned;
                 store::journal::NewRecord {
                     tenant_id: &signed.tenant_id,
                     seq: *seq,
@@ -301,7 +317,7 @@ impl Writer {
                     actor_id: &signed.actor_id,
                     issued_at: p.issued_at,
                     receipt: &p.json,
-                    disclosures,
+                    disclosures: &w.disclosures,
                     record_hash: &p.record_hash,
                 }
             })
@@ -325,22 +341,14 @@ impl Writer {
                 }
             }
         }
-        drop(rows);
-        for (i, _, p, _) in prepared {
-            results[i] = Some(Ok(p.signed));
-        }
-        Ok((
-            results
-                .into_iter()
-                .map(|r| r.unwrap_or(Err(JournalError::Contended)))
-                .collect(),
-            heads,
-        ))
+        Ok((results, heads))
     }
 
+    /// Chains `unsigned` at `seq` after `prev` and signs it in place (an attempt after a lost
+    /// race signs it again at its new position).
     fn prepare(
         &self,
-        mut unsigned: Receipt,
+        unsigned: &mut Receipt,
         seq: i64,
         prev: String,
     ) -> Result<Prepared, JournalError> {
@@ -350,7 +358,7 @@ impl Writer {
         unsigned.prev_hash = Some(prev);
         // One canonical text, made while signing, serves as the record hash's input and as
         // the stored JSON.
-        let (signed, canonical) = receipt::sign_receipt_canonical(unsigned, self.keys.signer())?;
+        let canonical = receipt::sign_receipt_in_place(unsigned, self.keys.signer());
         let record_hash = engine::canonical::sha256_tagged(&canonical);
         let json = String::from_utf8(canonical).map_err(|e| {
             JournalError::Record(receipt::ReceiptError::Canonical(
@@ -358,7 +366,6 @@ impl Writer {
             ))
         })?;
         Ok(Prepared {
-            signed,
             json,
             record_hash,
             issued_at: now,

@@ -124,7 +124,7 @@ pub async fn handle(
                 .into_response();
         }
     };
-    let Some(obj) = message.as_object() else {
+    let Value::Object(mut obj) = message else {
         return Json(error(
             &Value::Null,
             INVALID_REQUEST,
@@ -133,6 +133,8 @@ pub async fn handle(
         .into_response();
     };
     let id = obj.get("id").cloned();
+    // Taken, not copied: a call's arguments and `_meta` are read from here on.
+    let params = obj.remove("params");
     let Some(method) = obj.get("method").and_then(Value::as_str) else {
         // A response or garbage: nothing to answer for a response.
         return match id {
@@ -154,7 +156,7 @@ pub async fn handle(
         // Notifications (initialized, cancelled, …) need no answer.
         return StatusCode::ACCEPTED.into_response();
     };
-    let params = obj.get("params").cloned().unwrap_or(json!({}));
+    let params = params.unwrap_or_else(|| json!({}));
     let stateless = match stateless_request(&headers, method, &params) {
         Ok(s) => s,
         Err(e) => return (StatusCode::BAD_REQUEST, Json(e.answer(&id))).into_response(),
