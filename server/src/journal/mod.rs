@@ -7,9 +7,11 @@
 //! **Group commit.** Appends go to one writer task per journal, which takes every append waiting
 //! when it gets to them (up to [`MAX_BATCH`]), chains and signs them in arrival order, and
 //! writes them in one transaction: one commit (one fsync) for the batch instead of one per
-//! record, and no caller hears "recorded" before its record is committed. Writers in other
-//! processes (nodes sharing PostgreSQL) are kept apart by the `(tenant_id, seq)` primary key:
-//! a batch that finds a position taken is rolled back, re-reads the heads and is tried again.
+//! record, and no caller hears "recorded" before its record is committed. A small batch first
+//! lets the tasks that are ready run (some of them are about to append), so that under load a
+//! commit carries many records; see [`GATHER_BELOW`]. Writers in other processes (nodes
+//! sharing PostgreSQL) are kept apart by the `(tenant_id, seq)` primary key: a batch that finds
+//! a position taken is rolled back, re-reads the heads and is tried again.
 //! [`verify`] checks every chain and signature, as `aperture journal verify` does.
 
 pub mod watch;

@@ -477,6 +477,49 @@ on_both_backends!(
     grouped_commits_and_two_writers
 );
 
+/// A small batch waits for the tasks that are ready before it commits: an append whose task
+/// became ready just after the writer's (the caller behind it in the run queue) goes into the
+/// same commit instead of the next. The test runtime is single-threaded, so the order is
+/// fixed: `late` waits for a signal; `early` appends, which wakes the writer; `signal` then
+/// wakes `late`, which is now queued behind the writer. The writer takes `early`'s record
+/// alone and, without waiting for the ready tasks, would commit it alone.
+async fn small_batches_gather_what_is_ready(store: &Store) {
+    use aperture::journal::{self, Journal};
+    use engine::receipt::{Decision, ReasonCode, ReceiptKind};
+    let (keys, _dir) = tenant_t_keys(store).await;
+    let journal = Journal::new(store.clone(), keys);
+    let go = std::sync::Arc::new(tokio::sync::Notify::new());
+    let append = |wait: Option<std::sync::Arc<tokio::sync::Notify>>| {
+        let journal = journal.clone();
+        async move {
+            if let Some(go) = wait {
+                go.notified().await;
+            }
+            let r = journal::receipt(
+                ReceiptKind::Decision,
+                Decision::Allow,
+                ReasonCode::Ok,
+                "t",
+                "agent",
+            );
+            journal.append(r, &journal::disclosures()).await.unwrap()
+        }
+    };
+    let late = tokio::spawn(append(Some(go.clone())));
+    let early = tokio::spawn(append(None));
+    let signal = tokio::spawn(async move { go.notify_one() });
+    signal.await.unwrap();
+    let (early, late) = (early.await.unwrap(), late.await.unwrap());
+    assert_eq!((early.seq, late.seq), (Some(1), Some(2)));
+    let stats = journal.stats();
+    assert_eq!(stats.records, 2);
+    assert_eq!(stats.commits, 1, "{stats:?}");
+}
+on_both_backends!(
+    small_batches_gather_what_is_ready_appends,
+    small_batches_gather_what_is_ready
+);
+
 /// Appends a decision record for each generation of `decided_at` (`None`: depends on none),
 /// all at once so that the writer groups them; checks that every record decided at `stale` is
 /// refused with `Stale` and returns the positions of the others, in order.
