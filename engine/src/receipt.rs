@@ -852,25 +852,16 @@ pub fn receipt_canonical_bytes(receipt: &Receipt) -> Vec<u8> {
 
 /// Signs a receipt: sets `key_id` to the signer's and `signature` to base64url (no padding)
 /// Ed25519 over [`receipt_signing_bytes`]. Any previous `key_id`/`signature` is replaced.
-pub fn sign_receipt(unsigned: Receipt, signer: &Signer) -> Result<Receipt, ReceiptError> {
-    sign_receipt_canonical(unsigned, signer).map(|(signed, _)| signed)
+pub fn sign_receipt(mut unsigned: Receipt, signer: &Signer) -> Result<Receipt, ReceiptError> {
+    sign_receipt_in_place(&mut unsigned, signer);
+    Ok(unsigned)
 }
 
-/// [`sign_receipt`], also returning the signed receipt's [`receipt_canonical_bytes`], made
-/// from the signing bytes by inserting the `signature` member where it sorts (one canonical
-/// writing instead of two: the journal hashes and stores these bytes).
-pub fn sign_receipt_canonical(
-    mut unsigned: Receipt,
-    signer: &Signer,
-) -> Result<(Receipt, Vec<u8>), ReceiptError> {
-    let bytes = sign_receipt_in_place(&mut unsigned, signer);
-    Ok((unsigned, bytes))
-}
-
-/// [`sign_receipt_canonical`] on a receipt the caller keeps: sets its `key_id` and
-/// `signature` and returns its [`receipt_canonical_bytes`]. Signing again (after changing
-/// `seq` or `prev_hash`, say) replaces both, so one receipt can be signed for each attempt
-/// without a copy per attempt.
+/// [`sign_receipt`] on a receipt the caller keeps, also returning the signed receipt's
+/// [`receipt_canonical_bytes`], made from the signing bytes by inserting the `signature`
+/// member where it sorts (one canonical writing instead of two: the journal hashes and stores
+/// these bytes). Signing again (after changing `seq` or `prev_hash`, say) replaces `key_id`
+/// and `signature`, so one receipt can be signed for each attempt without a copy per attempt.
 pub fn sign_receipt_in_place(receipt: &mut Receipt, signer: &Signer) -> Vec<u8> {
     signer.key_id().clone_into(&mut receipt.key_id);
     receipt.signature.clear();
@@ -1284,7 +1275,8 @@ mod tests {
         unrecorded.tool = None;
         unrecorded.turn_id = Some("turn_1".into());
         for u in [full, receipt_minimal(), sparse, unrecorded] {
-            let (signed, bytes) = sign_receipt_canonical(u.clone(), &signer()).unwrap();
+            let mut signed = u.clone();
+            let bytes = sign_receipt_in_place(&mut signed, &signer());
             let reference = sign_receipt(u, &signer()).unwrap();
             assert_eq!(signed, reference);
             assert_eq!(bytes, receipt_canonical_bytes(&reference));

@@ -89,7 +89,6 @@ enum Generation {
 
 /// What signing a record of a batch made, ready to insert (the receipt itself is signed in
 /// place, in its [`Work`]).
-#[derive(Default)]
 struct Prepared {
     json: String,
     record_hash: String,
@@ -125,11 +124,10 @@ impl Writer {
             // commits wait, as on PostgreSQL for the WAL flush): waiting would only idle it.
             if batch.len() < GATHER_BELOW {
                 tokio::task::yield_now().await;
-                while batch.len() < MAX_BATCH {
-                    match waiting.try_recv() {
-                        Ok(more) => batch.push(more),
-                        Err(_) => break,
-                    }
+                // Returns at once: only what is queued, and only if something is.
+                if !waiting.is_empty() {
+                    let room = MAX_BATCH - batch.len();
+                    waiting.recv_many(&mut batch, room).await;
                 }
             }
             let started = std::time::Instant::now();
@@ -276,8 +274,9 @@ impl Writer {
         // Chained and signed in arrival order first; then written in as few statements as the
         // batch allows (one multi-row insert per chunk; each statement is a round trip to the
         // database, and for SQLite a hand-off to its connection's thread).
-        let mut results: Vec<Written> = Vec::with_capacity(work.len());
-        let mut prepared: Vec<(i64, Prepared)> = Vec::with_capacity(work.len());
+        // Per record: its position and what signing made, or why it is not written.
+        let mut prepared: Vec<Result<(i64, Prepared), JournalError>> =
+            Vec::with_capacity(work.len());
         for Work {
             unsigned,
             decided_at,
@@ -287,8 +286,7 @@ impl Writer {
             if let (Some(at), Generation::Read(now)) = (*decided_at, generation)
                 && at != now
             {
-                results.push(Some(JournalError::Stale));
-                prepared.push((0, Prepared::default()));
+                prepared.push(Err(JournalError::Stale));
                 continue;
             }
             let head = match heads.get(&unsigned.tenant_id) {
@@ -302,25 +300,17 @@ impl Writer {
             let signing = std::time::Instant::now();
             let prepared_one = self.prepare(unsigned, seq, prev);
             add_micros(&self.stats.signing_micros, signing.elapsed());
-            match prepared_one {
-                Ok(p) => {
-                    heads.insert(unsigned.tenant_id.clone(), (seq, p.record_hash.clone()));
-                    prepared.push((seq, p));
-                    results.push(None);
-                }
-                // This record cannot be made (it never had a position); the rest go on.
-                Err(e) => {
-                    results.push(Some(e));
-                    prepared.push((0, Prepared::default()));
-                }
+            if let Ok(p) = &prepared_one {
+                heads.insert(unsigned.tenant_id.clone(), (seq, p.record_hash.clone()));
             }
+            // A record that cannot be made never had a position; the rest go on.
+            prepared.push(prepared_one.map(|p| (seq, p)));
         }
         let rows: Vec<store::journal::NewRecord<'_>> = work
             .iter()
             .zip(&prepared)
-            .zip(&results)
-            .filter(|(_, failed)| failed.is_none())
-            .map(|((w, (seq, p)), _)| {
+            .filter_map(|(w, p)| Some((w, p.as_ref().ok()?)))
+            .map(|(w, (seq, p))| {
                 let signed = &w.unsigned;
                 store::journal::NewRecord {
                     tenant_id: &signed.tenant_id,
@@ -358,7 +348,8 @@ impl Writer {
                 }
             }
         }
-        Ok((results, heads))
+        drop(rows);
+        Ok((prepared.into_iter().map(Result::err).collect(), heads))
     }
 
     /// Chains `unsigned` at `seq` after `prev` and signs it in place (an attempt after a lost
