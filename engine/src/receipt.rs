@@ -637,7 +637,12 @@ impl Signer {
     }
 
     fn sign_bytes(&self, bytes: &[u8]) -> String {
-        URL_SAFE_NO_PAD.encode(self.key.sign(bytes).to_bytes())
+        URL_SAFE_NO_PAD.encode(self.sign_raw(bytes))
+    }
+
+    /// The raw Ed25519 signature of `bytes` (for formats other than receipts: signed notes).
+    pub fn sign_raw(&self, bytes: &[u8]) -> [u8; 64] {
+        self.key.sign(bytes).to_bytes()
     }
 }
 
