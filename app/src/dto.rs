@@ -598,6 +598,9 @@ pub struct ReceiptDetail {
     pub next: Option<ChainNeighbour>,
     /// Every public key that ever signed.
     pub keys: engine::receipt::JwkSet,
+    /// The journal row's copies of receipt members, which the receipts filters, the
+    /// overview's counts and the export read: checked against the signed receipt.
+    pub columns: engine::receipt::RowColumns,
 }
 
 /// A catalog tool on the Tools page.

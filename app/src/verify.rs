@@ -48,6 +48,28 @@ pub fn checks(d: &ReceiptDetail) -> Vec<Check> {
             },
         },
     ];
+    // What the filters and counts read is what was signed.
+    out.push(
+        match serde_json::from_value::<engine::receipt::Receipt>(receipt.clone()) {
+            Ok(parsed) => match d.columns.mismatch(&parsed) {
+                None => Check {
+                    name: "stored columns",
+                    ok: true,
+                    detail: "what the filters and counts read matches the signed receipt".into(),
+                },
+                Some(problem) => Check {
+                    name: "stored columns",
+                    ok: false,
+                    detail: problem.to_string(),
+                },
+            },
+            Err(e) => Check {
+                name: "stored columns",
+                ok: false,
+                detail: format!("the receipt cannot be read: {e}"),
+            },
+        },
+    );
     let hash = engine::canonical::hash_value(&receipt);
     out.push(Check {
         name: "record hash",
@@ -170,7 +192,46 @@ mod tests {
             keys: JwkSet {
                 keys: vec![signer.jwk()],
             },
+            columns: engine::receipt::RowColumns {
+                tenant_id: r.tenant_id.clone(),
+                seq: r.seq.unwrap() as i64,
+                receipt_id: r.receipt_id.clone(),
+                kind: r.kind.as_str().into(),
+                decision: r.decision.as_str().into(),
+                reason: r.reason.as_str().into(),
+                tool: r.tool.clone(),
+                session_id: r.session_id.clone(),
+                actor_id: r.actor_id.clone(),
+                issued_at: r.issued_at.clone(),
+            },
         }
+    }
+
+    fn check<'a>(checks: &'a [Check], name: &str) -> &'a Check {
+        checks.iter().find(|c| c.name == name).unwrap()
+    }
+
+    /// Issue 22: a row whose filtered columns were rewritten (a denial shown as allowed by
+    /// the filters and counts) fails on the receipt's page, naming the column.
+    #[test]
+    fn a_rewritten_column_fails_and_is_named() {
+        let signer = Signer::from_seed(&[7; 32]);
+        let first = receipt(1, engine::canonical::ZERO_HASH, &signer);
+        let mut d = detail(&first, None, &signer);
+        d.columns.decision = "allow".into();
+        let checks = checks(&d);
+        let c = check(&checks, "stored columns");
+        assert!(!c.ok);
+        assert_eq!(
+            c.detail,
+            "column `decision` says allow, the signed receipt says deny"
+        );
+        let mut d = detail(&first, None, &signer);
+        d.columns.tool = None;
+        assert_eq!(
+            check(&super::checks(&d), "stored columns").detail,
+            "column `tool` says nothing, the signed receipt says x"
+        );
     }
 
     #[test]
@@ -192,7 +253,10 @@ mod tests {
         d.receipt = d.receipt.replace("\"deny\"", "\"allow\"");
         let checks = checks(&d);
         assert!(!checks[0].ok && checks[0].detail.starts_with("invalid"));
-        assert!(!checks[1].ok, "the record hash no longer matches");
+        assert!(
+            !check(&checks, "record hash").ok,
+            "the record hash no longer matches"
+        );
         // Another key's signature does not pass either.
         let mut d = detail(&first, None, &signer);
         d.keys.keys = vec![Signer::from_seed(&[8; 32]).jwk()];

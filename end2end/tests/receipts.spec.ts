@@ -93,7 +93,7 @@ test("filter receipts, page through them, export them, and verify one in the bro
   await expect(rows).toHaveCount(3);
   await rows.first().getByRole("link").click();
   await expect(page.getByRole("heading", { name: /^Receipt rcp_/ })).toBeVisible();
-  await expect(page.getByTestId("verdict")).toContainText("Valid: signature, record hash and chain links all check out.");
+  await expect(page.getByTestId("verdict")).toContainText("Valid: signature, stored columns, record hash and chain links all check out.");
   await expect(page.locator('[data-check="signature"]')).toContainText("valid Ed25519 signature by ed25519:");
   await expect(page.getByTestId("canonical")).toContainText('"reason":"schema_hash_mismatch"');
 

@@ -972,6 +972,93 @@ pub enum ChainProblem {
     /// The record has no canonical form.
     #[error(transparent)]
     Canonical(CanonicalError),
+    /// A column of the journal row (what filters, counts and exports read) says something
+    /// else than the signed receipt.
+    #[error("column `{column}` says {stored}, the signed receipt says {signed}")]
+    Column {
+        /// The column's name.
+        column: &'static str,
+        /// What the column holds (`nothing` for NULL).
+        stored: String,
+        /// What the signed receipt says (`nothing` when it has no such member).
+        signed: String,
+    },
+}
+
+/// The copies of receipt members a journal row keeps beside the signed receipt, for the
+/// receipts browser's filters, the overview's counts and the export to read without parsing
+/// receipts. None of them is signed: [`RowColumns::mismatch`] checks them against the receipt.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RowColumns {
+    /// `tenant_id`
+    pub tenant_id: String,
+    /// `seq`
+    pub seq: i64,
+    /// `receipt_id`
+    pub receipt_id: String,
+    /// `kind`
+    pub kind: String,
+    /// `decision`
+    pub decision: String,
+    /// `reason`
+    pub reason: String,
+    /// `tool`
+    pub tool: Option<String>,
+    /// `session_id`
+    pub session_id: Option<String>,
+    /// `actor_id`
+    pub actor_id: String,
+    /// `issued_at`, stored as epoch milliseconds, written here as the RFC 3339 text the
+    /// journal stamps receipts with (so it compares with the receipt's member as text).
+    pub issued_at: String,
+}
+
+impl RowColumns {
+    /// The first column that disagrees with `receipt`, in the order above.
+    pub fn mismatch(&self, receipt: &Receipt) -> Option<ChainProblem> {
+        let text = |v: Option<&str>| v.map_or_else(|| "nothing".to_owned(), str::to_owned);
+        let seq = receipt.seq.and_then(|s| i64::try_from(s).ok());
+        let pairs: [(&'static str, Option<&str>, Option<&str>); 9] = [
+            ("tenant_id", Some(&self.tenant_id), Some(&receipt.tenant_id)),
+            (
+                "receipt_id",
+                Some(&self.receipt_id),
+                Some(&receipt.receipt_id),
+            ),
+            ("kind", Some(&self.kind), Some(receipt.kind.as_str())),
+            (
+                "decision",
+                Some(&self.decision),
+                Some(receipt.decision.as_str()),
+            ),
+            ("reason", Some(&self.reason), Some(receipt.reason.as_str())),
+            ("tool", self.tool.as_deref(), receipt.tool.as_deref()),
+            (
+                "session_id",
+                self.session_id.as_deref(),
+                receipt.session_id.as_deref(),
+            ),
+            ("actor_id", Some(&self.actor_id), Some(&receipt.actor_id)),
+            ("issued_at", Some(&self.issued_at), Some(&receipt.issued_at)),
+        ];
+        if Some(self.seq) != seq {
+            return Some(ChainProblem::Column {
+                column: "seq",
+                stored: self.seq.to_string(),
+                signed: receipt
+                    .seq
+                    .map_or_else(|| "nothing".to_owned(), |s| s.to_string()),
+            });
+        }
+        pairs
+            .into_iter()
+            .find(|(_, stored, signed)| stored != signed)
+            .map(|(column, stored, signed)| ChainProblem::Column {
+                column,
+                stored: text(stored),
+                signed: text(signed),
+            })
+    }
 }
 
 /// The first bad record of a journal.

@@ -158,6 +158,7 @@ pub async fn detail(
         previous,
         next,
         keys: journal.keys().published().await?,
+        columns: row.columns,
     })
 }
 

@@ -295,7 +295,7 @@ fn Detail(d: ReceiptDetail) -> impl IntoView {
                             role="status"
                         >
                             {if all {
-                                "Valid: signature, record hash and chain links all check out."
+                                "Valid: signature, stored columns, record hash and chain links all check out."
                             } else {
                                 "Invalid: this receipt does not verify."
                             }}

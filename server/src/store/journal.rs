@@ -258,14 +258,33 @@ pub struct RecordRow {
     pub disclosures: String,
     /// Stored record hash.
     pub record_hash: String,
+    /// The row's copies of receipt members (what filters and counts read), unchecked.
+    pub columns: engine::receipt::RowColumns,
 }
 
+/// The columns [`from_row`] reads.
+const SELECT: &str = "SELECT tenant_id, seq, receipt_id, kind, decision, reason, tool, \
+    session_id, actor_id, issued_at, receipt, disclosures, record_hash FROM journal";
+
 fn from_row(row: &AnyRow) -> Result<RecordRow, sqlx::Error> {
+    let seq = row.try_get("seq")?;
     Ok(RecordRow {
-        seq: row.try_get("seq")?,
+        seq,
         receipt: row.try_get("receipt")?,
         disclosures: row.try_get("disclosures")?,
         record_hash: row.try_get("record_hash")?,
+        columns: engine::receipt::RowColumns {
+            tenant_id: row.try_get("tenant_id")?,
+            seq,
+            receipt_id: row.try_get("receipt_id")?,
+            kind: row.try_get("kind")?,
+            decision: row.try_get("decision")?,
+            reason: row.try_get("reason")?,
+            tool: row.try_get("tool")?,
+            session_id: row.try_get("session_id")?,
+            actor_id: row.try_get("actor_id")?,
+            issued_at: super::rfc3339(row.try_get("issued_at")?),
+        },
     })
 }
 
@@ -285,9 +304,9 @@ pub async fn page(
     after_seq: i64,
     limit: i64,
 ) -> Result<Vec<RecordRow>, sqlx::Error> {
-    let rows = sqlx::query(
-        "SELECT seq, receipt, disclosures, record_hash FROM journal WHERE tenant_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
-    )
+    let rows = sqlx::query(&format!(
+        "{SELECT} WHERE tenant_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"
+    ))
     .bind(tenant_id)
     .bind(after_seq)
     .bind(limit)
@@ -302,9 +321,9 @@ pub async fn by_receipt_id(
     tenant_id: &str,
     receipt_id: &str,
 ) -> Result<Option<RecordRow>, sqlx::Error> {
-    let row = sqlx::query(
-        "SELECT seq, receipt, disclosures, record_hash FROM journal WHERE tenant_id = $1 AND receipt_id = $2",
-    )
+    let row = sqlx::query(&format!(
+        "{SELECT} WHERE tenant_id = $1 AND receipt_id = $2"
+    ))
     .bind(tenant_id)
     .bind(receipt_id)
     .fetch_optional(store.pool())
@@ -340,9 +359,7 @@ pub async fn search(
     filter: &ReceiptFilter,
     limit: i64,
 ) -> Result<Vec<RecordRow>, sqlx::Error> {
-    let mut sql = String::from(
-        "SELECT seq, receipt, disclosures, record_hash FROM journal WHERE tenant_id = $1",
-    );
+    let mut sql = format!("{SELECT} WHERE tenant_id = $1");
     let mut texts: Vec<&str> = Vec::new();
     let mut n = 1;
     for (column, value) in [

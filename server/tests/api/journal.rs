@@ -740,3 +740,144 @@ on_both_backends!(
     one_statement_batches_are_all_or_nothing,
     one_statement_batches
 );
+
+/// Issue 22, item 1: every column a reader of receipts filters or counts on is checked against
+/// the signed receipt. An intruder with write access to the database rewrites one column of one
+/// row (a denial shown as allowed, a call moved to another actor, tool, session or time, a row
+/// moved to another tenant); `journal verify` and the background verifier (the overview) name
+/// the record and the column, and the overview's status is a failure.
+async fn rewritten_columns_are_found_and_named(store: &Store) {
+    use aperture::journal::watch::ChainWatch;
+    use aperture::journal::{self, Journal};
+    use engine::receipt::{Decision, ReasonCode, ReceiptKind};
+    let (keys, _dir) = tenant_t_keys(store).await;
+    let journal = Journal::new(store.clone(), keys);
+    for (i, decision) in [Decision::Allow, Decision::Deny, Decision::Park]
+        .into_iter()
+        .enumerate()
+    {
+        let mut r = journal::receipt(
+            ReceiptKind::Decision,
+            decision,
+            if decision == Decision::Deny {
+                ReasonCode::PolicyDenied
+            } else {
+                ReasonCode::Ok
+            },
+            "t",
+            "agent",
+        );
+        r.tool = Some(format!("mcp__files__tool_{i}"));
+        r.session_id = Some(format!("ses_{i}"));
+        journal.append(r, &journal::disclosures()).await.unwrap();
+    }
+    let clean = journal::verify(store).await.unwrap();
+    assert!(clean.iter().all(|r| r.error.is_none()), "{clean:?}");
+
+    let cases: [(&str, &str, String); 10] = [
+        (
+            "decision",
+            "decision = 'allow'",
+            "column `decision` says allow, the signed receipt says deny".into(),
+        ),
+        (
+            "reason",
+            "reason = 'ok'",
+            "column `reason` says ok, the signed receipt says policy_denied".into(),
+        ),
+        (
+            "tool",
+            "tool = 'mcp__files__other'",
+            "column `tool` says mcp__files__other, the signed receipt says mcp__files__tool_1"
+                .into(),
+        ),
+        (
+            "tool",
+            "tool = NULL",
+            "column `tool` says nothing, the signed receipt says mcp__files__tool_1".into(),
+        ),
+        (
+            "session_id",
+            "session_id = 'ses_other'",
+            "column `session_id` says ses_other, the signed receipt says ses_1".into(),
+        ),
+        (
+            "actor_id",
+            "actor_id = 'someone-else'",
+            "column `actor_id` says someone-else, the signed receipt says agent".into(),
+        ),
+        (
+            "kind",
+            "kind = 'admin'",
+            "column `kind` says admin, the signed receipt says decision".into(),
+        ),
+        (
+            "issued_at",
+            "issued_at = issued_at + 3600000",
+            String::new(),
+        ),
+        ("receipt_id", "receipt_id = 'rcp_forged'", String::new()),
+        ("tenant_id", "tenant_id = 'u'", String::new()),
+    ];
+    for (column, set, message) in cases {
+        // Verified strictly (`aperture journal verify`) and in the background (the overview).
+        sqlx::query(&format!(
+            "UPDATE journal SET {set} WHERE tenant_id = 't' AND seq = 2"
+        ))
+        .execute(store.pool())
+        .await
+        .unwrap();
+        let reports = journal::verify(store).await.unwrap();
+        let bad: Vec<_> = reports.iter().filter_map(|r| r.error.clone()).collect();
+        assert!(!bad.is_empty(), "{column}: the rewrite passes verify");
+        if column == "tenant_id" {
+            // Moved to another tenant: the hole in `t` and the stray row in `u` are both found.
+            assert_eq!(bad.len(), 2, "{reports:?}");
+        } else {
+            assert_eq!(bad.len(), 1, "{reports:?}");
+            assert_eq!(bad[0].seq, 2, "{column}: {:?}", bad[0]);
+            let text = bad[0].problem.to_string();
+            assert!(
+                text.starts_with(&format!("column `{column}` says ")),
+                "{text}"
+            );
+            if !message.is_empty() {
+                assert_eq!(text, message);
+            }
+            let watch = ChainWatch::new(store.clone());
+            watch.pass(true).await.unwrap();
+            let status = watch.status("t").unwrap();
+            assert_eq!(status.verified, 1, "{column}");
+            assert_eq!(status.first_bad, Some((2, text)), "{column}");
+        }
+        // Put back.
+        let (receipt,): (String,) =
+            sqlx::query_as("SELECT receipt FROM journal WHERE receipt LIKE '%\"seq\":2,%'")
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
+        let r: engine::receipt::Receipt = serde_json::from_str(&receipt).unwrap();
+        sqlx::query(
+            "UPDATE journal SET tenant_id = 't', receipt_id = $1, kind = 'decision', \
+             decision = 'deny', reason = 'policy_denied', tool = $2, session_id = $3, \
+             actor_id = 'agent', issued_at = $4 WHERE receipt = $5",
+        )
+        .bind(&r.receipt_id)
+        .bind(&r.tool)
+        .bind(&r.session_id)
+        .bind(store::parse_rfc3339(&r.issued_at).unwrap())
+        .bind(&receipt)
+        .execute(store.pool())
+        .await
+        .unwrap();
+        let again = journal::verify(store).await.unwrap();
+        assert!(
+            again.iter().all(|r| r.error.is_none()),
+            "{column}: {again:?}"
+        );
+    }
+}
+on_both_backends!(
+    rewritten_columns_are_found_and_named_by_verify,
+    rewritten_columns_are_found_and_named
+);
