@@ -152,16 +152,30 @@ enum UpstreamCommand {
 
 #[derive(Debug, Subcommand)]
 enum JournalCommand {
-    /// Check every chain and signature; exit 0 only when all verify.
-    Verify,
+    /// Check every chain, signature and stored column; exit 0 only when all verify.
+    Verify {
+        /// A JWKS file of the keys you trust (fetched earlier from
+        /// `/.well-known/aperture/keys`): then nothing the database says about keys is
+        /// trusted, and a key in the database that is not among them is reported.
+        #[arg(long, value_name = "JWKS")]
+        trusted_keys: Option<PathBuf>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
 enum ReceiptCommand {
-    /// Check one receipt's signature against the published keys (a file, or - for stdin).
+    /// Check one receipt's signature (a file, or - for stdin). Offline with `--keys` or
+    /// `--trusted-keys`; otherwise against the keys of an existing local database.
     Verify {
         /// Path of a receipt JSON file, or `-`.
         file: String,
+        /// The keys to verify with: a JWKS file, or the URL of one
+        /// (`https://gateway/.well-known/aperture/keys`).
+        #[arg(long, value_name = "JWKS_FILE_OR_URL", conflicts_with = "trusted_keys")]
+        keys: Option<String>,
+        /// A JWKS file of keys you pinned.
+        #[arg(long, value_name = "JWKS")]
+        trusted_keys: Option<PathBuf>,
     },
 }
 
@@ -377,11 +391,16 @@ pub async fn run() -> anyhow::Result<()> {
             .await
         }
         Command::Journal {
-            command: JournalCommand::Verify,
-        } => journal_verify(&cli.global).await,
+            command: JournalCommand::Verify { trusted_keys },
+        } => journal_verify(&cli.global, trusted_keys.as_deref()).await,
         Command::Receipt {
-            command: ReceiptCommand::Verify { file },
-        } => receipt_verify(&cli.global, &file).await,
+            command:
+                ReceiptCommand::Verify {
+                    file,
+                    keys,
+                    trusted_keys,
+                },
+        } => receipt_verify(&cli.global, &file, keys.as_deref(), trusted_keys.as_deref()).await,
         Command::Keys {
             command: KeysCommand::Rotate,
         } => {
@@ -580,18 +599,96 @@ fn read_password(from_stdin: bool) -> anyhow::Result<String> {
     }
 }
 
-async fn journal_verify(global: &GlobalArgs) -> anyhow::Result<()> {
+/// A JWKS document (`{"keys": [...]}`) from a file, every key usable.
+fn read_jwks(path: &std::path::Path) -> anyhow::Result<engine::receipt::JwkSet> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    parse_jwks(&text).with_context(|| format!("reading keys from {}", path.display()))
+}
+
+fn parse_jwks(text: &str) -> anyhow::Result<engine::receipt::JwkSet> {
+    let set: engine::receipt::JwkSet =
+        serde_json::from_str(text).context("not a JWKS document ({\"keys\": [...]})")?;
+    for key in &set.keys {
+        engine::receipt::verifying_key_from_jwk(key)
+            .map_err(|e| anyhow::anyhow!("key {}: {e}", key.kid))?;
+    }
+    Ok(set)
+}
+
+/// A JWKS document from a file or an `http(s)://` URL.
+async fn load_jwks(source: &str) -> anyhow::Result<engine::receipt::JwkSet> {
+    if !(source.starts_with("https://") || source.starts_with("http://")) {
+        return read_jwks(std::path::Path::new(source));
+    }
+    let tls = crate::upstream::tls_config(source.starts_with("https:"))?;
+    let client = upstream_reqwest::Client::builder()
+        .tls_backend_preconfigured(tls)
+        .timeout(std::time::Duration::from_secs(30))
+        .build()?;
+    let response = client
+        .get(source)
+        .send()
+        .await
+        .with_context(|| format!("fetching {source}"))?;
+    anyhow::ensure!(
+        response.status().is_success(),
+        "fetching {source}: {}",
+        response.status()
+    );
+    let text = response.text().await?;
+    parse_jwks(&text).with_context(|| format!("reading keys from {source}"))
+}
+
+/// The keys of the database that are not among `trusted` (same id and key), by id.
+fn untrusted(stored: &engine::receipt::JwkSet, trusted: &engine::receipt::JwkSet) -> Vec<String> {
+    stored
+        .keys
+        .iter()
+        .filter(|k| !trusted.keys.iter().any(|t| t.kid == k.kid && t.x == k.x))
+        .map(|k| k.kid.clone())
+        .collect()
+}
+
+async fn journal_verify(
+    global: &GlobalArgs,
+    trusted_keys: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
     let store = global.store().await?;
     store.migrate().await?;
-    let reports = crate::journal::verify(&store).await?;
+    let stored = crate::keys::published(&store).await?;
     let mut ok = true;
+    let keys = match trusted_keys {
+        Some(path) => {
+            let trusted = read_jwks(path)?;
+            println!(
+                "trusting the {} keys of {} only",
+                trusted.keys.len(),
+                path.display()
+            );
+            for kid in untrusted(&stored, &trusted) {
+                ok = false;
+                println!("key {kid} is in the database but not among the trusted keys");
+            }
+            trusted
+        }
+        None => {
+            println!(
+                "trusted the {} keys stored in the database (whoever can write the database can \
+                 add one: pin them with --trusted-keys)",
+                stored.keys.len()
+            );
+            stored
+        }
+    };
+    let reports = crate::journal::verify_with(&store, &keys).await?;
     for r in &reports {
         match &r.error {
             None => println!("tenant {}: verified {} records", r.tenant_id, r.verified),
             Some(e) => {
                 ok = false;
                 println!(
-                    "tenant {}: verified up to record {}; record {} is bad: {}",
+                    "tenant {}: verified up to record {}; record {}: {}",
                     r.tenant_id, r.verified, e.seq, e.problem
                 );
             }
@@ -604,7 +701,32 @@ async fn journal_verify(global: &GlobalArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn receipt_verify(global: &GlobalArgs, file: &str) -> anyhow::Result<()> {
+/// The local database's published keys, if the database exists (never creates one).
+async fn local_keys(global: &GlobalArgs) -> anyhow::Result<engine::receipt::JwkSet> {
+    let url = global.database_url();
+    if let Some(rest) = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+    {
+        let path = rest.split('?').next().unwrap_or_default();
+        anyhow::ensure!(
+            std::path::Path::new(path).is_file(),
+            "no database at {path}: give the keys with --keys <jwks file or URL> or \
+             --trusted-keys <jwks file>"
+        );
+    }
+    let store = global.store().await?;
+    let keys = crate::keys::published(&store).await?;
+    store.close().await;
+    Ok(keys)
+}
+
+async fn receipt_verify(
+    global: &GlobalArgs,
+    file: &str,
+    keys: Option<&str>,
+    trusted_keys: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
     let text = if file == "-" {
         let mut t = String::new();
         std::io::stdin().read_to_string(&mut t)?;
@@ -619,13 +741,21 @@ async fn receipt_verify(global: &GlobalArgs, file: &str) -> anyhow::Result<()> {
         .pointer("/_meta/receipt")
         .or_else(|| value.get("receipt"))
         .unwrap_or(&value);
-    let store = global.store().await?;
-    store.migrate().await?;
-    let keys = crate::keys::published(&store).await?;
+    let (keys, source) = match (keys, trusted_keys) {
+        (Some(source), _) => (load_jwks(source).await?, format!("the keys of {source}")),
+        (None, Some(path)) => (
+            read_jwks(path)?,
+            format!("the trusted keys of {}", path.display()),
+        ),
+        (None, None) => (
+            local_keys(global).await?,
+            "the keys stored in the local database".to_owned(),
+        ),
+    };
     engine::receipt::verify_receipt_json(receipt, &keys.keys)
         .map_err(|e| anyhow::anyhow!("the receipt does not verify: {e}"))?;
     println!(
-        "the receipt verifies (key {})",
+        "the receipt verifies (key {}, checked against {source})",
         receipt
             .get("key_id")
             .and_then(|k| k.as_str())

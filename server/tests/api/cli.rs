@@ -343,7 +343,7 @@ async fn journal_verify_and_key_rotation_from_the_command_line() {
     let out = aperture(&db, &["journal", "verify"], None);
     assert!(!out.status.success());
     assert!(
-        String::from_utf8_lossy(&out.stdout).contains("record 4 is bad"),
+        String::from_utf8_lossy(&out.stdout).contains("record 4: "),
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
@@ -427,4 +427,201 @@ async fn policy_apply_validates_and_stores_a_document() {
         reports.iter().all(|r| r.error.is_none() && r.verified >= 2),
         "{reports:?}"
     );
+}
+
+/// Runs `aperture` with only the given environment (no database unless one is named).
+fn aperture_with(env: &[(&str, &str)], args: &[&str], stdin: Option<&str>) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_aperture"));
+    command
+        .args(args)
+        .env_remove("APERTURE_DATABASE_URL")
+        .env_remove("APERTURE_DATA_DIR")
+        .env_remove("APERTURE_SIGNING_KEY")
+        .env("APERTURE_LOG", "warn")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let mut child = command.spawn().expect("run aperture");
+    if let Some(input) = stdin {
+        child
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(input.as_bytes())
+            .unwrap();
+    }
+    drop(child.stdin.take());
+    child.wait_with_output().expect("aperture output")
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// Issue 22, item 2: trust anchors from outside. Whoever can write the database can add a
+/// key and re-sign what they rewrote: `journal verify` on the stored keys says that it trusted
+/// them (and passes), `journal verify --trusted-keys` trusts only the pinned keys, names the
+/// key it does not know and fails on the re-signed record.
+#[tokio::test]
+async fn journal_verify_with_trusted_keys_refuses_a_key_added_to_the_database() {
+    use engine::receipt::{Receipt, Signer, receipt_canonical_bytes, receipt_hash, sign_receipt};
+    let db = TestDb::new(Db::Sqlite).await.unwrap();
+    for actor in ["a", "b", "c"] {
+        let out = aperture(
+            &db,
+            &[
+                "token",
+                "create",
+                "--tenant",
+                "acme",
+                "--actor",
+                actor,
+                "--scope",
+                "agent_tool_exposure:run",
+            ],
+            None,
+        );
+        assert!(out.status.success(), "{}", text(&out));
+    }
+    let store = Store::connect(&db.url).await.unwrap();
+    let pinned = aperture::keys::published(&store).await.unwrap();
+    let trusted = db.data_dir().join("trusted.json");
+    std::fs::write(&trusted, serde_json::to_string(&pinned).unwrap()).unwrap();
+    let trusted = trusted.to_str().unwrap();
+
+    let out = aperture(&db, &["journal", "verify", "--trusted-keys", trusted], None);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("trusting the 1 keys of"),
+        "{}",
+        text(&out)
+    );
+    let out = aperture(&db, &["journal", "verify"], None);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("trusted the 1 keys stored in the database"),
+        "{}",
+        text(&out)
+    );
+
+    // The intruder's key, recorded where the published keys are read from, and the newest
+    // record rewritten (another actor) and signed with it.
+    let intruder = Signer::from_seed(&[66; 32]);
+    aperture::store::keys::record(&store, intruder.key_id(), &intruder.jwk().x)
+        .await
+        .unwrap();
+    let (seq, stored): (i64, String) = sqlx::query_as(
+        "SELECT seq, receipt FROM journal WHERE tenant_id = 'acme' ORDER BY seq DESC LIMIT 1",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    let mut r: Receipt = serde_json::from_str(&stored).unwrap();
+    r.actor_id = "intruder".into();
+    let r = sign_receipt(r, &intruder).unwrap();
+    sqlx::query(
+        "UPDATE journal SET receipt = $1, record_hash = $2, actor_id = 'intruder' \
+         WHERE tenant_id = 'acme' AND seq = $3",
+    )
+    .bind(String::from_utf8(receipt_canonical_bytes(&r)).unwrap())
+    .bind(receipt_hash(&r).unwrap())
+    .bind(seq)
+    .execute(store.pool())
+    .await
+    .unwrap();
+    store.close().await;
+
+    let out = aperture(&db, &["journal", "verify"], None);
+    assert!(
+        out.status.success(),
+        "on the stored keys the rewrite passes (the hole the pinned keys close): {}",
+        text(&out)
+    );
+    let out = aperture(&db, &["journal", "verify", "--trusted-keys", trusted], None);
+    assert!(!out.status.success(), "{}", text(&out));
+    let said = text(&out);
+    assert!(
+        said.contains(&format!(
+            "key {} is in the database but not among the trusted keys",
+            intruder.key_id()
+        )),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("record {seq}: signature: ")),
+        "{said}"
+    );
+}
+
+/// Issue 22, item 8: `aperture receipt verify` works offline with `--keys` (a JWKS file or
+/// URL) or `--trusted-keys`, and never creates a database or a data directory; without keys
+/// and without a database it says what to give it. (Multi-threaded: the server answers the
+/// URL while the test waits for the process.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn receipt_verify_works_offline_and_creates_nothing() {
+    let app = crate::helpers::TestApp::spawn().await;
+    app.token("default", "bot", &[engine::scope::RUN]).await;
+    let (receipt,): (String,) = sqlx::query_as(
+        "SELECT receipt FROM journal WHERE tenant_id = 'default' ORDER BY seq DESC LIMIT 1",
+    )
+    .fetch_one(app.store.pool())
+    .await
+    .unwrap();
+    let keys = aperture::keys::published(&app.store).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let jwks = dir.path().join("keys.json");
+    std::fs::write(&jwks, serde_json::to_string(&keys).unwrap()).unwrap();
+    let jwks = jwks.to_str().unwrap();
+    let data = dir.path().join("never-made");
+    let env = [("APERTURE_DATA_DIR", data.to_str().unwrap())];
+    let keys_url = app.url("/.well-known/aperture/keys");
+    for flags in [
+        vec!["--keys", jwks],
+        vec!["--trusted-keys", jwks],
+        vec!["--keys", keys_url.as_str()],
+    ] {
+        let mut args = vec!["receipt", "verify", "-"];
+        args.extend(flags.iter().copied());
+        let out = aperture_with(&env, &args, Some(&receipt));
+        assert!(out.status.success(), "{flags:?}: {}", text(&out));
+        assert!(
+            text(&out).contains("the receipt verifies"),
+            "{}",
+            text(&out)
+        );
+        let forged = receipt.replacen("\"actor_id\":\"", "\"actor_id\":\"x", 1);
+        let out = aperture_with(&env, &args, Some(&forged));
+        assert!(
+            !out.status.success(),
+            "{flags:?}: a changed receipt verifies"
+        );
+    }
+    // Keys that did not sign it.
+    let other = dir.path().join("other.json");
+    let stranger = engine::receipt::Signer::from_seed(&[9; 32]).jwk();
+    std::fs::write(&other, serde_json::json!({"keys": [stranger]}).to_string()).unwrap();
+    let out = aperture_with(
+        &env,
+        &[
+            "receipt",
+            "verify",
+            "-",
+            "--trusted-keys",
+            other.to_str().unwrap(),
+        ],
+        Some(&receipt),
+    );
+    assert!(!out.status.success());
+    // No keys and no database: told what to give, nothing made.
+    let out = aperture_with(&env, &["receipt", "verify", "-"], Some(&receipt));
+    assert!(!out.status.success());
+    assert!(text(&out).contains("--keys"), "{}", text(&out));
+    assert!(!data.exists(), "receipt verify created {}", data.display());
 }
