@@ -96,8 +96,9 @@ impl VerifierKey {
     /// Reads `<name>+<hex key id>+<base64(type ‖ key)>`, checking that the id is the key's.
     pub fn parse(text: &str) -> Result<Self, NoteError> {
         let text = text.trim();
-        let mut parts = text.rsplitn(3, '+');
-        let (Some(material), Some(id), Some(name)) = (parts.next(), parts.next(), parts.next())
+        // The name holds no `+`; the base64 key may.
+        let mut parts = text.splitn(3, '+');
+        let (Some(name), Some(id), Some(material)) = (parts.next(), parts.next(), parts.next())
         else {
             return Err(NoteError::BadKey("expected <name>+<key id>+<key>".into()));
         };
@@ -518,6 +519,25 @@ mod tests {
         let as_note =
             VerifierKey::new("witness.example/w1", ED25519, signer(7).verifying_key()).unwrap();
         assert!(read.verify_cosignature(&as_note).is_err());
+    }
+
+    #[test]
+    fn verifier_keys_whose_base64_holds_a_plus_read_back() {
+        let mut seen = 0;
+        for n in 0..=255u8 {
+            let key =
+                VerifierKey::new("w.example/x", COSIGNATURE_V1, signer(n).verifying_key()).unwrap();
+            let text = key.to_string();
+            if text
+                .rsplit('+')
+                .next()
+                .is_some_and(|_| text.matches('+').count() > 2)
+            {
+                seen += 1;
+            }
+            assert_eq!(VerifierKey::parse(&text).unwrap(), key, "{text}");
+        }
+        assert!(seen > 0, "some keys have a `+` in their base64");
     }
 
     #[test]
