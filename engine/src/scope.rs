@@ -1,8 +1,8 @@
 //! Scopes carried by tokens and users (CONTRACT §1).
 //!
-//! A scope is a string matching `[a-z0-9_.:-]+`. Five of them belong to Aperture itself; any
+//! A scope is a string matching `[a-z0-9_.:-]+`. Six of them belong to Aperture itself; any
 //! other well-formed string is accepted too, because tool descriptors may require scopes of their
-//! own (`github:write`). `agent_tool_exposure:admin` implies the other four Aperture scopes and
+//! own (`github:write`). `agent_tool_exposure:admin` implies the other five Aperture scopes and
 //! nothing else: an admin of the gateway is not automatically allowed to use every tool scope.
 
 use std::collections::BTreeSet;
@@ -21,8 +21,12 @@ pub const ADMIN: &str = "agent_tool_exposure:admin";
 /// Release or reject parked invocations and apply staged changes.
 pub const APPROVE: &str = "agent_tool_exposure:approve";
 
+/// Read the journal's signed checkpoints and Merkle proofs and cosign checkpoints, and
+/// nothing else (for witnesses and auditors).
+pub const WITNESS: &str = "agent_tool_exposure:witness";
+
 /// Aperture's own scopes, in the order the dashboard shows them.
-pub const APERTURE_SCOPES: [&str; 5] = [READ, WRITE, RUN, APPROVE, ADMIN];
+pub const APERTURE_SCOPES: [&str; 6] = [READ, WRITE, RUN, APPROVE, WITNESS, ADMIN];
 
 /// The longest scope string accepted; longer ones are refused rather than truncated.
 pub const MAX_SCOPE_LEN: usize = 128;

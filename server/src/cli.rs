@@ -57,9 +57,19 @@ struct GlobalArgs {
         global = true
     )]
     rate_limiter: crate::config::RateLimiter,
+    /// Folder the journal's signed checkpoints are appended to, a file per tenant (default:
+    /// `<data dir>/checkpoints`). Outside the database: `journal verify` checks it too.
+    #[arg(long, env = "APERTURE_CHECKPOINT_DIR", global = true)]
+    checkpoint_dir: Option<PathBuf>,
 }
 
 impl GlobalArgs {
+    fn checkpoint_dir(&self) -> PathBuf {
+        self.checkpoint_dir
+            .clone()
+            .unwrap_or_else(|| self.data_dir.join("checkpoints"))
+    }
+
     /// What the deployment can enforce, for policy validation at the command line.
     fn capabilities(&self) -> engine::validate::RuntimeCapabilities {
         let mut config = Config::new(&self.data_dir);
@@ -119,6 +129,34 @@ enum Command {
         #[arg(long)]
         token_file: PathBuf,
     },
+    /// A witness of one tenant's journal: checks each new checkpoint's signature and its
+    /// consistency with the last one seen, then cosigns it (exits non-zero when it refuses).
+    Witness {
+        /// The gateway (`https://host`).
+        #[arg(long)]
+        url: String,
+        /// The tenant whose journal is witnessed.
+        #[arg(long)]
+        tenant: String,
+        /// File holding the API token (scope agent_tool_exposure:witness).
+        #[arg(long)]
+        token_file: PathBuf,
+        /// The witness's key file (made on first use).
+        #[arg(long)]
+        key_file: PathBuf,
+        /// The witness's name, for a new key file.
+        #[arg(long, default_value = "aperture-witness")]
+        name: String,
+        /// Where the witness keeps the log key it pinned and the last tree it saw.
+        #[arg(long)]
+        state: PathBuf,
+        /// One round, then exit.
+        #[arg(long)]
+        once: bool,
+        /// Seconds between rounds.
+        #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=86_400))]
+        interval_seconds: u64,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -159,6 +197,13 @@ enum JournalCommand {
         /// trusted, and a key in the database that is not among them is reported.
         #[arg(long, value_name = "JWKS")]
         trusted_keys: Option<PathBuf>,
+        /// A witness's cosigner key (note verifier format, `name+id+key`); repeatable. The
+        /// newest checkpoint of each tenant must carry `--quorum` of their cosignatures.
+        #[arg(long = "witness", value_name = "VKEY")]
+        witnesses: Vec<String>,
+        /// How many of the `--witness` keys must have cosigned (default: all of them).
+        #[arg(long, requires = "witnesses")]
+        quorum: Option<usize>,
     },
 }
 
@@ -231,6 +276,18 @@ struct ServeArgs {
     /// The model name requests carry.
     #[arg(long, env = "APERTURE_MODEL", requires = "model_base_url")]
     model: Option<String>,
+    /// Seconds between checkpoints of a grown journal tree (also every 1,000 records and at
+    /// shutdown).
+    #[arg(long, env = "APERTURE_CHECKPOINT_INTERVAL_SECONDS", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..=86_400))]
+    checkpoint_interval_seconds: u64,
+    /// The host in a new log's origin (`<host>/aperture/<tenant>`); default: the listen
+    /// address. Fixed per tenant at its first checkpoint.
+    #[arg(long, env = "APERTURE_LOG_ORIGIN_HOST")]
+    log_origin_host: Option<String>,
+    /// Serve the latest checkpoints without a token.
+    #[arg(long, env = "APERTURE_PUBLIC_CHECKPOINTS")]
+    public_checkpoints: bool,
     /// Longest wait for one model completion, in seconds.
     #[arg(long, env = "APERTURE_MODEL_TIMEOUT_SECONDS", default_value_t = 120,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
@@ -359,6 +416,34 @@ pub async fn run() -> anyhow::Result<()> {
                     activate,
                 },
         } => policy_apply(&cli.global, &file, &tenant, dry_run, activate).await,
+        Command::Witness {
+            url,
+            tenant,
+            token_file,
+            key_file,
+            name,
+            state,
+            once,
+            interval_seconds,
+        } => {
+            let token = std::fs::read_to_string(&token_file)
+                .with_context(|| format!("reading {}", token_file.display()))?;
+            let token = token.trim().to_owned();
+            anyhow::ensure!(!token.is_empty(), "{} is empty", token_file.display());
+            crate::witness::run(
+                crate::witness::Options {
+                    url,
+                    tenant,
+                    token,
+                    key_file,
+                    name,
+                    state,
+                    interval: std::time::Duration::from_secs(interval_seconds),
+                },
+                once,
+            )
+            .await
+        }
         Command::Bridge { url, token_file } => {
             let token = std::fs::read_to_string(&token_file)
                 .with_context(|| format!("reading {}", token_file.display()))?;
@@ -391,8 +476,13 @@ pub async fn run() -> anyhow::Result<()> {
             .await
         }
         Command::Journal {
-            command: JournalCommand::Verify { trusted_keys },
-        } => journal_verify(&cli.global, trusted_keys.as_deref()).await,
+            command:
+                JournalCommand::Verify {
+                    trusted_keys,
+                    witnesses,
+                    quorum,
+                },
+        } => journal_verify(&cli.global, trusted_keys.as_deref(), &witnesses, quorum).await,
         Command::Receipt {
             command:
                 ReceiptCommand::Verify {
@@ -460,6 +550,10 @@ async fn serve(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<()> {
     config.allow_private_upstreams = args.allow_private_upstreams;
     config.parked_expiry = std::time::Duration::from_secs(args.parked_expiry_seconds);
     config.spend_gate = args.spend_gate;
+    config.checkpoint_interval = std::time::Duration::from_secs(args.checkpoint_interval_seconds);
+    config.checkpoint_dir = global.checkpoint_dir();
+    config.log_origin_host = args.log_origin_host;
+    config.public_checkpoints = args.public_checkpoints;
     config.model = args
         .model_base_url
         .map(|base_url| crate::agents::model::ModelConfig {
@@ -653,7 +747,27 @@ fn untrusted(stored: &engine::receipt::JwkSet, trusted: &engine::receipt::JwkSet
 async fn journal_verify(
     global: &GlobalArgs,
     trusted_keys: Option<&std::path::Path>,
+    witnesses: &[String],
+    quorum: Option<usize>,
 ) -> anyhow::Result<()> {
+    let witnesses = witnesses
+        .iter()
+        .map(|w| {
+            let key =
+                engine::note::VerifierKey::parse(w).with_context(|| format!("--witness {w}"))?;
+            anyhow::ensure!(
+                key.kind == engine::note::COSIGNATURE_V1,
+                "--witness {w}: not a cosigner key (signature type 0x04)"
+            );
+            Ok(key)
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let quorum = quorum.unwrap_or(witnesses.len());
+    anyhow::ensure!(
+        quorum <= witnesses.len(),
+        "--quorum {quorum} is more than the {} witnesses given",
+        witnesses.len()
+    );
     let store = global.store().await?;
     store.migrate().await?;
     let stored = crate::keys::published(&store).await?;
@@ -696,6 +810,26 @@ async fn journal_verify(
     }
     if reports.is_empty() {
         println!("the journal is empty");
+    }
+    let sink = global.checkpoint_dir();
+    for r in
+        crate::journal::audit::verify_checkpoints(&store, &keys, Some(&sink), &witnesses, quorum)
+            .await?
+    {
+        if r.matched > 0 {
+            println!(
+                "tenant {}: {} signed checkpoints (database and {}) match the journal, the \
+                 largest of {} records",
+                r.tenant_id,
+                r.matched,
+                sink.display(),
+                r.largest
+            );
+        }
+        for problem in &r.problems {
+            ok = false;
+            println!("tenant {}: {problem}", r.tenant_id);
+        }
     }
     anyhow::ensure!(ok, "the journal does not verify");
     Ok(())

@@ -45,6 +45,14 @@ pub struct Config {
     /// The model server hosted agents use (`APERTURE_MODEL_BASE_URL`, `APERTURE_MODEL_API_KEY`,
     /// `APERTURE_MODEL`, `APERTURE_MODEL_TIMEOUT_SECONDS`); `None`: turns are refused.
     pub model: Option<crate::agents::model::ModelConfig>,
+    /// `APERTURE_CHECKPOINT_INTERVAL_SECONDS`: how often a grown journal tree is checkpointed.
+    pub checkpoint_interval: std::time::Duration,
+    /// `APERTURE_CHECKPOINT_DIR`: the sink checkpoints are appended to (`<data dir>/checkpoints`).
+    pub checkpoint_dir: PathBuf,
+    /// `APERTURE_LOG_ORIGIN_HOST`: the host in new logs' origins (default: the listen address).
+    pub log_origin_host: Option<String>,
+    /// `APERTURE_PUBLIC_CHECKPOINTS`: the latest checkpoints are served without a token.
+    pub public_checkpoints: bool,
 }
 
 /// Which spend gate checks `max_cost_cents`.
@@ -96,6 +104,10 @@ impl Config {
             rate_limiter: RateLimiter::None,
             spend_gate: SpendGate::None,
             model: None,
+            checkpoint_interval: crate::journal::checkpoints::DEFAULT_INTERVAL,
+            checkpoint_dir: data_dir.join("checkpoints"),
+            log_origin_host: None,
+            public_checkpoints: false,
         }
     }
 }

@@ -48,9 +48,10 @@ fn write_new_key(dir: &Path) -> anyhow::Result<[u8; 32]> {
     Ok(seed)
 }
 
-fn newest_key(dir: &Path) -> anyhow::Result<Option<[u8; 32]>> {
+/// The seeds of the key files in `dir`, oldest first.
+fn key_files(dir: &Path) -> anyhow::Result<Vec<[u8; 32]>> {
     let Ok(entries) = std::fs::read_dir(dir) else {
-        return Ok(None);
+        return Ok(Vec::new());
     };
     let mut files: Vec<(u64, PathBuf)> = entries
         .filter_map(Result::ok)
@@ -62,22 +63,23 @@ fn newest_key(dir: &Path) -> anyhow::Result<Option<[u8; 32]>> {
         })
         .collect();
     files.sort();
-    match files.last() {
-        None => Ok(None),
-        Some((_, path)) => {
+    files
+        .iter()
+        .map(|(_, path)| {
             let text = std::fs::read_to_string(path)
                 .with_context(|| format!("reading {}", path.display()))?;
-            Ok(Some(
-                parse_seed(&text).with_context(|| format!("in {}", path.display()))?,
-            ))
-        }
-    }
+            parse_seed(&text).with_context(|| format!("in {}", path.display()))
+        })
+        .collect()
 }
 
 /// The active signer and where public keys are published from.
 #[derive(Clone)]
 pub struct KeyRing {
     signer: Arc<Signer>,
+    /// The key that signed before the last `aperture keys rotate` (key files only): it signs
+    /// the first checkpoint after a rotation beside the new key, so witnesses can follow.
+    previous: Option<Arc<Signer>>,
     store: Store,
 }
 
@@ -97,13 +99,14 @@ impl KeyRing {
         data_dir: &Path,
         configured: Option<&str>,
     ) -> anyhow::Result<Self> {
-        let seed = match configured.filter(|s| !s.trim().is_empty()) {
-            Some(text) => parse_seed(text).context("APERTURE_SIGNING_KEY")?,
+        let (seed, previous) = match configured.filter(|s| !s.trim().is_empty()) {
+            Some(text) => (parse_seed(text).context("APERTURE_SIGNING_KEY")?, None),
             None => {
                 let dir = keys_dir(data_dir);
-                match newest_key(&dir)? {
-                    Some(seed) => seed,
-                    None => write_new_key(&dir)?,
+                let mut seeds = key_files(&dir)?;
+                match seeds.pop() {
+                    Some(seed) => (seed, seeds.pop()),
+                    None => (write_new_key(&dir)?, None),
                 }
             }
         };
@@ -113,6 +116,7 @@ impl KeyRing {
         tracing::info!(kid = %signer.key_id(), "signing key loaded");
         Ok(Self {
             signer,
+            previous: previous.map(|seed| Arc::new(Signer::from_seed(&seed))),
             store: store.clone(),
         })
     }
@@ -128,6 +132,11 @@ impl KeyRing {
     /// The key that signs.
     pub fn signer(&self) -> &Signer {
         &self.signer
+    }
+
+    /// The key that signed before the last rotation, when its key file is here.
+    pub fn previous(&self) -> Option<&Signer> {
+        self.previous.as_deref()
     }
 
     /// Every published public key.
@@ -158,12 +167,12 @@ mod tests {
     #[test]
     fn the_newest_key_file_wins_and_files_are_private() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(newest_key(dir.path()).unwrap().is_none());
+        assert!(key_files(dir.path()).unwrap().is_empty());
         let first = write_new_key(dir.path()).unwrap();
         std::thread::sleep(std::time::Duration::from_millis(3));
         let second = write_new_key(dir.path()).unwrap();
         assert_ne!(first, second);
-        assert_eq!(newest_key(dir.path()).unwrap(), Some(second));
+        assert_eq!(key_files(dir.path()).unwrap(), vec![first, second]);
         #[cfg(unix)]
         for entry in std::fs::read_dir(dir.path()).unwrap() {
             use std::os::unix::fs::PermissionsExt;

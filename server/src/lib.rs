@@ -39,8 +39,10 @@ pub mod startup;
 pub mod state;
 pub mod store;
 pub mod tokens;
+pub mod transparency;
 pub mod upstream;
 pub mod users;
+pub mod witness;
 
 pub use config::Config;
 pub use startup::Application;

@@ -94,6 +94,16 @@ impl Application {
             .site_addr(addr)
             .build();
         let config_model = config.model.clone();
+        let checkpoints = crate::journal::checkpoints::Checkpointer::new(
+            store.clone(),
+            journal.keys().clone(),
+            config
+                .log_origin_host
+                .clone()
+                .unwrap_or_else(|| addr.to_string()),
+            Some(config.checkpoint_dir.clone()),
+            config.checkpoint_interval,
+        );
         let state = AppState::new(crate::state::Shared {
             store: store.clone(),
             passwords,
@@ -107,6 +117,7 @@ impl Application {
             leptos_options,
             invocation_wake: Arc::new(tokio::sync::Notify::new()),
             chain: crate::journal::watch::ChainWatch::new(store.clone()),
+            checkpoints,
             model: match &config_model {
                 Some(m) => Some(Arc::new(
                     crate::agents::model::ModelClient::new(m.clone())
@@ -166,6 +177,8 @@ impl Application {
         // Released, expired and interrupted invocations are handled here, with no request.
         let worker = tokio::spawn(self.worker.run());
         let chain = tokio::spawn(self.chain.run());
+        let checkpoints = self.state.checkpoints.clone();
+        let checkpointer = tokio::spawn(checkpoints.clone().run(self.state.journal.clone()));
         let resumer = tokio::spawn(crate::agents::runtime::run_resumer(self.state));
         // Pages stream in several small writes; with Nagle's algorithm on, each write after the
         // first waits for the client's delayed ACK (40 ms on Linux).
@@ -182,6 +195,11 @@ impl Application {
         worker.abort();
         chain.abort();
         resumer.abort();
+        checkpointer.abort();
+        // The last records get their checkpoint before the server stops.
+        if let Err(e) = checkpoints.run_once().await {
+            tracing::warn!(error = %e, "making checkpoints at shutdown");
+        }
         served.context("serving HTTP")
     }
 }
@@ -201,6 +219,10 @@ pub fn router(state: AppState) -> Router {
     let dashboard_and_api = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/.well-known/aperture/keys", get(api::receipts::keys))
+        .route(
+            "/.well-known/aperture/checkpoints/{tenant}",
+            get(api::journal::latest),
+        )
         .route(
             "/.well-known/oauth-protected-resource",
             get(crate::mcp::protected_resource),

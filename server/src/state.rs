@@ -54,6 +54,8 @@ pub struct Shared {
     pub leptos_options: LeptosOptions,
     /// Wakes the invocation worker (an approval landed).
     pub invocation_wake: Arc<tokio::sync::Notify>,
+    /// Makes the journal trees' signed checkpoints.
+    pub checkpoints: Arc<crate::journal::checkpoints::Checkpointer>,
     /// The journal verified in the background (the overview's chain status).
     pub chain: Arc<crate::journal::watch::ChainWatch>,
     /// The model server hosted agents use, when one is configured.

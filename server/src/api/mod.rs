@@ -7,6 +7,7 @@
 mod agents;
 pub mod connect;
 mod invocations;
+pub(crate) mod journal;
 mod json;
 pub mod openapi;
 mod policies;
@@ -136,6 +137,48 @@ fn declare<D: Declare>(d: D) -> D {
             "/invocations/{id}:reject",
             &[scope::APPROVE],
             invocations::reject,
+        )
+        .route(
+            Method::GET,
+            "/journal/checkpoints",
+            &[scope::READ, scope::WITNESS],
+            journal::checkpoints,
+        )
+        .route(
+            Method::POST,
+            "/journal/checkpoints/cosignatures",
+            &[scope::WITNESS],
+            journal::cosign,
+        )
+        .route(
+            Method::GET,
+            "/journal/proofs/inclusion",
+            &[scope::READ, scope::WITNESS],
+            journal::inclusion,
+        )
+        .route(
+            Method::GET,
+            "/journal/proofs/consistency",
+            &[scope::READ, scope::WITNESS],
+            journal::consistency,
+        )
+        .route(
+            Method::GET,
+            "/journal/witnesses",
+            &[scope::ADMIN],
+            journal::witnesses,
+        )
+        .route(
+            Method::POST,
+            "/journal/witnesses",
+            &[scope::ADMIN],
+            journal::add_witness,
+        )
+        .route(
+            Method::DELETE,
+            "/journal/witnesses/{name}",
+            &[scope::ADMIN],
+            journal::remove_witness,
         )
         .route(Method::GET, "/receipts", &[scope::READ], receipts::list)
         .route(Method::GET, "/receipts/{id}", &[scope::READ], receipts::get)

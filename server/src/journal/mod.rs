@@ -14,6 +14,9 @@
 //! a position taken is rolled back, re-reads the heads and is tried again.
 //! [`verify`] checks every chain and signature, as `aperture journal verify` does.
 
+pub mod audit;
+pub mod checkpoints;
+pub mod tree;
 pub mod watch;
 
 use std::collections::HashMap;
@@ -253,10 +256,11 @@ impl Writer {
         };
         *own = conn_own;
         self.heads = heads;
-        let written = results.iter().filter(|r| r.is_none()).count();
-        self.stats
-            .records
-            .fetch_add(u64::try_from(written).unwrap_or(0), Ordering::Relaxed);
+        let written = u64::try_from(results.iter().filter(|r| r.is_none()).count()).unwrap_or(0);
+        let before = self.stats.records.fetch_add(written, Ordering::Relaxed);
+        if before / CHECKPOINT_RECORDS != (before + written) / CHECKPOINT_RECORDS {
+            self.stats.grown.notify_one();
+        }
         self.stats.commits.fetch_add(1, Ordering::Relaxed);
         Ok(results)
     }
@@ -425,7 +429,12 @@ struct Stats {
     busy_micros: AtomicU64,
     /// Of those, microseconds chaining and signing.
     signing_micros: AtomicU64,
+    /// Notified every [`CHECKPOINT_RECORDS`] records (the checkpointer makes one).
+    grown: tokio::sync::Notify,
 }
+
+/// A checkpoint is made at least every this many records this node writes (CONTRACT §13).
+pub const CHECKPOINT_RECORDS: u64 = 1_000;
 
 /// What a journal's writer has done since the journal was made ([`Journal::stats`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -557,6 +566,12 @@ impl Journal {
             busy: micros(&self.stats.busy_micros),
             signing: micros(&self.stats.signing_micros),
         }
+    }
+
+    /// Waits until this journal's writer has written another [`CHECKPOINT_RECORDS`] records
+    /// (a notification that arrived while nobody waited is kept for the next wait).
+    pub async fn grown(&self) {
+        self.stats.grown.notified().await;
     }
 
     /// The key ring (for publishing keys and signing manifests).

@@ -8,6 +8,7 @@
 pub mod agents;
 pub mod cache;
 pub mod catalog;
+pub mod checkpoints;
 pub mod exposure;
 pub mod invocations;
 pub mod journal;

@@ -135,6 +135,11 @@ pub struct TestApp {
     pub store: Store,
     /// A journal signing with the server's key (for operator actions in tests).
     pub journal: aperture::journal::Journal,
+    /// A checkpointer like the server's (same key, origin host and sink), so that tests make
+    /// checkpoints when they want them instead of waiting for the server's interval.
+    pub checkpoints: std::sync::Arc<aperture::journal::checkpoints::Checkpointer>,
+    /// The server's data folder (its checkpoint sink is `checkpoints/` in it).
+    pub data_dir: std::path::PathBuf,
     /// A client that keeps cookies and sends a same-origin `Origin` header like a browser.
     pub browser: Client,
     /// A plain client (no cookies).
@@ -176,6 +181,13 @@ impl TestApp {
         let keys = aperture::keys::KeyRing::load(&store, dir.path(), Some(SIGNING_KEY))
             .await
             .expect("keys");
+        let checkpoints = aperture::journal::checkpoints::Checkpointer::new(
+            store.clone(),
+            keys.clone(),
+            format!("127.0.0.1:{port}"),
+            Some(dir.path().join("checkpoints")),
+            std::time::Duration::from_secs(60),
+        );
         let journal = aperture::journal::Journal::new(store.clone(), keys);
         let address = format!("http://127.0.0.1:{port}");
         let mut headers = reqwest::header::HeaderMap::new();
@@ -194,11 +206,18 @@ impl TestApp {
             address,
             store,
             journal,
+            checkpoints,
+            data_dir: dir.path().to_path_buf(),
             browser,
             client,
             _db: db,
             _dir: dir,
         })
+    }
+
+    /// The database URL the server uses.
+    pub fn store_url(&self) -> String {
+        self._db.url.clone()
     }
 
     pub fn url(&self, path: &str) -> String {

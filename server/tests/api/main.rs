@@ -17,6 +17,7 @@ mod calls;
 mod cli;
 mod connect;
 mod crash;
+mod evidence;
 mod forks;
 mod journal;
 mod mcp;

@@ -78,6 +78,34 @@ const CASES: &[Case] = &[
     },
     Case {
         method: Method::GET,
+        path: "/journal/checkpoints",
+    },
+    Case {
+        method: Method::POST,
+        path: "/journal/checkpoints/cosignatures",
+    },
+    Case {
+        method: Method::GET,
+        path: "/journal/proofs/inclusion",
+    },
+    Case {
+        method: Method::GET,
+        path: "/journal/proofs/consistency",
+    },
+    Case {
+        method: Method::GET,
+        path: "/journal/witnesses",
+    },
+    Case {
+        method: Method::POST,
+        path: "/journal/witnesses",
+    },
+    Case {
+        method: Method::DELETE,
+        path: "/journal/witnesses/{name}",
+    },
+    Case {
+        method: Method::GET,
         path: "/receipts",
     },
     Case {
@@ -189,6 +217,19 @@ struct Fixtures {
     victim_invocation_id: String,
     victim_staged_id: String,
     victim_agent_id: String,
+    victim_witness: String,
+    /// A note cosigning `default`'s latest checkpoint by the registered witness `matrix-w`.
+    cosigned_note: String,
+}
+
+/// The cosigner key of witness `name` in these tests.
+fn witness_key(name: &str) -> engine::note::VerifierKey {
+    engine::note::VerifierKey::new(
+        name,
+        engine::note::COSIGNATURE_V1,
+        engine::receipt::Signer::from_seed(&[42; 32]).verifying_key(),
+    )
+    .unwrap()
 }
 
 async fn fixtures(app: &TestApp) -> Fixtures {
@@ -360,7 +401,44 @@ async fn fixtures(app: &TestApp) -> Fixtures {
     )
     .await
     .unwrap();
+    // A witness to remove, and a checkpoint of `default` (a tree of at least two records for
+    // the proofs) cosigned by the registered witness `matrix-w`.
+    let victim_witness = format!("victim-w-{}", &aperture::ids::new_id("w")[2..14]);
+    aperture::store::checkpoints::add_witness(
+        &app.store,
+        "default",
+        &victim_witness,
+        &witness_key(&victim_witness).to_string(),
+    )
+    .await
+    .unwrap();
+    aperture::store::checkpoints::add_witness(
+        &app.store,
+        "default",
+        "matrix-w",
+        &witness_key("matrix-w").to_string(),
+    )
+    .await
+    .unwrap();
+    let checkpoint = app
+        .checkpoints
+        .checkpoint("default")
+        .await
+        .unwrap()
+        .expect("default has records");
+    let mut note = engine::note::Note::parse(&checkpoint.note).unwrap();
+    note.signatures.push(
+        engine::note::cosign(
+            &note.text,
+            "matrix-w",
+            &engine::receipt::Signer::from_seed(&[42; 32]),
+            1_700_000_000,
+        )
+        .unwrap(),
+    );
     Fixtures {
+        victim_witness,
+        cosigned_note: note.render(),
         victim_token_id,
         victim_receipt_id,
         victim_session_id: grant.session.id,
@@ -443,6 +521,26 @@ fn request(case: &Case, fx: &Fixtures, n: usize) -> (String, Option<Value>) {
             "/policies:validate".into(),
             Some(json!({"name": "draft", "rules": []})),
         ),
+        ("GET", "/journal/proofs/inclusion") => {
+            ("/journal/proofs/inclusion?seq=1&tree_size=2".into(), None)
+        }
+        ("GET", "/journal/proofs/consistency") => {
+            ("/journal/proofs/consistency?from=1&to=2".into(), None)
+        }
+        ("POST", "/journal/checkpoints/cosignatures") => (
+            "/journal/checkpoints/cosignatures".into(),
+            Some(json!({"note": fx.cosigned_note})),
+        ),
+        ("POST", "/journal/witnesses") => {
+            let name = format!("w-{n}");
+            (
+                "/journal/witnesses".into(),
+                Some(json!({"name": name, "key": witness_key(&name).to_string()})),
+            )
+        }
+        ("DELETE", "/journal/witnesses/{name}") => {
+            (format!("/journal/witnesses/{}", fx.victim_witness), None)
+        }
         ("GET", p) => (p.to_owned(), None),
         ("POST", "/tokens") => (
             "/tokens".into(),
@@ -472,6 +570,10 @@ fn connect_message(case: &Case, path: &str, body: Option<Value>) -> (&'static st
         .find(|m| m.method == case.method.as_str() && m.path == case.path)
         .unwrap_or_else(|| panic!("no Connect method for {} {}", case.method, case.path));
     let mut message = serde_json::Map::new();
+    let (path, query) = path.split_once('?').unwrap_or((path, ""));
+    for (key, value) in serde_urlencoded::from_str::<Vec<(String, String)>>(query).unwrap() {
+        message.insert(key, json!(value));
+    }
     let template: Vec<&str> = case.path.split(['/', ':']).collect();
     let concrete: Vec<&str> = path.split(['/', ':']).collect();
     assert_eq!(template.len(), concrete.len(), "{path}");
@@ -741,6 +843,18 @@ async fn every_route_enforces_its_scope() {
                     "manifest_binding_mismatch"
                 );
                 assert_eq!(body["_meta"]["receipt"]["tenant_id"], "other");
+            }
+            ("POST", "/journal/checkpoints/cosignatures") => {
+                // Not a checkpoint of the intruder's own log.
+                assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{label}: {text}");
+            }
+            ("GET", "/journal/proofs/inclusion") | ("GET", "/journal/proofs/consistency") => {
+                // Proofs in the intruder's own tenant's tree, which is smaller.
+                assert!(
+                    status == StatusCode::UNPROCESSABLE_ENTITY || status == StatusCode::OK,
+                    "{label}: {text}"
+                );
+                assert!(!text.contains("victim"), "{label} leaked: {text}");
             }
             ("POST", "/policies:validate") | ("POST", "/policies:preview") => {
                 assert_eq!(status, StatusCode::OK, "{label}")

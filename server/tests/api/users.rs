@@ -155,5 +155,5 @@ async fn a_fresh_database_gets_the_bootstrap_admin_and_nothing_else() {
         .unwrap();
     assert_eq!(users.len(), 1);
     assert_eq!(users[0].username, "admin");
-    assert_eq!(users[0].scopes.len(), 5);
+    assert_eq!(users[0].scopes.len(), engine::scope::APERTURE_SCOPES.len());
 }

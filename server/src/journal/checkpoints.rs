@@ -1,0 +1,243 @@
+//! Signed checkpoints of each tenant's journal tree (CONTRACT §13): C2SP `tlog-checkpoint`
+//! bodies (origin, tree size, root) in C2SP `signed-note`s signed with the journal's key under
+//! the origin as key name. Made off the call path by [`Checkpointer::run`]: every
+//! `APERTURE_CHECKPOINT_INTERVAL_SECONDS` when a tree grew, every
+//! [`super::CHECKPOINT_RECORDS`] records this node writes, and at shutdown; on demand for an
+//! evidence bundle. Several nodes may try at once: the tree grows and a checkpoint is stored
+//! only if nobody did first (conditional writes), so one of them makes each.
+//!
+//! Each checkpoint is stored in the database and appended to a file per tenant in
+//! `APERTURE_CHECKPOINT_DIR`: a record outside the database that an intruder who rewrites the
+//! journal (and deletes its newest records, or the stored checkpoints) cannot quietly follow.
+//! A sink on the database's own disk does not stop whoever owns that disk; witnesses do.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use engine::note::{self, Checkpoint, Note, VerifierKey};
+use engine::receipt::Signer;
+
+use super::tree::{self, TreeError};
+use crate::keys::KeyRing;
+use crate::store::{self, Store, checkpoints::StoredCheckpoint};
+
+/// Default of `APERTURE_CHECKPOINT_INTERVAL_SECONDS`.
+pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
+
+/// The origin of `tenant`'s log on `host` (`APERTURE_LOG_ORIGIN_HOST`, or the listen address).
+pub fn origin(host: &str, tenant: &str) -> String {
+    format!("{host}/aperture/{tenant}")
+}
+
+/// The note verifier key of `signer` for the log `origin`.
+pub fn verifier_key(origin: &str, signer: &Signer) -> Option<VerifierKey> {
+    VerifierKey::new(origin, note::ED25519, signer.verifying_key()).ok()
+}
+
+/// The file of `tenant`'s checkpoints in the sink folder.
+pub fn sink_file(dir: &Path, tenant: &str) -> PathBuf {
+    dir.join(format!("{tenant}.checkpoints"))
+}
+
+/// Every note in a sink file, in the order they were appended. Notes follow each other
+/// directly: a note's text lines never begin with the em dash its signature lines begin with.
+pub fn read_sink(text: &str) -> Vec<Result<Note, note::NoteError>> {
+    let mut notes = Vec::new();
+    let mut current = String::new();
+    let mut in_signatures = false;
+    for line in text.split_inclusive('\n') {
+        let signature = line.starts_with('\u{2014}');
+        if in_signatures && !signature {
+            notes.push(Note::parse(&current));
+            current.clear();
+            in_signatures = false;
+        }
+        if line == "\n" {
+            in_signatures = true;
+        }
+        current.push_str(line);
+    }
+    if !current.is_empty() {
+        notes.push(Note::parse(&current));
+    }
+    notes
+}
+
+/// Why a checkpoint could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    /// The tree could not grow.
+    #[error(transparent)]
+    Tree(#[from] TreeError),
+    /// The database refused.
+    #[error("checkpoint store: {0}")]
+    Store(#[from] sqlx::Error),
+    /// The note could not be made.
+    #[error("checkpoint note: {0}")]
+    Note(#[from] note::NoteError),
+}
+
+/// Makes checkpoints.
+#[derive(Debug)]
+pub struct Checkpointer {
+    store: Store,
+    keys: KeyRing,
+    host: String,
+    sink: Option<PathBuf>,
+    interval: Duration,
+}
+
+impl Checkpointer {
+    /// A checkpointer over `store` signing with `keys`, naming new logs after `host`,
+    /// appending to files in `sink` (none: the database only).
+    pub fn new(
+        store: Store,
+        keys: KeyRing,
+        host: String,
+        sink: Option<PathBuf>,
+        interval: Duration,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            keys,
+            host,
+            sink,
+            interval,
+        })
+    }
+
+    /// The origin `tenant`'s log has (fixed at its first checkpoint) or will have.
+    pub async fn origin_of(&self, tenant: &str) -> Result<String, sqlx::Error> {
+        Ok(store::checkpoints::log(&self.store, tenant)
+            .await?
+            .map_or_else(|| origin(&self.host, tenant), |l| l.origin))
+    }
+
+    /// Grows `tenant`'s tree to its journal's head and signs a checkpoint of it, unless the
+    /// latest checkpoint already covers every record. Returns the latest checkpoint either way
+    /// (`None`: the tenant has no record).
+    pub async fn checkpoint(
+        &self,
+        tenant: &str,
+    ) -> Result<Option<StoredCheckpoint>, CheckpointError> {
+        let origin = self.origin_of(tenant).await?;
+        let mut size = None;
+        for _ in 0..4 {
+            match tree::grow(&self.store, tenant, &origin).await {
+                Ok(s) => {
+                    size = Some(s);
+                    break;
+                }
+                // Another node grew it: go on from where it got to.
+                Err(TreeError::Raced) => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        let size = size.ok_or(TreeError::Raced)?;
+        let latest = store::checkpoints::latest(&self.store, tenant).await?;
+        if size == 0 || latest.as_ref().is_some_and(|l| l.tree_size as u64 >= size) {
+            return Ok(latest);
+        }
+        let root = tree::root(&self.store, tenant, size).await?;
+        let text = Checkpoint {
+            origin: origin.clone(),
+            size,
+            root,
+        }
+        .text();
+        let mut note = Note::sign(&text, &origin, self.keys.signer())?;
+        // After `aperture keys rotate`, the first checkpoint is signed by the old key too, so
+        // a witness that pinned it can follow to the new one.
+        if let (Some(latest), Some(previous)) = (&latest, self.keys.previous())
+            && let Ok(last) = Note::parse(&latest.note)
+        {
+            let by = |s: &Signer| verifier_key(&origin, s).is_some_and(|k| last.verify(&k).is_ok());
+            if !by(self.keys.signer()) && by(previous) {
+                note.add_signature(&origin, previous)?;
+            }
+        }
+        let rendered = note.render();
+        let tree_size = i64::try_from(size).unwrap_or(i64::MAX);
+        if store::checkpoints::insert(&self.store, tenant, tree_size, &rendered).await? {
+            self.append_to_sink(tenant, &rendered);
+            tracing::debug!(tenant, size, "checkpoint made");
+        }
+        Ok(store::checkpoints::at(&self.store, tenant, tree_size).await?)
+    }
+
+    fn append_to_sink(&self, tenant: &str, note: &str) {
+        let Some(dir) = &self.sink else {
+            return;
+        };
+        let write = || -> std::io::Result<()> {
+            use std::io::Write;
+            std::fs::create_dir_all(dir)?;
+            let mut file = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(sink_file(dir, tenant))?;
+            file.write_all(note.as_bytes())?;
+            file.sync_data()
+        };
+        if let Err(e) = write() {
+            tracing::error!(error = %e, dir = %dir.display(), tenant, "appending a checkpoint to the sink");
+        }
+    }
+
+    /// A checkpoint of every tenant whose tree grew since its latest one.
+    pub async fn run_once(&self) -> Result<(), CheckpointError> {
+        for tenant in store::journal::tenants(&self.store).await? {
+            if let Err(e) = self.checkpoint(&tenant).await {
+                tracing::warn!(tenant, error = %e, "making a checkpoint");
+            }
+        }
+        Ok(())
+    }
+
+    /// Makes checkpoints every interval and whenever `journal` has written another
+    /// [`super::CHECKPOINT_RECORDS`] records, until the task is dropped.
+    pub async fn run(self: Arc<Self>, journal: super::Journal) {
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(self.interval) => {}
+                () = journal.grown() => {}
+            }
+            if let Err(e) = self.run_once().await {
+                tracing::warn!(error = %e, "making checkpoints");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_sink_of_several_notes_reads_back_note_by_note() {
+        let signer = Signer::from_seed(&[5; 32]);
+        let mut text = String::new();
+        let mut made = Vec::new();
+        for size in 1..=3u64 {
+            let c = Checkpoint {
+                origin: "h/aperture/t".into(),
+                size,
+                root: [size as u8; 32],
+            };
+            let mut n = Note::sign(&c.text(), &c.origin, &signer).unwrap();
+            if size == 2 {
+                n.add_signature(&c.origin, &Signer::from_seed(&[6; 32]))
+                    .unwrap();
+            }
+            text.push_str(&n.render());
+            made.push(n);
+        }
+        let read: Vec<Note> = read_sink(&text).into_iter().map(Result::unwrap).collect();
+        assert_eq!(read, made);
+        assert!(read_sink("").is_empty());
+        // A cut-off last note is a bad note, not a lost one.
+        let cut = &text[..text.len() - 10];
+        assert!(read_sink(cut).last().unwrap().is_err());
+    }
+}

@@ -1,0 +1,676 @@
+//! Issue 22: evidence anyone can check. Signed checkpoints of each tenant's journal tree, the
+//! routes that serve them and their proofs, a witness that cosigns them and refuses a rewritten
+//! history, and `journal verify` against checkpoints kept outside the database.
+
+use std::process::{Command, Output, Stdio};
+
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD;
+use engine::merkle;
+use engine::note::{self, Checkpoint, Note, VerifierKey};
+use engine::receipt::{
+    Decision, ReasonCode, Receipt, Signer, receipt_canonical_bytes, receipt_hash, sign_receipt,
+};
+use engine::scope;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::helpers::{SIGNING_KEY, TestApp, error_code};
+
+/// Appends `n` admin records to `tenant`'s journal, many at a time.
+async fn fill(app: &TestApp, tenant: &str, n: usize) {
+    fill_with(app, &app.journal, tenant, n).await;
+}
+
+/// [`fill`] through a journal of its own: a new writer reads the head from the database (as a
+/// restarted node does), so after records were deleted it hands their positions out again.
+async fn fill_anew(app: &TestApp, tenant: &str, n: usize) {
+    let keys = aperture::keys::KeyRing::load(&app.store, &app.data_dir, Some(SIGNING_KEY))
+        .await
+        .unwrap();
+    let journal = aperture::journal::Journal::new(app.store.clone(), keys);
+    fill_with(app, &journal, tenant, n).await;
+}
+
+async fn fill_with(app: &TestApp, journal: &aperture::journal::Journal, tenant: &str, n: usize) {
+    aperture::store::tenants::ensure(&app.store, tenant)
+        .await
+        .unwrap();
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..n {
+        let journal = journal.clone();
+        let tenant = tenant.to_owned();
+        tasks.spawn(async move {
+            journal
+                .admin(
+                    &tenant,
+                    "ops",
+                    Decision::Allow,
+                    ReasonCode::Ok,
+                    "test.fill",
+                    json!({"i": i}),
+                )
+                .await
+                .unwrap();
+        });
+    }
+    tasks.join_all().await;
+}
+
+fn log_key(origin: &str) -> VerifierKey {
+    let seed: [u8; 32] = hex::decode(SIGNING_KEY).unwrap().try_into().unwrap();
+    VerifierKey::new(
+        origin,
+        note::ED25519,
+        Signer::from_seed(&seed).verifying_key(),
+    )
+    .unwrap()
+}
+
+/// The leaf hash of record `seq`, from the receipt itself.
+async fn leaf(app: &TestApp, tenant: &str, seq: i64) -> merkle::Hash {
+    let (text,): (String,) =
+        sqlx::query_as("SELECT receipt FROM journal WHERE tenant_id = $1 AND seq = $2")
+            .bind(tenant)
+            .bind(seq)
+            .fetch_one(app.store.pool())
+            .await
+            .unwrap();
+    let r: Receipt = serde_json::from_str(&text).unwrap();
+    merkle::leaf_hash(&receipt_canonical_bytes(&r))
+}
+
+fn hashes(v: &Value) -> Vec<merkle::Hash> {
+    v["hashes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| {
+            STANDARD
+                .decode(h.as_str().unwrap())
+                .unwrap()
+                .try_into()
+                .unwrap()
+        })
+        .collect()
+}
+
+async fn get_json(app: &TestApp, token: &str, path: &str) -> (StatusCode, Value) {
+    let response = app
+        .client
+        .get(app.api(path))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// Checkpoints are signed notes of the tree's root; the latest is served as text to readers
+/// and witnesses of its tenant only; inclusion and consistency proofs verify against them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoints_and_proofs_verify_against_the_journal() {
+    let app = TestApp::spawn().await;
+    fill(&app, "default", 600).await;
+    let first = app
+        .checkpoints
+        .checkpoint("default")
+        .await
+        .unwrap()
+        .expect("a checkpoint");
+    let head: (i64,) = sqlx::query_as("SELECT MAX(seq) FROM journal WHERE tenant_id = 'default'")
+        .fetch_one(app.store.pool())
+        .await
+        .unwrap();
+    assert_eq!(
+        first.tree_size, head.0,
+        "the checkpoint covers every record"
+    );
+    let note = Note::parse(&first.note).unwrap();
+    let c1 = Checkpoint::parse(&note.text).unwrap();
+    assert!(c1.origin.ends_with("/aperture/default"), "{}", c1.origin);
+    note.verify(&log_key(&c1.origin)).unwrap();
+    // Asking again without new records makes no new one.
+    let again = app
+        .checkpoints
+        .checkpoint("default")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(again, first);
+    // The sink outside the database holds it too.
+    let sink =
+        std::fs::read_to_string(app.data_dir.join("checkpoints/default.checkpoints")).unwrap();
+    assert_eq!(sink, first.note);
+
+    // The latest checkpoint at the well-known URL.
+    let url = app.url("/.well-known/aperture/checkpoints/default");
+    let response = app.client.get(&url).send().await.unwrap();
+    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    let witness = app.token("default", "w", &[scope::WITNESS]).await;
+    let reader = app.token("default", "r", &[scope::READ]).await;
+    let runner = app.token("default", "x", &[scope::RUN]).await;
+    for token in [&witness, &reader] {
+        let response = app
+            .client
+            .get(&url)
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert!(
+            response.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/plain")
+        );
+        assert_eq!(response.text().await.unwrap(), first.note);
+    }
+    let response = app
+        .client
+        .get(&url)
+        .bearer_auth(&runner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    // Another tenant's token, and a tenant that does not exist: the same answer.
+    let other = app.token("other", "w", &[scope::WITNESS]).await;
+    let foreign = app
+        .client
+        .get(&url)
+        .bearer_auth(&other)
+        .send()
+        .await
+        .unwrap();
+    let unknown = app
+        .client
+        .get(app.url("/.well-known/aperture/checkpoints/nobody"))
+        .bearer_auth(&witness)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(foreign.status(), StatusCode::NOT_FOUND);
+    assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
+    assert_eq!(foreign.text().await.unwrap(), unknown.text().await.unwrap());
+
+    // Inclusion proofs of records across tiles verify against the checkpoint's root.
+    let size = u64::try_from(first.tree_size).unwrap();
+    for seq in [1, 2, 255, 256, 257, 300, 512, first.tree_size] {
+        let (status, proof) = get_json(
+            &app,
+            &witness,
+            &format!("/journal/proofs/inclusion?seq={seq}&tree_size={size}"),
+        )
+        .await;
+        assert_eq!(status, StatusCode::OK, "{proof}");
+        assert_eq!(proof["leaf_index"], json!(seq - 1));
+        let leaf_hash = leaf(&app, "default", seq).await;
+        merkle::verify_inclusion(
+            &leaf_hash,
+            u64::try_from(seq - 1).unwrap(),
+            size,
+            &hashes(&proof),
+            &c1.root,
+        )
+        .unwrap_or_else(|e| panic!("record {seq}: {e}"));
+        // Another record's leaf does not verify with it.
+        let other = leaf(&app, "default", if seq == 1 { 2 } else { 1 }).await;
+        assert!(
+            merkle::verify_inclusion(
+                &other,
+                u64::try_from(seq - 1).unwrap(),
+                size,
+                &hashes(&proof),
+                &c1.root
+            )
+            .is_err()
+        );
+    }
+
+    // The tree grows; a consistency proof links the two checkpoints.
+    fill(&app, "default", 300).await;
+    let second = app
+        .checkpoints
+        .checkpoint("default")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(second.tree_size > first.tree_size);
+    let c2 = Checkpoint::parse(&Note::parse(&second.note).unwrap().text).unwrap();
+    let (status, proof) = get_json(
+        &app,
+        &witness,
+        &format!(
+            "/journal/proofs/consistency?from={}&to={}",
+            first.tree_size, second.tree_size
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{proof}");
+    merkle::verify_consistency(c1.size, c2.size, &c1.root, &c2.root, &hashes(&proof)).unwrap();
+    let (status, listed) = get_json(&app, &reader, "/journal/checkpoints").await;
+    assert_eq!(status, StatusCode::OK);
+    let sizes: Vec<i64> = listed["checkpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["tree_size"].as_i64().unwrap())
+        .collect();
+    assert_eq!(sizes, vec![second.tree_size, first.tree_size]);
+
+    // Bad input is a 4xx naming the field; beyond the tree too.
+    for (path, field) in [
+        ("/journal/proofs/inclusion?seq=0&tree_size=5", "seq"),
+        ("/journal/proofs/inclusion?seq=9&tree_size=5", "seq"),
+        ("/journal/proofs/consistency?from=5", "to"),
+        ("/journal/proofs/consistency?from=6&to=5", "from"),
+    ] {
+        let response = app
+            .client
+            .get(app.api(path))
+            .bearer_auth(&witness)
+            .send()
+            .await
+            .unwrap();
+        let (status, body) = (response.status(), response.json::<Value>().await.unwrap());
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{path}: {body}");
+        assert_eq!(
+            body["error"]["details"]["fields"][0]["path"],
+            json!(field),
+            "{body}"
+        );
+    }
+    let (status, _) = get_json(
+        &app,
+        &witness,
+        &format!(
+            "/journal/proofs/inclusion?seq=1&tree_size={}",
+            second.tree_size + 10
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let response = app
+        .client
+        .get(app.api("/journal/proofs/inclusion?seq=x"))
+        .bearer_auth(&witness)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    // `:witness` reads checkpoints and proofs and nothing else.
+    let (status, _) = get_json(&app, &witness, "/receipts").await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let (status, _) = get_json(&app, &witness, "/journal/witnesses").await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+}
+
+fn aperture(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_aperture"))
+        .args(args)
+        .env_remove("APERTURE_DATABASE_URL")
+        .env_remove("APERTURE_DATA_DIR")
+        .env_remove("APERTURE_SIGNING_KEY")
+        .env("APERTURE_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .output()
+        .expect("run aperture")
+}
+
+fn said(out: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `aperture journal verify` against the test app's database and sink.
+fn journal_verify(app: &TestApp, db_url: &str, extra: &[&str]) -> Output {
+    let data = app.data_dir.to_str().unwrap().to_owned();
+    let mut args = vec![
+        "--database-url",
+        db_url,
+        "--data-dir",
+        data.as_str(),
+        "journal",
+        "verify",
+    ];
+    args.extend_from_slice(extra);
+    aperture(&args)
+}
+
+/// A witness follows the log over several checkpoints, cosigning each; its cosignatures are
+/// served with the checkpoint and satisfy `journal verify --witness`. Then the journal's tail
+/// is cut and new records take the old positions: `journal verify` fails against the
+/// checkpoints in the sink, and when the intruder also rebuilds the tree and the stored
+/// checkpoints, the witness refuses the new history, keeps its state and exits non-zero.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_witness_cosigns_a_consistent_log_and_refuses_a_rewritten_one() {
+    let app = TestApp::spawn().await;
+    let db_url: String = app.store_url();
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(
+        &token_file,
+        app.token("default", "witness", &[scope::WITNESS]).await,
+    )
+    .unwrap();
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    let key_file = dir.path().join("witness.key");
+    let state = dir.path().join("witness.json");
+    let witness = |app: &TestApp| {
+        aperture(&[
+            "witness",
+            "--url",
+            &app.address,
+            "--tenant",
+            "default",
+            "--token-file",
+            token_file.to_str().unwrap(),
+            "--key-file",
+            key_file.to_str().unwrap(),
+            "--name",
+            "witness.example/w1",
+            "--state",
+            state.to_str().unwrap(),
+            "--once",
+        ])
+    };
+
+    fill(&app, "default", 40).await;
+    app.checkpoints.checkpoint("default").await.unwrap();
+    // The first run makes the key and pins the log key; the gateway refuses the cosignature of
+    // a witness nobody registered.
+    let out = witness(&app);
+    assert!(!out.status.success(), "{}", said(&out));
+    let text = said(&out);
+    assert!(text.contains("not a registered witness"), "{text}");
+    let vkey = text
+        .lines()
+        .find_map(|l| l.strip_prefix("witness key: "))
+        .and_then(|l| l.split(' ').next())
+        .expect("the witness prints its key")
+        .to_owned();
+    let response = app
+        .client
+        .post(app.api("/journal/witnesses"))
+        .bearer_auth(&admin)
+        .json(&json!({"name": "witness.example/w1", "key": vkey}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        response.status(),
+        StatusCode::CREATED,
+        "{}",
+        response.text().await.unwrap_or_default()
+    );
+    // A key whose name is not the witness's, a note key, garbage: refused by field.
+    for bad in [
+        json!({"name": "other", "key": vkey}),
+        json!({"name": "w2", "key": log_key("w2").to_string()}),
+        json!({"name": "w3", "key": "w3+00000000+AAAA"}),
+    ] {
+        let (status, code) = error_code(
+            app.client
+                .post(app.api("/journal/witnesses"))
+                .bearer_auth(&admin)
+                .json(&bad)
+                .send()
+                .await
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(
+            (status, code.as_str()),
+            (StatusCode::UNPROCESSABLE_ENTITY, "invalid_argument"),
+            "{bad}"
+        );
+    }
+
+    // Rounds over a growing log: each cosigned, the gateway serves the cosignatures.
+    for _ in 0..3 {
+        fill(&app, "default", 25).await;
+        let made = app
+            .checkpoints
+            .checkpoint("default")
+            .await
+            .unwrap()
+            .unwrap();
+        let out = witness(&app);
+        assert!(out.status.success(), "{}", said(&out));
+        assert!(
+            said(&out).contains(&format!(
+                "cosigned the checkpoint of {} records",
+                made.tree_size
+            )),
+            "{}",
+            said(&out)
+        );
+    }
+    let served = app
+        .client
+        .get(app.url("/.well-known/aperture/checkpoints/default"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let served = Note::parse(&served).unwrap();
+    let cosigner = VerifierKey::parse(&vkey).unwrap();
+    served.verify_cosignature(&cosigner).unwrap();
+    let out = journal_verify(&app, &db_url, &["--witness", &vkey, "--quorum", "1"]);
+    assert!(out.status.success(), "{}", said(&out));
+    // A witness that never cosigned does not make the quorum.
+    let stranger = VerifierKey::new(
+        "witness.example/w9",
+        note::COSIGNATURE_V1,
+        Signer::from_seed(&[9; 32]).verifying_key(),
+    )
+    .unwrap()
+    .to_string();
+    let out = journal_verify(&app, &db_url, &["--witness", &stranger]);
+    assert!(!out.status.success(), "{}", said(&out));
+    assert!(
+        said(&out).contains("cosigned by 0 of the given witnesses"),
+        "{}",
+        said(&out)
+    );
+
+    // The intruder cuts the newest 10 records and lets new ones take their positions.
+    let (head,): (i64,) =
+        sqlx::query_as("SELECT MAX(seq) FROM journal WHERE tenant_id = 'default'")
+            .fetch_one(app.store.pool())
+            .await
+            .unwrap();
+    sqlx::query("DELETE FROM journal WHERE tenant_id = 'default' AND seq > $1")
+        .bind(head - 10)
+        .execute(app.store.pool())
+        .await
+        .unwrap();
+    fill_anew(&app, "default", 12).await;
+    let (reissued,): (i64,) = sqlx::query_as(
+        "SELECT COUNT(*) FROM journal WHERE tenant_id = 'default' AND seq > $1 AND seq <= $2",
+    )
+    .bind(head - 10)
+    .bind(head)
+    .fetch_one(app.store.pool())
+    .await
+    .unwrap();
+    assert_eq!(reissued, 10, "the deleted positions were handed out again");
+    let out = journal_verify(&app, &db_url, &[]);
+    assert!(!out.status.success(), "{}", said(&out));
+    let text = said(&out);
+    assert!(
+        text.contains(&format!("checkpoint of size {head} (sink): the journal's first {head} records do not hash to its root")),
+        "{text}"
+    );
+    assert!(
+        text.contains(&format!("checkpoint of size {head} (database)")),
+        "{text}"
+    );
+
+    // … and rebuilds the tree and the stored checkpoints from the rewritten journal.
+    for table in [
+        "journal_tiles",
+        "journal_logs",
+        "journal_cosignatures",
+        "journal_checkpoints",
+    ] {
+        sqlx::query(&format!("DELETE FROM {table} WHERE tenant_id = 'default'"))
+            .execute(app.store.pool())
+            .await
+            .unwrap();
+    }
+    app.checkpoints
+        .checkpoint("default")
+        .await
+        .unwrap()
+        .unwrap();
+    let before = std::fs::read_to_string(&state).unwrap();
+    let out = witness(&app);
+    assert!(!out.status.success(), "{}", said(&out));
+    assert!(said(&out).contains("refused"), "{}", said(&out));
+    assert_eq!(
+        std::fs::read_to_string(&state).unwrap(),
+        before,
+        "the state is kept"
+    );
+    // The sink still holds the checkpoints the rewrite contradicts.
+    let out = journal_verify(&app, &db_url, &[]);
+    assert!(!out.status.success(), "{}", said(&out));
+    assert!(
+        said(&out).contains("(sink): the journal's first"),
+        "{}",
+        said(&out)
+    );
+}
+
+/// The key rotation case: after `aperture keys rotate` the first checkpoint is signed by the
+/// old key too, and the next only by the new one.
+#[tokio::test]
+async fn after_a_rotation_one_checkpoint_is_signed_by_both_keys() {
+    use aperture::journal::checkpoints::{Checkpointer, verifier_key};
+    let db = crate::helpers::TestDb::new(crate::helpers::Db::Sqlite)
+        .await
+        .unwrap();
+    let store = aperture::store::Store::connect(&db.url).await.unwrap();
+    store.migrate().await.unwrap();
+    aperture::store::tenants::ensure(&store, "t").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let append = |keys: &aperture::keys::KeyRing, n: usize| {
+        let journal = aperture::journal::Journal::new(store.clone(), keys.clone());
+        async move {
+            for _ in 0..n {
+                journal
+                    .admin("t", "ops", Decision::Allow, ReasonCode::Ok, "x", json!({}))
+                    .await
+                    .unwrap();
+            }
+        }
+    };
+    let old = aperture::keys::KeyRing::load(&store, dir.path(), None)
+        .await
+        .unwrap();
+    append(&old, 3).await;
+    let make = |keys: &aperture::keys::KeyRing| {
+        Checkpointer::new(
+            store.clone(),
+            keys.clone(),
+            "h".into(),
+            None,
+            std::time::Duration::from_secs(60),
+        )
+    };
+    make(&old).checkpoint("t").await.unwrap().unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(3));
+    aperture::keys::KeyRing::rotate(&store, dir.path())
+        .await
+        .unwrap();
+    let new = aperture::keys::KeyRing::load(&store, dir.path(), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        new.previous().map(|s| s.key_id().to_owned()),
+        Some(old.signer().key_id().to_owned())
+    );
+    let by = |note: &str, keys: &aperture::keys::KeyRing| {
+        let n = Note::parse(note).unwrap();
+        let origin = Checkpoint::parse(&n.text).unwrap().origin;
+        n.verify(&verifier_key(&origin, keys.signer()).unwrap())
+            .is_ok()
+    };
+    append(&new, 2).await;
+    let both = make(&new).checkpoint("t").await.unwrap().unwrap();
+    assert!(
+        by(&both.note, &new) && by(&both.note, &old),
+        "{}",
+        both.note
+    );
+    append(&new, 2).await;
+    let only_new = make(&new).checkpoint("t").await.unwrap().unwrap();
+    assert!(by(&only_new.note, &new) && !by(&only_new.note, &old));
+    store.close().await;
+}
+
+/// A key the intruder added to the database signs a rewritten record: the chain verifies on
+/// the stored keys, but the checkpoint in the sink (made before) no longer matches.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resigned_record_breaks_the_checkpoint_in_the_sink() {
+    let app = TestApp::spawn().await;
+    let db_url = app.store_url();
+    fill(&app, "default", 20).await;
+    app.checkpoints.checkpoint("default").await.unwrap();
+    let intruder = Signer::from_seed(&[66; 32]);
+    aperture::store::keys::record(&app.store, intruder.key_id(), &intruder.jwk().x)
+        .await
+        .unwrap();
+    // Rewrite record 5 and re-sign it and every record after it, links and all.
+    let mut prev: Option<String> = None;
+    let (head,): (i64,) =
+        sqlx::query_as("SELECT MAX(seq) FROM journal WHERE tenant_id = 'default'")
+            .fetch_one(app.store.pool())
+            .await
+            .unwrap();
+    for seq in 5..=head {
+        let (text,): (String,) =
+            sqlx::query_as("SELECT receipt FROM journal WHERE tenant_id = 'default' AND seq = $1")
+                .bind(seq)
+                .fetch_one(app.store.pool())
+                .await
+                .unwrap();
+        let mut r: Receipt = serde_json::from_str(&text).unwrap();
+        if seq == 5 {
+            r.actor_id = "someone-else".into();
+        }
+        if let Some(p) = &prev {
+            r.prev_hash = Some(p.clone());
+        }
+        let r = sign_receipt(r, &intruder).unwrap();
+        prev = Some(receipt_hash(&r).unwrap());
+        sqlx::query(
+            "UPDATE journal SET receipt = $1, record_hash = $2, actor_id = $3 \
+             WHERE tenant_id = 'default' AND seq = $4",
+        )
+        .bind(String::from_utf8(receipt_canonical_bytes(&r)).unwrap())
+        .bind(receipt_hash(&r).unwrap())
+        .bind(&r.actor_id)
+        .bind(seq)
+        .execute(app.store.pool())
+        .await
+        .unwrap();
+    }
+    let out = journal_verify(&app, &db_url, &[]);
+    assert!(!out.status.success(), "{}", said(&out));
+    let text = said(&out);
+    assert!(text.contains("verified"), "{text}");
+    assert!(text.contains("(sink): the journal's first"), "{text}");
+}
