@@ -26,6 +26,7 @@ pub mod canonical;
 pub mod catalog;
 pub mod decision;
 pub mod descriptor;
+pub mod evidence;
 pub mod fork;
 pub mod manifest;
 pub mod merkle;

@@ -99,6 +99,11 @@ enum Command {
         #[command(subcommand)]
         command: JournalCommand,
     },
+    /// Evidence bundles of sessions.
+    Evidence {
+        #[command(subcommand)]
+        command: EvidenceCommand,
+    },
     /// Receipts.
     Receipt {
         #[command(subcommand)]
@@ -199,6 +204,26 @@ enum JournalCommand {
         trusted_keys: Option<PathBuf>,
         /// A witness's cosigner key (note verifier format, `name+id+key`); repeatable. The
         /// newest checkpoint of each tenant must carry `--quorum` of their cosignatures.
+        #[arg(long = "witness", value_name = "VKEY")]
+        witnesses: Vec<String>,
+        /// How many of the `--witness` keys must have cosigned (default: all of them).
+        #[arg(long, requires = "witnesses")]
+        quorum: Option<usize>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum EvidenceCommand {
+    /// Check an evidence bundle offline (no database, no network): the signatures of its
+    /// receipts, manifests and checkpoint, and each receipt's inclusion in the checkpoint.
+    Verify {
+        /// The bundle (`GET /sessions/{id}/evidence`), or `-`.
+        file: String,
+        /// A JWKS file of keys you pinned; otherwise the bundle's own keys are used (and the
+        /// output says so).
+        #[arg(long, value_name = "JWKS")]
+        trusted_keys: Option<PathBuf>,
+        /// A witness's cosigner key (note verifier format); repeatable.
         #[arg(long = "witness", value_name = "VKEY")]
         witnesses: Vec<String>,
         /// How many of the `--witness` keys must have cosigned (default: all of them).
@@ -483,6 +508,15 @@ pub async fn run() -> anyhow::Result<()> {
                     quorum,
                 },
         } => journal_verify(&cli.global, trusted_keys.as_deref(), &witnesses, quorum).await,
+        Command::Evidence {
+            command:
+                EvidenceCommand::Verify {
+                    file,
+                    trusted_keys,
+                    witnesses,
+                    quorum,
+                },
+        } => evidence_verify(&file, trusted_keys.as_deref(), &witnesses, quorum),
         Command::Receipt {
             command:
                 ReceiptCommand::Verify {
@@ -744,12 +778,11 @@ fn untrusted(stored: &engine::receipt::JwkSet, trusted: &engine::receipt::JwkSet
         .collect()
 }
 
-async fn journal_verify(
-    global: &GlobalArgs,
-    trusted_keys: Option<&std::path::Path>,
+/// `--witness` keys and `--quorum` (default: all of them).
+fn witness_keys(
     witnesses: &[String],
     quorum: Option<usize>,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<(Vec<engine::note::VerifierKey>, usize)> {
     let witnesses = witnesses
         .iter()
         .map(|w| {
@@ -768,6 +801,48 @@ async fn journal_verify(
         "--quorum {quorum} is more than the {} witnesses given",
         witnesses.len()
     );
+    Ok((witnesses, quorum))
+}
+
+/// `aperture evidence verify`: offline, nothing but the file (and pinned keys).
+fn evidence_verify(
+    file: &str,
+    trusted_keys: Option<&std::path::Path>,
+    witnesses: &[String],
+    quorum: Option<usize>,
+) -> anyhow::Result<()> {
+    let text = if file == "-" {
+        let mut t = String::new();
+        std::io::stdin().read_to_string(&mut t)?;
+        t
+    } else {
+        std::fs::read_to_string(file).with_context(|| format!("reading {file}"))?
+    };
+    let (witnesses, quorum) = witness_keys(witnesses, quorum)?;
+    let trusted = trusted_keys.map(read_jwks).transpose()?;
+    if let Some(t) = &trusted {
+        let bundle: serde_json::Value =
+            serde_json::from_str(&text).context("the bundle is not JSON")?;
+        let stored: engine::receipt::JwkSet =
+            serde_json::from_value(bundle.get("keys").cloned().unwrap_or_default())
+                .unwrap_or_default();
+        for kid in untrusted(&stored, t) {
+            println!("key {kid} is in the bundle but not among the trusted keys");
+        }
+    }
+    let verified = engine::evidence::verify(&text, trusted.as_ref(), &witnesses, quorum)
+        .map_err(|e| anyhow::anyhow!("the evidence does not verify: {e}"))?;
+    println!("{verified}");
+    Ok(())
+}
+
+async fn journal_verify(
+    global: &GlobalArgs,
+    trusted_keys: Option<&std::path::Path>,
+    witnesses: &[String],
+    quorum: Option<usize>,
+) -> anyhow::Result<()> {
+    let (witnesses, quorum) = witness_keys(witnesses, quorum)?;
     let store = global.store().await?;
     store.migrate().await?;
     let stored = crate::keys::published(&store).await?;

@@ -293,7 +293,7 @@ async fn view(store: &Store, s: SessionRow) -> Result<SessionView, ServiceError>
     })
 }
 
-async fn readable(
+pub(crate) async fn readable(
     store: &Store,
     principal: &Principal,
     id: &str,

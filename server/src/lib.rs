@@ -26,6 +26,7 @@ pub mod cli;
 pub mod config;
 pub mod dashboard;
 pub mod error;
+pub mod evidence;
 pub mod exposure;
 pub mod heartbeat;
 pub mod ids;

@@ -228,6 +228,10 @@ pub fn router(state: AppState) -> Router {
             get(crate::mcp::protected_resource),
         )
         .route("/ui/receipts/export.jsonl", get(crate::receipts::export))
+        .route(
+            "/ui/sessions/{id}/evidence.json",
+            get(crate::evidence::download),
+        )
         .nest_service(api::PREFIX, api::router(state.clone()))
         .nest_service(
             api::connect::SERVICE,

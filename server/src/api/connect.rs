@@ -212,6 +212,14 @@ pub const METHODS: &[ConnectMethod] = &[
         "A session's signed manifest document.",
     ),
     m(
+        "GetEvidence",
+        "GET",
+        "/sessions/{id}/evidence",
+        ID,
+        Payload::Query,
+        "The session's evidence bundle: manifests, receipts, inclusion proofs, checkpoint, keys.",
+    ),
+    m(
         "RevokeSession",
         "POST",
         "/sessions/{id}:revoke",

@@ -12,7 +12,7 @@ mod json;
 pub mod openapi;
 mod policies;
 pub(crate) mod receipts;
-mod sessions;
+pub(crate) mod sessions;
 mod tokens;
 mod tools;
 mod upstreams;
@@ -202,6 +202,12 @@ fn declare<D: Declare>(d: D) -> D {
             "/sessions/{id}/manifest",
             &[scope::READ, scope::RUN],
             sessions::manifest,
+        )
+        .route(
+            Method::GET,
+            "/sessions/{id}/evidence",
+            &[scope::READ, scope::RUN],
+            sessions::evidence,
         )
         .route(
             Method::POST,

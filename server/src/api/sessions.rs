@@ -3,6 +3,7 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
+use axum::response::IntoResponse as _;
 use serde_json::{Value, json};
 
 use app::dto::{CreateSessionRequest, SessionView};
@@ -101,4 +102,46 @@ pub async fn fork(
     )
     .await?;
     Ok((StatusCode::CREATED, Json(grant.list_result())))
+}
+
+/// Query of `GET /sessions/{id}/evidence`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EvidenceQuery {
+    #[serde(default)]
+    disclosures: Option<String>,
+}
+
+/// Reads `?disclosures=`: `true`/`false` (also `1/0`, `yes/no`, `on/off`).
+pub(crate) fn disclosures_flag(value: Option<&str>) -> Result<bool, ApiError> {
+    match value.map(str::to_ascii_lowercase).as_deref() {
+        None | Some("false" | "0" | "no" | "off") => Ok(false),
+        Some("true" | "1" | "yes" | "on") => Ok(true),
+        Some(_) => Err(ApiError(app::error::AppError::invalid_field(
+            "disclosures",
+            "true or false",
+        ))),
+    }
+}
+
+/// `GET /sessions/{id}/evidence[?disclosures=true]`: the session's evidence bundle, RFC 8785.
+pub async fn evidence(
+    State(state): State<AppState>,
+    Caller(p): Caller,
+    Path(id): Path<String>,
+    query: Result<axum::extract::Query<EvidenceQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<axum::response::Response, ApiError> {
+    let axum::extract::Query(q) = query.map_err(|e| {
+        ApiError(app::error::AppError::new(
+            app::error::ErrorCode::BadRequest,
+            e.body_text(),
+        ))
+    })?;
+    let disclosures = disclosures_flag(q.disclosures.as_deref())?;
+    let bytes = crate::evidence::bundle(&state, &p, &id, disclosures).await?;
+    Ok((
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        bytes,
+    )
+        .into_response())
 }

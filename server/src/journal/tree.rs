@@ -181,6 +181,25 @@ pub async fn inclusion(
     .await
 }
 
+/// The inclusion proofs of several leaves in the tree of `size` records, reading each tile
+/// they need once.
+pub async fn inclusions(
+    store: &Store,
+    tenant: &str,
+    indexes: &[u64],
+    size: u64,
+) -> Result<Vec<Vec<Hash>>, TreeError> {
+    with_tiles(store, tenant, size, |f| {
+        indexes
+            .iter()
+            .map(|index| {
+                merkle::inclusion_proof(*index, size, &mut Fn2(&mut *f)).map_err(unwrap_proof)
+            })
+            .collect()
+    })
+    .await
+}
+
 /// The consistency proof from the tree of `old` records to the tree of `new`.
 pub async fn consistency(
     store: &Store,

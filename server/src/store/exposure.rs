@@ -212,6 +212,38 @@ pub async fn latest_manifest(
     Ok(row.map(manifest))
 }
 
+/// Every manifest of a session, oldest first.
+pub async fn manifests_of(
+    store: &Store,
+    tenant_id: &str,
+    session_id: &str,
+) -> Result<Vec<ManifestRow>, sqlx::Error> {
+    let rows: Vec<ManifestTuple> = sqlx::query_as(&format!(
+        "SELECT {MANIFEST_COLUMNS} FROM manifests WHERE tenant_id = $1 AND session_id = $2 ORDER BY issued_at, id"
+    ))
+    .bind(tenant_id)
+    .bind(session_id)
+    .fetch_all(store.pool())
+    .await?;
+    Ok(rows.into_iter().map(manifest).collect())
+}
+
+/// The ids of a session's forks, oldest first.
+pub async fn fork_ids(
+    store: &Store,
+    tenant_id: &str,
+    parent_id: &str,
+) -> Result<Vec<String>, sqlx::Error> {
+    let rows: Vec<(String,)> = sqlx::query_as(
+        "SELECT id FROM exposure_sessions WHERE tenant_id = $1 AND parent_id = $2 ORDER BY created_at, id",
+    )
+    .bind(tenant_id)
+    .bind(parent_id)
+    .fetch_all(store.pool())
+    .await?;
+    Ok(rows.into_iter().map(|(id,)| id).collect())
+}
+
 /// A manifest by id, within a tenant.
 pub async fn find_manifest(
     store: &Store,

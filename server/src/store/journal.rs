@@ -331,6 +331,26 @@ pub async fn by_receipt_id(
     row.as_ref().map(from_row).transpose()
 }
 
+/// Up to `limit` records of a session after `after_seq`, oldest first.
+pub async fn of_session(
+    store: &Store,
+    tenant_id: &str,
+    session_id: &str,
+    after_seq: i64,
+    limit: i64,
+) -> Result<Vec<RecordRow>, sqlx::Error> {
+    let rows = sqlx::query(&format!(
+        "{SELECT} WHERE tenant_id = $1 AND session_id = $2 AND seq > $3 ORDER BY seq LIMIT $4"
+    ))
+    .bind(tenant_id)
+    .bind(session_id)
+    .bind(after_seq)
+    .bind(limit)
+    .fetch_all(store.pool())
+    .await?;
+    rows.iter().map(from_row).collect()
+}
+
 /// Filters of `GET /receipts` (CONTRACT §8). All optional; they combine with AND.
 #[derive(Debug, Default, Clone)]
 pub struct ReceiptFilter {

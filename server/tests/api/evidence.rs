@@ -674,3 +674,208 @@ async fn a_resigned_record_breaks_the_checkpoint_in_the_sink() {
     assert!(text.contains("verified"), "{text}");
     assert!(text.contains("(sink): the journal's first"), "{text}");
 }
+
+async fn rest_call(
+    app: &TestApp,
+    token: &str,
+    list: &Value,
+    tool: &str,
+    meta_edit: impl Fn(&mut Value),
+) -> Value {
+    let t = list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == tool)
+        .unwrap_or_else(|| panic!("{tool} in {list}"));
+    let m = &list["_meta"];
+    let sid = m["session_id"].as_str().unwrap();
+    let mut meta = json!({"manifest_id": m["manifest_id"], "lease_id": m["lease_id"], "tool_version": t["_meta"]["toolVersion"], "expected_schema_hash": t["_meta"]["schemaHash"]});
+    meta_edit(&mut meta);
+    let arguments = if tool.ends_with("add") {
+        json!({"a": 2, "b": 3})
+    } else {
+        json!({"text": "hi"})
+    };
+    app.client
+        .post(app.api(&format!("/sessions/{sid}/calls")))
+        .bearer_auth(token)
+        .json(&json!({"name": tool, "arguments": arguments, "_meta": meta}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+/// Evidence bundles (issue 22, item 7): a session with allowed, denied and parked calls and a
+/// fork. Its bundle and the fork's verify offline with `aperture evidence verify`; the parent
+/// names the fork; disclosures only for readers who ask; changing a signed member, a proof
+/// hash or a checkpoint line fails the check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_s_evidence_bundle_verifies_offline_and_any_change_fails() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &["mcp__fixture__echo", "mcp__fixture__add"])
+        .await;
+    let policy = json!({"rules": [
+        {"id": "park", "match": {"name": "mcp__fixture__echo"}, "mode": "approval_required"},
+        {"id": "ok", "match": {"name": "mcp__fixture__add"}, "mode": "allow"}
+    ]});
+    for (path, body) in [
+        ("/policies/p", Some(policy)),
+        ("/policies/p:activate", None),
+    ] {
+        let rb = match body {
+            Some(b) => app.client.put(app.api(path)).json(&b),
+            None => app.client.post(app.api(path)),
+        };
+        assert!(
+            rb.bearer_auth(&admin)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .is_success()
+        );
+    }
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let list: Value = app
+        .client
+        .post(app.api("/sessions"))
+        .bearer_auth(&agent)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let sid = list["_meta"]["session_id"].as_str().unwrap().to_owned();
+    let allowed = rest_call(&app, &agent, &list, "mcp__fixture__add", |_| {}).await;
+    assert_eq!(
+        allowed["_meta"]["receipt"]["decision"], "allow",
+        "{allowed}"
+    );
+    let parked = rest_call(&app, &agent, &list, "mcp__fixture__echo", |_| {}).await;
+    assert_eq!(parked["_meta"]["receipt"]["decision"], "park", "{parked}");
+    let denied = rest_call(&app, &agent, &list, "mcp__fixture__add", |m| {
+        m["expected_schema_hash"] = json!(format!("sha256:{}", "0".repeat(64)));
+    })
+    .await;
+    assert_eq!(denied["_meta"]["receipt"]["decision"], "deny", "{denied}");
+    let fork: Value = app
+        .client
+        .post(app.api(&format!("/sessions/{sid}/forks")))
+        .bearer_auth(&agent)
+        .json(&json!({"fork_tools": ["mcp__fixture__add"]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let fork_id = fork["_meta"]["session_id"].as_str().unwrap().to_owned();
+    let refused = rest_call(&app, &agent, &fork, "mcp__fixture__echo", |_| {}).await;
+    assert_eq!(refused["_meta"]["receipt"]["decision"], "deny", "{refused}");
+
+    let fetch = |id: String, token: String, query: &'static str| {
+        let client = app.client.clone();
+        let url = app.api(&format!("/sessions/{id}/evidence{query}"));
+        async move {
+            let response = client.get(url).bearer_auth(token).send().await.unwrap();
+            (response.status(), response.text().await.unwrap())
+        }
+    };
+    let (status, parent) = fetch(sid.clone(), agent.clone(), "").await;
+    assert_eq!(status, StatusCode::OK, "{parent}");
+    // One RFC 8785 document.
+    let value: Value = serde_json::from_str(&parent).unwrap();
+    assert_eq!(
+        String::from_utf8(engine::canonical::value_bytes(&value)).unwrap(),
+        parent
+    );
+    assert_eq!(value["format"], "aperture-evidence/v1");
+    assert_eq!(value["session"]["forks"], json!([fork_id]));
+    assert!(value.get("disclosures").is_none());
+    let decisions: Vec<&str> = value["receipts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["kind"] == "decision")
+        .map(|r| r["decision"].as_str().unwrap())
+        .collect();
+    for d in ["allow", "park", "deny"] {
+        assert!(decisions.contains(&d), "{d} in {decisions:?}");
+    }
+    assert!(!value["manifests"].as_array().unwrap().is_empty());
+    let v = engine::evidence::verify(&parent, None, &[], 0).unwrap();
+    assert_eq!(v.receipts, value["receipts"].as_array().unwrap().len());
+
+    let (status, child) = fetch(fork_id.clone(), agent.clone(), "").await;
+    assert_eq!(status, StatusCode::OK, "{child}");
+    let child_value: Value = serde_json::from_str(&child).unwrap();
+    assert_eq!(child_value["session"]["parent_id"], json!(sid));
+    engine::evidence::verify(&child, None, &[], 0).unwrap();
+
+    // Disclosures: readers who ask; not the run actor.
+    let (status, _) = fetch(sid.clone(), agent.clone(), "?disclosures=true").await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    let reader = app.token("default", "auditor", &[scope::READ]).await;
+    let (status, with) = fetch(sid.clone(), reader.clone(), "?disclosures=true").await;
+    assert_eq!(status, StatusCode::OK);
+    let v = engine::evidence::verify(&with, None, &[], 0).unwrap();
+    assert_eq!(v.disclosures, v.receipts);
+    // Another actor's session is not found.
+    let other = app.token("default", "someone", &[scope::RUN]).await;
+    let (status, _) = fetch(sid.clone(), other, "").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    // `aperture evidence verify`, offline, with the pinned keys.
+    let dir = tempfile::tempdir().unwrap();
+    let keys = aperture::keys::published(&app.store).await.unwrap();
+    let trusted = dir.path().join("keys.json");
+    std::fs::write(&trusted, serde_json::to_string(&keys).unwrap()).unwrap();
+    let verify_cli = |text: &str| {
+        let file = dir.path().join("bundle.json");
+        std::fs::write(&file, text).unwrap();
+        aperture(&[
+            "evidence",
+            "verify",
+            file.to_str().unwrap(),
+            "--trusted-keys",
+            trusted.to_str().unwrap(),
+        ])
+    };
+    for good in [&parent, &child, &with] {
+        let out = verify_cli(good);
+        assert!(out.status.success(), "{}", said(&out));
+        assert!(said(&out).contains("trusted keys"), "{}", said(&out));
+    }
+    let mut changed = Vec::new();
+    let mut c = value.clone();
+    c["receipts"][0]["actor_id"] = json!("someone-else");
+    changed.push(("a signed member", c));
+    let mut c = value.clone();
+    let hash = c["proofs"][0]["hashes"][0].as_str().unwrap().to_owned();
+    let mut bytes = STANDARD.decode(hash).unwrap();
+    bytes[5] ^= 0x10;
+    c["proofs"][0]["hashes"][0] = json!(STANDARD.encode(bytes));
+    changed.push(("a proof hash", c));
+    let mut c = value.clone();
+    let note = c["checkpoint"].as_str().unwrap();
+    let size_line = note.lines().nth(1).unwrap();
+    let bigger = (size_line.parse::<u64>().unwrap() + 1).to_string();
+    c["checkpoint"] =
+        json!(note.replacen(&format!("\n{size_line}\n"), &format!("\n{bigger}\n"), 1));
+    changed.push(("the checkpoint's size line", c));
+    for (what, c) in changed {
+        let out = verify_cli(&c.to_string());
+        assert!(!out.status.success(), "{what}: {}", said(&out));
+        assert!(
+            said(&out).contains("does not verify"),
+            "{what}: {}",
+            said(&out)
+        );
+    }
+}

@@ -78,6 +78,10 @@ const CASES: &[Case] = &[
     },
     Case {
         method: Method::GET,
+        path: "/sessions/{id}/evidence",
+    },
+    Case {
+        method: Method::GET,
         path: "/journal/checkpoints",
     },
     Case {
@@ -199,6 +203,7 @@ const CASES: &[Case] = &[
 /// `victim`, so a `:run` holder gets 404).
 const OWN_ROUTES: &[&str] = &[
     "/sessions/{id}",
+    "/sessions/{id}/evidence",
     "/sessions/{id}/manifest",
     "/sessions/{id}:revoke",
     "/invocations/{id}",
@@ -467,6 +472,9 @@ fn request(case: &Case, fx: &Fixtures, n: usize) -> (String, Option<Value>) {
         ),
         ("GET", "/policies/{id}") => ("/policies/victim-only".into(), None),
         ("GET", "/sessions/{id}") => (format!("/sessions/{}", fx.victim_session_id), None),
+        ("GET", "/sessions/{id}/evidence") => {
+            (format!("/sessions/{}/evidence", fx.victim_session_id), None)
+        }
         ("GET", "/sessions/{id}/manifest") => {
             (format!("/sessions/{}/manifest", fx.victim_session_id), None)
         }
@@ -865,6 +873,7 @@ async fn every_route_enforces_its_scope() {
                 assert_eq!(status, StatusCode::NOT_FOUND, "{label}: {text}");
             }
             ("GET", "/sessions/{id}")
+            | ("GET", "/sessions/{id}/evidence")
             | ("GET", "/sessions/{id}/manifest")
             | ("POST", "/sessions/{id}:revoke")
             | ("PUT", "/tools/{name}")
