@@ -195,6 +195,17 @@ enum UpstreamCommand {
 
 #[derive(Debug, Subcommand)]
 enum JournalCommand {
+    /// Remove the disclosures (arguments, rule reasons, what admin changes touched) of records
+    /// older than N days, keeping their receipts and digests, so verify still passes. The purge
+    /// is journaled first in each tenant's journal.
+    PurgeDisclosures {
+        /// Records issued more than this many days ago lose their disclosures.
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=36_500))]
+        older_than_days: u64,
+        /// Only this tenant (default: every tenant).
+        #[arg(long)]
+        tenant: Option<String>,
+    },
     /// Check every chain, signature and stored column; exit 0 only when all verify.
     Verify {
         /// A JWKS file of the keys you trust (fetched earlier from
@@ -502,6 +513,13 @@ pub async fn run() -> anyhow::Result<()> {
         }
         Command::Journal {
             command:
+                JournalCommand::PurgeDisclosures {
+                    older_than_days,
+                    tenant,
+                },
+        } => purge_disclosures(&cli.global, older_than_days, tenant.as_deref()).await,
+        Command::Journal {
+            command:
                 JournalCommand::Verify {
                     trusted_keys,
                     witnesses,
@@ -776,6 +794,35 @@ fn untrusted(stored: &engine::receipt::JwkSet, trusted: &engine::receipt::JwkSet
         .filter(|k| !trusted.keys.iter().any(|t| t.kid == k.kid && t.x == k.x))
         .map(|k| k.kid.clone())
         .collect()
+}
+
+/// `aperture journal purge-disclosures`: retention for what callers never see.
+async fn purge_disclosures(
+    global: &GlobalArgs,
+    older_than_days: u64,
+    tenant: Option<&str>,
+) -> anyhow::Result<()> {
+    let store = global.store().await?;
+    store.migrate().await?;
+    let tenants = match tenant {
+        Some(t) => vec![t.to_owned()],
+        None => store::journal::tenants(&store).await?,
+    };
+    let signing_key = std::env::var("APERTURE_SIGNING_KEY").ok();
+    let keys = crate::keys::KeyRing::load(&store, &global.data_dir, signing_key.as_deref()).await?;
+    let journal = Journal::new(store.clone(), keys);
+    let days = i64::try_from(older_than_days).unwrap_or(36_500);
+    let cutoff = store::now_ms() - days * 86_400_000;
+    for tenant in tenants {
+        let purged =
+            crate::journal::purge_disclosures(&store, &journal, &tenant, "operator", cutoff)
+                .await?;
+        println!(
+            "tenant {tenant}: removed the disclosures of {purged} records issued before {}",
+            store::rfc3339(cutoff)
+        );
+    }
+    Ok(())
 }
 
 /// `--witness` keys and `--quorum` (default: all of them).

@@ -687,6 +687,7 @@ pub async fn verify_tenant_from(
     signatures: Signatures,
 ) -> Result<(TenantReport, ChainVerifier), sqlx::Error> {
     let mut after = i64::try_from(verifier.last_seq()).unwrap_or(i64::MAX);
+    let purged_before = purge_cutoff(store, tenant).await?;
     loop {
         let page = store::journal::page(store, tenant, after, PAGE).await?;
         let Some(last) = page.last() else {
@@ -694,10 +695,24 @@ pub async fn verify_tenant_from(
         };
         after = last.seq;
         let start = verifier.clone();
-        let mut checked = check_page(tenant, &page, keys, &mut verifier, signatures);
+        let mut checked = check_page(
+            tenant,
+            &page,
+            keys,
+            &mut verifier,
+            signatures,
+            purged_before,
+        );
         if checked.is_err() && signatures == Signatures::LastOfPage {
             verifier = start;
-            checked = check_page(tenant, &page, keys, &mut verifier, Signatures::Every);
+            checked = check_page(
+                tenant,
+                &page,
+                keys,
+                &mut verifier,
+                Signatures::Every,
+                purged_before,
+            );
         }
         if let Err(report) = checked {
             return Ok((report, verifier));
@@ -721,6 +736,7 @@ fn check_page(
     keys: &JwkSet,
     verifier: &mut ChainVerifier,
     signatures: Signatures,
+    purged_before: Option<i64>,
 ) -> Result<(), TenantReport> {
     for (i, row) in page.iter().enumerate() {
         let expected = verifier.last_seq() + 1;
@@ -758,6 +774,15 @@ fn check_page(
             Some(malformed(
                 "the stored record hash does not match the receipt",
             ))
+        } else if row.disclosures == PURGED {
+            // Removed by a journaled purge, if the record is older than its cutoff.
+            let issued = store::parse_rfc3339(&r.issued_at);
+            match (issued, purged_before) {
+                (Some(at), Some(cutoff)) if at < cutoff => row.columns.mismatch(&r).map(fail),
+                _ => Some(malformed(
+                    "the stored disclosures were removed without a journaled purge",
+                )),
+            }
         } else if !serde_json::from_str::<Disclosures>(&row.disclosures)
             .ok()
             .and_then(|d| receipt::disclosures_match(&r, &d).ok())
@@ -777,6 +802,68 @@ fn check_page(
         }
     }
     Ok(())
+}
+
+/// What a purged record's disclosures column holds (its receipt and digest stay).
+pub const PURGED: &str = r#"{"purged":true}"#;
+/// The action of a disclosure purge's admin record.
+pub const PURGE_ACTION: &str = "journal.purge_disclosures";
+
+/// The latest cutoff (epoch ms) of `tenant`'s journaled disclosure purges whose own
+/// disclosures still match their receipts: records issued before it may have purged
+/// disclosures. A purge record is never purged itself, and is newer than its cutoff.
+async fn purge_cutoff(store: &Store, tenant: &str) -> Result<Option<i64>, sqlx::Error> {
+    let mut cutoff = None;
+    for (receipt_text, disclosures_text) in
+        store::journal::admin_actions(store, tenant, PURGE_ACTION).await?
+    {
+        let (Ok(r), Ok(d)) = (
+            serde_json::from_str::<Receipt>(&receipt_text),
+            serde_json::from_str::<Disclosures>(&disclosures_text),
+        ) else {
+            continue;
+        };
+        if !receipt::disclosures_match(&r, &d).unwrap_or(false) {
+            continue;
+        }
+        let value = serde_json::to_value(&d).unwrap_or_default();
+        if value.get("action").and_then(serde_json::Value::as_str) != Some(PURGE_ACTION) {
+            continue;
+        }
+        let at = value
+            .pointer("/subject/cutoff_ms")
+            .and_then(serde_json::Value::as_i64);
+        let issued = store::parse_rfc3339(&r.issued_at);
+        if let (Some(at), Some(issued)) = (at, issued)
+            && at <= issued
+        {
+            cutoff = cutoff.max(Some(at));
+        }
+    }
+    Ok(cutoff)
+}
+
+/// Removes the disclosures of `tenant`'s records issued before `cutoff_ms` (epoch ms),
+/// keeping their receipts and digests, after journaling the purge (fail closed: nothing is
+/// removed when the journal cannot record it). Returns how many records lost theirs.
+pub async fn purge_disclosures(
+    store: &Store,
+    journal: &Journal,
+    tenant: &str,
+    actor: &str,
+    cutoff_ms: i64,
+) -> Result<u64, JournalError> {
+    journal
+        .admin(
+            tenant,
+            actor,
+            Decision::Allow,
+            ReasonCode::Ok,
+            PURGE_ACTION,
+            serde_json::json!({"cutoff": store::rfc3339(cutoff_ms), "cutoff_ms": cutoff_ms}),
+        )
+        .await?;
+    Ok(store::journal::purge_disclosures(store, tenant, cutoff_ms, PURGED, PURGE_ACTION).await?)
 }
 
 impl Journal {

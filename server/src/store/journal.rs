@@ -460,3 +460,41 @@ pub async fn top_deny_reasons(
     .fetch_all(store.pool())
     .await
 }
+
+/// `(receipt, disclosures)` of a tenant's admin records whose disclosures name `action`.
+pub async fn admin_actions(
+    store: &Store,
+    tenant_id: &str,
+    action: &str,
+) -> Result<Vec<(String, String)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT receipt, disclosures FROM journal WHERE tenant_id = $1 AND kind = 'admin' \
+         AND disclosures LIKE $2 ORDER BY seq",
+    )
+    .bind(tenant_id)
+    .bind(format!("%\"action\":\"{action}\"%"))
+    .fetch_all(store.pool())
+    .await
+}
+
+/// Replaces the disclosures of a tenant's records issued before `cutoff_ms` with `marker`,
+/// except the records of `keep_action` (purges themselves); returns how many changed.
+pub async fn purge_disclosures(
+    store: &Store,
+    tenant_id: &str,
+    cutoff_ms: i64,
+    marker: &str,
+    keep_action: &str,
+) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query(
+        "UPDATE journal SET disclosures = $1 WHERE tenant_id = $2 AND issued_at < $3 \
+         AND disclosures <> $1 AND disclosures NOT LIKE $4",
+    )
+    .bind(marker)
+    .bind(tenant_id)
+    .bind(cutoff_ms)
+    .bind(format!("%\"action\":\"{keep_action}\"%"))
+    .execute(store.pool())
+    .await?;
+    Ok(done.rows_affected())
+}

@@ -496,6 +496,18 @@ async fn journal_verify_with_trusted_keys_refuses_a_key_added_to_the_database() 
     std::fs::write(&trusted, serde_json::to_string(&pinned).unwrap()).unwrap();
     let trusted = trusted.to_str().unwrap();
 
+    // Retention: a purge of old disclosures is journaled and verify still passes.
+    let out = aperture(
+        &db,
+        &["journal", "purge-disclosures", "--older-than-days", "1"],
+        None,
+    );
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(
+        text(&out).contains("tenant acme: removed the disclosures of 0 records"),
+        "{}",
+        text(&out)
+    );
     let out = aperture(&db, &["journal", "verify", "--trusted-keys", trusted], None);
     assert!(out.status.success(), "{}", text(&out));
     assert!(

@@ -881,3 +881,92 @@ on_both_backends!(
     rewritten_columns_are_found_and_named_by_verify,
     rewritten_columns_are_found_and_named
 );
+
+/// Issue 22, item 9: purging disclosures older than a cutoff keeps receipts and digests (verify
+/// still passes, the purge itself is journaled); disclosures removed without a journaled purge,
+/// or newer than its cutoff, fail verify.
+async fn purged_disclosures_still_verify(store: &Store) {
+    use aperture::journal::{self, Journal};
+    use engine::receipt::{Decision, ReasonCode, ReceiptKind};
+    let (keys, _dir) = tenant_t_keys(store).await;
+    let journal = Journal::new(store.clone(), keys);
+    let append = || {
+        let journal = journal.clone();
+        async move {
+            let mut d = journal::disclosures();
+            d.insert_extra("arguments_note", serde_json::json!("secret-ish"))
+                .unwrap();
+            journal
+                .append(
+                    journal::receipt(
+                        ReceiptKind::Decision,
+                        Decision::Allow,
+                        ReasonCode::Ok,
+                        "t",
+                        "a",
+                    ),
+                    &d,
+                )
+                .await
+                .unwrap()
+        }
+    };
+    for _ in 0..4 {
+        append().await;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let cutoff = store::now_ms();
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let newer = append().await;
+    let purged = journal::purge_disclosures(store, &journal, "t", "operator", cutoff)
+        .await
+        .unwrap();
+    assert_eq!(purged, 4);
+    let (markers,): (i64,) =
+        sqlx::query_as("SELECT COUNT(*) FROM journal WHERE tenant_id = 't' AND disclosures = $1")
+            .bind(journal::PURGED)
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(markers, 4);
+    let reports = journal::verify(store).await.unwrap();
+    assert!(reports.iter().all(|r| r.error.is_none()), "{reports:?}");
+    // The purge is a record of its own.
+    let (actions,): (i64,) = sqlx::query_as(
+        "SELECT COUNT(*) FROM journal WHERE tenant_id = 't' AND kind = 'admin' AND disclosures LIKE '%journal.purge_disclosures%'",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(actions, 1);
+
+    // Removing the disclosures of a record newer than the cutoff is found.
+    sqlx::query("UPDATE journal SET disclosures = $1 WHERE tenant_id = 't' AND seq = $2")
+        .bind(journal::PURGED)
+        .bind(i64::try_from(newer.seq.unwrap()).unwrap())
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let reports = journal::verify(store).await.unwrap();
+    let e = reports[0].error.clone().expect("found");
+    assert_eq!(e.seq, newer.seq.unwrap());
+    assert!(
+        e.problem
+            .to_string()
+            .contains("removed without a journaled purge"),
+        "{e}"
+    );
+    // Without the purge record (its disclosures rewritten), none of the purges stand.
+    sqlx::query(
+        "UPDATE journal SET disclosures = replace(disclosures, 'cutoff_ms', 'cutoff_mz') WHERE tenant_id = 't' AND disclosures LIKE '%journal.purge_disclosures%'",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    let reports = journal::verify(store).await.unwrap();
+    assert_eq!(reports[0].error.clone().expect("found").seq, 1);
+}
+on_both_backends!(
+    purged_disclosures_still_verify_on,
+    purged_disclosures_still_verify
+);
