@@ -220,3 +220,10 @@ pub async fn agent_detail(id: String) -> Result<crate::dto::AgentDetail, AppErro
     let (backend, session) = crate::backend::context().await?;
     backend.agent_detail(&session, &id).await
 }
+
+/// The Journal page's data: checkpoints, the log's key, witnesses.
+#[server(prefix = "/ui", endpoint = "journal")]
+pub async fn journal() -> Result<crate::dto::JournalView, AppError> {
+    let (backend, session) = crate::backend::context().await?;
+    backend.journal(&session).await
+}

@@ -123,6 +123,8 @@ pub trait Backend: Send + Sync + 'static {
     async fn agents(&self, session: &Session) -> Result<Vec<AgentView>, AppError>;
     /// One hosted agent with its transcript, turns, calls, receipts and forks (read).
     async fn agent_detail(&self, session: &Session, id: &str) -> Result<AgentDetail, AppError>;
+    /// The Journal page (read or witness).
+    async fn journal(&self, session: &Session) -> Result<crate::dto::JournalView, AppError>;
 }
 
 /// How the backend travels in Leptos context.

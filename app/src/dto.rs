@@ -139,6 +139,8 @@ pub struct Overview {
     pub oldest_waiting_at: Option<String>,
     /// The journal chain as the background verifier last saw it (`None` before its first pass).
     pub chain: Option<ChainView>,
+    /// The journal's latest signed checkpoint (`None`: none made yet).
+    pub checkpoint: Option<CheckpointRow>,
     /// RFC 3339: when these figures were read.
     pub now: String,
 }
@@ -714,4 +716,43 @@ pub struct AgentDetail {
     /// The receipts of its session, newest first (dashboard: the latest 50).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub receipts: Vec<ReceiptRowView>,
+}
+
+/// A signed checkpoint of the journal's Merkle tree, as the dashboard shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckpointRow {
+    /// Records it covers.
+    pub tree_size: i64,
+    /// RFC 3339.
+    pub made_at: String,
+    /// Names of the witnesses whose cosignatures it carries.
+    pub cosigners: Vec<String>,
+    /// The signed note with its cosignature lines.
+    pub note: String,
+}
+
+/// A registered witness.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WitnessRow {
+    /// Its name.
+    pub name: String,
+    /// Its cosigner key (note verifier format).
+    pub key: String,
+    /// RFC 3339.
+    pub created_at: String,
+}
+
+/// The Journal page: checkpoints, the log's key, witnesses.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JournalView {
+    /// The log's origin (`<host>/aperture/<tenant>`).
+    pub origin: String,
+    /// The current key as a note verifier key, for witnesses and auditors to pin.
+    pub verifier_key: String,
+    /// The newest checkpoints, newest first.
+    pub checkpoints: Vec<CheckpointRow>,
+    /// Registered witnesses (admins only; empty otherwise).
+    pub witnesses: Vec<WitnessRow>,
+    /// RFC 3339: when this was read (ages are shown against it).
+    pub now: String,
 }

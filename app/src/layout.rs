@@ -8,12 +8,13 @@ use crate::dto::Me;
 
 /// Pages of the dashboard. Those not built yet are shown, but not as links: a link must lead to
 /// a working page.
-const NAV: [(&str, &str, bool); 9] = [
+const NAV: [(&str, &str, bool); 10] = [
     ("Overview", "/", true),
     ("Policies", "/policies", true),
     ("Tools", "/tools", true),
     ("Sessions", "/sessions", true),
     ("Receipts", "/receipts", true),
+    ("Journal", "/journal", true),
     ("Approvals", "/approvals", true),
     ("Agents", "/agents", true),
     ("Tokens", "/tokens", true),

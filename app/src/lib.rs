@@ -72,6 +72,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("approvals") view=pages::approvals::ApprovalsPage/>
                     <Route path=path!("receipts") view=pages::receipts::ReceiptsPage/>
                     <Route path=path!("receipts/:id") view=pages::receipts::ReceiptDetailPage/>
+                    <Route path=path!("journal") view=pages::journal::JournalPage/>
                     <Route path=path!("tools") view=pages::tools::ToolsPage/>
                     <Route path=path!("sessions") view=pages::sessions::SessionsPage/>
                     <Route path=path!("sessions/:id") view=pages::sessions::SessionDetailPage/>

@@ -390,6 +390,13 @@ impl Backend for DashboardBackend {
             .map_err(ServiceError::into_app_error)
     }
 
+    async fn journal(&self, session: &Session) -> Result<app::dto::JournalView, AppError> {
+        let p = self.principal(session).await?;
+        crate::transparency::journal_view(&self.state, &p)
+            .await
+            .map_err(ServiceError::into_app_error)
+    }
+
     async fn agent_detail(&self, session: &Session, id: &str) -> Result<AgentDetail, AppError> {
         let p = self.principal(session).await?;
         let mut detail = crate::agents::runtime::get(&self.state, &p, id)
@@ -493,6 +500,7 @@ async fn overview(state: &AppState, p: &Principal) -> Result<Overview, ServiceEr
         waiting: 0,
         oldest_waiting_at: None,
         chain: None,
+        checkpoint: None,
         now: store::rfc3339(now),
     };
     if !can_read {
@@ -521,6 +529,10 @@ async fn overview(state: &AppState, p: &Principal) -> Result<Overview, ServiceEr
         problem: c.first_bad.map(|(_, problem)| problem),
         checked_at: store::rfc3339(c.checked_at),
     });
+    o.checkpoint = crate::transparency::rows(state, tenant, 1)
+        .await?
+        .into_iter()
+        .next();
     Ok(o)
 }
 

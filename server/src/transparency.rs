@@ -361,3 +361,59 @@ pub async fn cosign(
         witnesses,
     })
 }
+
+/// The newest `limit` checkpoints of `tenant` as the dashboard shows them.
+pub async fn rows(
+    state: &AppState,
+    tenant: &str,
+    limit: i64,
+) -> Result<Vec<app::dto::CheckpointRow>, ServiceError> {
+    let mut out = Vec::new();
+    for c in store::checkpoints::list(&state.store, tenant, None, limit).await? {
+        let cosigners = store::checkpoints::cosignatures(&state.store, tenant, c.tree_size)
+            .await?
+            .into_iter()
+            .map(|c| c.witness)
+            .collect();
+        out.push(app::dto::CheckpointRow {
+            tree_size: c.tree_size,
+            made_at: store::rfc3339(c.made_at),
+            cosigners,
+            note: with_cosignatures(&state.store, tenant, &c).await?,
+        });
+    }
+    Ok(out)
+}
+
+/// The dashboard's Journal page (read or witness; witnesses listed for admins).
+pub async fn journal_view(
+    state: &AppState,
+    p: &Principal,
+) -> Result<app::dto::JournalView, ServiceError> {
+    p.require_any(READERS)?;
+    let origin = state.checkpoints.origin_of(&p.tenant_id).await?;
+    let verifier_key =
+        crate::journal::checkpoints::verifier_key(&origin, state.journal.keys().signer())
+            .map(|k| k.to_string())
+            .unwrap_or_default();
+    let witnesses = if p.scopes.satisfies(scope::ADMIN) {
+        witnesses(state, p)
+            .await?
+            .into_iter()
+            .map(|w| app::dto::WitnessRow {
+                name: w.name,
+                key: w.key,
+                created_at: w.created_at,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    Ok(app::dto::JournalView {
+        origin,
+        verifier_key,
+        checkpoints: rows(state, &p.tenant_id, 20).await?,
+        witnesses,
+        now: store::rfc3339(store::now_ms()),
+    })
+}

@@ -2,6 +2,7 @@
 
 pub mod agents;
 pub mod approvals;
+pub mod journal;
 pub mod not_found;
 pub mod overview;
 pub mod policies;

@@ -5,7 +5,7 @@ use leptos::prelude::*;
 
 use super::Time;
 use crate::api::overview;
-use crate::dto::{Activity, ChainView, Overview};
+use crate::dto::{Activity, ChainView, CheckpointRow, Overview};
 
 /// The overview.
 #[component]
@@ -34,6 +34,7 @@ fn Figures(o: Overview) -> impl IntoView {
                 view! {
                     <section class="cards">
                         <ChainCard chain=o.chain.clone()/>
+                        <CheckpointCard checkpoint=o.checkpoint.clone() now=o.now.clone()/>
                         <div class="card" data-testid="waiting-card">
                             <h2>"Waiting for a person"</h2>
                             <p class="figure" data-testid="waiting">{o.waiting}</p>
@@ -175,6 +176,42 @@ fn ChainCard(chain: Option<ChainView>) -> impl IntoView {
             <h2>"Journal chain"</h2>
             {body}
             <a href="/receipts">"Browse receipts"</a>
+        </div>
+    }
+    .into_any()
+}
+
+#[component]
+fn CheckpointCard(checkpoint: Option<CheckpointRow>, now: String) -> impl IntoView {
+    let body = match checkpoint {
+        None => view! {
+            <p class="figure muted">"—"</p>
+            <p class="muted" data-testid="checkpoint-status">"No signed checkpoint yet."</p>
+        }
+        .into_any(),
+        Some(c) => {
+            let age = super::journal::age(&now, &c.made_at);
+            view! {
+                <p class="figure">{c.tree_size}</p>
+                <p data-testid="checkpoint-status">
+                    {format!("records in the latest signed checkpoint, made {age}")}
+                </p>
+                <p class="muted" data-testid="checkpoint-cosigners">
+                    {if c.cosigners.is_empty() {
+                        "Not cosigned by a witness yet.".to_owned()
+                    } else {
+                        format!("Cosigned by {}", c.cosigners.join(", "))
+                    }}
+                </p>
+            }
+            .into_any()
+        }
+    };
+    view! {
+        <div class="card" data-testid="checkpoint-card">
+            <h2>"Signed checkpoint"</h2>
+            {body}
+            <a href="/journal">"Open the journal"</a>
         </div>
     }
     .into_any()

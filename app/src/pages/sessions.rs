@@ -232,6 +232,21 @@ fn Detail(d: SessionDetail, revoke: ServerAction<RevokeSession>) -> impl IntoVie
                     </p>
                 }
             })}
+        <p class="actions">
+            <a
+                href=format!("/ui/sessions/{}/evidence.json", s.session_id)
+                download=""
+                data-testid="download-evidence"
+            >
+                "Download evidence"
+            </a>
+            " · "
+            <a href=format!("/ui/sessions/{}/evidence.json?disclosures=true", s.session_id) download="">
+                "with disclosures"
+            </a>
+            " — its manifests, receipts, their inclusion proofs and a signed checkpoint, to check "
+            "offline (" <a href="/journal">"verify one"</a> ")."
+        </p>
         <section aria-labelledby="manifest-heading">
             <h2 id="manifest-heading">"Latest manifest"</h2>
             {if d.manifest.is_none() {
