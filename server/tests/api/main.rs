@@ -30,6 +30,7 @@ mod scope_matrix;
 mod sessions;
 mod sign_in;
 mod store;
+mod tamper;
 mod tokens;
 mod upstreams;
 mod users;
