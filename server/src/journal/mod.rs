@@ -687,13 +687,18 @@ pub async fn verify_tenant_from(
     signatures: Signatures,
 ) -> Result<(TenantReport, ChainVerifier), sqlx::Error> {
     let mut after = i64::try_from(verifier.last_seq()).unwrap_or(i64::MAX);
-    let purged_before = purge_cutoff(store, tenant).await?;
+    // Read only when a page holds purged disclosures (a scan of the tenant's admin records).
+    let mut purged_before: Option<Option<i64>> = None;
     loop {
         let page = store::journal::page(store, tenant, after, PAGE).await?;
         let Some(last) = page.last() else {
             break;
         };
         after = last.seq;
+        if purged_before.is_none() && page.iter().any(|r| r.disclosures == PURGED) {
+            purged_before = Some(purge_cutoff(store, tenant).await?);
+        }
+        let purged_before = purged_before.flatten();
         let start = verifier.clone();
         let mut checked = check_page(
             tenant,
