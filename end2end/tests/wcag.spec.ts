@@ -12,6 +12,7 @@ const pages = [
   "/tools",
   "/sessions",
   "/receipts",
+  "/journal",
   "/approvals",
   "/agents",
   "/tokens",
