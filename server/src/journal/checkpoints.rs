@@ -160,28 +160,35 @@ impl Checkpointer {
         let rendered = note.render();
         let tree_size = i64::try_from(size).unwrap_or(i64::MAX);
         if store::checkpoints::insert(&self.store, tenant, tree_size, &rendered).await? {
-            self.append_to_sink(tenant, &rendered);
+            self.append_to_sink(tenant, rendered).await;
             tracing::debug!(tenant, size, "checkpoint made");
         }
         Ok(store::checkpoints::at(&self.store, tenant, tree_size).await?)
     }
 
-    fn append_to_sink(&self, tenant: &str, note: &str) {
-        let Some(dir) = &self.sink else {
+    /// Appends `note` to `tenant`'s sink file and syncs it, on the blocking pool (a sync
+    /// would otherwise hold one of the runtime's worker threads for the disk's time).
+    async fn append_to_sink(&self, tenant: &str, note: String) {
+        let Some(dir) = self.sink.clone() else {
             return;
         };
-        let write = || -> std::io::Result<()> {
+        let path = sink_file(&dir, tenant);
+        let write = move || -> std::io::Result<()> {
             use std::io::Write;
-            std::fs::create_dir_all(dir)?;
+            std::fs::create_dir_all(&dir)?;
             let mut file = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)
-                .open(sink_file(dir, tenant))?;
+                .open(&path)?;
             file.write_all(note.as_bytes())?;
             file.sync_data()
         };
-        if let Err(e) = write() {
-            tracing::error!(error = %e, dir = %dir.display(), tenant, "appending a checkpoint to the sink");
+        match tokio::task::spawn_blocking(write).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                tracing::error!(error = %e, tenant, "appending a checkpoint to the sink");
+            }
+            Err(e) => tracing::error!(error = %e, tenant, "appending a checkpoint to the sink"),
         }
     }
 
