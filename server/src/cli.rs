@@ -635,13 +635,7 @@ async fn policy_apply(
     dry_run: bool,
     activate: Option<String>,
 ) -> anyhow::Result<()> {
-    let text = if file == "-" {
-        let mut text = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)?;
-        text
-    } else {
-        std::fs::read_to_string(file).with_context(|| format!("reading {file}"))?
-    };
+    let text = read_input(file)?;
     let document: serde_json::Value =
         serde_json::from_str(&text).with_context(|| format!("{file} is not JSON"))?;
     let Some(id) = document
@@ -742,6 +736,17 @@ fn read_password(from_stdin: bool) -> anyhow::Result<String> {
         let second = rpassword::prompt_password("Repeat: ").context("reading the password")?;
         anyhow::ensure!(first == second, "the passwords differ");
         Ok(first)
+    }
+}
+
+/// The text of `file`, or of standard input for `-`.
+fn read_input(file: &str) -> anyhow::Result<String> {
+    if file == "-" {
+        let mut t = String::new();
+        std::io::stdin().read_to_string(&mut t)?;
+        Ok(t)
+    } else {
+        std::fs::read_to_string(file).with_context(|| format!("reading {file}"))
     }
 }
 
@@ -858,13 +863,7 @@ fn evidence_verify(
     witnesses: &[String],
     quorum: Option<usize>,
 ) -> anyhow::Result<()> {
-    let text = if file == "-" {
-        let mut t = String::new();
-        std::io::stdin().read_to_string(&mut t)?;
-        t
-    } else {
-        std::fs::read_to_string(file).with_context(|| format!("reading {file}"))?
-    };
+    let text = read_input(file)?;
     let (witnesses, quorum) = witness_keys(witnesses, quorum)?;
     let trusted = trusted_keys.map(read_jwks).transpose()?;
     if let Some(t) = &trusted {
@@ -983,13 +982,7 @@ async fn receipt_verify(
     keys: Option<&str>,
     trusted_keys: Option<&std::path::Path>,
 ) -> anyhow::Result<()> {
-    let text = if file == "-" {
-        let mut t = String::new();
-        std::io::stdin().read_to_string(&mut t)?;
-        t
-    } else {
-        std::fs::read_to_string(file).with_context(|| format!("reading {file}"))?
-    };
+    let text = read_input(file)?;
     let value: serde_json::Value =
         serde_json::from_str(&text).context("the receipt is not JSON")?;
     // A bare receipt, `{"receipt": …}`, or a tool result carrying `_meta.receipt`.

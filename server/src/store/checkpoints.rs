@@ -133,6 +133,15 @@ pub struct StoredCheckpoint {
     pub made_at: i64,
 }
 
+/// A `(tree_size, note, made_at)` row.
+fn stored((tree_size, note, made_at): (i64, String, i64)) -> StoredCheckpoint {
+    StoredCheckpoint {
+        tree_size,
+        note,
+        made_at,
+    }
+}
+
 /// Stores a checkpoint; `false` when one of that size exists already (made by another node).
 pub async fn insert(
     store: &Store,
@@ -162,11 +171,7 @@ pub async fn latest(store: &Store, tenant: &str) -> Result<Option<StoredCheckpoi
     .bind(tenant)
     .fetch_optional(store.pool())
     .await?;
-    Ok(row.map(|(tree_size, note, made_at)| StoredCheckpoint {
-        tree_size,
-        note,
-        made_at,
-    }))
+    Ok(row.map(stored))
 }
 
 /// The checkpoint of `tenant` at `tree_size`.
@@ -183,11 +188,7 @@ pub async fn at(
     .bind(tree_size)
     .fetch_optional(store.pool())
     .await?;
-    Ok(row.map(|(tree_size, note, made_at)| StoredCheckpoint {
-        tree_size,
-        note,
-        made_at,
-    }))
+    Ok(row.map(stored))
 }
 
 /// Checkpoints of `tenant`, newest first, before `before` (a tree size) when given.
@@ -206,14 +207,7 @@ pub async fn list(
     .bind(limit)
     .fetch_all(store.pool())
     .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(tree_size, note, made_at)| StoredCheckpoint {
-            tree_size,
-            note,
-            made_at,
-        })
-        .collect())
+    Ok(rows.into_iter().map(stored).collect())
 }
 
 /// A registered witness.
