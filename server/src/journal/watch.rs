@@ -88,6 +88,9 @@ impl ChainWatch {
                     None => ChainVerifier::new(),
                 }
             };
+            // Read before the chain: it covers only records that exist now, so the pass must
+            // reach its size (read after, it could cover records appended during the pass).
+            let checkpoint = store::checkpoints::latest(&self.store, &tenant).await?;
             let (report, verifier) = super::verify_tenant_from(
                 &self.store,
                 &tenant,
@@ -96,9 +99,24 @@ impl ChainWatch {
                 Signatures::LastOfPage,
             )
             .await?;
+            let mut first_bad = report.error.map(|e| (e.seq, e.problem.to_string()));
+            // A chain cannot see its own tail cut off; the latest stored checkpoint can.
+            if first_bad.is_none()
+                && let Some(c) = checkpoint
+                && u64::try_from(c.tree_size).unwrap_or(0) > report.verified
+            {
+                first_bad = Some((
+                    report.verified + 1,
+                    format!(
+                        "missing: the signed checkpoint of {} records covers it, the journal \
+                         ends at record {}",
+                        c.tree_size, report.verified
+                    ),
+                ));
+            }
             let status = ChainStatus {
                 verified: report.verified,
-                first_bad: report.error.map(|e| (e.seq, e.problem.to_string())),
+                first_bad,
                 checked_at: store::now_ms(),
             };
             if let Some((seq, problem)) = &status.first_bad {

@@ -970,3 +970,59 @@ on_both_backends!(
     purged_disclosures_still_verify_on,
     purged_disclosures_still_verify
 );
+
+/// Issue 22: the overview's background verifier also sees a cut tail, against the latest
+/// stored checkpoint (a chain alone cannot).
+async fn the_background_verifier_sees_a_cut_tail(store: &Store) {
+    use aperture::journal::watch::ChainWatch;
+    use aperture::journal::{self, Journal, checkpoints::Checkpointer};
+    use engine::receipt::{Decision, ReasonCode, ReceiptKind};
+    let (keys, _dir) = tenant_t_keys(store).await;
+    let journal = Journal::new(store.clone(), keys.clone());
+    for _ in 0..6 {
+        journal
+            .append(
+                journal::receipt(
+                    ReceiptKind::Decision,
+                    Decision::Allow,
+                    ReasonCode::Ok,
+                    "t",
+                    "a",
+                ),
+                &journal::disclosures(),
+            )
+            .await
+            .unwrap();
+    }
+    Checkpointer::new(
+        store.clone(),
+        keys,
+        "h".into(),
+        None,
+        std::time::Duration::from_secs(60),
+    )
+    .checkpoint("t")
+    .await
+    .unwrap()
+    .unwrap();
+    let watch = ChainWatch::new(store.clone());
+    watch.pass(true).await.unwrap();
+    assert_eq!(watch.status("t").unwrap().first_bad, None);
+    sqlx::query("DELETE FROM journal WHERE tenant_id = 't' AND seq > 4")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    watch.pass(true).await.unwrap();
+    let status = watch.status("t").unwrap();
+    assert_eq!(status.verified, 4);
+    let (seq, problem) = status.first_bad.expect("the cut is found");
+    assert_eq!(seq, 5);
+    assert!(
+        problem.contains("signed checkpoint of 6 records"),
+        "{problem}"
+    );
+}
+on_both_backends!(
+    the_background_verifier_sees_a_cut_tail_on,
+    the_background_verifier_sees_a_cut_tail
+);
