@@ -130,21 +130,12 @@ pub async fn latest(
 ) -> Result<Response, ApiError> {
     let not_found = || ApiError(AppError::not_found("checkpoint"));
     if !state.config.public_checkpoints {
-        let secret = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| {
-                v.strip_prefix("Bearer ")
-                    .or_else(|| v.strip_prefix("bearer "))
-            })
-            .map(str::trim)
-            .filter(|s| !s.is_empty())
-            .ok_or_else(|| {
-                ApiError(AppError::new(
-                    ErrorCode::Unauthenticated,
-                    "a bearer token is required",
-                ))
-            })?;
+        let secret = super::bearer(&headers).ok_or_else(|| {
+            ApiError(AppError::new(
+                ErrorCode::Unauthenticated,
+                "a bearer token is required",
+            ))
+        })?;
         let p = crate::auth::principal::authenticate_bearer(&state.store, secret).await?;
         if p.tenant_id != tenant {
             return Err(not_found());

@@ -377,16 +377,7 @@ async fn enforce(
     mut request: Request,
     next: Next,
 ) -> Response {
-    let secret = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim);
-    let Some(secret) = secret.filter(|s| !s.is_empty()) else {
+    let Some(secret) = bearer(request.headers()) else {
         return ApiError(AppError::new(
             ErrorCode::Unauthenticated,
             "a bearer token is required",
@@ -402,6 +393,19 @@ async fn enforce(
     }
     request.extensions_mut().insert(principal);
     next.run(request).await
+}
+
+/// The secret of an `Authorization: Bearer …` header, when there is a non-empty one.
+pub(crate) fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
 }
 
 /// The authenticated principal of a REST request (set by the route's guard).

@@ -144,9 +144,9 @@ async fn with_tiles<T>(
 }
 
 /// A [`Subtrees`] over a closure.
-struct Fn2<'a>(&'a mut dyn FnMut(u64, u64) -> Result<Hash, TreeError>);
+struct Closure<'a>(&'a mut dyn FnMut(u64, u64) -> Result<Hash, TreeError>);
 
-impl Subtrees for Fn2<'_> {
+impl Subtrees for Closure<'_> {
     type Error = TreeError;
     fn subtree(&mut self, start: u64, end: u64) -> Result<Hash, TreeError> {
         (self.0)(start, end)
@@ -176,7 +176,7 @@ pub async fn inclusion(
     size: u64,
 ) -> Result<Vec<Hash>, TreeError> {
     with_tiles(store, tenant, size, |f| {
-        merkle::inclusion_proof(index, size, &mut Fn2(f)).map_err(unwrap_proof)
+        merkle::inclusion_proof(index, size, &mut Closure(f)).map_err(unwrap_proof)
     })
     .await
 }
@@ -193,7 +193,7 @@ pub async fn inclusions(
         indexes
             .iter()
             .map(|index| {
-                merkle::inclusion_proof(*index, size, &mut Fn2(&mut *f)).map_err(unwrap_proof)
+                merkle::inclusion_proof(*index, size, &mut Closure(&mut *f)).map_err(unwrap_proof)
             })
             .collect()
     })
@@ -208,7 +208,7 @@ pub async fn consistency(
     new: u64,
 ) -> Result<Vec<Hash>, TreeError> {
     with_tiles(store, tenant, new, |f| {
-        merkle::consistency_proof(old, new, &mut Fn2(f)).map_err(unwrap_proof)
+        merkle::consistency_proof(old, new, &mut Closure(f)).map_err(unwrap_proof)
     })
     .await
 }
