@@ -11,16 +11,19 @@
 //! journal (and deletes its newest records, or the stored checkpoints) cannot quietly follow.
 //! A sink on the database's own disk does not stop whoever owns that disk; witnesses do.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use engine::merkle;
 use engine::note::{self, Checkpoint, Note, VerifierKey};
 use engine::receipt::Signer;
 
-use super::tree::{self, TreeError};
+use super::tree::{Edge, TreeError};
 use crate::keys::KeyRing;
-use crate::store::{self, Store, checkpoints::StoredCheckpoint};
+use crate::store::checkpoints::{Grown, StoredCheckpoint};
+use crate::store::{self, Store};
 
 /// Default of `APERTURE_CHECKPOINT_INTERVAL_SECONDS`.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
@@ -86,7 +89,24 @@ pub struct Checkpointer {
     host: String,
     sink: Option<PathBuf>,
     interval: Duration,
+    /// The journal whose committed leaves this node's trees grow by ([`Checkpointer::run`]).
+    journal: OnceLock<super::Journal>,
+    /// What this node knows of each tenant's tree; held while a checkpoint is made, so this
+    /// node makes one at a time.
+    trees: tokio::sync::Mutex<HashMap<String, Known>>,
 }
+
+/// A tenant's tree as this node last grew it, and its latest checkpoint. Good while the
+/// stored tree is still that size (no other node grew it since).
+#[derive(Debug)]
+struct Known {
+    edge: Edge,
+    latest: Option<StoredCheckpoint>,
+}
+
+/// Leaves taken (and hashed) at a time while a tree grows; the tiles of a longer stretch (the
+/// first tree of a long journal) are written a page per transaction.
+const GROW_PAGE: usize = 2_048;
 
 impl Checkpointer {
     /// A checkpointer over `store` signing with `keys`, naming new logs after `host`,
@@ -104,7 +124,18 @@ impl Checkpointer {
             host,
             sink,
             interval,
+            journal: OnceLock::new(),
+            trees: tokio::sync::Mutex::default(),
         })
+    }
+
+    /// Grows trees by the leaves `journal` commits (it keeps them from now on) rather than
+    /// reading them back from the database; the journal is read only for records it did not
+    /// commit (other nodes', or more than it keeps).
+    pub fn attach(&self, journal: &super::Journal) {
+        journal.keep_leaves();
+        // A second journal is not attached: the first keeps its leaves for this checkpointer.
+        let _ = self.journal.set(journal.clone());
     }
 
     /// The origin `tenant`'s log has (fixed at its first checkpoint) or will have.
@@ -121,49 +152,170 @@ impl Checkpointer {
         &self,
         tenant: &str,
     ) -> Result<Option<StoredCheckpoint>, CheckpointError> {
-        let origin = self.origin_of(tenant).await?;
-        let mut size = None;
+        let mut trees = self.trees.lock().await;
         for _ in 0..4 {
-            match tree::grow(&self.store, tenant, &origin).await {
-                Ok(s) => {
-                    size = Some(s);
-                    break;
-                }
+            match self.grow_and_sign(&mut trees, tenant).await {
                 // Another node grew it: go on from where it got to.
-                Err(TreeError::Raced) => continue,
-                Err(e) => return Err(e.into()),
+                Err(CheckpointError::Tree(TreeError::Raced)) => continue,
+                other => return other,
             }
         }
-        let size = size.ok_or(TreeError::Raced)?;
-        let latest = store::checkpoints::latest(&self.store, tenant).await?;
-        if size == 0 || latest.as_ref().is_some_and(|l| l.tree_size as u64 >= size) {
+        Err(TreeError::Raced.into())
+    }
+
+    async fn grow_and_sign(
+        &self,
+        trees: &mut HashMap<String, Known>,
+        tenant: &str,
+    ) -> Result<Option<StoredCheckpoint>, CheckpointError> {
+        let log = store::checkpoints::log(&self.store, tenant).await?;
+        let held = log
+            .as_ref()
+            .map_or(0, |l| u64::try_from(l.tree_size).unwrap_or(0));
+        let origin = log.map_or_else(|| origin(&self.host, tenant), |l| l.origin);
+        let Known {
+            mut edge,
+            mut latest,
+        } = match trees.remove(tenant) {
+            Some(known) if known.edge.size() == held => known,
+            _ => Known {
+                edge: Edge::load(&self.store, tenant, held).await?,
+                latest: store::checkpoints::latest(&self.store, tenant).await?,
+            },
+        };
+        let size = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        loop {
+            let page = self.leaves(tenant, edge.size()).await?;
+            let at_head = page.len() < GROW_PAGE;
+            let hashes: Vec<_> = page
+                .iter()
+                .map(|text| merkle::leaf_hash(text.as_bytes()))
+                .collect();
+            drop(page);
+            let from = edge.size();
+            let tiles = edge.grow(&hashes);
+            let to = edge.size();
+            if !at_head {
+                let grown = store::checkpoints::grow(
+                    &self.store,
+                    tenant,
+                    &origin,
+                    size(from),
+                    size(to),
+                    &tiles,
+                    None,
+                )
+                .await?;
+                if grown == Grown::Raced {
+                    return Err(TreeError::Raced.into());
+                }
+                continue;
+            }
+            let covered = latest.as_ref().is_some_and(|l| l.tree_size >= size(to));
+            if to == 0 || (tiles.is_empty() && covered) {
+                trees.insert(
+                    tenant.to_owned(),
+                    Known {
+                        edge,
+                        latest: latest.clone(),
+                    },
+                );
+                return Ok(latest);
+            }
+            let note = self.sign(&origin, to, edge.root()?, latest.as_ref())?;
+            let made_at = store::now_ms();
+            let stored = if tiles.is_empty() {
+                store::checkpoints::insert(&self.store, tenant, size(to), &note, made_at).await?
+            } else {
+                match store::checkpoints::grow(
+                    &self.store,
+                    tenant,
+                    &origin,
+                    size(from),
+                    size(to),
+                    &tiles,
+                    Some((&note, made_at)),
+                )
+                .await?
+                {
+                    Grown::Raced => return Err(TreeError::Raced.into()),
+                    Grown::Grown { checkpoint_stored } => checkpoint_stored,
+                }
+            };
+            latest = if stored {
+                self.append_to_sink(tenant, note.clone()).await;
+                tracing::debug!(tenant, size = to, "checkpoint made");
+                Some(StoredCheckpoint {
+                    tree_size: size(to),
+                    note,
+                    made_at,
+                })
+            } else {
+                store::checkpoints::at(&self.store, tenant, size(to)).await?
+            };
+            trees.insert(
+                tenant.to_owned(),
+                Known {
+                    edge,
+                    latest: latest.clone(),
+                },
+            );
             return Ok(latest);
         }
-        let root = tree::root(&self.store, tenant, size).await?;
+    }
+
+    /// Up to [`GROW_PAGE`] leaf texts of `tenant`'s records after the first `after`: those the
+    /// attached journal kept, then the journal's stored ones.
+    async fn leaves(&self, tenant: &str, after: u64) -> Result<Vec<String>, TreeError> {
+        let after = i64::try_from(after).unwrap_or(i64::MAX);
+        let mut page = self
+            .journal
+            .get()
+            .map(|j| j.take_leaves(tenant, after, GROW_PAGE))
+            .unwrap_or_default();
+        if page.len() < GROW_PAGE {
+            let from = after + i64::try_from(page.len()).unwrap_or(0);
+            let limit = i64::try_from(GROW_PAGE - page.len()).unwrap_or(0);
+            let stored = store::checkpoints::leaves(&self.store, tenant, from, limit).await?;
+            for (i, (seq, text)) in stored.into_iter().enumerate() {
+                let want = from + 1 + i64::try_from(i).unwrap_or(0);
+                if seq != want {
+                    return Err(TreeError::OutOfRange(format!(
+                        "record {want} is missing from the journal"
+                    )));
+                }
+                page.push(text);
+            }
+        }
+        Ok(page)
+    }
+
+    /// The signed note of the checkpoint of `origin`'s tree of `size` leaves with `root`.
+    /// After `aperture keys rotate`, the first checkpoint is signed by the old key too, so a
+    /// witness that pinned it can follow to the new one.
+    fn sign(
+        &self,
+        origin: &str,
+        size: u64,
+        root: engine::merkle::Hash,
+        latest: Option<&StoredCheckpoint>,
+    ) -> Result<String, CheckpointError> {
         let text = Checkpoint {
-            origin: origin.clone(),
+            origin: origin.to_owned(),
             size,
             root,
         }
         .text();
-        let mut note = Note::sign(&text, &origin, self.keys.signer())?;
-        // After `aperture keys rotate`, the first checkpoint is signed by the old key too, so
-        // a witness that pinned it can follow to the new one.
-        if let (Some(latest), Some(previous)) = (&latest, self.keys.previous())
+        let mut note = Note::sign(&text, origin, self.keys.signer())?;
+        if let (Some(latest), Some(previous)) = (latest, self.keys.previous())
             && let Ok(last) = Note::parse(&latest.note)
         {
-            let by = |s: &Signer| verifier_key(&origin, s).is_some_and(|k| last.verify(&k).is_ok());
+            let by = |s: &Signer| verifier_key(origin, s).is_some_and(|k| last.verify(&k).is_ok());
             if !by(self.keys.signer()) && by(previous) {
-                note.add_signature(&origin, previous)?;
+                note.add_signature(origin, previous)?;
             }
         }
-        let rendered = note.render();
-        let tree_size = i64::try_from(size).unwrap_or(i64::MAX);
-        if store::checkpoints::insert(&self.store, tenant, tree_size, &rendered).await? {
-            self.append_to_sink(tenant, rendered).await;
-            tracing::debug!(tenant, size, "checkpoint made");
-        }
-        Ok(store::checkpoints::at(&self.store, tenant, tree_size).await?)
+        Ok(note.render())
     }
 
     /// Appends `note` to `tenant`'s sink file and syncs it, on the blocking pool (a sync
@@ -195,23 +347,34 @@ impl Checkpointer {
     /// A checkpoint of every tenant whose tree grew since its latest one.
     pub async fn run_once(&self) -> Result<(), CheckpointError> {
         for tenant in store::journal::tenants(&self.store).await? {
-            if let Err(e) = self.checkpoint(&tenant).await {
-                tracing::warn!(tenant, error = %e, "making a checkpoint");
-            }
+            self.checkpoint_or_warn(&tenant).await;
         }
         Ok(())
     }
 
-    /// Makes checkpoints every interval and whenever `journal` has written another
-    /// [`super::CHECKPOINT_RECORDS`] records, until the task is dropped.
+    async fn checkpoint_or_warn(&self, tenant: &str) {
+        if let Err(e) = self.checkpoint(tenant).await {
+            tracing::warn!(tenant, error = %e, "making a checkpoint");
+        }
+    }
+
+    /// Makes checkpoints every interval (of every tenant) and whenever `journal` has written
+    /// another [`super::CHECKPOINT_RECORDS`] records (of the tenants it wrote for), growing
+    /// the trees by the leaves it keeps, until the task is dropped.
     pub async fn run(self: Arc<Self>, journal: super::Journal) {
+        self.attach(&journal);
         loop {
             tokio::select! {
-                () = tokio::time::sleep(self.interval) => {}
-                () = journal.grown() => {}
-            }
-            if let Err(e) = self.run_once().await {
-                tracing::warn!(error = %e, "making checkpoints");
+                () = tokio::time::sleep(self.interval) => {
+                    if let Err(e) = self.run_once().await {
+                        tracing::warn!(error = %e, "making checkpoints");
+                    }
+                }
+                () = journal.grown() => {
+                    for tenant in journal.tenants_with_leaves() {
+                        self.checkpoint_or_warn(&tenant).await;
+                    }
+                }
             }
         }
     }

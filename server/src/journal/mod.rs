@@ -101,6 +101,14 @@ struct Prepared {
 /// How one record of a batch fared: written (`None`) or not, and why.
 type Written = Option<JournalError>;
 
+/// What writing a batch did: how each record fared, the heads after it, and the committed
+/// records' leaves `(tenant, seq, text)` for the checkpointer (none when it is not attached).
+type BatchWritten = (
+    Vec<Written>,
+    HashMap<String, (i64, String)>,
+    Vec<(String, i64, String)>,
+);
+
 impl Writer {
     fn new(store: Store, keys: KeyRing, stats: Arc<Stats>) -> Self {
         Self {
@@ -235,7 +243,7 @@ impl Writer {
             },
             None => None,
         };
-        let (results, heads) = match written {
+        let (results, heads, leaves) = match written {
             Some(written) => written,
             None => {
                 let mut tx = self.store.begin_write_on(conn).await?;
@@ -256,6 +264,9 @@ impl Writer {
         };
         *own = conn_own;
         self.heads = heads;
+        if !leaves.is_empty() {
+            self.stats.leaves.keep(leaves);
+        }
         let written = u64::try_from(results.iter().filter(|r| r.is_none()).count()).unwrap_or(0);
         let before = self.stats.records.fetch_add(written, Ordering::Relaxed);
         if before / CHECKPOINT_RECORDS != (before + written) / CHECKPOINT_RECORDS {
@@ -273,7 +284,7 @@ impl Writer {
         conn: &mut sqlx::AnyConnection,
         work: &mut [Work],
         generation: Generation,
-    ) -> Result<(Vec<Written>, HashMap<String, (i64, String)>), JournalError> {
+    ) -> Result<BatchWritten, JournalError> {
         let mut heads = self.heads.clone();
         // Chained and signed in arrival order first; then written in as few statements as the
         // batch allows (one multi-row insert per chunk; each statement is a round trip to the
@@ -353,7 +364,24 @@ impl Writer {
             }
         }
         drop(rows);
-        Ok((prepared.into_iter().map(Result::err).collect(), heads))
+        // The leaves' texts move on to the checkpointer (once committed) rather than being
+        // read back from the journal there; only when one is attached.
+        let keep = self.stats.leaves.on.load(Ordering::Relaxed);
+        let mut leaves = Vec::new();
+        let results = work
+            .iter()
+            .zip(prepared)
+            .map(|(w, p)| match p {
+                Ok((seq, p)) => {
+                    if keep {
+                        leaves.push((w.unsigned.tenant_id.clone(), seq, p.json));
+                    }
+                    None
+                }
+                Err(e) => Some(e),
+            })
+            .collect();
+        Ok((results, heads, leaves))
     }
 
     /// Chains `unsigned` at `seq` after `prev` and signs it in place (an attempt after a lost
@@ -431,6 +459,50 @@ struct Stats {
     signing_micros: AtomicU64,
     /// Notified every [`CHECKPOINT_RECORDS`] records (the checkpointer makes one).
     grown: tokio::sync::Notify,
+    /// Committed records' leaves, kept for the checkpointer.
+    leaves: Leaves,
+}
+
+/// Most leaves kept for the checkpointer; past it, it reads the rest from the journal.
+const KEPT_LEAVES: usize = 4 * CHECKPOINT_RECORDS as usize;
+
+/// The texts (tree leaves) of records this node committed, kept in order per tenant until the
+/// checkpointer grows the tree by them ([`Journal::take_leaves`]): the writer had them in hand,
+/// so the checkpointer need not read them back. Off until a checkpointer attaches
+/// ([`Journal::keep_leaves`]); at most [`KEPT_LEAVES`], newer ones are not kept.
+#[derive(Debug, Default)]
+struct Leaves {
+    on: std::sync::atomic::AtomicBool,
+    kept: std::sync::Mutex<KeptLeaves>,
+}
+
+#[derive(Debug, Default)]
+struct KeptLeaves {
+    by_tenant: HashMap<String, std::collections::VecDeque<(i64, String)>>,
+    count: usize,
+}
+
+impl Leaves {
+    fn lock(&self) -> std::sync::MutexGuard<'_, KeptLeaves> {
+        // The lock guards plain data that every holder leaves consistent.
+        self.kept
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn keep(&self, leaves: Vec<(String, i64, String)>) {
+        let mut kept = self.lock();
+        for (tenant, seq, text) in leaves {
+            if kept.count >= KEPT_LEAVES {
+                break;
+            }
+            kept.count += 1;
+            kept.by_tenant
+                .entry(tenant)
+                .or_default()
+                .push_back((seq, text));
+        }
+    }
 }
 
 /// A checkpoint is made at least every this many records this node writes (CONTRACT §13).
@@ -572,6 +644,55 @@ impl Journal {
     /// (a notification that arrived while nobody waited is kept for the next wait).
     pub async fn grown(&self) {
         self.stats.grown.notified().await;
+    }
+
+    /// From now on, keeps the texts of the records this journal commits for
+    /// [`Journal::take_leaves`] (the checkpointer calls it when it starts).
+    pub fn keep_leaves(&self) {
+        self.stats.leaves.on.store(true, Ordering::Relaxed);
+    }
+
+    /// The tenants that have kept leaves.
+    pub fn tenants_with_leaves(&self) -> Vec<String> {
+        let kept = self.stats.leaves.lock();
+        let mut tenants: Vec<String> = kept
+            .by_tenant
+            .iter()
+            .filter(|(_, l)| !l.is_empty())
+            .map(|(t, _)| t.clone())
+            .collect();
+        tenants.sort();
+        tenants
+    }
+
+    /// Up to `max` kept texts of `tenant`'s records `after + 1`, `after + 2`, … (as far as
+    /// they follow each other), taken out of the keep; kept records up to `after` are dropped.
+    pub fn take_leaves(&self, tenant: &str, after: i64, max: usize) -> Vec<String> {
+        let mut kept = self.stats.leaves.lock();
+        let KeptLeaves { by_tenant, count } = &mut *kept;
+        let Some(queue) = by_tenant.get_mut(tenant) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        let mut next = after + 1;
+        while let Some((seq, _)) = queue.front() {
+            if *seq < next {
+                queue.pop_front();
+                *count -= 1;
+            } else if *seq == next && out.len() < max {
+                if let Some((_, text)) = queue.pop_front() {
+                    out.push(text);
+                }
+                *count -= 1;
+                next += 1;
+            } else {
+                break;
+            }
+        }
+        if queue.is_empty() {
+            by_tenant.remove(tenant);
+        }
+        out
     }
 
     /// The key ring (for publishing keys and signing manifests).

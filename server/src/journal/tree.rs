@@ -3,7 +3,7 @@
 //! nodes of height 8·L numbered 256·i onwards. A proof asks for O(log n) subtrees; each is a
 //! handful of complete nodes, each hashed from at most 128 hashes of one tile. So a proof reads
 //! a few tiles whatever the journal's length, and the tree grows by appending to the last tile
-//! of each level, off the call path ([`grow`], run by the checkpointer).
+//! of each level, off the call path ([`Edge::grow`], run by the checkpointer).
 //!
 //! The leaf of record `seq` (leaf index `seq - 1`) is the RFC 8785 text of its signed receipt,
 //! as the journal stores it; `aperture journal verify` recomputes every leaf from the receipt
@@ -19,9 +19,6 @@ use crate::store::{self, Store};
 const WIDTH: u64 = 256;
 /// Tree levels per tile level.
 const HEIGHT: u32 = 8;
-/// Leaves read (and hashed) at a time while the tree grows.
-const GROW_PAGE: i64 = 2_048;
-
 /// Why a tree or proof could not be had.
 #[derive(Debug, thiserror::Error)]
 pub enum TreeError {
@@ -213,87 +210,129 @@ pub async fn consistency(
     .await
 }
 
-/// Grows `tenant`'s stored tree to its journal's head (creating its log with `origin` if it
-/// has none) and returns its size. Leaves are read and tiles written a page at a time, each
-/// page its own transaction, so a long journal's first tree takes bounded memory; another node
-/// growing the same tree at the same time makes this return [`TreeError::Raced`] (its work is
-/// as good as ours).
-pub async fn grow(store: &Store, tenant: &str, origin: &str) -> Result<u64, TreeError> {
-    let mut size = store::checkpoints::log(store, tenant)
-        .await?
-        .map_or(0, |l| u64::try_from(l.tree_size).unwrap_or(0));
-    loop {
-        let after = i64::try_from(size).unwrap_or(i64::MAX);
-        let page = store::checkpoints::leaves(store, tenant, after, GROW_PAGE).await?;
-        if page.is_empty() {
-            return Ok(size);
-        }
-        let mut leaves = Vec::with_capacity(page.len());
-        for (i, (seq, text)) in page.iter().enumerate() {
-            if *seq != after + 1 + i64::try_from(i).unwrap_or(0) {
-                return Err(TreeError::OutOfRange(format!(
-                    "record {} is missing from the journal",
-                    after + 1 + i64::try_from(i).unwrap_or(0)
-                )));
-            }
-            leaves.push(merkle::leaf_hash(text.as_bytes()));
-        }
-        let tiles = grown_tiles(store, tenant, size, &leaves).await?;
-        let new = size + leaves.len() as u64;
-        let to = i64::try_from(new).unwrap_or(i64::MAX);
-        if !store::checkpoints::grow(store, tenant, origin, after, to, &tiles).await? {
-            return Err(TreeError::Raced);
-        }
-        size = new;
-    }
+/// The right edge of a tree: for each level, the hashes of its last, incomplete tile (empty
+/// where the level's hashes fill whole tiles). It is all that appending leaves changes and all
+/// that the root is made of, so a checkpointer that keeps it grows the tree and signs its root
+/// without reading a tile.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Edge {
+    size: u64,
+    partial: Vec<Vec<u8>>,
 }
 
-/// The tiles that change when `leaves` are appended to the tree of `size` leaves: the last
-/// (partial) tile of each level, extended, and any new ones.
-async fn grown_tiles(
-    store: &Store,
-    tenant: &str,
-    size: u64,
-    leaves: &[Hash],
-) -> Result<Vec<(u32, u64, Vec<u8>)>, TreeError> {
-    let mut out = Vec::new();
-    let mut level = 0u32;
-    // Nodes of height 8·level before the new ones, and the new ones.
-    let mut before = size;
-    let mut new: Vec<Hash> = leaves.to_vec();
-    while !new.is_empty() {
-        let mut tile = before / WIDTH;
-        let mut hashes = if before.is_multiple_of(WIDTH) {
-            Vec::new()
-        } else {
-            let bytes = store::checkpoints::tile(store, tenant, level, tile).await?;
-            let want = usize::try_from(before % WIDTH).unwrap_or(0) * 32;
-            if bytes.len() < want {
-                return Err(TreeError::MissingTile(level, tile));
-            }
-            bytes[..want].to_vec()
-        };
-        let mut completed = Vec::new();
-        for h in &new {
-            hashes.extend_from_slice(h);
-            if hashes.len() == WIDTH as usize * 32 {
-                let nodes: Vec<Hash> = hashes
-                    .chunks_exact(32)
-                    .map(|c| c.try_into().unwrap_or([0; 32]))
-                    .collect();
-                completed.push(merkle::root_of(&nodes));
-                out.push((level, tile, std::mem::take(&mut hashes)));
-                tile += 1;
-            }
-        }
-        if !hashes.is_empty() {
-            out.push((level, tile, hashes));
-        }
-        before /= WIDTH;
-        new = completed;
-        level += 1;
+impl Edge {
+    /// Leaves in the tree.
+    pub fn size(&self) -> u64 {
+        self.size
     }
-    Ok(out)
+
+    /// The right edge of `tenant`'s stored tree of `size` leaves.
+    pub async fn load(store: &Store, tenant: &str, size: u64) -> Result<Self, TreeError> {
+        let mut tiles = HashMap::new();
+        for (level, idx) in Self::tiles_of(size) {
+            tiles.insert(
+                (level, idx),
+                store::checkpoints::tile(store, tenant, level, idx).await?,
+            );
+        }
+        Self::from_tiles(size, |level, idx| {
+            tiles.get(&(level, idx)).cloned().unwrap_or_default()
+        })
+    }
+
+    /// The tiles (level, index) the right edge of a tree of `size` leaves lies in.
+    fn tiles_of(size: u64) -> Vec<(u32, u64)> {
+        let mut out = Vec::new();
+        let mut nodes = size;
+        let mut level = 0;
+        while nodes > 0 {
+            if !nodes.is_multiple_of(WIDTH) {
+                out.push((level, nodes / WIDTH));
+            }
+            nodes /= WIDTH;
+            level += 1;
+        }
+        out
+    }
+
+    /// The right edge of a tree of `size` leaves whose tiles `tile` gives.
+    fn from_tiles(size: u64, mut tile: impl FnMut(u32, u64) -> Vec<u8>) -> Result<Self, TreeError> {
+        let mut partial = Vec::new();
+        let mut nodes = size;
+        let mut level = 0;
+        while nodes > 0 {
+            let want = usize::try_from(nodes % WIDTH).unwrap_or(0) * 32;
+            let mut hashes = if want == 0 {
+                Vec::new()
+            } else {
+                tile(level, nodes / WIDTH)
+            };
+            if hashes.len() < want {
+                return Err(TreeError::MissingTile(level, nodes / WIDTH));
+            }
+            hashes.truncate(want);
+            partial.push(hashes);
+            nodes /= WIDTH;
+            level += 1;
+        }
+        Ok(Self { size, partial })
+    }
+
+    /// Appends `leaves` (leaf hashes) and returns the tiles that changed (level, index,
+    /// hashes): the last tile of each level, extended, and any new ones.
+    pub fn grow(&mut self, leaves: &[Hash]) -> Vec<(u32, u64, Vec<u8>)> {
+        let mut out = Vec::new();
+        let mut level = 0usize;
+        // Nodes of height 8·level before the new ones, and the new ones.
+        let mut before = self.size;
+        let mut new: Vec<Hash> = leaves.to_vec();
+        while !new.is_empty() {
+            if self.partial.len() <= level {
+                self.partial.push(Vec::new());
+            }
+            let level_u32 = u32::try_from(level).unwrap_or(u32::MAX);
+            let mut tile = before / WIDTH;
+            let mut hashes = std::mem::take(&mut self.partial[level]);
+            let mut completed = Vec::new();
+            for h in &new {
+                hashes.extend_from_slice(h);
+                if hashes.len() == WIDTH as usize * 32 {
+                    let nodes: Vec<Hash> = hashes
+                        .chunks_exact(32)
+                        .map(|c| c.try_into().unwrap_or([0; 32]))
+                        .collect();
+                    completed.push(merkle::root_of(&nodes));
+                    out.push((level_u32, tile, std::mem::take(&mut hashes)));
+                    tile += 1;
+                }
+            }
+            if !hashes.is_empty() {
+                out.push((level_u32, tile, hashes.clone()));
+            }
+            self.partial[level] = hashes;
+            before /= WIDTH;
+            new = completed;
+            level += 1;
+        }
+        self.size += leaves.len() as u64;
+        out
+    }
+
+    /// The tree's root (RFC 9162 `MTH` of all its leaves).
+    pub fn root(&self) -> Result<Hash, TreeError> {
+        if self.size == 0 {
+            return Ok(merkle::empty_root());
+        }
+        // The root's complete subtrees lie in the last tile of each level.
+        let mut tiles = HashMap::new();
+        let mut nodes = self.size;
+        for (level, hashes) in self.partial.iter().enumerate() {
+            let level = u32::try_from(level).unwrap_or(u32::MAX);
+            tiles.insert((level, nodes / WIDTH), hashes.clone());
+            nodes /= WIDTH;
+        }
+        Tiles(tiles).subtree(0, self.size)
+    }
 }
 
 #[cfg(test)]
@@ -344,6 +383,60 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// Grows an edge by `chunks` of `leaves`, checking after each that its root is the
+    /// tree's, that the tiles it wrote hold the same tree, and that an edge loaded from them
+    /// is the same edge.
+    fn grow_in(leaves: &[Hash], chunks: impl Iterator<Item = usize>, check_every: usize) {
+        let mut edge = Edge::default();
+        let mut stored: HashMap<(u32, u64), Vec<u8>> = HashMap::new();
+        for (step, chunk) in chunks.enumerate() {
+            let from = edge.size() as usize;
+            let to = (from + chunk).min(leaves.len());
+            for (level, idx, hashes) in edge.grow(&leaves[from..to]) {
+                stored.insert((level, idx), hashes);
+            }
+            assert_eq!(edge.size() as usize, to);
+            let loaded = Edge::from_tiles(edge.size(), |l, i| {
+                stored.get(&(l, i)).cloned().unwrap_or_default()
+            })
+            .unwrap();
+            assert_eq!(loaded, edge, "at {to}");
+            if step % check_every == 0 || to == leaves.len() {
+                let root = merkle::root_of(&leaves[..to]);
+                assert_eq!(edge.root().unwrap(), root, "root at {to}");
+                let mut tiles = Tiles(stored.clone());
+                assert_eq!(tiles.subtree(0, to as u64).unwrap(), root, "tiles at {to}");
+            }
+            if to == leaves.len() {
+                return;
+            }
+        }
+    }
+
+    #[test]
+    fn an_edge_grows_like_the_tree_it_is_the_edge_of() {
+        let leaves: Vec<Hash> = (0..70_000u32)
+            .map(|i| merkle::leaf_hash(&i.to_be_bytes()))
+            .collect();
+        assert_eq!(Edge::default().root().unwrap(), merkle::empty_root());
+        // One at a time across the first tiles' borders.
+        grow_in(&leaves[..600], std::iter::repeat(1), 1);
+        // Uneven chunks (a few thousand, as a checkpoint's) past a second-level tile (65,536
+        // leaves), and one chunk of everything.
+        let mut x = 7u64;
+        let chunks = std::iter::from_fn(move || {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            Some(1 + (x >> 33) as usize % 3_000)
+        });
+        grow_in(&leaves, chunks, 5);
+        grow_in(&leaves, std::iter::once(leaves.len()), 1);
+        // A missing tile is named, not guessed.
+        assert!(matches!(
+            Edge::from_tiles(300, |_, _| Vec::new()),
+            Err(TreeError::MissingTile(0, 1))
+        ));
     }
 
     #[test]

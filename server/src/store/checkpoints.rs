@@ -50,9 +50,10 @@ pub async fn tile(
 }
 
 /// Grows the stored tree of `tenant` from `from` to `to` records: writes `tiles` (level, index,
-/// hashes) and moves the log's size, in one transaction, only if the log still holds `from`
-/// records (another node may have grown it first: `Ok(false)`, nothing written). A log that
-/// does not exist yet is created with `origin` when `from` is 0.
+/// hashes), moves the log's size and stores `checkpoint` (a signed note of the tree of `to`
+/// records, made at epoch ms), in one transaction, only if the log still holds `from` records
+/// (another node may have grown it first: [`Grown::Raced`], nothing written). A log that does
+/// not exist yet is created with `origin` when `from` is 0.
 pub async fn grow(
     store: &Store,
     tenant: &str,
@@ -60,7 +61,8 @@ pub async fn grow(
     from: i64,
     to: i64,
     tiles: &[(u32, u64, Vec<u8>)],
-) -> Result<bool, sqlx::Error> {
+    checkpoint: Option<(&str, i64)>,
+) -> Result<Grown, sqlx::Error> {
     let mut tx = store.begin_write().await?;
     let moved = if from == 0 {
         sqlx::query(
@@ -87,7 +89,7 @@ pub async fn grow(
     };
     if moved != 1 {
         tx.rollback().await?;
-        return Ok(false);
+        return Ok(Grown::Raced);
     }
     for (level, idx, hashes) in tiles {
         sqlx::query(
@@ -101,8 +103,26 @@ pub async fn grow(
         .execute(&mut *tx)
         .await?;
     }
+    let stored = match checkpoint {
+        Some((note, made_at)) => insert_on(&mut tx, tenant, to, note, made_at).await?,
+        None => false,
+    };
     tx.commit().await?;
-    Ok(true)
+    Ok(Grown::Grown {
+        checkpoint_stored: stored,
+    })
+}
+
+/// What [`grow`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grown {
+    /// The log no longer held `from` records: nothing was written.
+    Raced,
+    /// The tree grew; with the checkpoint stored, unless one of that size existed already.
+    Grown {
+        /// Whether the checkpoint given was stored.
+        checkpoint_stored: bool,
+    },
 }
 
 /// The signed receipt texts (the tree's leaves) of records `after + 1 ..= after + limit`.
@@ -142,12 +162,25 @@ fn stored((tree_size, note, made_at): (i64, String, i64)) -> StoredCheckpoint {
     }
 }
 
-/// Stores a checkpoint; `false` when one of that size exists already (made by another node).
+/// Stores a checkpoint made at epoch ms `made_at`; `false` when one of that size exists
+/// already (made by another node).
 pub async fn insert(
     store: &Store,
     tenant: &str,
     tree_size: i64,
     note: &str,
+    made_at: i64,
+) -> Result<bool, sqlx::Error> {
+    let mut conn = store.pool().acquire().await?;
+    insert_on(&mut conn, tenant, tree_size, note, made_at).await
+}
+
+async fn insert_on(
+    conn: &mut sqlx::AnyConnection,
+    tenant: &str,
+    tree_size: i64,
+    note: &str,
+    made_at: i64,
 ) -> Result<bool, sqlx::Error> {
     let done = sqlx::query(
         "INSERT INTO journal_checkpoints (tenant_id, tree_size, note, made_at) \
@@ -156,8 +189,8 @@ pub async fn insert(
     .bind(tenant)
     .bind(tree_size)
     .bind(note)
-    .bind(now_ms())
-    .execute(store.pool())
+    .bind(made_at)
+    .execute(&mut *conn)
     .await?;
     Ok(done.rows_affected() == 1)
 }

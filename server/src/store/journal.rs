@@ -290,10 +290,15 @@ fn from_row(row: &AnyRow) -> Result<RecordRow, sqlx::Error> {
 
 /// Tenants that have a journal.
 pub async fn tenants(store: &Store) -> Result<Vec<String>, sqlx::Error> {
-    let rows: Vec<(String,)> =
-        sqlx::query_as("SELECT DISTINCT tenant_id FROM journal ORDER BY tenant_id")
-            .fetch_all(store.pool())
-            .await?;
+    // One index seek per tenant (a loose index scan), where `SELECT DISTINCT` read every
+    // record's index entry: the checkpointer and the background verifier ask often.
+    let rows: Vec<(String,)> = sqlx::query_as(
+        "WITH RECURSIVE t(id) AS (SELECT MIN(tenant_id) FROM journal \
+         UNION ALL SELECT (SELECT MIN(tenant_id) FROM journal WHERE tenant_id > t.id) \
+         FROM t WHERE t.id IS NOT NULL) SELECT id FROM t WHERE id IS NOT NULL",
+    )
+    .fetch_all(store.pool())
+    .await?;
     Ok(rows.into_iter().map(|(t,)| t).collect())
 }
 

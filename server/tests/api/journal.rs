@@ -1026,3 +1026,117 @@ on_both_backends!(
     the_background_verifier_sees_a_cut_tail_on,
     the_background_verifier_sees_a_cut_tail
 );
+
+/// Issue 22: the checkpointer grows a tree by the leaves its node's journal kept (not read
+/// back), by the journal's stored records where another node wrote them, and the checkpoints
+/// it signs are those of the stored journal: `journal verify`'s checkpoint check recomputes
+/// every root from the receipts, and the tiles the proofs read hold the same tree.
+async fn checkpoints_grown_from_kept_leaves_are_the_stored_journal_s(store: &Store) {
+    use aperture::journal::checkpoints::{self, Checkpointer};
+    use aperture::journal::{self, Journal, audit};
+    use engine::receipt::{Decision, ReasonCode, ReceiptKind};
+    let (keys, dir) = tenant_t_keys(store).await;
+    store::tenants::ensure(store, "u").await.unwrap();
+    let append = |journal: Journal, tenant: &'static str, n: usize| async move {
+        for _ in 0..n {
+            journal
+                .append(
+                    journal::receipt(
+                        ReceiptKind::Decision,
+                        Decision::Allow,
+                        ReasonCode::Ok,
+                        tenant,
+                        "a",
+                    ),
+                    &journal::disclosures(),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    let sink = dir.path().join("checkpoints");
+    let ours = Journal::new(store.clone(), keys.clone());
+    let checkpointer = Checkpointer::new(
+        store.clone(),
+        keys.clone(),
+        "h".into(),
+        Some(sink.clone()),
+        std::time::Duration::from_secs(60),
+    );
+    checkpointer.attach(&ours);
+    append(ours.clone(), "t", 5).await;
+    append(ours.clone(), "u", 3).await;
+    assert_eq!(ours.tenants_with_leaves(), ["t", "u"]);
+    let size = |c: Option<aperture::store::checkpoints::StoredCheckpoint>| c.unwrap().tree_size;
+    assert_eq!(size(checkpointer.checkpoint("t").await.unwrap()), 5);
+    assert_eq!(size(checkpointer.checkpoint("u").await.unwrap()), 3);
+    // Taken, not copied.
+    assert!(ours.tenants_with_leaves().is_empty());
+    // Another node (a journal the checkpointer does not see) writes 6–9, ours 10–12.
+    let other = Journal::new(store.clone(), keys.clone());
+    append(other, "t", 4).await;
+    append(ours.clone(), "t", 3).await;
+    assert_eq!(size(checkpointer.checkpoint("t").await.unwrap()), 12);
+    // Nothing new: the same checkpoint, none signed again.
+    assert_eq!(size(checkpointer.checkpoint("t").await.unwrap()), 12);
+    // Another checkpointer (another node) grows it meanwhile; ours goes on from there.
+    append(ours.clone(), "t", 2).await;
+    let elsewhere = Checkpointer::new(
+        store.clone(),
+        keys.clone(),
+        "h".into(),
+        None,
+        std::time::Duration::from_secs(60),
+    );
+    assert_eq!(size(elsewhere.checkpoint("t").await.unwrap()), 14);
+    append(ours.clone(), "t", 1).await;
+    assert_eq!(size(checkpointer.checkpoint("t").await.unwrap()), 15);
+    assert!(ours.tenants_with_leaves().is_empty());
+
+    let published = aperture::keys::published(store).await.unwrap();
+    let reports = audit::verify_checkpoints(store, &published, Some(&sink), &[], 0)
+        .await
+        .unwrap();
+    for report in &reports {
+        assert!(report.problems.is_empty(), "{report:?}");
+    }
+    let t = reports.iter().find(|r| r.tenant_id == "t").unwrap();
+    assert_eq!(t.largest, 15);
+    // Every checkpoint of t matched: 5, 12, 14, 15 in the database, and 5, 12, 15 (ours) in
+    // the sink.
+    assert_eq!(t.matched, 4 + 3);
+    let sunk = std::fs::read_to_string(sink.join("t.checkpoints")).unwrap();
+    let sizes: Vec<u64> = checkpoints::read_sink(&sunk)
+        .into_iter()
+        .map(|n| {
+            engine::note::Checkpoint::parse(&n.unwrap().text)
+                .unwrap()
+                .size
+        })
+        .collect();
+    assert_eq!(sizes, [5, 12, 15]);
+    // An inclusion proof read from the stored tiles leads to the signed root.
+    let note = store::checkpoints::latest(store, "t")
+        .await
+        .unwrap()
+        .unwrap();
+    let checkpoint =
+        engine::note::Checkpoint::parse(&engine::note::Note::parse(&note.note).unwrap().text)
+            .unwrap();
+    let leaf = store::checkpoints::leaves(store, "t", 6, 1).await.unwrap();
+    let proof = aperture::journal::tree::inclusion(store, "t", 6, 15)
+        .await
+        .unwrap();
+    engine::merkle::verify_inclusion(
+        &engine::merkle::leaf_hash(leaf[0].1.as_bytes()),
+        6,
+        15,
+        &proof,
+        &checkpoint.root,
+    )
+    .unwrap();
+}
+on_both_backends!(
+    checkpoints_grown_from_kept_leaves_are_the_stored_journal_s_on,
+    checkpoints_grown_from_kept_leaves_are_the_stored_journal_s
+);
