@@ -114,6 +114,9 @@ pub struct BoundCall {
     /// of what the tool receives).
     #[serde(default)]
     pub strips_idempotency_key: bool,
+    /// Whether the rule requires an `idempotency_key` (the gateway de-duplicates by it).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub requires_idempotency: bool,
     /// The exposure mode.
     pub mode: Mode,
     /// Limits.
@@ -130,6 +133,14 @@ pub struct BoundCall {
 }
 
 impl BoundCall {
+    /// The `idempotency_key` the call de-duplicates by, when its rule requires one.
+    pub fn idempotency_key(&self) -> Option<&str> {
+        self.requires_idempotency
+            .then(|| self.effective_arguments.get(crate::narrow::IDEMPOTENCY_KEY))
+            .flatten()
+            .and_then(Value::as_str)
+    }
+
     /// What the tool receives: the effective arguments without a policy-added idempotency key.
     pub fn upstream_arguments(&self) -> Map<String, Value> {
         let mut args = self.effective_arguments.clone();
@@ -284,6 +295,7 @@ pub fn decide(
         schema_hash: entry.schema_hash.clone(),
         args_hash,
         strips_idempotency_key: narrowed.adds_idempotency_key,
+        requires_idempotency: inv.is_some_and(|i| i.requires_idempotency),
         effective_arguments: effective,
         mode: entry.mode,
         limits: Limits {

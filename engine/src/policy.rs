@@ -185,6 +185,18 @@ pub enum Destination {
     Logs,
 }
 
+impl Destination {
+    /// The name on the wire (`llm`, `mcp`, `transcript`, `logs`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Llm => "llm",
+            Self::Mcp => "mcp",
+            Self::Transcript => "transcript",
+            Self::Logs => "logs",
+        }
+    }
+}
+
 /// A redaction profile.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -198,12 +210,13 @@ pub struct RedactionProfile {
 }
 
 impl RedactionProfile {
-    /// The built-in `safe` profile: truncate to 8 KB, for models and MCP clients.
+    /// The built-in `safe` profile: truncate to 8 KB, for models, MCP clients and hosted
+    /// agents' transcripts.
     pub fn safe() -> Self {
         Self {
             summary: SummaryMode::Truncate,
             max_bytes: SAFE_MAX_BYTES as i64,
-            destinations: vec![Destination::Llm, Destination::Mcp],
+            destinations: vec![Destination::Llm, Destination::Mcp, Destination::Transcript],
         }
     }
 }

@@ -48,6 +48,17 @@ pub fn redact(
     profile: &RedactionProfile,
     destination: Destination,
 ) -> (Value, RedactionReport) {
+    redact_for(result, profile, &[destination])
+}
+
+/// Applies `profile` to `result` for output that reaches each of `destinations` at once (a
+/// hosted agent's tool result goes to its model and is stored, as sent, in its transcript):
+/// a destination the profile does not list withholds all of it.
+pub fn redact_for(
+    result: &Value,
+    profile: &RedactionProfile,
+    destinations: &[Destination],
+) -> (Value, RedactionReport) {
     let is_error = result.get("isError").cloned().unwrap_or(Value::Bool(false));
     let content = result
         .get("content")
@@ -56,9 +67,12 @@ pub fn redact(
         .unwrap_or_default();
     let total: u64 = content.iter().map(size_of).sum::<u64>()
         + result.get("structuredContent").map(size_of).unwrap_or(0);
-    if !profile.destinations.contains(&destination) {
+    if let Some(destination) = destinations
+        .iter()
+        .find(|d| !profile.destinations.contains(d))
+    {
         let out = json!({
-            "content": [notice(format!("[output withheld: this tool's output may not be sent to {destination:?} ({total} bytes)]"))],
+            "content": [notice(format!("[output withheld: this tool's output may not be sent to {} ({total} bytes)]", destination.as_str()))],
             "isError": is_error,
         });
         return (
@@ -179,6 +193,27 @@ mod tests {
         assert!(!out.to_string().contains("secret"));
         assert!(out.get("structuredContent").is_none());
         assert!(report.withheld);
+    }
+
+    #[test]
+    fn output_for_several_destinations_needs_every_one_listed() {
+        let result = json!({"content": [{"type": "text", "text": "canary"}]});
+        let llm_only = profile(SummaryMode::Truncate, 100, &[Destination::Llm]);
+        let both = profile(
+            SummaryMode::Truncate,
+            100,
+            &[Destination::Llm, Destination::Transcript],
+        );
+        let hosted = [Destination::Llm, Destination::Transcript];
+        let (out, report) = redact_for(&result, &llm_only, &hosted);
+        assert!(!out.to_string().contains("canary"), "{out}");
+        assert!(out.to_string().contains("sent to transcript"), "{out}");
+        assert!(report.withheld);
+        let (out, report) = redact_for(&result, &both, &hosted);
+        assert_eq!(out["content"], result["content"]);
+        assert!(!report.withheld);
+        let (out, _) = redact_for(&result, &both, &[Destination::Mcp]);
+        assert!(!out.to_string().contains("canary"), "{out}");
     }
 
     #[test]

@@ -85,6 +85,51 @@ pub struct CallContext<'a> {
     pub rate_limiter: bool,
     /// `max_cost_cents` is checked against tool prices (`APERTURE_SPEND_GATE=catalog`).
     pub spend_gate: bool,
+    /// Where results go, and so what they are redacted for.
+    pub output_to: OutputTo,
+    /// How long an `idempotency_key` de-duplicates.
+    pub idempotency_retention: Duration,
+}
+
+/// Default of `APERTURE_IDEMPOTENCY_RETENTION_HOURS`.
+pub const DEFAULT_IDEMPOTENCY_RETENTION: Duration = Duration::from_secs(24 * 3_600);
+
+/// Where a call's result goes (CONTRACT §11 destinations): what a redaction profile must list
+/// for the output to pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutputTo {
+    /// An MCP (`/mcp`) or REST caller: `mcp`.
+    #[default]
+    Mcp,
+    /// A hosted agent: its model reads the result (`llm`) and its transcript stores exactly
+    /// what the model was sent (`transcript`).
+    HostedAgent,
+}
+
+impl OutputTo {
+    /// The destinations the output reaches.
+    pub fn destinations(self) -> &'static [Destination] {
+        match self {
+            Self::Mcp => &[Destination::Mcp],
+            Self::HostedAgent => &[Destination::Llm, Destination::Transcript],
+        }
+    }
+
+    /// As stored with an invocation.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Mcp => "mcp",
+            Self::HostedAgent => "hosted_agent",
+        }
+    }
+
+    /// From [`OutputTo::as_str`]; anything else is an MCP caller (its own redaction).
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "hosted_agent" => Self::HostedAgent,
+            _ => Self::Mcp,
+        }
+    }
 }
 
 fn short(reason: ReasonCode) -> &'static str {
@@ -197,6 +242,52 @@ async fn denial_at(
         short(receipt.reason),
         Map::new(),
     ))
+}
+
+/// A call refused before the checks of `tools/call` could see it: a hosted agent's call of a
+/// tool its model was not declared, or outside its fork's execution allowlist.
+pub struct Unchecked<'a> {
+    /// The agent's exposure session.
+    pub session: &'a crate::store::exposure::SessionRow,
+    /// The manifest the agent's model was declared.
+    pub manifest_id: &'a str,
+    /// The policy that granted it, and its version.
+    pub policy: (&'a str, u64),
+    /// The turn.
+    pub turn_id: &'a str,
+    /// The tool the model named.
+    pub tool: &'a str,
+    /// `not_callable` or `execution_allowlist`.
+    pub reason: ReasonCode,
+    /// What the model was told.
+    pub detail: &'a str,
+}
+
+/// Journals the decision receipt of an [`Unchecked`] refusal (every decision is journaled,
+/// CONTRACT §6); when the journal cannot record, the signed unrecorded denial.
+pub async fn refuse_unchecked(
+    cx: &CallContext<'_>,
+    principal: &Principal,
+    call: Unchecked<'_>,
+) -> Receipt {
+    let mut r = journal::receipt(
+        ReceiptKind::Decision,
+        Decision::Deny,
+        call.reason,
+        &principal.tenant_id,
+        &principal.actor_id,
+    );
+    r.session_id = Some(call.session.id.clone());
+    r.environment = Some(call.session.environment.clone());
+    r.manifest_id = Some(call.manifest_id.to_owned());
+    r.policy_id = Some(call.policy.0.to_owned());
+    r.policy_version = Some(call.policy.1);
+    r.turn_id = Some(call.turn_id.to_owned());
+    r.tool = Some(call.tool.to_owned());
+    let mut d = journal::disclosures();
+    d.insert_extra("detail", Value::String(call.detail.to_owned()))
+        .ok();
+    record(cx.journal, r, &d).await.0
 }
 
 /// Decides and, when allowed, executes a call. The answer is always a tool result (denials
@@ -345,7 +436,8 @@ pub async fn call(
     let confirms =
         bound.mode == Mode::ConfirmationRequired && call.meta.confirmation_token.is_some();
     let counts = bound.limits.rate_bucket.is_some() && cx.rate_limiter;
-    if decided_at.is_some() && (confirms || counts || call.meta.invocation_id.is_some()) {
+    let claims = bound.idempotency_key().is_some();
+    if decided_at.is_some() && (confirms || counts || claims || call.meta.invocation_id.is_some()) {
         if cache::confirm(cx.store, fresh).await?.is_none() {
             return Err(ServiceError::StaleRead);
         }
@@ -395,6 +487,23 @@ pub async fn call(
             return replay(cx, &existing, &bound, r, d).await;
         }
     }
+    // `requires_idempotency`: the first call under (tenant, actor, tool, key) within the
+    // retention is the one that runs; the same key again gets its outcome (and counts against
+    // no rate bucket), with other arguments a refusal. Not bound to a manifest, so it holds
+    // across a re-list and a restart.
+    let idempotency = match bound.idempotency_key() {
+        None => None,
+        Some(key) => match claim_idempotency(cx, principal, &bound, key).await? {
+            Claimed::Ours(claim) => Some(claim),
+            Claimed::Replay(first) => return crate::invocations::outcome(cx.store, &first).await,
+            Claimed::Refused(detail) => {
+                r.decision = Decision::Deny;
+                r.reason = ReasonCode::ManifestBindingMismatch;
+                d.insert_extra("detail", Value::String(detail)).ok();
+                return denial_at(cx.journal, r, &d, decided_at).await;
+            }
+        },
+    };
     // CONTRACT §5 after the arguments: rate limits (counted by the shared limiter when one is
     // configured; a rule with a bucket and no limiter is refused, never run unlimited), then
     // the spend gate (without one a capped rule is refused rather than run uncapped).
@@ -453,6 +562,7 @@ pub async fn call(
         }
     });
     if let Some((reason, detail)) = runtime_refusal {
+        release_idempotency(cx, idempotency.as_ref()).await?;
         r.decision = Decision::Deny;
         r.reason = reason;
         d.insert_extra("detail", Value::String(detail)).ok();
@@ -472,8 +582,10 @@ pub async fn call(
         )),
         _ => None,
     };
-    let invocation_id =
-        (client_key.is_some() || deferred.is_some()).then(|| crate::ids::new_id("inv"));
+    let invocation_id = match &idempotency {
+        Some(claim) => Some(claim.invocation_id.clone()),
+        None => (client_key.is_some() || deferred.is_some()).then(|| crate::ids::new_id("inv")),
+    };
     r.invocation_id = invocation_id.clone();
     let runs = match bound.mode {
         Mode::Allow => true,
@@ -492,13 +604,19 @@ pub async fn call(
             }
             // `hide` and `deny` never get here (the engine refused them).
             None => {
+                release_idempotency(cx, idempotency.as_ref()).await?;
                 r.decision = Decision::Deny;
                 r.reason = ReasonCode::PolicyDenied;
                 return denial_at(cx.journal, r, &d, decided_at).await;
             }
         },
     };
-    let (decision_receipt, recorded) = record_at(cx.journal, r.clone(), &d, decided_at).await?;
+    let recorded = record_at(cx.journal, r.clone(), &d, decided_at).await;
+    if !matches!(recorded, Ok((_, true))) {
+        // Never recorded, so never run: the key is free again.
+        release_idempotency(cx, idempotency.as_ref()).await?;
+    }
+    let (decision_receipt, recorded) = recorded?;
     if !recorded {
         return Ok(tool_result(
             &decision_receipt,
@@ -573,8 +691,10 @@ pub async fn call(
             expires_at: waits
                 .map(|w| now.saturating_add(i64::try_from(w.as_millis()).unwrap_or(i64::MAX))),
             updated_at: now,
+            output_to: cx.output_to.as_str().to_owned(),
         };
         if !store::invocations::insert(cx.store, &row).await? {
+            release_idempotency(cx, idempotency.as_ref()).await?;
             // A concurrent call under the same key was bound first: its outcome, not a second run.
             let existing = store::invocations::find_by_client_key(
                 cx.store,
@@ -632,6 +752,104 @@ pub async fn call(
         .await?;
     }
     Ok(out)
+}
+
+/// What claiming an idempotency key found.
+enum Claimed {
+    /// The key is this call's.
+    Ours(IdempotencyClaim),
+    /// The key's first call, with the same arguments: its outcome is the answer.
+    Replay(Box<store::invocations::InvocationRow>),
+    /// Refused, and why.
+    Refused(String),
+}
+
+/// This call's claim of an idempotency key.
+struct IdempotencyClaim {
+    tenant_id: String,
+    actor_id: String,
+    tool: String,
+    key: String,
+    invocation_id: String,
+}
+
+impl IdempotencyClaim {
+    fn key(&self) -> store::idempotency::Key<'_> {
+        store::idempotency::Key {
+            tenant_id: &self.tenant_id,
+            actor_id: &self.actor_id,
+            tool: &self.tool,
+            key: &self.key,
+        }
+    }
+}
+
+/// A claim older than this whose call was never recorded belongs to a call that stopped before
+/// its decision was journaled (so it never ran): another call may take the key over.
+const UNRECORDED_CLAIM: Duration = Duration::from_secs(60);
+
+/// Claims `key` for a new invocation of `bound`, or finds who has it.
+async fn claim_idempotency(
+    cx: &CallContext<'_>,
+    principal: &Principal,
+    bound: &BoundCall,
+    key: &str,
+) -> Result<Claimed, ServiceError> {
+    let claim = IdempotencyClaim {
+        tenant_id: principal.tenant_id.clone(),
+        actor_id: principal.actor_id.clone(),
+        tool: bound.tool.clone(),
+        key: key.to_owned(),
+        invocation_id: crate::ids::new_id("inv"),
+    };
+    let retention = i64::try_from(cx.idempotency_retention.as_millis()).unwrap_or(i64::MAX);
+    // The first call under the key is recorded within milliseconds of claiming it.
+    for _ in 0..40 {
+        let now = store::now_ms();
+        let first = store::idempotency::claim(
+            cx.store,
+            claim.key(),
+            &claim.invocation_id,
+            &bound.args_hash,
+            now,
+            now.saturating_add(retention),
+        )
+        .await?;
+        let Some(first) = first else {
+            return Ok(Claimed::Ours(claim));
+        };
+        if first.args_hash != bound.args_hash {
+            return Ok(Claimed::Refused(format!(
+                "idempotency_key {key:?} was already used for {} with other arguments (invocation {})",
+                bound.tool, first.invocation_id
+            )));
+        }
+        if let Some(row) =
+            store::invocations::find(cx.store, &principal.tenant_id, &first.invocation_id).await?
+        {
+            return Ok(Claimed::Replay(Box::new(row)));
+        }
+        let unrecorded = i64::try_from(UNRECORDED_CLAIM.as_millis()).unwrap_or(i64::MAX);
+        if now.saturating_sub(first.created_at) > unrecorded {
+            store::idempotency::release(cx.store, claim.key(), &first.invocation_id).await?;
+            continue;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Ok(Claimed::Refused(format!(
+        "a call with idempotency_key {key:?} is still being authorized; retry it"
+    )))
+}
+
+/// Gives up this call's claim of its idempotency key (the call was not recorded or not run).
+async fn release_idempotency(
+    cx: &CallContext<'_>,
+    claim: Option<&IdempotencyClaim>,
+) -> Result<(), ServiceError> {
+    if let Some(claim) = claim {
+        store::idempotency::release(cx.store, claim.key(), &claim.invocation_id).await?;
+    }
+    Ok(())
 }
 
 /// How long a confirmation token stays valid.
@@ -857,6 +1075,9 @@ pub(crate) async fn execute(
     r.kind = ReceiptKind::Execution;
     r.receipt_id = crate::ids::new_ordered_id("rcp");
     let mut d = journal::disclosures();
+    // What ran, as authorized (CONTRACT §6): the effective arguments here; the mode, limits and
+    // redaction in the receipt, as the decision snapshotted them.
+    d.effective_arguments = Some(Value::Object(bound.effective_arguments.clone()));
     for (k, v) in extra {
         d.insert_extra(&k, v).ok();
     }
@@ -918,18 +1139,29 @@ pub(crate) async fn execute(
     };
     match outcome {
         Ok(result) => {
-            let (redacted, report) = redact::redact(&result, &bound.redaction, Destination::Mcp);
+            let (redacted, report) =
+                redact::redact_for(&result, &bound.redaction, cx.output_to.destinations());
             if report.withheld {
                 d.insert_extra("redacted_bytes", json!(report.bytes_removed))
                     .ok();
             }
-            r.decision = Decision::Allow;
+            // `dry_run_only` ran with the tool's dry-run argument fixed to true: a dry run,
+            // in its receipt and in the answer (CONTRACT §7).
+            let dry_run = bound.mode == Mode::DryRunOnly;
+            r.decision = if dry_run {
+                Decision::DryRun
+            } else {
+                Decision::Allow
+            };
             r.reason = ReasonCode::Ok;
             let (receipt, _) = record(cx.journal, r, &d).await;
             let mut out = redacted;
             if let Value::Object(map) = &mut out {
                 let meta = map.entry("_meta").or_insert_with(|| json!({}));
                 if let Value::Object(meta) = meta {
+                    if dry_run {
+                        meta.insert("dry_run".into(), Value::Bool(true));
+                    }
                     meta.insert(
                         "receipt".into(),
                         serde_json::to_value(&receipt).unwrap_or(Value::Null),

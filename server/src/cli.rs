@@ -63,6 +63,12 @@ struct GlobalArgs {
     checkpoint_dir: Option<PathBuf>,
 }
 
+/// Boolean settings take `1/0`, `true/false`, `yes/no`, `on/off` (CONTRACT §8), as a flag
+/// (`--secure-cookies`) or from the environment.
+fn boolish() -> clap::builder::BoolishValueParser {
+    clap::builder::BoolishValueParser::new()
+}
+
 impl GlobalArgs {
     fn checkpoint_dir(&self) -> PathBuf {
         self.checkpoint_dir
@@ -275,7 +281,7 @@ struct ServeArgs {
     #[arg(long, env = "APERTURE_SITE_ROOT", default_value = "target/site")]
     site_root: PathBuf,
     /// Mark cookies `Secure` and use the `__Host-` prefix (set when served over TLS).
-    #[arg(long, env = "APERTURE_SECURE_COOKIES")]
+    #[arg(long, env = "APERTURE_SECURE_COOKIES", value_parser = boolish())]
     secure_cookies: bool,
     /// Create user `admin` (every scope, tenant `default`) on a database with no user.
     #[arg(
@@ -289,15 +295,19 @@ struct ServeArgs {
     #[arg(long, env = "APERTURE_SIGNING_KEY", hide_env_values = true)]
     signing_key: Option<String>,
     /// Let tenant admins register stdio upstreams over the API (they run commands on this host).
-    #[arg(long, env = "APERTURE_ALLOW_STDIO_UPSTREAMS")]
+    #[arg(long, env = "APERTURE_ALLOW_STDIO_UPSTREAMS", value_parser = boolish())]
     allow_stdio_upstreams: bool,
     /// Let upstream URLs resolve to loopback, private or link-local addresses.
-    #[arg(long, env = "APERTURE_ALLOW_PRIVATE_UPSTREAMS")]
+    #[arg(long, env = "APERTURE_ALLOW_PRIVATE_UPSTREAMS", value_parser = boolish())]
     allow_private_upstreams: bool,
     /// Seconds a parked invocation waits for an approver before it expires.
     #[arg(long, env = "APERTURE_PARKED_EXPIRY_SECONDS", default_value_t = 86_400,
           value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
     parked_expiry_seconds: u64,
+    /// Hours an `idempotency_key` de-duplicates calls of a tool whose rule requires one.
+    #[arg(long, env = "APERTURE_IDEMPOTENCY_RETENTION_HOURS", default_value_t = 24,
+          value_parser = clap::value_parser!(u64).range(1..=8_760))]
+    idempotency_retention_hours: u64,
     /// What checks rules' `max_cost_cents`: `none` (capped calls are refused) or `catalog`
     /// (the tools' `price_cents` descriptors).
     #[arg(long, env = "APERTURE_SPEND_GATE", default_value = "none")]
@@ -322,7 +332,7 @@ struct ServeArgs {
     #[arg(long, env = "APERTURE_LOG_ORIGIN_HOST")]
     log_origin_host: Option<String>,
     /// Serve the latest checkpoints without a token.
-    #[arg(long, env = "APERTURE_PUBLIC_CHECKPOINTS")]
+    #[arg(long, env = "APERTURE_PUBLIC_CHECKPOINTS", value_parser = boolish())]
     public_checkpoints: bool,
     /// Longest wait for one model completion, in seconds.
     #[arg(long, env = "APERTURE_MODEL_TIMEOUT_SECONDS", default_value_t = 120,
@@ -601,6 +611,8 @@ async fn serve(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<()> {
     config.allow_stdio_upstreams = args.allow_stdio_upstreams;
     config.allow_private_upstreams = args.allow_private_upstreams;
     config.parked_expiry = std::time::Duration::from_secs(args.parked_expiry_seconds);
+    config.idempotency_retention =
+        std::time::Duration::from_secs(args.idempotency_retention_hours * 3_600);
     config.spend_gate = args.spend_gate;
     config.checkpoint_interval = std::time::Duration::from_secs(args.checkpoint_interval_seconds);
     config.checkpoint_dir = global.checkpoint_dir();

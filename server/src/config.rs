@@ -34,6 +34,8 @@ pub struct Config {
     /// How long a parked invocation waits for an approver before it expires
     /// (`APERTURE_PARKED_EXPIRY_SECONDS`, default 24 hours).
     pub parked_expiry: std::time::Duration,
+    /// How long an idempotency key de-duplicates (`APERTURE_IDEMPOTENCY_RETENTION_HOURS`).
+    pub idempotency_retention: std::time::Duration,
     /// The limiter that enforces policies' `rate_bucket`s (`APERTURE_RATE_LIMITER`): `none`
     /// (rate buckets are refused when a policy is written) or `database` (counted in the
     /// database every node shares).
@@ -62,6 +64,7 @@ pub enum SpendGate {
     #[default]
     None,
     /// Prices from the tool descriptors (`PUT /tools/{name}` `price_cents`, server-owned).
+    #[value(alias = "descriptor")]
     Catalog,
 }
 
@@ -72,6 +75,7 @@ pub enum RateLimiter {
     #[default]
     None,
     /// Per-minute counters in the shared database (SQLite or the nodes' PostgreSQL).
+    #[value(alias = "postgres")]
     Database,
 }
 
@@ -101,6 +105,7 @@ impl Config {
             allow_stdio_upstreams: false,
             allow_private_upstreams: false,
             parked_expiry: crate::invocations::DEFAULT_EXPIRY,
+            idempotency_retention: crate::calls::DEFAULT_IDEMPOTENCY_RETENTION,
             rate_limiter: RateLimiter::None,
             spend_gate: SpendGate::None,
             model: None,

@@ -657,6 +657,10 @@ impl Worker {
             // Released invocations were counted and priced when they were authorized.
             rate_limiter: false,
             spend_gate: false,
+            // Redacted for where the result goes, as the call that bound it said.
+            output_to: calls::OutputTo::parse(&row.output_to),
+            // Claimed when the call was authorized.
+            idempotency_retention: calls::DEFAULT_IDEMPOTENCY_RETENTION,
         };
         let result = match self.verified_binding(row, &decision).await {
             Ok(bound) => {

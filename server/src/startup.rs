@@ -165,12 +165,16 @@ impl Application {
     /// Serves until Ctrl-C / SIGTERM.
     pub async fn run_until_stopped(self) -> anyhow::Result<()> {
         let sessions = DbSessionStore::new(self.store.clone());
+        let store = self.store.clone();
         let cleanup = tokio::spawn(async move {
             let mut every = tokio::time::interval(Duration::from_secs(60));
             loop {
                 every.tick().await;
                 if let Err(e) = sessions.delete_expired().await {
                     tracing::warn!(error = %e, "deleting expired dashboard sessions");
+                }
+                if let Err(e) = store::idempotency::purge_expired(&store, store::now_ms()).await {
+                    tracing::warn!(error = %e, "deleting expired idempotency keys");
                 }
             }
         });

@@ -74,6 +74,8 @@ impl Shared {
             invocation_wake: &self.invocation_wake,
             rate_limiter: self.config.rate_limiter != crate::config::RateLimiter::None,
             spend_gate: self.config.spend_gate != crate::config::SpendGate::None,
+            output_to: crate::calls::OutputTo::Mcp,
+            idempotency_retention: self.config.idempotency_retention,
         }
     }
 }

@@ -465,30 +465,53 @@ pub async fn process_function_calls(
     calls: &[ToolCall],
 ) -> Result<Vec<Response>, ServiceError> {
     let declared = tools.declared();
-    let cx = state.call_context();
+    let mut cx = state.call_context();
+    // Results go to the model and, as sent, into the transcript.
+    cx.output_to = calls::OutputTo::HostedAgent;
     let mut out = Vec::with_capacity(calls.len());
     for (index, call) in calls.iter().enumerate() {
         let name = call.function.name.as_str();
-        if !declared.contains(name) {
-            out.push(Response {
-                call: call.clone(),
-                outcome: "not_declared",
-                receipt_id: None,
-                content: format!("Error: tool \"{name}\" not found."),
-            });
-            continue;
-        }
-        if !tools.allows(name) {
+        // Refused before the checks of `tools/call`, and journaled like every decision.
+        let refused = if !declared.contains(name) {
+            Some((
+                "not_declared",
+                engine::receipt::ReasonCode::NotCallable,
+                format!("Error: tool \"{name}\" not found."),
+            ))
+        } else if !tools.allows(name) {
             let message = tools
                 .execution_allowed
                 .as_ref()
                 .map(|a| a.rejection_message(name))
                 .unwrap_or_default();
+            Some((
+                "execution_allowlist",
+                engine::receipt::ReasonCode::ExecutionAllowlist,
+                message,
+            ))
+        } else {
+            None
+        };
+        if let Some((outcome, reason, content)) = refused {
+            let receipt = calls::refuse_unchecked(
+                &cx,
+                principal,
+                calls::Unchecked {
+                    session: &grant.session,
+                    manifest_id: &grant.row.id,
+                    policy: (&grant.manifest.policy_id, grant.manifest.policy_version),
+                    turn_id,
+                    tool: name,
+                    reason,
+                    detail: &content,
+                },
+            )
+            .await;
             out.push(Response {
                 call: call.clone(),
-                outcome: "execution_allowlist",
-                receipt_id: None,
-                content: message,
+                outcome,
+                receipt_id: receipt.seq.map(|_| receipt.receipt_id),
+                content,
             });
             continue;
         }

@@ -66,12 +66,14 @@ pub struct InvocationRow {
     pub expires_at: Option<i64>,
     /// Epoch ms.
     pub updated_at: i64,
+    /// Where the result goes (`mcp`, `hosted_agent`): what it is redacted for.
+    pub output_to: String,
 }
 
 const COLUMNS: &str = "id, tenant_id, session_id, manifest_id, client_key, turn_id, actor_id, token_id, \
      token_created_by, tool, tool_version, schema_hash, args_hash, mode, binding, policy_id, policy_version, \
      decision_receipt_id, status, result, decided_by, decided_at, decision_comment, approval_receipt_id, \
-     confirmation_sha256, created_at, expires_at, updated_at";
+     confirmation_sha256, created_at, expires_at, updated_at, output_to";
 
 fn from_row(row: &AnyRow) -> Result<InvocationRow, sqlx::Error> {
     Ok(InvocationRow {
@@ -103,6 +105,7 @@ fn from_row(row: &AnyRow) -> Result<InvocationRow, sqlx::Error> {
         created_at: row.try_get("created_at")?,
         expires_at: row.try_get("expires_at")?,
         updated_at: row.try_get("updated_at")?,
+        output_to: row.try_get("output_to")?,
     })
 }
 
@@ -111,7 +114,7 @@ fn from_row(row: &AnyRow) -> Result<InvocationRow, sqlx::Error> {
 pub async fn insert(store: &Store, r: &InvocationRow) -> Result<bool, sqlx::Error> {
     let done = sqlx::query(&format!(
         "INSERT INTO invocations ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, \
-         $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28) ON CONFLICT DO NOTHING"
+         $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29) ON CONFLICT DO NOTHING"
     ))
     .bind(&r.id)
     .bind(&r.tenant_id)
@@ -141,6 +144,7 @@ pub async fn insert(store: &Store, r: &InvocationRow) -> Result<bool, sqlx::Erro
     .bind(r.created_at)
     .bind(r.expires_at)
     .bind(r.updated_at)
+    .bind(&r.output_to)
     .execute(store.pool())
     .await?;
     Ok(done.rows_affected() == 1)

@@ -10,6 +10,7 @@ pub mod cache;
 pub mod catalog;
 pub mod checkpoints;
 pub mod exposure;
+pub mod idempotency;
 pub mod invocations;
 pub mod journal;
 pub mod keys;

@@ -128,7 +128,22 @@ async fn declares_runs_and_answers_in_order(db: Db) {
         result("c2")["content"],
         "Error: tool \"mcp__fixture__getenv\" not found."
     );
-    assert!(result("c2")["receipt_id"].is_null(), "never authorized");
+    // Refused before the checks of `tools/call`, and journaled all the same (issue 23).
+    let refusal = result("c2")["receipt_id"].as_str().unwrap().to_owned();
+    let stored: Value = app
+        .client
+        .get(app.api(&format!("/receipts/{refusal}")))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(stored["receipt"]["decision"], "deny", "{stored}");
+    assert_eq!(stored["receipt"]["reason"], "not_callable", "{stored}");
+    assert_eq!(stored["receipt"]["tool"], "mcp__fixture__getenv");
+    assert_eq!(stored["receipt"]["turn_id"], turn_id);
     assert!(
         result("c3")["receipt_id"]
             .as_str()
@@ -587,7 +602,8 @@ async fn forks_share_the_parents_prefix_and_are_narrowed_only_in_execution() {
         .collect();
     assert_eq!(parent_answers, ["Fork A done.", "Fork B done."]);
 
-    // The disallowed call was never authorized: the fork's journal has echo, not add.
+    // The disallowed call was never authorized: the fork's journal has echo executed, and add
+    // only refused, with its reason (every decision is journaled, issue 23).
     let shown: Value = app
         .client
         .get(app.api(&format!("/agents/{agent}")))
@@ -620,7 +636,24 @@ async fn forks_share_the_parents_prefix_and_are_narrowed_only_in_execution() {
         .filter_map(|r| r["tool"].as_str())
         .collect();
     assert!(tools.contains(&ECHO), "{receipts}");
-    assert!(!tools.contains(&ADD), "{receipts}");
+    let add: Vec<(&str, &str, &str)> = receipts["receipts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["tool"] == ADD)
+        .map(|r| {
+            (
+                r["kind"].as_str().unwrap(),
+                r["decision"].as_str().unwrap(),
+                r["reason"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        add,
+        [("decision", "deny", "execution_allowlist")],
+        "{receipts}"
+    );
 }
 
 /// `[]` denies everything; `fork_tools` is refused off a fork and as a bare `*`, each with its
@@ -902,4 +935,163 @@ async fn a_turn_streams_its_events_as_server_sent_events() {
         (status, code.as_str()),
         (StatusCode::NOT_FOUND, "not_found")
     );
+}
+
+/// Issue 23 (CONTRACT §11): output is redacted for the destination it goes to. A hosted agent's
+/// tool result goes to its model (`llm`) and, as sent, into its transcript (`transcript`); an
+/// MCP caller's to `mcp`. A canary only the upstream knows (its environment) must not reach a
+/// destination the rule's profile does not list.
+#[tokio::test]
+async fn tool_output_is_redacted_for_the_destination_it_goes_to() {
+    const CANARY: &str = "canary-7f3a9c";
+    const GETENV: &str = "mcp__fixture__getenv";
+    let model = ScriptedModel::start(vec![]).await;
+    let app = app_with_model(&model.base_url).await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    let registered = app
+        .client
+        .post(app.api("/upstreams"))
+        .bearer_auth(&admin)
+        .json(&json!({"name": "fixture", "transport": "stdio",
+                      "command": crate::helpers::fixture_command(),
+                      "env": {"FIXTURE_CANARY": CANARY}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(registered.status(), StatusCode::CREATED);
+    let described = app
+        .client
+        .put(app.api(&format!("/tools/{GETENV}")))
+        .bearer_auth(&admin)
+        .json(&json!({"risk": ["read"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(described.status(), StatusCode::OK);
+    let use_profile = |destinations: Value| {
+        let app = &app;
+        let admin = &admin;
+        async move {
+            let policy = json!({
+                "rules": [{"id": "env", "match": {"name": GETENV}, "mode": "allow", "redaction": "only"}],
+                "redaction_profiles": {"only": {"summary": "truncate", "max_bytes": 4096,
+                                                "destinations": destinations}}});
+            let put = app
+                .client
+                .put(app.api("/policies/p"))
+                .bearer_auth(admin)
+                .json(&policy)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(put.status(), StatusCode::OK);
+            let activated = app
+                .client
+                .post(app.api("/policies/p:activate"))
+                .bearer_auth(admin)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(activated.status(), StatusCode::OK);
+        }
+    };
+    let agent_token = app.token("default", "helper-bot", &[scope::RUN]).await;
+    let agent = create_agent(
+        &app,
+        &agent_token,
+        json!({"system_instruction": "Be brief."}),
+    )
+    .await;
+    // What the hosted agent's model and transcript get, and what an MCP caller gets.
+    let hosted = |n: usize| {
+        let (app, model, agent_token, agent) = (&app, &model, &agent_token, &agent);
+        async move {
+            model.push(Step::calls(&[(
+                &format!("c{n}"),
+                GETENV,
+                r#"{"name":"FIXTURE_CANARY"}"#,
+            )]));
+            model.push(Step::text("Done."));
+            let (status, turned) = turn(app, agent_token, agent, "Read the variable.").await;
+            assert_eq!(status, StatusCode::OK, "{turned}");
+            assert_eq!(turned["status"], "completed", "{turned}");
+            let sent = model.requests().last().unwrap().json();
+            let shown: Value = app
+                .client
+                .get(app.api(&format!("/agents/{agent}")))
+                .bearer_auth(agent_token)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            (sent.to_string(), shown["transcript"].to_string())
+        }
+    };
+    let over_mcp = || {
+        let (app, agent_token) = (&app, &agent_token);
+        async move {
+            let session: Value = app
+                .client
+                .post(app.api("/sessions"))
+                .bearer_auth(agent_token)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let tool = &session["tools"][0];
+            let m = &session["_meta"];
+            let answer: Value = app
+                .client
+                .post(app.url("/mcp"))
+                .bearer_auth(agent_token)
+                .header("accept", "application/json, text/event-stream")
+                .json(
+                    &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                    "name": GETENV, "arguments": {"name": "FIXTURE_CANARY"},
+                    "_meta": {"session_id": m["session_id"], "manifest_id": m["manifest_id"],
+                              "lease_id": m["lease_id"],
+                              "tool_version": tool["_meta"]["toolVersion"],
+                              "expected_schema_hash": tool["_meta"]["schemaHash"]}}}),
+                )
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            assert_eq!(answer["result"]["isError"], false, "{answer}");
+            answer["result"].to_string()
+        }
+    };
+
+    // Listed for MCP only: the MCP caller reads the canary; the model and transcript do not.
+    use_profile(json!(["mcp"])).await;
+    assert!(over_mcp().await.contains(CANARY));
+    let (sent, transcript) = hosted(1).await;
+    assert!(!sent.contains(CANARY), "the model was sent it: {sent}");
+    assert!(sent.contains("output withheld"), "{sent}");
+    assert!(!transcript.contains(CANARY), "stored: {transcript}");
+
+    // Listed for the model but not the transcript: withheld from both (the transcript stores
+    // exactly what the model was sent).
+    use_profile(json!(["llm"])).await;
+    let (sent, transcript) = hosted(2).await;
+    assert!(
+        !sent.contains(CANARY) && !transcript.contains(CANARY),
+        "{sent}"
+    );
+    // … and from MCP callers.
+    let answer = over_mcp().await;
+    assert!(!answer.contains(CANARY), "{answer}");
+    assert!(answer.contains("output withheld"), "{answer}");
+
+    // Listed for both: the model reads it, and the transcript holds what it read.
+    use_profile(json!(["llm", "transcript"])).await;
+    let (sent, transcript) = hosted(3).await;
+    assert!(sent.contains(CANARY), "{sent}");
+    assert!(transcript.contains(CANARY), "{transcript}");
 }

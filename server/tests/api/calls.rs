@@ -1130,3 +1130,166 @@ async fn an_upstream_that_announces_a_change_is_synced_at_once() {
     let reports = aperture::journal::verify(&s.app.store).await.unwrap();
     assert!(reports.iter().all(|r| r.error.is_none()));
 }
+
+/// Issue 23 (CONTRACT §6–§7, `dry_run_only`): a tool with a declared dry-run argument runs with
+/// that argument fixed to true by the server, which the agent cannot send (the advertised
+/// schema leaves it out and forbids it); the answer says `_meta.dry_run: true`, and the
+/// decision and execution receipts say `dry_run`, not `allow`. The upstream reports what it
+/// received.
+#[tokio::test]
+async fn dry_run_only_runs_with_the_dry_run_argument_fixed_and_says_so() {
+    let s = setup().await;
+    let admin = s.app.token("default", "ops2", &[scope::ADMIN]).await;
+    let described = s
+        .app
+        .client
+        .put(s.app.api("/tools/mcp__fixture__deploy"))
+        .bearer_auth(&admin)
+        .json(&json!({"risk": ["write"], "dry_run_argument": "dry_run"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(described.status(), StatusCode::OK);
+    let policy = json!({"rules": [
+        {"id": "deploys", "match": {"name": "mcp__fixture__deploy"}, "mode": "dry_run_only"},
+        {"id": "reads", "match": {"risk_exactly": ["read"]}, "mode": "allow"}
+    ]});
+    for (method, path) in [("PUT", "/policies/p"), ("POST", "/policies/p:activate")] {
+        let rb = match method {
+            "PUT" => s.app.client.put(s.app.api(path)).json(&policy),
+            _ => s.app.client.post(s.app.api(path)),
+        };
+        let response = rb.bearer_auth(&admin).send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::OK, "{path}");
+    }
+    let session: Value = s
+        .app
+        .client
+        .post(s.app.api("/sessions"))
+        .bearer_auth(&s.agent)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let s = Setup { session, ..s };
+    let deploy = s.session["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "mcp__fixture__deploy")
+        .expect("listed")
+        .clone();
+    assert_eq!(deploy["_meta"]["exposureMode"], "dry_run_only");
+    assert!(
+        deploy["inputSchema"]["properties"].get("dry_run").is_none(),
+        "{deploy}"
+    );
+    let before = s.upstream_calls().await;
+
+    let result = s
+        .call(
+            "mcp__fixture__deploy",
+            json!({"service": "api"}),
+            s.echo("mcp__fixture__deploy"),
+        )
+        .await;
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(
+        result["structuredContent"]["received"],
+        json!({"service": "api", "dry_run": true}),
+        "{result}"
+    );
+    assert_eq!(result["_meta"]["dry_run"], true, "{result}");
+    assert_eq!(result["_meta"]["receipt"]["kind"], "execution");
+    assert_eq!(result["_meta"]["receipt"]["decision"], "dry_run");
+    assert_eq!(result["_meta"]["receipt"]["mode"], "dry_run_only");
+
+    // The agent cannot turn the dry run off.
+    let refused = s
+        .call(
+            "mcp__fixture__deploy",
+            json!({"service": "api", "dry_run": false}),
+            s.echo("mcp__fixture__deploy"),
+        )
+        .await;
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert_eq!(reason(&refused), "arguments_invalid");
+    // One call reached the upstream (and the stats call after it).
+    assert_eq!(s.upstream_calls().await, before + 2);
+
+    // Both receipts of the call are dry runs in the journal.
+    let reader = s.app.token("default", "auditor", &[scope::READ]).await;
+    let receipts: Value = s
+        .app
+        .client
+        .get(s.app.api("/receipts?tool=mcp__fixture__deploy"))
+        .bearer_auth(&reader)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let decisions: Vec<(&str, &str)> = receipts["receipts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| (r["kind"].as_str().unwrap(), r["decision"].as_str().unwrap()))
+        .collect();
+    assert!(
+        decisions.contains(&("decision", "dry_run"))
+            && decisions.contains(&("execution", "dry_run")),
+        "{decisions:?}"
+    );
+    assert!(
+        !decisions.contains(&("execution", "allow")),
+        "{decisions:?}"
+    );
+}
+
+/// Issue 23 (CONTRACT §6): an execution receipt snapshots what ran as authorized: the
+/// effective arguments in its disclosures (server-fixed ones included), the mode, limits and
+/// redaction in the receipt.
+#[tokio::test]
+async fn execution_receipts_snapshot_arguments_mode_limits_and_redaction() {
+    let s = setup().await;
+    let result = s
+        .call(
+            "mcp__fixture__big",
+            json!({"bytes": 10}),
+            s.echo("mcp__fixture__big"),
+        )
+        .await;
+    assert_eq!(result["isError"], false, "{result}");
+    let receipt = &result["_meta"]["receipt"];
+    assert_eq!(receipt["kind"], "execution");
+    assert_eq!(receipt["mode"], "allow");
+    assert_eq!(receipt["limits"]["max_result_bytes"], 200, "{receipt}");
+    assert!(receipt["redaction"].is_object(), "{receipt}");
+    let reader = s.app.token("default", "auditor", &[scope::READ]).await;
+    let id = receipt["receipt_id"].as_str().unwrap();
+    let stored: Value = s
+        .app
+        .client
+        .get(s.app.api(&format!("/receipts/{id}")))
+        .bearer_auth(&reader)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        stored["disclosures"]["effective_arguments"],
+        json!({"bytes": 10}),
+        "{stored}"
+    );
+    // The digest in the signed receipt covers them.
+    let digest = engine::receipt::disclosures_digest(
+        &serde_json::from_value(stored["disclosures"].clone()).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(receipt["disclosures_digest"], digest);
+}

@@ -637,3 +637,78 @@ async fn receipt_verify_works_offline_and_creates_nothing() {
     assert!(text(&out).contains("--keys"), "{}", text(&out));
     assert!(!data.exists(), "receipt verify created {}", data.display());
 }
+
+/// Issue 23 (operator conventions, CONTRACT §8): boolean settings take `1/0`, `true/false`,
+/// `yes/no`, `on/off` (`APERTURE_ALLOW_STDIO_UPSTREAMS=1` made `serve` refuse to start), and
+/// `APERTURE_RATE_LIMITER=postgres` / `APERTURE_SPEND_GATE=descriptor` are accepted as aliases
+/// of `database` / `catalog`.
+#[tokio::test]
+async fn boolean_settings_and_old_names_take_the_operator_s_spellings() {
+    use engine::scope;
+    use serde_json::json;
+    let db = TestDb::new(Db::Sqlite).await.unwrap();
+    assert!(aperture(&db, &["migrate"], None).status.success());
+    let admin = crate::crash::token(&db, "ops", scope::ADMIN);
+    let writer = crate::crash::token(&db, "author", scope::WRITE);
+    let client = reqwest::Client::new();
+    let stdio = json!({"name": "fixture", "transport": "stdio",
+                       "command": crate::helpers::fixture_command()});
+    for (value, allowed, secure) in [
+        ("1", true, "0"),
+        ("0", false, "false"),
+        ("yes", true, "no"),
+        ("off", false, "off"),
+        ("true", true, "no"),
+    ] {
+        let (mut server, url) = crate::crash::serve_with(
+            &db,
+            &[
+                ("APERTURE_ALLOW_STDIO_UPSTREAMS", value),
+                ("APERTURE_SECURE_COOKIES", secure),
+                ("APERTURE_RATE_LIMITER", "postgres"),
+                ("APERTURE_SPEND_GATE", "descriptor"),
+            ],
+        )
+        .await;
+        let api = format!("{url}{}", aperture::api::PREFIX);
+        let registered = client
+            .post(format!("{api}/upstreams"))
+            .bearer_auth(&admin)
+            .json(&stdio)
+            .send()
+            .await
+            .unwrap();
+        let status = registered.status();
+        if allowed {
+            assert!(status.is_success(), "{value}: {status}");
+            let id = registered.json::<serde_json::Value>().await.unwrap()["upstream"]["id"]
+                .as_str()
+                .unwrap()
+                .to_owned();
+            let deleted = client
+                .delete(format!("{api}/upstreams/{id}"))
+                .bearer_auth(&admin)
+                .send()
+                .await
+                .unwrap();
+            assert!(deleted.status().is_success(), "{}", deleted.status());
+        } else {
+            assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{value}");
+        }
+        // `postgres` is the database limiter: a rate bucket is accepted; `descriptor` the
+        // catalog's prices: a cost ceiling is.
+        let policy = client
+            .put(format!("{api}/policies/limits"))
+            .bearer_auth(&writer)
+            .json(
+                &json!({"rules": [{"id": "a", "mode": "allow", "invocation": {
+                    "rate_bucket": {"name": "b", "per_minute": 10}, "max_cost_cents": 5}}]}),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(policy.status(), StatusCode::OK, "{value}");
+        server.kill().unwrap();
+        let _ = server.wait();
+    }
+}

@@ -418,3 +418,129 @@ async fn futures_join_all<F: std::future::Future<Output = ()> + Send + 'static>(
     }
     set.join_all().await;
 }
+
+/// Issue 23: `requires_idempotency` is not decoration. The required `idempotency_key`
+/// de-duplicates by (tenant, actor, tool, key), not by manifest: the same key and arguments get
+/// the first outcome without reaching the upstream again (counted in its call log), across a
+/// re-list and a restart; the same key with other arguments is refused.
+#[tokio::test]
+async fn an_idempotency_key_runs_a_call_once_across_relists_and_restarts() {
+    let db = TestDb::new(Db::Sqlite).await.unwrap();
+    assert!(aperture(&db, &["migrate"], None).status.success());
+    let admin = token(&db, "ops", scope::ADMIN);
+    let agent = token(&db, "agent", scope::RUN);
+    let log = db.data_dir().join("calls.log");
+    add_fixture_upstream(&db, &["--call-log".into(), log.display().to_string()]);
+    let adds = || {
+        std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with("add "))
+            .count()
+    };
+    let client = reqwest::Client::new();
+    let (mut server, url) = serve(&db).await;
+    let api = format!("{url}{}", aperture::api::PREFIX);
+    for (path, body) in [
+        ("/tools/mcp__fixture__add", json!({"risk": ["write"]})),
+        (
+            "/policies/p",
+            json!({"rules": [{"id": "once", "match": {"name": "mcp__fixture__add"}, "mode": "allow",
+                              "invocation": {"requires_idempotency": true}}]}),
+        ),
+    ] {
+        let put = client
+            .put(format!("{api}{path}"))
+            .bearer_auth(&admin)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(put.status(), StatusCode::OK, "{path}");
+    }
+    let activated = client
+        .post(format!("{api}/policies/p:activate"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(activated.status(), StatusCode::OK);
+    // A fresh session (a new manifest) for every call.
+    let call = |api: String, arguments: Value| {
+        let (client, agent) = (client.clone(), agent.clone());
+        async move {
+            let session: Value = client
+                .post(format!("{api}/sessions"))
+                .bearer_auth(&agent)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let tool = &session["tools"][0];
+            assert_eq!(tool["name"], "mcp__fixture__add", "{session}");
+            let m = &session["_meta"];
+            let sid = m["session_id"].as_str().unwrap();
+            client
+                .post(format!("{api}/sessions/{sid}/calls"))
+                .bearer_auth(&agent)
+                .json(
+                    &json!({"name": "mcp__fixture__add", "arguments": arguments, "_meta": {
+                    "session_id": sid, "manifest_id": m["manifest_id"], "lease_id": m["lease_id"],
+                    "tool_version": tool["_meta"]["toolVersion"],
+                    "expected_schema_hash": tool["_meta"]["schemaHash"]}}),
+                )
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        }
+    };
+    let k1 = json!({"a": 1, "b": 2, "idempotency_key": "k1"});
+    let first = call(api.clone(), k1.clone()).await;
+    assert_eq!(first["isError"], false, "{first}");
+    assert_eq!(first["structuredContent"]["sum"], 3, "{first}");
+    let receipt = first["_meta"]["receipt"]["receipt_id"].clone();
+    assert_eq!(adds(), 1);
+    // Again, under another manifest: the first outcome, and the upstream is not called.
+    let again = call(api.clone(), k1.clone()).await;
+    assert_eq!(again, first);
+    assert_eq!(adds(), 1);
+    // The same key with other arguments is refused, saying why.
+    let other = call(
+        api.clone(),
+        json!({"a": 1, "b": 5, "idempotency_key": "k1"}),
+    )
+    .await;
+    assert_eq!(other["isError"], true, "{other}");
+    assert_eq!(
+        other["_meta"]["receipt"]["reason"],
+        "manifest_binding_mismatch"
+    );
+    assert_eq!(adds(), 1);
+    // A key is required.
+    let keyless = call(api.clone(), json!({"a": 1, "b": 2})).await;
+    assert_eq!(keyless["_meta"]["receipt"]["reason"], "arguments_invalid");
+
+    server.kill().unwrap();
+    let _ = server.wait();
+    let (mut server, url) = serve(&db).await;
+    let api = format!("{url}{}", aperture::api::PREFIX);
+    let after_restart = call(api.clone(), k1).await;
+    assert_eq!(after_restart["_meta"]["receipt"]["receipt_id"], receipt);
+    assert_eq!(after_restart["structuredContent"]["sum"], 3);
+    assert_eq!(adds(), 1);
+    // Another key runs.
+    let k2 = call(
+        api.clone(),
+        json!({"a": 2, "b": 2, "idempotency_key": "k2"}),
+    )
+    .await;
+    assert_eq!(k2["structuredContent"]["sum"], 4, "{k2}");
+    assert_eq!(adds(), 2);
+    server.kill().unwrap();
+    let _ = server.wait();
+}

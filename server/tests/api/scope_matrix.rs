@@ -354,6 +354,7 @@ async fn fixtures(app: &TestApp) -> Fixtures {
                     created_at: now,
                     expires_at: Some(now + 3_600_000),
                     updated_at: now,
+                    output_to: "mcp".into(),
                 },
             )
             .await

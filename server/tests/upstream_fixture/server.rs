@@ -119,6 +119,14 @@ impl FixtureServer {
                 ),
             }),
             json!({
+                "name": "deploy",
+                "description": "Pretends to deploy a service; answers with the arguments it received.",
+                "inputSchema": object(
+                    json!({"service": {"type": "string"}, "dry_run": {"type": "boolean"}}),
+                    &["service"],
+                ),
+            }),
+            json!({
                 "name": "stats",
                 "description": "How many calls were received and how many were cancelled.",
                 "inputSchema": object(json!({}), &[]),
@@ -261,6 +269,10 @@ impl ServerHandler for FixtureServer {
                 }
                 text("mutated")
             }
+            "deploy" => structured(
+                format!("deploying {}", str_arg(&args, "service")?),
+                json!({ "received": Value::Object(args.clone()) }),
+            ),
             "stats" => {
                 let (cancelled, calls) = {
                     let state = self.state();
