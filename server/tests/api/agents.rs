@@ -743,12 +743,26 @@ async fn an_empty_fork_tools_denies_everything_and_bad_ones_are_refused_distinct
         .json()
         .await
         .unwrap();
+    // Nothing authorized: every call of the `[]` fork is a journaled `execution_allowlist`
+    // denial (issue 23: every decision is journaled), the rest are its manifests.
+    let calls: Vec<(&str, &str, &str)> = receipts["receipts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| !r["tool"].is_null())
+        .map(|r| {
+            (
+                r["kind"].as_str().unwrap(),
+                r["decision"].as_str().unwrap(),
+                r["reason"].as_str().unwrap(),
+            )
+        })
+        .collect();
     assert!(
-        receipts["receipts"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .all(|r| r["tool"].is_null()),
+        !calls.is_empty()
+            && calls
+                .iter()
+                .all(|c| *c == ("decision", "deny", "execution_allowlist")),
         "{receipts}"
     );
 }

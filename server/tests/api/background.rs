@@ -383,21 +383,26 @@ async fn background_forks_are_revived_after_a_kill_with_their_restriction() {
     assert!(calls.contains(r#"add {"a":2,"b":3}"#), "{calls}");
     assert!(!calls.contains("from none"), "{calls}");
     assert!(!calls.contains(r#""a":1"#), "{calls}");
-    // Nor was a restricted call authorized: the `[]` fork's journal holds only its manifests.
+    // Nor was a restricted call authorized: the `[]` fork's journal holds its manifests and,
+    // for each call, an `execution_allowlist` denial (every decision is journaled, issue 23).
     let receipts = get(
         &client,
         &format!("{api}/receipts?session_id={}", forks[0]),
         &admin,
     )
     .await;
-    let kinds: Vec<&str> = receipts["receipts"]
+    let kinds: Vec<(&str, &str)> = receipts["receipts"]
         .as_array()
         .unwrap()
         .iter()
-        .map(|r| r["kind"].as_str().unwrap())
+        .map(|r| (r["kind"].as_str().unwrap(), r["reason"].as_str().unwrap()))
         .collect();
     assert!(
-        !kinds.is_empty() && kinds.iter().all(|k| *k == "manifest"),
+        kinds.contains(&("manifest", "ok"))
+            && kinds.contains(&("decision", "execution_allowlist"))
+            && kinds
+                .iter()
+                .all(|k| *k == ("manifest", "ok") || *k == ("decision", "execution_allowlist")),
         "{kinds:?}"
     );
 
