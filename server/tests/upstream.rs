@@ -66,7 +66,7 @@ fn first_text(result: &Value) -> &str {
     result["content"][0]["text"].as_str().unwrap()
 }
 
-const TOOL_NAMES: [&str; 8] = [
+const TOOL_NAMES: [&str; 9] = [
     "echo",
     "add",
     "big",
@@ -74,11 +74,12 @@ const TOOL_NAMES: [&str; 8] = [
     "read file",
     "getenv",
     "mutate",
+    "deploy",
     "stats",
 ];
 
 async fn assert_lists_every_tool(connection: &Connection) {
-    // Eight tools at three per page: the listing follows two cursors.
+    // Nine tools at three per page: the listing follows two cursors.
     let tools = connection.list_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, TOOL_NAMES);
