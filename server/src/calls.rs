@@ -842,12 +842,18 @@ async fn claim_idempotency(
 }
 
 /// Gives up this call's claim of its idempotency key (the call was not recorded or not run).
+/// A store that cannot release it (as when the journal could not record either) must not turn
+/// the caller's refusal into an error: the unrecorded claim is taken over after
+/// [`UNRECORDED_CLAIM`].
 async fn release_idempotency(
     cx: &CallContext<'_>,
     claim: Option<&IdempotencyClaim>,
 ) -> Result<(), ServiceError> {
-    if let Some(claim) = claim {
-        store::idempotency::release(cx.store, claim.key(), &claim.invocation_id).await?;
+    if let Some(claim) = claim
+        && let Err(e) =
+            store::idempotency::release(cx.store, claim.key(), &claim.invocation_id).await
+    {
+        tracing::warn!(error = %e, "releasing an idempotency key; it frees itself later");
     }
     Ok(())
 }
