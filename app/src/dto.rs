@@ -35,6 +35,10 @@ pub struct CreateTokenRequest {
     /// Expiry as RFC 3339 (optional; no expiry when absent).
     #[serde(default)]
     pub expires_at: Option<String>,
+    /// Environments the token may open sessions in (`*`: every one); the tenant's default
+    /// environment when absent.
+    #[serde(default)]
+    pub environments: Option<Vec<String>>,
 }
 
 /// An API token as listed. The secret is never part of it.
@@ -60,6 +64,9 @@ pub struct TokenView {
     pub last_used_at: Option<String>,
     /// `active`, `expired` or `revoked`.
     pub status: TokenStatus,
+    /// Environments it may open sessions in (`*`: every one).
+    #[serde(default)]
+    pub environments: Vec<String>,
 }
 
 /// Whether a token still authenticates.
@@ -93,6 +100,10 @@ pub struct CreateUserRequest {
     pub password: String,
     /// Scopes granted.
     pub scopes: Vec<String>,
+    /// Environments the user may open sessions in (`*`: every one); the tenant's default
+    /// environment when absent.
+    #[serde(default)]
+    pub environments: Option<Vec<String>>,
 }
 
 /// `PUT /users/{username}/scopes`.
@@ -101,6 +112,9 @@ pub struct CreateUserRequest {
 pub struct UpdateScopesRequest {
     /// The complete new set of scopes.
     pub scopes: Vec<String>,
+    /// The complete new set of environments (unchanged when absent).
+    #[serde(default)]
+    pub environments: Option<Vec<String>>,
 }
 
 /// A dashboard user as listed.
@@ -114,6 +128,9 @@ pub struct UserView {
     pub created_at: String,
     /// Who created the user (`operator` for the command line).
     pub created_by: String,
+    /// Environments the user may open sessions in (`*`: every one).
+    #[serde(default)]
+    pub environments: Vec<String>,
 }
 
 /// Counts for the overview page.
@@ -267,6 +284,9 @@ pub struct PreviewContext {
     /// Preset hint.
     #[serde(default)]
     pub preset: Option<String>,
+    /// Entity hint.
+    #[serde(default)]
+    pub entity: Option<String>,
 }
 
 /// `POST /policies:preview`.
@@ -395,6 +415,10 @@ pub struct UpstreamView {
     pub tools: u64,
     /// RFC 3339.
     pub created_at: String,
+    /// How often its credentials were replaced (`PUT /upstreams/{id}/credentials`); manifests
+    /// pin it.
+    #[serde(default)]
+    pub credential_version: i64,
 }
 
 /// A tool an upstream lists that was not imported.
@@ -672,7 +696,8 @@ pub struct AgentView {
 pub struct AgentTurnView {
     /// `trn_…`
     pub turn_id: String,
-    /// `running`, `completed`, `input_required`, `max_turns`, `failed`, `paused`.
+    /// `running`, `completed`, `input_required`, `max_turns`, `failed`, `paused`, `revoked`
+    /// (the caller's token, `:run` or session was withdrawn; nothing more ran).
     pub status: String,
     /// Model calls made.
     pub model_calls: i64,

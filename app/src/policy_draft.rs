@@ -12,7 +12,7 @@ use serde_json::{Map, Value};
 use crate::error::FieldError;
 
 /// Selector keys a rule condition can use, with what the editor calls them.
-pub const CONDITION_KINDS: [(&str, &str); 8] = [
+pub const CONDITION_KINDS: [(&str, &str); 9] = [
     ("name", "Tool name is"),
     ("prefix", "Tool name starts with"),
     ("family", "Family is"),
@@ -20,6 +20,7 @@ pub const CONDITION_KINDS: [(&str, &str); 8] = [
     ("risk_exactly", "Risk labels are exactly"),
     ("environment", "Environment is"),
     ("preset", "Preset is"),
+    ("entity", "Entity is"),
     ("actor", "Actor is"),
 ];
 
@@ -395,6 +396,7 @@ fn selector_pairs(s: &Selector) -> Vec<(&'static str, String)> {
     );
     put("environment", &s.environment);
     put("preset", &s.preset);
+    put("entity", &s.entity);
     put("actor", &s.actor);
     out
 }

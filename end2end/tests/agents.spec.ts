@@ -26,6 +26,8 @@ test("a hosted agent's parked call is approved in the dashboard and its turn fin
   const created = await rest(request, ops, "POST", "/tokens", {
     actor_id: "hosted-bot",
     scopes: ["agent_tool_exposure:run"],
+    // Environments are a boundary: the bot may use only the one its policy is active in.
+    environments: ["e2e-agents"],
   });
   const bot: string = created.secret;
   // Its own environment, so no other test's policy applies to it.

@@ -132,3 +132,79 @@ test("rules can be reordered and removed from the keyboard; the preview follows"
   await expect(previewRow(page, ECHO)).toHaveAttribute("data-mode", "deny");
   await expect(page.locator("[data-testid^=rule-]")).toHaveCount(1);
 });
+
+test("a redaction profile made in the form decides what each destination of a rule's output gets", async ({
+  page,
+  baseURL,
+}) => {
+  await signIn(page);
+  const agentToken = await createToken(page, "e2e-redaction-agent", ["agent_tool_exposure:run"]);
+  await page.goto("/policies/e2e-redaction");
+  await hydrated(page);
+  await page.getByLabel("Actor", { exact: true }).fill("e2e-redaction-agent");
+
+  await page.getByRole("button", { name: "Add rule" }).click();
+  const rule = page.getByTestId("rule-0");
+  await rule.getByLabel("Value", { exact: true }).fill(ECHO);
+  await expect(previewRow(page, ECHO)).toHaveAttribute("data-mode", "allow");
+
+  // A profile for MCP callers only, cut to 16 bytes; a bad size is named at its field.
+  await page.getByRole("button", { name: "Add profile" }).click();
+  const profile = page.locator(".profile.panel").last();
+  await profile.getByLabel("Profile name").fill("mcp-short");
+  const maxBytes = profile.getByLabel("Max bytes");
+  await maxBytes.fill("sixteen");
+  await expect(page.getByTestId("problems")).toContainText("redaction_profiles.mcp-short.max_bytes");
+  await expect(profile).toContainText("must be a whole number");
+  await maxBytes.fill("16");
+  for (const d of ["llm", "transcript", "logs"]) {
+    await profile.getByLabel(d, { exact: true }).uncheck();
+  }
+  await profile.getByLabel("mcp", { exact: true }).check();
+  await rule.getByLabel("Redaction profile").selectOption("mcp-short");
+  await expect(page.getByTestId("problems")).toContainText("No problems");
+  await page.getByRole("button", { name: "Review changes" }).click();
+  await page.getByRole("button", { name: "Save as version 1" }).click();
+  await expect(page.getByTestId("policy-version")).toContainText("Version 1 saved");
+  await page.getByRole("button", { name: "Activate for new sessions" }).click();
+  await expect(page.getByTestId("active-in")).toHaveText("Active in: default");
+
+  const text = "0123456789abcdefghijklmnopqrstuvwxyz";
+  const callEcho = async () => {
+    const client = await mcpClient(baseURL!, agentToken);
+    const listed = await client.listTools();
+    const echo = listed.tools.find((t) => t.name === ECHO)!;
+    expect(echo, JSON.stringify(listed.tools.map((t) => t.name))).toBeTruthy();
+    const result: any = await client.callTool({
+      name: ECHO,
+      arguments: { text },
+      _meta: {
+        session_id: listed._meta?.session_id,
+        manifest_id: listed._meta?.manifest_id,
+        lease_id: listed._meta?.lease_id,
+        tool_version: echo._meta?.toolVersion,
+        expected_schema_hash: echo._meta?.schemaHash,
+      },
+    });
+    await client.close();
+    expect(result.isError, JSON.stringify(result)).toBe(false);
+    return result.content.map((c: any) => c.text).join("\n") as string;
+  };
+  // MCP callers get the first 16 bytes and a note of what was cut.
+  const cut = await callEcho();
+  expect(cut).toContain("0123456789abcdef");
+  expect(cut).not.toContain("ghijklmnop");
+  expect(cut).toContain("[truncated");
+
+  // The profile no longer lists `mcp`: MCP callers get only the withheld notice.
+  await profile.getByLabel("mcp", { exact: true }).uncheck();
+  await profile.getByLabel("llm", { exact: true }).check();
+  await page.getByRole("button", { name: "Review changes" }).click();
+  await page.getByRole("button", { name: "Save as version 2" }).click();
+  await expect(page.getByTestId("policy-version")).toContainText("Version 2 saved");
+  await page.getByRole("button", { name: "Activate for new sessions" }).click();
+  await expect(page.getByTestId("version-table").locator("tr[data-version]")).toHaveCount(2);
+  // New sessions get version 2 once the activation has landed.
+  await expect.poll(callEcho, { timeout: 10_000 }).toContain("may not be sent to mcp");
+  expect(await callEcho()).not.toContain("0123456789");
+});

@@ -74,6 +74,7 @@ impl Fixture {
             environment: "default".into(),
             actor: "bot".into(),
             preset: None,
+            entity: None,
         };
         let cache = ValidatorCache::new();
         Self {

@@ -118,13 +118,37 @@ pub struct ManifestEntry {
     pub target: Option<ExecutionTarget>,
 }
 
-/// The execution target of an MCP tool: which registration of which endpoint.
+/// The execution target of an MCP tool: which registration of which endpoint, with which
+/// credentials, over which connection, for which environment (seed: target pinning).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ExecutionTarget {
     /// `ups_…` id of the upstream registration (a new registration is a new id).
     pub upstream_id: String,
     /// Fingerprint of the normalized endpoint (URL, or command line) of that registration.
     pub endpoint_fingerprint: String,
+    /// The registration's credential version (headers or environment replaced in place count it
+    /// up). Targets pinned before versions existed read as 0, the version of a registration
+    /// whose credentials were never replaced.
+    #[serde(default)]
+    pub credential_version: i64,
+    /// How the gateway connects to it: `stdio` or `streamable_http`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transport: Option<String>,
+    /// The environment of the session it was pinned for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub environment: Option<String>,
+}
+
+impl ExecutionTarget {
+    /// Whether a call pinned to `self` may run at `now`, the target the tool has at execution:
+    /// the same registration, endpoint, credentials and connection. (The environment is the
+    /// session's own and cannot differ.)
+    pub fn still_is(&self, now: &ExecutionTarget) -> bool {
+        self.upstream_id == now.upstream_id
+            && self.endpoint_fingerprint == now.endpoint_fingerprint
+            && self.credential_version == now.credential_version
+            && (self.transport.is_none() || self.transport == now.transport)
+    }
 }
 
 impl ManifestEntry {
@@ -320,6 +344,7 @@ mod tests {
             environment: "default".into(),
             actor: "bot".into(),
             preset: None,
+            entity: None,
         }
     }
 

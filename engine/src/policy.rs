@@ -77,6 +77,21 @@ impl Mode {
     pub fn is_listed(self) -> bool {
         self != Mode::Hide
     }
+
+    /// How much a mode holds a call back, for comparing what a client's hint may change:
+    /// `allow` 0; `async_job_only` 1 (runs, later); `confirmation_required` 2 (the same actor
+    /// confirms); `dry_run_only` 3 (never for real); `approval_required`, `staged_change` 4 (a
+    /// person releases it); `deny`, `hide` 5 (never runs).
+    pub fn strictness(self) -> u8 {
+        match self {
+            Mode::Allow => 0,
+            Mode::AsyncJobOnly => 1,
+            Mode::ConfirmationRequired => 2,
+            Mode::DryRunOnly => 3,
+            Mode::ApprovalRequired | Mode::StagedChange => 4,
+            Mode::Deny | Mode::Hide => 5,
+        }
+    }
 }
 
 /// Which tools (and in which context) a rule applies to. Absent keys match anything; present
@@ -103,9 +118,13 @@ pub struct Selector {
     /// The session's environment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub environment: Option<String>,
-    /// The session's preset.
+    /// The session's preset (a hint the client chooses: write-time validation lets a rule
+    /// matching it only narrow).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preset: Option<String>,
+    /// The session's entity (a hint the client chooses, like `preset`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entity: Option<String>,
     /// The session's actor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub actor: Option<String>,
@@ -121,6 +140,9 @@ pub struct ExposureContext {
     /// Optional preset hint.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub preset: Option<String>,
+    /// Optional entity hint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entity: Option<String>,
 }
 
 impl Selector {
@@ -157,7 +179,16 @@ impl Selector {
                 .preset
                 .as_ref()
                 .is_none_or(|p| ctx.preset.as_ref() == Some(p))
+            && self
+                .entity
+                .as_ref()
+                .is_none_or(|e| ctx.entity.as_ref() == Some(e))
             && self.actor.as_ref().is_none_or(|a| *a == ctx.actor)
+    }
+
+    /// Whether the selector needs a hint the client chooses (`preset`, `entity`).
+    pub fn has_hint(&self) -> bool {
+        self.preset.is_some() || self.entity.is_some()
     }
 }
 
@@ -416,6 +447,7 @@ mod tests {
             environment: "default".into(),
             actor: "bot".into(),
             preset: None,
+            entity: None,
         }
     }
 
@@ -497,12 +529,14 @@ mod tests {
         );
         let triage = ExposureContext {
             preset: Some("triage".into()),
+            entity: None,
             ..ctx()
         };
         assert_eq!(p.select(&tool("x", &["write"]), &triage).mode, Mode::Allow);
         let other = ExposureContext {
             actor: "someone".into(),
             preset: Some("triage".into()),
+            entity: None,
             ..ctx()
         };
         assert_eq!(p.select(&tool("x", &["write"]), &other).mode, Mode::Hide);

@@ -125,6 +125,7 @@ mod tests {
             environment: "default".into(),
             actor: "bot".into(),
             preset: None,
+            entity: None,
         };
         let draft = json!({"name": "d", "rules": [
             {"id": "r", "match": {"name": "a"}, "mode": "allow",
@@ -161,6 +162,7 @@ mod tests {
             environment: "prod".into(),
             actor: "bot".into(),
             preset: None,
+            entity: None,
         };
         let draft = serde_json::to_value(crate::policy::Policy::builtin_safe_read()).unwrap();
         let catalog = [tool("a", &["read"]), tool("w", &["write"])];

@@ -1262,6 +1262,12 @@ pub struct ManifestDocument {
     pub key_id: String,
     /// The listed tools.
     pub tools: Vec<ManifestDocTool>,
+    /// The session's `preset` hint, when it named one (the client's choice, recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
+    /// The session's `entity` hint, when it named one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entity: Option<String>,
 }
 
 /// The `manifest_signature`: base64url (no padding) Ed25519 over the JCS bytes of `document`.
@@ -2128,6 +2134,8 @@ mod tests {
                 schema_hash: format!("sha256:{}", "ab".repeat(32)),
                 exposure_mode: "allow".into(),
             }],
+            preset: None,
+            entity: None,
         }
     }
 

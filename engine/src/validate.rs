@@ -9,7 +9,7 @@ use std::collections::BTreeSet;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::policy::{InvocationPolicy, Policy, RedactionProfile, SAFE_PROFILE};
+use crate::policy::{InvocationPolicy, Mode, Policy, RedactionProfile, SAFE_PROFILE, Selector};
 
 /// One invalid field.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -169,11 +169,115 @@ pub fn validate(policy: &Policy, caps: &RuntimeCapabilities) -> Result<(), Vec<F
             validate_invocation(&format!("{at}.invocation"), inv, caps, &mut errors);
         }
     }
+    hints_only_narrow(policy, &mut errors);
     if errors.is_empty() {
         Ok(())
     } else {
         Err(errors)
     }
+}
+
+/// `preset` and `entity` are hints the client chooses, so a rule that needs one may only
+/// narrow: for a tool such a rule decides, the mode it gives must be at least as strict as every
+/// mode the same policy could give that tool without the hint (a later rule without hints that
+/// could match the same tools, or `default_mode` when none surely does). Otherwise a client
+/// would choose its own, looser policy by naming a preset.
+fn hints_only_narrow(policy: &Policy, errors: &mut Vec<FieldError>) {
+    for (i, rule) in policy.rules.iter().enumerate() {
+        if !rule.selector.has_hint() {
+            continue;
+        }
+        let base = Selector {
+            preset: None,
+            entity: None,
+            ..rule.selector.clone()
+        };
+        let mut looser: Option<(String, Mode)> = None;
+        let mut reaches_default = true;
+        for later in policy.rules.iter().skip(i + 1) {
+            if later.selector.has_hint() || !compatible(&base, &later.selector) {
+                continue;
+            }
+            if later.mode.strictness() > rule.mode.strictness() && looser.is_none() {
+                looser = Some((format!("rule {}", later.id), later.mode));
+            }
+            if implies(&base, &later.selector) {
+                reaches_default = false;
+                break;
+            }
+        }
+        if reaches_default
+            && looser.is_none()
+            && policy.default_mode.strictness() > rule.mode.strictness()
+        {
+            looser = Some(("the default mode".to_owned(), policy.default_mode));
+        }
+        if let Some((by, mode)) = looser {
+            errors.push(FieldError::new(
+                format!("rules[{i}].mode"),
+                format!(
+                    "a rule matching a client's hint (preset or entity) may only narrow: without the hint, {by} gives these tools {}, which {} loosens",
+                    mode.as_str(),
+                    rule.mode.as_str()
+                ),
+            ));
+        }
+    }
+}
+
+/// Whether some tool in some context could match both selectors (hint keys aside).
+fn compatible(a: &Selector, b: &Selector) -> bool {
+    let differ =
+        |x: &Option<String>, y: &Option<String>| matches!((x, y), (Some(x), Some(y)) if x != y);
+    fn as_set(l: &Option<Vec<String>>) -> Option<BTreeSet<&str>> {
+        l.as_ref().map(|l| l.iter().map(String::as_str).collect())
+    }
+    let name_vs_prefix = |name: &Option<String>, prefix: &Option<String>| matches!((name, prefix), (Some(n), Some(p)) if !n.starts_with(p.as_str()));
+    let prefixes_apart = matches!((&a.prefix, &b.prefix), (Some(x), Some(y)) if !x.starts_with(y.as_str()) && !y.starts_with(x.as_str()));
+    let exactly_apart =
+        matches!((as_set(&a.risk_exactly), as_set(&b.risk_exactly)), (Some(x), Some(y)) if x != y);
+    let risk_outside = |risk: &Option<String>, exactly: &Option<Vec<String>>| matches!((risk, exactly), (Some(r), Some(e)) if !e.contains(r));
+    !(differ(&a.name, &b.name)
+        || name_vs_prefix(&a.name, &b.prefix)
+        || name_vs_prefix(&b.name, &a.prefix)
+        || prefixes_apart
+        || differ(&a.family, &b.family)
+        || exactly_apart
+        || risk_outside(&a.risk, &b.risk_exactly)
+        || risk_outside(&b.risk, &a.risk_exactly)
+        || differ(&a.environment, &b.environment)
+        || differ(&a.actor, &b.actor))
+}
+
+/// Whether every tool and context `a` matches is also matched by `b` (`b` without hints).
+fn implies(a: &Selector, b: &Selector) -> bool {
+    let same = |x: &Option<String>, y: &Option<String>| y.is_none() || x == y;
+    let prefix = match &b.prefix {
+        None => true,
+        Some(p) => {
+            a.name.as_ref().is_some_and(|n| n.starts_with(p.as_str()))
+                || a.prefix.as_ref().is_some_and(|q| q.starts_with(p.as_str()))
+        }
+    };
+    let risk = match &b.risk {
+        None => true,
+        Some(r) => {
+            a.risk.as_ref() == Some(r) || a.risk_exactly.as_ref().is_some_and(|e| e.contains(r))
+        }
+    };
+    let exactly = match &b.risk_exactly {
+        None => true,
+        Some(e) => a.risk_exactly.as_ref().is_some_and(|f| {
+            f.iter().collect::<BTreeSet<_>>() == e.iter().collect::<BTreeSet<_>>()
+        }),
+    };
+    same(&a.name, &b.name)
+        && prefix
+        && same(&a.family, &b.family)
+        && risk
+        && exactly
+        && same(&a.environment, &b.environment)
+        && same(&a.actor, &b.actor)
 }
 
 fn validate_profile(
@@ -416,6 +520,125 @@ mod tests {
             Ok(_) => vec![],
             Err(errors) => errors.into_iter().map(|e| e.path).collect(),
         }
+    }
+
+    /// Issue 23: a rule that needs a client's hint (`preset`, `entity`) may only narrow what
+    /// the same policy gives without the hint; property: for every tool and context, naming the
+    /// hint never makes the mode less strict (checked by brute force over a small universe).
+    #[test]
+    fn hint_rules_may_only_narrow() {
+        let caps = RuntimeCapabilities::default();
+        let refused = |rules: Value| paths(json!({"name": "p", "rules": rules}), &caps);
+        // Loosens a later rule, or the default.
+        assert_eq!(
+            refused(
+                json!([{"id": "a", "match": {"preset": "x"}, "mode": "allow"},
+                           {"id": "b", "match": {"risk": "read"}, "mode": "deny"}])
+            ),
+            ["rules[0].mode"]
+        );
+        assert_eq!(
+            refused(json!([{"id": "a", "match": {"entity": "e", "name": "t"}, "mode": "allow"}])),
+            ["rules[0].mode"]
+        );
+        // Narrows: stricter than every rule it could shadow, and a later rule always catches.
+        assert!(
+            refused(json!([
+                {"id": "a", "match": {"entity": "e", "risk": "read"}, "mode": "approval_required"},
+                {"id": "b", "match": {"risk": "read"}, "mode": "allow"}
+            ]))
+            .is_empty()
+        );
+        assert!(
+            refused(json!([
+                {"id": "a", "match": {"preset": "x"}, "mode": "hide"},
+                {"id": "b", "mode": "allow"}
+            ]))
+            .is_empty()
+        );
+        // A later rule that cannot match the same tools does not count.
+        assert!(
+            refused(json!([
+                {"id": "a", "match": {"preset": "x", "name": "t1"}, "mode": "approval_required"},
+                {"id": "b", "match": {"name": "t2"}, "mode": "deny"},
+                {"id": "c", "mode": "allow"}
+            ]))
+            .is_empty()
+        );
+
+        // Brute force: every accepted policy of two or three rules over a small universe never
+        // loosens a tool's mode when a hint is named.
+        use crate::descriptor::{ToolDescriptor, ToolSource};
+        use crate::policy::ExposureContext;
+        let tools: Vec<ToolDescriptor> =
+            [("t1", vec!["read"]), ("t2", vec!["write"]), ("t3", vec![])]
+                .into_iter()
+                .map(|(name, risk)| ToolDescriptor {
+                    name: name.into(),
+                    version: "1".into(),
+                    title: None,
+                    description: None,
+                    input_schema: json!({"type": "object"}),
+                    output_schema: None,
+                    annotations: None,
+                    family: None,
+                    risk: risk.into_iter().map(str::to_owned).collect(),
+                    required_scope: None,
+                    source: ToolSource::Builtin,
+                    dry_run_argument: None,
+                    price_cents: None,
+                })
+                .collect();
+        let selectors = [
+            json!({}),
+            json!({"risk": "read"}),
+            json!({"name": "t2"}),
+            json!({"preset": "x"}),
+            json!({"entity": "e", "risk": "read"}),
+            json!({"preset": "x", "name": "t3"}),
+        ];
+        let modes = ["allow", "approval_required", "deny", "hide"];
+        let rule = |i: usize, sel: &Value, mode: &str| json!({"id": format!("r{i}"), "match": sel, "mode": mode});
+        let plain = ExposureContext {
+            environment: "default".into(),
+            actor: "a".into(),
+            preset: None,
+            entity: None,
+        };
+        let hinted = ExposureContext {
+            preset: Some("x".into()),
+            entity: Some("e".into()),
+            ..plain.clone()
+        };
+        let mut accepted = 0;
+        for s1 in &selectors {
+            for m1 in modes {
+                for s2 in &selectors {
+                    for m2 in modes {
+                        let doc = json!({"name": "p", "rules": [rule(0, s1, m1), rule(1, s2, m2)]});
+                        let Ok(policy) = parse_and_validate(&doc, &caps) else {
+                            continue;
+                        };
+                        accepted += 1;
+                        for t in &tools {
+                            let without = policy.select(t, &plain).mode;
+                            let with = policy.select(t, &hinted).mode;
+                            assert!(
+                                with.strictness() >= without.strictness(),
+                                "{doc} loosens {} from {} to {}",
+                                t.name,
+                                without.as_str(),
+                                with.as_str()
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        assert!(
+            accepted > 100,
+            "the check leaves most policies alone: {accepted}"
+        );
     }
 
     fn with_invocation(inv: Value) -> Value {

@@ -186,6 +186,7 @@ async fn main() -> anyhow::Result<()> {
             scopes: vec![scope.into()],
             name: None,
             expires_at: None,
+            environments: None,
         };
         let (store, journal) = (store.clone(), journal.clone());
         async move {

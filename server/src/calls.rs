@@ -1029,9 +1029,24 @@ async fn confirm(
 
 /// A pinned execution target as receipts show it.
 pub fn target_json(target: Option<&ExecutionTarget>) -> Option<Value> {
-    target.map(
-        |t| json!({"upstream_id": t.upstream_id, "endpoint_fingerprint": t.endpoint_fingerprint}),
-    )
+    target.map(|t| {
+        // Members a target pinned before they existed does not have are left out, so that
+        // its receipt and its stored binding still say the same.
+        let mut v = json!({
+            "upstream_id": t.upstream_id,
+            "endpoint_fingerprint": t.endpoint_fingerprint,
+        });
+        if t.credential_version != 0 {
+            v["credential_version"] = json!(t.credential_version);
+        }
+        if let Some(transport) = &t.transport {
+            v["transport"] = json!(transport);
+        }
+        if let Some(environment) = &t.environment {
+            v["environment"] = json!(environment);
+        }
+        v
+    })
 }
 
 /// Longest `_meta.invocation_id`.
@@ -1101,12 +1116,20 @@ pub(crate) async fn execute(
     let current = target.as_ref().map(|(u, _)| ExecutionTarget {
         upstream_id: u.id.clone(),
         endpoint_fingerprint: u.fingerprint.clone(),
+        credential_version: u.credential_version,
+        transport: Some(u.transport.clone()),
+        environment: None,
     });
     r.target = target_json(bound.target.as_ref());
+    let moved = match (&bound.target, &current) {
+        (Some(pinned), Some(now)) => !pinned.still_is(now),
+        (Some(_), None) => true,
+        (None, _) => false,
+    };
     let outcome = match &target {
-        _ if bound.target.is_some() && bound.target != current => Err((
+        _ if moved => Err((
             ReasonCode::TargetDrift,
-            "the tool's upstream was re-registered or moved since the manifest was granted; list the tools again".to_owned(),
+            "the tool's upstream was re-registered, moved or given other credentials since the manifest was granted; list the tools again".to_owned(),
         )),
         None => Err((
             ReasonCode::UpstreamError,
@@ -1160,7 +1183,7 @@ pub(crate) async fn execute(
                 Decision::Allow
             };
             r.reason = ReasonCode::Ok;
-            let (receipt, _) = record(cx.journal, r, &d).await;
+            let recorded = record_execution(cx.journal, r, &d).await;
             let mut out = redacted;
             if let Value::Object(map) = &mut out {
                 let meta = map.entry("_meta").or_insert_with(|| json!({}));
@@ -1168,10 +1191,7 @@ pub(crate) async fn execute(
                     if dry_run {
                         meta.insert("dry_run".into(), Value::Bool(true));
                     }
-                    meta.insert(
-                        "receipt".into(),
-                        serde_json::to_value(&receipt).unwrap_or(Value::Null),
-                    );
+                    meta.extend(recorded);
                 }
             }
             Ok(out)
@@ -1180,15 +1200,46 @@ pub(crate) async fn execute(
             d.upstream_error = Some(detail);
             r.decision = Decision::Deny;
             r.reason = reason;
-            let (receipt, _) = record(cx.journal, r, &d).await;
-            Ok(tool_result(
-                &receipt,
-                true,
-                short(receipt.reason),
-                Map::new(),
-            ))
+            let recorded = record_execution(cx.journal, r, &d).await;
+            Ok(json!({
+                "content": [{"type": "text", "text": short(reason)}],
+                "isError": true,
+                "_meta": recorded,
+            }))
         }
     }
+}
+
+/// Records an execution receipt, which (unlike a decision) describes what already happened:
+/// the `_meta` members that say where it went. Journaled: `receipt`. Refused by the journal:
+/// spooled to be journaled later, `receipt_pending: true` and its `receipt_id` (never a denial
+/// attached to what ran). Neither: the signed, unrecorded `journal_unavailable` receipt.
+async fn record_execution(
+    journal: &Journal,
+    r: Receipt,
+    d: &engine::receipt::Disclosures,
+) -> Map<String, Value> {
+    let mut meta = Map::new();
+    match journal.append_or_spool(r.clone(), d).await {
+        journal::Recorded::Journaled(signed) => {
+            meta.insert(
+                "receipt".into(),
+                serde_json::to_value(&signed).unwrap_or(Value::Null),
+            );
+        }
+        journal::Recorded::Spooled(receipt_id) => {
+            meta.insert("receipt_pending".into(), Value::Bool(true));
+            meta.insert("receipt_id".into(), Value::String(receipt_id));
+        }
+        journal::Recorded::Lost(e) => {
+            let unrecorded = unrecorded(journal, r, d, &e);
+            meta.insert(
+                "receipt".into(),
+                serde_json::to_value(&unrecorded).unwrap_or(Value::Null),
+            );
+        }
+    }
+    meta
 }
 
 fn reason_of(code: &str) -> ReasonCode {

@@ -39,9 +39,56 @@ pub async fn describe(
     request: &DescribeToolRequest,
 ) -> Result<ToolDescriptor, ServiceError> {
     principal.require(scope::ADMIN)?;
-    let Some(mut tool) = store::catalog::find(store, &principal.tenant_id, name).await? else {
-        return Err(AppError::not_found("tool").into());
-    };
+    // Read, change the descriptor, write only if nobody wrote in between (an upstream sync
+    // updating the definition); otherwise do it again on what is there now. Journaled once.
+    let mut journaled = false;
+    for _ in 0..WRITE_ATTEMPTS {
+        let Some(current) = store::catalog::find_revised(store, &principal.tenant_id, name).await?
+        else {
+            return Err(AppError::not_found("tool").into());
+        };
+        let mut tool = current.tool;
+        validate_descriptor(&tool, request)?;
+        tool.risk = request.risk.clone();
+        tool.family = request.family.clone();
+        tool.required_scope = request.required_scope.clone();
+        if let Some(v) = &request.version {
+            tool.version = v.clone();
+        }
+        tool.dry_run_argument = request.dry_run_argument.clone();
+        tool.price_cents = request.price_cents;
+        if !journaled {
+            journal
+                .admin(
+                    &principal.tenant_id,
+                    &principal.as_creator(),
+                    Decision::Allow,
+                    ReasonCode::Ok,
+                    "tool.describe",
+                    json!({"tool": name, "descriptor": request}),
+                )
+                .await?;
+            journaled = true;
+        }
+        if store::catalog::write_if(store, &principal.tenant_id, &tool, Some(current.revision))
+            .await?
+        {
+            return Ok(tool);
+        }
+    }
+    Err(ServiceError::Other(anyhow::anyhow!(
+        "tool {name} kept changing while its descriptor was written"
+    )))
+}
+
+/// How often a descriptor write re-reads a tool that a sync changed under it before giving up.
+const WRITE_ATTEMPTS: u32 = 8;
+
+/// Field errors of a descriptor for `tool`.
+fn validate_descriptor(
+    tool: &ToolDescriptor,
+    request: &DescribeToolRequest,
+) -> Result<(), ServiceError> {
     let mut fields = Vec::new();
     let mut bad = |path: String, message: &str| {
         fields.push(FieldError {
@@ -86,24 +133,5 @@ pub async fn describe(
     if !fields.is_empty() {
         return Err(AppError::invalid(fields).into());
     }
-    tool.risk = request.risk.clone();
-    tool.family = request.family.clone();
-    tool.required_scope = request.required_scope.clone();
-    if let Some(v) = &request.version {
-        tool.version = v.clone();
-    }
-    tool.dry_run_argument = request.dry_run_argument.clone();
-    tool.price_cents = request.price_cents;
-    journal
-        .admin(
-            &principal.tenant_id,
-            &principal.as_creator(),
-            Decision::Allow,
-            ReasonCode::Ok,
-            "tool.describe",
-            json!({"tool": name, "descriptor": request}),
-        )
-        .await?;
-    store::catalog::upsert(store, &principal.tenant_id, &tool).await?;
-    Ok(tool)
+    Ok(())
 }

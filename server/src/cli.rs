@@ -197,6 +197,24 @@ enum UpstreamCommand {
         #[arg(last = true)]
         command: Vec<String>,
     },
+    /// Replace an upstream's credentials, the whole set: `--header 'Name: value'` (repeatable)
+    /// for an HTTP upstream, `--env KEY=VALUE` (repeatable) for a stdio one; none clears them.
+    /// Journaled (names only, never values); grants pinned to the old credentials become
+    /// `target_drift` and a fresh list re-pins.
+    Credentials {
+        /// Tenant.
+        #[arg(long)]
+        tenant: String,
+        /// Upstream name.
+        #[arg(long)]
+        name: String,
+        /// `KEY=VALUE` for a stdio upstream's environment (repeatable).
+        #[arg(long = "env", conflicts_with = "headers")]
+        env: Vec<String>,
+        /// `Name: value` for an HTTP upstream (repeatable).
+        #[arg(long = "header")]
+        headers: Vec<String>,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -356,6 +374,10 @@ enum AdminCommand {
         /// Read the password from standard input instead of prompting.
         #[arg(long)]
         password_stdin: bool,
+        /// An environment the user may open sessions in (`*`: every one); repeat for more.
+        /// Default: the tenant's default environment.
+        #[arg(long = "environment")]
+        environments: Vec<String>,
     },
 }
 
@@ -398,6 +420,10 @@ enum TokenCommand {
         /// Expiry, RFC 3339.
         #[arg(long)]
         expires_at: Option<String>,
+        /// An environment the token may open sessions in (`*`: every one); repeat for more.
+        /// Default: the tenant's default environment.
+        #[arg(long = "environment")]
+        environments: Vec<String>,
     },
 }
 
@@ -431,6 +457,7 @@ pub async fn run() -> anyhow::Result<()> {
                     username,
                     scopes,
                     password_stdin,
+                    environments,
                 },
         } => {
             let password = read_password(password_stdin)?;
@@ -440,6 +467,7 @@ pub async fn run() -> anyhow::Result<()> {
                 username,
                 password,
                 scopes,
+                environments: (!environments.is_empty()).then_some(environments),
             };
             let user = crate::users::create_unchecked(
                 &store, &journal, &passwords, &tenant, "operator", &request,
@@ -521,6 +549,15 @@ pub async fn run() -> anyhow::Result<()> {
             )
             .await
         }
+        Command::Upstream {
+            command:
+                UpstreamCommand::Credentials {
+                    tenant,
+                    name,
+                    env,
+                    headers,
+                },
+        } => upstream_credentials(&cli.global, &tenant, &name, env, headers).await,
         Command::Journal {
             command:
                 JournalCommand::PurgeDisclosures {
@@ -572,6 +609,7 @@ pub async fn run() -> anyhow::Result<()> {
                     scopes,
                     name,
                     expires_at,
+                    environments,
                 },
         } => {
             let (store, journal) = operator_store(&cli.global, &tenant).await?;
@@ -580,6 +618,7 @@ pub async fn run() -> anyhow::Result<()> {
                 scopes,
                 name,
                 expires_at,
+                environments: (!environments.is_empty()).then_some(environments),
             };
             let created =
                 crate::tokens::create_unchecked(&store, &journal, &tenant, "operator", &request)
@@ -679,6 +718,7 @@ async fn policy_apply(
             .map_err(|e| anyhow::anyhow!("{e}"))?,
         kind: crate::auth::principal::PrincipalKind::Operator,
         read_at: None,
+        environments: vec![crate::auth::principal::ANY_ENVIRONMENT.to_owned()],
     };
     let fail = |e: crate::error::ServiceError| {
         let e = e.into_app_error();
@@ -1025,6 +1065,68 @@ async fn receipt_verify(
     Ok(())
 }
 
+/// `NAME<sep>VALUE` options (`--env`, `--header`) as a map.
+fn pairs(
+    items: Vec<String>,
+    sep: char,
+    what: &str,
+) -> anyhow::Result<std::collections::BTreeMap<String, String>> {
+    items
+        .into_iter()
+        .map(|i| {
+            i.split_once(sep)
+                .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+                .ok_or_else(|| anyhow::anyhow!("{what} must look like NAME{sep}VALUE"))
+        })
+        .collect()
+}
+
+/// `aperture upstream credentials`: the operator's way, which may also set a stdio upstream's
+/// environment.
+async fn upstream_credentials(
+    global: &GlobalArgs,
+    tenant: &str,
+    name: &str,
+    env: Vec<String>,
+    headers: Vec<String>,
+) -> anyhow::Result<()> {
+    let (store, journal) = operator_store(global, tenant).await?;
+    let row = crate::store::upstreams::list(&store, tenant)
+        .await?
+        .into_iter()
+        .find(|u| u.name == name)
+        .ok_or_else(|| anyhow::anyhow!("tenant {tenant} has no upstream called {name}"))?;
+    let request = if row.transport == "stdio" {
+        anyhow::ensure!(
+            headers.is_empty(),
+            "{name} is a stdio upstream: give --env, not --header"
+        );
+        crate::upstream::CredentialsRequest {
+            headers: None,
+            env: Some(pairs(env, '=', "--env")?),
+        }
+    } else {
+        anyhow::ensure!(
+            env.is_empty(),
+            "{name} is an HTTP upstream: give --header, not --env"
+        );
+        crate::upstream::CredentialsRequest {
+            headers: Some(pairs(headers, ':', "--header")?),
+            env: None,
+        }
+    };
+    let upstreams = crate::upstream::Upstreams::new(true, false);
+    let view = upstreams
+        .set_credentials_unchecked(&store, &journal, tenant, "operator", &row.id, &request)
+        .await
+        .map_err(|e| anyhow::anyhow!(e.into_app_error()))?;
+    println!(
+        "replaced the credentials of upstream {} ({}); grants made before are target_drift until listed again",
+        view.name, view.id
+    );
+    Ok(())
+}
+
 #[expect(
     clippy::too_many_arguments,
     reason = "one parameter per command-line option"
@@ -1039,19 +1141,6 @@ async fn upstream_add(
     headers: Vec<String>,
     command: Vec<String>,
 ) -> anyhow::Result<()> {
-    let pairs = |items: Vec<String>,
-                 sep: char,
-                 what: &str|
-     -> anyhow::Result<std::collections::BTreeMap<String, String>> {
-        items
-            .into_iter()
-            .map(|i| {
-                i.split_once(sep)
-                    .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
-                    .ok_or_else(|| anyhow::anyhow!("{what} must look like NAME{sep}VALUE"))
-            })
-            .collect()
-    };
     let request = if stdio {
         app::dto::RegisterUpstreamRequest {
             name,
@@ -1074,8 +1163,13 @@ async fn upstream_add(
         }
     };
     let (store, journal) = operator_store(global, tenant).await?;
-    let allow_private =
-        std::env::var("APERTURE_ALLOW_PRIVATE_UPSTREAMS").is_ok_and(|v| v == "1" || v == "true");
+    // The same spellings as `serve --allow-private-upstreams` takes (CONTRACT §14).
+    let allow_private = std::env::var("APERTURE_ALLOW_PRIVATE_UPSTREAMS").is_ok_and(|v| {
+        matches!(
+            v.trim().to_ascii_lowercase().as_str(),
+            "1" | "true" | "yes" | "on" | "y"
+        )
+    });
     let upstreams = crate::upstream::Upstreams::new(true, allow_private);
     let result = upstreams
         .register_unchecked(&store, &journal, tenant, "operator", &request)

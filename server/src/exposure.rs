@@ -46,7 +46,8 @@ fn hint(field: &str, value: &Option<String>) -> Result<(), AppError> {
     }
 }
 
-fn is_environment(env: &str) -> bool {
+/// Whether `env` is an environment name: 1–64 characters of `a-z`, `0-9`, `_` and `-`.
+pub fn is_environment(env: &str) -> bool {
     !env.is_empty()
         && env.len() <= 64
         && env
@@ -80,6 +81,8 @@ pub async fn create(
     }
     hint("preset", &request.preset)?;
     hint("entity", &request.entity)?;
+    // The environment chooses the policy: a caller may name only its own environments.
+    principal.may_use(&environment)?;
     let session = SessionRow {
         id: ids::new_id("ses"),
         tenant_id: principal.tenant_id.clone(),
@@ -111,6 +114,9 @@ pub async fn grant(
     {
         return Err(AppError::not_found("session").into());
     }
+    // A session opened while the caller could use its environment is listed again only while
+    // it still can.
+    principal.may_use(&session.environment)?;
     let (policy, policy_version) =
         policies::effective(store, &session.tenant_id, &session.environment).await?;
     let catalog = store::catalog::list_fingerprinted(store, &session.tenant_id).await?;
@@ -118,9 +124,10 @@ pub async fn grant(
         environment: session.environment.clone(),
         actor: session.actor_id.clone(),
         preset: session.preset.clone(),
+        entity: session.entity.clone(),
     };
     let mut manifest = manifest::build(catalog, &policy, policy_version, &ctx, validators);
-    pin_targets(store, &session.tenant_id, &mut manifest).await?;
+    pin_targets(store, &session, &mut manifest).await?;
     let now = store::now_ms();
     let lease_expires_at = now + i64::try_from(manifest.lease_seconds).unwrap_or(0) * 1000;
     let manifest_id = ids::new_id("man");
@@ -146,6 +153,8 @@ pub async fn grant(
                 exposure_mode: t.mode.as_str().to_owned(),
             })
             .collect(),
+        preset: session.preset.clone(),
+        entity: session.entity.clone(),
     };
     let signature = receipt::sign_manifest(&document, journal.keys().signer())
         .map_err(|e| ServiceError::Other(anyhow::anyhow!("signing a manifest: {e}")))?;
@@ -160,22 +169,7 @@ pub async fn grant(
         document: to_json(&document)?,
         signature,
     };
-    let mut r = journal::receipt(
-        ReceiptKind::Manifest,
-        Decision::Allow,
-        ReasonCode::Ok,
-        &session.tenant_id,
-        &session.actor_id,
-    );
-    r.environment = Some(session.environment.clone());
-    r.session_id = Some(session.id.clone());
-    r.manifest_id = Some(row.id.clone());
-    r.policy_id = Some(manifest.policy_id.clone());
-    r.policy_version = Some(policy_version);
-    let mut d = journal::disclosures();
-    d.insert_extra("lease_id", Value::String(row.lease_id.clone()))
-        .map_err(|e| ServiceError::Other(anyhow::anyhow!("{e}")))?;
-    journal.append(r, &d).await?;
+    record_grant(journal, &session, &row, &document, None).await?;
     store::exposure::insert_manifest(store, &row).await?;
     Ok(Grant {
         session,
@@ -185,27 +179,29 @@ pub async fn grant(
     })
 }
 
-/// Pins each MCP tool's execution target: the registration and endpoint its upstream has now.
+/// Pins each MCP tool's execution target: the registration, endpoint, credential version and
+/// transport its upstream has now, for the session's environment.
 /// A tool whose upstream is gone gets no target, and its calls are refused (`target_drift`).
 async fn pin_targets(
     store: &Store,
-    tenant_id: &str,
+    session: &SessionRow,
     manifest: &mut Manifest,
 ) -> Result<(), ServiceError> {
-    let upstreams: std::collections::HashMap<String, String> =
-        store::upstreams::list(store, tenant_id)
+    let upstreams: std::collections::HashMap<String, store::upstreams::UpstreamRow> =
+        store::upstreams::list(store, &session.tenant_id)
             .await?
             .into_iter()
-            .map(|u| (u.id, u.fingerprint))
+            .map(|u| (u.id.clone(), u))
             .collect();
     for entry in &mut manifest.tools {
         if let ToolSource::Mcp { upstream_id, .. } = &entry.source {
-            entry.target = upstreams
-                .get(upstream_id)
-                .map(|fingerprint| ExecutionTarget {
-                    upstream_id: upstream_id.clone(),
-                    endpoint_fingerprint: fingerprint.clone(),
-                });
+            entry.target = upstreams.get(upstream_id).map(|u| ExecutionTarget {
+                upstream_id: upstream_id.clone(),
+                endpoint_fingerprint: u.fingerprint.clone(),
+                credential_version: u.credential_version,
+                transport: Some(u.transport.clone()),
+                environment: Some(session.environment.clone()),
+            });
         }
     }
     Ok(())
@@ -421,7 +417,6 @@ pub async fn revoke(
 pub async fn fork(
     store: &Store,
     journal: &Journal,
-    validators: &ValidatorCache,
     principal: &Principal,
     parent_id: &str,
     request: &app::dto::ForkRequest,
@@ -455,8 +450,11 @@ pub async fn fork(
             AppError::invalid_field(path, e.to_string())
         })?),
     };
+    // The parent's grant must be current: a fork copies it, and a copy of an ended lease would
+    // be a fork that cannot call (or, worse, a grant nobody re-checked).
+    let parent_grant = current_grant_of(store, &parent).await?;
     let child = SessionRow {
-        id: ids::new_id("ses"),
+        id: ids::new_id("frk"),
         tenant_id: parent.tenant_id.clone(),
         environment: parent.environment.clone(),
         actor_id: parent.actor_id.clone(),
@@ -471,5 +469,142 @@ pub async fn fork(
         revoked_at: None,
     };
     store::exposure::insert_session(store, &child).await?;
-    grant(store, journal, validators, principal, child).await
+    copy_grant(store, journal, principal, child, &parent_grant).await
+}
+
+/// The grant a `tools/list` naming `session` gets: a fresh one under the policy active now, or,
+/// for a fork, a copy of its parent's current grant (a fork never gets declarations of its own:
+/// they are its parent's, byte for byte, whatever changed since).
+pub async fn list_grant(
+    store: &Store,
+    journal: &Journal,
+    validators: &ValidatorCache,
+    principal: &Principal,
+    session: SessionRow,
+) -> Result<Grant, ServiceError> {
+    let Some(parent_id) = session.parent_id.clone() else {
+        return grant(store, journal, validators, principal, session).await;
+    };
+    if session.actor_id != principal.actor_id
+        || session.tenant_id != principal.tenant_id
+        || session.revoked_at.is_some()
+    {
+        return Err(AppError::not_found("session").into());
+    }
+    let parent = store::exposure::find_session(store, &session.tenant_id, &parent_id)
+        .await?
+        .filter(|p| p.revoked_at.is_none())
+        .ok_or_else(|| {
+            AppError::new(
+                app::error::ErrorCode::Conflict,
+                "the fork's parent session was revoked; a fork lists only its parent's grant",
+            )
+        })?;
+    let parent_grant = current_grant_of(store, &parent).await?;
+    copy_grant(store, journal, principal, session, &parent_grant).await
+}
+
+/// `parent`'s latest manifest, when its lease has not ended (409 otherwise: the parent lists
+/// again first).
+async fn current_grant_of(store: &Store, parent: &SessionRow) -> Result<ManifestRow, ServiceError> {
+    let conflict = |why: &str| -> ServiceError {
+        AppError::new(app::error::ErrorCode::Conflict, why.to_owned()).into()
+    };
+    let Some(latest) =
+        store::exposure::latest_manifest(store, &parent.tenant_id, &parent.id).await?
+    else {
+        return Err(conflict(
+            "the parent session has no manifest yet; list its tools before forking",
+        ));
+    };
+    if latest.lease_expires_at <= store::now_ms() {
+        return Err(conflict(
+            "the parent session's lease has expired; list its tools again before forking",
+        ));
+    }
+    Ok(latest)
+}
+
+/// A fork's grant: `parent`'s manifest copied byte for byte (declarations, modes, schema hashes,
+/// pinned targets, policy and its version), under a manifest and lease id of the fork's own that
+/// end when the parent's lease ends. Signed and journaled like any grant; the receipt names the
+/// parent manifest it copies.
+async fn copy_grant(
+    store: &Store,
+    journal: &Journal,
+    principal: &Principal,
+    session: SessionRow,
+    parent: &ManifestRow,
+) -> Result<Grant, ServiceError> {
+    if session.actor_id != principal.actor_id || session.tenant_id != principal.tenant_id {
+        return Err(AppError::not_found("session").into());
+    }
+    let manifest: Manifest =
+        serde_json::from_str(&parent.manifest).map_err(|e| ServiceError::Other(e.into()))?;
+    let parent_document: ManifestDocument =
+        serde_json::from_str(&parent.document).map_err(|e| ServiceError::Other(e.into()))?;
+    let now = store::now_ms();
+    let manifest_id = ids::new_id("man");
+    let lease_id = ids::new_id("lea");
+    let document = ManifestDocument {
+        manifest_id: manifest_id.clone(),
+        session_id: session.id.clone(),
+        lease_id: lease_id.clone(),
+        issued_at: store::rfc3339(now),
+        key_id: journal.keys().signer().key_id().to_owned(),
+        ..parent_document
+    };
+    let signature = receipt::sign_manifest(&document, journal.keys().signer())
+        .map_err(|e| ServiceError::Other(anyhow::anyhow!("signing a manifest: {e}")))?;
+    let row = ManifestRow {
+        id: manifest_id,
+        tenant_id: session.tenant_id.clone(),
+        session_id: session.id.clone(),
+        lease_id,
+        lease_expires_at: parent.lease_expires_at,
+        issued_at: now,
+        manifest: parent.manifest.clone(),
+        document: to_json(&document)?,
+        signature,
+    };
+    record_grant(journal, &session, &row, &document, Some(&parent.id)).await?;
+    store::exposure::insert_manifest(store, &row).await?;
+    Ok(Grant {
+        session,
+        row,
+        manifest,
+        document,
+    })
+}
+
+/// Journals a granted manifest (before it is stored: a grant nobody can find in the journal is
+/// never handed out). `copied_from`: the parent manifest a fork's grant copies.
+async fn record_grant(
+    journal: &Journal,
+    session: &SessionRow,
+    row: &ManifestRow,
+    document: &ManifestDocument,
+    copied_from: Option<&str>,
+) -> Result<(), ServiceError> {
+    let mut r = journal::receipt(
+        ReceiptKind::Manifest,
+        Decision::Allow,
+        ReasonCode::Ok,
+        &session.tenant_id,
+        &session.actor_id,
+    );
+    r.environment = Some(session.environment.clone());
+    r.session_id = Some(session.id.clone());
+    r.manifest_id = Some(row.id.clone());
+    r.policy_id = Some(document.policy_id.clone());
+    r.policy_version = Some(document.policy_version);
+    let mut d = journal::disclosures();
+    d.insert_extra("lease_id", Value::String(row.lease_id.clone()))
+        .map_err(|e| ServiceError::Other(anyhow::anyhow!("{e}")))?;
+    if let Some(parent) = copied_from {
+        d.insert_extra("copied_from", Value::String(parent.to_owned()))
+            .map_err(|e| ServiceError::Other(anyhow::anyhow!("{e}")))?;
+    }
+    journal.append(r, &d).await?;
+    Ok(())
 }

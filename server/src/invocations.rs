@@ -713,7 +713,8 @@ impl Worker {
 
     /// The stored binding, when it is exactly the one the signed decision receipt authorized,
     /// released by a signed approval where the mode needs one, and still authorized now: its
-    /// session and the caller's token not revoked, the tool not changed since the grant.
+    /// session and the caller's token not revoked (an expired one is not revoked), the tool not
+    /// changed since the grant.
     async fn verified_binding(
         &self,
         row: &InvocationRow,
@@ -829,18 +830,17 @@ impl Worker {
                 "the session was revoked after the call was authorized".into(),
             ));
         }
+        // A token revoked since is a withdrawal; a token whose lifetime ended is not: what it
+        // was authorized for while valid still runs (seed: recovery does not depend on an
+        // expired context), and it cannot authorize anything new.
         if let Some(token_id) = &row.token_id {
             let token = store::tokens::find(&self.store, &row.tenant_id, token_id)
                 .await
                 .map_err(unavailable)?;
-            let now = store::now_ms();
-            if token
-                .is_none_or(|t| t.revoked_at.is_some() || t.expires_at.is_some_and(|at| at <= now))
-            {
+            if token.is_none_or(|t| t.revoked_at.is_some()) {
                 return Err((
                     ReasonCode::ManifestBindingMismatch,
-                    "the caller's token was revoked or expired after the call was authorized"
-                        .into(),
+                    "the caller's token was revoked after the call was authorized".into(),
                 ));
             }
         }

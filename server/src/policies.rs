@@ -399,6 +399,7 @@ pub fn preview(
             .actor
             .unwrap_or_else(|| principal.actor_id.clone()),
         preset: request.context.preset,
+        entity: request.context.entity,
     };
     if request.tools.len() > 5_000 {
         return Err(AppError::invalid_field("tools", "at most 5,000 tools").into());

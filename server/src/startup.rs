@@ -65,7 +65,10 @@ impl Application {
             .await
             .context("password setup task")??;
         let keys = KeyRing::load(&store, &config.data_dir, config.signing_key.as_deref()).await?;
-        let journal = Journal::new(store.clone(), keys);
+        let spool =
+            crate::journal::spool::Spool::open(&config.data_dir.join("spool"), store.clone())
+                .context("the execution receipt spool")?;
+        let journal = Journal::new(store.clone(), keys).with_spool(Arc::new(spool));
         let bootstrap = bootstrap(
             &store,
             &journal,
@@ -183,6 +186,10 @@ impl Application {
         let chain = tokio::spawn(self.chain.run());
         let checkpoints = self.state.checkpoints.clone();
         let checkpointer = tokio::spawn(checkpoints.clone().run(self.state.journal.clone()));
+        // Execution receipts the journal refused are journaled once it records again.
+        let spool = self.state.journal.spool().cloned().map(|spool| {
+            tokio::spawn(spool.run(self.state.journal.clone(), Duration::from_secs(1)))
+        });
         let resumer = tokio::spawn(crate::agents::runtime::run_resumer(self.state));
         // Pages stream in several small writes; with Nagle's algorithm on, each write after the
         // first waits for the client's delayed ACK (40 ms on Linux).
@@ -200,6 +207,9 @@ impl Application {
         chain.abort();
         resumer.abort();
         checkpointer.abort();
+        if let Some(spool) = spool {
+            spool.abort();
+        }
         // The last records get their checkpoint before the server stops.
         if let Err(e) = checkpoints.run_once().await {
             tracing::warn!(error = %e, "making checkpoints at shutdown");
@@ -319,6 +329,8 @@ pub async fn bootstrap(
         username: "admin".into(),
         password: password.to_owned(),
         scopes: engine::scope::ScopeSet::all_aperture().into(),
+        // The installation's first admin, like everything made before environments: all of them.
+        environments: Some(vec![crate::auth::principal::ANY_ENVIRONMENT.to_owned()]),
     };
     users::create_unchecked(
         store,

@@ -45,12 +45,20 @@ pub fn view(row: TokenRow) -> TokenView {
         revoked_at: row.revoked_at.map(store::rfc3339),
         last_used_at: row.last_used_at.map(store::rfc3339),
         status,
+        environments: row.environments,
     }
 }
 
 /// Validates a creation request; every problem is reported with its field path.
-fn validate(request: &CreateTokenRequest) -> Result<(ScopeSet, Option<i64>), AppError> {
+fn validate(
+    request: &CreateTokenRequest,
+) -> Result<(ScopeSet, Option<i64>, Vec<String>), AppError> {
     let mut fields = Vec::new();
+    let environments = crate::auth::principal::environments_of(
+        request.environments.as_deref(),
+        "environments",
+        &mut fields,
+    );
     if !is_valid_actor(&request.actor_id) {
         fields.push(FieldError {
             path: "actor_id".into(),
@@ -103,7 +111,7 @@ fn validate(request: &CreateTokenRequest) -> Result<(ScopeSet, Option<i64>), App
         },
     };
     match (fields.is_empty(), scopes) {
-        (true, Some(scopes)) => Ok((scopes, expires_at)),
+        (true, Some(scopes)) => Ok((scopes, expires_at, environments)),
         _ => Err(AppError::invalid(fields)),
     }
 }
@@ -117,7 +125,7 @@ pub async fn create_unchecked(
     created_by: &str,
     request: &CreateTokenRequest,
 ) -> Result<CreatedToken, ServiceError> {
-    let (scopes, expires_at) = validate(request)?;
+    let (scopes, expires_at, environments) = validate(request)?;
     let scopes: Vec<String> = scopes.into();
     let secret = ids::new_token_secret();
     let id = ids::new_id("tok");
@@ -128,7 +136,7 @@ pub async fn create_unchecked(
             Decision::Allow,
             ReasonCode::Ok,
             "token.create",
-            json!({"token_id": id, "actor_id": request.actor_id, "scopes": scopes}),
+            json!({"token_id": id, "actor_id": request.actor_id, "scopes": scopes, "environments": environments}),
         )
         .await?;
     let name = request
@@ -147,6 +155,7 @@ pub async fn create_unchecked(
             secret_sha256: &secret_hash(&secret),
             created_by,
             expires_at,
+            environments: &environments,
         },
     )
     .await?;

@@ -30,6 +30,7 @@ pub fn view(row: UserRow) -> UserView {
         scopes: row.scopes,
         created_at: store::rfc3339(row.created_at),
         created_by: row.created_by,
+        environments: row.environments,
     }
 }
 
@@ -76,6 +77,11 @@ pub async fn create_unchecked(
         });
     }
     let scopes = parse_scopes(&request.scopes, &mut fields);
+    let environments = crate::auth::principal::environments_of(
+        request.environments.as_deref(),
+        "environments",
+        &mut fields,
+    );
     let (true, Some(scopes)) = (fields.is_empty(), scopes) else {
         return Err(AppError::invalid(fields).into());
     };
@@ -93,7 +99,7 @@ pub async fn create_unchecked(
             Decision::Allow,
             ReasonCode::Ok,
             "user.create",
-            json!({"username": request.username, "scopes": scopes}),
+            json!({"username": request.username, "scopes": scopes, "environments": environments}),
         )
         .await?;
     let hash = passwords.hash(request.password.clone()).await?;
@@ -104,6 +110,7 @@ pub async fn create_unchecked(
         &hash,
         &scopes,
         created_by,
+        &environments,
     )
     .await?
     .ok_or_else(|| username_taken(&request.username))?;
@@ -164,7 +171,11 @@ pub async fn update_scopes(
 ) -> Result<UserView, ServiceError> {
     principal.require(scope::ADMIN)?;
     let mut fields = Vec::new();
-    let Some(scopes) = parse_scopes(&request.scopes, &mut fields) else {
+    let scopes = parse_scopes(&request.scopes, &mut fields);
+    let environments = request.environments.as_deref().map(|requested| {
+        crate::auth::principal::environments_of(Some(requested), "environments", &mut fields)
+    });
+    let (true, Some(scopes)) = (fields.is_empty(), scopes) else {
         return Err(AppError::invalid(fields).into());
     };
     let scopes: Vec<String> = scopes.into();
@@ -181,10 +192,18 @@ pub async fn update_scopes(
             Decision::Allow,
             ReasonCode::Ok,
             "user.scopes",
-            json!({"username": username, "scopes": scopes}),
+            json!({"username": username, "scopes": scopes, "environments": environments}),
         )
         .await?;
-    match store::users::set_scopes(store, &principal.tenant_id, username, &scopes).await? {
+    match store::users::set_access(
+        store,
+        &principal.tenant_id,
+        username,
+        &scopes,
+        environments.as_deref(),
+    )
+    .await?
+    {
         Some(row) => {
             tracing::info!(username = %row.username, by = %principal.actor_id, "user scopes changed");
             Ok(view(row))

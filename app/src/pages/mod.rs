@@ -100,6 +100,17 @@ pub fn field_error(
         .map(|f| f.message.clone())
 }
 
+/// The environment new tokens and users get unless told otherwise.
+pub const DEFAULT_ENVIRONMENT: &str = "default";
+
+/// A list typed into one field, separated by commas or white space.
+pub fn split_list(text: &str) -> Vec<String> {
+    text.split(|c: char| c == ',' || c.is_whitespace())
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
 /// The error message when it is not about a particular field.
 pub fn form_error(result: Option<&Result<impl Sized, crate::error::AppError>>) -> Option<String> {
     match result {

@@ -165,6 +165,7 @@ fn Editor(data: PolicyEditorData) -> impl IntoView {
             environment: environment.get().trim().to_owned(),
             actor: actor.get().trim().to_owned(),
             preset: Some(preset.get().trim().to_owned()).filter(|p| !p.is_empty()),
+            entity: None,
         };
         document.with(|(doc, _)| {
             engine::preview::preview(doc, &caps, catalog.iter().cloned(), &ctx, &validators)

@@ -72,6 +72,7 @@ fn CreateTokenForm(
     let actor = RwSignal::new(String::new());
     let name = RwSignal::new(String::new());
     let expires = RwSignal::new(String::new());
+    let environments = RwSignal::new(super::DEFAULT_ENVIRONMENT.to_owned());
     let selected = RwSignal::new(vec![engine::scope::RUN.to_owned()]);
     let extra = RwSignal::new(String::new());
     let result = create.value();
@@ -81,6 +82,7 @@ fn CreateTokenForm(
             actor.set(String::new());
             name.set(String::new());
             expires.set(String::new());
+            environments.set(super::DEFAULT_ENVIRONMENT.to_owned());
         }
     });
     let on_submit = move |ev: leptos::ev::SubmitEvent| {
@@ -98,6 +100,7 @@ fn CreateTokenForm(
             scopes: selected.with(|s| extra.with(|x| collect_scopes(s, x))),
             name,
             expires_at,
+            environments: Some(environments.with(|e| super::split_list(e))),
         });
     };
     let err = move |path: &'static str| move || field_error(result.get().as_ref(), path);
@@ -139,6 +142,20 @@ fn CreateTokenForm(
                             on:input=move |ev| expires.set(event_target_value(&ev))
                         />
                         <p class="field-error" id="token-expires-error">{err("expires_at")}</p>
+                    </div>
+                    <div class="field">
+                        <label for="token-environments">"Environments"</label>
+                        <input
+                            id="token-environments"
+                            type="text"
+                            aria-describedby="token-environments-hint token-environments-error"
+                            prop:value=move || environments.get()
+                            on:input=move |ev| environments.set(event_target_value(&ev))
+                        />
+                        <p class="muted" id="token-environments-hint">
+                            "Where it may open sessions, separated by commas; " <code>"*"</code> " for every one."
+                        </p>
+                        <p class="field-error" id="token-environments-error">{err("environments")}</p>
                     </div>
                 </div>
                 <ScopePicker
@@ -199,6 +216,7 @@ fn TokenTable(
                     <th scope="col">"Token"</th>
                     <th scope="col">"Actor"</th>
                     <th scope="col">"Scopes"</th>
+                    <th scope="col">"Environments"</th>
                     <th scope="col">"Created"</th>
                     <th scope="col">"Expires"</th>
                     <th scope="col">"Last used"</th>
@@ -235,6 +253,9 @@ fn TokenRow(
             <td>{t.actor_id}</td>
             <td>
                 {t.scopes.into_iter().map(|s| view! { <code class="chip">{s}</code> }).collect_view()}
+            </td>
+            <td data-testid="token-environments">
+                {t.environments.into_iter().map(|e| view! { <code class="chip">{e}</code> }).collect_view()}
             </td>
             <td><super::Time value=t.created_at/> <div class="muted">"by " {t.created_by}</div></td>
             <td><Time value=t.expires_at/></td>

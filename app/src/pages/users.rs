@@ -54,6 +54,7 @@ fn UserManager() -> impl IntoView {
                                         <tr>
                                             <th scope="col">"User"</th>
                                             <th scope="col">"Scopes"</th>
+                                            <th scope="col">"Environments"</th>
                                             <th scope="col">"Created"</th>
                                             <th scope="col"><span class="sr-only">"Actions"</span></th>
                                         </tr>
@@ -77,6 +78,7 @@ fn UserManager() -> impl IntoView {
 fn CreateUserForm(create: Action<CreateUserRequest, Result<UserView, AppError>>) -> impl IntoView {
     let username = RwSignal::new(String::new());
     let password = RwSignal::new(String::new());
+    let environments = RwSignal::new(super::DEFAULT_ENVIRONMENT.to_owned());
     let selected = RwSignal::new(vec![engine::scope::READ.to_owned()]);
     let extra = RwSignal::new(String::new());
     let result = create.value();
@@ -84,6 +86,7 @@ fn CreateUserForm(create: Action<CreateUserRequest, Result<UserView, AppError>>)
         if let Some(Ok(_)) = result.get() {
             username.set(String::new());
             password.set(String::new());
+            environments.set(super::DEFAULT_ENVIRONMENT.to_owned());
         }
     });
     let on_submit = move |ev: leptos::ev::SubmitEvent| {
@@ -92,6 +95,7 @@ fn CreateUserForm(create: Action<CreateUserRequest, Result<UserView, AppError>>)
             username: username.get(),
             password: password.get(),
             scopes: selected.with(|s| extra.with(|x| collect_scopes(s, x))),
+            environments: Some(environments.with(|e| super::split_list(e))),
         });
     };
     let err = move |path: &'static str| move || field_error(result.get().as_ref(), path);
@@ -123,6 +127,20 @@ fn CreateUserForm(create: Action<CreateUserRequest, Result<UserView, AppError>>)
                             on:input=move |ev| password.set(event_target_value(&ev))
                         />
                         <p class="field-error" id="user-password-error">{err("password")}</p>
+                    </div>
+                    <div class="field">
+                        <label for="user-environments">"Environments"</label>
+                        <input
+                            id="user-environments"
+                            type="text"
+                            aria-describedby="user-environments-hint user-environments-error"
+                            prop:value=move || environments.get()
+                            on:input=move |ev| environments.set(event_target_value(&ev))
+                        />
+                        <p class="muted" id="user-environments-hint">
+                            "Where they may open sessions, separated by commas; " <code>"*"</code> " for every one."
+                        </p>
+                        <p class="field-error" id="user-environments-error">{err("environments")}</p>
                     </div>
                 </div>
                 <ScopePicker
@@ -163,6 +181,7 @@ fn UserRow(u: UserView, update: UpdateAction) -> impl IntoView {
         .join(" ");
     let selected = RwSignal::new(own);
     let extra = RwSignal::new(other);
+    let environments = RwSignal::new(u.environments.join(", "));
     let username = u.username.clone();
     let result = update.value();
     // Close the editor once this row's change has been saved.
@@ -184,12 +203,15 @@ fn UserRow(u: UserView, update: UpdateAction) -> impl IntoView {
                 username.clone(),
                 UpdateScopesRequest {
                     scopes: selected.with(|s| extra.with(|x| collect_scopes(s, x))),
+                    environments: Some(environments.with(|e| super::split_list(e))),
                 },
             ));
         }
     };
     let scopes = u.scopes.clone();
+    let shown_environments = u.environments.clone();
     let id_prefix = format!("edit-{}", u.username);
+    let environments_id = format!("edit-{}-environments", u.username);
     view! {
         <tr data-username=u.username.clone()>
             <td>{u.username.clone()}</td>
@@ -207,11 +229,26 @@ fn UserRow(u: UserView, update: UpdateAction) -> impl IntoView {
                             id_prefix=id_prefix.clone()
                             error=Signal::derive(move || field_error(result.get().as_ref(), "scopes"))
                         />
+                        <div class="field">
+                            <label for=environments_id.clone()>"Environments"</label>
+                            <input
+                                id=environments_id.clone()
+                                type="text"
+                                prop:value=move || environments.get()
+                                on:input=move |ev| environments.set(event_target_value(&ev))
+                            />
+                            <p class="field-error">
+                                {move || field_error(result.get().as_ref(), "environments")}
+                            </p>
+                        </div>
                         <p class="form-error" role="alert">{move || form_error(result.get().as_ref())}</p>
                         <button type="submit">"Save scopes"</button>
                         <button type="button" on:click=move |_| editing.set(false)>"Cancel"</button>
                     </form>
                 </Show>
+            </td>
+            <td data-testid="user-environments">
+                {shown_environments.into_iter().map(|e| view! { <code class="chip">{e}</code> }).collect_view()}
             </td>
             <td><Time value=u.created_at/> <div class="muted">"by " {u.created_by}</div></td>
             <td>

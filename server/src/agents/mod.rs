@@ -3,6 +3,8 @@
 //!
 //! - [`model`]: the model provider client (chat completions with tools).
 //! - [`runtime`]: agents, turns and `process_function_calls`.
+//! - [`recheck`]: who a turn runs as, read again before each new step.
 
 pub mod model;
+pub mod recheck;
 pub mod runtime;

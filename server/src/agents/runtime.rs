@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 use app::error::{AppError, ErrorCode};
 
 use super::model::{Message, ModelClient, ToolCall, ToolDeclaration};
+use super::recheck;
 use crate::auth::Principal;
 use crate::calls::{self, CallMeta};
 use crate::error::ServiceError;
@@ -201,6 +202,7 @@ pub async fn create(
         )
         .into());
     }
+    principal.may_use(&environment)?;
     let now = store::now_ms();
     let id = ids::new_id("agt");
     store::exposure::insert_session(
@@ -937,6 +939,37 @@ async fn reports(
     Ok(out)
 }
 
+/// Why a turn ended before its model answered: its status (`failed`, or
+/// [`recheck::REVOKED`]), the model calls it made, and why.
+#[derive(Debug)]
+struct Stop {
+    status: &'static str,
+    calls: i64,
+    why: String,
+}
+
+impl From<(i64, String)> for Stop {
+    /// A failure (the model server or the store) after `calls` model calls.
+    fn from((calls, why): (i64, String)) -> Self {
+        Self {
+            status: "failed",
+            calls,
+            why,
+        }
+    }
+}
+
+impl Stop {
+    /// The caller's rights were withdrawn ([`recheck`]): nothing more runs.
+    fn revoked(calls: i64, why: String) -> Self {
+        Self {
+            status: recheck::REVOKED,
+            calls,
+            why,
+        }
+    }
+}
+
 /// Records how a turn ended and what the agent does next, if run `runner` still holds the agent
 /// (otherwise another run took it over and records the end itself); returns the status and
 /// model calls. A turn that failed gets an error answer for each call it left unanswered, so the
@@ -946,12 +979,12 @@ async fn finish(
     agent: &AgentRow,
     runner: &str,
     turn_id: &str,
-    outcome: Result<(&'static str, i64), (i64, String)>,
+    outcome: Result<(&'static str, i64), Stop>,
     events: &mut Events,
 ) -> Result<(String, i64), ServiceError> {
     let (status, model_calls, error) = match outcome {
         Ok((status, calls)) => (status, calls, None),
-        Err((calls, e)) => ("failed", calls, Some(e)),
+        Err(Stop { status, calls, why }) => (status, calls, Some(why)),
     };
     if let Some(e) = &error {
         tracing::warn!(agent = %agent.id, turn = %turn_id, error = %e, "an agent turn failed");
@@ -1093,7 +1126,7 @@ async fn model_loop(
     claim: &Claim,
     mut calls: i64,
     events: &mut Events,
-) -> Result<(&'static str, i64), (i64, String)> {
+) -> Result<(&'static str, i64), Stop> {
     const TAKEN: &str = "another runner took this agent over";
     let store_error = |calls: i64| move |e: sqlx::Error| (calls, format!("the store failed: {e}"));
     // The transcript is read once; what the loop records it also keeps here.
@@ -1104,7 +1137,6 @@ async fn model_loop(
     let turn = Turn {
         state,
         model,
-        principal,
         agent,
         grant,
         tools,
@@ -1115,8 +1147,11 @@ async fn model_loop(
         && !tool_calls.is_empty()
     {
         let unanswered = tool_calls.clone();
+        let current = recheck::again(state, agent, principal)
+            .await
+            .map_err(|why| Stop::revoked(calls, why))?;
         if turn
-            .answer(&mut messages, calls, &unanswered, events)
+            .answer(&current, &mut messages, calls, &unanswered, events)
             .await?
         {
             return Ok(("input_required", calls));
@@ -1124,8 +1159,12 @@ async fn model_loop(
     }
     while calls < agent.max_turns {
         if claim.lost() {
-            return Err((calls, TAKEN.into()));
+            return Err((calls, TAKEN.to_owned()).into());
         }
+        // The caller as they are now: withdrawn rights end the turn before anything new runs.
+        recheck::again(state, agent, principal)
+            .await
+            .map_err(|why| Stop::revoked(calls, why))?;
         calls += 1;
         let completion = model
             .complete(&messages, &tools.declarations)
@@ -1136,10 +1175,14 @@ async fn model_loop(
             tool_calls,
         } = completion.message.clone()
         else {
-            return Err((calls, "the model did not answer as the assistant".into()));
+            return Err((
+                calls,
+                "the model did not answer as the assistant".to_owned(),
+            )
+                .into());
         };
         if claim.lost() {
-            return Err((calls, TAKEN.into()));
+            return Err((calls, TAKEN.to_owned()).into());
         }
         store::agents::append_held(
             &state.store,
@@ -1159,10 +1202,13 @@ async fn model_loop(
         }
         messages.push(completion.message);
         if claim.lost() {
-            return Err((calls, TAKEN.into()));
+            return Err((calls, TAKEN.to_owned()).into());
         }
+        let current = recheck::again(state, agent, principal)
+            .await
+            .map_err(|why| Stop::revoked(calls, why))?;
         if turn
-            .answer(&mut messages, calls, &tool_calls, events)
+            .answer(&current, &mut messages, calls, &tool_calls, events)
             .await?
         {
             return Ok(("input_required", calls));
@@ -1180,7 +1226,6 @@ fn record(m: &Message) -> String {
 struct Turn<'a> {
     state: &'a AppState,
     model: &'a ModelClient,
-    principal: &'a Principal,
     agent: &'a AgentRow,
     grant: &'a Grant,
     tools: &'a ToolConfig,
@@ -1193,6 +1238,7 @@ impl Turn<'_> {
     /// records the answers; `Ok(true)` when one of them is parked (the turn waits).
     async fn answer(
         &self,
+        principal: &Principal,
         messages: &mut Vec<Message>,
         model_call: i64,
         calls: &[ToolCall],
@@ -1203,7 +1249,7 @@ impl Turn<'_> {
         let responses = process_function_calls(
             self.state,
             self.model,
-            self.principal,
+            principal,
             self.agent,
             &messages[1..sent],
             self.grant,
@@ -1579,52 +1625,6 @@ async fn run_detached(
 /// Invocation statuses after which nothing more happens.
 const FINAL: [&str; 4] = ["completed", "rejected", "expired", "invalidated"];
 
-/// Who a continued turn runs as: the turn's caller as they are now (a revoked or expired token,
-/// or a deleted user, ends the turn).
-async fn turn_principal(
-    state: &AppState,
-    agent: &AgentRow,
-    turn: &store::agents::TurnRow,
-) -> Result<Principal, String> {
-    let gone = "the caller's credentials were revoked or expired; the turn cannot continue";
-    match &turn.token_id {
-        Some(token_id) => {
-            let token = store::tokens::find(&state.store, &agent.tenant_id, token_id)
-                .await
-                .map_err(|e| format!("the store failed: {e}"))?
-                .filter(|t| {
-                    t.revoked_at.is_none()
-                        && t.expires_at.is_none_or(|at| at > store::now_ms())
-                        && t.actor_id == agent.actor_id
-                })
-                .ok_or(gone)?;
-            Ok(Principal {
-                tenant_id: agent.tenant_id.clone(),
-                actor_id: token.actor_id,
-                scopes: engine::scope::ScopeSet::parse(&token.scopes).map_err(|e| e.to_string())?,
-                kind: crate::auth::PrincipalKind::Token {
-                    token_id: token.id,
-                    created_by: token.created_by,
-                },
-                read_at: None,
-            })
-        }
-        None => {
-            let user = store::users::find(&state.store, &agent.tenant_id, &agent.actor_id)
-                .await
-                .map_err(|e| format!("the store failed: {e}"))?
-                .ok_or(gone)?;
-            Ok(Principal {
-                tenant_id: agent.tenant_id.clone(),
-                actor_id: user.username,
-                scopes: engine::scope::ScopeSet::parse(&user.scopes).map_err(|e| e.to_string())?,
-                kind: crate::auth::PrincipalKind::User,
-                read_at: None,
-            })
-        }
-    }
-}
-
 /// Continues `agent`'s turn once every parked call of it is decided: each gets its real
 /// outcome (the upstream's result, or the durable `approval_rejected` / expiry result) as its
 /// answer, in call order, and the model loop goes on. `Ok(false)` while something still waits
@@ -1739,15 +1739,17 @@ async fn continue_parked(
             store::now_ms(),
         )
         .await
-        .map_err(|e| (false, format!("the store failed: {e}")))?;
-        let principal = turn_principal(state, &agent, &turn)
+        .map_err(|e| (Halt::Fail, format!("the store failed: {e}")))?;
+        let principal = recheck::caller(state, &agent, turn.token_id.as_deref())
             .await
-            .map_err(|e| (false, e))?;
-        let model = state
-            .model
-            .clone()
-            .ok_or_else(|| (false, super::model::ModelError::NotConfigured.to_string()))?;
-        let (rebound, grant, tools) = bind(state, &principal, &agent).await?;
+            .map_err(|e| (Halt::Revoke, e))?;
+        let model = state.model.clone().ok_or_else(|| {
+            (
+                Halt::Fail,
+                super::model::ModelError::NotConfigured.to_string(),
+            )
+        })?;
+        let (rebound, grant, tools) = rebind(state, &principal, &agent).await?;
         Ok(model_loop(
             state,
             &model,
@@ -1765,14 +1767,43 @@ async fn continue_parked(
     .await;
     let outcome = match outcome {
         Ok(outcome) => outcome,
-        Err((true, reason)) => {
+        Err((Halt::Pause, reason)) => {
             return pause(state, &agent, &claim.runner, &turn.id, calls, &reason).await;
         }
-        Err((false, e)) => Err((calls, e)),
+        Err((Halt::Revoke, why)) => Err(Stop::revoked(calls, why)),
+        Err((Halt::Fail, e)) => Err((calls, e).into()),
     };
     let (status, _) = finish(state, &agent, &claim.runner, &turn.id, outcome, &mut events).await?;
     tracing::info!(agent = %agent.id, turn = %turn.id, status = %status, "a parked turn continued");
     Ok(())
+}
+
+/// How a turn that was to go on (a parked turn continued, a background fork revived) cannot:
+/// it fails, its fork waits (`paused`: the parent is gone), or its caller's rights were
+/// withdrawn ([`recheck`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Halt {
+    Fail,
+    Pause,
+    Revoke,
+}
+
+/// [`bind`] for a turn that goes on: a fork whose parent is gone waits (`Pause`, whatever else
+/// changed, since the parent's revocation also revoked the fork's session); an agent whose own
+/// session was revoked ends as [`recheck::REVOKED`]; anything else fails.
+async fn rebind(
+    state: &AppState,
+    principal: &Principal,
+    agent: &AgentRow,
+) -> Result<(AgentRow, Grant, ToolConfig), (Halt, String)> {
+    match bind(state, principal, agent).await {
+        Ok(bound) => Ok(bound),
+        Err((true, why)) => Err((Halt::Pause, why)),
+        Err((false, why)) => match recheck::session_open(state, agent).await {
+            Err(revoked) => Err((Halt::Revoke, revoked)),
+            Ok(()) => Err((Halt::Fail, why)),
+        },
+    }
 }
 
 /// A fork whose parent is gone stays `paused` with `reason` (its turn too).
@@ -1898,15 +1929,17 @@ async fn revive(state: &AppState, agent: AgentRow, runner: String) -> Result<(),
         .count();
     let calls = i64::try_from(calls).unwrap_or(i64::MAX);
     let bound = async {
-        let principal = turn_principal(state, &agent, &turn)
+        let principal = recheck::caller(state, &agent, turn.token_id.as_deref())
             .await
-            .map_err(|e| (false, e))?;
-        let model = state
-            .model
-            .clone()
-            .ok_or_else(|| (false, super::model::ModelError::NotConfigured.to_string()))?;
-        let (rebound, grant, tools) = bind(state, &principal, &agent).await?;
-        Ok::<_, (bool, String)>((principal, model, rebound, grant, tools))
+            .map_err(|e| (Halt::Revoke, e))?;
+        let model = state.model.clone().ok_or_else(|| {
+            (
+                Halt::Fail,
+                super::model::ModelError::NotConfigured.to_string(),
+            )
+        })?;
+        let (rebound, grant, tools) = rebind(state, &principal, &agent).await?;
+        Ok::<_, (Halt, String)>((principal, model, rebound, grant, tools))
     }
     .await;
     match bound {
@@ -1924,14 +1957,20 @@ async fn revive(state: &AppState, agent: AgentRow, runner: String) -> Result<(),
                 runner,
             ));
         }
-        Err((true, reason)) => pause(state, &agent, &runner, &turn.id, calls, &reason).await?,
-        Err((false, e)) => {
+        Err((Halt::Pause, reason)) => {
+            pause(state, &agent, &runner, &turn.id, calls, &reason).await?;
+        }
+        Err((halt, why)) => {
+            let stop = match halt {
+                Halt::Revoke => Stop::revoked(calls, why),
+                _ => (calls, why).into(),
+            };
             finish(
                 state,
                 &agent,
                 &runner,
                 &turn.id,
-                Err((calls, e)),
+                Err(stop),
                 &mut Events::default(),
             )
             .await?;

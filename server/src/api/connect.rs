@@ -116,6 +116,14 @@ pub const METHODS: &[ConnectMethod] = &[
         "Re-import an upstream's tools, detecting changed definitions.",
     ),
     m(
+        "SetUpstreamCredentials",
+        "PUT",
+        "/upstreams/{id}/credentials",
+        ID,
+        Payload::Body,
+        "Replace an upstream's credentials (headers, or a stdio environment); grants pinned to the old ones become target_drift.",
+    ),
+    m(
         "DeleteUpstream",
         "DELETE",
         "/upstreams/{id}",

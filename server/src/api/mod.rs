@@ -260,6 +260,12 @@ fn declare<D: Declare>(d: D) -> D {
             &[scope::ADMIN],
             upstreams::remove,
         )
+        .route(
+            Method::PUT,
+            "/upstreams/{id}/credentials",
+            &[scope::ADMIN],
+            upstreams::set_credentials,
+        )
         .route(Method::GET, "/users", &[scope::ADMIN], users::list)
         .route(Method::POST, "/users", &[scope::ADMIN], users::create)
         .route(

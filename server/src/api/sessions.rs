@@ -92,15 +92,7 @@ pub async fn fork(
     body: axum::body::Bytes,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let request: app::dto::ForkRequest = super::json::optional_json(&body)?;
-    let grant = exposure::fork(
-        &state.store,
-        &state.journal,
-        &state.validators,
-        &p,
-        &id,
-        &request,
-    )
-    .await?;
+    let grant = exposure::fork(&state.store, &state.journal, &p, &id, &request).await?;
     Ok((StatusCode::CREATED, Json(grant.list_result())))
 }
 

@@ -64,3 +64,17 @@ pub async fn remove(
         .await?;
     Ok(Json(json!({ "removed_tools": removed })))
 }
+
+/// `PUT /upstreams/{id}/credentials` → the upstream (never the values).
+pub async fn set_credentials(
+    State(state): State<AppState>,
+    Caller(p): Caller,
+    Path(id): Path<String>,
+    ApiJson(request): ApiJson<upstream::CredentialsRequest>,
+) -> Result<Json<Value>, ApiError> {
+    let view = state
+        .upstreams
+        .set_credentials(&state.store, &state.journal, &p, &id, &request)
+        .await?;
+    Ok(Json(json!({ "upstream": view })))
+}

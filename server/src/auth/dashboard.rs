@@ -191,6 +191,7 @@ pub async fn current(store: &Store, session: &Session) -> Result<Option<Principa
         scopes,
         kind: PrincipalKind::User,
         read_at: None,
+        environments: user.environments,
     }))
 }
 

@@ -38,6 +38,8 @@ pub struct Principal {
     /// The store's read generation the principal was read at (bearer tokens): the rest of the
     /// request reads the call cache at the same generation instead of asking again.
     pub read_at: Option<store::cache::Fresh>,
+    /// Environments it may open sessions in (`*`: every one): a boundary, not a hint.
+    pub environments: Vec<String>,
 }
 
 impl Principal {
@@ -61,6 +63,21 @@ impl Principal {
         }
     }
 
+    /// `Ok` when the principal may use `environment`, else 403 naming the ones it may use.
+    pub fn may_use(&self, environment: &str) -> Result<(), AppError> {
+        if environment_allowed(&self.environments, environment) {
+            Ok(())
+        } else {
+            Err(AppError::new(
+                app::error::ErrorCode::PermissionDenied,
+                format!(
+                    "this caller may not use environment {environment:?} (it may use {})",
+                    self.environments.join(", ")
+                ),
+            ))
+        }
+    }
+
     /// What `created_by` records when this principal creates something.
     pub fn as_creator(&self) -> String {
         match &self.kind {
@@ -68,6 +85,48 @@ impl Principal {
             PrincipalKind::Token { .. } | PrincipalKind::Operator => self.actor_id.clone(),
         }
     }
+}
+
+/// Every environment, in a token's or user's list.
+pub const ANY_ENVIRONMENT: &str = "*";
+
+/// Whether a list of environments (as tokens and users carry it) admits `environment`.
+pub fn environment_allowed(allowed: &[String], environment: &str) -> bool {
+    allowed
+        .iter()
+        .any(|e| e == ANY_ENVIRONMENT || e == environment)
+}
+
+/// The environments a new token or user may use: `requested`, or the tenant's default
+/// environment when not given. Each is `*` or an environment name; problems are pushed to
+/// `fields` under `path`.
+pub fn environments_of(
+    requested: Option<&[String]>,
+    path: &str,
+    fields: &mut Vec<app::error::FieldError>,
+) -> Vec<String> {
+    let Some(requested) = requested else {
+        return vec![crate::policies::DEFAULT_ENVIRONMENT.to_owned()];
+    };
+    if requested.is_empty() {
+        fields.push(app::error::FieldError {
+            path: path.into(),
+            message: "name at least one environment (or * for every one)".into(),
+        });
+    }
+    let mut out: Vec<String> = Vec::new();
+    for (i, e) in requested.iter().enumerate() {
+        let e = e.trim();
+        if e != ANY_ENVIRONMENT && !crate::exposure::is_environment(e) {
+            fields.push(app::error::FieldError {
+                path: format!("{path}[{i}]"),
+                message: "an environment: 1–64 characters of a-z, 0-9, _ and -, or *".into(),
+            });
+        } else if !out.iter().any(|o| o == e) {
+            out.push(e.to_owned());
+        }
+    }
+    out
 }
 
 /// Lowercase hex SHA-256 of a token secret: the only form in which secrets are stored.
@@ -138,5 +197,6 @@ async fn authenticate_at(
             created_by: row.created_by.clone(),
         },
         read_at: Some(fresh),
+        environments: row.environments.clone(),
     })
 }

@@ -16,6 +16,7 @@
 
 pub mod audit;
 pub mod checkpoints;
+pub mod spool;
 pub mod tree;
 pub mod watch;
 
@@ -446,6 +447,20 @@ pub struct Journal {
     keys: KeyRing,
     queue: mpsc::Sender<Pending>,
     stats: Arc<Stats>,
+    /// Where execution receipts go while the journal refuses them ([`Journal::append_or_spool`]).
+    spool: Option<Arc<spool::Spool>>,
+}
+
+/// Where an execution receipt went ([`Journal::append_or_spool`]).
+#[derive(Debug)]
+pub enum Recorded {
+    /// Journaled: the signed receipt.
+    Journaled(Box<Receipt>),
+    /// The journal refused it; it waits in the spool under this receipt id and is journaled
+    /// when the journal records again.
+    Spooled(String),
+    /// Neither the journal nor the spool took it.
+    Lost(JournalError),
 }
 
 /// What the writer has done since the journal was made.
@@ -626,7 +641,54 @@ impl Journal {
             tokio::spawn(checkpoints(store.clone(), Arc::downgrade(&stats)));
         }
         tokio::spawn(Writer::new(store, keys.clone(), stats.clone()).run(waiting));
-        Self { keys, queue, stats }
+        Self {
+            keys,
+            queue,
+            stats,
+            spool: None,
+        }
+    }
+
+    /// This journal, spooling execution receipts it cannot record to `spool`.
+    pub fn with_spool(mut self, spool: Arc<spool::Spool>) -> Self {
+        self.spool = Some(spool);
+        self
+    }
+
+    /// The spool, when there is one.
+    pub fn spool(&self) -> Option<&Arc<spool::Spool>> {
+        self.spool.as_ref()
+    }
+
+    /// Journals the receipt of something that already happened (an execution): when the
+    /// journal refuses it, it goes to the spool (durably, before this returns) to be journaled
+    /// later, since what happened cannot be undone by refusing to record it.
+    pub async fn append_or_spool(&self, unsigned: Receipt, disclosures: &Disclosures) -> Recorded {
+        let error = match self.append(unsigned.clone(), disclosures).await {
+            Ok(signed) => return Recorded::Journaled(Box::new(signed)),
+            Err(e) => e,
+        };
+        let Some(spool) = &self.spool else {
+            return Recorded::Lost(error);
+        };
+        tracing::error!(error = %error, receipt_id = %unsigned.receipt_id, "an execution receipt could not be journaled; it is spooled");
+        let mut disclosures = disclosures.clone();
+        if disclosures
+            .insert_extra(
+                "spooled_at",
+                serde_json::Value::String(store::rfc3339(store::now_ms())),
+            )
+            .is_err()
+        {
+            return Recorded::Lost(error);
+        }
+        match spool.push(&unsigned, &disclosures).await {
+            Ok(()) => Recorded::Spooled(unsigned.receipt_id),
+            Err(e) => {
+                tracing::error!(error = %e, "an execution receipt could not be spooled either");
+                Recorded::Lost(error)
+            }
+        }
     }
 
     /// What this journal's writer has done so far.

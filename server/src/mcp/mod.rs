@@ -360,7 +360,7 @@ async fn tools_list(state: &AppState, principal: &Principal, id: &Value, params:
         Some(sid) => {
             match store::exposure::find_session(&state.store, &principal.tenant_id, &sid).await {
                 Ok(Some(session)) => {
-                    exposure::grant(
+                    exposure::list_grant(
                         &state.store,
                         &state.journal,
                         &state.validators,

@@ -96,12 +96,13 @@ fn definition_of(tool: &ToolDescriptor) -> Value {
     Value::Object(d)
 }
 
-/// Inserts or replaces a tool with everything in `tool` (import and tests).
-pub async fn upsert(
-    store: &Store,
-    tenant_id: &str,
-    tool: &ToolDescriptor,
-) -> Result<(), sqlx::Error> {
+/// The values of every column of `tool`'s row, bound as `$1`–`$15` in `COLUMNS` order after
+/// `tenant_id` (`updated_at` last).
+fn bind_row<'q>(
+    sql: &'q str,
+    tenant_id: &'q str,
+    tool: &'q ToolDescriptor,
+) -> Result<sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments<'q>>, sqlx::Error> {
     let (upstream_id, server, raw) = match &tool.source {
         ToolSource::Builtin => (None, None, None),
         ToolSource::Mcp {
@@ -116,33 +117,107 @@ pub async fn upsert(
     };
     let encode = |e: serde_json::Error| sqlx::Error::Encode(Box::new(e));
     let fingerprints = Fingerprints::of(tool);
-    sqlx::query(&format!(
+    Ok(sqlx::query(sql)
+        .bind(tenant_id)
+        .bind(&tool.name)
+        .bind(upstream_id)
+        .bind(server)
+        .bind(raw)
+        .bind(serde_json::to_string(&definition_of(tool)).map_err(encode)?)
+        .bind(&tool.version)
+        .bind(tool.family.as_deref())
+        .bind(serde_json::to_string(&tool.risk).map_err(encode)?)
+        .bind(tool.required_scope.as_deref())
+        .bind(tool.dry_run_argument.as_deref())
+        .bind(tool.price_cents.and_then(|p| i64::try_from(p).ok()))
+        // Computed from exactly what is written, in the same statement: they cannot disagree.
+        .bind(fingerprints.definition_hash)
+        .bind(fingerprints.schema_hash)
+        .bind(now_ms()))
+}
+
+const SET_ALL: &str = "upstream_id = $3, raw_server = $4, raw_tool = $5, definition = $6, \
+    version = $7, family = $8, risk = $9, required_scope = $10, dry_run_argument = $11, \
+    price_cents = $12, definition_hash = $13, schema_hash = $14, updated_at = $15";
+
+/// Inserts or replaces a tool with everything in `tool`, whatever the row held (the operator's
+/// import and tests; syncs and admins use [`find_revised`] and [`write_if`]).
+pub async fn upsert(
+    store: &Store,
+    tenant_id: &str,
+    tool: &ToolDescriptor,
+) -> Result<(), sqlx::Error> {
+    let sql = format!(
         "INSERT INTO tools (tenant_id, {COLUMNS}, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
-         ON CONFLICT (tenant_id, name) DO UPDATE SET upstream_id = excluded.upstream_id, raw_server = excluded.raw_server, \
-         raw_tool = excluded.raw_tool, definition = excluded.definition, version = excluded.version, family = excluded.family, \
-         risk = excluded.risk, required_scope = excluded.required_scope, dry_run_argument = excluded.dry_run_argument, \
-         price_cents = excluded.price_cents, definition_hash = excluded.definition_hash, \
-         schema_hash = excluded.schema_hash, updated_at = excluded.updated_at"
+         ON CONFLICT (tenant_id, name) DO UPDATE SET {SET_ALL}, revision = tools.revision + 1"
+    );
+    bind_row(&sql, tenant_id, tool)?
+        .execute(store.pool())
+        .await?;
+    Ok(())
+}
+
+/// A tool as read for a change, with the revision its write must still find.
+#[derive(Debug, Clone)]
+pub struct Revised {
+    pub tool: ToolDescriptor,
+    pub revision: i64,
+}
+
+/// One tool with its revision, for a read-change-write ([`write_if`]).
+pub async fn find_revised(
+    store: &Store,
+    tenant_id: &str,
+    name: &str,
+) -> Result<Option<Revised>, sqlx::Error> {
+    let row = sqlx::query(&format!(
+        "SELECT {COLUMNS}, revision FROM tools WHERE tenant_id = $1 AND name = $2"
     ))
     .bind(tenant_id)
-    .bind(&tool.name)
-    .bind(upstream_id)
-    .bind(server)
-    .bind(raw)
-    .bind(serde_json::to_string(&definition_of(tool)).map_err(encode)?)
-    .bind(&tool.version)
-    .bind(tool.family.as_deref())
-    .bind(serde_json::to_string(&tool.risk).map_err(encode)?)
-    .bind(tool.required_scope.as_deref())
-    .bind(tool.dry_run_argument.as_deref())
-    .bind(tool.price_cents.and_then(|p| i64::try_from(p).ok()))
-    // Computed from exactly what is written, in the same statement: they cannot disagree.
-    .bind(&fingerprints.definition_hash)
-    .bind(&fingerprints.schema_hash)
-    .bind(now_ms())
-    .execute(store.pool())
+    .bind(name)
+    .fetch_optional(store.pool())
     .await?;
-    Ok(())
+    row.map(|row| {
+        Ok(Revised {
+            tool: from_row(&row)?,
+            revision: row.try_get("revision")?,
+        })
+    })
+    .transpose()
+}
+
+/// Writes `tool` only if its row is still at revision `expected` (`None`: only if there is no
+/// row yet). `false` when another write came first: the caller reads again and redoes its change
+/// on what is there now, so neither a sync nor an admin puts back a row it read before the other
+/// wrote.
+pub async fn write_if(
+    store: &Store,
+    tenant_id: &str,
+    tool: &ToolDescriptor,
+    expected: Option<i64>,
+) -> Result<bool, sqlx::Error> {
+    let done = match expected {
+        None => {
+            let sql = format!(
+                "INSERT INTO tools (tenant_id, {COLUMNS}, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) \
+                 ON CONFLICT (tenant_id, name) DO NOTHING"
+            );
+            bind_row(&sql, tenant_id, tool)?
+                .execute(store.pool())
+                .await?
+        }
+        Some(revision) => {
+            let sql = format!(
+                "UPDATE tools SET {SET_ALL}, revision = revision + 1 \
+                 WHERE tenant_id = $1 AND name = $2 AND revision = $16"
+            );
+            bind_row(&sql, tenant_id, tool)?
+                .bind(revision)
+                .execute(store.pool())
+                .await?
+        }
+    };
+    Ok(done.rows_affected() == 1)
 }
 
 /// The tenant's catalog, by name.

@@ -28,9 +28,11 @@ pub struct TokenRow {
     pub revoked_at: Option<i64>,
     /// Epoch ms.
     pub last_used_at: Option<i64>,
+    /// Environments it may open sessions in (`*`: every one).
+    pub environments: Vec<String>,
 }
 
-const COLUMNS: &str = "id, tenant_id, actor_id, name, scopes, created_by, created_at, expires_at, revoked_at, last_used_at";
+const COLUMNS: &str = "id, tenant_id, actor_id, name, scopes, created_by, created_at, expires_at, revoked_at, last_used_at, environments";
 
 fn from_row(row: &AnyRow) -> Result<TokenRow, sqlx::Error> {
     Ok(TokenRow {
@@ -44,6 +46,7 @@ fn from_row(row: &AnyRow) -> Result<TokenRow, sqlx::Error> {
         expires_at: row.try_get("expires_at")?,
         revoked_at: row.try_get("revoked_at")?,
         last_used_at: row.try_get("last_used_at")?,
+        environments: decode_string_list(&row.try_get::<String, _>("environments")?)?,
     })
 }
 
@@ -66,6 +69,8 @@ pub struct NewToken<'a> {
     pub created_by: &'a str,
     /// Epoch ms.
     pub expires_at: Option<i64>,
+    /// Environments it may open sessions in.
+    pub environments: &'a [String],
 }
 
 /// Stores a new token.
@@ -73,9 +78,11 @@ pub struct NewToken<'a> {
 pub async fn insert(store: &Store, new: NewToken<'_>) -> Result<TokenRow, sqlx::Error> {
     let scopes_json =
         serde_json::to_string(new.scopes).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
+    let environments_json =
+        serde_json::to_string(new.environments).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
     let row = sqlx::query(&format!(
-        "INSERT INTO api_tokens (id, tenant_id, actor_id, name, scopes, secret_sha256, created_by, created_at, expires_at) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING {COLUMNS}"
+        "INSERT INTO api_tokens (id, tenant_id, actor_id, name, scopes, secret_sha256, created_by, created_at, expires_at, environments) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING {COLUMNS}"
     ))
     .bind(new.id)
     .bind(new.tenant_id)
@@ -86,6 +93,7 @@ pub async fn insert(store: &Store, new: NewToken<'_>) -> Result<TokenRow, sqlx::
     .bind(new.created_by)
     .bind(now_ms())
     .bind(new.expires_at)
+    .bind(environments_json)
     .fetch_one(store.pool())
     .await?;
     from_row(&row)

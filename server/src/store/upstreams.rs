@@ -29,6 +29,8 @@ pub struct UpstreamRow {
     pub created_by: String,
     /// Epoch ms.
     pub created_at: i64,
+    /// Counts the replacements of its credentials (0 as registered).
+    pub credential_version: i64,
 }
 
 type Tuple = (
@@ -43,6 +45,7 @@ type Tuple = (
     Option<String>,
     Option<i64>,
     String,
+    i64,
     i64,
 );
 
@@ -60,15 +63,16 @@ fn row(t: Tuple) -> UpstreamRow {
         last_synced_at: t.9,
         created_by: t.10,
         created_at: t.11,
+        credential_version: t.12,
     }
 }
 
-const COLUMNS: &str = "id, tenant_id, name, transport, spec, endpoint, fingerprint, status, last_error, last_synced_at, created_by, created_at";
+const COLUMNS: &str = "id, tenant_id, name, transport, spec, endpoint, fingerprint, status, last_error, last_synced_at, created_by, created_at, credential_version";
 
 /// Stores a new upstream; `Ok(false)` when the tenant already has one of that name.
 pub async fn insert(store: &Store, u: &UpstreamRow) -> Result<bool, sqlx::Error> {
     let done = sqlx::query(&format!(
-        "INSERT INTO upstreams ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
+        "INSERT INTO upstreams ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) \
          ON CONFLICT (tenant_id, name) DO NOTHING"
     ))
     .bind(&u.id)
@@ -83,6 +87,7 @@ pub async fn insert(store: &Store, u: &UpstreamRow) -> Result<bool, sqlx::Error>
     .bind(u.last_synced_at)
     .bind(&u.created_by)
     .bind(u.created_at)
+    .bind(u.credential_version)
     .execute(store.pool())
     .await?;
     Ok(done.rows_affected() == 1)
@@ -145,4 +150,27 @@ pub async fn set_status(
     .execute(store.pool())
     .await?;
     Ok(())
+}
+
+/// Replaces an upstream's stored spec (its credentials changed) if its credentials are still at
+/// `version`, counting the version up; the new version, or `None` when the upstream is gone or
+/// another replacement came first.
+pub async fn replace_credentials(
+    store: &Store,
+    tenant_id: &str,
+    id: &str,
+    spec: &str,
+    version: i64,
+) -> Result<Option<i64>, sqlx::Error> {
+    let done = sqlx::query(
+        "UPDATE upstreams SET spec = $3, credential_version = credential_version + 1 \
+         WHERE tenant_id = $1 AND id = $2 AND credential_version = $4",
+    )
+    .bind(tenant_id)
+    .bind(id)
+    .bind(spec)
+    .bind(version)
+    .execute(store.pool())
+    .await?;
+    Ok((done.rows_affected() == 1).then_some(version + 1))
 }

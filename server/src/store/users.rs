@@ -20,6 +20,8 @@ pub struct UserRow {
     pub created_by: String,
     /// Epoch ms.
     pub created_at: i64,
+    /// Environments the user may open sessions in (`*`: every one).
+    pub environments: Vec<String>,
 }
 
 fn from_row(row: &AnyRow) -> Result<UserRow, sqlx::Error> {
@@ -30,10 +32,12 @@ fn from_row(row: &AnyRow) -> Result<UserRow, sqlx::Error> {
         scopes: decode_string_list(&row.try_get::<String, _>("scopes")?)?,
         created_by: row.try_get("created_by")?,
         created_at: row.try_get("created_at")?,
+        environments: decode_string_list(&row.try_get::<String, _>("environments")?)?,
     })
 }
 
-const COLUMNS: &str = "tenant_id, username, password_hash, scopes, created_by, created_at";
+const COLUMNS: &str =
+    "tenant_id, username, password_hash, scopes, created_by, created_at, environments";
 
 /// Inserts a user; `Ok(None)` when the name is taken in the tenant.
 #[tracing::instrument(skip(store, password_hash))]
@@ -44,11 +48,14 @@ pub async fn insert(
     password_hash: &str,
     scopes: &[String],
     created_by: &str,
+    environments: &[String],
 ) -> Result<Option<UserRow>, sqlx::Error> {
     let scopes_json =
         serde_json::to_string(scopes).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
+    let environments_json =
+        serde_json::to_string(environments).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
     let row = sqlx::query(&format!(
-        "INSERT INTO users ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6) \
+        "INSERT INTO users ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7) \
          ON CONFLICT (tenant_id, username) DO NOTHING RETURNING {COLUMNS}"
     ))
     .bind(tenant_id)
@@ -57,6 +64,7 @@ pub async fn insert(
     .bind(scopes_json)
     .bind(created_by)
     .bind(now_ms())
+    .bind(environments_json)
     .fetch_optional(store.pool())
     .await?;
     row.as_ref().map(from_row).transpose()
@@ -96,14 +104,31 @@ pub async fn set_scopes(
     username: &str,
     scopes: &[String],
 ) -> Result<Option<UserRow>, sqlx::Error> {
-    let scopes_json =
-        serde_json::to_string(scopes).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
+    set_access(store, tenant_id, username, scopes, None).await
+}
+
+/// Replaces a user's scopes and, when given, the environments they may use; the updated user.
+pub async fn set_access(
+    store: &Store,
+    tenant_id: &str,
+    username: &str,
+    scopes: &[String],
+    environments: Option<&[String]>,
+) -> Result<Option<UserRow>, sqlx::Error> {
+    let encode = |e: serde_json::Error| sqlx::Error::Encode(Box::new(e));
+    let scopes_json = serde_json::to_string(scopes).map_err(encode)?;
+    let environments_json = environments
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(encode)?;
     let row = sqlx::query(&format!(
-        "UPDATE users SET scopes = $3 WHERE tenant_id = $1 AND username = $2 RETURNING {COLUMNS}"
+        "UPDATE users SET scopes = $3, environments = COALESCE($4, environments) \
+         WHERE tenant_id = $1 AND username = $2 RETURNING {COLUMNS}"
     ))
     .bind(tenant_id)
     .bind(username)
     .bind(scopes_json)
+    .bind(environments_json)
     .fetch_optional(store.pool())
     .await?;
     row.as_ref().map(from_row).transpose()

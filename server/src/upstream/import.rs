@@ -207,6 +207,7 @@ mod tests {
             environment: "default".into(),
             actor: "agent".into(),
             preset: None,
+            entity: None,
         };
         let policy = Policy::builtin_safe_read();
         let selection = policy.select(&report.tools[0], &ctx);

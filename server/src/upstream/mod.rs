@@ -26,7 +26,7 @@ mod registry;
 pub use connector::{Connection, Connector, RawTool, check_result_size, tls_config};
 pub use guard::{address_class, check_url};
 pub use import::{ImportReport, SkipReason, SkippedTool, import};
-pub use registry::{Upstreams, list};
+pub use registry::{CredentialsRequest, Upstreams, list};
 
 use std::collections::BTreeMap;
 use std::fmt;

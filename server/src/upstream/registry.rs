@@ -58,12 +58,25 @@ impl From<&StoredSpec> for UpstreamSpec {
     }
 }
 
+/// `PUT /upstreams/{id}/credentials`: exactly one of the two, the whole new set.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CredentialsRequest {
+    /// An HTTP upstream's headers.
+    #[serde(default)]
+    pub headers: Option<BTreeMap<String, String>>,
+    /// A stdio upstream's environment.
+    #[serde(default)]
+    pub env: Option<BTreeMap<String, String>>,
+}
+
 /// Live connections to upstreams, shared by every request.
 pub struct Upstreams {
     connector: Connector,
     allow_stdio: bool,
     allow_private: bool,
-    live: tokio::sync::Mutex<HashMap<String, Arc<Connection>>>,
+    /// By upstream id: the connection and the credential version it was made with.
+    live: tokio::sync::Mutex<HashMap<String, (i64, Arc<Connection>)>>,
 }
 
 impl std::fmt::Debug for Upstreams {
@@ -87,6 +100,7 @@ fn view(row: &UpstreamRow, tools: usize) -> UpstreamView {
         last_synced_at: row.last_synced_at.map(store::rfc3339),
         tools: tools as u64,
         created_at: store::rfc3339(row.created_at),
+        credential_version: row.credential_version,
     }
 }
 
@@ -173,6 +187,7 @@ impl Upstreams {
             last_synced_at: None,
             created_by: created_by.to_owned(),
             created_at: store::now_ms(),
+            credential_version: 0,
         };
         journal
             .admin(
@@ -283,6 +298,137 @@ impl Upstreams {
         apply_listing(store, row, raw).await
     }
 
+    /// `PUT /upstreams/{id}/credentials` (admin): replaces the whole set of an HTTP upstream's
+    /// `headers`, or a stdio upstream's `env` (only where tenant admins may run commands on
+    /// this host, [`Upstreams::set_credentials_unchecked`] otherwise). Values are never echoed
+    /// or journaled (only their names). Grants pinned to the old credentials are `target_drift`.
+    pub async fn set_credentials(
+        &self,
+        store: &Store,
+        journal: &Journal,
+        principal: &Principal,
+        id: &str,
+        request: &CredentialsRequest,
+    ) -> Result<UpstreamView, ServiceError> {
+        principal.require(scope::ADMIN)?;
+        if request.env.is_some() && !self.allow_stdio {
+            return Err(AppError::new(
+                ErrorCode::PermissionDenied,
+                "a stdio upstream's environment can run code on this host (LD_PRELOAD and the like); only the operator sets it (aperture upstream credentials, or APERTURE_ALLOW_STDIO_UPSTREAMS=1)",
+            )
+            .into());
+        }
+        self.set_credentials_unchecked(
+            store,
+            journal,
+            &principal.tenant_id,
+            &principal.as_creator(),
+            id,
+            request,
+        )
+        .await
+    }
+
+    /// [`Upstreams::set_credentials`] without the API's restriction on stdio environments (the
+    /// operator's command line).
+    pub async fn set_credentials_unchecked(
+        &self,
+        store: &Store,
+        journal: &Journal,
+        tenant_id: &str,
+        by: &str,
+        id: &str,
+        request: &CredentialsRequest,
+    ) -> Result<UpstreamView, ServiceError> {
+        let row = store::upstreams::find(store, tenant_id, id)
+            .await?
+            .ok_or_else(|| AppError::not_found("upstream"))?;
+        let stored: StoredSpec =
+            serde_json::from_str(&row.spec).map_err(|e| ServiceError::Other(e.into()))?;
+        let (replaced, field, names) = match (stored, &request.headers, &request.env) {
+            (StoredSpec::StreamableHttp { url, .. }, Some(headers), None) => (
+                StoredSpec::StreamableHttp {
+                    url,
+                    headers: headers.clone(),
+                },
+                "headers",
+                headers.keys().cloned().collect::<Vec<_>>(),
+            ),
+            (StoredSpec::Stdio { command, .. }, None, Some(env)) => (
+                StoredSpec::Stdio {
+                    command,
+                    env: env.clone(),
+                },
+                "env",
+                env.keys().cloned().collect(),
+            ),
+            (StoredSpec::StreamableHttp { .. }, _, _) => {
+                return Err(AppError::invalid_field(
+                    "headers",
+                    "a streamable_http upstream's credentials are its headers (the whole set)",
+                )
+                .into());
+            }
+            (StoredSpec::Stdio { .. }, _, _) => {
+                return Err(AppError::invalid_field(
+                    "env",
+                    "a stdio upstream's credentials are its environment (the whole set)",
+                )
+                .into());
+            }
+        };
+        UpstreamSpec::from(&replaced)
+            .validate()
+            .map_err(|e| match e {
+                UpstreamError::InvalidSpec { reason } => {
+                    ServiceError::from(AppError::invalid_field(field, reason))
+                }
+                other => upstream_error(other),
+            })?;
+        let spec = serde_json::to_string(&replaced).map_err(|e| ServiceError::Other(e.into()))?;
+        journal
+            .admin(
+                tenant_id,
+                by,
+                Decision::Allow,
+                ReasonCode::Ok,
+                "upstream.credentials",
+                {
+                    let mut detail = json!({"upstream_id": row.id, "credential_version": row.credential_version + 1});
+                    detail[field] = json!(names);
+                    detail
+                },
+            )
+            .await?;
+        if store::upstreams::replace_credentials(
+            store,
+            tenant_id,
+            &row.id,
+            &spec,
+            row.credential_version,
+        )
+        .await?
+        .is_none()
+        {
+            return Err(AppError::new(
+                ErrorCode::Conflict,
+                "the upstream changed meanwhile (removed, or its credentials replaced); read it again",
+            )
+            .into());
+        }
+        // This node's connection goes now; other nodes reconnect when they see the new version.
+        self.forget(&row.id).await;
+        let row = store::upstreams::find(store, tenant_id, &row.id)
+            .await?
+            .ok_or_else(|| AppError::not_found("upstream"))?;
+        let tools = store::catalog::list(store, tenant_id)
+            .await?
+            .iter()
+            .filter(|t| matches!(&t.source, engine::descriptor::ToolSource::Mcp { upstream_id, .. } if *upstream_id == row.id))
+            .count();
+        Ok(view(&row, tools))
+    }
+
     /// The live connection to an upstream, connecting when there is none (or it closed). A new
     /// connection is watched: when the upstream says its tool list changed
     /// (`notifications/tools/list_changed`), the catalog is synced with it at once, so calls
@@ -295,10 +441,13 @@ impl Upstreams {
         row: &UpstreamRow,
     ) -> Result<Arc<Connection>, UpstreamError> {
         let mut live = self.live.lock().await;
-        if let Some(c) = live.get(&row.id)
-            && !c.is_closed()
-        {
-            return Ok(c.clone());
+        match live.get(&row.id) {
+            Some((version, c)) if *version == row.credential_version && !c.is_closed() => {
+                return Ok(c.clone());
+            }
+            // Its credentials were replaced (on this node or another): connect with the new ones.
+            Some((_, old)) => old.close().await,
+            None => {}
         }
         let stored: StoredSpec =
             serde_json::from_str(&row.spec).map_err(|e| UpstreamError::InvalidSpec {
@@ -309,7 +458,7 @@ impl Upstreams {
                 .connect(&UpstreamSpec::from(&stored), CONNECT_TIMEOUT)
                 .await?,
         );
-        live.insert(row.id.clone(), connection.clone());
+        live.insert(row.id.clone(), (row.credential_version, connection.clone()));
         tokio::spawn(follow_list_changes(
             store.clone(),
             journal.clone(),
@@ -320,19 +469,28 @@ impl Upstreams {
     }
 
     async fn forget(&self, id: &str) {
-        if let Some(c) = self.live.lock().await.remove(id) {
+        if let Some((_, c)) = self.live.lock().await.remove(id) {
             c.close().await;
         }
     }
 
     /// Closes every connection (shutdown, tests).
     pub async fn close_all(&self) {
-        let all: Vec<_> = self.live.lock().await.drain().map(|(_, c)| c).collect();
+        let all: Vec<_> = self
+            .live
+            .lock()
+            .await
+            .drain()
+            .map(|(_, (_, c))| c)
+            .collect();
         for c in all {
             c.close().await;
         }
     }
 }
+
+/// How often a sync re-reads a tool row that another write changed under it before giving up.
+const WRITE_ATTEMPTS: u32 = 8;
 
 /// Brings the catalog in line with what the upstream lists: new tools added (risk unknown),
 /// changed definitions updated (the admin's descriptor kept), vanished tools removed.
@@ -352,29 +510,50 @@ async fn apply_listing(
         skipped: vec![],
     };
     let mut names = Vec::new();
-    for mut tool in imported.tools {
-        names.push(tool.name.clone());
-        match store::catalog::find(store, &row.tenant_id, &tool.name).await? {
-            Some(existing) => {
-                let before = existing.definition_hash();
-                // The admin's descriptor stays; only the tool's own definition follows the upstream.
-                tool.version = existing.version.clone();
-                tool.family = existing.family.clone();
-                tool.risk = existing.risk.clone();
-                tool.required_scope = existing.required_scope.clone();
-                tool.dry_run_argument = existing.dry_run_argument.clone();
-                tool.price_cents = existing.price_cents;
-                if tool.definition_hash() != before {
-                    report.changed.push(tool.name.clone());
+    for listed in imported.tools {
+        names.push(listed.name.clone());
+        // Read, merge, write only if nobody wrote in between (an admin's descriptor or another
+        // sync of the same upstream); otherwise merge again with what is there now.
+        let mut attempt = 0;
+        loop {
+            let mut tool = listed.clone();
+            let current = store::catalog::find_revised(store, &row.tenant_id, &tool.name).await?;
+            let (change, expected) = match &current {
+                Some(existing) => {
+                    let existing_tool = &existing.tool;
+                    // The admin's descriptor stays; only the tool's own definition follows the upstream.
+                    tool.version = existing_tool.version.clone();
+                    tool.family = existing_tool.family.clone();
+                    tool.risk = existing_tool.risk.clone();
+                    tool.required_scope = existing_tool.required_scope.clone();
+                    tool.dry_run_argument = existing_tool.dry_run_argument.clone();
+                    tool.price_cents = existing_tool.price_cents;
+                    if *existing_tool == tool {
+                        // Nothing to write: an unchanged row is not rewritten on every sync.
+                        break;
+                    }
+                    let changed = tool.definition_hash() != existing_tool.definition_hash();
+                    (
+                        changed.then_some(&mut report.changed),
+                        Some(existing.revision),
+                    )
                 }
-                if existing == tool {
-                    // Nothing to write: an unchanged row is not rewritten on every sync.
-                    continue;
+                None => (Some(&mut report.added), None),
+            };
+            if store::catalog::write_if(store, &row.tenant_id, &tool, expected).await? {
+                if let Some(list) = change {
+                    list.push(tool.name.clone());
                 }
+                break;
             }
-            None => report.added.push(tool.name.clone()),
+            attempt += 1;
+            if attempt == WRITE_ATTEMPTS {
+                return Err(ServiceError::Other(anyhow::anyhow!(
+                    "tool {} kept changing while it was synced",
+                    tool.name
+                )));
+            }
         }
-        store::catalog::upsert(store, &row.tenant_id, &tool).await?;
     }
     report.removed = store::catalog::remove_missing(store, &row.tenant_id, &row.id, &names).await?;
     report.skipped = imported

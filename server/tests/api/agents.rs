@@ -1109,3 +1109,239 @@ async fn tool_output_is_redacted_for_the_destination_it_goes_to() {
     assert!(sent.contains(CANARY), "{sent}");
     assert!(transcript.contains(CANARY), "{transcript}");
 }
+
+/// A hosted agent of `parked-bot` (a `:run` token) whose first turn parked its echo call under
+/// a policy that sends echo to an approver; the model answers with `steps`.
+struct Parked {
+    model: ScriptedModel,
+    app: TestApp,
+    admin: String,
+    bot_id: String,
+    agent: String,
+}
+
+async fn parked_agent(steps: Vec<Step>) -> Parked {
+    let model = ScriptedModel::start(steps).await;
+    let app = app_with_model(&model.base_url).await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[ECHO]).await;
+    app.activate_policy(
+        &admin,
+        "agents-approve",
+        json!({"rules": [{"id": "echo-needs-a-person", "match": {"name": ECHO}, "mode": "approval_required"}]}),
+    )
+    .await;
+    let (bot_id, bot) = app.token_full("default", "parked-bot", &[scope::RUN]).await;
+    let agent = create_agent(&app, &bot, json!({"max_turns": 5})).await;
+    let (_, parked) = turn(&app, &bot, &agent, "Echo.").await;
+    assert_eq!(parked["status"], "input_required", "{parked}");
+    Parked {
+        model,
+        app,
+        admin,
+        bot_id,
+        agent,
+    }
+}
+
+/// Waits (up to 15 s) until `agent`, read by `reader`, satisfies `done`; returns what was read.
+async fn agent_until(
+    app: &TestApp,
+    reader: &str,
+    agent: &str,
+    done: impl Fn(&Value) -> bool,
+) -> Value {
+    let mut shown = Value::Null;
+    for _ in 0..150 {
+        shown = app
+            .client
+            .get(app.api(&format!("/agents/{agent}")))
+            .bearer_auth(reader)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        if done(&shown) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    shown
+}
+
+/// The parked invocations of `agent`'s session, as an approver lists them.
+async fn waiting_of(app: &TestApp, approver: &str, agent: &str) -> Vec<Value> {
+    let listed: Value = app
+        .client
+        .get(app.api("/invocations?status=input_required"))
+        .bearer_auth(approver)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    listed["invocations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["session_id"] == agent)
+        .cloned()
+        .collect()
+}
+
+async fn approve(app: &TestApp, approver: &str, invocation: &Value) {
+    let approved = app
+        .client
+        .post(app.api(&format!(
+            "/invocations/{}:approve",
+            invocation["invocation_id"].as_str().unwrap()
+        )))
+        .bearer_auth(approver)
+        .json(&json!({"args_hash": invocation["args_hash"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(approved.status(), StatusCode::OK);
+}
+
+/// Issue 23 (seed: request-context RBAC before each durable receipt, never as another actor):
+/// a parked turn that continues runs as its caller is *now*. The caller's token reaching the end
+/// of its lifetime after the call was authorized does not stop the approved call or the turn;
+/// the token revoked does: the turn ends as `revoked`, no further model call is made and the
+/// approved call does not run.
+#[tokio::test]
+async fn a_continued_turn_runs_as_its_caller_is_now() {
+    let Parked {
+        model,
+        app,
+        admin,
+        bot_id,
+        agent,
+    } = parked_agent(vec![
+        Step::calls(&[("c1", ECHO, r#"{"text":"after expiry"}"#)]),
+        Step::calls(&[("c2", ECHO, r#"{"text":"after revocation"}"#)]),
+        Step::text("never sent"),
+    ])
+    .await;
+
+    // The token's lifetime ends while the call waits; the approver releases it.
+    sqlx::query("UPDATE api_tokens SET expires_at = 1 WHERE id = $1")
+        .bind(&bot_id)
+        .execute(app.store.pool())
+        .await
+        .unwrap();
+    let waiting = waiting_of(&app, &admin, &agent).await;
+    assert_eq!(waiting.len(), 1);
+    approve(&app, &admin, &waiting[0]).await;
+    let shown = agent_until(&app, &admin, &agent, |s| {
+        s["agent"]["status"] == "input_required" && s["turns"][0]["model_calls"] == 2
+    })
+    .await;
+    assert_eq!(
+        shown["turns"][0]["model_calls"], 2,
+        "the turn went on: {shown}"
+    );
+    let second = model.requests()[1].json();
+    let answered: Vec<&str> = second["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["role"] == "tool")
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        answered,
+        ["after expiry"],
+        "the approved call ran: {second}"
+    );
+
+    // Now the token is revoked while the next call waits; the approver releases that one too.
+    let revoked = app
+        .client
+        .delete(app.api(&format!("/tokens/{bot_id}")))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert!(revoked.status().is_success(), "{}", revoked.status());
+    let waiting = waiting_of(&app, &admin, &agent).await;
+    assert_eq!(waiting.len(), 1);
+    approve(&app, &admin, &waiting[0]).await;
+    let shown = agent_until(&app, &admin, &agent, |s| s["agent"]["status"] == "idle").await;
+    let ended = &shown["turns"][0];
+    assert_eq!(ended["status"], "revoked", "{shown}");
+    assert!(
+        ended["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("token was revoked"),
+        "{ended}"
+    );
+    assert_eq!(
+        model.requests().len(),
+        2,
+        "no model call after the revocation"
+    );
+    let invocation: Value = app
+        .client
+        .get(app.api(&format!(
+            "/invocations/{}",
+            waiting[0]["invocation_id"].as_str().unwrap()
+        )))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(invocation["result"]["isError"], true, "{invocation}");
+    assert_eq!(
+        invocation["result"]["_meta"]["receipt"]["reason"], "manifest_binding_mismatch",
+        "the approved call did not run under a revoked token: {invocation}"
+    );
+}
+
+/// Issue 23: the agent's exposure session revoked while a call waits ends its turn as `revoked`
+/// once the call is decided; nothing more runs.
+#[tokio::test]
+async fn a_revoked_agent_session_ends_the_continued_turn() {
+    let Parked {
+        model,
+        app,
+        admin,
+        agent,
+        ..
+    } = parked_agent(vec![
+        Step::calls(&[("c1", ECHO, r#"{"text":"parked"}"#)]),
+        Step::text("never sent"),
+    ])
+    .await;
+    let revoked = app
+        .client
+        .post(app.api(&format!("/sessions/{agent}:revoke")))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), StatusCode::OK);
+    let waiting = waiting_of(&app, &admin, &agent).await;
+    approve(&app, &admin, &waiting[0]).await;
+    let shown = agent_until(&app, &admin, &agent, |s| s["agent"]["status"] == "idle").await;
+    assert_eq!(shown["turns"][0]["status"], "revoked", "{shown}");
+    assert!(
+        shown["turns"][0]["error"]
+            .as_str()
+            .unwrap_or("")
+            .contains("session was revoked"),
+        "{shown}"
+    );
+    assert_eq!(
+        model.requests().len(),
+        1,
+        "no model call after the revocation"
+    );
+}

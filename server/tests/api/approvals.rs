@@ -921,6 +921,7 @@ async fn the_creator_of_the_callers_token_cannot_approve(db: Db) {
         scopes: vec![scope::RUN.to_owned()],
         name: None,
         expires_at: None,
+        environments: None,
     };
     let made_by_alice = aperture::tokens::create_unchecked(
         &s.app.store,

@@ -712,3 +712,105 @@ async fn boolean_settings_and_old_names_take_the_operator_s_spellings() {
         let _ = server.wait();
     }
 }
+
+/// Issue 23: `aperture upstream credentials` is the operator's way to replace a stdio upstream's
+/// environment (the API refuses it where stdio is not allowed): the whole set, journaled by name,
+/// counted in the credential version; the wrong kind of option is refused with a message.
+#[tokio::test]
+async fn the_operator_replaces_an_upstream_s_credentials_from_the_command_line() {
+    let db = TestDb::new(Db::Sqlite).await.unwrap();
+    assert!(aperture(&db, &["migrate"], None).status.success());
+    crate::crash::add_fixture_upstream(&db, &[]);
+    let args = [
+        "upstream",
+        "credentials",
+        "--tenant",
+        "default",
+        "--name",
+        "fixture",
+    ];
+    let wrong = aperture(
+        &db,
+        &[&args[..], &["--header", "authorization: x"]].concat(),
+        None,
+    );
+    assert!(!wrong.status.success());
+    assert!(
+        String::from_utf8_lossy(&wrong.stderr).contains("stdio upstream"),
+        "{}",
+        String::from_utf8_lossy(&wrong.stderr)
+    );
+    let out = aperture(
+        &db,
+        &[
+            &args[..],
+            &["--env", "UPSTREAM_TOKEN=from-the-operator-3333"],
+        ]
+        .concat(),
+        None,
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!String::from_utf8_lossy(&out.stdout).contains("from-the-operator"));
+    let store = aperture::store::Store::connect(&db.url).await.unwrap();
+    let (spec, version): (String, i64) =
+        sqlx::query_as("SELECT spec, credential_version FROM upstreams WHERE name = 'fixture'")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(version, 1);
+    assert!(spec.contains("from-the-operator-3333"));
+    let journaled: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM journal WHERE disclosures LIKE '%upstream.credentials%' AND disclosures NOT LIKE '%from-the-operator%'",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(journaled, 1);
+}
+
+/// Issue 23: `token create --environment` (repeatable) sets where the token may open
+/// sessions; without it, the tenant's default environment; a bad name is refused.
+#[tokio::test]
+async fn token_create_takes_the_environments_the_token_may_use() {
+    let db = TestDb::new(Db::Sqlite).await.unwrap();
+    assert!(aperture(&db, &["migrate"], None).status.success());
+    let create = |extra: &[&str]| {
+        let mut args = vec![
+            "token",
+            "create",
+            "--tenant",
+            "default",
+            "--actor",
+            "agent",
+            "--scope",
+            "agent_tool_exposure:run",
+        ];
+        args.extend_from_slice(extra);
+        aperture(&db, &args, None)
+    };
+    assert!(
+        create(&["--environment", "prod", "--environment", "staging"])
+            .status
+            .success()
+    );
+    assert!(create(&[]).status.success());
+    let bad = create(&["--environment", "Prod!"]);
+    assert!(!bad.status.success());
+    assert!(
+        String::from_utf8_lossy(&bad.stderr).contains("environments[0]"),
+        "{}",
+        String::from_utf8_lossy(&bad.stderr)
+    );
+    let store = Store::connect(&db.url).await.unwrap();
+    let mut stored: Vec<String> =
+        sqlx::query_scalar("SELECT environments FROM api_tokens ORDER BY created_at")
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
+    stored.sort();
+    assert_eq!(stored, ["[\"default\"]", "[\"prod\",\"staging\"]"]);
+}

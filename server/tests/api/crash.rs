@@ -544,3 +544,153 @@ async fn an_idempotency_key_runs_a_call_once_across_relists_and_restarts() {
     server.kill().unwrap();
     let _ = server.wait();
 }
+
+/// Issue 23 (item 9): an executed call's receipt is never lost. While the journal refuses
+/// execution records (a trigger stands in for a database that fails after the decision was
+/// recorded and the upstream ran), the caller gets the upstream's result with
+/// `_meta.receipt_pending` instead of a denial, and the receipt waits in the node's spool: it is
+/// journaled once the journal records again, by the running node and, after `kill -9`, by the
+/// node started again on the same data; nothing is journaled twice and the chain verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_executed_call_s_receipt_waits_in_the_spool_until_the_journal_records() {
+    let db = TestDb::new(Db::Sqlite).await.unwrap();
+    assert!(aperture(&db, &["migrate"], None).status.success());
+    let admin = token(&db, "ops", scope::ADMIN);
+    let agent = token(&db, "agent", scope::RUN);
+    add_fixture_upstream(&db, &[]);
+    let store = aperture::store::Store::connect(&db.url).await.unwrap();
+    let refuse = |on: bool| {
+        let store = store.clone();
+        async move {
+            let sql = if on {
+                "CREATE TRIGGER refuse_executions BEFORE INSERT ON journal WHEN NEW.kind = 'execution' \
+                 BEGIN SELECT RAISE(ABORT, 'the journal is offline'); END"
+            } else {
+                "DROP TRIGGER refuse_executions"
+            };
+            sqlx::query(sql).execute(store.pool()).await.unwrap();
+        }
+    };
+    let client = reqwest::Client::new();
+    let call_once = |url: String, text: &'static str| {
+        let (client, agent, admin) = (client.clone(), agent.clone(), admin.clone());
+        async move {
+            let api = format!("{url}{}", aperture::api::PREFIX);
+            let described = client
+                .put(format!("{api}/tools/mcp__fixture__echo"))
+                .bearer_auth(&admin)
+                .json(&json!({"risk": ["read"]}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(described.status(), StatusCode::OK);
+            let session: Value = client
+                .post(format!("{api}/sessions"))
+                .bearer_auth(&agent)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let tool = &session["tools"][0];
+            let m = &session["_meta"];
+            let meta = json!({
+                "manifest_id": m["manifest_id"], "lease_id": m["lease_id"],
+                "tool_version": tool["_meta"]["toolVersion"], "expected_schema_hash": tool["_meta"]["schemaHash"]
+            });
+            let sid = m["session_id"].as_str().unwrap();
+            let result: Value = client
+                .post(format!("{api}/sessions/{sid}/calls"))
+                .bearer_auth(&agent)
+                .json(&json!({"name": "mcp__fixture__echo", "arguments": {"text": text}, "_meta": meta}))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            result
+        }
+    };
+    let receipt = |url: String, id: String| {
+        let (client, admin) = (client.clone(), admin.clone());
+        async move {
+            client
+                .get(format!("{url}{}/receipts/{id}", aperture::api::PREFIX))
+                .bearer_auth(&admin)
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    let recorded_within = |url: String, id: String| async move {
+        for _ in 0..100 {
+            let r = receipt(url.clone(), id.clone()).await;
+            if r.status() == StatusCode::OK {
+                return r.json::<Value>().await.unwrap();
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        panic!("{id} was not journaled from the spool");
+    };
+
+    let (mut first, url) = serve(&db).await;
+    refuse(true).await;
+    let ran = call_once(url.clone(), "ran while the journal was down").await;
+    assert_eq!(ran["isError"], false, "the result, not a denial: {ran}");
+    assert_eq!(ran["content"][0]["text"], "ran while the journal was down");
+    assert_eq!(ran["_meta"]["receipt_pending"], true, "{ran}");
+    assert!(ran["_meta"].get("receipt").is_none(), "{ran}");
+    let pending = ran["_meta"]["receipt_id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        receipt(url.clone(), pending.clone()).await.status(),
+        StatusCode::NOT_FOUND
+    );
+    // The journal records again: the running node moves the receipt in.
+    refuse(false).await;
+    let shown = recorded_within(url.clone(), pending.clone()).await;
+    assert_eq!(shown["receipt"]["kind"], "execution", "{shown}");
+    assert_eq!(shown["receipt"]["decision"], "allow");
+    assert_eq!(shown["receipt"]["reason"], "ok");
+
+    // Down again; this time the node is killed before the journal comes back.
+    refuse(true).await;
+    let ran = call_once(url.clone(), "ran before the kill").await;
+    assert_eq!(ran["_meta"]["receipt_pending"], true, "{ran}");
+    let second = ran["_meta"]["receipt_id"].as_str().unwrap().to_owned();
+    first.kill().unwrap();
+    first.wait().unwrap();
+    refuse(false).await;
+    let (mut again, url) = serve(&db).await;
+    let shown = recorded_within(url.clone(), second.clone()).await;
+    assert_eq!(shown["receipt"]["kind"], "execution", "{shown}");
+    // Each once, and the chain is whole.
+    let count: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM journal WHERE receipt_id IN ($1, $2)")
+            .bind(&pending)
+            .bind(&second)
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(count, 2);
+    // The spool is rewritten right after what it held is journaled.
+    let spool = db.data_dir().join("spool").join("executions.jsonl");
+    let mut left = String::from("?");
+    for _ in 0..50 {
+        left = std::fs::read_to_string(&spool).unwrap();
+        if left.trim().is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(left.trim(), "", "the spool is empty");
+    again.kill().unwrap();
+    again.wait().unwrap();
+    let verified = aperture(&db, &["journal", "verify"], None);
+    assert!(
+        verified.status.success(),
+        "{}",
+        String::from_utf8_lossy(&verified.stdout)
+    );
+}

@@ -204,3 +204,149 @@ async fn invalid_fork_tools_and_forks_of_forks_are_refused() {
         StatusCode::NOT_FOUND
     );
 }
+
+/// Issue 23: a fork copies its parent's current grant byte for byte, even after the policy and
+/// the catalog changed (a fresh grant would hide `add` and carry echo's new description); its own
+/// `tools/list` copies the parent's grant again, never a grant of its own; a parent whose lease
+/// ended must list again before it is forked. Fork ids are `frk_…` (CONTRACT §2).
+#[tokio::test]
+async fn a_fork_copies_its_parent_s_grant_even_after_policy_and_catalog_changed() {
+    let (app, agent, parent) = setup().await;
+    let admin = app.token("default", "ops2", &[scope::ADMIN]).await;
+    let parent_tools: Vec<&str> = parent["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        parent_tools.contains(&"mcp__fixture__add"),
+        "{parent_tools:?}"
+    );
+    // After the parent's grant: a policy that hides `add`, and echo's descriptor changes version.
+    app.activate_policy(
+        &admin,
+        "strict",
+        json!({"rules": [
+            {"id": "no-add", "match": {"name": "mcp__fixture__add"}, "mode": "hide"},
+            {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}
+        ]}),
+    )
+    .await;
+    let described = app
+        .client
+        .put(app.api("/tools/mcp__fixture__echo"))
+        .bearer_auth(&admin)
+        .json(&json!({"risk": ["read"], "version": "2"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(described.status(), StatusCode::OK);
+    let fresh = app.new_session(&agent, json!({})).await;
+    assert_ne!(fresh["tools"], parent["tools"], "a fresh grant differs now");
+
+    let response = fork(
+        &app,
+        &agent,
+        &parent,
+        json!({"fork_tools": ["mcp__fixture__*"]}),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let child: Value = response.json().await.unwrap();
+    assert_eq!(
+        child["tools"], parent["tools"],
+        "the parent's grant, byte for byte"
+    );
+    let fork_id = child["_meta"]["session_id"].as_str().unwrap().to_owned();
+    assert!(fork_id.starts_with("frk_"), "{fork_id}");
+    assert_eq!(fork_id.len(), 4 + 32);
+    for key in ["policy_id", "policy_version", "environment"] {
+        assert_eq!(child["_meta"][key], parent["_meta"][key], "{key}");
+    }
+    assert_ne!(
+        child["_meta"]["manifest_id"],
+        parent["_meta"]["manifest_id"]
+    );
+    assert_ne!(child["_meta"]["lease_id"], parent["_meta"]["lease_id"]);
+    assert!(
+        child["_meta"]["lease_expires_at"].as_str() <= parent["_meta"]["lease_expires_at"].as_str(),
+        "a fork's lease ends with its parent's"
+    );
+    // The copied grant is the fork's own signed manifest document.
+    let document: Value = app
+        .client
+        .get(app.api(&format!("/sessions/{fork_id}/manifest")))
+        .bearer_auth(&agent)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(document["document"]["session_id"], fork_id.as_str());
+    assert_eq!(
+        document["document"]["manifest_id"],
+        child["_meta"]["manifest_id"]
+    );
+    assert_eq!(
+        document["manifest_signature"],
+        child["_meta"]["manifest_signature"]
+    );
+
+    // The fork's own tools/list over MCP copies the parent's grant again.
+    let listed: Value = app.mcp(&agent, json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {"session_id": fork_id}}})).await;
+    assert_eq!(listed["result"]["tools"], parent["tools"], "{listed}");
+    assert_eq!(listed["result"]["_meta"]["session_id"], fork_id.as_str());
+    assert!(listed["result"]["_meta"]["restriction_notice"].is_string());
+    // Calls under the copy still execute what the parent was granted (add is allowlisted).
+    let copy = listed["result"].clone();
+    let added = call(
+        &app,
+        &agent,
+        &copy,
+        "mcp__fixture__add",
+        json!({"a": 2, "b": 3}),
+    )
+    .await;
+    assert_eq!(added["isError"], false, "{added}");
+
+    // A parent whose lease has ended is not forked until it lists again.
+    sqlx::query("UPDATE manifests SET lease_expires_at = 0 WHERE session_id = $1")
+        .bind(parent["_meta"]["session_id"].as_str().unwrap())
+        .execute(app.store.pool())
+        .await
+        .unwrap();
+    let refused = fork(&app, &agent, &parent, json!({})).await;
+    assert_eq!(refused.status(), StatusCode::CONFLICT);
+    let err: Value = refused.json().await.unwrap();
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("lease has expired"),
+        "{err}"
+    );
+    let relisted: Value = app.mcp(&agent, json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": {"session_id": fork_id}}})).await;
+    assert!(
+        relisted["error"]["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("lease has expired"),
+        "a fork cannot list past its parent's lease: {relisted}"
+    );
+    let parent_again: Value = app.mcp(&agent, json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": {"session_id": parent["_meta"]["session_id"]}}})).await;
+    assert_eq!(
+        parent_again["result"]["tools"], fresh["tools"],
+        "the parent's new grant is fresh"
+    );
+    let second: Value = fork(&app, &agent, &parent, json!({}))
+        .await
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(
+        second["tools"], fresh["tools"],
+        "and its next fork copies that one"
+    );
+}

@@ -243,6 +243,7 @@ impl TestApp {
             scopes: scopes.iter().map(|s| (*s).to_owned()).collect(),
             name: None,
             expires_at: None,
+            environments: None,
         };
         let created = aperture::tokens::create_unchecked(
             &self.store,
@@ -282,6 +283,131 @@ impl TestApp {
             assert_eq!(described.status(), StatusCode::OK, "{tool}");
         }
         body
+    }
+
+    /// Puts policy `id` (rules and the rest of the body as given) and activates it, as an admin
+    /// would; both must succeed.
+    pub async fn activate_policy(&self, admin: &str, id: &str, policy: serde_json::Value) {
+        let put = self
+            .client
+            .put(self.api(&format!("/policies/{id}")))
+            .bearer_auth(admin)
+            .json(&policy)
+            .send()
+            .await
+            .expect("put policy");
+        assert_eq!(put.status(), StatusCode::OK, "PUT /policies/{id}");
+        let activated = self
+            .client
+            .post(self.api(&format!("/policies/{id}:activate")))
+            .bearer_auth(admin)
+            .send()
+            .await
+            .expect("activate policy");
+        assert_eq!(activated.status(), StatusCode::OK, "activate {id}");
+    }
+
+    /// `POST /sessions` as `token` with `body`: the new session's list result.
+    pub async fn new_session(&self, token: &str, body: serde_json::Value) -> serde_json::Value {
+        let created = self
+            .client
+            .post(self.api("/sessions"))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await
+            .expect("create session");
+        assert_eq!(created.status(), StatusCode::CREATED, "POST /sessions");
+        created.json().await.expect("json")
+    }
+
+    /// One JSON-RPC request to `/mcp` as `token` (plain JSON, no MCP session): the response body.
+    pub async fn mcp(&self, token: &str, body: serde_json::Value) -> serde_json::Value {
+        self.client
+            .post(self.url("/mcp"))
+            .bearer_auth(token)
+            .header("accept", "application/json, text/event-stream")
+            .json(&body)
+            .send()
+            .await
+            .expect("POST /mcp")
+            .json()
+            .await
+            .expect("a JSON-RPC body")
+    }
+
+    /// MCP `tools/list` as `token` with `meta` as its `params._meta`: the result (panics on a
+    /// JSON-RPC error).
+    pub async fn mcp_list(&self, token: &str, meta: serde_json::Value) -> serde_json::Value {
+        let body = self
+            .mcp(
+                token,
+                serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}),
+            )
+            .await;
+        assert!(body.get("error").is_none(), "tools/list: {body}");
+        body["result"].clone()
+    }
+
+    /// MCP `tools/call` of `tool` listed in `list` (a `tools/list` result), with the echo of the
+    /// grant in `_meta` as a well-behaved client sends it, plus `extra` members: the result.
+    pub async fn mcp_call(
+        &self,
+        token: &str,
+        list: &serde_json::Value,
+        tool: &str,
+        arguments: serde_json::Value,
+        extra: serde_json::Value,
+    ) -> serde_json::Value {
+        let listed = list["tools"]
+            .as_array()
+            .and_then(|tools| tools.iter().find(|t| t["name"] == tool))
+            .unwrap_or_else(|| panic!("{tool} is not listed: {list}"));
+        let m = &list["_meta"];
+        let mut meta = serde_json::json!({
+            "session_id": m["session_id"], "manifest_id": m["manifest_id"], "lease_id": m["lease_id"],
+            "tool_version": listed["_meta"]["toolVersion"],
+            "expected_schema_hash": listed["_meta"]["schemaHash"],
+        });
+        if let (Some(meta), Some(extra)) = (meta.as_object_mut(), extra.as_object()) {
+            meta.extend(extra.clone());
+        }
+        let body = self
+            .mcp(
+                token,
+                serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                    "params": {"name": tool, "arguments": arguments, "_meta": meta}}),
+            )
+            .await;
+        assert!(body.get("error").is_none(), "tools/call: {body}");
+        body["result"].clone()
+    }
+
+    /// Sets the descriptor of `tool` (`PUT /tools/{name}`) as `admin`; must succeed.
+    pub async fn describe(&self, admin: &str, tool: &str, descriptor: serde_json::Value) {
+        let described = self
+            .client
+            .put(self.api(&format!("/tools/{tool}")))
+            .bearer_auth(admin)
+            .json(&descriptor)
+            .send()
+            .await
+            .expect("describe");
+        assert_eq!(described.status(), StatusCode::OK, "PUT /tools/{tool}");
+    }
+
+    /// The published signing keys (`/.well-known/aperture/keys`), as a verifier pins them.
+    pub async fn keys(&self) -> Vec<engine::receipt::Jwk> {
+        let set: serde_json::Value = self
+            .client
+            .get(self.url("/.well-known/aperture/keys"))
+            .send()
+            .await
+            .expect("keys")
+            .json()
+            .await
+            .expect("a key set");
+        serde_json::from_value(set["keys"].clone()).expect("JWKs")
     }
 
     /// Signs in through the dashboard's server function, as a browser form would.

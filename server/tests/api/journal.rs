@@ -604,6 +604,7 @@ async fn decisions_on_moved_reads_are_not_recorded(store: &Store) {
             secret_sha256: "gen",
             created_by: "operator",
             expires_at: None,
+            environments: &[],
         },
     )
     .await

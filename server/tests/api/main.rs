@@ -17,6 +17,8 @@ mod calls;
 mod cli;
 mod connect;
 mod crash;
+mod decisions;
+mod environments;
 mod evidence;
 mod forks;
 mod journal;

@@ -185,6 +185,10 @@ const CASES: &[Case] = &[
         path: "/upstreams/{id}",
     },
     Case {
+        method: Method::PUT,
+        path: "/upstreams/{id}/credentials",
+    },
+    Case {
         method: Method::GET,
         path: "/users",
     },
@@ -280,6 +284,7 @@ async fn fixtures(app: &TestApp) -> Fixtures {
         scopes: ScopeSet::parse([scope::RUN]).unwrap(),
         kind: aperture::auth::PrincipalKind::User,
         read_at: None,
+        environments: vec!["*".into()],
     };
     let grant = aperture::exposure::create(
         &app.store,
@@ -306,6 +311,7 @@ async fn fixtures(app: &TestApp) -> Fixtures {
         last_synced_at: None,
         created_by: "operator".into(),
         created_at: 0,
+        credential_version: 0,
     };
     assert!(
         aperture::store::upstreams::insert(&app.store, &row)
@@ -509,6 +515,10 @@ fn request(case: &Case, fx: &Fixtures, n: usize) -> (String, Option<Value>) {
             (format!("/upstreams/{}:sync", fx.victim_upstream_id), None)
         }
         ("DELETE", "/upstreams/{id}") => (format!("/upstreams/{}", fx.victim_upstream_id), None),
+        ("PUT", "/upstreams/{id}/credentials") => (
+            format!("/upstreams/{}/credentials", fx.victim_upstream_id),
+            Some(json!({"env": {"VICTIM_TOKEN": "rotated"}})),
+        ),
         ("PUT", "/tools/{name}") => (
             "/tools/victim_tool".into(),
             Some(json!({"risk": ["read", "write"]})),

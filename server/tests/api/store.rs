@@ -25,23 +25,47 @@ async fn users(store: &Store) {
     store::tenants::ensure(store, "a").await.unwrap();
     store::tenants::ensure(store, "b").await.unwrap();
     let scopes = vec!["agent_tool_exposure:read".to_owned()];
-    let alice = store::users::insert(store, "a", "alice", "$argon2id$x", &scopes, "operator")
-        .await
-        .unwrap()
-        .unwrap();
+    let alice = store::users::insert(
+        store,
+        "a",
+        "alice",
+        "$argon2id$x",
+        &scopes,
+        "operator",
+        &["default".to_owned()],
+    )
+    .await
+    .unwrap()
+    .unwrap();
     assert_eq!(alice.scopes, scopes);
     // Same name, other tenant: allowed. Same tenant: refused without error.
     assert!(
-        store::users::insert(store, "b", "alice", "h", &scopes, "operator")
-            .await
-            .unwrap()
-            .is_some()
+        store::users::insert(
+            store,
+            "b",
+            "alice",
+            "h",
+            &scopes,
+            "operator",
+            &["default".to_owned()]
+        )
+        .await
+        .unwrap()
+        .is_some()
     );
     assert!(
-        store::users::insert(store, "a", "alice", "h", &scopes, "operator")
-            .await
-            .unwrap()
-            .is_none()
+        store::users::insert(
+            store,
+            "a",
+            "alice",
+            "h",
+            &scopes,
+            "operator",
+            &["default".to_owned()]
+        )
+        .await
+        .unwrap()
+        .is_none()
     );
     assert_eq!(store::users::count_all(store).await.unwrap(), 2);
     assert_eq!(store::users::count(store, "a").await.unwrap(), 1);
@@ -118,6 +142,7 @@ async fn tokens(store: &Store) {
             secret_sha256: "ab",
             created_by: "user:admin",
             expires_at: Some(now_ms() + 60_000),
+            environments: &[],
         },
     )
     .await
@@ -185,6 +210,7 @@ async fn tokens(store: &Store) {
             secret_sha256: "ab",
             created_by: "operator",
             expires_at: None,
+            environments: &[],
         },
     )
     .await;
@@ -288,6 +314,108 @@ on_both_backends!(
     tool_fingerprints
 );
 
+/// A sync and an admin's `PUT /tools/{name}` each read a tool row, change their part and write
+/// it back: the second to write must not put back what it read over the first one's change
+/// (CI once lost an admin's risk labels to a sync of the same tool that had read the row first).
+async fn tool_writes_do_not_undo_each_other(store: &Store) {
+    use engine::descriptor::{ToolDescriptor, ToolSource};
+    store::tenants::ensure(store, "a").await.unwrap();
+    let listed = ToolDescriptor {
+        name: "mcp__srv__echo".into(),
+        version: "1".into(),
+        title: None,
+        description: Some("echoes".into()),
+        input_schema: serde_json::json!({"type": "object"}),
+        output_schema: None,
+        annotations: None,
+        family: None,
+        risk: vec![],
+        required_scope: None,
+        source: ToolSource::Builtin,
+        dry_run_argument: None,
+        price_cents: None,
+    };
+    // Two syncs find no row; the first inserts, the second's insert is refused.
+    assert!(
+        store::catalog::find_revised(store, "a", &listed.name)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        store::catalog::write_if(store, "a", &listed, None)
+            .await
+            .unwrap()
+    );
+    assert!(
+        !store::catalog::write_if(store, "a", &listed, None)
+            .await
+            .unwrap()
+    );
+
+    // A sync and an admin read the same revision; the admin writes first.
+    let sync_read = store::catalog::find_revised(store, "a", &listed.name)
+        .await
+        .unwrap()
+        .unwrap();
+    let admin_read = store::catalog::find_revised(store, "a", &listed.name)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(sync_read.revision, admin_read.revision);
+    let mut described = admin_read.tool.clone();
+    described.risk = vec!["read".into()];
+    assert!(
+        store::catalog::write_if(store, "a", &described, Some(admin_read.revision))
+            .await
+            .unwrap()
+    );
+    // The sync's write of what it read (plus a new description) is refused ...
+    let mut synced = sync_read.tool.clone();
+    synced.description = Some("echoes, now louder".into());
+    assert!(
+        !store::catalog::write_if(store, "a", &synced, Some(sync_read.revision))
+            .await
+            .unwrap()
+    );
+    let now = store::catalog::find(store, "a", &listed.name)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(now.risk, vec!["read".to_owned()]);
+    assert_eq!(now.description.as_deref(), Some("echoes"));
+    // ... and done again on the row as it is now, it keeps both changes.
+    let again = store::catalog::find_revised(store, "a", &listed.name)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(again.revision > sync_read.revision);
+    let mut synced = again.tool.clone();
+    synced.description = Some("echoes, now louder".into());
+    assert!(
+        store::catalog::write_if(store, "a", &synced, Some(again.revision))
+            .await
+            .unwrap()
+    );
+    let now = store::catalog::find(store, "a", &listed.name)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(now.risk, vec!["read".to_owned()]);
+    assert_eq!(now.description.as_deref(), Some("echoes, now louder"));
+    // The operator's unconditional upsert moves the revision too.
+    store::catalog::upsert(store, "a", &now).await.unwrap();
+    assert!(
+        !store::catalog::write_if(store, "a", &now, Some(again.revision + 1))
+            .await
+            .unwrap()
+    );
+}
+on_both_backends!(
+    a_sync_and_an_admin_never_undo_each_other_s_tool_writes,
+    tool_writes_do_not_undo_each_other
+);
+
 /// Issue 4 (speed): the calls' read cache holds an entry until anything it was read from
 /// changes — whoever writes, since only the database's triggers tell it (these writes go
 /// through plain store functions, which never touch the cache).
@@ -311,6 +439,7 @@ async fn read_cache(store: &Store) {
         last_synced_at: None,
         created_by: "operator".into(),
         created_at: 0,
+        credential_version: 0,
     };
     assert!(store::upstreams::insert(store, &upstream).await.unwrap());
     let mut tool = ToolDescriptor {
@@ -475,6 +604,7 @@ async fn read_cache(store: &Store) {
             secret_sha256: "hash-1",
             created_by: "operator",
             expires_at: None,
+            environments: &[],
         },
     )
     .await

@@ -266,3 +266,183 @@ async fn an_upstream_that_cannot_start_is_reported_not_imported() {
         "{upstreams}"
     );
 }
+
+/// Issue 23 (seed: target pinning): an upstream's credentials are replaced in place, the whole
+/// set, by an admin; the values are never echoed or journaled; calls under grants pinned to the
+/// old credentials are `target_drift`, a fresh list re-pins and the upstream is reached with the
+/// new ones. A stdio environment can run code, so tenant admins may set it only where the
+/// operator allows stdio upstreams; the wrong kind of credentials is a field error.
+#[tokio::test]
+async fn credentials_are_replaced_in_place_and_old_grants_meet_target_drift() {
+    const GETENV: &str = "mcp__fixture__getenv";
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    let registered = app
+        .client
+        .post(app.api("/upstreams"))
+        .bearer_auth(&admin)
+        .json(
+            &json!({"name": "fixture", "transport": "stdio", "command": fixture_command(),
+                      "env": {"UPSTREAM_TOKEN": "first-secret-1111"}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(registered.status(), StatusCode::CREATED);
+    let id = registered.json::<Value>().await.unwrap()["upstream"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    app.describe(&admin, GETENV, json!({"risk": ["read"]}))
+        .await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let read_token = |list: Value| {
+        let (app, agent) = (&app, &agent);
+        async move {
+            app.mcp_call(
+                agent,
+                &list,
+                GETENV,
+                json!({"name": "UPSTREAM_TOKEN"}),
+                json!({}),
+            )
+            .await
+        }
+    };
+    let before = app.mcp_list(&agent, json!({})).await;
+    let first = read_token(before.clone()).await;
+    assert_eq!(
+        first["structuredContent"]["value"], "first-secret-1111",
+        "{first}"
+    );
+    assert_eq!(
+        first["_meta"]["receipt"]["target"]["transport"], "stdio",
+        "{first}"
+    );
+    assert_eq!(
+        first["_meta"]["receipt"]["target"]["environment"],
+        "default"
+    );
+
+    let put = |body: Value, token: String| {
+        let app = &app;
+        let id = id.clone();
+        async move {
+            app.client
+                .put(app.api(&format!("/upstreams/{id}/credentials")))
+                .bearer_auth(token)
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    // Headers are an HTTP upstream's credentials; only admins replace any.
+    let (status, field) =
+        error_code(put(json!({"headers": {"authorization": "x"}}), admin.clone()).await).await;
+    assert_eq!(
+        (status, field.as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, "invalid_argument")
+    );
+    assert_eq!(
+        put(json!({"env": {"UPSTREAM_TOKEN": "x"}}), agent.clone())
+            .await
+            .status(),
+        StatusCode::FORBIDDEN
+    );
+    let replaced = put(
+        json!({"env": {"UPSTREAM_TOKEN": "second-secret-2222"}}),
+        admin.clone(),
+    )
+    .await;
+    assert_eq!(replaced.status(), StatusCode::OK);
+    let body = replaced.text().await.unwrap();
+    assert!(!body.contains("second-secret"), "never echoed: {body}");
+    assert!(body.contains(&id), "{body}");
+
+    // The old grant is pinned to the old credentials.
+    let drifted = read_token(before).await;
+    assert_eq!(
+        drifted["_meta"]["receipt"]["reason"], "target_drift",
+        "{drifted}"
+    );
+    // A fresh list re-pins; the upstream now runs with the new environment.
+    let after = app.mcp_list(&agent, json!({})).await;
+    let second = read_token(after).await;
+    assert_eq!(
+        second["structuredContent"]["value"], "second-secret-2222",
+        "{second}"
+    );
+    assert_eq!(
+        second["_meta"]["receipt"]["target"]["credential_version"],
+        1
+    );
+
+    // Journaled by name, never by value.
+    let journaled: Vec<(String,)> = sqlx::query_as(
+        "SELECT disclosures FROM journal WHERE disclosures LIKE '%upstream.credentials%'",
+    )
+    .fetch_all(app.store.pool())
+    .await
+    .unwrap();
+    assert_eq!(journaled.len(), 1);
+    assert!(
+        journaled[0].0.contains("UPSTREAM_TOKEN"),
+        "{}",
+        journaled[0].0
+    );
+    let leaked: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM journal WHERE disclosures LIKE '%second-secret%' OR receipt LIKE '%second-secret%'",
+    )
+    .fetch_one(app.store.pool())
+    .await
+    .unwrap();
+    assert_eq!(leaked, 0);
+}
+
+/// Issue 23: where the operator does not let tenant admins run commands (no
+/// `APERTURE_ALLOW_STDIO_UPSTREAMS`), a stdio upstream's environment (`LD_PRELOAD` runs code) is
+/// the operator's alone: the API refuses it with 403 and changes nothing.
+#[tokio::test]
+async fn a_stdio_environment_is_the_operator_s_unless_stdio_is_allowed() {
+    let app = TestApp::spawn_with(Db::Sqlite, |c| c.allow_stdio_upstreams = false)
+        .await
+        .unwrap();
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    // The operator registers it (as `aperture upstream add --stdio` does).
+    let operator = aperture::upstream::Upstreams::new(true, false);
+    let (view, _) = operator
+        .register_unchecked(
+            &app.store,
+            &app.journal,
+            "default",
+            "operator",
+            &app::dto::RegisterUpstreamRequest {
+                name: "fixture".into(),
+                transport: "stdio".into(),
+                command: Some(fixture_command()),
+                env: None,
+                url: None,
+                headers: None,
+            },
+        )
+        .await
+        .map_err(|e| e.into_app_error())
+        .unwrap();
+    operator.close_all().await;
+    let refused = app
+        .client
+        .put(app.api(&format!("/upstreams/{}/credentials", view.id)))
+        .bearer_auth(&admin)
+        .json(&json!({"env": {"LD_PRELOAD": "/tmp/evil.so"}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+    let spec: String = sqlx::query_scalar("SELECT spec FROM upstreams WHERE id = $1")
+        .bind(&view.id)
+        .fetch_one(app.store.pool())
+        .await
+        .unwrap();
+    assert!(!spec.contains("LD_PRELOAD"), "{spec}");
+}

@@ -1,0 +1,342 @@
+//! Issue 23 (item 7): environments are a boundary, not a hint. The environment chooses the
+//! policy, so a caller may open sessions only in the environments its token (or user) carries;
+//! `preset` and `entity` stay hints the client chooses, which a policy may use only to narrow.
+
+use engine::scope;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::helpers::{TestApp, error_code};
+
+const ECHO: &str = "mcp__fixture__echo";
+
+async fn create_token(app: &TestApp, admin: &str, body: Value) -> (StatusCode, Value) {
+    let response = app
+        .client
+        .post(app.api("/tokens"))
+        .bearer_auth(admin)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    (
+        response.status(),
+        response.json().await.unwrap_or(Value::Null),
+    )
+}
+
+/// A plain `:run` token may not name a more permissive environment: new tokens get the
+/// tenant's default environment; naming another is `-32602` on `/mcp` and 403 on REST, also for
+/// hosted agents and for a session opened earlier; a token given `prod` opens `prod` sessions.
+#[tokio::test]
+async fn a_token_opens_sessions_only_in_its_environments() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[ECHO]).await;
+    // `prod` is where a permissive policy is active.
+    app.client
+        .put(app.api("/policies/open"))
+        .bearer_auth(&admin)
+        .json(&json!({"rules": [{"id": "all", "mode": "allow"}]}))
+        .send()
+        .await
+        .unwrap();
+    let activated = app
+        .client
+        .post(app.api("/policies/open:activate"))
+        .bearer_auth(&admin)
+        .json(&json!({"environment": "prod"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(activated.status(), StatusCode::OK);
+
+    let (status, plain) = create_token(
+        &app,
+        &admin,
+        json!({"actor_id": "agent", "scopes": [scope::RUN]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{plain}");
+    assert_eq!(plain["token"]["environments"], json!(["default"]));
+    let plain = plain["secret"].as_str().unwrap().to_owned();
+
+    let refused = app
+        .mcp(
+            &plain,
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {"environment": "prod"}}}),
+        )
+        .await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("prod"),
+        "{refused}"
+    );
+    let rest = app
+        .client
+        .post(app.api("/sessions"))
+        .bearer_auth(&plain)
+        .json(&json!({"environment": "prod"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        error_code(rest).await,
+        (StatusCode::FORBIDDEN, "permission_denied".to_owned())
+    );
+    let agent = app
+        .client
+        .post(app.api("/agents"))
+        .bearer_auth(&plain)
+        .json(&json!({"environment": "prod"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(agent.status(), StatusCode::FORBIDDEN);
+    // Nothing was opened in `prod` by the refused attempts.
+    let opened: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM exposure_sessions WHERE environment = 'prod'")
+            .fetch_one(app.store.pool())
+            .await
+            .unwrap();
+    assert_eq!(opened, 0);
+    // Its own environment works.
+    let list = app.mcp_list(&plain, json!({})).await;
+    assert_eq!(list["_meta"]["environment"], "default");
+
+    let (status, prod) = create_token(
+        &app,
+        &admin,
+        json!({"actor_id": "agent", "scopes": [scope::RUN], "environments": ["prod"]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{prod}");
+    let prod = prod["secret"].as_str().unwrap().to_owned();
+    let list = app.mcp_list(&prod, json!({"environment": "prod"})).await;
+    assert_eq!(list["_meta"]["policy_id"], "open");
+    // The same actor's default-environment token cannot list that `prod` session again.
+    let again = app
+        .mcp(
+            &plain,
+            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": {"session_id": list["_meta"]["session_id"]}}}),
+        )
+        .await;
+    assert_eq!(again["error"]["code"], -32602, "{again}");
+    let (status, body) = create_token(
+        &app,
+        &admin,
+        json!({"actor_id": "agent", "scopes": [scope::RUN], "environments": ["Prod!"]}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    assert_eq!(
+        body["error"]["details"]["fields"][0]["path"],
+        "environments[0]"
+    );
+}
+
+/// Tokens and users that existed before environments keep every one (`["*"]`); an admin
+/// narrows a user's environments with `PUT /users/{name}/scopes`.
+#[tokio::test]
+async fn earlier_tokens_keep_every_environment_and_users_can_be_narrowed() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    let (_, old) = create_token(
+        &app,
+        &admin,
+        json!({"actor_id": "legacy", "scopes": [scope::RUN]}),
+    )
+    .await;
+    // As the migration leaves a token made before it.
+    sqlx::query("UPDATE api_tokens SET environments = '[\"*\"]' WHERE id = $1")
+        .bind(old["token"]["id"].as_str().unwrap())
+        .execute(app.store.pool())
+        .await
+        .unwrap();
+    let legacy = old["secret"].as_str().unwrap();
+    let anywhere = app
+        .mcp_list(legacy, json!({"environment": "staging"}))
+        .await;
+    assert_eq!(anywhere["_meta"]["environment"], "staging");
+
+    let created = app
+        .client
+        .post(app.api("/users"))
+        .bearer_auth(&admin)
+        .json(&json!({"username": "dana", "password": "a-long-enough-password", "scopes": [scope::RUN]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), StatusCode::CREATED);
+    let dana: Value = created.json().await.unwrap();
+    assert_eq!(dana["environments"], json!(["default"]), "{dana}");
+    let narrowed = app
+        .client
+        .put(app.api("/users/dana/scopes"))
+        .bearer_auth(&admin)
+        .json(&json!({"scopes": [scope::RUN], "environments": ["staging"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(narrowed.status(), StatusCode::OK);
+    let dana: Value = narrowed.json().await.unwrap();
+    assert_eq!(dana["environments"], json!(["staging"]));
+    let listed: Value = app
+        .client
+        .get(app.api("/users"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let admin_user = listed["users"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["username"] == "admin")
+        .unwrap();
+    assert_eq!(
+        admin_user["environments"],
+        json!(["*"]),
+        "the bootstrap admin"
+    );
+}
+
+/// `preset` and `entity` stay hints the client chooses, so they may only narrow: a policy whose
+/// hint rule would loosen what the same policy gives without the hint is refused with the rule's
+/// path; rules may match `entity`; both hints are in the signed manifest document.
+#[tokio::test]
+async fn hints_only_narrow_and_are_signed_into_the_manifest() {
+    use engine::receipt::{ManifestDocument, verify_manifest_with_keys};
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[ECHO, "mcp__fixture__add"])
+        .await;
+    let put = |body: Value| {
+        let (app, admin) = (&app, &admin);
+        async move {
+            app.client
+                .put(app.api("/policies/hinted"))
+                .bearer_auth(admin)
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    // Naming preset `triage` would turn approval into allow, and entity `acme` would list what
+    // the default hides: both refused.
+    for (rules, path) in [
+        (
+            json!([{"id": "triage-open", "match": {"preset": "triage"}, "mode": "allow"},
+                   {"id": "reads", "match": {"risk": "read"}, "mode": "approval_required"}]),
+            "rules[0].mode",
+        ),
+        (
+            json!([{"id": "reads", "match": {"risk": "read"}, "mode": "allow"},
+                   {"id": "acme-all", "match": {"entity": "acme"}, "mode": "allow"}]),
+            "rules[1].mode",
+        ),
+    ] {
+        let response = put(json!({"rules": rules})).await;
+        assert_eq!(
+            response.status(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "{rules}"
+        );
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(
+            body["error"]["details"]["fields"][0]["path"], path,
+            "{body}"
+        );
+        assert!(
+            body["error"]["details"]["fields"][0]["message"]
+                .as_str()
+                .unwrap()
+                .contains("only narrow"),
+            "{body}"
+        );
+    }
+    // Narrowing with a hint is fine: entity `acme` needs approval for reads. (With `name`
+    // alone it would not be: a tool of that name without the read label is hidden without the
+    // hint, and approval would loosen that.)
+    let narrowing = put(json!({"rules": [
+        {"id": "acme-reads", "match": {"entity": "acme", "risk": "read"}, "mode": "approval_required"},
+        {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}
+    ]}))
+    .await;
+    assert_eq!(narrowing.status(), StatusCode::OK);
+    let activated = app
+        .client
+        .post(app.api("/policies/hinted:activate"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        activated.status(),
+        StatusCode::OK,
+        "the narrowing version is active"
+    );
+
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let mode_of = |list: &Value| {
+        list["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == ECHO)
+            .map(|t| t["_meta"]["exposureMode"].clone())
+    };
+    let plain = app.mcp_list(&agent, json!({})).await;
+    assert_eq!(mode_of(&plain), Some(json!("allow")));
+    let acme = app
+        .mcp_list(&agent, json!({"entity": "acme", "preset": "triage"}))
+        .await;
+    assert_eq!(mode_of(&acme), Some(json!("approval_required")));
+
+    let sid = acme["_meta"]["session_id"].as_str().unwrap();
+    let doc: Value = app
+        .client
+        .get(app.api(&format!("/sessions/{sid}/manifest")))
+        .bearer_auth(&agent)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(doc["document"]["entity"], "acme", "{doc}");
+    assert_eq!(doc["document"]["preset"], "triage", "{doc}");
+    let document: ManifestDocument = serde_json::from_value(doc["document"].clone()).unwrap();
+    let keys = app.keys().await;
+    let signature = doc["manifest_signature"].as_str().unwrap();
+    verify_manifest_with_keys(&document, signature, &keys).unwrap();
+    let mut other = document.clone();
+    other.entity = Some("globex".into());
+    assert!(
+        verify_manifest_with_keys(&other, signature, &keys).is_err(),
+        "the hint is signed"
+    );
+    // Without hints, the document has neither member (documents signed before still verify).
+    let plain_doc: Value = app
+        .client
+        .get(app.api(&format!(
+            "/sessions/{}/manifest",
+            plain["_meta"]["session_id"].as_str().unwrap()
+        )))
+        .bearer_auth(&agent)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(plain_doc["document"].get("entity").is_none());
+    assert!(plain_doc["document"].get("preset").is_none());
+}
