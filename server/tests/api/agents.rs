@@ -316,23 +316,7 @@ async fn a_parked_turn_continues_by_itself_once_its_calls_are_decided() {
     let app = app_with_model(&model.base_url).await;
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     app.register_fixture(&admin, &[ECHO]).await;
-    let policy = app
-        .client
-        .put(app.api("/policies/agents-approve"))
-        .bearer_auth(&admin)
-        .json(&json!({"rules": [{"id": "echo-needs-a-person", "match": {"name": ECHO}, "mode": "approval_required"}]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(policy.status(), StatusCode::OK);
-    let activated = app
-        .client
-        .post(app.api("/policies/agents-approve:activate"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(activated.status(), StatusCode::OK);
+    app.activate_policy(&admin, "agents-approve", json!({"rules": [{"id": "echo-needs-a-person", "match": {"name": ECHO}, "mode": "approval_required"}]})).await;
     let bot = app.token("default", "parked-bot", &[scope::RUN]).await;
     let agent = create_agent(&app, &bot, json!({"max_turns": 3})).await;
 

@@ -505,24 +505,7 @@ async fn a_spend_gate_holds_calls_to_the_rules_cap_by_the_tools_price() {
         {"id": "cheap-add", "match": {"name": "mcp__fixture__add"}, "mode": "allow", "invocation": {"max_cost_cents": 5}},
         {"id": "reads", "match": {"risk_exactly": ["read"]}, "mode": "allow"}
     ]});
-    let (status, body) = send(
-        &s.app,
-        &admin,
-        reqwest::Method::PUT,
-        "/policies/capped",
-        Some(policy),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let (status, _) = send(
-        &s.app,
-        &admin,
-        reqwest::Method::POST,
-        "/policies/capped:activate",
-        None,
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK);
+    s.app.activate_policy(&admin, "capped", policy).await;
     // echo costs 3 cents, add 9; stats has no cap.
     for (tool, price) in [("mcp__fixture__echo", 3), ("mcp__fixture__add", 9)] {
         let (status, body) = send(
@@ -613,24 +596,7 @@ async fn rate_buckets_are_enforced_by_the_shared_limiter_or_refused_at_write() {
     .unwrap();
     let mut s = setup_on(app).await;
     let admin = s.app.token("default", "ops6", &[scope::ADMIN]).await;
-    let (status, body) = send(
-        &s.app,
-        &admin,
-        reqwest::Method::PUT,
-        "/policies/limited",
-        Some(policy),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
-    let (status, _) = send(
-        &s.app,
-        &admin,
-        reqwest::Method::POST,
-        "/policies/limited:activate",
-        None,
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK);
+    s.app.activate_policy(&admin, "limited", policy).await;
     s = s.relist().await;
     let before = s.upstream_calls().await;
     // A minute boundary between the calls would start a new count; stay well inside one.
