@@ -352,6 +352,13 @@ struct ServeArgs {
     /// Serve the latest checkpoints without a token.
     #[arg(long, env = "APERTURE_PUBLIC_CHECKPOINTS", value_parser = boolish())]
     public_checkpoints: bool,
+    /// Where people and clients reach this server (`https://gateway.example`); its origin is
+    /// the one browsers may call `/mcp` from. Default: the listen address over http.
+    #[arg(long, env = "APERTURE_PUBLIC_URL")]
+    public_url: Option<String>,
+    /// Other origins whose pages may call `/mcp`, comma-separated.
+    #[arg(long, env = "APERTURE_ALLOWED_ORIGINS", value_delimiter = ',')]
+    allowed_origins: Vec<String>,
     /// Longest wait for one model completion, in seconds.
     #[arg(long, env = "APERTURE_MODEL_TIMEOUT_SECONDS", default_value_t = 120,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
@@ -657,6 +664,24 @@ async fn serve(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<()> {
     config.checkpoint_dir = global.checkpoint_dir();
     config.log_origin_host = args.log_origin_host;
     config.public_checkpoints = args.public_checkpoints;
+    if let Some(url) = &args.public_url {
+        anyhow::ensure!(
+            crate::config::origin_of(url).is_some(),
+            "APERTURE_PUBLIC_URL must be an http(s) URL, such as https://gateway.example"
+        );
+    }
+    config.public_url = args.public_url;
+    config.allowed_origins = args
+        .allowed_origins
+        .iter()
+        .map(|o| o.trim())
+        .filter(|o| !o.is_empty())
+        .map(|o| {
+            crate::config::origin_of(o).ok_or_else(|| {
+                anyhow::anyhow!("APERTURE_ALLOWED_ORIGINS: {o:?} is not an http(s) origin")
+            })
+        })
+        .collect::<anyhow::Result<_>>()?;
     config.model = args
         .model_base_url
         .map(|base_url| crate::agents::model::ModelConfig {

@@ -55,6 +55,13 @@ pub struct Config {
     pub log_origin_host: Option<String>,
     /// `APERTURE_PUBLIC_CHECKPOINTS`: the latest checkpoints are served without a token.
     pub public_checkpoints: bool,
+    /// `APERTURE_PUBLIC_URL`: where people and clients reach this server; its origin is the
+    /// server's own for `/mcp`'s `Origin` check. Default: the listen address over http, as
+    /// bound ([`Config::own_origin`]).
+    pub public_url: Option<String>,
+    /// `APERTURE_ALLOWED_ORIGINS`: other origins whose pages may call `/mcp` (a browser sends
+    /// `Origin`; anything else is refused, against DNS rebinding).
+    pub allowed_origins: Vec<String>,
 }
 
 /// Which spend gate checks `max_cost_cents`.
@@ -90,6 +97,15 @@ impl Config {
 }
 
 impl Config {
+    /// The server's own origin (`scheme://host[:port]`): that of `public_url`, else the listen
+    /// address over http.
+    pub fn own_origin(&self) -> String {
+        self.public_url
+            .as_deref()
+            .and_then(origin_of)
+            .unwrap_or_else(|| format!("http://{}", self.addr))
+    }
+
     /// Defaults for a data folder: SQLite in `<data_dir>/aperture.db`, the site in `target/site`.
     pub fn new(data_dir: &std::path::Path) -> Self {
         Self {
@@ -112,7 +128,35 @@ impl Config {
             checkpoint_interval: crate::journal::checkpoints::DEFAULT_INTERVAL,
             checkpoint_dir: data_dir.join("checkpoints"),
             log_origin_host: None,
+            public_url: None,
+            allowed_origins: Vec::new(),
             public_checkpoints: false,
         }
     }
+}
+
+/// The origin (`scheme://host[:port]`, lowercase, the default port left out) of an absolute
+/// URL or an `Origin` header value; `None` when it is not one (`null`, a path, garbage).
+pub fn origin_of(url: &str) -> Option<String> {
+    let (scheme, rest) = url.split_once("://")?;
+    let scheme = scheme.to_ascii_lowercase();
+    if !matches!(scheme.as_str(), "http" | "https") {
+        return None;
+    }
+    let authority = rest.split(['/', '?', '#']).next()?.to_ascii_lowercase();
+    if authority.is_empty() || authority.contains('@') {
+        return None;
+    }
+    // The default port is no part of an origin as browsers send it.
+    let authority = match authority.rsplit_once(':') {
+        Some((host, port))
+            if !port.is_empty()
+                && port.bytes().all(|b| b.is_ascii_digit())
+                && matches!((scheme.as_str(), port), ("http", "80") | ("https", "443")) =>
+        {
+            host.to_owned()
+        }
+        _ => authority,
+    };
+    Some(format!("{scheme}://{authority}"))
 }

@@ -80,6 +80,9 @@ impl Application {
             .await
             .with_context(|| format!("binding {}", config.addr))?;
         let addr = listener.local_addr()?;
+        // The address as bound (port 0 picked one): the default public URL's origin is this.
+        let mut config = config;
+        config.addr = addr;
         let pkg_js = config
             .site_root
             .join("pkg")

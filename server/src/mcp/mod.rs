@@ -102,6 +102,11 @@ pub async fn handle(
     headers: HeaderMap,
     body: axum::body::Bytes,
 ) -> Response {
+    // Before anything else (MCP transport: servers MUST validate `Origin`, against DNS
+    // rebinding): a browser page of another origin never reaches the gateway.
+    if let Some(refused) = foreign_origin(&state.config, &headers) {
+        return refused;
+    }
     let secret = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
@@ -161,6 +166,25 @@ pub async fn handle(
         Ok(s) => s,
         Err(e) => return (StatusCode::BAD_REQUEST, Json(e.answer(&id))).into_response(),
     };
+    // 2025 era: after `initialize`, requests name the negotiated revision in
+    // `MCP-Protocol-Version`; one this server does not speak is a 400.
+    if !stateless
+        && method != "initialize"
+        && let Some(version) = headers.get("mcp-protocol-version")
+    {
+        let version = version.to_str().unwrap_or("");
+        if !PROTOCOL_VERSIONS.contains(&version)
+            && version != LEGACY_DEFAULT_VERSION
+            && version != STATELESS_VERSION
+        {
+            let answer = error(
+                &id,
+                INVALID_REQUEST,
+                format!("unsupported MCP-Protocol-Version {version:?}"),
+            );
+            return (StatusCode::BAD_REQUEST, Json(answer)).into_response();
+        }
+    }
     if method != "tools/call"
         && principal
             .read_at
@@ -209,6 +233,31 @@ pub async fn handle(
         }
     }
     response
+}
+
+/// The revision a 2025-era server assumes when a request names none (accepted when named).
+const LEGACY_DEFAULT_VERSION: &str = "2025-03-26";
+
+/// A 403 when the request comes from a browser page of another origin: its `Origin` is neither
+/// this server's own ([`crate::config::Config::own_origin`]) nor one of
+/// `APERTURE_ALLOWED_ORIGINS`; `Origin: null` (sandboxed frames, files) is refused too. Requests
+/// without `Origin` (MCP clients that are not browsers) pass.
+fn foreign_origin(config: &crate::config::Config, headers: &HeaderMap) -> Option<Response> {
+    let origin = headers.get(header::ORIGIN)?;
+    let allowed = origin
+        .to_str()
+        .ok()
+        .and_then(crate::config::origin_of)
+        .is_some_and(|o| o == config.own_origin() || config.allowed_origins.contains(&o));
+    if allowed {
+        return None;
+    }
+    let answer = error(
+        &Value::Null,
+        INVALID_REQUEST,
+        "this origin may not call the MCP endpoint (APERTURE_ALLOWED_ORIGINS lists the ones that may)",
+    );
+    Some((StatusCode::FORBIDDEN, Json(answer)).into_response())
 }
 
 /// Why a stateless request is refused before it is read.

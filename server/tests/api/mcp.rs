@@ -502,3 +502,74 @@ async fn the_typescript_sdk_calls_server_everything_through_the_gateway() {
         verify_receipt_json(&denied["_meta"]["receipt"], &keys).unwrap();
     }
 }
+
+/// Issue 24 (MCP transport: "Servers MUST validate the Origin header", against DNS
+/// rebinding): a browser page of another origin, or `Origin: null`, is refused with 403 before
+/// anything else (even before the token is looked at); the server's own origin and
+/// `APERTURE_ALLOWED_ORIGINS` pass, as do clients that send no `Origin`. A 2025-era request
+/// naming a protocol revision the server does not speak is a 400.
+#[tokio::test]
+async fn mcp_refuses_foreign_origins_and_unknown_protocol_versions() {
+    let app = TestApp::spawn_with(crate::helpers::Db::Sqlite, |c| {
+        c.allowed_origins = vec!["https://console.example".into()];
+    })
+    .await
+    .unwrap();
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
+    let send = |origin: Option<&str>, token: Option<&str>, version: Option<&str>| {
+        let mut rb = app
+            .client
+            .post(app.url("/mcp"))
+            .header("accept", "application/json, text/event-stream")
+            .json(&list);
+        if let Some(o) = origin {
+            rb = rb.header("origin", o);
+        }
+        if let Some(t) = token {
+            rb = rb.bearer_auth(t);
+        }
+        if let Some(v) = version {
+            rb = rb.header("mcp-protocol-version", v);
+        }
+        async move { rb.send().await.unwrap().status() }
+    };
+    for origin in [
+        "http://attacker.example",
+        "null",
+        "http://127.0.0.1.attacker.example",
+        "https://console.example.attacker.example",
+    ] {
+        assert_eq!(
+            send(Some(origin), Some(&agent), None).await,
+            StatusCode::FORBIDDEN,
+            "{origin}"
+        );
+        assert_eq!(
+            send(Some(origin), None, None).await,
+            StatusCode::FORBIDDEN,
+            "{origin}, before authentication"
+        );
+    }
+    let own = app.url("");
+    for origin in [
+        own.as_str(),
+        "https://console.example",
+        "https://CONSOLE.example:443",
+    ] {
+        assert_eq!(
+            send(Some(origin), Some(&agent), None).await,
+            StatusCode::OK,
+            "{origin}"
+        );
+    }
+    assert_eq!(send(None, Some(&agent), None).await, StatusCode::OK);
+    assert_eq!(
+        send(None, Some(&agent), Some("2025-11-25")).await,
+        StatusCode::OK
+    );
+    assert_eq!(
+        send(None, Some(&agent), Some("1999-01-01")).await,
+        StatusCode::BAD_REQUEST
+    );
+}
