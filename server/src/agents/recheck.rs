@@ -3,7 +3,7 @@
 //!
 //! A turn that started, parked and continued, or a background fork revived after a restart,
 //! runs as the principal that started it *as that principal is now*: before each model call and
-//! each batch of tool calls the turn's token (or dashboard user) is read again. A revoked or
+//! each tool call the turn's token (or dashboard user) is read again. A revoked or
 //! deleted token, a user deleted or without `:run`, or the agent's exposure session revoked ends
 //! the turn (status [`REVOKED`]) and nothing new runs. The end of a token's lifetime or of a
 //! browser session does not: what was authorized while it was valid goes on (the seed's

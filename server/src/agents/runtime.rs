@@ -471,8 +471,26 @@ pub async fn process_function_calls(
     // Results go to the model and, as sent, into the transcript.
     cx.output_to = calls::OutputTo::HostedAgent;
     let mut out = Vec::with_capacity(calls.len());
+    // The caller was checked before this batch; each later call of it is checked again, so a
+    // token revoked mid-batch runs nothing more (the turn then ends as `revoked`).
+    let mut withdrawn: Option<String> = None;
     for (index, call) in calls.iter().enumerate() {
         let name = call.function.name.as_str();
+        if withdrawn.is_none()
+            && index > 0
+            && let Err(why) = recheck::again(state, agent, principal).await
+        {
+            withdrawn = Some(why);
+        }
+        if let Some(why) = &withdrawn {
+            out.push(Response {
+                call: call.clone(),
+                outcome: "denied",
+                receipt_id: None,
+                content: format!("Error: not run: {why}"),
+            });
+            continue;
+        }
         // Refused before the checks of `tools/call`, and journaled like every decision.
         let refused = if !declared.contains(name) {
             Some((

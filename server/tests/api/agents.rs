@@ -1329,3 +1329,74 @@ async fn a_revoked_agent_session_ends_the_continued_turn() {
         "no model call after the revocation"
     );
 }
+
+/// Issue 23: the caller is checked again before each call of a batch, not only before the
+/// batch: a token revoked while the first call runs leaves the second unrun (answered with the
+/// reason, no receipt, no upstream call), and the turn ends as `revoked` without asking the
+/// model again.
+#[tokio::test]
+async fn a_token_revoked_mid_batch_runs_nothing_more() {
+    const SLOW: &str = "mcp__fixture__slow";
+    let model = ScriptedModel::start(vec![
+        Step::calls(&[
+            ("c1", SLOW, r#"{"millis":1500}"#),
+            ("c2", ECHO, r#"{"text":"after the revocation"}"#),
+        ]),
+        Step::text("never sent"),
+    ])
+    .await;
+    let app = app_with_model(&model.base_url).await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[ECHO, SLOW]).await;
+    let (bot_id, bot) = app.token_full("default", "batch-bot", &[scope::RUN]).await;
+    let agent = create_agent(&app, &bot, json!({"max_turns": 5})).await;
+    let revoke = {
+        let (client, url, admin) = (
+            app.client.clone(),
+            app.api(&format!("/tokens/{bot_id}")),
+            admin.clone(),
+        );
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            client
+                .delete(url)
+                .bearer_auth(admin)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        })
+    };
+    let (status, ended) = turn(&app, &bot, &agent, "Wait, then echo.").await;
+    assert!(revoke.await.unwrap().is_success());
+    assert_eq!(status, StatusCode::OK, "{ended}");
+    assert_eq!(ended["status"], "revoked", "{ended}");
+    let results: Vec<&Value> = ended["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "tool_result")
+        .collect();
+    assert_eq!(results.len(), 2, "{ended}");
+    assert_eq!(results[0]["outcome"], "executed", "{ended}");
+    assert_eq!(results[1]["outcome"], "denied", "{ended}");
+    assert!(
+        results[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("token was revoked"),
+        "{ended}"
+    );
+    assert_eq!(
+        model.requests().len(),
+        1,
+        "no model call after the revocation"
+    );
+    let echoes: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM journal WHERE tool = $1 AND kind = 'execution'")
+            .bind(ECHO)
+            .fetch_one(app.store.pool())
+            .await
+            .unwrap();
+    assert_eq!(echoes, 0, "the second call never reached the upstream");
+}
