@@ -6,6 +6,8 @@
 //! APERTURE_JOURNAL_SYNC=full cargo bench -p server --bench gateway
 //! # what the receipts browser's five filter indexes cost (dropped before the run):
 //! APERTURE_BENCH_WITHOUT_FILTER_INDEXES=1 cargo bench -p server --bench gateway
+//! # what the journal's signed checkpoints cost (the node makes none during the run):
+//! APERTURE_BENCH_WITHOUT_CHECKPOINTS=1 cargo bench -p server --bench gateway
 //! # the journal and everything else in PostgreSQL (a database made for the run, then dropped):
 //! APERTURE_BENCH_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test cargo bench -p server --bench gateway
 //! ```
@@ -139,6 +141,7 @@ async fn main() -> anyhow::Result<()> {
     config.addr = "127.0.0.1:0".parse()?;
     config.signing_key = Some(SIGNING_KEY.into());
     config.allow_private_upstreams = true;
+    config.checkpointer = std::env::var("APERTURE_BENCH_WITHOUT_CHECKPOINTS").as_deref() != Ok("1");
     if std::env::var("APERTURE_JOURNAL_SYNC").as_deref() == Ok("full") {
         config.durability = aperture::store::Durability::PowerLoss;
     }
@@ -177,6 +180,9 @@ async fn main() -> anyhow::Result<()> {
                 .await?;
         }
         println!("(without the journal's five filter indexes)");
+    }
+    if std::env::var("APERTURE_BENCH_WITHOUT_CHECKPOINTS").as_deref() == Ok("1") {
+        println!("(without the journal's signed checkpoints)");
     }
     let keys = aperture::keys::KeyRing::load(&store, dir.path(), Some(SIGNING_KEY)).await?;
     let journal = aperture::journal::Journal::new(store.clone(), keys);

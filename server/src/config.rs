@@ -62,6 +62,9 @@ pub struct Config {
     /// `APERTURE_ALLOWED_ORIGINS`: other origins whose pages may call `/mcp` (a browser sends
     /// `Origin`; anything else is refused, against DNS rebinding).
     pub allowed_origins: Vec<String>,
+    /// Whether this node makes signed checkpoints of the journal's trees (always, in `serve`;
+    /// the gateway benchmark turns it off to measure what checkpoints cost).
+    pub checkpointer: bool,
 }
 
 /// Which spend gate checks `max_cost_cents`.
@@ -130,6 +133,7 @@ impl Config {
             log_origin_host: None,
             public_url: None,
             allowed_origins: Vec::new(),
+            checkpointer: true,
             public_checkpoints: false,
         }
     }

@@ -187,8 +187,14 @@ impl Application {
         // Released, expired and interrupted invocations are handled here, with no request.
         let worker = tokio::spawn(self.worker.run());
         let chain = tokio::spawn(self.chain.run());
-        let checkpoints = self.state.checkpoints.clone();
-        let checkpointer = tokio::spawn(checkpoints.clone().run(self.state.journal.clone()));
+        let checkpoints = self
+            .state
+            .config
+            .checkpointer
+            .then(|| self.state.checkpoints.clone());
+        let checkpointer = checkpoints
+            .clone()
+            .map(|c| tokio::spawn(c.run(self.state.journal.clone())));
         // Execution receipts the journal refused are journaled once it records again.
         let spool = self.state.journal.spool().cloned().map(|spool| {
             tokio::spawn(spool.run(self.state.journal.clone(), Duration::from_secs(1)))
@@ -209,12 +215,16 @@ impl Application {
         worker.abort();
         chain.abort();
         resumer.abort();
-        checkpointer.abort();
+        if let Some(checkpointer) = checkpointer {
+            checkpointer.abort();
+        }
         if let Some(spool) = spool {
             spool.abort();
         }
         // The last records get their checkpoint before the server stops.
-        if let Err(e) = checkpoints.run_once().await {
+        if let Some(checkpoints) = checkpoints
+            && let Err(e) = checkpoints.run_once().await
+        {
             tracing::warn!(error = %e, "making checkpoints at shutdown");
         }
         served.context("serving HTTP")
