@@ -1220,7 +1220,9 @@ async fn record_execution(
     d: &engine::receipt::Disclosures,
 ) -> Map<String, Value> {
     let mut meta = Map::new();
-    match journal.append_or_spool(r.clone(), d).await {
+    // One copy of the receipt per execution, made by the journal for its writer (as `record`
+    // does); a receipt neither journal nor spool took comes back to be signed unrecorded.
+    match journal.append_or_spool(r, d).await {
         journal::Recorded::Journaled(signed) => {
             meta.insert(
                 "receipt".into(),
@@ -1231,8 +1233,8 @@ async fn record_execution(
             meta.insert("receipt_pending".into(), Value::Bool(true));
             meta.insert("receipt_id".into(), Value::String(receipt_id));
         }
-        journal::Recorded::Lost(e) => {
-            let unrecorded = unrecorded(journal, r, d, &e);
+        journal::Recorded::Lost(e, r) => {
+            let unrecorded = unrecorded(journal, *r, d, &e);
             meta.insert(
                 "receipt".into(),
                 serde_json::to_value(&unrecorded).unwrap_or(Value::Null),

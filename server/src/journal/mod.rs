@@ -459,8 +459,8 @@ pub enum Recorded {
     /// The journal refused it; it waits in the spool under this receipt id and is journaled
     /// when the journal records again.
     Spooled(String),
-    /// Neither the journal nor the spool took it.
-    Lost(JournalError),
+    /// Neither the journal nor the spool took it: why, and the receipt as it was handed in.
+    Lost(JournalError, Box<Receipt>),
 }
 
 /// What the writer has done since the journal was made.
@@ -669,7 +669,7 @@ impl Journal {
             Err(e) => e,
         };
         let Some(spool) = &self.spool else {
-            return Recorded::Lost(error);
+            return Recorded::Lost(error, Box::new(unsigned));
         };
         tracing::error!(error = %error, receipt_id = %unsigned.receipt_id, "an execution receipt could not be journaled; it is spooled");
         let mut disclosures = disclosures.clone();
@@ -680,13 +680,13 @@ impl Journal {
             )
             .is_err()
         {
-            return Recorded::Lost(error);
+            return Recorded::Lost(error, Box::new(unsigned));
         }
         match spool.push(&unsigned, &disclosures).await {
             Ok(()) => Recorded::Spooled(unsigned.receipt_id),
             Err(e) => {
                 tracing::error!(error = %e, "an execution receipt could not be spooled either");
-                Recorded::Lost(error)
+                Recorded::Lost(error, Box::new(unsigned))
             }
         }
     }
