@@ -166,12 +166,7 @@ pub async fn create(
     let environment = request
         .environment
         .unwrap_or_else(|| crate::policies::DEFAULT_ENVIRONMENT.to_owned());
-    if environment.is_empty()
-        || environment.len() > 64
-        || !environment
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
-    {
+    if !exposure::is_environment(&environment) {
         fields.push((
             "environment",
             "1–64 characters of a-z, 0-9, _ and -".to_owned(),
