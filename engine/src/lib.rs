@@ -6,7 +6,8 @@
 //!
 //! Modules, in the order a call meets them:
 //! - [`descriptor`]: tools and their server-owned security descriptors, canonical MCP names;
-//!   [`catalog`]: catalog tools with the hashes every manifest needs, computed once.
+//!   [`catalog`]: catalog tools with the hashes every manifest needs, computed once;
+//!   [`drift`]: what kind of change an upstream made to a tool since it was accepted.
 //! - [`policy`]: policies (rules → modes, redaction profiles, invocation policies) and the one
 //!   precedence function; [`validate`]: write-time validation with field paths against what the
 //!   runtime can enforce.
@@ -26,6 +27,7 @@ pub mod canonical;
 pub mod catalog;
 pub mod decision;
 pub mod descriptor;
+pub mod drift;
 pub mod evidence;
 pub mod fork;
 pub mod manifest;

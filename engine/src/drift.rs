@@ -1,0 +1,620 @@
+//! Drift triage: what kind of change an upstream made to a tool, against the last definition the
+//! tenant accepted (CONTRACT §14's classes). Rug pulls rewrite a tool after it was trusted; the
+//! classes say what was rewritten so that a tenant can hold the risky kinds for review.
+//!
+//! - [`classify`]: every class a change falls into, in [`DriftClass`] order.
+//! - [`flags`]: the risky content a definition carries at all (for a tool seen the first time).
+//! - [`schema_relation`]: whether one input schema accepts more, fewer or other arguments than
+//!   another. It is conservative: it says `Wider` or `Narrower` only when every keyword that
+//!   differs moves that way, so a widened schema is never called narrowed (property-tested).
+//! - [`reveal_hidden`]: a text with its hidden characters made visible, for the diff an admin
+//!   reads.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::descriptor::ToolDescriptor;
+
+/// A kind of change (CONTRACT §14).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DriftClass {
+    /// Only the title changed.
+    Title,
+    /// The description's text changed.
+    Description,
+    /// Instruction-like text (addressed to the model) appeared in the description or schema text.
+    InstructionsAdded,
+    /// Zero-width, bidirectional-control or tag characters appeared.
+    HiddenCharacters,
+    /// URLs or e-mail addresses appeared.
+    UrlsAdded,
+    /// An annotation moved towards less safe (`readOnlyHint` or `idempotentHint` off,
+    /// `destructiveHint` or `openWorldHint` on).
+    AnnotationsWeakened,
+    /// The input schema accepts more than before (and nothing less).
+    InputWidened,
+    /// The input schema accepts less than before (and nothing more).
+    InputNarrowed,
+    /// The input schema changed in a way that is neither.
+    InputChanged,
+    /// The output schema changed.
+    OutputChanged,
+    /// The tool is gone.
+    Removed,
+}
+
+impl DriftClass {
+    /// Every class, in order.
+    pub const ALL: [DriftClass; 11] = [
+        Self::Title,
+        Self::Description,
+        Self::InstructionsAdded,
+        Self::HiddenCharacters,
+        Self::UrlsAdded,
+        Self::AnnotationsWeakened,
+        Self::InputWidened,
+        Self::InputNarrowed,
+        Self::InputChanged,
+        Self::OutputChanged,
+        Self::Removed,
+    ];
+
+    /// The contract's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Title => "title",
+            Self::Description => "description",
+            Self::InstructionsAdded => "instructions_added",
+            Self::HiddenCharacters => "hidden_characters",
+            Self::UrlsAdded => "urls_added",
+            Self::AnnotationsWeakened => "annotations_weakened",
+            Self::InputWidened => "input_widened",
+            Self::InputNarrowed => "input_narrowed",
+            Self::InputChanged => "input_changed",
+            Self::OutputChanged => "output_changed",
+            Self::Removed => "removed",
+        }
+    }
+
+    /// From [`DriftClass::as_str`].
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|c| c.as_str() == s)
+    }
+}
+
+/// The parts of a tool an upstream defines (what drift can change).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Definition {
+    /// `title` (or `annotations.title`).
+    pub title: Option<String>,
+    /// `description`.
+    pub description: Option<String>,
+    /// `inputSchema`.
+    pub input_schema: Value,
+    /// `outputSchema`.
+    pub output_schema: Option<Value>,
+    /// `annotations`.
+    pub annotations: Option<Value>,
+}
+
+impl From<&ToolDescriptor> for Definition {
+    fn from(t: &ToolDescriptor) -> Self {
+        Self {
+            title: t.title.clone(),
+            description: t.description.clone(),
+            input_schema: t.input_schema.clone(),
+            output_schema: t.output_schema.clone(),
+            annotations: t.annotations.clone(),
+        }
+    }
+}
+
+impl Definition {
+    fn title(&self) -> Option<&str> {
+        self.title.as_deref().or_else(|| {
+            self.annotations
+                .as_ref()
+                .and_then(|a| a.get("title"))
+                .and_then(Value::as_str)
+        })
+    }
+
+    /// Every text a model reads from this definition: the description and the descriptions and
+    /// titles inside the schemas.
+    fn texts(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = self.description.iter().map(String::as_str).collect();
+        schema_texts(&self.input_schema, &mut out);
+        if let Some(output) = &self.output_schema {
+            schema_texts(output, &mut out);
+        }
+        out
+    }
+}
+
+fn schema_texts<'a>(schema: &'a Value, out: &mut Vec<&'a str>) {
+    match schema {
+        Value::Object(map) => {
+            for (k, v) in map {
+                match (k.as_str(), v) {
+                    ("description" | "title", Value::String(s)) => out.push(s),
+                    _ => schema_texts(v, out),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|v| schema_texts(v, out)),
+        _ => {}
+    }
+}
+
+/// The classes of the change from `accepted` (the last definition the tenant accepted) to
+/// `current` (`None`: the upstream no longer lists the tool). Empty when nothing a model or a
+/// caller sees changed.
+pub fn classify(accepted: &Definition, current: Option<&Definition>) -> Vec<DriftClass> {
+    let Some(current) = current else {
+        return vec![DriftClass::Removed];
+    };
+    let mut classes = BTreeSet::new();
+    if accepted.title() != current.title() {
+        classes.insert(DriftClass::Title);
+    }
+    if accepted.description != current.description {
+        classes.insert(DriftClass::Description);
+    }
+    let (before, after) = (accepted.texts(), current.texts());
+    if !added(&before, &after, instruction_markers).is_empty() {
+        classes.insert(DriftClass::InstructionsAdded);
+    }
+    if !added(&before, &after, hidden_characters).is_empty() {
+        classes.insert(DriftClass::HiddenCharacters);
+    }
+    if !added(&before, &after, addresses).is_empty() {
+        classes.insert(DriftClass::UrlsAdded);
+    }
+    if annotations_weakened(accepted.annotations.as_ref(), current.annotations.as_ref()) {
+        classes.insert(DriftClass::AnnotationsWeakened);
+    }
+    match schema_relation(&accepted.input_schema, &current.input_schema) {
+        Relation::Equal => {}
+        Relation::Wider => {
+            classes.insert(DriftClass::InputWidened);
+        }
+        Relation::Narrower => {
+            classes.insert(DriftClass::InputNarrowed);
+        }
+        Relation::Incomparable => {
+            classes.insert(DriftClass::InputChanged);
+        }
+    }
+    if strip_annotations(accepted.output_schema.as_ref())
+        != strip_annotations(current.output_schema.as_ref())
+    {
+        classes.insert(DriftClass::OutputChanged);
+    }
+    classes.into_iter().collect()
+}
+
+/// The risky content `definition` carries at all (instruction-like text, hidden characters,
+/// URLs or e-mail addresses), as the classes a change adding it would get: what a tool seen
+/// the first time is flagged with.
+pub fn flags(definition: &Definition) -> Vec<DriftClass> {
+    let texts = definition.texts();
+    let mut out = Vec::new();
+    for (class, find) in [
+        (
+            DriftClass::InstructionsAdded,
+            instruction_markers as fn(&str) -> BTreeSet<String>,
+        ),
+        (DriftClass::HiddenCharacters, hidden_characters),
+        (DriftClass::UrlsAdded, addresses),
+    ] {
+        if texts.iter().any(|t| !find(t).is_empty()) {
+            out.push(class);
+        }
+    }
+    out
+}
+
+/// What `find` finds in `after` and not in `before`.
+fn added(before: &[&str], after: &[&str], find: fn(&str) -> BTreeSet<String>) -> BTreeSet<String> {
+    let old: BTreeSet<String> = before.iter().flat_map(|t| find(t)).collect();
+    after
+        .iter()
+        .flat_map(|t| find(t))
+        .filter(|f| !old.contains(f))
+        .collect()
+}
+
+/// Whether `c` is hidden: zero-width characters, joiners, the BOM, bidirectional controls,
+/// invisible separators and Unicode tag characters.
+pub fn is_hidden(c: char) -> bool {
+    matches!(c,
+        '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}' | '\u{17B5}'
+        | '\u{180E}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2064}'
+        | '\u{2066}'..='\u{206F}' | '\u{3164}' | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FFA0}'
+        | '\u{E0000}'..='\u{E007F}')
+}
+
+fn hidden_characters(text: &str) -> BTreeSet<String> {
+    text.chars()
+        .filter(|c| is_hidden(*c))
+        .map(|c| format!("U+{:04X}", u32::from(c)))
+        .collect()
+}
+
+/// `text` with every hidden character written as `⟨U+XXXX⟩`.
+pub fn reveal_hidden(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if is_hidden(c) {
+            out.push_str(&format!("⟨U+{:04X}⟩", u32::from(c)));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// URLs (`scheme://…`, `www.…`) and e-mail addresses in `text`, lowercased.
+fn addresses(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for token in text.split(|c: char| c.is_whitespace() || "\"'<>()[]{}`,;".contains(c)) {
+        let token = token.trim_end_matches(['.', ':', '!', '?']);
+        let lower = token.to_lowercase();
+        let url = lower.find("://").is_some_and(|i| {
+            i > 0
+                && lower[..i]
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+                && lower.len() > i + 3
+        }) || lower.starts_with("www.");
+        let email = lower.split_once('@').is_some_and(|(user, domain)| {
+            !user.is_empty()
+                && domain.contains('.')
+                && !domain.starts_with('.')
+                && !domain.ends_with('.')
+                && !domain.contains('@')
+        });
+        if url || email {
+            out.insert(lower);
+        }
+    }
+    out
+}
+
+/// Phrases addressed to the model rather than describing the tool: instructions to act before or
+/// instead of answering, to keep something from the user, to read secrets or send data away.
+const INSTRUCTION_MARKERS: &[&str] = &[
+    "ignore previous",
+    "ignore all previous",
+    "ignore the above",
+    "disregard",
+    "before answering",
+    "before responding",
+    "before using",
+    "before calling",
+    "before you",
+    "you must",
+    "you should always",
+    "always call",
+    "always use",
+    "always run",
+    "do not tell",
+    "don't tell",
+    "do not mention",
+    "don't mention",
+    "do not inform",
+    "without telling",
+    "without asking",
+    "the user must not",
+    "system prompt",
+    "<important>",
+    "<instructions>",
+    "[instructions]",
+    "instead of",
+    "read ~/",
+    "~/.ssh",
+    "id_rsa",
+    ".env",
+    "api key",
+    "password",
+    "private key",
+    "send it to",
+    "send them to",
+    "send the",
+    "upload",
+    "exfiltrate",
+    "curl ",
+    "wget ",
+];
+
+fn instruction_markers(text: &str) -> BTreeSet<String> {
+    // Hidden characters and case must not hide a phrase.
+    let folded: String = text
+        .chars()
+        .filter(|c| !is_hidden(*c))
+        .collect::<String>()
+        .to_lowercase();
+    let squeezed = folded.split_whitespace().collect::<Vec<_>>().join(" ");
+    INSTRUCTION_MARKERS
+        .iter()
+        .filter(|m| squeezed.contains(*m))
+        .map(|m| (*m).to_owned())
+        .collect()
+}
+
+/// Whether an annotation moved towards less safe. MCP's defaults when absent: `readOnlyHint`
+/// false, `destructiveHint` true, `idempotentHint` false, `openWorldHint` true.
+fn annotations_weakened(before: Option<&Value>, after: Option<&Value>) -> bool {
+    let hint = |a: Option<&Value>, name: &str, default: bool| {
+        a.and_then(|a| a.get(name))
+            .and_then(Value::as_bool)
+            .unwrap_or(default)
+    };
+    let off =
+        |name: &str, default: bool| hint(before, name, default) && !hint(after, name, default);
+    let on = |name: &str, default: bool| !hint(before, name, default) && hint(after, name, default);
+    off("readOnlyHint", false)
+        || off("idempotentHint", false)
+        || on("destructiveHint", true)
+        || on("openWorldHint", true)
+}
+
+/// How a new input schema relates to an old one, as sets of arguments they accept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Relation {
+    /// The same constraints.
+    Equal,
+    /// Accepts everything the old one did, and more.
+    Wider,
+    /// Accepts only what the old one did, and less.
+    Narrower,
+    /// Neither (or not decidable here).
+    Incomparable,
+}
+
+impl Relation {
+    fn and(self, other: Relation) -> Relation {
+        match (self, other) {
+            (Relation::Equal, r) | (r, Relation::Equal) => r,
+            (a, b) if a == b => a,
+            _ => Relation::Incomparable,
+        }
+    }
+
+    fn flip(self) -> Relation {
+        match self {
+            Relation::Wider => Relation::Narrower,
+            Relation::Narrower => Relation::Wider,
+            r => r,
+        }
+    }
+}
+
+/// Keywords that describe a schema without constraining what it accepts.
+const ANNOTATION_KEYWORDS: &[&str] = &[
+    "title",
+    "description",
+    "examples",
+    "default",
+    "$comment",
+    "deprecated",
+    "readOnly",
+    "writeOnly",
+];
+
+fn strip_annotations(schema: Option<&Value>) -> Option<Value> {
+    fn strip(v: &Value) -> Value {
+        match v {
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .filter(|(k, _)| !ANNOTATION_KEYWORDS.contains(&k.as_str()))
+                    .map(|(k, v)| (k.clone(), strip(v)))
+                    .collect(),
+            ),
+            Value::Array(items) => Value::Array(items.iter().map(strip).collect()),
+            other => other.clone(),
+        }
+    }
+    schema.map(strip)
+}
+
+/// How `new` relates to `old`. Conservative: keywords it does not know, or changes it cannot
+/// order, make the answer [`Relation::Incomparable`].
+pub fn schema_relation(old: &Value, new: &Value) -> Relation {
+    let (Value::Object(old), Value::Object(new)) = (old, new) else {
+        return if strip_annotations(Some(old)) == strip_annotations(Some(new)) {
+            Relation::Equal
+        } else {
+            Relation::Incomparable
+        };
+    };
+    let mut rel = Relation::Equal;
+    let keys: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
+    for key in keys {
+        if ANNOTATION_KEYWORDS.contains(&key.as_str()) {
+            continue;
+        }
+        let (a, b) = (old.get(key), new.get(key));
+        if a == b {
+            continue;
+        }
+        let r = match key.as_str() {
+            "type" => type_relation(a, b),
+            "required" => set_relation(a, b, true),
+            "enum" => set_relation(a, b, false),
+            "const" => match (a, b) {
+                (Some(_), None) => Relation::Wider,
+                (None, Some(_)) => Relation::Narrower,
+                _ => Relation::Incomparable,
+            },
+            "maxLength" | "maximum" | "exclusiveMaximum" | "maxItems" | "maxProperties" => {
+                bound_relation(a, b, true)
+            }
+            "minLength" | "minimum" | "exclusiveMinimum" | "minItems" | "minProperties" => {
+                bound_relation(a, b, false)
+            }
+            "pattern" | "format" | "multipleOf" | "uniqueItems" => match (a, b) {
+                (Some(_), None) => Relation::Wider,
+                (None, Some(_)) => Relation::Narrower,
+                _ => Relation::Incomparable,
+            },
+            "items" => match (a, b) {
+                (Some(a), Some(b)) => schema_relation(a, b),
+                (Some(_), None) => Relation::Wider,
+                (None, Some(_)) => Relation::Narrower,
+                (None, None) => Relation::Equal,
+            },
+            "additionalProperties" => additional_relation(a, b),
+            "properties" => Relation::Equal, // below, with additionalProperties in view
+            _ => Relation::Incomparable,
+        };
+        rel = rel.and(r);
+        if rel == Relation::Incomparable {
+            return rel;
+        }
+    }
+    rel.and(properties_relation(old, new))
+}
+
+fn properties_relation(old: &Map<String, Value>, new: &Map<String, Value>) -> Relation {
+    let empty = Map::new();
+    let props = |m: &Map<String, Value>| -> Map<String, Value> {
+        m.get("properties")
+            .and_then(Value::as_object)
+            .unwrap_or(&empty)
+            .clone()
+    };
+    let (a, b) = (props(old), props(new));
+    // What an undeclared property may be: anything (absent or `true`), nothing (`false`), or
+    // a schema.
+    let open = |m: &Map<String, Value>| match m.get("additionalProperties") {
+        None | Some(Value::Bool(true)) => Some(true),
+        Some(Value::Bool(false)) => Some(false),
+        Some(_) => None,
+    };
+    let mut rel = Relation::Equal;
+    for (name, schema) in &a {
+        let r = match b.get(name) {
+            Some(next) => schema_relation(schema, next),
+            // Undeclared now: whatever `additionalProperties` of the new schema allows.
+            None => match open(new) {
+                Some(true) => Relation::Wider,
+                Some(false) => Relation::Narrower,
+                None => Relation::Incomparable,
+            },
+        };
+        rel = rel.and(r);
+    }
+    for _ in b.keys().filter(|n| !a.contains_key(*n)) {
+        let r = match open(old) {
+            // Was forbidden, is allowed now (within its schema).
+            Some(false) => Relation::Wider,
+            // Was anything, is constrained now.
+            Some(true) => Relation::Narrower,
+            None => Relation::Incomparable,
+        };
+        rel = rel.and(r);
+    }
+    rel
+}
+
+fn additional_relation(a: Option<&Value>, b: Option<&Value>) -> Relation {
+    let level = |v: Option<&Value>| match v {
+        None | Some(Value::Bool(true)) => Some(1),
+        Some(Value::Bool(false)) => Some(0),
+        Some(_) => None,
+    };
+    match (level(a), level(b)) {
+        (Some(x), Some(y)) if x == y => Relation::Equal,
+        (Some(x), Some(y)) if y > x => Relation::Wider,
+        (Some(_), Some(_)) => Relation::Narrower,
+        _ => match (a, b) {
+            (Some(a), Some(b)) => schema_relation(a, b),
+            _ => Relation::Incomparable,
+        },
+    }
+}
+
+fn type_relation(a: Option<&Value>, b: Option<&Value>) -> Relation {
+    let set = |v: Option<&Value>| -> Option<BTreeSet<String>> {
+        match v? {
+            Value::String(s) => Some([s.clone()].into()),
+            Value::Array(items) => items
+                .iter()
+                .map(|i| i.as_str().map(str::to_owned))
+                .collect(),
+            _ => None,
+        }
+    };
+    match (a, b) {
+        (Some(_), None) => Relation::Wider,
+        (None, Some(_)) => Relation::Narrower,
+        _ => match (set(a), set(b)) {
+            (Some(x), Some(y)) => inclusion(&x, &y),
+            _ => Relation::Incomparable,
+        },
+    }
+}
+
+/// `x` → `y` as sets of allowed things: a superset is wider.
+fn inclusion<T: Ord>(x: &BTreeSet<T>, y: &BTreeSet<T>) -> Relation {
+    match (x.is_subset(y), y.is_subset(x)) {
+        (true, true) => Relation::Equal,
+        (true, false) => Relation::Wider,
+        (false, true) => Relation::Narrower,
+        (false, false) => Relation::Incomparable,
+    }
+}
+
+/// `enum` (allowed values: more is wider; absent is everything) or `required` (demanded
+/// members: more is narrower; absent is none).
+fn set_relation(a: Option<&Value>, b: Option<&Value>, demands: bool) -> Relation {
+    let set = |v: Option<&Value>| -> Option<BTreeSet<String>> {
+        v?.as_array()
+            .map(|items| items.iter().map(Value::to_string).collect())
+    };
+    if demands {
+        let (x, y) = (
+            set(a).or_else(|| a.is_none().then(BTreeSet::new)),
+            set(b).or_else(|| b.is_none().then(BTreeSet::new)),
+        );
+        return match (x, y) {
+            (Some(x), Some(y)) => inclusion(&x, &y).flip(),
+            _ => Relation::Incomparable,
+        };
+    }
+    match (a, b) {
+        (Some(_), None) => Relation::Wider,
+        (None, Some(_)) => Relation::Narrower,
+        _ => match (set(a), set(b)) {
+            (Some(x), Some(y)) => inclusion(&x, &y),
+            _ => Relation::Incomparable,
+        },
+    }
+}
+
+/// An upper (`upper`) or lower bound: a looser bound, or none, is wider.
+fn bound_relation(a: Option<&Value>, b: Option<&Value>, upper: bool) -> Relation {
+    match (a.and_then(Value::as_f64), b.and_then(Value::as_f64), a, b) {
+        (_, _, Some(_), None) => Relation::Wider,
+        (_, _, None, Some(_)) => Relation::Narrower,
+        (Some(x), Some(y), _, _) => {
+            let looser = if upper { y > x } else { y < x };
+            if x == y {
+                Relation::Equal
+            } else if looser {
+                Relation::Wider
+            } else {
+                Relation::Narrower
+            }
+        }
+        _ => Relation::Incomparable,
+    }
+}
+
+#[cfg(test)]
+#[path = "drift_tests.rs"]
+mod tests;
