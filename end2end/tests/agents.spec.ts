@@ -1,4 +1,5 @@
-import { test, expect, APIRequestContext } from "@playwright/test";
+import { test, expect } from "./fixtures";
+import type { APIRequestContext } from "@playwright/test";
 import { createToken, hydrated, signIn } from "./helpers";
 
 const API = "/api/v2/agent-tool-exposure";

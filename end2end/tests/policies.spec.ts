@@ -1,4 +1,5 @@
-import { test, expect, Page } from "@playwright/test";
+import { test, expect } from "./fixtures";
+import type { Page } from "@playwright/test";
 import { createToken, hydrated, mcpClient, signIn } from "./helpers";
 
 const ECHO = "mcp__fixture__echo";

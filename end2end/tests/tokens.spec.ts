@@ -1,4 +1,4 @@
-import { test, expect } from "@playwright/test";
+import { test, expect } from "./fixtures";
 import { hydrated, signIn } from "./helpers";
 
 test("create a token, see it listed, revoke it, sign out", async ({ page, request, baseURL }) => {

@@ -1,4 +1,4 @@
-import { test, expect } from "@playwright/test";
+import { test, expect } from "./fixtures";
 import { createToken, hydrated, mcpClient, signIn } from "./helpers";
 
 const API = "/api/v2/agent-tool-exposure";

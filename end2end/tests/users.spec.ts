@@ -1,4 +1,4 @@
-import { test, expect } from "@playwright/test";
+import { test, expect } from "./fixtures";
 import { hydrated, signIn } from "./helpers";
 
 test("create a user, change their scopes, and they can sign in", async ({ page, browser }) => {

@@ -1,35 +1,29 @@
-//! `tools/call` under an exposure session: the engine's decision against the stored grant, a
-//! journaled decision receipt, then — for `allow` (and `dry_run_only` with a declared dry-run
-//! argument) — execution through the upstream with the granted deadline and result cap, the
-//! output redacted for the MCP destination, and a journaled execution receipt.
+//! `tools/call` under an exposure session, in the contract's stages, each a function of its
+//! own: [`authorize`] (the engine's decision against the stored grant, then the binding's checks:
+//! confirmation, retry and idempotency keys, rate buckets, the spend gate), [`record_decision`]
+//! (the decision receipt journaled), [`bind_invocation`] (modes that wait for a person or a
+//! worker — `approval_required`, `staged_change`, `async_job_only`, `confirmation_required` —
+//! and calls carrying `_meta.invocation_id` are bound as invocations, [`crate::invocations`],
+//! so that a retry returns the first call's outcome), and [`run`] (for `allow`, and
+//! `dry_run_only` with a declared dry-run argument: execution through the upstream,
+//! [`crate::execution`]).
 //!
 //! Fail closed: when the journal cannot record the decision, nothing executes and the caller
-//! gets a signed `journal_unavailable` denial with `seq` and `prev_hash` null. Modes that wait
-//! for a person or a worker (`approval_required`, `staged_change`, `async_job_only`,
-//! `confirmation_required`) are bound as invocations ([`crate::invocations`]) and answered with
-//! their status; a call carrying `_meta.invocation_id` is bound too, so that a retry returns the
-//! first call's outcome.
+//! gets a signed `journal_unavailable` denial with `seq` and `prev_hash` null.
 
 use std::time::Duration;
 
 use engine::decision::{self, BoundCall, CallRequest, Caller, Grant as EngineGrant};
-use engine::descriptor::ToolSource;
-use engine::manifest::ExecutionTarget;
-use engine::narrow::ValidatorCache;
-use engine::policy::{Destination, Mode};
+use engine::policy::Mode;
 use engine::receipt::{Decision, ReasonCode, Receipt, ReceiptKind};
-use engine::redact;
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::auth::Principal;
 use crate::error::ServiceError;
+use crate::execution::{CallContext, execute, record, short, target_json, tool_result, unrecorded};
 use crate::journal::{self, Journal};
-use crate::store::{self, Store, cache};
-use crate::upstream::{Upstreams, check_result_size};
-
-/// Deadline of a call whose rule sets none.
-const DEFAULT_DEADLINE: Duration = Duration::from_secs(60);
+use crate::store::{self, cache};
 
 /// What a `tools/call` carries besides the tool and its arguments (CONTRACT §4).
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -67,137 +61,6 @@ pub struct ToolCall {
     pub meta: CallMeta,
 }
 
-/// Everything a call needs from the server.
-pub struct CallContext<'a> {
-    /// Store.
-    pub store: &'a Store,
-    /// Journal.
-    pub journal: &'a Journal,
-    /// Upstream connections.
-    pub upstreams: &'a Upstreams,
-    /// Compiled validators of advertised schemas.
-    pub validators: &'a ValidatorCache,
-    /// How long a parked invocation waits for an approver.
-    pub parked_expiry: Duration,
-    /// Wakes the invocation worker (an async job was accepted).
-    pub invocation_wake: &'a tokio::sync::Notify,
-    /// Rate buckets are counted by the shared limiter (`APERTURE_RATE_LIMITER=database`).
-    pub rate_limiter: bool,
-    /// `max_cost_cents` is checked against tool prices (`APERTURE_SPEND_GATE=catalog`).
-    pub spend_gate: bool,
-    /// Where results go, and so what they are redacted for.
-    pub output_to: OutputTo,
-    /// How long an `idempotency_key` de-duplicates.
-    pub idempotency_retention: Duration,
-}
-
-/// Default of `APERTURE_IDEMPOTENCY_RETENTION_HOURS`.
-pub const DEFAULT_IDEMPOTENCY_RETENTION: Duration = Duration::from_secs(24 * 3_600);
-
-/// Where a call's result goes (CONTRACT §11 destinations): what a redaction profile must list
-/// for the output to pass.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum OutputTo {
-    /// An MCP (`/mcp`) or REST caller: `mcp`.
-    #[default]
-    Mcp,
-    /// A hosted agent: its model reads the result (`llm`) and its transcript stores exactly
-    /// what the model was sent (`transcript`).
-    HostedAgent,
-}
-
-impl OutputTo {
-    /// The destinations the output reaches.
-    pub fn destinations(self) -> &'static [Destination] {
-        match self {
-            Self::Mcp => &[Destination::Mcp],
-            Self::HostedAgent => &[Destination::Llm, Destination::Transcript],
-        }
-    }
-
-    /// As stored with an invocation.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Mcp => "mcp",
-            Self::HostedAgent => "hosted_agent",
-        }
-    }
-
-    /// From [`OutputTo::as_str`]; anything else is an MCP caller (its own redaction).
-    pub fn parse(s: &str) -> Self {
-        match s {
-            "hosted_agent" => Self::HostedAgent,
-            _ => Self::Mcp,
-        }
-    }
-}
-
-fn short(reason: ReasonCode) -> &'static str {
-    match reason {
-        ReasonCode::ManifestBindingMismatch => {
-            "The call does not match a current manifest of this session: list the tools again."
-        }
-        ReasonCode::LeaseExpired => "The manifest lease expired: list the tools again.",
-        ReasonCode::ActorMismatch => "This session belongs to another actor.",
-        ReasonCode::NotCallable => "No such tool.",
-        ReasonCode::ExecutionAllowlist => "This fork may not execute that tool.",
-        ReasonCode::PolicyDenied => "Policy does not allow this tool.",
-        ReasonCode::ScopeMissing => "The caller lacks the scope this tool requires.",
-        ReasonCode::SchemaHashMissing => {
-            "The call must echo the tool's schemaHash from the manifest."
-        }
-        ReasonCode::ToolVersionMismatch => "The call must echo the tool version from the manifest.",
-        ReasonCode::SchemaHashMismatch => {
-            "The echoed schemaHash is not the one granted: list the tools again."
-        }
-        ReasonCode::ManifestDrift => {
-            "The tool changed since the manifest was granted: list the tools again."
-        }
-        ReasonCode::ArgumentsInvalid => {
-            "The arguments do not match the tool's advertised input schema."
-        }
-        ReasonCode::SpendGateUnavailable => {
-            "This tool has a spending cap this gateway cannot enforce yet, so it was not run."
-        }
-        ReasonCode::RateLimited => "Rate limit reached; try again later.",
-        ReasonCode::JournalUnavailable => {
-            "The decision could not be recorded, so nothing ran. Try again shortly."
-        }
-        ReasonCode::ExecutionTimeout => "The tool did not finish within its deadline.",
-        ReasonCode::ResultTooLarge => "The tool's result was larger than policy allows.",
-        ReasonCode::UpstreamError => "The tool's server failed.",
-        _ => "The call was refused.",
-    }
-}
-
-/// A tool result carrying `receipt` in `_meta` (with `extra` beside it).
-pub fn tool_result(
-    receipt: &Receipt,
-    is_error: bool,
-    text: &str,
-    extra: Map<String, Value>,
-) -> Value {
-    let mut meta = extra;
-    meta.insert(
-        "receipt".into(),
-        serde_json::to_value(receipt).unwrap_or(Value::Null),
-    );
-    json!({"content": [{"type": "text", "text": text}], "isError": is_error, "_meta": meta})
-}
-
-/// Journals `r`; when the journal cannot record, a signed unrecorded `journal_unavailable`
-/// denial replaces it (and nothing may run).
-async fn record(
-    journal: &Journal,
-    r: Receipt,
-    d: &engine::receipt::Disclosures,
-) -> (Receipt, bool) {
-    match journal.append(r.clone(), d).await {
-        Ok(signed) => (signed, true),
-        Err(e) => (unrecorded(journal, r, d, &e), false),
-    }
-}
-
 /// [`record`] of a decision taken on reads at the store's generation `decided_at` (when not yet
 /// confirmed, [`cache::Fresh::unconfirmed`]): [`ServiceError::StaleRead`] when the generation
 /// moved before the record was committed (nothing recorded; the call is decided again).
@@ -212,20 +75,6 @@ async fn record_at(
         Err(journal::JournalError::Stale) => Err(ServiceError::StaleRead),
         Err(e) => Ok((unrecorded(journal, r, d, &e), false)),
     }
-}
-
-/// The signed, unrecorded `journal_unavailable` denial that replaces `r` when the journal
-/// failed with `e`.
-fn unrecorded(
-    journal: &Journal,
-    mut r: Receipt,
-    d: &engine::receipt::Disclosures,
-    e: &journal::JournalError,
-) -> Receipt {
-    tracing::error!(error = %e, "a decision could not be journaled; nothing runs");
-    r.decision = Decision::Deny;
-    r.reason = ReasonCode::JournalUnavailable;
-    journal.sign_unrecorded(r.clone(), d).unwrap_or(r)
 }
 
 /// Journals a denial decided at `decided_at` and answers it.
@@ -290,14 +139,114 @@ pub async fn refuse_unchecked(
     record(cx.journal, r, &d).await.0
 }
 
-/// Decides and, when allowed, executes a call. The answer is always a tool result (denials
-/// included, each with its receipt in `_meta`); only failures of the server itself are errors.
+/// A call's stages, as CONTRACT §5 orders them: [`authorize`] (the engine's decision against
+/// the grant, then what the binding asks: confirmation, retry and idempotency keys, rate
+/// buckets, the spend gate), [`record_decision`] (the decision journaled: nothing runs that is
+/// not recorded), [`bind_invocation`] (a call that waits for a person or a worker, or carries a
+/// retry key, is bound durably and answered with its status), then [`run`] (the upstream call
+/// and its execution receipt, [`crate::execution`]).
+///
+/// The answer is always a tool result (denials included, each with its receipt in `_meta`);
+/// only failures of the server itself are errors.
 pub async fn call(
     cx: &CallContext<'_>,
     principal: &Principal,
     path_session: Option<&str>,
     call: &ToolCall,
 ) -> Result<Value, ServiceError> {
+    let authorized = match authorize(cx, principal, path_session, call).await? {
+        Stage::Answered(answer) => return Ok(answer),
+        Stage::Next(a) => a,
+    };
+    let decision_receipt = match record_decision(cx, &authorized).await? {
+        Stage::Answered(answer) => return Ok(answer),
+        Stage::Next(receipt) => receipt,
+    };
+    if let Some(answer) = bind_invocation(cx, principal, &authorized, &decision_receipt).await? {
+        return Ok(answer);
+    }
+    run(cx, principal, authorized, &decision_receipt).await
+}
+
+/// What a stage hands on: the caller's answer (a denial, a replayed outcome, a status), or
+/// what the next stage needs.
+enum Stage<T> {
+    Answered(Value),
+    Next(T),
+}
+
+/// A call the engine and the binding's checks allowed to go on: its decision receipt and
+/// disclosures (not yet journaled), the bound call, and how it proceeds.
+struct Authorized {
+    /// The decision receipt, unsigned.
+    r: Receipt,
+    d: engine::receipt::Disclosures,
+    /// The store generation the decision read at, when the record must confirm it.
+    decided_at: Option<i64>,
+    bound: BoundCall,
+    /// The tool as the catalog has it now (its upstream, its dry-run argument).
+    tool: Option<std::sync::Arc<cache::Tool>>,
+    /// The session the grant belongs to.
+    bound_session: String,
+    manifest_id: String,
+    turn_id: Option<String>,
+    /// The caller's `_meta.invocation_id`.
+    client_key: Option<String>,
+    idempotency: Option<IdempotencyClaim>,
+    /// Carried past this request by the durable runtime (parked, staged, queued, awaiting
+    /// confirmation).
+    deferred: Option<Deferred>,
+    /// Executed now (`allow`, or `dry_run_only` with the tool's dry-run argument).
+    runs: bool,
+    invocation_id: Option<String>,
+    /// The token a `confirmation_required` answer gives the caller.
+    confirmation: Option<String>,
+}
+
+/// How a deferred mode is stored and answered.
+#[derive(Debug, Clone, Copy)]
+struct Deferred {
+    /// The invocation's stored status.
+    status: &'static str,
+    /// The decision receipt's decision.
+    decision: Decision,
+    /// The status the caller sees.
+    caller_status: &'static str,
+    /// It waits for a person until it expires.
+    waits_for_person: bool,
+}
+
+impl Deferred {
+    fn of(mode: Mode) -> Option<Self> {
+        let (status, decision, caller_status, waits_for_person) = match mode {
+            Mode::ApprovalRequired => ("input_required", Decision::Park, "input_required", true),
+            Mode::StagedChange => ("staged", Decision::Stage, "staged", true),
+            Mode::AsyncJobOnly => ("approved", Decision::Async, "working", false),
+            Mode::ConfirmationRequired => (
+                "confirmation_required",
+                Decision::Confirm,
+                "confirmation_required",
+                true,
+            ),
+            _ => return None,
+        };
+        Some(Self {
+            status,
+            decision,
+            caller_status,
+            waits_for_person,
+        })
+    }
+}
+
+/// Stage one: the engine's decision against the grant the call presents, then the binding's
+/// own checks. A refusal is journaled and answered here.
+async fn authorize(
+    cx: &CallContext<'_>,
+    principal: &Principal,
+    path_session: Option<&str>,
+    call: &ToolCall,
+) -> Result<Stage<Authorized>, ServiceError> {
     let session_id = call
         .meta
         .session_id
@@ -399,7 +348,9 @@ pub async fn call(
         _ => None,
     };
     let Some(decided) = decided else {
-        return denial_at(cx.journal, r, &d, decided_at).await;
+        return denial_at(cx.journal, r, &d, decided_at)
+            .await
+            .map(Stage::Answered);
     };
     r.decision = decided.verdict;
     r.reason = decided.reason;
@@ -417,7 +368,9 @@ pub async fn call(
         d.rule_reason = Some(e.rule_reason.clone()).filter(|s| !s.is_empty());
     }
     let Some(bound) = decided.bound.clone() else {
-        return denial_at(cx.journal, r, &d, decided_at).await;
+        return denial_at(cx.journal, r, &d, decided_at)
+            .await
+            .map(Stage::Answered);
     };
     r.args_hash = Some(bound.args_hash.clone());
     // The target pinned at the grant is part of what this decision authorizes.
@@ -447,7 +400,9 @@ pub async fn call(
     if bound.mode == Mode::ConfirmationRequired
         && let Some(token) = &call.meta.confirmation_token
     {
-        return confirm(cx, principal, &bound_session, token, bound, tool, r, d).await;
+        return confirm(cx, principal, &bound_session, token, bound, tool, r, d)
+            .await
+            .map(Stage::Answered);
     }
     // The caller's retry key: a retry gets the outcome of the first call under it, never a
     // second run (nor a second count against a rate bucket); another call under the same key
@@ -465,7 +420,9 @@ pub async fn call(
                 ),
             )
             .ok();
-            return denial_at(cx.journal, r, &d, decided_at).await;
+            return denial_at(cx.journal, r, &d, decided_at)
+                .await
+                .map(Stage::Answered);
         }
         let mut existing = store::invocations::find_by_client_key(
             cx.store,
@@ -484,7 +441,9 @@ pub async fn call(
                 });
         }
         if let Some(existing) = existing {
-            return replay(cx, &existing, &bound, r, d).await;
+            return replay(cx, &existing, &bound, r, d)
+                .await
+                .map(Stage::Answered);
         }
     }
     // `requires_idempotency`: the first call under (tenant, actor, tool, key) within the
@@ -495,18 +454,90 @@ pub async fn call(
         None => None,
         Some(key) => match claim_idempotency(cx, principal, &bound, key).await? {
             Claimed::Ours(claim) => Some(claim),
-            Claimed::Replay(first) => return crate::invocations::outcome(cx.store, &first).await,
+            Claimed::Replay(first) => {
+                return crate::invocations::outcome(cx.store, &first)
+                    .await
+                    .map(Stage::Answered);
+            }
             Claimed::Refused(detail) => {
                 r.decision = Decision::Deny;
                 r.reason = ReasonCode::ManifestBindingMismatch;
                 d.insert_extra("detail", Value::String(detail)).ok();
-                return denial_at(cx.journal, r, &d, decided_at).await;
+                return denial_at(cx.journal, r, &d, decided_at)
+                    .await
+                    .map(Stage::Answered);
             }
         },
     };
-    // CONTRACT §5 after the arguments: rate limits (counted by the shared limiter when one is
-    // configured; a rule with a bucket and no limiter is refused, never run unlimited), then
-    // the spend gate (without one a capped rule is refused rather than run uncapped).
+    if let Some((reason, detail)) = runtime_refusal(cx, principal, &bound).await {
+        release_idempotency(cx, idempotency.as_ref()).await?;
+        r.decision = Decision::Deny;
+        r.reason = reason;
+        d.insert_extra("detail", Value::String(detail)).ok();
+        return denial_at(cx.journal, r, &d, decided_at)
+            .await
+            .map(Stage::Answered);
+    }
+    let deferred = Deferred::of(bound.mode);
+    let invocation_id = match &idempotency {
+        Some(claim) => Some(claim.invocation_id.clone()),
+        None => (client_key.is_some() || deferred.is_some()).then(|| crate::ids::new_id("inv")),
+    };
+    r.invocation_id = invocation_id.clone();
+    let runs = match bound.mode {
+        Mode::Allow => true,
+        // Executed only with the tool's own dry-run argument fixed to true (the manifest fixed
+        // it at grant time); otherwise validated, bound and journaled, not executed.
+        Mode::DryRunOnly => tool
+            .as_ref()
+            .filter(|t| t.tool.tool.name == bound.tool)
+            .and_then(|t| t.tool.tool.dry_run_argument.as_ref())
+            .is_some_and(|a| bound.effective_arguments.get(a) == Some(&Value::Bool(true))),
+        _ => match deferred {
+            Some(deferred) => {
+                r.decision = deferred.decision;
+                r.reason = ReasonCode::Ok;
+                false
+            }
+            // `hide` and `deny` never get here (the engine refused them).
+            None => {
+                release_idempotency(cx, idempotency.as_ref()).await?;
+                r.decision = Decision::Deny;
+                r.reason = ReasonCode::PolicyDenied;
+                return denial_at(cx.journal, r, &d, decided_at)
+                    .await
+                    .map(Stage::Answered);
+            }
+        },
+    };
+    let confirmation = (bound.mode == Mode::ConfirmationRequired).then(new_confirmation_token);
+    Ok(Stage::Next(Authorized {
+        r,
+        d,
+        decided_at,
+        bound,
+        tool,
+        bound_session,
+        manifest_id: call.meta.manifest_id.clone().unwrap_or_default(),
+        turn_id: call.meta.turn_id.clone(),
+        client_key,
+        idempotency,
+        deferred,
+        runs,
+        invocation_id,
+        confirmation,
+    }))
+}
+
+/// CONTRACT §5 after the arguments: rate limits (counted by the shared limiter when one is
+/// configured; a rule with a bucket and no limiter is refused, never run unlimited), then the
+/// spend gate (without one a capped rule is refused rather than run uncapped). The refusal's
+/// reason and detail, if any.
+async fn runtime_refusal(
+    cx: &CallContext<'_>,
+    principal: &Principal,
+    bound: &BoundCall,
+) -> Option<(ReasonCode, String)> {
     let runtime_refusal = if let Some(bucket) = &bound.limits.rate_bucket {
         if cx.rate_limiter {
             match store::rate_buckets::take(
@@ -540,7 +571,7 @@ pub async fn call(
     } else {
         None
     };
-    let runtime_refusal = runtime_refusal.or_else(|| {
+    runtime_refusal.or_else(|| {
         let cap = bound.limits.max_cost_cents?;
         if !cx.spend_gate {
             return Some((
@@ -560,83 +591,53 @@ pub async fn call(
             )),
             Some(_) => None,
         }
-    });
-    if let Some((reason, detail)) = runtime_refusal {
-        release_idempotency(cx, idempotency.as_ref()).await?;
-        r.decision = Decision::Deny;
-        r.reason = reason;
-        d.insert_extra("detail", Value::String(detail)).ok();
-        return denial_at(cx.journal, r, &d, decided_at).await;
-    }
-    // Modes the durable runtime carries past this request: (stored status, decision, status
-    // the caller sees, whether it waits for a person until it expires).
-    let deferred = match bound.mode {
-        Mode::ApprovalRequired => Some(("input_required", Decision::Park, "input_required", true)),
-        Mode::StagedChange => Some(("staged", Decision::Stage, "staged", true)),
-        Mode::AsyncJobOnly => Some(("approved", Decision::Async, "working", false)),
-        Mode::ConfirmationRequired => Some((
-            "confirmation_required",
-            Decision::Confirm,
-            "confirmation_required",
-            true,
-        )),
-        _ => None,
-    };
-    let invocation_id = match &idempotency {
-        Some(claim) => Some(claim.invocation_id.clone()),
-        None => (client_key.is_some() || deferred.is_some()).then(|| crate::ids::new_id("inv")),
-    };
-    r.invocation_id = invocation_id.clone();
-    let runs = match bound.mode {
-        Mode::Allow => true,
-        // Executed only with the tool's own dry-run argument fixed to true (the manifest fixed
-        // it at grant time); otherwise validated, bound and journaled, not executed.
-        Mode::DryRunOnly => tool
-            .as_ref()
-            .filter(|t| t.tool.tool.name == bound.tool)
-            .and_then(|t| t.tool.tool.dry_run_argument.as_ref())
-            .is_some_and(|a| bound.effective_arguments.get(a) == Some(&Value::Bool(true))),
-        _ => match deferred {
-            Some((_, decision, _, _)) => {
-                r.decision = decision;
-                r.reason = ReasonCode::Ok;
-                false
-            }
-            // `hide` and `deny` never get here (the engine refused them).
-            None => {
-                release_idempotency(cx, idempotency.as_ref()).await?;
-                r.decision = Decision::Deny;
-                r.reason = ReasonCode::PolicyDenied;
-                return denial_at(cx.journal, r, &d, decided_at).await;
-            }
-        },
-    };
-    let recorded = record_at(cx.journal, r.clone(), &d, decided_at).await;
+    })
+}
+
+/// Stage two: the decision journaled. Not recorded means not run (a signed
+/// `journal_unavailable` denial answers), and an idempotency key claimed for it is free again.
+async fn record_decision(
+    cx: &CallContext<'_>,
+    a: &Authorized,
+) -> Result<Stage<Receipt>, ServiceError> {
+    let recorded = record_at(cx.journal, a.r.clone(), &a.d, a.decided_at).await;
     if !matches!(recorded, Ok((_, true))) {
         // Never recorded, so never run: the key is free again.
-        release_idempotency(cx, idempotency.as_ref()).await?;
+        release_idempotency(cx, a.idempotency.as_ref()).await?;
     }
     let (decision_receipt, recorded) = recorded?;
     if !recorded {
-        return Ok(tool_result(
+        return Ok(Stage::Answered(tool_result(
             &decision_receipt,
             true,
             short(ReasonCode::JournalUnavailable),
             Map::new(),
-        ));
+        )));
     }
-    let dry_run = (!runs && deferred.is_none()).then(|| {
+    Ok(Stage::Next(decision_receipt))
+}
+
+/// Stage three: a call that waits (for a person, a worker or a confirmation) or carries a retry
+/// or idempotency key is bound durably as an invocation; a deferred one, or a dry run that is
+/// not executed, is answered here. `None`: go on and run it.
+async fn bind_invocation(
+    cx: &CallContext<'_>,
+    principal: &Principal,
+    a: &Authorized,
+    decision_receipt: &Receipt,
+) -> Result<Option<Value>, ServiceError> {
+    let bound = &a.bound;
+    let dry_run = (!a.runs && a.deferred.is_none()).then(|| {
         let mut extra = Map::new();
         extra.insert("dry_run".into(), Value::Bool(true));
         tool_result(
-            &decision_receipt,
+            decision_receipt,
             false,
             "Validated and recorded as a dry run; nothing was executed.",
             extra,
         )
     });
-    let confirmation = (bound.mode == Mode::ConfirmationRequired).then(new_confirmation_token);
-    if let Some(id) = &invocation_id {
+    if let Some(id) = &a.invocation_id {
         let now = store::now_ms();
         let (token_id, token_created_by) = match &principal.kind {
             crate::auth::PrincipalKind::Token {
@@ -645,18 +646,26 @@ pub async fn call(
             } => (Some(token_id.clone()), Some(created_by.clone())),
             _ => (None, None),
         };
-        let waits = match (bound.mode, deferred) {
+        let waits = match (bound.mode, a.deferred) {
             (Mode::ConfirmationRequired, _) => Some(CONFIRMATION_TTL),
-            (_, Some((_, _, _, true))) => Some(cx.parked_expiry),
+            (_, Some(d)) if d.waits_for_person => Some(cx.parked_expiry),
             _ => None,
         };
+        let r = &a.r;
+        let (bound_session, client_key, confirmation, deferred, runs) = (
+            &a.bound_session,
+            &a.client_key,
+            &a.confirmation,
+            a.deferred,
+            a.runs,
+        );
         let row = store::invocations::InvocationRow {
             id: id.clone(),
             tenant_id: principal.tenant_id.clone(),
             session_id: bound_session.clone(),
-            manifest_id: call.meta.manifest_id.clone().unwrap_or_default(),
+            manifest_id: a.manifest_id.clone(),
             client_key: client_key.clone(),
-            turn_id: call.meta.turn_id.clone(),
+            turn_id: a.turn_id.clone(),
             actor_id: principal.actor_id.clone(),
             token_id,
             token_created_by,
@@ -674,7 +683,7 @@ pub async fn call(
                 .unwrap_or(0),
             decision_receipt_id: decision_receipt.receipt_id.clone(),
             status: match deferred {
-                Some((status, ..)) => status,
+                Some(d) => d.status,
                 None if runs => "running",
                 None => "completed",
             }
@@ -694,50 +703,59 @@ pub async fn call(
             output_to: cx.output_to.as_str().to_owned(),
         };
         if !store::invocations::insert(cx.store, &row).await? {
-            release_idempotency(cx, idempotency.as_ref()).await?;
+            release_idempotency(cx, a.idempotency.as_ref()).await?;
             // A concurrent call under the same key was bound first: its outcome, not a second run.
             let existing = store::invocations::find_by_client_key(
                 cx.store,
                 &principal.tenant_id,
-                &bound_session,
+                bound_session,
                 client_key.as_deref().unwrap_or_default(),
             )
             .await?
             .ok_or_else(|| ServiceError::Other(anyhow::anyhow!("invocation {id} vanished")))?;
-            let mut r = r;
+            let mut r = a.r.clone();
             r.invocation_id = None;
-            return replay(cx, &existing, &bound, r, d).await;
+            return replay(cx, &existing, bound, r, a.d.clone()).await.map(Some);
         }
     }
-    if let Some((_, _, caller_status, _)) = deferred {
+    if let Some(deferred) = a.deferred {
         if bound.mode == Mode::AsyncJobOnly {
             cx.invocation_wake.notify_one();
         }
-        let receipt = serde_json::to_value(&decision_receipt).unwrap_or(Value::Null);
+        let receipt = serde_json::to_value(decision_receipt).unwrap_or(Value::Null);
         let mut result = crate::invocations::status_result(
-            caller_status,
-            invocation_id.as_deref().unwrap_or_default(),
+            deferred.caller_status,
+            a.invocation_id.as_deref().unwrap_or_default(),
             &receipt,
         );
-        if let Some(token) = confirmation
+        if let Some(token) = &a.confirmation
             && let Some(meta) = result.get_mut("_meta").and_then(Value::as_object_mut)
         {
-            meta.insert("confirmation_token".into(), Value::String(token));
+            meta.insert("confirmation_token".into(), Value::String(token.clone()));
         }
-        return Ok(result);
+        return Ok(Some(result));
     }
-    if let Some(result) = dry_run {
-        return Ok(result);
-    }
+    Ok(dry_run)
+}
+
+/// Stage four: the call runs through its pinned upstream ([`crate::execution::execute`]), and
+/// its invocation, if it has one, is completed with the result.
+async fn run(
+    cx: &CallContext<'_>,
+    principal: &Principal,
+    a: Authorized,
+    decision_receipt: &Receipt,
+) -> Result<Value, ServiceError> {
     let mut extra = Map::new();
-    if let Some(id) = &invocation_id {
+    if let Some(id) = &a.invocation_id {
         extra.insert("invocation_id".into(), Value::String(id.clone()));
     }
-    let _beat = invocation_id
+    let _beat = a
+        .invocation_id
         .as_deref()
         .map(|id| crate::heartbeat::Heartbeat::invocation(cx.store, &principal.tenant_id, id));
-    let out = execute(cx, tool.as_deref(), bound, r, &decision_receipt, extra).await?;
-    if let Some(id) = &invocation_id {
+    let out = execute(cx, a.tool.as_deref(), a.bound, a.r, decision_receipt, extra).await?;
+    if let Some(id) = &a.invocation_id {
         store::invocations::transition(
             cx.store,
             &principal.tenant_id,
@@ -1027,28 +1045,6 @@ async fn confirm(
     Ok(out)
 }
 
-/// A pinned execution target as receipts show it.
-pub fn target_json(target: Option<&ExecutionTarget>) -> Option<Value> {
-    target.map(|t| {
-        // Members a target pinned before they existed does not have are left out, so that
-        // its receipt and its stored binding still say the same.
-        let mut v = json!({
-            "upstream_id": t.upstream_id,
-            "endpoint_fingerprint": t.endpoint_fingerprint,
-        });
-        if t.credential_version != 0 {
-            v["credential_version"] = json!(t.credential_version);
-        }
-        if let Some(transport) = &t.transport {
-            v["transport"] = json!(transport);
-        }
-        if let Some(environment) = &t.environment {
-            v["environment"] = json!(environment);
-        }
-        v
-    })
-}
-
 /// Longest `_meta.invocation_id`.
 const MAX_CLIENT_KEY: usize = 200;
 
@@ -1081,169 +1077,4 @@ async fn replay(
     )
     .ok();
     Ok(denial(cx.journal, r, &d).await)
-}
-
-/// Executes a bound call through its pinned upstream and journals the execution receipt; `r` is
-/// the decision's receipt (it becomes the execution receipt), `extra` goes to the disclosures.
-pub(crate) async fn execute(
-    cx: &CallContext<'_>,
-    tool: Option<&cache::Tool>,
-    bound: BoundCall,
-    mut r: Receipt,
-    decision: &Receipt,
-    extra: Map<String, Value>,
-) -> Result<Value, ServiceError> {
-    r.kind = ReceiptKind::Execution;
-    r.receipt_id = crate::ids::new_ordered_id("rcp");
-    let mut d = journal::disclosures();
-    // What ran, as authorized (CONTRACT §6): the effective arguments here; the mode, limits and
-    // redaction in the receipt, as the decision snapshotted them.
-    d.effective_arguments = Some(Value::Object(bound.effective_arguments.clone()));
-    for (k, v) in extra {
-        d.insert_extra(&k, v).ok();
-    }
-    d.insert_extra(
-        "decision_receipt_id",
-        Value::String(decision.receipt_id.clone()),
-    )
-    .ok();
-    let target = tool.and_then(|t| match (&t.tool.tool.source, &t.upstream) {
-        (ToolSource::Mcp { tool: raw, .. }, Some(upstream)) => Some((upstream, raw.as_str())),
-        _ => None,
-    });
-    // The target pinned at the grant must be the one the tool has now: a re-registered or moved
-    // upstream is never called in its place.
-    let current = target.as_ref().map(|(u, _)| ExecutionTarget {
-        upstream_id: u.id.clone(),
-        endpoint_fingerprint: u.fingerprint.clone(),
-        credential_version: u.credential_version,
-        transport: Some(u.transport.clone()),
-        environment: None,
-    });
-    r.target = target_json(bound.target.as_ref());
-    let moved = match (&bound.target, &current) {
-        (Some(pinned), Some(now)) => !pinned.still_is(now),
-        (Some(_), None) => true,
-        (None, _) => false,
-    };
-    let outcome = match &target {
-        _ if moved => Err((
-            ReasonCode::TargetDrift,
-            "the tool's upstream was re-registered, moved or given other credentials since the manifest was granted; list the tools again".to_owned(),
-        )),
-        None => Err((
-            ReasonCode::UpstreamError,
-            "the tool has no connected upstream".to_owned(),
-        )),
-        Some(_) if bound.target.is_none() => Err((
-            ReasonCode::TargetDrift,
-            "no execution target was pinned for this tool when the manifest was granted; list the tools again".to_owned(),
-        )),
-        Some((upstream, raw)) => {
-            let deadline = bound
-                .limits
-                .max_duration_millis
-                .and_then(|m| u64::try_from(m).ok())
-                .map_or(DEFAULT_DEADLINE, Duration::from_millis);
-            match cx.upstreams.connection(cx.store, cx.journal, upstream).await {
-                Err(e) => Err((ReasonCode::UpstreamError, e.to_string())),
-                Ok(conn) => match conn
-                    .call_tool(raw, bound.upstream_arguments(), deadline)
-                    .await
-                {
-                    Err(e) => Err((reason_of(e.reason_code()), e.to_string())),
-                    Ok(result) => {
-                        let cap = bound
-                            .limits
-                            .max_result_bytes
-                            .and_then(|m| usize::try_from(m).ok());
-                        match check_result_size(&result, cap) {
-                            Err(e) => Err((ReasonCode::ResultTooLarge, e.to_string())),
-                            Ok(_) => Ok(result),
-                        }
-                    }
-                },
-            }
-        }
-    };
-    match outcome {
-        Ok(result) => {
-            let (redacted, report) =
-                redact::redact_for(&result, &bound.redaction, cx.output_to.destinations());
-            if report.withheld {
-                d.insert_extra("redacted_bytes", json!(report.bytes_removed))
-                    .ok();
-            }
-            // `dry_run_only` ran with the tool's dry-run argument fixed to true: a dry run,
-            // in its receipt and in the answer (CONTRACT §7).
-            let dry_run = bound.mode == Mode::DryRunOnly;
-            r.decision = if dry_run {
-                Decision::DryRun
-            } else {
-                Decision::Allow
-            };
-            r.reason = ReasonCode::Ok;
-            let recorded = record_execution(cx.journal, r, &d).await;
-            let mut out = redacted;
-            if let Value::Object(map) = &mut out {
-                let meta = map.entry("_meta").or_insert_with(|| json!({}));
-                if let Value::Object(meta) = meta {
-                    if dry_run {
-                        meta.insert("dry_run".into(), Value::Bool(true));
-                    }
-                    meta.extend(recorded);
-                }
-            }
-            Ok(out)
-        }
-        Err((reason, detail)) => {
-            d.upstream_error = Some(detail);
-            r.decision = Decision::Deny;
-            r.reason = reason;
-            let recorded = record_execution(cx.journal, r, &d).await;
-            Ok(json!({
-                "content": [{"type": "text", "text": short(reason)}],
-                "isError": true,
-                "_meta": recorded,
-            }))
-        }
-    }
-}
-
-/// Records an execution receipt, which (unlike a decision) describes what already happened:
-/// the `_meta` members that say where it went. Journaled: `receipt`. Refused by the journal:
-/// spooled to be journaled later, `receipt_pending: true` and its `receipt_id` (never a denial
-/// attached to what ran). Neither: the signed, unrecorded `journal_unavailable` receipt.
-async fn record_execution(
-    journal: &Journal,
-    r: Receipt,
-    d: &engine::receipt::Disclosures,
-) -> Map<String, Value> {
-    let mut meta = Map::new();
-    // One copy of the receipt per execution, made by the journal for its writer (as `record`
-    // does); a receipt neither journal nor spool took comes back to be signed unrecorded.
-    match journal.append_or_spool(r, d).await {
-        journal::Recorded::Journaled(signed) => {
-            meta.insert(
-                "receipt".into(),
-                serde_json::to_value(&signed).unwrap_or(Value::Null),
-            );
-        }
-        journal::Recorded::Spooled(receipt_id) => {
-            meta.insert("receipt_pending".into(), Value::Bool(true));
-            meta.insert("receipt_id".into(), Value::String(receipt_id));
-        }
-        journal::Recorded::Lost(e, r) => {
-            let unrecorded = unrecorded(journal, *r, d, &e);
-            meta.insert(
-                "receipt".into(),
-                serde_json::to_value(&unrecorded).unwrap_or(Value::Null),
-            );
-        }
-    }
-    meta
-}
-
-fn reason_of(code: &str) -> ReasonCode {
-    code.parse().unwrap_or(ReasonCode::UpstreamError)
 }

@@ -61,6 +61,16 @@ struct GlobalArgs {
     /// `<data dir>/checkpoints`). Outside the database: `journal verify` checks it too.
     #[arg(long, env = "APERTURE_CHECKPOINT_DIR", global = true)]
     checkpoint_dir: Option<PathBuf>,
+    /// The key(s) upstream credentials are encrypted with (64 hex digits; when rotating, the
+    /// new one first, comma-separated). Default: the key file `<data dir>/secrets.key`, made on
+    /// first use. Every node sharing a database needs the same.
+    #[arg(
+        long,
+        env = "APERTURE_SECRETS_KEY",
+        global = true,
+        hide_env_values = true
+    )]
+    secrets_key: Option<String>,
 }
 
 /// Boolean settings take `1/0`, `true/false`, `yes/no`, `on/off` (CONTRACT §8), as a flag
@@ -70,6 +80,14 @@ fn boolish() -> clap::builder::BoolishValueParser {
 }
 
 impl GlobalArgs {
+    /// The keys upstream credentials are sealed with.
+    fn secrets(&self) -> anyhow::Result<std::sync::Arc<crate::secrets::SecretBox>> {
+        Ok(std::sync::Arc::new(crate::secrets::SecretBox::load(
+            &self.data_dir,
+            self.secrets_key.as_deref(),
+        )?))
+    }
+
     fn checkpoint_dir(&self) -> PathBuf {
         self.checkpoint_dir
             .clone()
@@ -288,6 +306,11 @@ enum ReceiptCommand {
 enum KeysCommand {
     /// Create a new signing key; it signs from the next start on, old keys stay published.
     Rotate,
+    /// Encrypt every stored upstream credential under a new key. With the key file
+    /// (`<data dir>/secrets.key`) a new key is made there (the previous one kept for values a
+    /// running node seals meanwhile); with APERTURE_SECRETS_KEY, put the new key first in it
+    /// (`new,old`) on every node, then run this.
+    RotateSecrets,
 }
 
 #[derive(Debug, Args)]
@@ -359,6 +382,10 @@ struct ServeArgs {
     /// Other origins whose pages may call `/mcp`, comma-separated.
     #[arg(long, env = "APERTURE_ALLOWED_ORIGINS", value_delimiter = ',')]
     allowed_origins: Vec<String>,
+    /// Proxies (addresses and CIDR ranges, comma-separated) whose `X-Forwarded-For` names the
+    /// client, for the sign-in limits per address. Nobody else's header is believed.
+    #[arg(long, env = "APERTURE_TRUSTED_PROXIES", value_delimiter = ',')]
+    trusted_proxies: Vec<String>,
     /// Longest wait for one model completion, in seconds.
     #[arg(long, env = "APERTURE_MODEL_TIMEOUT_SECONDS", default_value_t = 120,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
@@ -608,6 +635,29 @@ pub async fn run() -> anyhow::Result<()> {
             );
             Ok(())
         }
+        Command::Keys {
+            command: KeysCommand::RotateSecrets,
+        } => {
+            let store = cli.global.store().await?;
+            store.migrate().await?;
+            let secrets = cli.global.secrets()?;
+            secrets.begin_rotation(None)?;
+            let upstreams = crate::upstream::Upstreams::new(true, false, secrets.clone());
+            let sealed = upstreams.reseal_all(&store).await?;
+            match secrets.file() {
+                Some(file) => println!(
+                    "re-encrypted {sealed} upstream credential sets under the new key {} in {}",
+                    secrets.current_id(),
+                    file.display()
+                ),
+                None => println!(
+                    "re-encrypted {sealed} upstream credential sets under key {} (the first of \
+                     APERTURE_SECRETS_KEY); the others can go from it now",
+                    secrets.current_id()
+                ),
+            }
+            Ok(())
+        }
         Command::Token {
             command:
                 TokenCommand::Create {
@@ -679,6 +729,18 @@ async fn serve(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<()> {
         .map(|o| {
             crate::config::origin_of(o).ok_or_else(|| {
                 anyhow::anyhow!("APERTURE_ALLOWED_ORIGINS: {o:?} is not an http(s) origin")
+            })
+        })
+        .collect::<anyhow::Result<_>>()?;
+    config.secrets_key = global.secrets_key.clone();
+    config.trusted_proxies = args
+        .trusted_proxies
+        .iter()
+        .map(|p| p.trim())
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            crate::auth::client::Cidr::parse(p).ok_or_else(|| {
+                anyhow::anyhow!("APERTURE_TRUSTED_PROXIES: {p:?} is not an address or a CIDR range")
             })
         })
         .collect::<anyhow::Result<_>>()?;
@@ -1140,7 +1202,7 @@ async fn upstream_credentials(
             env: None,
         }
     };
-    let upstreams = crate::upstream::Upstreams::new(true, false);
+    let upstreams = crate::upstream::Upstreams::new(true, false, global.secrets()?);
     let view = upstreams
         .set_credentials_unchecked(&store, &journal, tenant, "operator", &row.id, &request)
         .await
@@ -1166,6 +1228,14 @@ async fn upstream_add(
     headers: Vec<String>,
     command: Vec<String>,
 ) -> anyhow::Result<()> {
+    anyhow::ensure!(
+        !stdio || headers.is_empty(),
+        "--header is for --url upstreams; a --stdio upstream takes its credentials in --env"
+    );
+    anyhow::ensure!(
+        stdio || env.is_empty(),
+        "--env is for --stdio upstreams; a --url upstream takes its credentials in --header"
+    );
     let request = if stdio {
         app::dto::RegisterUpstreamRequest {
             name,
@@ -1195,7 +1265,7 @@ async fn upstream_add(
             "1" | "true" | "yes" | "on" | "y"
         )
     });
-    let upstreams = crate::upstream::Upstreams::new(true, allow_private);
+    let upstreams = crate::upstream::Upstreams::new(true, allow_private, global.secrets()?);
     let result = upstreams
         .register_unchecked(&store, &journal, tenant, "operator", &request)
         .await;

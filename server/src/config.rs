@@ -62,6 +62,12 @@ pub struct Config {
     /// `APERTURE_ALLOWED_ORIGINS`: other origins whose pages may call `/mcp` (a browser sends
     /// `Origin`; anything else is refused, against DNS rebinding).
     pub allowed_origins: Vec<String>,
+    /// `APERTURE_TRUSTED_PROXIES`: peers (addresses and CIDR ranges) whose `X-Forwarded-For`
+    /// names the client ([`crate::auth::client`]); nobody else's is believed.
+    pub trusted_proxies: Vec<crate::auth::client::Cidr>,
+    /// `APERTURE_SECRETS_KEY`: the key(s) upstream credentials are encrypted with at rest
+    /// ([`crate::secrets`]); default: the key file `<data dir>/secrets.key`.
+    pub secrets_key: Option<String>,
     /// Whether this node makes signed checkpoints of the journal's trees (always, in `serve`;
     /// the gateway benchmark turns it off to measure what checkpoints cost).
     pub checkpointer: bool,
@@ -109,6 +115,33 @@ impl Config {
             .unwrap_or_else(|| format!("http://{}", self.addr))
     }
 
+    /// Where clients reach this server, without a trailing `/`: `public_url` (path kept, query
+    /// and fragment dropped), else the listen address over http. Every absolute URL the server
+    /// writes (RFC 9728 metadata, `WWW-Authenticate`, links) starts with it; a request's `Host`
+    /// header never does.
+    pub fn public_base(&self) -> String {
+        match self.public_url.as_deref() {
+            Some(url) => {
+                let url = url.split(['?', '#']).next().unwrap_or(url);
+                url.trim_end_matches('/').to_owned()
+            }
+            None => format!("http://{}", self.addr),
+        }
+    }
+
+    /// The host of a new log's origin (`<host>/aperture/<tenant>`): `APERTURE_LOG_ORIGIN_HOST`,
+    /// else the authority of `public_url`, else the listen address.
+    pub fn log_origin_host(&self) -> String {
+        if let Some(host) = &self.log_origin_host {
+            return host.clone();
+        }
+        self.public_url
+            .as_deref()
+            .and_then(origin_of)
+            .and_then(|o| o.split_once("://").map(|(_, a)| a.to_owned()))
+            .unwrap_or_else(|| self.addr.to_string())
+    }
+
     /// Defaults for a data folder: SQLite in `<data_dir>/aperture.db`, the site in `target/site`.
     pub fn new(data_dir: &std::path::Path) -> Self {
         Self {
@@ -124,7 +157,7 @@ impl Config {
             allow_stdio_upstreams: false,
             allow_private_upstreams: false,
             parked_expiry: crate::invocations::DEFAULT_EXPIRY,
-            idempotency_retention: crate::calls::DEFAULT_IDEMPOTENCY_RETENTION,
+            idempotency_retention: crate::execution::DEFAULT_IDEMPOTENCY_RETENTION,
             rate_limiter: RateLimiter::None,
             spend_gate: SpendGate::None,
             model: None,
@@ -133,6 +166,8 @@ impl Config {
             log_origin_host: None,
             public_url: None,
             allowed_origins: Vec::new(),
+            trusted_proxies: Vec::new(),
+            secrets_key: None,
             checkpointer: true,
             public_checkpoints: false,
         }

@@ -55,6 +55,16 @@ impl Backend for DashboardBackend {
         username: &str,
         password: &str,
     ) -> Result<Me, AppError> {
+        // The caller's address (crate::auth::client), from the request the server function
+        // answers; without one (no connection info) every caller shares one bucket.
+        let client = leptos::prelude::use_context::<axum::http::request::Parts>()
+            .and_then(|parts| {
+                parts
+                    .extensions
+                    .get::<crate::auth::client::ClientAddr>()
+                    .copied()
+            })
+            .map_or_else(|| "unknown".to_owned(), |c| c.0.to_string());
         dashboard::sign_in(
             &self.state.store,
             &self.state.journal,
@@ -63,6 +73,7 @@ impl Backend for DashboardBackend {
             tenant.trim(),
             username.trim(),
             password,
+            &client,
         )
         .await
         .map_err(ServiceError::into_app_error)
@@ -414,6 +425,40 @@ impl Backend for DashboardBackend {
         }
         Ok(detail)
     }
+}
+
+/// In front of the dashboard's pages: a signed-out `GET` of a page that needs a signed-in user
+/// is answered `303 See Other` to `/sign-in?next=<that page>` before anything renders (Leptos'
+/// own redirect, made while the page streams, comes too late for a status line: a browser
+/// without the wasm saw a blank `200`), and `/sign-in` when already signed in goes on to its
+/// `next` (local paths only, else `/`). A session store that cannot answer lets the page render
+/// its own error.
+pub async fn page_guard(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    session: Session,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::{Method, StatusCode, header};
+    use axum::response::IntoResponse;
+    if !matches!(*request.method(), Method::GET | Method::HEAD) {
+        return next.run(request).await;
+    }
+    let uri = request.uri();
+    let on_sign_in = uri.path() == "/sign-in";
+    let signed_in = match dashboard::current(&state.store, &session).await {
+        Ok(p) => p.is_some(),
+        Err(_) => return next.run(request).await,
+    };
+    let location = match (on_sign_in, signed_in) {
+        (true, true) => app::layout::after_sign_in(uri.query().unwrap_or("")),
+        (false, false) => {
+            let here = uri.path_and_query().map_or("/", |pq| pq.as_str());
+            app::layout::sign_in_path(here)
+        }
+        _ => return next.run(request).await,
+    };
+    (StatusCode::SEE_OTHER, [(header::LOCATION, location)]).into_response()
 }
 
 /// Gives server-function errors their real HTTP status. Leptos answers every server-function

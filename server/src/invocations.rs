@@ -24,8 +24,8 @@ use tokio::sync::Notify;
 use app::error::{AppError, ErrorCode};
 
 use crate::auth::{Principal, PrincipalKind};
-use crate::calls::{self, CallContext};
 use crate::error::ServiceError;
+use crate::execution::{self, CallContext};
 use crate::journal::{self, Journal};
 use crate::store::invocations::{self as rows, Change, InvocationRow};
 use crate::store::{self, Store, cache};
@@ -409,7 +409,7 @@ fn rejection_result(signed: &Receipt, comment: Option<&str>) -> Value {
         }
         _ => "An approver rejected this call; nothing ran.".to_owned(),
     };
-    calls::tool_result(signed, true, &text, Map::new())
+    execution::tool_result(signed, true, &text, Map::new())
 }
 
 /// Ends a parked invocation whose time ran out with a stored `approval_expired` result.
@@ -442,7 +442,7 @@ async fn finish_expiry(
     d.insert_extra("invocation_id", Value::String(row.id.clone()))
         .ok();
     let signed = journal.append(r, &d).await?;
-    let result = calls::tool_result(
+    let result = execution::tool_result(
         &signed,
         true,
         "Nobody approved or confirmed this call in time; nothing ran.",
@@ -622,7 +622,7 @@ impl Worker {
         d.insert_extra("invocation_id", Value::String(row.id.clone()))
             .ok();
         let signed = self.journal.append(r, &d).await?;
-        let result = calls::tool_result(
+        let result = execution::tool_result(
             &signed,
             true,
             "The gateway stopped while this call was running. It was not run again; check the tool's state before retrying with a new invocation id.",
@@ -658,9 +658,9 @@ impl Worker {
             rate_limiter: false,
             spend_gate: false,
             // Redacted for where the result goes, as the call that bound it said.
-            output_to: calls::OutputTo::parse(&row.output_to),
+            output_to: execution::OutputTo::parse(&row.output_to),
             // Claimed when the call was authorized.
-            idempotency_retention: calls::DEFAULT_IDEMPOTENCY_RETENTION,
+            idempotency_retention: execution::DEFAULT_IDEMPOTENCY_RETENTION,
         };
         let result = match self.verified_binding(row, &decision).await {
             Ok(bound) => {
@@ -676,7 +676,7 @@ impl Worker {
                         Value::String(approval.clone()),
                     );
                 }
-                calls::execute(&cx, tool.as_deref(), bound, r, &decision, extra).await?
+                execution::execute(&cx, tool.as_deref(), bound, r, &decision, extra).await?
             }
             Err((reason, why)) => {
                 // Not what was authorized, or no longer authorized: refuse, never run it.
@@ -688,7 +688,7 @@ impl Worker {
                 d.insert_extra("invocation_id", Value::String(row.id.clone()))
                     .ok();
                 let signed = self.journal.append(r, &d).await?;
-                calls::tool_result(
+                execution::tool_result(
                     &signed,
                     true,
                     "The call is no longer what was authorized, or no longer authorized, so it was not run.",
@@ -744,7 +744,7 @@ impl Worker {
         let bound: BoundCall =
             serde_json::from_str(&row.binding).map_err(|_| mismatch("encoding"))?;
         let args_hash = engine::canonical::args_hash_of_map(&bound.effective_arguments);
-        let target = calls::target_json(bound.target.as_ref());
+        let target = execution::target_json(bound.target.as_ref());
         let checks = [
             ("tenant", decision.tenant_id == row.tenant_id),
             ("actor", decision.actor_id == row.actor_id),

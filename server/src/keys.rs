@@ -28,7 +28,7 @@ fn parse_seed(text: &str) -> anyhow::Result<[u8; 32]> {
 }
 
 fn write_new_key(dir: &Path) -> anyhow::Result<[u8; 32]> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    store::create_private_dir(dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut seed = [0u8; 32];
     OsRng.fill_bytes(&mut seed);
     let path = dir.join(format!("{}.ed25519", store::now_ms()));

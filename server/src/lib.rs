@@ -2,18 +2,21 @@
 //!
 //! A tour, from the outside in:
 //! - [`cli`]: the `aperture` command line; `serve` builds an [`startup::Application`].
-//! - [`startup`]: wiring of the HTTP surface (REST API, dashboard) and start-up bootstrap.
+//! - [`startup`]: wiring of the HTTP surface (REST API, dashboard) and start-up bootstrap;
+//!   [`listener`]: the TCP listener, with the HTTP parser's bare errors answered as JSON.
 //! - [`config`]: what the server is configured with.
 //! - [`state`]: [`state::AppState`], shared by every handler.
 //! - [`api`]: the REST mount (`/api/v2/agent-tool-exposure`), every route with its scope.
 //! - [`dashboard`]: the Leptos dashboard's [`app::backend::Backend`], onto the same services.
-//! - [`auth`]: principals, bearer tokens, passwords, cookie sessions, CSRF.
+//! - [`auth`]: principals, bearer tokens, passwords, cookie sessions, CSRF, security headers,
+//!   client addresses.
 //! - [`tokens`], [`users`], [`policies`], [`catalog`], [`exposure`]: services behind both the
 //!   API and the dashboard (tokens, users, policies, the tool catalog, sessions and manifests).
 //! - [`journal`]: the signed, hash-chained journal of receipts; [`keys`]: the signing keys.
 //! - [`store`]: SQL per domain over SQLite or PostgreSQL.
 //! - [`error`]: how service errors reach callers (and what is only logged).
-//! - [`ids`]: random identifiers and secrets.
+//! - [`ids`]: random identifiers and secrets; [`secrets`]: upstream credentials encrypted at
+//!   rest.
 //! - [`upstream`]: upstream MCP servers: connections (rmcp), tool import, the SSRF guard.
 
 pub mod agents;
@@ -27,15 +30,18 @@ pub mod config;
 pub mod dashboard;
 pub mod error;
 pub mod evidence;
+pub mod execution;
 pub mod exposure;
 pub mod heartbeat;
 pub mod ids;
 pub mod invocations;
 pub mod journal;
 pub mod keys;
+pub mod listener;
 pub mod mcp;
 pub mod policies;
 pub mod receipts;
+pub mod secrets;
 pub mod startup;
 pub mod state;
 pub mod store;

@@ -100,13 +100,31 @@ impl Application {
             .site_addr(addr)
             .build();
         let config_model = config.model.clone();
+        // Upstream credentials are encrypted at rest; what is stored in plaintext (from before)
+        // or under an older key is sealed under the current one now.
+        let secrets = Arc::new(
+            crate::secrets::SecretBox::load(&config.data_dir, config.secrets_key.as_deref())
+                .context("the secrets key (APERTURE_SECRETS_KEY or <data dir>/secrets.key)")?,
+        );
+        let upstreams = Arc::new(crate::upstream::Upstreams::new(
+            config.allow_stdio_upstreams,
+            config.allow_private_upstreams,
+            secrets,
+        ));
+        let resealed = upstreams
+            .reseal_all(&store)
+            .await
+            .context("encrypting stored upstream credentials")?;
+        if resealed > 0 {
+            tracing::info!(
+                upstreams = resealed,
+                "encrypted stored upstream credentials"
+            );
+        }
         let checkpoints = crate::journal::checkpoints::Checkpointer::new(
             store.clone(),
             journal.keys().clone(),
-            config
-                .log_origin_host
-                .clone()
-                .unwrap_or_else(|| addr.to_string()),
+            config.log_origin_host(),
             Some(config.checkpoint_dir.clone()),
             config.checkpoint_interval,
         );
@@ -115,10 +133,7 @@ impl Application {
             passwords,
             journal,
             validators: Arc::new(engine::narrow::ValidatorCache::new()),
-            upstreams: Arc::new(crate::upstream::Upstreams::new(
-                config.allow_stdio_upstreams,
-                config.allow_private_upstreams,
-            )),
+            upstreams: upstreams.clone(),
             config: Arc::new(config),
             leptos_options,
             invocation_wake: Arc::new(tokio::sync::Notify::new()),
@@ -172,6 +187,7 @@ impl Application {
     pub async fn run_until_stopped(self) -> anyhow::Result<()> {
         let sessions = DbSessionStore::new(self.store.clone());
         let store = self.store.clone();
+        let journal = self.state.journal.clone();
         let cleanup = tokio::spawn(async move {
             let mut every = tokio::time::interval(Duration::from_secs(60));
             loop {
@@ -181,6 +197,20 @@ impl Application {
                 }
                 if let Err(e) = store::idempotency::purge_expired(&store, store::now_ms()).await {
                     tracing::warn!(error = %e, "deleting expired idempotency keys");
+                }
+                let now = store::now_ms();
+                if let Err(e) =
+                    crate::auth::dashboard::journal_unknown_user_hours(&store, &journal, now).await
+                {
+                    tracing::warn!(error = %e, "journaling failed sign-ins for unknown users");
+                }
+                if let Err(e) = store::users::delete_sign_in_throttles(
+                    &store,
+                    now - crate::auth::dashboard::FAILURE_WINDOW_MS,
+                )
+                .await
+                {
+                    tracing::warn!(error = %e, "deleting old sign-in throttles");
                 }
             }
         });
@@ -203,14 +233,20 @@ impl Application {
         // Pages stream in several small writes; with Nagle's algorithm on, each write after the
         // first waits for the client's delayed ACK (40 ms on Linux).
         use axum::serve::ListenerExt as _;
-        let listener = self.listener.tap_io(|tcp| {
-            if let Err(e) = tcp.set_nodelay(true) {
+        // The HTTP parser's bare error answers get the API's JSON shape (crate::listener).
+        let listener = crate::listener::EdgeListener(self.listener).tap_io(|io| {
+            if let Err(e) = io.get_ref().set_nodelay(true) {
                 tracing::debug!(error = %e, "could not set TCP_NODELAY on a connection");
             }
         });
-        let served = axum::serve(listener, self.router)
-            .with_graceful_shutdown(shutdown_signal())
-            .await;
+        // The peer's address, for the sign-in limits per address (crate::auth::client).
+        let served = axum::serve(
+            listener,
+            self.router
+                .into_make_service_with_connect_info::<std::net::SocketAddr>(),
+        )
+        .with_graceful_shutdown(shutdown_signal())
+        .await;
         cleanup.abort();
         worker.abort();
         chain.abort();
@@ -236,9 +272,13 @@ pub fn router(state: AppState) -> Router {
     let backend = DashboardBackend::shared(state.clone());
     let routes = generate_route_list(app::App);
     let options = state.leptos_options.clone();
-    let context = move || provide_context(backend.clone());
+    let context = move || {
+        provide_context(backend.clone());
+        crate::auth::headers::leptos_nonce();
+    };
     let max_body = state.config.max_body_bytes;
     let secure = state.config.secure_cookies;
+    let trusted: Arc<[crate::auth::client::Cidr]> = state.config.trusted_proxies.clone().into();
     // `/mcp` authenticates by bearer token alone: it needs none of the dashboard's cookie
     // session, cross-site check or server-function status layers (each a boxed future and a
     // cloned service on every call).
@@ -264,16 +304,30 @@ pub fn router(state: AppState) -> Router {
             api::connect::SERVICE,
             api::connect::router(api::router(state.clone())),
         )
-        .leptos_routes_with_context(&state, routes, context.clone(), move || {
-            app::shell(options.clone())
-        })
+        .merge(
+            Router::new()
+                .leptos_routes_with_context(&state, routes, context.clone(), move || {
+                    app::shell(options.clone())
+                })
+                // Pages only (not the API, static files or the not-found page).
+                .route_layer(middleware::from_fn_with_state(
+                    state.clone(),
+                    crate::dashboard::page_guard,
+                )),
+        )
         .fallback(leptos_axum::file_and_error_handler_with_context::<
             AppState,
             _,
         >(context, app::shell))
         .layer(middleware::from_fn(crate::dashboard::server_fn_status))
         .layer(middleware::from_fn(csrf::protect))
-        .layer(dashboard::session_layer(state.store.clone(), secure));
+        .layer(dashboard::session_layer(state.store.clone(), secure))
+        .layer(middleware::from_fn(move |request, next| {
+            crate::auth::headers::security_headers(secure, request, next)
+        }))
+        .layer(middleware::from_fn(move |request, next| {
+            crate::auth::client::remember_client(trusted.clone(), request, next)
+        }));
     mcp.merge(dashboard_and_api)
         .layer(DefaultBodyLimit::max(max_body))
         .layer(RequestBodyLimitLayer::new(max_body))

@@ -64,8 +64,8 @@ pub struct Shared {
 
 impl Shared {
     /// What a `tools/call` needs, borrowed from the state.
-    pub fn call_context(&self) -> crate::calls::CallContext<'_> {
-        crate::calls::CallContext {
+    pub fn call_context(&self) -> crate::execution::CallContext<'_> {
+        crate::execution::CallContext {
             store: &self.store,
             journal: &self.journal,
             upstreams: &self.upstreams,
@@ -74,7 +74,7 @@ impl Shared {
             invocation_wake: &self.invocation_wake,
             rate_limiter: self.config.rate_limiter != crate::config::RateLimiter::None,
             spend_gate: self.config.spend_gate != crate::config::SpendGate::None,
-            output_to: crate::calls::OutputTo::Mcp,
+            output_to: crate::execution::OutputTo::Mcp,
             idempotency_retention: self.config.idempotency_retention,
         }
     }

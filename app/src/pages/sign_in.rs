@@ -2,6 +2,7 @@
 
 use leptos::prelude::*;
 use leptos_router::components::Redirect;
+use leptos_router::hooks::use_location;
 
 use crate::api::{SignIn, current_user};
 
@@ -11,9 +12,12 @@ use crate::api::{SignIn, current_user};
 pub fn SignInPage() -> impl IntoView {
     let action = ServerAction::<SignIn>::new();
     let already = Resource::new(|| (), |_| current_user());
+    // Where the person was going (`?next=`, local paths only), for both ways out of this page.
+    let next = crate::layout::after_sign_in(&use_location().search.get_untracked());
+    let target = next.clone();
     Effect::new(move |_| {
         if let Some(Ok(_)) = action.value().get() {
-            let _ = window().location().set_href("/");
+            let _ = window().location().set_href(&target);
         }
     });
     let error = move || match action.value().get() {
@@ -23,9 +27,13 @@ pub fn SignInPage() -> impl IntoView {
     view! {
         <main class="page narrow sign-in">
             <Suspense>
-                {move || Suspend::new(async move {
-                    matches!(already.await, Ok(Some(_))).then(|| view! { <Redirect path="/"/> })
-                })}
+                {move || {
+                    let next = next.clone();
+                    Suspend::new(async move {
+                        matches!(already.await, Ok(Some(_)))
+                            .then(|| view! { <Redirect path=next/> })
+                    })
+                }}
             </Suspense>
             <h1>"Sign in to Aperture"</h1>
             <ActionForm action>

@@ -5,8 +5,9 @@
 //! and a Connect request is turned into that REST request — path parameters taken from the
 //! message's fields, the rest as the JSON body (or, for reads, the query) — and served by the
 //! very same router, with the same scope guard, validation and errors. A success answers 200 with
-//! the REST response's JSON; errors keep the contract's `{"error": {"code", "message",
-//! "details"?}}` and status.
+//! the REST response's JSON. Errors are answered in the Connect protocol's shape
+//! ([`in_connect_shape`]): `{"code", "message", "details"?}` with Connect's code names and HTTP
+//! statuses; a validation error's field paths travel as a `google.rpc.BadRequest` detail.
 
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
@@ -549,6 +550,132 @@ pub fn router(rest: axum::Router) -> axum::Router {
             ))
         })
         .with_state(rest)
+        .layer(axum::middleware::from_fn(in_connect_shape))
+}
+
+/// The Connect code of one of the contract's error codes.
+pub fn connect_code(code: ErrorCode) -> &'static str {
+    match code {
+        ErrorCode::BadRequest | ErrorCode::InvalidArgument => "invalid_argument",
+        ErrorCode::Unauthenticated => "unauthenticated",
+        ErrorCode::PermissionDenied => "permission_denied",
+        ErrorCode::NotFound => "not_found",
+        // A request that conflicts with the state it found (a version, a lease): retry after
+        // reading again.
+        ErrorCode::Conflict => "aborted",
+        ErrorCode::PayloadTooLarge | ErrorCode::TooManyRequests => "resource_exhausted",
+        ErrorCode::Unavailable => "unavailable",
+        ErrorCode::Internal => "internal",
+    }
+}
+
+/// The HTTP status the Connect protocol gives a code.
+pub fn connect_status(code: &str) -> StatusCode {
+    match code {
+        "canceled" => StatusCode::from_u16(499).unwrap_or(StatusCode::BAD_REQUEST),
+        "invalid_argument" | "failed_precondition" | "out_of_range" => StatusCode::BAD_REQUEST,
+        "deadline_exceeded" => StatusCode::GATEWAY_TIMEOUT,
+        "not_found" => StatusCode::NOT_FOUND,
+        "already_exists" | "aborted" => StatusCode::CONFLICT,
+        "permission_denied" => StatusCode::FORBIDDEN,
+        "resource_exhausted" => StatusCode::TOO_MANY_REQUESTS,
+        "unimplemented" => StatusCode::NOT_IMPLEMENTED,
+        "unavailable" => StatusCode::SERVICE_UNAVAILABLE,
+        "unauthenticated" => StatusCode::UNAUTHORIZED,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// An error in the Connect protocol's shape.
+pub fn connect_error(code: &str, message: &str, fields: &[app::error::FieldError]) -> Response {
+    let mut body = serde_json::json!({"code": code, "message": message});
+    if !fields.is_empty() {
+        body["details"] = serde_json::json!([bad_request_detail(fields)]);
+    }
+    (connect_status(code), axum::Json(body)).into_response()
+}
+
+/// A `google.rpc.BadRequest` error detail: `{"type", "value"}` with the message's protobuf
+/// bytes in unpadded standard base64, as Connect carries details, and `debug` with the same
+/// in JSON for people reading it.
+fn bad_request_detail(fields: &[app::error::FieldError]) -> Value {
+    use base64::Engine as _;
+    // message FieldViolation { string field = 1; string description = 2; }
+    // message BadRequest { repeated FieldViolation field_violations = 1; }
+    let mut message = Vec::new();
+    for f in fields {
+        let mut violation = Vec::new();
+        proto_bytes(&mut violation, 1, f.path.as_bytes());
+        proto_bytes(&mut violation, 2, f.message.as_bytes());
+        proto_bytes(&mut message, 1, &violation);
+    }
+    let debug: Vec<Value> = fields
+        .iter()
+        .map(|f| serde_json::json!({"field": f.path, "description": f.message}))
+        .collect();
+    serde_json::json!({
+        "type": "google.rpc.BadRequest",
+        "value": base64::engine::general_purpose::STANDARD_NO_PAD.encode(&message),
+        "debug": {"fieldViolations": debug},
+    })
+}
+
+/// Appends a length-delimited protobuf field.
+fn proto_bytes(out: &mut Vec<u8>, field: u32, bytes: &[u8]) {
+    proto_varint(out, u64::from(field << 3 | 2));
+    proto_varint(out, bytes.len() as u64);
+    out.extend_from_slice(bytes);
+}
+
+fn proto_varint(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8 & 0x7f) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+/// Middleware of the Connect mount: an error answer of the REST routes (or of the mount itself)
+/// becomes the same error in the Connect protocol's shape; successes pass untouched.
+pub async fn in_connect_shape(request: Request, next: axum::middleware::Next) -> Response {
+    let response = next.run(request).await;
+    let status = response.status();
+    if status.is_success() {
+        return response;
+    }
+    let (_, body) = response.into_parts();
+    let bytes = axum::body::to_bytes(body, 1024 * 1024)
+        .await
+        .unwrap_or_default();
+    #[derive(serde::Deserialize)]
+    struct Envelope {
+        error: AppError,
+    }
+    if let Ok(Envelope { error }) = serde_json::from_slice::<Envelope>(&bytes) {
+        let fields = error.details.map(|d| d.fields).unwrap_or_default();
+        return connect_error(connect_code(error.code), &error.message, &fields);
+    }
+    // Answers that were never the API's JSON (the router's own 405, say).
+    let (code, message) = match status {
+        StatusCode::METHOD_NOT_ALLOWED => (
+            "unimplemented",
+            "Connect unary calls of this service are POST requests",
+        ),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => {
+            ("invalid_argument", "send Content-Type: application/json")
+        }
+        StatusCode::PAYLOAD_TOO_LARGE => ("resource_exhausted", "the request is too large"),
+        StatusCode::UNAUTHORIZED => ("unauthenticated", "a bearer token is required"),
+        StatusCode::NOT_FOUND => ("not_found", "no such method"),
+        s if s.is_client_error() => ("invalid_argument", "the request could not be read"),
+        _ => ("internal", "internal error"),
+    };
+    let mut answer = connect_error(code, message, &[]);
+    if status == StatusCode::METHOD_NOT_ALLOWED {
+        // Keep the method error's status: a Connect client sent the wrong HTTP method.
+        *answer.status_mut() = status;
+    }
+    answer
 }
 
 /// `POST /agent_tool_exposure.v1.AgentToolExposureService/{method}`.
@@ -622,6 +749,50 @@ async fn serve(rest: axum::Router, name: &str, request: Request) -> Result<Respo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn field_paths_travel_as_a_google_rpc_bad_request() {
+        let detail = bad_request_detail(&[app::error::FieldError {
+            path: "rules[0].mode".into(),
+            message: "bad".into(),
+        }]);
+        assert_eq!(detail["type"], "google.rpc.BadRequest");
+        use base64::Engine as _;
+        let bytes = base64::engine::general_purpose::STANDARD_NO_PAD
+            .decode(detail["value"].as_str().unwrap())
+            .unwrap();
+        // field_violations (1, length 20) { field (1, 13) "rules[0].mode", description (2, 3) "bad" }
+        let mut expected = vec![0x0a, 20, 0x0a, 13];
+        expected.extend_from_slice(b"rules[0].mode");
+        expected.extend_from_slice(&[0x12, 3]);
+        expected.extend_from_slice(b"bad");
+        assert_eq!(bytes, expected);
+        let mut long = Vec::new();
+        proto_varint(&mut long, 300);
+        assert_eq!(long, [0xac, 0x02]);
+    }
+
+    #[test]
+    fn every_code_has_the_connect_status() {
+        for (code, status) in [
+            (ErrorCode::BadRequest, 400),
+            (ErrorCode::InvalidArgument, 400),
+            (ErrorCode::Unauthenticated, 401),
+            (ErrorCode::PermissionDenied, 403),
+            (ErrorCode::NotFound, 404),
+            (ErrorCode::Conflict, 409),
+            (ErrorCode::PayloadTooLarge, 429),
+            (ErrorCode::TooManyRequests, 429),
+            (ErrorCode::Unavailable, 503),
+            (ErrorCode::Internal, 500),
+        ] {
+            assert_eq!(
+                connect_status(connect_code(code)).as_u16(),
+                status,
+                "{code:?}"
+            );
+        }
+    }
 
     #[test]
     fn messages_become_rest_requests() {

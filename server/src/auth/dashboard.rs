@@ -25,10 +25,27 @@ use serde_json::json;
 pub const IDLE_MINUTES: i64 = 30;
 /// Absolute lifetime of a sign-in.
 pub const ABSOLUTE_MS: i64 = 12 * 60 * 60 * 1000;
-/// Failed sign-ins allowed per account and window.
-pub const MAX_FAILURES: i64 = 100;
+/// Failed sign-ins at one account from one client address after which that pair is refused for
+/// the rest of the window. Never a lockout of the account: other addresses still get through.
+pub const MAX_FAILURES_PER_ADDRESS: i64 = 100;
 /// The failure-counting window.
 pub const FAILURE_WINDOW_MS: i64 = 60 * 60 * 1000;
+/// Failures of an account (from any address) within the window that cost no delay.
+pub const FREE_FAILURES: i64 = 5;
+/// The longest delay between two attempts at one account: whatever the addresses, guessing
+/// stays near 3,600 / 30 = 120 tries an hour, and the rightful user waits at most this long.
+pub const MAX_DELAY_MS: i64 = 30_000;
+
+/// The delay before the next attempt at an account with `failures` failures in the window:
+/// none for the first [`FREE_FAILURES`], then 1 s doubling with each failure up to
+/// [`MAX_DELAY_MS`].
+pub fn delay_after(failures: i64) -> i64 {
+    if failures < FREE_FAILURES {
+        return 0;
+    }
+    let doublings = u32::try_from((failures - FREE_FAILURES).min(15)).unwrap_or(15);
+    (1_000_i64 << doublings).min(MAX_DELAY_MS)
+}
 
 const SESSION_KEY: &str = "aperture.user";
 
@@ -62,7 +79,15 @@ fn session_failure(e: tower_sessions::session::Error) -> ServiceError {
 
 /// Checks the password and signs the person in. Every failure looks the same ("wrong username or
 /// password"), whether the tenant or user exists or not, and takes the same time.
+///
+/// Guessing is slowed, never turned into a lockout: `client` (the caller's address, see
+/// [`crate::auth::client`]) is refused after [`MAX_FAILURES_PER_ADDRESS`] failures at one
+/// account within the hour, and every attempt at an account waits [`delay_after`] its failures
+/// from any address (at most [`MAX_DELAY_MS`]). Failures for usernames the tenant does not have
+/// are journaled once per tenant and hour and counted; the count is journaled when the hour
+/// ends ([`journal_unknown_user_hours`]).
 #[tracing::instrument(skip(store, journal, passwords, session, password))]
+#[allow(clippy::too_many_arguments)]
 pub async fn sign_in(
     store: &Store,
     journal: &Journal,
@@ -71,6 +96,7 @@ pub async fn sign_in(
     tenant: &str,
     username: &str,
     password: &str,
+    client: &str,
 ) -> Result<Me, ServiceError> {
     let mut fields = Vec::new();
     for (path, value) in [
@@ -91,12 +117,33 @@ pub async fn sign_in(
     if tenant.len() > 64 || username.len() > 64 || password.len() > super::password::MAX_LEN {
         return Err(wrong_credentials().into());
     }
+    let now = store::now_ms();
     let failures =
-        store::users::recent_sign_in_failures(store, tenant, username, FAILURE_WINDOW_MS).await?;
-    if failures >= MAX_FAILURES {
+        store::users::sign_in_failures(store, tenant, username, client, now - FAILURE_WINDOW_MS)
+            .await?;
+    if failures.pair >= MAX_FAILURES_PER_ADDRESS {
         return Err(AppError::new(
             ErrorCode::TooManyRequests,
-            "too many failed sign-in attempts for this account; try again in an hour",
+            "too many failed sign-ins at this account from your address; try again later \
+             (within the hour) or from another network",
+        )
+        .into());
+    }
+    if let Some(wait) = store::users::claim_sign_in_slot(
+        store,
+        tenant,
+        username,
+        now,
+        delay_after(failures.account),
+    )
+    .await?
+    {
+        return Err(AppError::new(
+            ErrorCode::TooManyRequests,
+            format!(
+                "too many failed sign-ins at this account; try again in {} s",
+                (wait.min(MAX_DELAY_MS) + 999) / 1000
+            ),
         )
         .into());
     }
@@ -107,22 +154,20 @@ pub async fn sign_in(
             user.as_ref().map(|u| u.password_hash.clone()),
         )
         .await?;
+    let known = user.is_some();
     let Some(user) = user.filter(|_| ok) else {
-        store::users::record_sign_in_failure(store, tenant, username, FAILURE_WINDOW_MS).await?;
+        store::users::record_sign_in_failure(
+            store,
+            tenant,
+            username,
+            client,
+            store::now_ms(),
+            FAILURE_WINDOW_MS,
+        )
+        .await?;
         // Failures are journaled in tenants that exist; nothing runs on a failure, so a journal
         // outage is logged rather than turned into another error.
-        if store::tenants::exists(store, tenant).await?
-            && let Err(e) = journal
-                .admin(
-                    tenant,
-                    username,
-                    Decision::Deny,
-                    ReasonCode::Unauthenticated,
-                    "sign_in",
-                    json!({"username": username}),
-                )
-                .await
-        {
+        if let Err(e) = journal_failure(store, journal, tenant, username, known, now).await {
             tracing::error!(error = %e, "a failed sign-in could not be journaled");
         }
         return Err(wrong_credentials().into());
@@ -155,6 +200,88 @@ pub async fn sign_in(
         username: user.username,
         scopes: user.scopes,
     })
+}
+
+/// Journals a failed sign-in in a tenant that exists: each one for a user the tenant has (they
+/// are slowed per account, so bounded), and for unknown usernames (anyone can make up as many
+/// as they like) only the first of each hour; the rest are counted.
+async fn journal_failure(
+    store: &Store,
+    journal: &Journal,
+    tenant: &str,
+    username: &str,
+    known: bool,
+    now: i64,
+) -> Result<(), ServiceError> {
+    if !store::tenants::exists(store, tenant).await? {
+        return Ok(());
+    }
+    if known {
+        journal
+            .admin(
+                tenant,
+                username,
+                Decision::Deny,
+                ReasonCode::Unauthenticated,
+                "sign_in",
+                json!({"username": username}),
+            )
+            .await?;
+        return Ok(());
+    }
+    let hour_start = now - now.rem_euclid(FAILURE_WINDOW_MS);
+    if store::users::count_unknown_user_failure(store, tenant, hour_start).await? == 1 {
+        // The name is not recorded: an attacker would choose it.
+        journal
+            .admin(
+                tenant,
+                "(unknown user)",
+                Decision::Deny,
+                ReasonCode::Unauthenticated,
+                "sign_in",
+                json!({"unknown_user": true, "hour_start": store::rfc3339(hour_start),
+                       "note": "further failures for unknown users this hour are counted and journaled when it ends"}),
+            )
+            .await?;
+    }
+    Ok(())
+}
+
+/// Journals the counts of failed sign-ins for unknown users of every hour that has ended (one
+/// record per tenant and hour), then forgets them; the background cleanup calls it.
+pub async fn journal_unknown_user_hours(
+    store: &Store,
+    journal: &Journal,
+    now: i64,
+) -> Result<usize, ServiceError> {
+    let this_hour = now - now.rem_euclid(FAILURE_WINDOW_MS);
+    let hours = store::users::claim_unknown_user_hours(store, this_hour, now).await?;
+    let mut journaled = 0;
+    for (tenant, hour_start, failures) in hours {
+        let written = journal
+            .admin(
+                &tenant,
+                "(unknown user)",
+                Decision::Deny,
+                ReasonCode::Unauthenticated,
+                "sign_in_failures",
+                json!({"unknown_user": true, "failures": failures,
+                       "from": store::rfc3339(hour_start),
+                       "until": store::rfc3339(hour_start + FAILURE_WINDOW_MS)}),
+            )
+            .await;
+        match written {
+            Ok(_) => {
+                store::users::unknown_user_hours_done(store, &tenant, hour_start).await?;
+                journaled += 1;
+            }
+            Err(e) => {
+                store::users::unknown_user_hours_release(store, &tenant, hour_start).await?;
+                return Err(e.into());
+            }
+        }
+    }
+    Ok(journaled)
 }
 
 fn wrong_credentials() -> AppError {

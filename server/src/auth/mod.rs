@@ -4,10 +4,15 @@
 //! - [`principal`]: the authenticated caller (token or user) and bearer-token authentication.
 //! - [`dashboard`]: cookie sessions for people: sign-in with its failure limit, sign-out, the
 //!   idle and absolute timeouts.
+//! - [`client`]: the caller's address (behind trusted proxies too), for sign-in limits.
 //! - [`csrf`]: origin checks for state-changing browser requests.
+//! - [`headers`]: the Content-Security-Policy with its per-response nonce, and the other
+//!   security headers of every dashboard and API response.
 
+pub mod client;
 pub mod csrf;
 pub mod dashboard;
+pub mod headers;
 pub mod password;
 pub mod principal;
 

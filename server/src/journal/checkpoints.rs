@@ -327,7 +327,7 @@ impl Checkpointer {
         let path = sink_file(&dir, tenant);
         let write = move || -> std::io::Result<()> {
             use std::io::Write;
-            std::fs::create_dir_all(&dir)?;
+            crate::store::create_private_dir(&dir)?;
             let mut file = std::fs::OpenOptions::new()
                 .create(true)
                 .append(true)

@@ -61,7 +61,7 @@ pub struct Spool {
 impl Spool {
     /// The spool in folder `dir` (created when missing), with what an earlier run left in it.
     pub fn open(dir: &Path, store: Store) -> Result<Self, SpoolError> {
-        std::fs::create_dir_all(dir)?;
+        crate::store::create_private_dir(dir)?;
         let path = dir.join(FILE);
         let pending = match std::fs::read_to_string(&path) {
             Ok(text) => text.lines().filter(|l| !l.trim().is_empty()).count(),

@@ -64,13 +64,11 @@ fn ok(id: &Value, result: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "result": result})
 }
 
-fn unauthorized(headers: &HeaderMap) -> Response {
-    let host = headers
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or("localhost");
-    let challenge =
-        format!("Bearer resource_metadata=\"http://{host}/.well-known/oauth-protected-resource\"");
+fn unauthorized(config: &crate::config::Config) -> Response {
+    let challenge = format!(
+        "Bearer resource_metadata=\"{}/.well-known/oauth-protected-resource\"",
+        config.public_base()
+    );
     let mut response = (
         StatusCode::UNAUTHORIZED,
         Json(json!({"jsonrpc": "2.0", "id": null, "error": {"code": INVALID_REQUEST, "message": "a bearer token is required"}})),
@@ -83,13 +81,9 @@ fn unauthorized(headers: &HeaderMap) -> Response {
 }
 
 /// `GET /.well-known/oauth-protected-resource` (RFC 9728).
-pub async fn protected_resource(headers: HeaderMap) -> Json<Value> {
-    let host = headers
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .unwrap_or("localhost");
+pub async fn protected_resource(State(state): State<AppState>) -> Json<Value> {
     Json(json!({
-        "resource": format!("http://{host}/mcp"),
+        "resource": format!("{}/mcp", state.config.public_base()),
         "bearer_methods_supported": ["header"],
         "scopes_supported": scope::APERTURE_SCOPES,
         "resource_name": "Aperture MCP gateway"
@@ -114,13 +108,13 @@ pub async fn handle(
         .map(str::trim)
         .filter(|s| !s.is_empty());
     let Some(secret) = secret else {
-        return unauthorized(&headers);
+        return unauthorized(&state.config);
     };
     // From the call cache as it stands: a `tools/call` has the generation confirmed by its
     // decision record; every other method confirms it below, before it reads anything.
     let mut principal = match authenticate_bearer_assumed(&state.store, secret).await {
         Ok(p) => p,
-        Err(_) => return unauthorized(&headers),
+        Err(_) => return unauthorized(&state.config),
     };
     let message: Value = match serde_json::from_slice(&body) {
         Ok(v) => v,
@@ -192,7 +186,7 @@ pub async fn handle(
     {
         principal = match authenticate_bearer(&state.store, secret).await {
             Ok(p) => p,
-            Err(_) => return unauthorized(&headers),
+            Err(_) => return unauthorized(&state.config),
         };
     }
     if stateless || method == "server/discover" {
@@ -202,7 +196,7 @@ pub async fn handle(
             "tools/list" => tools_list(&state, &principal, &id, &params).await,
             "tools/call" => match tools_call(&state, &principal, secret, &id, params).await {
                 Ok(answer) => answer,
-                Err(()) => return unauthorized(&headers),
+                Err(()) => return unauthorized(&state.config),
             },
             "tasks/get" => tasks::get(&state, &principal, &id, &params).await,
             "tasks/result" => tasks::result(&state, &principal, &id, &params).await,
@@ -219,7 +213,7 @@ pub async fn handle(
         "tools/list" => tools_list(&state, &principal, &id, &params).await,
         "tools/call" => match tools_call(&state, &principal, secret, &id, params).await {
             Ok(answer) => answer,
-            Err(()) => return unauthorized(&headers),
+            Err(()) => return unauthorized(&state.config),
         },
         "tasks/get" => tasks::get(&state, &principal, &id, &params).await,
         "tasks/result" => tasks::result(&state, &principal, &id, &params).await,

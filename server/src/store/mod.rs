@@ -24,7 +24,7 @@ pub mod users;
 
 pub use sessions::DbSessionStore;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -230,6 +230,57 @@ impl Store {
     }
 }
 
+/// Creates `dir` (and missing parents) readable by the owner only (0700 on Unix): the data
+/// directory holds the database, key files and spools.
+pub fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt as _;
+        builder.mode(0o700);
+    }
+    builder.create(dir)
+}
+
+/// Creates the SQLite database file empty and owner-only (0600) before SQLite does (SQLite
+/// gives its `-wal` and `-shm` files the database file's mode); an existing one that others may
+/// read is made owner-only, with its `-wal` and `-shm`.
+fn private_database_file(path: &Path) -> anyhow::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt as _, PermissionsExt as _};
+        if !path.exists() {
+            std::fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .open(path)
+                .or_else(|e| {
+                    if e.kind() == std::io::ErrorKind::AlreadyExists {
+                        std::fs::File::open(path)
+                    } else {
+                        Err(e)
+                    }
+                })
+                .with_context(|| format!("creating {}", path.display()))?;
+        }
+        for suffix in ["", "-wal", "-shm"] {
+            let file = PathBuf::from(format!("{}{suffix}", path.display()));
+            if let Ok(meta) = std::fs::metadata(&file)
+                && meta.permissions().mode() & 0o077 != 0
+            {
+                std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600))
+                    .with_context(|| format!("making {} owner-only", file.display()))?;
+                tracing::info!(file = %file.display(), "made the database file owner-only (0600)");
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
+}
+
 /// Adds `mode=rwc` (create when missing) and creates the parent folder of the file.
 fn prepare_sqlite_url(url: &str) -> anyhow::Result<String> {
     let rest = url
@@ -242,8 +293,8 @@ fn prepare_sqlite_url(url: &str) -> anyhow::Result<String> {
         && let Some(parent) = Path::new(path).parent()
         && !parent.as_os_str().is_empty()
     {
-        std::fs::create_dir_all(parent)
-            .with_context(|| format!("creating {}", parent.display()))?;
+        create_private_dir(parent).with_context(|| format!("creating {}", parent.display()))?;
+        private_database_file(Path::new(path))?;
     }
     Ok(if url.contains("mode=") {
         url.to_owned()

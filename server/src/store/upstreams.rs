@@ -174,3 +174,31 @@ pub async fn replace_credentials(
     .await?;
     Ok((done.rows_affected() == 1).then_some(version + 1))
 }
+
+/// Every upstream's `(tenant, id, spec)`, of every tenant (re-encrypting stored secrets).
+pub async fn all_specs(store: &Store) -> Result<Vec<(String, String, String)>, sqlx::Error> {
+    sqlx::query_as("SELECT tenant_id, id, spec FROM upstreams ORDER BY tenant_id, id")
+        .fetch_all(store.pool())
+        .await
+}
+
+/// Replaces a stored spec by the same content in another form (encrypted, or under another
+/// key) if it is still `old`; the credential version stays. Whether it was replaced.
+pub async fn reseal_spec(
+    store: &Store,
+    tenant_id: &str,
+    id: &str,
+    old: &str,
+    new: &str,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(
+        "UPDATE upstreams SET spec = $4 WHERE tenant_id = $1 AND id = $2 AND spec = $3",
+    )
+    .bind(tenant_id)
+    .bind(id)
+    .bind(old)
+    .bind(new)
+    .execute(store.pool())
+    .await?;
+    Ok(done.rows_affected() == 1)
+}

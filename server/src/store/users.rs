@@ -151,19 +151,22 @@ pub async fn count(store: &Store, tenant_id: &str) -> Result<i64, sqlx::Error> {
     Ok(n)
 }
 
-/// Records a failed sign-in and forgets failures older than `window_ms`.
+/// Records a failed sign-in of `username` from `client` (an address) at `now` and forgets
+/// failures older than `window_ms`.
 pub async fn record_sign_in_failure(
     store: &Store,
     tenant_id: &str,
     username: &str,
+    client: &str,
+    now: i64,
     window_ms: i64,
 ) -> Result<(), sqlx::Error> {
-    let now = now_ms();
     sqlx::query(
-        "INSERT INTO sign_in_failures (tenant_id, username, failed_at) VALUES ($1, $2, $3)",
+        "INSERT INTO sign_in_failures (tenant_id, username, client, failed_at) VALUES ($1, $2, $3, $4)",
     )
     .bind(tenant_id)
     .bind(username)
+    .bind(client)
     .bind(now)
     .execute(store.pool())
     .await?;
@@ -174,20 +177,171 @@ pub async fn record_sign_in_failure(
     Ok(())
 }
 
-/// Failed sign-ins of one account within the last `window_ms`.
-pub async fn recent_sign_in_failures(
+/// Failed sign-ins of one account since `since`: all of them, those from `client`, and when the
+/// latest was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SignInFailures {
+    /// From every address.
+    pub account: i64,
+    /// From `client`.
+    pub pair: i64,
+    /// The latest failure (ms), from any address.
+    pub last_at: Option<i64>,
+}
+
+/// [`SignInFailures`] of `username` (and of it from `client`) since `since` (ms).
+pub async fn sign_in_failures(
     store: &Store,
     tenant_id: &str,
     username: &str,
-    window_ms: i64,
-) -> Result<i64, sqlx::Error> {
-    let (n,): (i64,) = sqlx::query_as(
-        "SELECT COUNT(*) FROM sign_in_failures WHERE tenant_id = $1 AND username = $2 AND failed_at >= $3",
+    client: &str,
+    since: i64,
+) -> Result<SignInFailures, sqlx::Error> {
+    let (account, pair, last_at): (i64, i64, Option<i64>) = sqlx::query_as(
+        "SELECT COUNT(*), COALESCE(SUM(CASE WHEN client = $3 THEN 1 ELSE 0 END), 0), \
+         MAX(failed_at) FROM sign_in_failures \
+         WHERE tenant_id = $1 AND username = $2 AND failed_at >= $4",
     )
     .bind(tenant_id)
     .bind(username)
-    .bind(now_ms() - window_ms)
+    .bind(client)
+    .bind(since)
+    .fetch_one(store.pool())
+    .await?;
+    Ok(SignInFailures {
+        account,
+        pair,
+        last_at,
+    })
+}
+
+/// Counts a failed sign-in for a username `tenant_id` does not have, in the hour starting at
+/// `hour_start`; returns the hour's count so far (1: the first, which is journaled).
+pub async fn count_unknown_user_failure(
+    store: &Store,
+    tenant_id: &str,
+    hour_start: i64,
+) -> Result<i64, sqlx::Error> {
+    let (n,): (i64,) = sqlx::query_as(
+        "INSERT INTO sign_in_unknown_users (tenant_id, hour_start, failures) VALUES ($1, $2, 1) \
+         ON CONFLICT (tenant_id, hour_start) DO UPDATE \
+         SET failures = sign_in_unknown_users.failures + 1 RETURNING failures",
+    )
+    .bind(tenant_id)
+    .bind(hour_start)
     .fetch_one(store.pool())
     .await?;
     Ok(n)
+}
+
+/// Claims, at `now`, the counts of hours that started before `before` for journaling (one node
+/// at a time; a claim older than five minutes, of a node that stopped, is taken over):
+/// `(tenant, hour_start, failures)`. [`unknown_user_hours_done`] deletes them once journaled,
+/// [`unknown_user_hours_release`] gives them back when the journal could not.
+pub async fn claim_unknown_user_hours(
+    store: &Store,
+    before: i64,
+    now: i64,
+) -> Result<Vec<(String, i64, i64)>, sqlx::Error> {
+    sqlx::query_as(
+        "UPDATE sign_in_unknown_users SET summarizing = $2 \
+         WHERE (summarizing = 0 OR summarizing < $3) AND hour_start < $1 \
+         RETURNING tenant_id, hour_start, failures",
+    )
+    .bind(before)
+    .bind(now)
+    .bind(now - 300_000)
+    .fetch_all(store.pool())
+    .await
+}
+
+/// Deletes a claimed hour's count (it is in the journal now).
+pub async fn unknown_user_hours_done(
+    store: &Store,
+    tenant_id: &str,
+    hour_start: i64,
+) -> Result<(), sqlx::Error> {
+    sqlx::query("DELETE FROM sign_in_unknown_users WHERE tenant_id = $1 AND hour_start = $2")
+        .bind(tenant_id)
+        .bind(hour_start)
+        .execute(store.pool())
+        .await?;
+    Ok(())
+}
+
+/// Releases a claimed hour's count for a later try.
+pub async fn unknown_user_hours_release(
+    store: &Store,
+    tenant_id: &str,
+    hour_start: i64,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "UPDATE sign_in_unknown_users SET summarizing = 0 WHERE tenant_id = $1 AND hour_start = $2",
+    )
+    .bind(tenant_id)
+    .bind(hour_start)
+    .execute(store.pool())
+    .await?;
+    Ok(())
+}
+
+/// Claims the next sign-in attempt at an account at `now`, if its slot is free, and holds the
+/// slot for `spacing_ms`: `Ok(None)` when claimed, `Ok(Some(ms))` with the wait when another
+/// attempt holds it.
+pub async fn claim_sign_in_slot(
+    store: &Store,
+    tenant_id: &str,
+    username: &str,
+    now: i64,
+    spacing_ms: i64,
+) -> Result<Option<i64>, sqlx::Error> {
+    if spacing_ms <= 0 {
+        // No delay to hold (too few failures): only a slot another attempt still holds waits.
+        let next = sign_in_slot_ends(store, tenant_id, username).await?;
+        return Ok(next.map(|at| at - now).filter(|wait| *wait > 0));
+    }
+    let claimed = sqlx::query(
+        "INSERT INTO sign_in_throttle (tenant_id, username, next_at) VALUES ($1, $2, $3) \
+         ON CONFLICT (tenant_id, username) DO UPDATE SET next_at = excluded.next_at \
+         WHERE sign_in_throttle.next_at <= $4",
+    )
+    .bind(tenant_id)
+    .bind(username)
+    .bind(now + spacing_ms)
+    .bind(now)
+    .execute(store.pool())
+    .await?
+    .rows_affected();
+    if claimed > 0 {
+        return Ok(None);
+    }
+    let next = sign_in_slot_ends(store, tenant_id, username).await?;
+    Ok(Some(next.map_or(1, |at| (at - now).max(1))))
+}
+
+/// When the slot another attempt at an account holds ends (ms), if there is one.
+async fn sign_in_slot_ends(
+    store: &Store,
+    tenant_id: &str,
+    username: &str,
+) -> Result<Option<i64>, sqlx::Error> {
+    let next: Option<(i64,)> = sqlx::query_as(
+        "SELECT next_at FROM sign_in_throttle WHERE tenant_id = $1 AND username = $2",
+    )
+    .bind(tenant_id)
+    .bind(username)
+    .fetch_optional(store.pool())
+    .await?;
+    Ok(next.map(|(at,)| at))
+}
+
+/// Forgets throttles that ended before `before`.
+pub async fn delete_sign_in_throttles(store: &Store, before: i64) -> Result<u64, sqlx::Error> {
+    Ok(
+        sqlx::query("DELETE FROM sign_in_throttle WHERE next_at < $1")
+            .bind(before)
+            .execute(store.pool())
+            .await?
+            .rows_affected(),
+    )
 }

@@ -48,8 +48,13 @@ pub async fn check_url(url: &str, allow_private: bool) -> Result<(), UpstreamErr
 }
 
 /// Why the gateway must not connect to `ip` on an API-registered upstream's behalf, or `None`
-/// for a public address. IPv6 forms that embed an IPv4 address (mapped `::ffff:a.b.c.d`,
-/// NAT64 `64:ff9b::/96`, 6to4 `2002::/16`) are judged by that address.
+/// for a public address. Every range of the IANA IPv4 and IPv6 Special-Purpose Address
+/// Registries is refused (also the few the registries call globally reachable, such as the
+/// anycast and AS112 ranges: no MCP server lives there), and so are multicast, IPv4's reserved
+/// `240.0.0.0/4` and every IPv6 address outside global unicast `2000::/3`. IPv6 forms that carry
+/// an IPv4 address the network translates (mapped `::ffff:a.b.c.d`, NAT64's well-known
+/// `64:ff9b::/96`, which DNS64 resolvers answer with on IPv6-only hosts) are judged by that
+/// address; the deprecated IPv4-compatible (`::a.b.c.d`), 6to4 and Teredo forms are refused.
 pub fn address_class(ip: IpAddr) -> Option<&'static str> {
     match ip {
         IpAddr::V4(v4) => v4_class(v4),
@@ -57,28 +62,73 @@ pub fn address_class(ip: IpAddr) -> Option<&'static str> {
     }
 }
 
+/// `ip` is in `net/len`.
+fn in_v4(ip: Ipv4Addr, net: [u8; 4], len: u32) -> bool {
+    let mask = u32::MAX.checked_shl(32 - len).unwrap_or(0);
+    u32::from(ip) & mask == u32::from(Ipv4Addr::from(net)) & mask
+}
+
+/// `ip` is in `net/len`.
+fn in_v6(ip: Ipv6Addr, net: [u16; 8], len: u32) -> bool {
+    let mask = u128::MAX.checked_shl(128 - len).unwrap_or(0);
+    u128::from(ip) & mask == u128::from(Ipv6Addr::from(net)) & mask
+}
+
+/// The IANA IPv4 Special-Purpose Address Registry (as of 2026), and multicast.
+const V4_SPECIAL: &[([u8; 4], u32, &str)] = &[
+    ([0, 0, 0, 0], 8, "unspecified (this network)"),
+    ([10, 0, 0, 0], 8, "private"),
+    ([100, 64, 0, 0], 10, "shared (carrier-grade NAT)"),
+    ([127, 0, 0, 0], 8, "loopback"),
+    ([169, 254, 0, 0], 16, "link-local"),
+    ([172, 16, 0, 0], 12, "private"),
+    ([192, 0, 0, 0], 24, "IETF protocol assignment"),
+    ([192, 0, 2, 0], 24, "documentation"),
+    ([192, 31, 196, 0], 24, "AS112"),
+    ([192, 52, 193, 0], 24, "AMT"),
+    ([192, 88, 99, 0], 24, "6to4 relay anycast"),
+    ([192, 168, 0, 0], 16, "private"),
+    ([192, 175, 48, 0], 24, "AS112"),
+    ([198, 18, 0, 0], 15, "benchmarking"),
+    ([198, 51, 100, 0], 24, "documentation"),
+    ([203, 0, 113, 0], 24, "documentation"),
+    ([224, 0, 0, 0], 4, "multicast"),
+    ([255, 255, 255, 255], 32, "broadcast"),
+    ([240, 0, 0, 0], 4, "reserved"),
+];
+
+/// The IANA IPv6 Special-Purpose Address Registry (as of 2026) inside and around `2000::/3`;
+/// everything else outside `2000::/3` is refused as not global unicast.
+const V6_SPECIAL: &[([u16; 8], u32, &str)] = &[
+    ([0x2001, 0, 0, 0, 0, 0, 0, 0], 32, "Teredo"),
+    (
+        [0x2001, 0, 0, 0, 0, 0, 0, 0],
+        23,
+        "IETF protocol assignment",
+    ),
+    ([0x2001, 0xdb8, 0, 0, 0, 0, 0, 0], 32, "documentation"),
+    ([0x2002, 0, 0, 0, 0, 0, 0, 0], 16, "6to4"),
+    ([0x2620, 0x4f, 0x8000, 0, 0, 0, 0, 0], 48, "AS112"),
+    ([0x3fff, 0, 0, 0, 0, 0, 0, 0], 20, "documentation"),
+    ([0x5f00, 0, 0, 0, 0, 0, 0, 0], 16, "segment routing"),
+    (
+        [0x64, 0xff9b, 1, 0, 0, 0, 0, 0],
+        48,
+        "local-use IPv4/IPv6 translation",
+    ),
+    ([0x100, 0, 0, 0, 0, 0, 0, 0], 64, "discard-only"),
+    ([0x100, 0, 0, 1, 0, 0, 0, 0], 64, "dummy prefix"),
+    ([0xfc00, 0, 0, 0, 0, 0, 0, 0], 7, "private (unique local)"),
+    ([0xfe80, 0, 0, 0, 0, 0, 0, 0], 10, "link-local"),
+    ([0xfec0, 0, 0, 0, 0, 0, 0, 0], 10, "site-local"),
+    ([0xff00, 0, 0, 0, 0, 0, 0, 0], 8, "multicast"),
+];
+
 fn v4_class(ip: Ipv4Addr) -> Option<&'static str> {
-    let [a, b, ..] = ip.octets();
-    if ip.is_loopback() {
-        Some("loopback")
-    } else if ip.is_private() {
-        Some("private")
-    } else if ip.is_link_local() {
-        // 169.254.169.254 is the metadata endpoint of most clouds.
-        Some("link-local")
-    } else if a == 0 {
-        // 0.0.0.0/8 ("this network"); 0.0.0.0 itself reaches the local host on Linux.
-        Some("unspecified")
-    } else if ip.is_broadcast() {
-        Some("broadcast")
-    } else if a == 100 && (64..128).contains(&b) {
-        // 100.64.0.0/10, shared address space: provider-internal (some clouds' metadata).
-        Some("shared (carrier-grade NAT)")
-    } else if ip.is_multicast() {
-        Some("multicast")
-    } else {
-        None
-    }
+    V4_SPECIAL
+        .iter()
+        .find(|(net, len, _)| in_v4(ip, *net, *len))
+        .map(|(_, _, class)| *class)
 }
 
 fn v6_class(ip: Ipv6Addr) -> Option<&'static str> {
@@ -89,18 +139,17 @@ fn v6_class(ip: Ipv6Addr) -> Option<&'static str> {
         Some("unspecified")
     } else if let Some(v4) = ip.to_ipv4_mapped() {
         v4_class(v4)
-    } else if s[0] & 0xfe00 == 0xfc00 {
-        Some("private (unique local)")
-    } else if s[0] & 0xffc0 == 0xfe80 {
-        Some("link-local")
-    } else if s[0] & 0xffc0 == 0xfec0 {
-        Some("site-local")
-    } else if ip.is_multicast() {
-        Some("multicast")
-    } else if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
+    } else if in_v6(ip, [0x64, 0xff9b, 0, 0, 0, 0, 0, 0], 96) {
         v4_class(embedded_v4(s[6], s[7]))
-    } else if s[0] == 0x2002 {
-        v4_class(embedded_v4(s[1], s[2]))
+    } else if let Some((_, _, class)) = V6_SPECIAL
+        .iter()
+        .find(|(net, len, _)| in_v6(ip, *net, *len))
+    {
+        Some(class)
+    } else if in_v6(ip, [0, 0, 0, 0, 0, 0, 0, 0], 96) {
+        Some("IPv4-compatible (deprecated)")
+    } else if !in_v6(ip, [0x2000, 0, 0, 0, 0, 0, 0, 0], 3) {
+        Some("not global unicast")
     } else {
         None
     }
@@ -152,8 +201,8 @@ mod tests {
             ("172.31.255.255", "private"),
             ("192.168.1.1", "private"),
             ("169.254.169.254", "link-local"),
-            ("0.0.0.0", "unspecified"),
-            ("0.1.2.3", "unspecified"),
+            ("0.0.0.0", "unspecified (this network)"),
+            ("0.1.2.3", "unspecified (this network)"),
             ("255.255.255.255", "broadcast"),
             ("100.100.100.200", "shared (carrier-grade NAT)"),
             ("224.0.0.1", "multicast"),
@@ -168,7 +217,39 @@ mod tests {
             ("::ffff:127.0.0.1", "loopback"),
             ("::ffff:169.254.169.254", "link-local"),
             ("64:ff9b::a00:1", "private"),
-            ("2002:c0a8:101::1", "private"),
+            ("2002:c0a8:101::1", "6to4"),
+            ("2002:808:808::1", "6to4"),
+            // Issue 24: what passed before.
+            ("::127.0.0.1", "IPv4-compatible (deprecated)"),
+            ("::8.8.8.8", "IPv4-compatible (deprecated)"),
+            ("198.18.0.1", "benchmarking"),
+            ("198.19.255.255", "benchmarking"),
+            ("192.0.0.9", "IETF protocol assignment"),
+            ("192.0.2.1", "documentation"),
+            ("198.51.100.7", "documentation"),
+            ("203.0.113.7", "documentation"),
+            ("192.31.196.1", "AS112"),
+            ("192.52.193.1", "AMT"),
+            ("192.88.99.1", "6to4 relay anycast"),
+            ("192.175.48.1", "AS112"),
+            ("240.0.0.1", "reserved"),
+            ("239.255.255.250", "multicast"),
+            ("::ffff:198.18.0.1", "benchmarking"),
+            ("64:ff9b::c612:1", "benchmarking"),
+            ("64:ff9b:1::808:808", "local-use IPv4/IPv6 translation"),
+            ("100::1", "discard-only"),
+            ("2001::1", "Teredo"),
+            ("2001:0:4136:e378:8000:63bf:3fff:fdd2", "Teredo"),
+            ("2001:1::1", "IETF protocol assignment"),
+            ("2001:2::1", "IETF protocol assignment"),
+            ("2001:20::1", "IETF protocol assignment"),
+            ("2001:db8::1", "documentation"),
+            ("3fff::1", "documentation"),
+            ("2620:4f:8000::1", "AS112"),
+            ("5f00::1", "segment routing"),
+            ("::ffff:0:7f00:1", "not global unicast"),
+            ("4000::1", "not global unicast"),
+            ("1::1", "not global unicast"),
         ] {
             assert_eq!(class(ip), Some(expected), "{ip}");
         }
@@ -185,7 +266,12 @@ mod tests {
             "2606:4700:4700::1111",
             "::ffff:8.8.8.8",
             "64:ff9b::808:808",
-            "2002:808:808::1",
+            "2a00:1450:4001:80b::200e",
+            "2001:4860:4860::8888",
+            "2001:200::1",
+            "192.0.1.1",
+            "198.20.0.1",
+            "223.255.255.1",
         ] {
             assert_eq!(class(ip), None, "{ip}");
         }

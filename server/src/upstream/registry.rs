@@ -75,6 +75,8 @@ pub struct Upstreams {
     connector: Connector,
     allow_stdio: bool,
     allow_private: bool,
+    /// Seals and opens the stored specs (their credentials are encrypted at rest).
+    secrets: Arc<crate::secrets::SecretBox>,
     /// By upstream id: the connection and the credential version it was made with.
     live: tokio::sync::Mutex<HashMap<String, (i64, Arc<Connection>)>>,
 }
@@ -115,14 +117,61 @@ fn upstream_error(e: UpstreamError) -> ServiceError {
 
 impl Upstreams {
     /// A registry; the flags are the operator's (`APERTURE_ALLOW_STDIO_UPSTREAMS`,
-    /// `APERTURE_ALLOW_PRIVATE_UPSTREAMS`).
-    pub fn new(allow_stdio: bool, allow_private: bool) -> Self {
+    /// `APERTURE_ALLOW_PRIVATE_UPSTREAMS`), `secrets` the keys stored specs are sealed with.
+    pub fn new(
+        allow_stdio: bool,
+        allow_private: bool,
+        secrets: Arc<crate::secrets::SecretBox>,
+    ) -> Self {
         Self {
             connector: Connector::new(allow_private),
             allow_stdio,
             allow_private,
+            secrets,
             live: tokio::sync::Mutex::new(HashMap::new()),
         }
+    }
+
+    /// A row's spec, opened.
+    fn stored_spec(&self, row: &UpstreamRow) -> Result<StoredSpec, String> {
+        let json = self
+            .secrets
+            .open(
+                &crate::secrets::upstream_aad(&row.tenant_id, &row.id),
+                &row.spec,
+            )
+            .map_err(|e| format!("stored spec: {e}"))?;
+        serde_json::from_str(&json).map_err(|e| format!("stored spec: {e}"))
+    }
+
+    /// Seals every stored spec that is not sealed under the current key: plaintext ones from
+    /// before secrets were encrypted (at start-up) and ones under an older key (after a
+    /// rotation). Returns how many it sealed.
+    pub async fn reseal_all(&self, store: &Store) -> anyhow::Result<usize> {
+        let current = format!("enc:v1:{}:", self.secrets.current_id());
+        let mut sealed = 0;
+        for (tenant_id, id, spec) in store::upstreams::all_specs(store).await? {
+            if spec.starts_with(&current) {
+                continue;
+            }
+            let aad = crate::secrets::upstream_aad(&tenant_id, &id);
+            let plain = if crate::secrets::SecretBox::is_sealed(&spec) {
+                self.secrets
+                    .open(&aad, &spec)
+                    .map_err(|e| anyhow::anyhow!("upstream {id} of tenant {tenant_id}: {e}"))?
+            } else {
+                // From before encryption: it must at least be a spec.
+                serde_json::from_str::<StoredSpec>(&spec).map_err(|e| {
+                    anyhow::anyhow!("upstream {id} of tenant {tenant_id}: stored spec: {e}")
+                })?;
+                spec.clone()
+            };
+            let new = self.secrets.seal(&aad, &plain);
+            if store::upstreams::reseal_spec(store, &tenant_id, &id, &spec, &new).await? {
+                sealed += 1;
+            }
+        }
+        Ok(sealed)
     }
 
     /// `POST /upstreams` (admin): validates, guards, connects, imports the tools.
@@ -174,12 +223,17 @@ impl Upstreams {
                     other => upstream_error(other),
                 })?;
         }
+        let id = ids::new_id("ups");
+        let spec_json =
+            serde_json::to_string(&stored).map_err(|e| ServiceError::Other(e.into()))?;
         let row = UpstreamRow {
-            id: ids::new_id("ups"),
+            spec: self
+                .secrets
+                .seal(&crate::secrets::upstream_aad(tenant_id, &id), &spec_json),
+            id,
             tenant_id: tenant_id.to_owned(),
             name: request.name.clone(),
             transport: request.transport.clone(),
-            spec: serde_json::to_string(&stored).map_err(|e| ServiceError::Other(e.into()))?,
             endpoint: spec.endpoint(),
             fingerprint: spec.fingerprint(),
             status: "registered".into(),
@@ -343,8 +397,9 @@ impl Upstreams {
         let row = store::upstreams::find(store, tenant_id, id)
             .await?
             .ok_or_else(|| AppError::not_found("upstream"))?;
-        let stored: StoredSpec =
-            serde_json::from_str(&row.spec).map_err(|e| ServiceError::Other(e.into()))?;
+        let stored = self
+            .stored_spec(&row)
+            .map_err(|e| ServiceError::Other(anyhow::anyhow!("upstream {}: {e}", row.id)))?;
         let (replaced, field, names) = match (stored, &request.headers, &request.env) {
             (StoredSpec::StreamableHttp { url, .. }, Some(headers), None) => (
                 StoredSpec::StreamableHttp {
@@ -386,6 +441,9 @@ impl Upstreams {
                 other => upstream_error(other),
             })?;
         let spec = serde_json::to_string(&replaced).map_err(|e| ServiceError::Other(e.into()))?;
+        let spec = self
+            .secrets
+            .seal(&crate::secrets::upstream_aad(tenant_id, &row.id), &spec);
         journal
             .admin(
                 tenant_id,
@@ -449,10 +507,9 @@ impl Upstreams {
             Some((_, old)) => old.close().await,
             None => {}
         }
-        let stored: StoredSpec =
-            serde_json::from_str(&row.spec).map_err(|e| UpstreamError::InvalidSpec {
-                reason: format!("stored spec: {e}"),
-            })?;
+        let stored = self
+            .stored_spec(row)
+            .map_err(|reason| UpstreamError::InvalidSpec { reason })?;
         let connection = Arc::new(
             self.connector
                 .connect(&UpstreamSpec::from(&stored), CONNECT_TIMEOUT)
@@ -654,6 +711,12 @@ fn parse(request: &RegisterUpstreamRequest) -> Result<StoredSpec, ServiceError> 
                     message: "stdio upstreams have a command, not a URL".into(),
                 });
             }
+            if request.headers.is_some() {
+                fields.push(FieldError {
+                    path: "headers".into(),
+                    message: "stdio upstreams take no HTTP headers; pass credentials in env".into(),
+                });
+            }
             match &request.command {
                 Some(c) if !c.is_empty() => Some(StoredSpec::Stdio {
                     command: c.clone(),
@@ -669,10 +732,18 @@ fn parse(request: &RegisterUpstreamRequest) -> Result<StoredSpec, ServiceError> 
             }
         }
         "streamable_http" => {
-            if request.command.is_some() || request.env.is_some() {
+            if request.command.is_some() {
                 fields.push(FieldError {
                     path: "command".into(),
                     message: "streamable_http upstreams have a URL, not a command".into(),
+                });
+            }
+            if request.env.is_some() {
+                fields.push(FieldError {
+                    path: "env".into(),
+                    message: "streamable_http upstreams take no environment (it is for stdio \
+                              processes); send credentials as headers"
+                        .into(),
                 });
             }
             match &request.url {

@@ -209,15 +209,8 @@ async fn declares_runs_and_answers_in_order(db: Db) {
 
     // The transcript and the turn are stored; the agent is idle again.
     let shown: Value = app
-        .client
-        .get(app.api(&format!("/agents/{agent}")))
-        .bearer_auth(&agent_token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .get_json(&agent_token, &format!("/agents/{agent}"))
+        .await;
     assert_eq!(shown["agent"]["status"], "idle");
     assert_eq!(shown["transcript"].as_array().unwrap().len(), 6, "{shown}");
     assert_eq!(shown["turns"][0]["status"], "completed");
@@ -251,16 +244,7 @@ async fn turns_end_clearly_when_the_model_is_down_loops_or_is_missing() {
         .to_owned();
     assert!(error.contains("answered 500"), "{error}");
     // The agent can take the next turn.
-    let shown: Value = app
-        .client
-        .get(app.api(&format!("/agents/{agent}")))
-        .bearer_auth(&bot)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let shown: Value = app.get_json(&bot, &format!("/agents/{agent}")).await;
     assert_eq!(shown["agent"]["status"], "idle");
 
     // Bad input and no model configured are refused with clear errors.
@@ -380,16 +364,7 @@ async fn a_parked_turn_continues_by_itself_once_its_calls_are_decided() {
     // Nobody calls again: the runtime continues the turn once both are decided.
     let mut shown = Value::Null;
     for _ in 0..150 {
-        shown = app
-            .client
-            .get(app.api(&format!("/agents/{agent}")))
-            .bearer_auth(&bot)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        shown = app.get_json(&bot, &format!("/agents/{agent}")).await;
         if shown["agent"]["status"] == "idle" {
             break;
         }
@@ -588,31 +563,15 @@ async fn forks_share_the_parents_prefix_and_are_narrowed_only_in_execution() {
 
     // The disallowed call was never authorized: the fork's journal has echo executed, and add
     // only refused, with its reason (every decision is journaled, issue 23).
-    let shown: Value = app
-        .client
-        .get(app.api(&format!("/agents/{agent}")))
-        .bearer_auth(&bot)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let shown: Value = app.get_json(&bot, &format!("/agents/{agent}")).await;
     let forks = shown["forks"].as_array().unwrap();
     assert_eq!(forks.len(), 2, "{shown}");
     assert_eq!(forks[0]["execution_allowed_tools"], json!([ECHO]));
     assert!(forks[1]["execution_allowed_tools"].is_null());
     let fork_a = forks[0]["agent_id"].as_str().unwrap();
     let receipts: Value = app
-        .client
-        .get(app.api(&format!("/receipts?session_id={fork_a}")))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .get_json(&admin, &format!("/receipts?session_id={fork_a}"))
+        .await;
     let tools: Vec<&str> = receipts["receipts"]
         .as_array()
         .unwrap()
@@ -705,28 +664,12 @@ async fn an_empty_fork_tools_denies_everything_and_bad_ones_are_refused_distinct
     assert!(parent[1].contains("bare `*`"), "{}", parent[1]);
     assert_eq!(parent[2], "I could not run anything.");
     // Nothing ran in the restricted fork.
-    let shown: Value = app
-        .client
-        .get(app.api(&format!("/agents/{agent}")))
-        .bearer_auth(&bot)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let shown: Value = app.get_json(&bot, &format!("/agents/{agent}")).await;
     let fork = shown["forks"][0]["agent_id"].as_str().unwrap().to_owned();
     assert_eq!(shown["forks"][0]["execution_allowed_tools"], json!([]));
     let receipts: Value = app
-        .client
-        .get(app.api(&format!("/receipts?session_id={fork}")))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .get_json(&admin, &format!("/receipts?session_id={fork}"))
+        .await;
     // Nothing authorized: every call of the `[]` fork is a journaled `execution_allowlist`
     // denial (issue 23: every decision is journaled), the rest are its manifests.
     let calls: Vec<(&str, &str, &str)> = receipts["receipts"]
@@ -974,23 +917,7 @@ async fn tool_output_is_redacted_for_the_destination_it_goes_to() {
                 "rules": [{"id": "env", "match": {"name": GETENV}, "mode": "allow", "redaction": "only"}],
                 "redaction_profiles": {"only": {"summary": "truncate", "max_bytes": 4096,
                                                 "destinations": destinations}}});
-            let put = app
-                .client
-                .put(app.api("/policies/p"))
-                .bearer_auth(admin)
-                .json(&policy)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(put.status(), StatusCode::OK);
-            let activated = app
-                .client
-                .post(app.api("/policies/p:activate"))
-                .bearer_auth(admin)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(activated.status(), StatusCode::OK);
+            app.activate_policy(admin, "p", policy).await;
         }
     };
     let agent_token = app.token("default", "helper-bot", &[scope::RUN]).await;
@@ -1030,16 +957,7 @@ async fn tool_output_is_redacted_for_the_destination_it_goes_to() {
     let over_mcp = || {
         let (app, agent_token) = (&app, &agent_token);
         async move {
-            let session: Value = app
-                .client
-                .post(app.api("/sessions"))
-                .bearer_auth(agent_token)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let session: Value = app.post_empty(agent_token, "/sessions").await;
             let tool = &session["tools"][0];
             let m = &session["_meta"];
             let answer: Value = app
@@ -1137,16 +1055,7 @@ async fn agent_until(
 ) -> Value {
     let mut shown = Value::Null;
     for _ in 0..150 {
-        shown = app
-            .client
-            .get(app.api(&format!("/agents/{agent}")))
-            .bearer_auth(reader)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        shown = app.get_json(reader, &format!("/agents/{agent}")).await;
         if done(&shown) {
             break;
         }
@@ -1158,15 +1067,8 @@ async fn agent_until(
 /// The parked invocations of `agent`'s session, as an approver lists them.
 async fn waiting_of(app: &TestApp, approver: &str, agent: &str) -> Vec<Value> {
     let listed: Value = app
-        .client
-        .get(app.api("/invocations?status=input_required"))
-        .bearer_auth(approver)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .get_json(approver, "/invocations?status=input_required")
+        .await;
     listed["invocations"]
         .as_array()
         .unwrap()

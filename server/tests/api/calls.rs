@@ -36,34 +36,9 @@ async fn setup_on(app: TestApp) -> Setup {
         {"id": "big-capped", "match": {"name": "mcp__fixture__big"}, "mode": "allow", "invocation": {"max_result_bytes": 200}},
         {"id": "reads", "match": {"risk_exactly": ["read"]}, "mode": "allow"}
     ]});
-    assert_eq!(
-        app.client
-            .put(app.api("/policies/p"))
-            .bearer_auth(&admin)
-            .json(&policy)
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        StatusCode::OK
-    );
-    app.client
-        .post(app.api("/policies/p:activate"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap();
+    app.activate_policy(&admin, "p", policy).await;
     let agent = app.token("default", "agent", &[scope::RUN]).await;
-    let session: Value = app
-        .client
-        .post(app.api("/sessions"))
-        .bearer_auth(&agent)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let session: Value = app.post_empty(&agent, "/sessions").await;
     let set: Value = app
         .client
         .get(app.url("/.well-known/aperture/keys"))
@@ -462,17 +437,7 @@ async fn a_capped_rule_without_a_spend_gate_is_refused_not_run_uncapped() {
         .send()
         .await
         .unwrap();
-    s.session = s
-        .app
-        .client
-        .post(s.app.api("/sessions"))
-        .bearer_auth(&s.agent)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    s.session = s.app.post_empty(&s.agent, "/sessions").await;
     let result = s
         .call(
             "mcp__fixture__echo",
@@ -646,17 +611,7 @@ async fn a_re_registered_upstream_is_target_drift_not_a_silent_retarget() {
     assert_eq!(before["_meta"]["receipt"]["kind"], "execution");
     let pinned = before["_meta"]["receipt"]["target"]["upstream_id"].clone();
 
-    let list: Value = s
-        .app
-        .client
-        .get(s.app.api("/upstreams"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list: Value = s.app.get_json(&admin, "/upstreams").await;
     let id = list["upstreams"][0]["id"].as_str().unwrap().to_owned();
     assert_eq!(json!(id), pinned);
     let removed = s
@@ -753,17 +708,7 @@ async fn a_re_registered_upstream_is_target_drift_not_a_silent_retarget() {
 impl Setup {
     /// A new session of the agent (a fresh grant under the catalog and policy as they are now).
     async fn relist(self) -> Self {
-        let session: Value = self
-            .app
-            .client
-            .post(self.app.api("/sessions"))
-            .bearer_auth(&self.agent)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let session: Value = self.app.post_empty(&self.agent, "/sessions").await;
         Self { session, ..self }
     }
 
@@ -774,21 +719,12 @@ impl Setup {
         path: &str,
         body: Value,
     ) -> Value {
-        let response = self
+        let (status, answer) = self
             .app
-            .client
-            .request(method, self.app.api(path))
-            .bearer_auth(admin)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert!(
-            response.status().is_success(),
-            "{path}: {}",
-            response.status()
-        );
-        response.json().await.unwrap()
+            .rest(method, admin, path, (!body.is_null()).then_some(&body))
+            .await;
+        assert!(status.is_success(), "{path}: {status} {answer}");
+        answer
     }
 }
 
@@ -1128,17 +1064,7 @@ async fn dry_run_only_runs_with_the_dry_run_argument_fixed_and_says_so() {
         let response = rb.bearer_auth(&admin).send().await.unwrap();
         assert_eq!(response.status(), StatusCode::OK, "{path}");
     }
-    let session: Value = s
-        .app
-        .client
-        .post(s.app.api("/sessions"))
-        .bearer_auth(&s.agent)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let session: Value = s.app.post_empty(&s.agent, "/sessions").await;
     let s = Setup { session, ..s };
     let deploy = s.session["tools"]
         .as_array()
@@ -1189,15 +1115,8 @@ async fn dry_run_only_runs_with_the_dry_run_argument_fixed_and_says_so() {
     let reader = s.app.token("default", "auditor", &[scope::READ]).await;
     let receipts: Value = s
         .app
-        .client
-        .get(s.app.api("/receipts?tool=mcp__fixture__deploy"))
-        .bearer_auth(&reader)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .get_json(&reader, "/receipts?tool=mcp__fixture__deploy")
+        .await;
     let decisions: Vec<(&str, &str)> = receipts["receipts"]
         .as_array()
         .unwrap()
@@ -1236,17 +1155,7 @@ async fn execution_receipts_snapshot_arguments_mode_limits_and_redaction() {
     assert!(receipt["redaction"].is_object(), "{receipt}");
     let reader = s.app.token("default", "auditor", &[scope::READ]).await;
     let id = receipt["receipt_id"].as_str().unwrap();
-    let stored: Value = s
-        .app
-        .client
-        .get(s.app.api(&format!("/receipts/{id}")))
-        .bearer_auth(&reader)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let stored: Value = s.app.get_json(&reader, &format!("/receipts/{id}")).await;
     assert_eq!(
         stored["disclosures"]["effective_arguments"],
         json!({"bytes": 10}),

@@ -243,25 +243,7 @@ async fn serve_without_users_explains_how_to_create_the_first_admin() {
 async fn journal_verify_and_key_rotation_from_the_command_line() {
     let db = TestDb::new(Db::Sqlite).await.unwrap();
     for actor in ["a", "b", "c"] {
-        let out = aperture(
-            &db,
-            &[
-                "token",
-                "create",
-                "--tenant",
-                "acme",
-                "--actor",
-                actor,
-                "--scope",
-                "agent_tool_exposure:run",
-            ],
-            None,
-        );
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        crate::crash::token_in(&db, "acme", actor, "agent_tool_exposure:run");
     }
     let out = aperture(&db, &["journal", "verify"], None);
     assert!(
@@ -474,21 +456,7 @@ async fn journal_verify_with_trusted_keys_refuses_a_key_added_to_the_database() 
     use engine::receipt::{Receipt, Signer, receipt_canonical_bytes, receipt_hash, sign_receipt};
     let db = TestDb::new(Db::Sqlite).await.unwrap();
     for actor in ["a", "b", "c"] {
-        let out = aperture(
-            &db,
-            &[
-                "token",
-                "create",
-                "--tenant",
-                "acme",
-                "--actor",
-                actor,
-                "--scope",
-                "agent_tool_exposure:run",
-            ],
-            None,
-        );
-        assert!(out.status.success(), "{}", text(&out));
+        crate::crash::token_in(&db, "acme", actor, "agent_tool_exposure:run");
     }
     let store = Store::connect(&db.url).await.unwrap();
     let pinned = aperture::keys::published(&store).await.unwrap();
@@ -756,13 +724,20 @@ async fn the_operator_replaces_an_upstream_s_credentials_from_the_command_line()
     );
     assert!(!String::from_utf8_lossy(&out.stdout).contains("from-the-operator"));
     let store = aperture::store::Store::connect(&db.url).await.unwrap();
-    let (spec, version): (String, i64) =
-        sqlx::query_as("SELECT spec, credential_version FROM upstreams WHERE name = 'fixture'")
-            .fetch_one(store.pool())
-            .await
-            .unwrap();
+    let (tenant, id, spec, version): (String, String, String, i64) = sqlx::query_as(
+        "SELECT tenant_id, id, spec, credential_version FROM upstreams WHERE name = 'fixture'",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
     assert_eq!(version, 1);
-    assert!(spec.contains("from-the-operator-3333"));
+    // Stored encrypted (issue 24), under the key in the data folder.
+    assert!(!spec.contains("from-the-operator-3333"));
+    let opened = aperture::secrets::SecretBox::load(&db.data_dir(), None)
+        .unwrap()
+        .open(&aperture::secrets::upstream_aad(&tenant, &id), &spec)
+        .unwrap();
+    assert!(opened.contains("from-the-operator-3333"));
     let journaled: i64 = sqlx::query_scalar(
         "SELECT COUNT(*) FROM journal WHERE disclosures LIKE '%upstream.credentials%' AND disclosures NOT LIKE '%from-the-operator%'",
     )

@@ -103,15 +103,23 @@ async fn connect_serves_the_same_service_with_the_same_errors() {
         .unwrap();
     assert_eq!(policies.status(), StatusCode::OK);
 
-    // The same errors as REST: scope, authentication, absence, invalid fields.
+    // The same errors as REST (scope, authentication, absence, invalid fields), in the Connect
+    // protocol's shape (issue 24): `{"code", "message", "details"?}`, Connect's code names and
+    // HTTP statuses, field paths in a `google.rpc.BadRequest` detail.
     let (status, body) = connect(&app, Some(&runner), "ListTokens", json!({})).await;
     assert_eq!(status, StatusCode::FORBIDDEN);
-    assert_eq!(body["error"]["code"], "permission_denied");
-    let (status, _) = connect(&app, None, "ListTokens", json!({})).await;
+    assert_eq!(body["code"], "permission_denied", "{body}");
+    assert!(
+        body["message"].as_str().unwrap().contains(scope::ADMIN),
+        "{body}"
+    );
+    assert!(body.get("error").is_none(), "{body}");
+    let (status, body) = connect(&app, None, "ListTokens", json!({})).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED);
+    assert_eq!(body["code"], "unauthenticated", "{body}");
     let (status, body) = connect(&app, Some(&admin), "GetPolicy", json!({"id": "nope"})).await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
-    assert_eq!(body["error"]["code"], "not_found");
+    assert_eq!(body["code"], "not_found");
     let (status, body) = connect(
         &app,
         Some(&admin),
@@ -119,18 +127,36 @@ async fn connect_serves_the_same_service_with_the_same_errors() {
         json!({"id": "p", "policy": {"rules": [{"id": "r", "mode": "sometimes"}]}}),
     )
     .await;
-    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["code"], "invalid_argument");
+    assert_eq!(body["details"][0]["type"], "google.rpc.BadRequest");
+    assert!(body["details"][0]["value"].as_str().unwrap().len() > 10);
     assert_eq!(
-        body["error"]["details"]["fields"][0]["path"],
+        body["details"][0]["debug"]["fieldViolations"][0]["field"],
         "rules[0].mode"
     );
     let (status, body) = connect(&app, Some(&admin), "GetPolicy", json!({})).await;
-    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
-    assert_eq!(body["error"]["details"]["fields"][0]["path"], "id");
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(
+        body["details"][0]["debug"]["fieldViolations"][0]["field"],
+        "id"
+    );
+    // The REST mount keeps the contract's envelope for the same error.
+    let rest = app
+        .client
+        .get(app.api("/policies/nope"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rest.status(), StatusCode::NOT_FOUND);
+    let rest: Value = rest.json().await.unwrap();
+    assert_eq!(rest["error"]["code"], "not_found");
 
     // Protocol errors: unknown method, not JSON, not an object, GET.
-    let (status, _) = connect(&app, Some(&admin), "DropTables", json!({})).await;
+    let (status, body) = connect(&app, Some(&admin), "DropTables", json!({})).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+    assert_eq!(body["code"], "not_found");
     let response = app
         .client
         .post(app.url(&format!("{SERVICE}/ListTokens")))
@@ -141,6 +167,8 @@ async fn connect_serves_the_same_service_with_the_same_errors() {
         .await
         .unwrap();
     assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["code"], "invalid_argument");
     for bad in ["{", "[1]"] {
         let response = app
             .client
@@ -152,6 +180,8 @@ async fn connect_serves_the_same_service_with_the_same_errors() {
             .await
             .unwrap();
         assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{bad}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["code"], "invalid_argument", "{bad}");
     }
     let response = app
         .client
@@ -161,6 +191,8 @@ async fn connect_serves_the_same_service_with_the_same_errors() {
         .await
         .unwrap();
     assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["code"], "unimplemented");
 
     // A tool call and the receipts it left, with filters as message fields.
     let (status, result) = connect(

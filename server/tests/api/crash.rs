@@ -76,10 +76,15 @@ pub(crate) fn add_fixture_upstream(db: &TestDb, extra: &[String]) {
 }
 
 pub(crate) fn token(db: &TestDb, actor: &str, scope: &str) -> String {
+    token_in(db, "default", actor, scope)
+}
+
+/// `aperture token create` in `tenant` for `actor` with `scope`: the secret it printed.
+pub(crate) fn token_in(db: &TestDb, tenant: &str, actor: &str, scope: &str) -> String {
     let out = aperture(
         db,
         &[
-            "token", "create", "--tenant", "default", "--actor", actor, "--scope", scope,
+            "token", "create", "--tenant", tenant, "--actor", actor, "--scope", scope,
         ],
         None,
     );
@@ -97,6 +102,62 @@ pub(crate) fn token(db: &TestDb, actor: &str, scope: &str) -> String {
         .to_owned()
 }
 
+/// Describes `tool` as a read (`PUT /tools/{tool}` on the server at `api`) as `admin`.
+async fn describe_read(client: &reqwest::Client, api: &str, admin: &str, tool: &str) {
+    let described = client
+        .put(format!("{api}/tools/{tool}"))
+        .bearer_auth(admin)
+        .json(&json!({"risk": ["read"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(described.status(), StatusCode::OK, "describe {tool}");
+}
+
+/// Puts policy `id` and activates it on the server at `api` as `admin`.
+async fn activate(client: &reqwest::Client, api: &str, admin: &str, id: &str, policy: &Value) {
+    let put = client
+        .put(format!("{api}/policies/{id}"))
+        .bearer_auth(admin)
+        .json(policy)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), StatusCode::OK);
+    let activated = client
+        .post(format!("{api}/policies/{id}:activate"))
+        .bearer_auth(admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(activated.status(), StatusCode::OK);
+}
+
+/// A new session of `agent` on the server at `api`, whose first listed tool must be `tool`:
+/// the grant's echo for a call's `_meta` (as a well-behaved client sends it) and the session's
+/// calls URL.
+async fn grant(client: &reqwest::Client, api: &str, agent: &str, tool: &str) -> (Value, String) {
+    let session: Value = client
+        .post(format!("{api}/sessions"))
+        .bearer_auth(agent)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let listed = &session["tools"][0];
+    assert_eq!(listed["name"], tool, "{session}");
+    let m = &session["_meta"];
+    let meta = json!({
+        "session_id": m["session_id"], "manifest_id": m["manifest_id"], "lease_id": m["lease_id"],
+        "tool_version": listed["_meta"]["toolVersion"],
+        "expected_schema_hash": listed["_meta"]["schemaHash"]
+    });
+    let calls = format!("{api}/sessions/{}/calls", m["session_id"].as_str().unwrap());
+    (meta, calls)
+}
+
 /// Issue 4: "Killing the server (`kill -9`) during a burst of calls loses no receipt that a
 /// client received; `aperture journal verify` passes after restart."
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -110,31 +171,8 @@ async fn a_killed_server_loses_no_receipt_a_client_received() {
     let (mut server, url) = serve(&db).await;
     let api = format!("{url}{}", aperture::api::PREFIX);
     let client = reqwest::Client::new();
-    let described = client
-        .put(format!("{api}/tools/mcp__fixture__echo"))
-        .bearer_auth(&admin)
-        .json(&json!({"risk": ["read"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(described.status(), StatusCode::OK);
-    let session: Value = client
-        .post(format!("{api}/sessions"))
-        .bearer_auth(&agent)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let tool = &session["tools"][0];
-    assert_eq!(tool["name"], "mcp__fixture__echo", "{session}");
-    let m = &session["_meta"];
-    let meta = json!({
-        "session_id": m["session_id"], "manifest_id": m["manifest_id"], "lease_id": m["lease_id"],
-        "tool_version": tool["_meta"]["toolVersion"], "expected_schema_hash": tool["_meta"]["schemaHash"]
-    });
-    let calls = format!("{api}/sessions/{}/calls", m["session_id"].as_str().unwrap());
+    describe_read(&client, &api, &admin, "mcp__fixture__echo").await;
+    let (meta, calls) = grant(&client, &api, &agent, "mcp__fixture__echo").await;
 
     // The burst: 32 clients calling in a loop; the server is killed after the 60th answer.
     let answered = Arc::new(AtomicUsize::new(0));
@@ -237,38 +275,8 @@ async fn parked_and_approved_invocations_survive_a_kill_and_run_once() {
     assert_eq!(described.status(), StatusCode::OK);
     let policy = json!({"rules": [{"id": "approve-slow", "match": {"name": "mcp__fixture__slow"},
         "mode": "approval_required", "invocation": {"max_duration_millis": 1000}}]});
-    let put = client
-        .put(format!("{api}/policies/p"))
-        .bearer_auth(&admin)
-        .json(&policy)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(put.status(), StatusCode::OK);
-    let activated = client
-        .post(format!("{api}/policies/p:activate"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(activated.status(), StatusCode::OK);
-    let session: Value = client
-        .post(format!("{api}/sessions"))
-        .bearer_auth(&agent)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let tool = &session["tools"][0];
-    assert_eq!(tool["name"], "mcp__fixture__slow", "{session}");
-    let m = &session["_meta"];
-    let meta = json!({
-        "session_id": m["session_id"], "manifest_id": m["manifest_id"], "lease_id": m["lease_id"],
-        "tool_version": tool["_meta"]["toolVersion"], "expected_schema_hash": tool["_meta"]["schemaHash"]
-    });
-    let calls = format!("{api}/sessions/{}/calls", m["session_id"].as_str().unwrap());
+    activate(&client, &api, &admin, "p", &policy).await;
+    let (meta, calls) = grant(&client, &api, &agent, "mcp__fixture__slow").await;
     let mut ids = Vec::new();
     for n in 0..CALLS {
         let parked: Value = client
@@ -576,32 +584,10 @@ async fn an_executed_call_s_receipt_waits_in_the_spool_until_the_journal_records
         let (client, agent, admin) = (client.clone(), agent.clone(), admin.clone());
         async move {
             let api = format!("{url}{}", aperture::api::PREFIX);
-            let described = client
-                .put(format!("{api}/tools/mcp__fixture__echo"))
-                .bearer_auth(&admin)
-                .json(&json!({"risk": ["read"]}))
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(described.status(), StatusCode::OK);
-            let session: Value = client
-                .post(format!("{api}/sessions"))
-                .bearer_auth(&agent)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            let tool = &session["tools"][0];
-            let m = &session["_meta"];
-            let meta = json!({
-                "manifest_id": m["manifest_id"], "lease_id": m["lease_id"],
-                "tool_version": tool["_meta"]["toolVersion"], "expected_schema_hash": tool["_meta"]["schemaHash"]
-            });
-            let sid = m["session_id"].as_str().unwrap();
+            describe_read(&client, &api, &admin, "mcp__fixture__echo").await;
+            let (meta, calls) = grant(&client, &api, &agent, "mcp__fixture__echo").await;
             let result: Value = client
-                .post(format!("{api}/sessions/{sid}/calls"))
+                .post(&calls)
                 .bearer_auth(&agent)
                 .json(&json!({"name": "mcp__fixture__echo", "arguments": {"text": text}, "_meta": meta}))
                 .send()

@@ -302,15 +302,8 @@ async fn hints_only_narrow_and_are_signed_into_the_manifest() {
 
     let sid = acme["_meta"]["session_id"].as_str().unwrap();
     let doc: Value = app
-        .client
-        .get(app.api(&format!("/sessions/{sid}/manifest")))
-        .bearer_auth(&agent)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .get_json(&agent, &format!("/sessions/{sid}/manifest"))
+        .await;
     assert_eq!(doc["document"]["entity"], "acme", "{doc}");
     assert_eq!(doc["document"]["preset"], "triage", "{doc}");
     let document: ManifestDocument = serde_json::from_value(doc["document"].clone()).unwrap();

@@ -741,16 +741,7 @@ async fn a_session_s_evidence_bundle_verifies_offline_and_any_change_fails() {
         );
     }
     let agent = app.token("default", "agent", &[scope::RUN]).await;
-    let list: Value = app
-        .client
-        .post(app.api("/sessions"))
-        .bearer_auth(&agent)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list: Value = app.post_empty(&agent, "/sessions").await;
     let sid = list["_meta"]["session_id"].as_str().unwrap().to_owned();
     let allowed = rest_call(&app, &agent, &list, "mcp__fixture__add", |_| {}).await;
     assert_eq!(
@@ -765,16 +756,12 @@ async fn a_session_s_evidence_bundle_verifies_offline_and_any_change_fails() {
     .await;
     assert_eq!(denied["_meta"]["receipt"]["decision"], "deny", "{denied}");
     let fork: Value = app
-        .client
-        .post(app.api(&format!("/sessions/{sid}/forks")))
-        .bearer_auth(&agent)
-        .json(&json!({"fork_tools": ["mcp__fixture__add"]}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .post_json(
+            &agent,
+            &format!("/sessions/{sid}/forks"),
+            json!({"fork_tools": ["mcp__fixture__add"]}),
+        )
+        .await;
     let fork_id = fork["_meta"]["session_id"].as_str().unwrap().to_owned();
     let refused = rest_call(&app, &agent, &fork, "mcp__fixture__echo", |_| {}).await;
     assert_eq!(refused["_meta"]["receipt"]["decision"], "deny", "{refused}");

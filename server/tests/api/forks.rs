@@ -13,16 +13,7 @@ async fn setup() -> (TestApp, String, Value) {
     app.register_fixture(&admin, &["mcp__fixture__echo", "mcp__fixture__add"])
         .await;
     let agent = app.token("default", "agent", &[scope::RUN]).await;
-    let parent: Value = app
-        .client
-        .post(app.api("/sessions"))
-        .bearer_auth(&agent)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let parent: Value = app.post_empty(&agent, "/sessions").await;
     (app, agent, parent)
 }
 
@@ -233,15 +224,12 @@ async fn a_fork_copies_its_parent_s_grant_even_after_policy_and_catalog_changed(
         ]}),
     )
     .await;
-    let described = app
-        .client
-        .put(app.api("/tools/mcp__fixture__echo"))
-        .bearer_auth(&admin)
-        .json(&json!({"risk": ["read"], "version": "2"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(described.status(), StatusCode::OK);
+    app.describe(
+        &admin,
+        "mcp__fixture__echo",
+        json!({"risk": ["read"], "version": "2"}),
+    )
+    .await;
     let fresh = app.new_session(&agent, json!({})).await;
     assert_ne!(fresh["tools"], parent["tools"], "a fresh grant differs now");
 

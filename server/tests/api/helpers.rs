@@ -285,6 +285,59 @@ impl TestApp {
         body
     }
 
+    /// `method path` on the REST mount as `token`, with `body` as JSON (`None`: no body): the
+    /// status and the JSON answer (`Null` when there is none).
+    pub async fn rest(
+        &self,
+        method: reqwest::Method,
+        token: impl std::fmt::Display,
+        path: &str,
+        body: Option<&serde_json::Value>,
+    ) -> (StatusCode, serde_json::Value) {
+        let mut request = self
+            .client
+            .request(method, self.api(path))
+            .bearer_auth(token);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request.send().await.expect("REST request");
+        let status = response.status();
+        (status, response.json().await.unwrap_or_default())
+    }
+
+    /// `GET path` on the REST mount as `token`: the JSON answer, whatever the status.
+    pub async fn get_json(&self, token: impl std::fmt::Display, path: &str) -> serde_json::Value {
+        self.rest(reqwest::Method::GET, token, path, None).await.1
+    }
+
+    /// `POST path` with a JSON `body` as `token`: the JSON answer, whatever the status.
+    pub async fn post_json(
+        &self,
+        token: impl std::fmt::Display,
+        path: &str,
+        body: serde_json::Value,
+    ) -> serde_json::Value {
+        self.rest(reqwest::Method::POST, token, path, Some(&body))
+            .await
+            .1
+    }
+
+    /// `POST path` without a body as `token`: the JSON answer, whatever the status.
+    pub async fn post_empty(&self, token: impl std::fmt::Display, path: &str) -> serde_json::Value {
+        self.rest(reqwest::Method::POST, token, path, None).await.1
+    }
+
+    /// The names of the tools of a list result (`{"tools": [...]}`), in order.
+    pub fn tool_names(list: &serde_json::Value) -> Vec<String> {
+        list["tools"]
+            .as_array()
+            .expect("a tools list")
+            .iter()
+            .map(|t| t["name"].as_str().expect("a tool name").to_owned())
+            .collect()
+    }
+
     /// Puts policy `id` (rules and the rest of the body as given) and activates it, as an admin
     /// would; both must succeed.
     pub async fn activate_policy(&self, admin: &str, id: &str, policy: serde_json::Value) {

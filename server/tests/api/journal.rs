@@ -12,16 +12,7 @@ use crate::helpers::{ADMIN_PASSWORD, Db, TestApp, error_code};
 use crate::on_both_backends;
 
 async fn keys(app: &TestApp) -> Vec<Jwk> {
-    let set: Value = app
-        .client
-        .get(app.url("/.well-known/aperture/keys"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    serde_json::from_value(set["keys"].clone()).unwrap()
+    app.keys().await
 }
 
 async fn all_receipts(app: &TestApp, token: &str, query: &str) -> Vec<Value> {
@@ -54,16 +45,12 @@ async fn all_receipts(app: &TestApp, token: &str, query: &str) -> Vec<Value> {
 async fn admin_changes_are_journaled_and_verify(app: &TestApp) {
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     let created: Value = app
-        .client
-        .post(app.api("/tokens"))
-        .bearer_auth(&admin)
-        .json(&json!({"actor_id": "bot", "scopes": [scope::RUN]}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .post_json(
+            &admin,
+            "/tokens",
+            json!({"actor_id": "bot", "scopes": [scope::RUN]}),
+        )
+        .await;
     let id = created["token"]["id"].as_str().unwrap();
     app.client
         .delete(app.api(&format!("/tokens/{id}")))
@@ -113,16 +100,7 @@ async fn admin_changes_are_journaled_and_verify(app: &TestApp) {
 
     // Detail with disclosures, which match the receipt's digest.
     let rid = receipts[3]["receipt_id"].as_str().unwrap();
-    let detail: Value = app
-        .client
-        .get(app.api(&format!("/receipts/{rid}")))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let detail: Value = app.get_json(&admin, &format!("/receipts/{rid}")).await;
     assert_eq!(detail["disclosures"]["action"], "token.create");
     let d: engine::receipt::Disclosures =
         serde_json::from_value(detail["disclosures"].clone()).unwrap();

@@ -18,6 +18,7 @@ mod cli;
 mod connect;
 mod crash;
 mod decisions;
+mod edges;
 mod environments;
 mod evidence;
 mod forks;

@@ -55,16 +55,7 @@ async fn the_manifest_handshake_over_mcp() {
         "lease_id": result["_meta"]["lease_id"], "tool_version": tool["_meta"]["toolVersion"],
         "expected_schema_hash": tool["_meta"]["schemaHash"]
     });
-    let set: Value = app
-        .client
-        .get(app.url("/.well-known/aperture/keys"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let keys: Vec<Jwk> = serde_json::from_value(set["keys"].clone()).unwrap();
+    let keys: Vec<Jwk> = app.keys().await;
 
     let (_, called) = rpc(&app, Some(&agent), json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "mcp__fixture__echo", "arguments": {"text": "over mcp"}, "_meta": meta}})).await;
     assert_eq!(called["id"], 3);
@@ -226,16 +217,7 @@ async fn a_journal_that_cannot_record_stops_calls_until_it_recovers() {
             "expected_schema_hash": tool["_meta"]["schemaHash"]
         })
     };
-    let set: Value = app
-        .client
-        .get(app.url("/.well-known/aperture/keys"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let keys: Vec<Jwk> = serde_json::from_value(set["keys"].clone()).unwrap();
+    let keys: Vec<Jwk> = app.keys().await;
 
     sqlx::query("ALTER TABLE journal RENAME TO journal_offline")
         .execute(app.store.pool())
@@ -259,15 +241,8 @@ async fn a_journal_that_cannot_record_stops_calls_until_it_recovers() {
         .unwrap();
     // Nothing ran: the upstream's echo still has its own description.
     let report: Value = app
-        .client
-        .post(app.api(&format!("/upstreams/{upstream_id}:sync")))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .post_empty(&admin, &format!("/upstreams/{upstream_id}:sync"))
+        .await;
     assert_eq!(report["changed"], json!([]), "{report}");
 
     // Service resumed by itself, on the same grant, and the chain is whole.
@@ -447,16 +422,7 @@ async fn the_typescript_sdk_calls_server_everything_through_the_gateway() {
         assert_eq!(described.status(), StatusCode::OK, "{name}");
     }
     let agent = app.token("default", "agent", &[scope::RUN]).await;
-    let set: Value = app
-        .client
-        .get(app.url("/.well-known/aperture/keys"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let keys: Vec<Jwk> = serde_json::from_value(set["keys"].clone()).unwrap();
+    let keys: Vec<Jwk> = app.keys().await;
 
     for tool in ["mcp__everything__echo", "mcp__everything-http__echo"] {
         let out = tokio::process::Command::new("node")
@@ -572,4 +538,81 @@ async fn mcp_refuses_foreign_origins_and_unknown_protocol_versions() {
         send(None, Some(&agent), Some("1999-01-01")).await,
         StatusCode::BAD_REQUEST
     );
+}
+
+/// Issue 24: every absolute URL the server writes starts with `APERTURE_PUBLIC_URL` (RFC 9728
+/// metadata, the `WWW-Authenticate` challenge, checkpoint origins), and a request's `Host`
+/// header — which anyone can forge, and a cache in front may store — never ends up in a
+/// response, dashboard pages included.
+#[tokio::test]
+async fn the_public_url_names_the_server_and_a_forged_host_never_comes_back() {
+    let app = TestApp::spawn_with(crate::helpers::Db::Sqlite, |c| {
+        c.public_url = Some("https://gateway.example/edge/".into());
+    })
+    .await
+    .unwrap();
+    let evil = "evil.attacker.example";
+    let metadata: Value = app
+        .client
+        .get(app.url("/.well-known/oauth-protected-resource"))
+        .header("host", evil)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(metadata["resource"], "https://gateway.example/edge/mcp");
+    let challenge = app
+        .client
+        .post(app.url("/mcp"))
+        .header("host", evil)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(challenge.status(), StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        challenge.headers()["www-authenticate"],
+        "Bearer resource_metadata=\"https://gateway.example/edge/.well-known/oauth-protected-resource\""
+    );
+
+    // The server's checkpoint (made on demand for an evidence bundle) fixes its log's origin
+    // from the public URL's host (no APERTURE_LOG_ORIGIN_HOST set).
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &["mcp__fixture__echo"]).await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let list = app.mcp_list(&agent, json!({})).await;
+    let session = list["_meta"]["session_id"].as_str().unwrap();
+    let bundle: Value = app
+        .get_json(&agent, &format!("/sessions/{session}/evidence"))
+        .await;
+    let note = bundle["checkpoint"].as_str().unwrap_or_default();
+    assert!(
+        note.starts_with("gateway.example/aperture/default\n"),
+        "{bundle}"
+    );
+
+    for path in [
+        "/",
+        "/sign-in",
+        "/receipts",
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/aperture/keys",
+        "/.well-known/aperture/checkpoints/default",
+        "/no/such/page",
+        "/v1/policies",
+    ] {
+        let response = app
+            .client
+            .get(app.url(path))
+            .header("host", evil)
+            .send()
+            .await
+            .unwrap();
+        let headers = format!("{:?}", response.headers());
+        let body = response.text().await.unwrap();
+        assert!(!headers.contains(evil), "{path}: {headers}");
+        assert!(!body.contains(evil), "{path}: {body}");
+    }
 }

@@ -257,16 +257,8 @@ async fn validate_reports_every_problem_without_storing() {
         ]
     );
     let fine: Value = app
-        .client
-        .post(app.api("/policies:validate"))
-        .bearer_auth(&reader)
-        .json(&json!({"name": "draft"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .post_json(&reader, "/policies:validate", json!({"name": "draft"}))
+        .await;
     assert_eq!(fine["valid"], true);
     assert!(
         aperture::store::policies::list_latest(&app.store, "default")
@@ -280,16 +272,7 @@ async fn validate_reports_every_problem_without_storing() {
 async fn the_builtin_policy_is_always_readable() {
     let app = TestApp::spawn().await;
     let reader = app.token("default", "auditor", &[scope::READ]).await;
-    let builtin: Value = app
-        .client
-        .get(app.api("/policies/builtin_safe_read"))
-        .bearer_auth(&reader)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let builtin: Value = app.get_json(&reader, "/policies/builtin_safe_read").await;
     assert_eq!(
         builtin["document"]["rules"][0]["match"]["risk_exactly"],
         json!(["read"])

@@ -303,7 +303,13 @@ async fn fixtures(app: &TestApp) -> Fixtures {
         tenant_id: "default".into(),
         name: format!("victim-{}", &victim_upstream_id[4..12]),
         transport: "stdio".into(),
-        spec: json!({"transport": "stdio", "command": command, "env": {}}).to_string(),
+        // Sealed as the server stores specs (issue 24), with its key.
+        spec: aperture::secrets::SecretBox::load(&app.data_dir, None)
+            .unwrap()
+            .seal(
+                &aperture::secrets::upstream_aad("default", &victim_upstream_id),
+                &json!({"transport": "stdio", "command": command, "env": {}}).to_string(),
+            ),
         endpoint: "stdio".into(),
         fingerprint: "sha256:0".into(),
         status: "registered".into(),
@@ -742,10 +748,13 @@ async fn every_route_enforces_its_scope() {
 
             // The same method over Connect, on fresh fixtures: the same answer (a created
             // resource is 200 there).
-            let rest_status = {
+            let (rest_status, rest_code) = {
                 let fx = fixtures(&app).await;
                 let (path, body) = request(case, &fx, n + 100_000);
-                send(&app, case, &path, &body, Some(&token)).await.status()
+                let response = send(&app, case, &path, &body, Some(&token)).await;
+                let status = response.status();
+                let body: Value = response.json().await.unwrap_or_default();
+                (status, body["error"]["code"].clone())
             };
             let fx = fixtures(&app).await;
             let (path, body) = request(case, &fx, n + 200_000);
@@ -758,16 +767,28 @@ async fn every_route_enforces_its_scope() {
                 .send()
                 .await
                 .unwrap();
-            let expected = if rest_status == StatusCode::CREATED {
-                StatusCode::OK
-            } else {
-                rest_status
+            // Connect's statuses: a success is 200; an invalid argument is 400 (not 422).
+            let expected = match rest_status {
+                StatusCode::CREATED => StatusCode::OK,
+                StatusCode::UNPROCESSABLE_ENTITY => StatusCode::BAD_REQUEST,
+                s => s,
             };
             assert_eq!(
                 response.status(),
                 expected,
                 "Connect {name} with {held}: {message}"
             );
+            if !expected.is_success() {
+                // The same error, in the Connect protocol's shape and code names.
+                let body: Value = response.json().await.unwrap();
+                let code: app::error::ErrorCode =
+                    serde_json::from_value(rest_code.clone()).unwrap();
+                assert_eq!(
+                    body["code"],
+                    aperture::api::connect::connect_code(code),
+                    "Connect {name} with {held}: {body}"
+                );
+            }
         }
 
         // Bad input from an admin: malformed JSON, the wrong JSON type, unknown and mistyped

@@ -68,27 +68,7 @@ async fn sessions_grant_signed_manifests(app: &TestApp) {
         {"id": "no-delete", "match": {"risk": "destructive"}, "mode": "deny", "reason": "never delete repositories"},
         {"id": "writes", "match": {"risk": "write"}, "mode": "approval_required"}
     ]});
-    assert_eq!(
-        app.client
-            .put(app.api("/policies/agents"))
-            .bearer_auth(&admin)
-            .json(&policy)
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        StatusCode::OK
-    );
-    assert_eq!(
-        app.client
-            .post(app.api("/policies/agents:activate"))
-            .bearer_auth(&admin)
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        StatusCode::OK
-    );
+    app.activate_policy(&admin, "agents", policy).await;
 
     let created = app
         .client
@@ -175,15 +155,8 @@ async fn sessions_grant_signed_manifests(app: &TestApp) {
     // The manifest document is signed, verifies with the published keys, and matches the list.
     let sid = meta["session_id"].as_str().unwrap();
     let doc: Value = app
-        .client
-        .get(app.api(&format!("/sessions/{sid}/manifest")))
-        .bearer_auth(&agent)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .get_json(&agent, &format!("/sessions/{sid}/manifest"))
+        .await;
     let document: ManifestDocument = serde_json::from_value(doc["document"].clone()).unwrap();
     let signature = doc["manifest_signature"].as_str().unwrap();
     assert_eq!(signature, meta["manifest_signature"]);
@@ -201,15 +174,8 @@ async fn sessions_grant_signed_manifests(app: &TestApp) {
     // The grant is journaled as a manifest receipt.
     let reader = app.token("default", "auditor", &[scope::READ]).await;
     let receipts: Value = app
-        .client
-        .get(app.api(&format!("/receipts?session_id={sid}")))
-        .bearer_auth(&reader)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .get_json(&reader, &format!("/receipts?session_id={sid}"))
+        .await;
     assert_eq!(receipts["receipts"][0]["kind"], "manifest");
     assert_eq!(receipts["receipts"][0]["manifest_id"], meta["manifest_id"]);
 
@@ -225,16 +191,7 @@ async fn sessions_grant_signed_manifests(app: &TestApp) {
             .status(),
         StatusCode::NOT_FOUND
     );
-    let seen: Value = app
-        .client
-        .get(app.api(&format!("/sessions/{sid}")))
-        .bearer_auth(&reader)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let seen: Value = app.get_json(&reader, &format!("/sessions/{sid}")).await;
     assert_eq!(seen["actor_id"], "agent-1");
     assert_eq!(seen["manifest_id"], meta["manifest_id"]);
 
@@ -250,15 +207,8 @@ async fn sessions_grant_signed_manifests(app: &TestApp) {
         StatusCode::NOT_FOUND
     );
     let revoked: Value = app
-        .client
-        .post(app.api(&format!("/sessions/{sid}:revoke")))
-        .bearer_auth(&agent)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .post_empty(&agent, &format!("/sessions/{sid}:revoke"))
+        .await;
     assert!(revoked["revoked_at"].is_string());
 }
 
@@ -285,37 +235,18 @@ async fn descriptors_decide_what_the_default_policy_exposes() {
     seed_catalog(&app).await;
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     let agent = app.token("default", "agent-1", &[scope::RUN]).await;
-    let names = |list: &Value| -> Vec<String> {
-        list["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["name"].as_str().unwrap().to_owned())
-            .collect()
-    };
+    let names = TestApp::tool_names;
 
-    let first: Value = app
-        .client
-        .post(app.api("/sessions"))
-        .bearer_auth(&agent)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let first: Value = app.post_empty(&agent, "/sessions").await;
     assert_eq!(names(&first), vec!["mcp__github__list_issues"]);
     assert_eq!(first["_meta"]["policy_id"], "builtin_safe_read");
 
-    let described = app
-        .client
-        .put(app.api("/tools/mcp__github__undescribed"))
-        .bearer_auth(&admin)
-        .json(&json!({"risk": ["read"], "family": "github", "version": "2"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(described.status(), StatusCode::OK);
+    app.describe(
+        &admin,
+        "mcp__github__undescribed",
+        json!({"risk": ["read"], "family": "github", "version": "2"}),
+    )
+    .await;
     let second: Value = app
         .client
         .post(app.api("/sessions"))
@@ -332,16 +263,7 @@ async fn descriptors_decide_what_the_default_policy_exposes() {
     );
     assert_eq!(second["tools"][1]["_meta"]["toolVersion"], "2");
 
-    let tools: Value = app
-        .client
-        .get(app.api("/tools"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let tools: Value = app.get_json(&admin, "/tools").await;
     let undescribed = tools["tools"]
         .as_array()
         .unwrap()

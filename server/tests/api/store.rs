@@ -96,34 +96,75 @@ async fn users(store: &Store) {
     assert_eq!(store::users::list(store, "a").await.unwrap().len(), 1);
 
     let hour = 3_600_000;
-    for _ in 0..3 {
-        store::users::record_sign_in_failure(store, "a", "alice", hour)
+    let now = store::now_ms();
+    for client in ["198.51.100.1", "198.51.100.1", "198.51.100.2"] {
+        store::users::record_sign_in_failure(store, "a", "alice", client, now, hour)
             .await
             .unwrap();
     }
-    store::users::record_sign_in_failure(store, "a", "nobody", hour)
+    store::users::record_sign_in_failure(store, "a", "nobody", "198.51.100.1", now, hour)
         .await
         .unwrap();
+    let seen = store::users::sign_in_failures(store, "a", "alice", "198.51.100.1", now - hour)
+        .await
+        .unwrap();
+    assert_eq!((seen.account, seen.pair, seen.last_at), (3, 2, Some(now)));
+    let other = store::users::sign_in_failures(store, "b", "alice", "198.51.100.1", now - hour)
+        .await
+        .unwrap();
+    assert_eq!((other.account, other.pair, other.last_at), (0, 0, None));
+    // Outside the window nothing counts any more.
+    let later = store::users::sign_in_failures(store, "a", "alice", "198.51.100.1", now + 1)
+        .await
+        .unwrap();
+    assert_eq!(later.account, 0);
+    // One slot per account: the first attempt takes it, the next waits until it is free.
     assert_eq!(
-        store::users::recent_sign_in_failures(store, "a", "alice", hour)
+        store::users::claim_sign_in_slot(store, "a", "alice", now, 5_000)
             .await
             .unwrap(),
-        3
+        None
     );
     assert_eq!(
-        store::users::recent_sign_in_failures(store, "b", "alice", hour)
+        store::users::claim_sign_in_slot(store, "a", "alice", now + 1_000, 5_000)
             .await
             .unwrap(),
-        0
+        Some(4_000)
     );
-    // Outside a 0 ms window nothing counts any more.
-    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     assert_eq!(
-        store::users::recent_sign_in_failures(store, "a", "alice", 1)
+        store::users::claim_sign_in_slot(store, "a", "alice", now + 5_000, 0)
             .await
             .unwrap(),
-        0
+        None
     );
+    // Unknown users are counted per tenant and hour; ended hours are claimed once.
+    assert_eq!(
+        store::users::count_unknown_user_failure(store, "a", 0)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        store::users::count_unknown_user_failure(store, "a", 0)
+            .await
+            .unwrap(),
+        2
+    );
+    assert_eq!(
+        store::users::claim_unknown_user_hours(store, hour, now)
+            .await
+            .unwrap(),
+        vec![("a".to_owned(), 0, 2)]
+    );
+    assert!(
+        store::users::claim_unknown_user_hours(store, hour, now)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    store::users::unknown_user_hours_done(store, "a", 0)
+        .await
+        .unwrap();
 }
 on_both_backends!(users_are_per_tenant, users);
 

@@ -28,16 +28,7 @@ async fn a_registered_upstream_is_imported_with_its_raw_identity_and_unknown_ris
     assert_eq!(body["upstream"]["status"], "connected");
     let upstream_id = body["upstream"]["id"].as_str().unwrap().to_owned();
 
-    let tools: Value = app
-        .client
-        .get(app.api("/tools"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let tools: Value = app.get_json(&admin, "/tools").await;
     let read_file = tools["tools"]
         .as_array()
         .unwrap()
@@ -74,34 +65,11 @@ async fn a_registered_upstream_is_imported_with_its_raw_identity_and_unknown_ris
     // The default policy hides undescribed tools; describing one exposes it, and a sync keeps
     // the admin's descriptor.
     let agent = app.token("default", "agent", &[scope::RUN]).await;
-    let names = |v: &Value| -> Vec<String> {
-        v["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|t| t["name"].as_str().unwrap().to_owned())
-            .collect()
-    };
-    let before: Value = app
-        .client
-        .post(app.api("/sessions"))
-        .bearer_auth(&agent)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let names = TestApp::tool_names;
+    let before: Value = app.post_empty(&agent, "/sessions").await;
     assert!(names(&before).is_empty());
-    let described = app
-        .client
-        .put(app.api("/tools/mcp__fixture__echo"))
-        .bearer_auth(&admin)
-        .json(&json!({"risk": ["read"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(described.status(), StatusCode::OK);
+    app.describe(&admin, "mcp__fixture__echo", json!({"risk": ["read"]}))
+        .await;
     let sync = app
         .client
         .post(app.api(&format!("/upstreams/{upstream_id}:sync")))
@@ -141,16 +109,7 @@ async fn registration_works_on_postgres_too() {
         register(&app, &admin, "fixture").await.status(),
         StatusCode::CREATED
     );
-    let tools: Value = app
-        .client
-        .get(app.api("/tools"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let tools: Value = app.get_json(&admin, "/tools").await;
     assert!(
         tools["tools"]
             .as_array()
@@ -179,6 +138,14 @@ async fn tenant_admins_cannot_run_commands_or_reach_the_private_network() {
         "http://169.254.169.254/latest",
         "http://[::1]:80/mcp",
         "file:///etc/passwd",
+        // Issue 24: special-purpose ranges that passed before (IANA registries).
+        "http://[::127.0.0.1]:9/mcp",
+        "http://[::7f00:1]/mcp",
+        "http://198.18.0.1/mcp",
+        "http://192.0.0.170/mcp",
+        "http://[2001:db8::1]/mcp",
+        "http://[64:ff9b:1::a00:1]/mcp",
+        "http://[2002:7f00:1::1]/mcp",
     ] {
         let response = app
             .client
@@ -216,6 +183,11 @@ async fn tenant_admins_cannot_run_commands_or_reach_the_private_network() {
             "transport",
         ),
         (json!({"name": "x", "transport": "streamable_http"}), "url"),
+        // Issue 24: the wrong kind of configuration is named, not blamed on `command`.
+        (
+            json!({"name": "x", "transport": "streamable_http", "url": "https://example.com/mcp", "env": {"TOKEN": "t"}}),
+            "env",
+        ),
     ] {
         let response = app
             .client
@@ -226,7 +198,17 @@ async fn tenant_admins_cannot_run_commands_or_reach_the_private_network() {
             .await
             .unwrap();
         let err: Value = response.json().await.unwrap();
-        assert_eq!(err["error"]["details"]["fields"][0]["path"], path, "{err}");
+        let field = err["error"]["details"]["fields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["path"] == path)
+            .unwrap_or_else(|| panic!("no field {path} in {err}"))
+            .clone();
+        if path == "env" {
+            let message = field["message"].as_str().unwrap();
+            assert!(message.contains("streamable_http"), "{message}");
+        }
     }
 }
 
@@ -410,7 +392,11 @@ async fn a_stdio_environment_is_the_operator_s_unless_stdio_is_allowed() {
         .unwrap();
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     // The operator registers it (as `aperture upstream add --stdio` does).
-    let operator = aperture::upstream::Upstreams::new(true, false);
+    let operator = aperture::upstream::Upstreams::new(
+        true,
+        false,
+        std::sync::Arc::new(aperture::secrets::SecretBox::load(&app.data_dir, None).unwrap()),
+    );
     let (view, _) = operator
         .register_unchecked(
             &app.store,
@@ -445,4 +431,202 @@ async fn a_stdio_environment_is_the_operator_s_unless_stdio_is_allowed() {
         .await
         .unwrap();
     assert!(!spec.contains("LD_PRELOAD"), "{spec}");
+}
+
+/// All bytes of the SQLite database behind `app` (the file and its write-ahead log).
+fn database_bytes(app: &TestApp) -> Vec<u8> {
+    let url = app.store_url();
+    let path = url
+        .trim_start_matches("sqlite://")
+        .split('?')
+        .next()
+        .unwrap()
+        .to_owned();
+    let mut bytes = std::fs::read(&path).unwrap();
+    if let Ok(wal) = std::fs::read(format!("{path}-wal")) {
+        bytes.extend(wal);
+    }
+    bytes
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+/// Issue 24: upstream credentials are encrypted at rest under a key kept apart from the
+/// database (`<data dir>/secrets.key`, 0600): the canary secret is nowhere in the database
+/// file, the upstream still connects with it, and `aperture keys rotate-secrets` re-encrypts
+/// under a new key while the server keeps working. The data directory is 0700, the database
+/// file 0600.
+#[tokio::test]
+async fn upstream_secrets_are_encrypted_at_rest_and_rotate() {
+    use std::os::unix::fs::PermissionsExt as _;
+    const CANARY: &str = "canary-5ecret-at-rest-91827";
+    const ROTATED: &str = "canary-rotated-at-rest-55301";
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    let response = app
+        .client
+        .post(app.api("/upstreams"))
+        .bearer_auth(&admin)
+        .json(
+            &json!({"name": "fixture", "transport": "stdio", "command": fixture_command(),
+                      "env": {"FIXTURE_CANARY": CANARY}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let id = response.json::<Value>().await.unwrap()["upstream"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let stored: (String,) = sqlx::query_as("SELECT spec FROM upstreams WHERE id = $1")
+        .bind(&id)
+        .fetch_one(app.store.pool())
+        .await
+        .unwrap();
+    assert!(stored.0.starts_with("enc:v1:"), "{}", stored.0);
+    let replaced = app
+        .client
+        .put(app.api(&format!("/upstreams/{id}/credentials")))
+        .bearer_auth(&admin)
+        .json(&json!({"env": {"FIXTURE_CANARY": ROTATED}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(replaced.status(), StatusCode::OK);
+    sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+        .execute(app.store.pool())
+        .await
+        .unwrap();
+    let bytes = database_bytes(&app);
+    assert!(
+        contains(&bytes, "mcp__fixture__"),
+        "the file's plaintext is readable here"
+    );
+    for canary in [CANARY, ROTATED] {
+        assert!(
+            !contains(&bytes, canary),
+            "{canary} is in the database file"
+        );
+    }
+    // The server opens what it sealed: a sync connects with the new credentials.
+    let sync = |app: &TestApp| {
+        let client = app.client.clone();
+        let url = app.api(&format!("/upstreams/{id}:sync"));
+        let admin = admin.clone();
+        async move {
+            client
+                .post(url)
+                .bearer_auth(admin)
+                .send()
+                .await
+                .unwrap()
+                .status()
+        }
+    };
+    assert_eq!(sync(&app).await, StatusCode::OK);
+
+    // Files: the key file and database are the owner's alone, the data directory too.
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&app.data_dir.join("secrets.key")), 0o600);
+    let db_path = app
+        .store_url()
+        .trim_start_matches("sqlite://")
+        .split('?')
+        .next()
+        .unwrap()
+        .to_owned();
+    assert_eq!(mode(std::path::Path::new(&db_path)), 0o600);
+    let fresh = tempfile::tempdir().unwrap();
+    let data_dir = fresh.path().join("data");
+    let mut config = aperture::Config::new(&data_dir);
+    config.addr = "127.0.0.1:0".parse().unwrap();
+    let _built = aperture::Application::build(config).await.unwrap();
+    assert_eq!(mode(&data_dir), 0o700);
+    assert_eq!(mode(&data_dir.join("aperture.db")), 0o600);
+
+    // Rotation, from the operator's command line, while the server runs.
+    let before = stored.0.split(':').nth(2).unwrap().to_owned();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_aperture"))
+        .args(["keys", "rotate-secrets"])
+        .env("APERTURE_DATA_DIR", &app.data_dir)
+        .env("APERTURE_DATABASE_URL", app.store_url())
+        .env_remove("APERTURE_SECRETS_KEY")
+        .env("APERTURE_LOG", "warn")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("re-encrypted 1 "),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let after: (String,) = sqlx::query_as("SELECT spec FROM upstreams WHERE id = $1")
+        .bind(&id)
+        .fetch_one(app.store.pool())
+        .await
+        .unwrap();
+    let new_key = after.0.split(':').nth(2).unwrap().to_owned();
+    assert_ne!(new_key, before, "sealed under a new key");
+    // The running server follows the rotation: it seals under the new key and opens it.
+    let replaced = app
+        .client
+        .put(app.api(&format!("/upstreams/{id}/credentials")))
+        .bearer_auth(&admin)
+        .json(&json!({"env": {"FIXTURE_CANARY": CANARY}}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(replaced.status(), StatusCode::OK);
+    let latest: (String,) = sqlx::query_as("SELECT spec FROM upstreams WHERE id = $1")
+        .bind(&id)
+        .fetch_one(app.store.pool())
+        .await
+        .unwrap();
+    assert_eq!(latest.0.split(':').nth(2).unwrap(), new_key);
+    assert_eq!(sync(&app).await, StatusCode::OK);
+}
+
+/// Issue 24: a stdio upstream takes no HTTP headers; the field error says so (where the
+/// operator allows stdio upstreams over the API), and nothing is registered.
+#[tokio::test]
+async fn headers_for_a_stdio_upstream_are_a_field_error() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    let response = app
+        .client
+        .post(app.api("/upstreams"))
+        .bearer_auth(&admin)
+        .json(
+            &json!({"name": "x", "transport": "stdio", "command": fixture_command(),
+                      "headers": {"authorization": "Bearer t"}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let err: Value = response.json().await.unwrap();
+    assert_eq!(
+        err["error"]["details"]["fields"][0]["path"], "headers",
+        "{err}"
+    );
+    let listed: Value = app
+        .client
+        .get(app.api("/upstreams"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["upstreams"], json!([]));
 }

@@ -1,0 +1,359 @@
+//! The execution stage of a call: what a bound call needs from the server
+//! ([`CallContext`]), running it through its pinned upstream with the granted deadline and
+//! result cap, the output redacted for where it goes ([`OutputTo`]), and its execution receipt
+//! recorded ([`execute`]); with the small pieces every stage answers with ([`tool_result`],
+//! [`record`]). Both a call in its own request ([`crate::calls`]) and a released or queued
+//! invocation ([`crate::invocations`]) end here, so neither of those modules needs the other's
+//! execution path.
+
+use std::time::Duration;
+
+use engine::decision::BoundCall;
+use engine::descriptor::ToolSource;
+use engine::manifest::ExecutionTarget;
+use engine::narrow::ValidatorCache;
+use engine::policy::{Destination, Mode};
+use engine::receipt::{Decision, ReasonCode, Receipt, ReceiptKind};
+use engine::redact;
+use serde_json::{Map, Value, json};
+
+use crate::error::ServiceError;
+use crate::journal::{self, Journal};
+use crate::store::{Store, cache};
+use crate::upstream::{Upstreams, check_result_size};
+
+/// Deadline of a call whose rule sets none.
+const DEFAULT_DEADLINE: Duration = Duration::from_secs(60);
+
+/// Everything a call needs from the server.
+pub struct CallContext<'a> {
+    /// Store.
+    pub store: &'a Store,
+    /// Journal.
+    pub journal: &'a Journal,
+    /// Upstream connections.
+    pub upstreams: &'a Upstreams,
+    /// Compiled validators of advertised schemas.
+    pub validators: &'a ValidatorCache,
+    /// How long a parked invocation waits for an approver.
+    pub parked_expiry: Duration,
+    /// Wakes the invocation worker (an async job was accepted).
+    pub invocation_wake: &'a tokio::sync::Notify,
+    /// Rate buckets are counted by the shared limiter (`APERTURE_RATE_LIMITER=database`).
+    pub rate_limiter: bool,
+    /// `max_cost_cents` is checked against tool prices (`APERTURE_SPEND_GATE=catalog`).
+    pub spend_gate: bool,
+    /// Where results go, and so what they are redacted for.
+    pub output_to: OutputTo,
+    /// How long an `idempotency_key` de-duplicates.
+    pub idempotency_retention: Duration,
+}
+
+/// Default of `APERTURE_IDEMPOTENCY_RETENTION_HOURS`.
+pub const DEFAULT_IDEMPOTENCY_RETENTION: Duration = Duration::from_secs(24 * 3_600);
+
+/// Where a call's result goes (CONTRACT §11 destinations): what a redaction profile must list
+/// for the output to pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum OutputTo {
+    /// An MCP (`/mcp`) or REST caller: `mcp`.
+    #[default]
+    Mcp,
+    /// A hosted agent: its model reads the result (`llm`) and its transcript stores exactly
+    /// what the model was sent (`transcript`).
+    HostedAgent,
+}
+
+impl OutputTo {
+    /// The destinations the output reaches.
+    pub fn destinations(self) -> &'static [Destination] {
+        match self {
+            Self::Mcp => &[Destination::Mcp],
+            Self::HostedAgent => &[Destination::Llm, Destination::Transcript],
+        }
+    }
+
+    /// As stored with an invocation.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Mcp => "mcp",
+            Self::HostedAgent => "hosted_agent",
+        }
+    }
+
+    /// From [`OutputTo::as_str`]; anything else is an MCP caller (its own redaction).
+    pub fn parse(s: &str) -> Self {
+        match s {
+            "hosted_agent" => Self::HostedAgent,
+            _ => Self::Mcp,
+        }
+    }
+}
+
+/// The text of a refusal's tool result.
+pub(crate) fn short(reason: ReasonCode) -> &'static str {
+    match reason {
+        ReasonCode::ManifestBindingMismatch => {
+            "The call does not match a current manifest of this session: list the tools again."
+        }
+        ReasonCode::LeaseExpired => "The manifest lease expired: list the tools again.",
+        ReasonCode::ActorMismatch => "This session belongs to another actor.",
+        ReasonCode::NotCallable => "No such tool.",
+        ReasonCode::ExecutionAllowlist => "This fork may not execute that tool.",
+        ReasonCode::PolicyDenied => "Policy does not allow this tool.",
+        ReasonCode::ScopeMissing => "The caller lacks the scope this tool requires.",
+        ReasonCode::SchemaHashMissing => {
+            "The call must echo the tool's schemaHash from the manifest."
+        }
+        ReasonCode::ToolVersionMismatch => "The call must echo the tool version from the manifest.",
+        ReasonCode::SchemaHashMismatch => {
+            "The echoed schemaHash is not the one granted: list the tools again."
+        }
+        ReasonCode::ManifestDrift => {
+            "The tool changed since the manifest was granted: list the tools again."
+        }
+        ReasonCode::ArgumentsInvalid => {
+            "The arguments do not match the tool's advertised input schema."
+        }
+        ReasonCode::SpendGateUnavailable => {
+            "This tool has a spending cap this gateway cannot enforce yet, so it was not run."
+        }
+        ReasonCode::RateLimited => "Rate limit reached; try again later.",
+        ReasonCode::JournalUnavailable => {
+            "The decision could not be recorded, so nothing ran. Try again shortly."
+        }
+        ReasonCode::ExecutionTimeout => "The tool did not finish within its deadline.",
+        ReasonCode::ResultTooLarge => "The tool's result was larger than policy allows.",
+        ReasonCode::UpstreamError => "The tool's server failed.",
+        _ => "The call was refused.",
+    }
+}
+
+/// A tool result carrying `receipt` in `_meta` (with `extra` beside it).
+pub fn tool_result(
+    receipt: &Receipt,
+    is_error: bool,
+    text: &str,
+    extra: Map<String, Value>,
+) -> Value {
+    let mut meta = extra;
+    meta.insert(
+        "receipt".into(),
+        serde_json::to_value(receipt).unwrap_or(Value::Null),
+    );
+    json!({"content": [{"type": "text", "text": text}], "isError": is_error, "_meta": meta})
+}
+
+/// Journals `r`; when the journal cannot record, a signed unrecorded `journal_unavailable`
+/// denial replaces it (and nothing may run).
+pub(crate) async fn record(
+    journal: &Journal,
+    r: Receipt,
+    d: &engine::receipt::Disclosures,
+) -> (Receipt, bool) {
+    match journal.append(r.clone(), d).await {
+        Ok(signed) => (signed, true),
+        Err(e) => (unrecorded(journal, r, d, &e), false),
+    }
+}
+
+/// The signed, unrecorded `journal_unavailable` denial that replaces `r` when the journal
+/// failed with `e`.
+pub(crate) fn unrecorded(
+    journal: &Journal,
+    mut r: Receipt,
+    d: &engine::receipt::Disclosures,
+    e: &journal::JournalError,
+) -> Receipt {
+    tracing::error!(error = %e, "a decision could not be journaled; nothing runs");
+    r.decision = Decision::Deny;
+    r.reason = ReasonCode::JournalUnavailable;
+    journal.sign_unrecorded(r.clone(), d).unwrap_or(r)
+}
+
+/// A pinned execution target as receipts show it.
+pub fn target_json(target: Option<&ExecutionTarget>) -> Option<Value> {
+    target.map(|t| {
+        // Members a target pinned before they existed does not have are left out, so that
+        // its receipt and its stored binding still say the same.
+        let mut v = json!({
+            "upstream_id": t.upstream_id,
+            "endpoint_fingerprint": t.endpoint_fingerprint,
+        });
+        if t.credential_version != 0 {
+            v["credential_version"] = json!(t.credential_version);
+        }
+        if let Some(transport) = &t.transport {
+            v["transport"] = json!(transport);
+        }
+        if let Some(environment) = &t.environment {
+            v["environment"] = json!(environment);
+        }
+        v
+    })
+}
+
+/// Executes a bound call through its pinned upstream and journals the execution receipt; `r` is
+/// the decision's receipt (it becomes the execution receipt), `extra` goes to the disclosures.
+pub async fn execute(
+    cx: &CallContext<'_>,
+    tool: Option<&cache::Tool>,
+    bound: BoundCall,
+    mut r: Receipt,
+    decision: &Receipt,
+    extra: Map<String, Value>,
+) -> Result<Value, ServiceError> {
+    r.kind = ReceiptKind::Execution;
+    r.receipt_id = crate::ids::new_ordered_id("rcp");
+    let mut d = journal::disclosures();
+    // What ran, as authorized (CONTRACT §6): the effective arguments here; the mode, limits and
+    // redaction in the receipt, as the decision snapshotted them.
+    d.effective_arguments = Some(Value::Object(bound.effective_arguments.clone()));
+    for (k, v) in extra {
+        d.insert_extra(&k, v).ok();
+    }
+    d.insert_extra(
+        "decision_receipt_id",
+        Value::String(decision.receipt_id.clone()),
+    )
+    .ok();
+    let target = tool.and_then(|t| match (&t.tool.tool.source, &t.upstream) {
+        (ToolSource::Mcp { tool: raw, .. }, Some(upstream)) => Some((upstream, raw.as_str())),
+        _ => None,
+    });
+    // The target pinned at the grant must be the one the tool has now: a re-registered or moved
+    // upstream is never called in its place.
+    let current = target.as_ref().map(|(u, _)| ExecutionTarget {
+        upstream_id: u.id.clone(),
+        endpoint_fingerprint: u.fingerprint.clone(),
+        credential_version: u.credential_version,
+        transport: Some(u.transport.clone()),
+        environment: None,
+    });
+    r.target = target_json(bound.target.as_ref());
+    let moved = match (&bound.target, &current) {
+        (Some(pinned), Some(now)) => !pinned.still_is(now),
+        (Some(_), None) => true,
+        (None, _) => false,
+    };
+    let outcome = match &target {
+        _ if moved => Err((
+            ReasonCode::TargetDrift,
+            "the tool's upstream was re-registered, moved or given other credentials since the manifest was granted; list the tools again".to_owned(),
+        )),
+        None => Err((
+            ReasonCode::UpstreamError,
+            "the tool has no connected upstream".to_owned(),
+        )),
+        Some(_) if bound.target.is_none() => Err((
+            ReasonCode::TargetDrift,
+            "no execution target was pinned for this tool when the manifest was granted; list the tools again".to_owned(),
+        )),
+        Some((upstream, raw)) => {
+            let deadline = bound
+                .limits
+                .max_duration_millis
+                .and_then(|m| u64::try_from(m).ok())
+                .map_or(DEFAULT_DEADLINE, Duration::from_millis);
+            match cx.upstreams.connection(cx.store, cx.journal, upstream).await {
+                Err(e) => Err((ReasonCode::UpstreamError, e.to_string())),
+                Ok(conn) => match conn
+                    .call_tool(raw, bound.upstream_arguments(), deadline)
+                    .await
+                {
+                    Err(e) => Err((reason_of(e.reason_code()), e.to_string())),
+                    Ok(result) => {
+                        let cap = bound
+                            .limits
+                            .max_result_bytes
+                            .and_then(|m| usize::try_from(m).ok());
+                        match check_result_size(&result, cap) {
+                            Err(e) => Err((ReasonCode::ResultTooLarge, e.to_string())),
+                            Ok(_) => Ok(result),
+                        }
+                    }
+                },
+            }
+        }
+    };
+    match outcome {
+        Ok(result) => {
+            let (redacted, report) =
+                redact::redact_for(&result, &bound.redaction, cx.output_to.destinations());
+            if report.withheld {
+                d.insert_extra("redacted_bytes", json!(report.bytes_removed))
+                    .ok();
+            }
+            // `dry_run_only` ran with the tool's dry-run argument fixed to true: a dry run,
+            // in its receipt and in the answer (CONTRACT §7).
+            let dry_run = bound.mode == Mode::DryRunOnly;
+            r.decision = if dry_run {
+                Decision::DryRun
+            } else {
+                Decision::Allow
+            };
+            r.reason = ReasonCode::Ok;
+            let recorded = record_execution(cx.journal, r, &d).await;
+            let mut out = redacted;
+            if let Value::Object(map) = &mut out {
+                let meta = map.entry("_meta").or_insert_with(|| json!({}));
+                if let Value::Object(meta) = meta {
+                    if dry_run {
+                        meta.insert("dry_run".into(), Value::Bool(true));
+                    }
+                    meta.extend(recorded);
+                }
+            }
+            Ok(out)
+        }
+        Err((reason, detail)) => {
+            d.upstream_error = Some(detail);
+            r.decision = Decision::Deny;
+            r.reason = reason;
+            let recorded = record_execution(cx.journal, r, &d).await;
+            Ok(json!({
+                "content": [{"type": "text", "text": short(reason)}],
+                "isError": true,
+                "_meta": recorded,
+            }))
+        }
+    }
+}
+
+/// Records an execution receipt, which (unlike a decision) describes what already happened:
+/// the `_meta` members that say where it went. Journaled: `receipt`. Refused by the journal:
+/// spooled to be journaled later, `receipt_pending: true` and its `receipt_id` (never a denial
+/// attached to what ran). Neither: the signed, unrecorded `journal_unavailable` receipt.
+async fn record_execution(
+    journal: &Journal,
+    r: Receipt,
+    d: &engine::receipt::Disclosures,
+) -> Map<String, Value> {
+    let mut meta = Map::new();
+    // One copy of the receipt per execution, made by the journal for its writer (as `record`
+    // does); a receipt neither journal nor spool took comes back to be signed unrecorded.
+    match journal.append_or_spool(r, d).await {
+        journal::Recorded::Journaled(signed) => {
+            meta.insert(
+                "receipt".into(),
+                serde_json::to_value(&signed).unwrap_or(Value::Null),
+            );
+        }
+        journal::Recorded::Spooled(receipt_id) => {
+            meta.insert("receipt_pending".into(), Value::Bool(true));
+            meta.insert("receipt_id".into(), Value::String(receipt_id));
+        }
+        journal::Recorded::Lost(e, r) => {
+            let unrecorded = unrecorded(journal, *r, d, &e);
+            meta.insert(
+                "receipt".into(),
+                serde_json::to_value(&unrecorded).unwrap_or(Value::Null),
+            );
+        }
+    }
+    meta
+}
+
+fn reason_of(code: &str) -> ReasonCode {
+    code.parse().unwrap_or(ReasonCode::UpstreamError)
+}
