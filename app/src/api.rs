@@ -138,11 +138,12 @@ pub async fn decide_invocation(
     id: String,
     action: String,
     args_hash: Option<String>,
+    definition_hash: Option<String>,
     comment: Option<String>,
 ) -> Result<crate::dto::InvocationView, AppError> {
     let (backend, session) = crate::backend::context().await?;
     backend
-        .decide_invocation(&session, &id, &action, args_hash, comment)
+        .decide_invocation(&session, &id, &action, args_hash, definition_hash, comment)
         .await
 }
 
@@ -177,6 +178,20 @@ pub async fn describe_tool(
 ) -> Result<engine::descriptor::ToolDescriptor, AppError> {
     let (backend, session) = crate::backend::context().await?;
     backend.describe_tool(&session, &name, request).await
+}
+
+/// Decides on a tool's held change: `accept` or `keep_held` (admin), for the held definition
+/// the admin reviewed (`definition_hash`).
+#[server(prefix = "/ui", endpoint = "tools/decide")]
+pub async fn decide_tool_change(
+    name: String,
+    decision: String,
+    definition_hash: String,
+) -> Result<crate::dto::DriftDecisionView, AppError> {
+    let (backend, session) = crate::backend::context().await?;
+    backend
+        .decide_tool_change(&session, &name, &decision, definition_hash)
+        .await
 }
 
 /// Re-syncs an upstream.

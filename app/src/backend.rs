@@ -10,9 +10,9 @@ use tower_sessions::Session;
 
 use crate::dto::{
     AgentDetail, AgentView, ApprovalsView, CreateTokenRequest, CreateUserRequest, CreatedToken,
-    DescribeToolRequest, InvocationView, Me, Overview, PolicyEditorData, PolicySummary,
-    PolicyVersionView, ReceiptDetail, ReceiptPage, ReceiptQuery, SessionDetail, SessionView,
-    SyncReport, TokenView, ToolsView, UpdateScopesRequest, UserView,
+    DescribeToolRequest, DriftDecisionView, InvocationView, Me, Overview, PolicyEditorData,
+    PolicySummary, PolicyVersionView, ReceiptDetail, ReceiptPage, ReceiptQuery, SessionDetail,
+    SessionView, SyncReport, TokenView, ToolsView, UpdateScopesRequest, UserView,
 };
 use crate::error::AppError;
 
@@ -85,13 +85,15 @@ pub trait Backend: Send + Sync + 'static {
     /// user's own calls).
     async fn approvals(&self, session: &Session) -> Result<ApprovalsView, AppError>;
     /// Approves (`approve`), applies (`apply`) or rejects (`reject`) a waiting invocation
-    /// (approve scope); approving and applying echo the `args_hash` the approver was shown.
+    /// (approve scope); approving and applying echo the `args_hash` and `definition_hash` the
+    /// approver was shown.
     async fn decide_invocation(
         &self,
         session: &Session,
         id: &str,
         action: &str,
         args_hash: Option<String>,
+        definition_hash: Option<String>,
         comment: Option<String>,
     ) -> Result<InvocationView, AppError>;
     /// A page of the tenant's receipts matching `query`, newest first (read).
@@ -111,6 +113,15 @@ pub trait Backend: Send + Sync + 'static {
         name: &str,
         request: DescribeToolRequest,
     ) -> Result<engine::descriptor::ToolDescriptor, AppError>;
+    /// Accepts (`accept`) or keeps held (`keep_held`) a tool's held change, for the held
+    /// definition `definition_hash` (admin, journaled).
+    async fn decide_tool_change(
+        &self,
+        session: &Session,
+        name: &str,
+        decision: &str,
+        definition_hash: String,
+    ) -> Result<DriftDecisionView, AppError>;
     /// Re-lists an upstream's tools (write).
     async fn sync_upstream(&self, session: &Session, id: &str) -> Result<SyncReport, AppError>;
     /// Sessions, newest first (read).

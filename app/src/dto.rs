@@ -443,8 +443,21 @@ pub struct SyncReport {
     pub changed: Vec<String>,
     /// Tools the upstream no longer lists.
     pub removed: Vec<String>,
+    /// Tools whose change is held for review by the tenant's drift triage (left out of
+    /// manifests until an admin accepts it), with the classes found.
+    #[serde(default)]
+    pub held: Vec<HeldChangeView>,
     /// Tools not imported, with the reason.
     pub skipped: Vec<SkippedToolView>,
+}
+
+/// A tool a sync held, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldChangeView {
+    /// The tool.
+    pub tool: String,
+    /// The drift classes of its change.
+    pub changes: Vec<String>,
 }
 
 /// `POST /sessions/{id}/forks`.
@@ -484,6 +497,13 @@ pub struct InvocationView {
     pub schema_hash: String,
     /// `args_hash` of the effective arguments (an approver echoes it).
     pub args_hash: String,
+    /// The granted tool definition's fingerprint (an approver echoes it beside `args_hash`;
+    /// a call whose tool is no longer defined so is not run: `manifest_drift`).
+    #[serde(default)]
+    pub definition_hash: Option<String>,
+    /// The tool as the caller was granted it, for the approver (dashboard only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub granted_tool: Option<GrantedToolView>,
     /// The arguments exactly as the upstream will receive them.
     pub arguments: Option<serde_json::Value>,
     /// Exposure mode.
@@ -516,6 +536,21 @@ pub struct InvocationView {
     /// That rule's reason (dashboard only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rule_reason: Option<String>,
+}
+
+/// The tool of a waiting call as its caller was granted it: what the approver reviews.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GrantedToolView {
+    /// Title, when the tool has one.
+    pub title: Option<String>,
+    /// Description, as the caller's model read it.
+    pub description: Option<String>,
+    /// Risky content the definition carries (`instructions_added`, `hidden_characters`,
+    /// `urls_added`).
+    pub flags: Vec<String>,
+    /// The tool is no longer defined as granted (changed, held or gone): approving would not
+    /// run the call.
+    pub changed: bool,
 }
 
 /// The approvals page: calls waiting for a person (oldest first) and recent decisions.
@@ -629,14 +664,71 @@ pub struct ReceiptDetail {
     pub columns: engine::receipt::RowColumns,
 }
 
-/// A catalog tool on the Tools page.
+/// A catalog tool (`GET /tools`, the Tools page): the tool as its upstream defines it now with
+/// its descriptor, and its drift triage.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolRowView {
-    /// The tool and its descriptor.
+    /// The tool and its descriptor (its members are the row's own in `GET /tools`).
+    #[serde(flatten)]
     pub tool: engine::descriptor::ToolDescriptor,
-    /// RFC 3339: when its definition or descriptor last changed (sessions granted before see
-    /// `manifest_drift` on their next call of it).
+    /// RFC 3339: when its definition, descriptor or triage last changed (sessions granted
+    /// before see `manifest_drift` on their next call of it).
     pub updated_at: String,
+    /// The fingerprint of the definition above (what a manifest pins and approvals echo).
+    pub definition_hash: String,
+    /// Set while a change of the tool is held for review: the tool is left out of manifests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<HeldView>,
+    /// Risky content the definition carries (`instructions_added`, `hidden_characters`,
+    /// `urls_added`): shown beside a tool an admin has not described yet.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flags: Vec<String>,
+}
+
+/// A change of a tool held for review (CONTRACT §14).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HeldView {
+    /// Every drift class of the change from the accepted definition.
+    pub changes: Vec<String>,
+    /// RFC 3339: when the tool was first held.
+    pub since: String,
+    /// The held (new) definition's hash: `:accept` with it accepts exactly this definition.
+    pub definition_hash: String,
+    /// The hash of the definition accepted before.
+    pub accepted_definition_hash: String,
+    /// The definition accepted before (`title`, `description`, `input_schema`,
+    /// `output_schema`, `annotations`), to compare with the tool's current one.
+    pub accepted: serde_json::Value,
+    /// An admin chose to keep it held (`:keep-held`): not asked again until it changes.
+    pub kept: bool,
+}
+
+/// `POST /tools/{name}:accept` and `:keep-held`: what was decided, as journaled.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DriftDecisionView {
+    /// The tool.
+    pub tool: String,
+    /// `accept` or `keep_held`.
+    pub decision: String,
+    /// The classes of the change decided on.
+    pub changes: Vec<String>,
+    /// The definition accepted before.
+    pub accepted_definition_hash: String,
+    /// The held definition decided on.
+    pub definition_hash: String,
+    /// The accepted change was the tool's removal: it left the catalog.
+    #[serde(default)]
+    pub removed: bool,
+}
+
+/// The body of `POST /tools/{name}:accept` and `:keep-held` (all optional).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DriftDecisionRequest {
+    /// The held definition's hash the admin reviewed; when given and the tool changed since,
+    /// nothing is decided (409).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub definition_hash: Option<String>,
 }
 
 /// The Tools page: the catalog and the upstream servers it comes from.

@@ -84,6 +84,10 @@ test("parked calls appear without reloading; approving runs the real upstream ca
   await expect(card).toContainText("e2e-approvals-agent");
   await expect(card).toContainText("echo-needs-a-person");
   await expect(card.getByTestId("args-hash")).toHaveText(/^sha256:[0-9a-f]{64}$/);
+  // The tool as the agent was granted it: what the approval is bound to (issue 25).
+  await expect(card.getByTestId("definition-hash")).toHaveText(/^sha256:[0-9a-f]{64}$/);
+  await expect(card.getByTestId("tool-description")).toHaveText("Returns its text argument.");
+  await expect(card.getByTestId("tool-changed")).toHaveCount(0);
   await expect(card.getByTestId("age")).toHaveText(/^\d+ (s|min)$/);
 
   await card.getByLabel("Comment (optional)").fill("looks harmless");

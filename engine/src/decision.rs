@@ -106,6 +106,11 @@ pub struct BoundCall {
     pub tool_version: String,
     /// `schemaHash` granted.
     pub schema_hash: String,
+    /// The granted tool definition's fingerprint: what an approver is shown and must echo, and
+    /// what the tool must still be defined as when the call runs. `None` in bindings stored
+    /// before it was recorded (read from the grant then).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub definition_hash: Option<String>,
     /// Hash of the effective arguments.
     pub args_hash: String,
     /// Agent arguments plus server-fixed ones.
@@ -293,6 +298,7 @@ pub fn decide(
         tool: entry.name.clone(),
         tool_version: entry.tool_version.clone(),
         schema_hash: entry.schema_hash.clone(),
+        definition_hash: Some(entry.definition_hash.clone()),
         args_hash,
         strips_idempotency_key: narrowed.adds_idempotency_key,
         requires_idempotency: inv.is_some_and(|i| i.requires_idempotency),

@@ -23,7 +23,8 @@ use crate::descriptor::ToolDescriptor;
 pub enum DriftClass {
     /// Only the title changed.
     Title,
-    /// The description's text changed.
+    /// The description's text changed, or a text inside the schemas (a parameter's description
+    /// or title): everything a model reads as prose.
     Description,
     /// Instruction-like text (addressed to the model) appeared in the description or schema text.
     InstructionsAdded,
@@ -85,6 +86,117 @@ impl DriftClass {
     }
 }
 
+/// What a tenant does with a change of one class: let it into manifests at once, or hold the
+/// tool for an admin.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// The changed definition enters manifests at once.
+    Accept,
+    /// The tool is left out of manifests until an admin accepts the change.
+    Hold,
+}
+
+impl Action {
+    /// The contract's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Accept => "accept",
+            Self::Hold => "hold",
+        }
+    }
+}
+
+/// A tenant's drift triage (`GET`/`PUT /catalog/drift`): an [`Action`] per class.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    actions: [Action; 11],
+}
+
+impl Default for Settings {
+    /// Hold everything except title-only changes.
+    fn default() -> Self {
+        let mut actions = [Action::Hold; 11];
+        actions[DriftClass::Title as usize] = Action::Accept;
+        Self { actions }
+    }
+}
+
+/// A problem with a drift setting, at a path of the document.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SettingError {
+    /// The document's key (a class), or the empty path for the document itself.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl Settings {
+    /// What the tenant does with `class`.
+    pub fn action(&self, class: DriftClass) -> Action {
+        self.actions[class as usize]
+    }
+
+    /// Sets what the tenant does with `class`.
+    pub fn set(&mut self, class: DriftClass, action: Action) {
+        self.actions[class as usize] = action;
+    }
+
+    /// Whether a change of `classes` holds the tool: when any of them is held. A change of no
+    /// class (nothing a model or caller reads changed) never does.
+    pub fn holds(&self, classes: &[DriftClass]) -> bool {
+        classes.iter().any(|c| self.action(*c) == Action::Hold)
+    }
+
+    /// Every class with its action, as the document `{"<class>": "accept" | "hold"}`.
+    pub fn to_json(&self) -> Value {
+        Value::Object(
+            DriftClass::ALL
+                .into_iter()
+                .map(|c| (c.as_str().to_owned(), Value::from(self.action(c).as_str())))
+                .collect(),
+        )
+    }
+
+    /// Reads a document `{"<class>": "accept" | "hold"}`; a class it leaves out keeps its
+    /// default. Every unknown class or value is an error at its key.
+    pub fn from_json(document: &Value) -> Result<Self, Vec<SettingError>> {
+        let Value::Object(map) = document else {
+            return Err(vec![SettingError {
+                path: String::new(),
+                message: "an object of classes, each \"accept\" or \"hold\"".into(),
+            }]);
+        };
+        let mut settings = Self::default();
+        let mut errors = Vec::new();
+        for (key, value) in map {
+            let Some(class) = DriftClass::parse(key) else {
+                errors.push(SettingError {
+                    path: key.clone(),
+                    message: format!(
+                        "not a drift class (one of {})",
+                        DriftClass::ALL.map(DriftClass::as_str).join(", ")
+                    ),
+                });
+                continue;
+            };
+            match value.as_str() {
+                Some("accept") => settings.set(class, Action::Accept),
+                Some("hold") => settings.set(class, Action::Hold),
+                _ => errors.push(SettingError {
+                    path: key.clone(),
+                    message: "\"accept\" or \"hold\"".into(),
+                }),
+            }
+        }
+        if errors.is_empty() {
+            Ok(settings)
+        } else {
+            Err(errors)
+        }
+    }
+}
+
 /// The parts of a tool an upstream defines (what drift can change).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Definition {
@@ -113,6 +225,50 @@ impl From<&ToolDescriptor> for Definition {
 }
 
 impl Definition {
+    /// From the stored form `{"title"?, "description"?, "input_schema", "output_schema"?,
+    /// "annotations"?}`.
+    pub fn from_stored(stored: &Value) -> Self {
+        let text = |key: &str| stored.get(key).and_then(Value::as_str).map(str::to_owned);
+        Self {
+            title: text("title"),
+            description: text("description"),
+            input_schema: stored.get("input_schema").cloned().unwrap_or(Value::Null),
+            output_schema: stored.get("output_schema").cloned(),
+            annotations: stored.get("annotations").cloned(),
+        }
+    }
+
+    /// The stored form (members that are absent left out).
+    pub fn to_stored(&self) -> Value {
+        let mut d = Map::new();
+        if let Some(t) = &self.title {
+            d.insert("title".into(), Value::String(t.clone()));
+        }
+        if let Some(t) = &self.description {
+            d.insert("description".into(), Value::String(t.clone()));
+        }
+        d.insert("input_schema".into(), self.input_schema.clone());
+        if let Some(o) = &self.output_schema {
+            d.insert("output_schema".into(), o.clone());
+        }
+        if let Some(a) = &self.annotations {
+            d.insert("annotations".into(), a.clone());
+        }
+        Value::Object(d)
+    }
+
+    /// `tool` with this definition in place of its own (name, version and descriptor kept).
+    pub fn applied_to(&self, tool: &ToolDescriptor) -> ToolDescriptor {
+        ToolDescriptor {
+            title: self.title.clone(),
+            description: self.description.clone(),
+            input_schema: self.input_schema.clone(),
+            output_schema: self.output_schema.clone(),
+            annotations: self.annotations.clone(),
+            ..tool.clone()
+        }
+    }
+
     fn title(&self) -> Option<&str> {
         self.title.as_deref().or_else(|| {
             self.annotations
@@ -160,10 +316,10 @@ pub fn classify(accepted: &Definition, current: Option<&Definition>) -> Vec<Drif
     if accepted.title() != current.title() {
         classes.insert(DriftClass::Title);
     }
-    if accepted.description != current.description {
+    let (before, after) = (accepted.texts(), current.texts());
+    if accepted.description != current.description || before != after {
         classes.insert(DriftClass::Description);
     }
-    let (before, after) = (accepted.texts(), current.texts());
     if !added(&before, &after, instruction_markers).is_empty() {
         classes.insert(DriftClass::InstructionsAdded);
     }

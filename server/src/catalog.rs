@@ -1,16 +1,22 @@
-//! The tool catalog as a service: `GET /tools` and the admin's `PUT /tools/{name}`.
+//! The tool catalog as a service: `GET /tools`, the admin's `PUT /tools/{name}`, and drift
+//! triage (CONTRACT §14): the tenant's `GET`/`PUT /catalog/drift`, what a sync holds
+//! ([`triage`]), and the admin's `POST /tools/{name}:accept` and `:keep-held`.
 
 use engine::descriptor::ToolDescriptor;
+use engine::drift::{self, Definition, DriftClass, Settings};
 use engine::receipt::{Decision, ReasonCode};
 use engine::scope;
 use serde_json::{Value, json};
 
-use app::dto::DescribeToolRequest;
-use app::error::{AppError, FieldError};
+use app::dto::{
+    DescribeToolRequest, DriftDecisionRequest, DriftDecisionView, HeldView, ToolRowView,
+};
+use app::error::{AppError, ErrorCode, FieldError};
 
 use crate::auth::Principal;
 use crate::error::ServiceError;
 use crate::journal::Journal;
+use crate::store::catalog::{Drift, Held, Revised};
 use crate::store::{self, Store};
 
 fn is_label(s: &str) -> bool {
@@ -20,13 +26,278 @@ fn is_label(s: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
 }
 
-/// `GET /tools` (read).
-pub async fn list(
-    store: &Store,
-    principal: &Principal,
-) -> Result<Vec<ToolDescriptor>, ServiceError> {
+/// `GET /tools` (read): every tool, held ones with their triage.
+pub async fn list(store: &Store, principal: &Principal) -> Result<Vec<ToolRowView>, ServiceError> {
     principal.require(scope::READ)?;
-    Ok(store::catalog::list(store, &principal.tenant_id).await?)
+    Ok(store::catalog::list_revised(store, &principal.tenant_id)
+        .await?
+        .into_iter()
+        .map(row_view)
+        .collect())
+}
+
+/// A catalog row as `GET /tools` and the Tools page show it.
+pub fn row_view(row: Revised) -> ToolRowView {
+    let definition = Definition::from(&row.tool);
+    let held = row.drift.held.as_ref().map(|held| {
+        let accepted = row.drift.accepted_or(&row.tool);
+        HeldView {
+            changes: names(&held.changes),
+            since: store::rfc3339(held.since),
+            definition_hash: row.tool.definition_hash(),
+            accepted_definition_hash: accepted.applied_to(&row.tool).definition_hash(),
+            accepted: accepted.to_stored(),
+            kept: held.kept_hash.is_some(),
+        }
+    });
+    ToolRowView {
+        updated_at: store::rfc3339(row.updated_at),
+        definition_hash: row.tool.definition_hash(),
+        flags: names(&drift::flags(&definition)),
+        held,
+        tool: row.tool,
+    }
+}
+
+fn names(classes: &[DriftClass]) -> Vec<String> {
+    classes.iter().map(|c| c.as_str().to_owned()).collect()
+}
+
+/// The tenant's drift triage (the defaults when it never set one).
+pub async fn settings_of(store: &Store, tenant_id: &str) -> Result<Settings, ServiceError> {
+    Ok(
+        match store::catalog::drift_settings(store, tenant_id).await? {
+            None => Settings::default(),
+            // Written only after validation; a document this build cannot read (a class renamed
+            // by a later build) falls back to holding what it names wrongly, never to accepting.
+            Some((document, _, _)) => Settings::from_json(&document).unwrap_or_else(|_| {
+                let mut settings = Settings::default();
+                if let Value::Object(map) = &document {
+                    for (key, value) in map {
+                        if let (Some(class), Some("accept")) =
+                            (DriftClass::parse(key), value.as_str())
+                        {
+                            settings.set(class, drift::Action::Accept);
+                        }
+                    }
+                }
+                settings
+            }),
+        },
+    )
+}
+
+/// `GET /catalog/drift` (admin): `{"<class>": "accept" | "hold"}` for every class.
+pub async fn drift_settings(store: &Store, principal: &Principal) -> Result<Value, ServiceError> {
+    principal.require(scope::ADMIN)?;
+    Ok(settings_of(store, &principal.tenant_id).await?.to_json())
+}
+
+/// `PUT /catalog/drift` (admin, journaled): replaces the tenant's triage; a class left out gets
+/// its default. It decides what later syncs hold; tools held already stay held until an admin
+/// decides.
+pub async fn put_drift_settings(
+    store: &Store,
+    journal: &Journal,
+    principal: &Principal,
+    document: &Value,
+) -> Result<Value, ServiceError> {
+    principal.require(scope::ADMIN)?;
+    let settings = Settings::from_json(document).map_err(|errors| {
+        AppError::invalid(
+            errors
+                .into_iter()
+                .map(|e| FieldError {
+                    path: e.path,
+                    message: e.message,
+                })
+                .collect(),
+        )
+    })?;
+    let document = settings.to_json();
+    journal
+        .admin(
+            &principal.tenant_id,
+            &principal.as_creator(),
+            Decision::Allow,
+            ReasonCode::Ok,
+            "catalog.drift",
+            json!({"drift": document}),
+        )
+        .await?;
+    store::catalog::put_drift_settings(
+        store,
+        &principal.tenant_id,
+        &document,
+        &principal.as_creator(),
+    )
+    .await?;
+    Ok(document)
+}
+
+/// The triage of a tool a sync lists as `listed` (with the descriptor of `existing` already
+/// merged in), for the tenant's `settings`, at `now` (ms). Against the definition last
+/// accepted: a change that holds nothing the tenant holds makes `listed` the accepted one.
+pub fn triage(existing: &Revised, listed: &ToolDescriptor, settings: &Settings, now: i64) -> Drift {
+    let accepted = existing.drift.accepted_or(&existing.tool);
+    let current = Definition::from(listed);
+    let changes = drift::classify(&accepted, Some(&current));
+    if !settings.holds(&changes) {
+        return Drift::default();
+    }
+    let before = existing.drift.held.as_ref();
+    // A kept hold stays kept while the upstream lists the very definition it kept.
+    let unchanged = Definition::from(&existing.tool) == current
+        && before.is_some_and(|h| !h.changes.contains(&DriftClass::Removed));
+    Drift {
+        accepted: Some(accepted),
+        held: Some(Held {
+            changes,
+            since: before.map_or(now, |h| h.since),
+            kept_hash: before
+                .and_then(|h| h.kept_hash.clone())
+                .filter(|_| unchanged),
+        }),
+    }
+}
+
+/// The triage of a tool the upstream no longer lists, when the tenant holds removals.
+pub fn triage_removed(existing: &Revised, now: i64) -> Drift {
+    let before = existing.drift.held.as_ref();
+    let was_removed = before.is_some_and(|h| h.changes == [DriftClass::Removed]);
+    Drift {
+        accepted: existing.drift.accepted.clone(),
+        held: Some(Held {
+            changes: vec![DriftClass::Removed],
+            since: before.map_or(now, |h| h.since),
+            kept_hash: before
+                .and_then(|h| h.kept_hash.clone())
+                .filter(|_| was_removed),
+        }),
+    }
+}
+
+/// `POST /tools/{name}:accept` (admin, journaled with the old and new definition hashes): the
+/// held definition becomes the accepted one and enters manifests (a held removal: the tool
+/// leaves the catalog).
+pub async fn accept(
+    store: &Store,
+    journal: &Journal,
+    principal: &Principal,
+    name: &str,
+    request: &DriftDecisionRequest,
+) -> Result<DriftDecisionView, ServiceError> {
+    decide(store, journal, principal, name, request, true).await
+}
+
+/// `POST /tools/{name}:keep-held` (admin, journaled): the tool stays out of manifests, and the
+/// Tools page stops asking until the upstream changes it again.
+pub async fn keep_held(
+    store: &Store,
+    journal: &Journal,
+    principal: &Principal,
+    name: &str,
+    request: &DriftDecisionRequest,
+) -> Result<DriftDecisionView, ServiceError> {
+    decide(store, journal, principal, name, request, false).await
+}
+
+async fn decide(
+    store: &Store,
+    journal: &Journal,
+    principal: &Principal,
+    name: &str,
+    request: &DriftDecisionRequest,
+    accept: bool,
+) -> Result<DriftDecisionView, ServiceError> {
+    principal.require(scope::ADMIN)?;
+    let mut journaled: Option<DriftDecisionView> = None;
+    for _ in 0..WRITE_ATTEMPTS {
+        let Some(current) = store::catalog::find_revised(store, &principal.tenant_id, name).await?
+        else {
+            return Err(AppError::not_found("tool").into());
+        };
+        let Some(held) = &current.drift.held else {
+            return Err(
+                AppError::new(ErrorCode::Conflict, format!("no change of {name} is held")).into(),
+            );
+        };
+        let definition_hash = current.tool.definition_hash();
+        if let Some(seen) = &request.definition_hash
+            && *seen != definition_hash
+        {
+            return Err(AppError {
+                code: ErrorCode::Conflict,
+                message: format!(
+                    "{name} changed since it was reviewed: its held definition is now {definition_hash}"
+                ),
+                details: Some(app::error::ErrorDetails {
+                    fields: vec![FieldError {
+                        path: "definition_hash".into(),
+                        message: "not the held definition's hash".into(),
+                    }],
+                }),
+            }
+            .into());
+        }
+        let removed = held.changes.contains(&DriftClass::Removed);
+        let view = DriftDecisionView {
+            tool: name.to_owned(),
+            decision: if accept { "accept" } else { "keep_held" }.to_owned(),
+            changes: names(&held.changes),
+            accepted_definition_hash: current
+                .drift
+                .accepted_or(&current.tool)
+                .applied_to(&current.tool)
+                .definition_hash(),
+            definition_hash,
+            removed: accept && removed,
+        };
+        // Journaled before the catalog changes (once, also when the write is redone on a row
+        // a sync changed in between; a different definition is refused above).
+        if journaled.as_ref() != Some(&view) {
+            journal
+                .admin(
+                    &principal.tenant_id,
+                    &principal.as_creator(),
+                    Decision::Allow,
+                    ReasonCode::Ok,
+                    if accept {
+                        "tool.accept"
+                    } else {
+                        "tool.keep_held"
+                    },
+                    serde_json::to_value(&view).map_err(anyhow::Error::from)?,
+                )
+                .await?;
+            journaled = Some(view.clone());
+        }
+        let written = if accept && removed {
+            store::catalog::delete_if(store, &principal.tenant_id, name, current.revision).await?
+        } else if accept {
+            store::catalog::set_drift_if(
+                store,
+                &principal.tenant_id,
+                name,
+                &Drift::default(),
+                current.revision,
+            )
+            .await?
+        } else {
+            let mut kept = current.drift.clone();
+            if let Some(h) = &mut kept.held {
+                h.kept_hash = Some(view.definition_hash.clone());
+            }
+            store::catalog::set_drift_if(store, &principal.tenant_id, name, &kept, current.revision)
+                .await?
+        };
+        if written {
+            return Ok(view);
+        }
+    }
+    Err(ServiceError::Other(anyhow::anyhow!(
+        "tool {name} kept changing while a held change was decided"
+    )))
 }
 
 /// `PUT /tools/{name}` (admin): sets the server-owned descriptor of a tool in the catalog.

@@ -10,7 +10,8 @@ use app::dto::{
     ReceiptDetail, ReceiptPage, ReceiptQuery, TokenView, UpdateScopesRequest, UserView,
 };
 use app::dto::{
-    DescribeToolRequest, SessionDetail, SessionView, SyncReport, ToolRowView, ToolsView,
+    DescribeToolRequest, DriftDecisionRequest, DriftDecisionView, SessionDetail, SessionView,
+    SyncReport, ToolsView,
 };
 use app::error::AppError;
 use tower_sessions::Session;
@@ -244,6 +245,7 @@ impl Backend for DashboardBackend {
             for (rows, into) in [(waiting, &mut out.0), (recent, &mut out.1)] {
                 for row in rows {
                     let mut view = invocations::typed_view(&row);
+                    view.granted_tool = invocations::granted_tool(s, &row).await?;
                     if sees_all {
                         let bound =
                             serde_json::from_str::<engine::decision::BoundCall>(&row.binding).ok();
@@ -279,6 +281,7 @@ impl Backend for DashboardBackend {
         id: &str,
         action: &str,
         args_hash: Option<String>,
+        definition_hash: Option<String>,
         comment: Option<String>,
     ) -> Result<InvocationView, AppError> {
         let p = self.principal(session).await?;
@@ -303,7 +306,11 @@ impl Backend for DashboardBackend {
             &p,
             id,
             action,
-            invocations::DecideRequest { args_hash, comment },
+            invocations::DecideRequest {
+                args_hash,
+                definition_hash,
+                comment,
+            },
         )
         .await
         .map_err(ServiceError::into_app_error)?;
@@ -336,18 +343,8 @@ impl Backend for DashboardBackend {
         let s = &self.state.store;
         let load = async {
             let tools = catalog::list(s, &p).await?;
-            let times = store::catalog::updated_times(s, &p.tenant_id).await?;
             let upstreams = upstream::list(s, &p).await?;
-            Ok::<_, ServiceError>(ToolsView {
-                tools: tools
-                    .into_iter()
-                    .map(|tool| ToolRowView {
-                        updated_at: store::rfc3339(times.get(&tool.name).copied().unwrap_or(0)),
-                        tool,
-                    })
-                    .collect(),
-                upstreams,
-            })
+            Ok::<_, ServiceError>(ToolsView { tools, upstreams })
         };
         load.await.map_err(ServiceError::into_app_error)
     }
@@ -362,6 +359,26 @@ impl Backend for DashboardBackend {
         catalog::describe(&self.state.store, &self.state.journal, &p, name, &request)
             .await
             .map_err(ServiceError::into_app_error)
+    }
+
+    async fn decide_tool_change(
+        &self,
+        session: &Session,
+        name: &str,
+        decision: &str,
+        definition_hash: String,
+    ) -> Result<DriftDecisionView, AppError> {
+        let p = self.principal(session).await?;
+        let request = DriftDecisionRequest {
+            definition_hash: Some(definition_hash),
+        };
+        let (store, journal) = (&self.state.store, &self.state.journal);
+        match decision {
+            "accept" => catalog::accept(store, journal, &p, name, &request).await,
+            "keep_held" => catalog::keep_held(store, journal, &p, name, &request).await,
+            _ => return Err(AppError::invalid_field("decision", "accept or keep_held")),
+        }
+        .map_err(ServiceError::into_app_error)
     }
 
     async fn sync_upstream(&self, session: &Session, id: &str) -> Result<SyncReport, AppError> {

@@ -57,7 +57,7 @@ pub fn caller_status(status: &str) -> &'static str {
     match status {
         "input_required" | "approving" | "rejecting" | "expiring" => "input_required",
         "applying" => "staged",
-        "approved" | "running" => "working",
+        "approved" | "running" | "ending" => "working",
         "staged" => "staged",
         "confirmation_required" => "confirmation_required",
         "rejected" => "rejected",
@@ -121,6 +121,8 @@ pub fn typed_view(row: &InvocationRow) -> app::dto::InvocationView {
         tool_version: row.tool_version.clone(),
         schema_hash: row.schema_hash.clone(),
         args_hash: row.args_hash.clone(),
+        definition_hash: bound.as_ref().and_then(|b| b.definition_hash.clone()),
+        granted_tool: None,
         arguments: bound
             .as_ref()
             .map(|b| Value::Object(b.upstream_arguments())),
@@ -153,6 +155,9 @@ pub struct DecideRequest {
     /// The `args_hash` the approver was shown (required to approve).
     #[serde(default)]
     pub args_hash: Option<String>,
+    /// The `definition_hash` of the tool the approver was shown (required to approve).
+    #[serde(default)]
+    pub definition_hash: Option<String>,
     /// Why.
     #[serde(default)]
     pub comment: Option<String>,
@@ -267,6 +272,13 @@ pub async fn decide(
         )
         .into());
     }
+    if approve && request.definition_hash.is_none() {
+        return Err(AppError::invalid_field(
+            "definition_hash",
+            "required: the definition_hash of the invocation's tool as shown to the approver",
+        )
+        .into());
+    }
     let row = rows::find(store, &principal.tenant_id, id)
         .await?
         .ok_or_else(|| AppError::not_found("invocation"))?;
@@ -301,6 +313,28 @@ pub async fn decide(
             "args_hash does not match the invocation's binding; nothing was released",
         )
         .into());
+    }
+    if approve {
+        let bound = bound_definition_hash(store, &row).await?;
+        if request.definition_hash != bound {
+            return Err(AppError::new(
+                ErrorCode::Conflict,
+                "definition_hash does not match the tool definition the call was bound to; \
+                 nothing was released",
+            )
+            .into());
+        }
+        // The tool is no longer defined as the caller was granted it (changed, held for review,
+        // or gone): the call can never run, so it ends here, and the approver is told why.
+        if !still_defined(store, &row, bound.as_deref()).await? {
+            end_drifted(store, journal, &row).await?;
+            return Err(AppError::new(
+                ErrorCode::Conflict,
+                "the tool's definition changed since the call was parked (manifest_drift): \
+                 nothing was released, and the call was ended without running",
+            )
+            .into());
+        }
     }
     let transient = match action {
         Action::Approve => "approving",
@@ -410,6 +444,144 @@ fn rejection_result(signed: &Receipt, comment: Option<&str>) -> Value {
         _ => "An approver rejected this call; nothing ran.".to_owned(),
     };
     execution::tool_result(signed, true, &text, Map::new())
+}
+
+/// The definition hash an invocation was bound to: its binding's, or for bindings stored before
+/// it was recorded, its grant's entry for the tool.
+async fn bound_definition_hash(
+    store: &Store,
+    row: &InvocationRow,
+) -> Result<Option<String>, ServiceError> {
+    if let Some(hash) = serde_json::from_str::<Value>(&row.binding)
+        .ok()
+        .and_then(|b| b.get("definition_hash")?.as_str().map(str::to_owned))
+    {
+        return Ok(Some(hash));
+    }
+    let fresh = cache::fresh(store).await?;
+    Ok(
+        cache::grant(store, &fresh, &row.tenant_id, &row.manifest_id)
+            .await?
+            .and_then(|g| {
+                g.manifest
+                    .as_ref()
+                    .and_then(|m| m.entry(&row.tool))
+                    .map(|e| e.definition_hash.clone())
+            }),
+    )
+}
+
+/// Whether the invocation's tool is still in the catalog (not held) with the definition hash
+/// it was bound to.
+async fn still_defined(
+    store: &Store,
+    row: &InvocationRow,
+    bound: Option<&str>,
+) -> Result<bool, ServiceError> {
+    let fresh = cache::fresh(store).await?;
+    let live = cache::tool(store, &fresh, &row.tenant_id, &row.tool)
+        .await?
+        .map(|t| t.tool.fingerprints.definition_hash.clone());
+    Ok(bound.is_some() && live.as_deref() == bound)
+}
+
+/// The tool of `row` as its caller was granted it, with its flags, and whether it is still
+/// defined so: what an approver reviews.
+pub async fn granted_tool(
+    store: &Store,
+    row: &InvocationRow,
+) -> Result<Option<app::dto::GrantedToolView>, ServiceError> {
+    let fresh = cache::fresh(store).await?;
+    let Some(grant) = cache::grant(store, &fresh, &row.tenant_id, &row.manifest_id).await? else {
+        return Ok(None);
+    };
+    let Some(entry) = grant.manifest.as_ref().and_then(|m| m.entry(&row.tool)) else {
+        return Ok(None);
+    };
+    let a = &entry.advertised;
+    let definition = engine::drift::Definition {
+        title: a.title.clone(),
+        description: a.description.clone(),
+        input_schema: a.input_schema.clone(),
+        output_schema: a.output_schema.clone(),
+        annotations: a.annotations.clone(),
+    };
+    let bound = bound_definition_hash(store, row).await?;
+    Ok(Some(app::dto::GrantedToolView {
+        title: a.title.clone(),
+        description: a.description.clone(),
+        flags: engine::drift::flags(&definition)
+            .iter()
+            .map(|c| c.as_str().to_owned())
+            .collect(),
+        changed: !still_defined(store, row, bound.as_deref()).await?,
+    }))
+}
+
+/// Ends a waiting invocation whose tool changed since it was parked: a signed execution denial
+/// (`manifest_drift`) as its stored result, as the worker records when the change comes after
+/// the approval.
+async fn end_drifted(
+    store: &Store,
+    journal: &Journal,
+    row: &InvocationRow,
+) -> Result<(), ServiceError> {
+    if !rows::transition(
+        store,
+        &row.tenant_id,
+        &row.id,
+        &row.status,
+        "ending",
+        &Change::default(),
+    )
+    .await?
+    {
+        return Err(
+            AppError::new(ErrorCode::Conflict, "the invocation was already decided").into(),
+        );
+    }
+    finish_drifted(store, journal, row).await
+}
+
+/// Records the `manifest_drift` denial of an invocation claimed as `ending` and stores its
+/// result (also for one a stopped process left `ending`).
+async fn finish_drifted(
+    store: &Store,
+    journal: &Journal,
+    row: &InvocationRow,
+) -> Result<(), ServiceError> {
+    let decision = decision_receipt(store, row).await?;
+    let mut r = follow_up(&decision, ReceiptKind::Execution, &row.actor_id);
+    r.decision = Decision::Deny;
+    r.reason = ReasonCode::ManifestDrift;
+    let mut d = journal::disclosures();
+    d.insert_extra(
+        "detail",
+        Value::String("the tool changed (or is gone) since the call was parked".into()),
+    )
+    .ok();
+    d.insert_extra("invocation_id", Value::String(row.id.clone()))
+        .ok();
+    let signed = journal.append(r, &d).await?;
+    let result = execution::tool_result(
+        &signed,
+        true,
+        "The tool changed since this call was parked, so it was not run; call it again under a new grant.",
+        Map::new(),
+    );
+    rows::transition(
+        store,
+        &row.tenant_id,
+        &row.id,
+        "ending",
+        "completed",
+        &Change {
+            result: Some(&result.to_string()),
+            ..Change::default()
+        },
+    )
+    .await?;
+    Ok(())
 }
 
 /// Ends a parked invocation whose time ran out with a stored `approval_expired` result.
@@ -567,6 +739,12 @@ impl Worker {
             // `rejecting → rejected` succeeds).
             let done = self.finish_rejection(&row).await.map(|()| true);
             tally("rejection", &row, done);
+        }
+        for row in rows::due(&self.store, "ending", stale, 32).await? {
+            let done = finish_drifted(&self.store, &self.journal, &row)
+                .await
+                .map(|()| true);
+            tally("ending", &row, done);
         }
         for row in rows::due(&self.store, "expiring", stale, 32).await? {
             let done = finish_expiry(&self.store, &self.journal, &row)
@@ -858,7 +1036,13 @@ impl Worker {
             .await
             .map_err(unavailable)?
             .map(|t| t.tool.fingerprints.definition_hash.clone());
-        if granted.is_none() || granted != live {
+        if granted.is_none()
+            || granted != live
+            || bound
+                .definition_hash
+                .as_ref()
+                .is_some_and(|h| Some(h) != granted.as_ref())
+        {
             return Err((
                 ReasonCode::ManifestDrift,
                 "the tool changed (or is gone) since the call was authorized".into(),

@@ -229,7 +229,7 @@ pub async fn editor(
         policy_id: id.to_owned(),
         versions,
         active_in,
-        catalog: store::catalog::list(store, &principal.tenant_id).await?,
+        catalog: store::catalog::list_exposable(store, &principal.tenant_id).await?,
         capabilities: caps.clone(),
         builtin,
     })

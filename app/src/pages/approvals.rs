@@ -147,11 +147,17 @@ fn Parked(
     let comment_for = comment_id.clone();
     let id = i.invocation_id.clone();
     let args_hash = i.args_hash.clone();
+    let definition_hash = i.definition_hash.clone();
     let dispatch = move |action: &'static str| {
         decide.dispatch(DecideInvocation {
             id: id.clone(),
             action: action.into(),
             args_hash: (action != "reject").then(|| args_hash.clone()),
+            definition_hash: if action == "reject" {
+                None
+            } else {
+                definition_hash.clone()
+            },
             comment: Some(comment.get_untracked()),
         });
     };
@@ -209,7 +215,37 @@ fn Parked(
                 <dd><code>{i.tool_version.clone()}</code></dd>
                 <dt>"Args hash"</dt>
                 <dd><code data-testid="args-hash">{i.args_hash.clone()}</code></dd>
+                <dt>"Definition digest"</dt>
+                <dd>
+                    <code data-testid="definition-hash">
+                        {i.definition_hash.clone().unwrap_or_else(|| "—".into())}
+                    </code>
+                </dd>
             </dl>
+            {i.granted_tool.clone().map(|g| {
+                view! {
+                    <div class="granted-tool" data-testid="granted-tool">
+                        <h4>"The tool, as the caller was granted it"</h4>
+                        {g.title.clone().map(|t| view! { <p><strong>{t}</strong></p> })}
+                        <p data-testid="tool-description">
+                            {g.description.as_deref().map(engine::drift::reveal_hidden).unwrap_or_else(|| "(no description)".into())}
+                        </p>
+                        <p>
+                            {g.flags
+                                .iter()
+                                .map(|f| view! { <span class=format!("chip flag flag-{f}") data-testid="flag">{f.clone()}</span> })
+                                .collect_view()}
+                        </p>
+                        {g.changed.then(|| view! {
+                            <p class="error" role="alert" data-testid="tool-changed">
+                                "The tool's definition changed since this call was parked (it was "
+                                "changed, is held for review, or is gone). Approving will not run "
+                                "it: the call ends as " <code>"manifest_drift"</code> "."
+                            </p>
+                        })}
+                    </div>
+                }
+            })}
             <h4>"Arguments, exactly as the upstream will receive them"</h4>
             <pre class="json" data-testid="arguments">{arguments}</pre>
             <details>

@@ -1,11 +1,13 @@
-//! Tools and upstreams: the catalog with each tool's security descriptor (editable by admins),
-//! and the upstream MCP servers with their status and a re-sync that reports what drifted.
+//! Tools and upstreams: tools whose change an upstream made is held for review (a side-by-side
+//! diff with hidden characters made visible, Accept / Keep held), the catalog with each tool's
+//! security descriptor (editable by admins) and the flags its definition raises, and the
+//! upstream MCP servers with their status and a re-sync that reports what drifted.
 
 use leptos::prelude::*;
 
 use super::{Time, field_error, form_error};
-use crate::api::{DescribeTool, SyncUpstream, tools};
-use crate::dto::{DescribeToolRequest, ToolRowView, UpstreamView};
+use crate::api::{DecideToolChange, DescribeTool, SyncUpstream, tools};
+use crate::dto::{DescribeToolRequest, HeldView, ToolRowView, UpstreamView};
 use crate::layout::use_me;
 
 /// The Tools page.
@@ -15,7 +17,7 @@ pub fn ToolsPage() -> impl IntoView {
     let is_admin = me.as_ref().is_some_and(|m| m.can(engine::scope::ADMIN));
     let can_write = me.as_ref().is_some_and(|m| m.can(engine::scope::WRITE));
     let sync = ServerAction::<SyncUpstream>::new();
-    // Bumped by a row whose descriptor was saved.
+    // Bumped by a row whose descriptor was saved, or a held change decided.
     let saved = RwSignal::new(0u32);
     let data = Resource::new(move || (saved.get(), sync.version().get()), |_| tools());
     view! {
@@ -29,7 +31,14 @@ pub fn ToolsPage() -> impl IntoView {
             {move || Suspend::new(async move {
                 match data.await {
                     Ok(v) => {
+                        let held: Vec<ToolRowView> = v
+                            .tools
+                            .iter()
+                            .filter(|t| t.held.is_some())
+                            .cloned()
+                            .collect();
                         view! {
+                            <Held list=held is_admin saved/>
                             <Upstreams list=v.upstreams can_write sync/>
                             <Catalog list=v.tools is_admin saved/>
                         }
@@ -67,6 +76,9 @@ fn Upstreams(
                         line("New", &r.added),
                         line("Changed (sessions granted before see manifest_drift)", &r.changed),
                         line("Removed", &r.removed),
+                    ) + &line(
+                        "Held for review",
+                        &r.held.iter().map(|h| format!("{} ({})", h.tool, h.changes.join(", "))).collect::<Vec<_>>(),
                     );
                     view! { <p class="success" role="status" data-testid="sync-report">{summary}</p> }
                         .into_any()
@@ -142,8 +154,222 @@ fn Upstreams(
     .into_any()
 }
 
+/// Tools held for review, those still asking first.
+#[component]
+fn Held(list: Vec<ToolRowView>, is_admin: bool, saved: RwSignal<u32>) -> impl IntoView {
+    if list.is_empty() {
+        return ().into_any();
+    }
+    let mut list = list;
+    list.sort_by_key(|t| t.held.as_ref().is_some_and(|h| h.kept));
+    view! {
+        <section aria-labelledby="held-heading" data-testid="held">
+            <h2 id="held-heading">"Held for review"</h2>
+            <p class="lead">
+                "An upstream changed these tools in a way this tenant holds for review. They are left "
+                "out of every new manifest, and calls under older grants are refused ("
+                <code>"manifest_drift"</code> "), until an admin accepts the change."
+            </p>
+            <ul class="held-list">
+                {list.into_iter().map(|t| view! { <HeldTool row=t is_admin saved/> }).collect_view()}
+            </ul>
+        </section>
+    }
+    .into_any()
+}
+
+/// One held tool: the classes found, the accepted and the offered definition side by side.
+#[component]
+fn HeldTool(row: ToolRowView, is_admin: bool, saved: RwSignal<u32>) -> impl IntoView {
+    let Some(held) = row.held.clone() else {
+        return ().into_any();
+    };
+    let decide = ServerAction::<DecideToolChange>::new();
+    Effect::new(move |_| {
+        if let Some(Ok(_)) = decide.value().get() {
+            saved.update(|n| *n += 1);
+        }
+    });
+    let error = move || match decide.value().get() {
+        Some(Err(e)) => Some(e.message),
+        _ => None,
+    };
+    let name = row.tool.name.clone();
+    let hash = held.definition_hash.clone();
+    let dispatch = move |decision: &'static str| {
+        decide.dispatch(DecideToolChange {
+            name: name.clone(),
+            decision: decision.into(),
+            definition_hash: hash.clone(),
+        });
+    };
+    let dispatch2 = dispatch.clone();
+    let removed = held.changes.iter().any(|c| c == "removed");
+    let offered = (!removed).then(|| stored_definition(&row));
+    view! {
+        <li class="panel held" data-tool=row.tool.name.clone() data-kept=held.kept.to_string()>
+            <div class="parked-head">
+                <h3><code>{row.tool.name.clone()}</code></h3>
+                <span class="muted">
+                    "held since " <Time value=Some(held.since.clone())/>
+                    {held.kept.then(|| view! { " · " <span class="badge status-expired">"kept held"</span> })}
+                </span>
+            </div>
+            <p data-testid="changes">
+                {held
+                    .changes
+                    .iter()
+                    .map(|c| view! { <span class=format!("chip drift-{c}")>{c.clone()}</span> })
+                    .collect_view()}
+            </p>
+            <DefinitionDiff accepted=held.accepted.clone() offered/>
+            <dl class="facts">
+                <dt>"Accepted definition"</dt>
+                <dd><code>{held.accepted_definition_hash.clone()}</code></dd>
+                <dt>{if removed { "Last listed definition" } else { "Offered definition" }}</dt>
+                <dd><code data-testid="held-hash">{held.definition_hash.clone()}</code></dd>
+            </dl>
+            {is_admin
+                .then(|| {
+                    view! {
+                        <div class="save-bar">
+                            <button
+                                type="button"
+                                class="primary"
+                                disabled=move || decide.pending().get()
+                                on:click=move |_| dispatch("accept")
+                            >
+                                {if removed { "Accept removal" } else { "Accept" }}
+                            </button>
+                            {(!held.kept)
+                                .then(|| {
+                                    view! {
+                                        <button
+                                            type="button"
+                                            disabled=move || decide.pending().get()
+                                            on:click=move |_| dispatch2("keep_held")
+                                        >
+                                            "Keep held"
+                                        </button>
+                                    }
+                                })}
+                        </div>
+                        <p class="error" role="alert">{error}</p>
+                    }
+                })}
+        </li>
+    }
+    .into_any()
+}
+
+/// The stored form of the row's current definition (`title`, `description`, `input_schema`,
+/// `output_schema`, `annotations`), like [`HeldView::accepted`].
+fn stored_definition(row: &ToolRowView) -> serde_json::Value {
+    engine::drift::Definition::from(&row.tool).to_stored()
+}
+
+/// The accepted and the offered definition, field by field, side by side; changed fields
+/// marked, hidden characters made visible. `offered` is `None` for a removed tool.
+#[component]
+fn DefinitionDiff(
+    accepted: serde_json::Value,
+    offered: Option<serde_json::Value>,
+) -> impl IntoView {
+    let fields = [
+        ("title", "Title"),
+        ("description", "Description"),
+        ("input_schema", "Input schema"),
+        ("output_schema", "Output schema"),
+        ("annotations", "Annotations"),
+    ];
+    let text = |v: Option<&serde_json::Value>| match v {
+        None => String::new(),
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(v) => serde_json::to_string_pretty(v).unwrap_or_default(),
+    };
+    let rows = fields
+        .into_iter()
+        .filter_map(|(key, label)| {
+            let old = text(accepted.get(key));
+            let new = offered.as_ref().map(|o| text(o.get(key)));
+            if old.is_empty() && new.as_deref().is_none_or(str::is_empty) {
+                return None;
+            }
+            let changed = new.as_ref().is_some_and(|n| *n != old);
+            Some(view! {
+                <tr data-field=key class:changed=changed>
+                    <th scope="row">{label}</th>
+                    <td><Revealed text=old/></td>
+                    <td>
+                        {match new {
+                            Some(n) => view! { <Revealed text=n/> }.into_any(),
+                            None => view! { <em>"(removed)"</em> }.into_any(),
+                        }}
+                    </td>
+                </tr>
+            })
+        })
+        .collect_view();
+    view! {
+        <table class="data diff" data-testid="definition-diff">
+            <thead>
+                <tr>
+                    <th scope="col">"Field"</th>
+                    <th scope="col">"Accepted"</th>
+                    <th scope="col">"Offered now"</th>
+                </tr>
+            </thead>
+            <tbody>{rows}</tbody>
+        </table>
+    }
+    .into_any()
+}
+
+/// `text` with each hidden character (zero-width, bidirectional controls, tag characters)
+/// shown as a marked `U+XXXX` instead of nothing.
+#[component]
+fn Revealed(text: String) -> impl IntoView {
+    let mut parts: Vec<(bool, String)> = Vec::new();
+    for c in text.chars() {
+        if engine::drift::is_hidden(c) {
+            parts.push((true, format!("U+{:04X}", u32::from(c))));
+        } else if let Some((false, last)) = parts.last_mut() {
+            last.push(c);
+        } else {
+            parts.push((false, c.to_string()));
+        }
+    }
+    view! {
+        <pre class="wrap">
+            {parts
+                .into_iter()
+                .map(|(hidden, s)| {
+                    if hidden {
+                        view! { <mark class="hidden-char" data-testid="hidden-char" title="a hidden character">{s}</mark> }
+                            .into_any()
+                    } else {
+                        s.into_any()
+                    }
+                })
+                .collect_view()}
+        </pre>
+    }
+    .into_any()
+}
+
+/// The flags a definition raises, as chips.
+fn flag_chips(flags: &[String]) -> impl IntoView + use<> {
+    flags
+        .iter()
+        .map(|f| view! { <span class=format!("chip flag flag-{f}") data-testid="flag">{f.clone()}</span> })
+        .collect_view()
+}
+
 #[component]
 fn Catalog(list: Vec<ToolRowView>, is_admin: bool, saved: RwSignal<u32>) -> impl IntoView {
+    let mut list = list;
+    // Held tools first, as on a review queue.
+    list.sort_by_key(|t| t.held.is_none());
     view! {
         <section aria-labelledby="catalog-heading">
             <h2 id="catalog-heading">"Catalog"</h2>
@@ -245,12 +471,17 @@ fn ToolRow(row: ToolRowView, is_admin: bool, saved: RwSignal<u32>) -> impl IntoV
         }
         _ => "built in".to_owned(),
     };
+    let held: Option<HeldView> = row.held.clone();
+    let is_held = held.is_some().to_string();
+    let flags = flag_chips(&row.flags);
     view! {
-        <tr data-tool=t.name.clone()>
+        <tr data-tool=t.name.clone() data-held=is_held>
             <td>
                 <code>{t.name.clone()}</code>
+                {held.map(|_| view! { " " <span class="badge status-expired">"held"</span> })}
                 <div class="muted">{source}</div>
-                {t.description.clone().map(|d| view! { <div class="muted">{d}</div> })}
+                {t.description.clone().map(|d| view! { <div class="muted">{engine::drift::reveal_hidden(&d)}</div> })}
+                <div class="flags">{flags}</div>
             </td>
             <td><code>{t.version.clone()}</code></td>
             <td>{t.family.clone().unwrap_or_else(|| "—".into())}</td>

@@ -189,6 +189,30 @@ fn declare<D: Declare>(d: D) -> D {
             &[scope::ADMIN],
             tools::describe,
         )
+        .route(
+            Method::POST,
+            "/tools/{name}:accept",
+            &[scope::ADMIN],
+            tools::accept,
+        )
+        .route(
+            Method::POST,
+            "/tools/{name}:keep-held",
+            &[scope::ADMIN],
+            tools::keep_held,
+        )
+        .route(
+            Method::GET,
+            "/catalog/drift",
+            &[scope::ADMIN],
+            tools::drift_settings,
+        )
+        .route(
+            Method::PUT,
+            "/catalog/drift",
+            &[scope::ADMIN],
+            tools::put_drift_settings,
+        )
         .route(Method::GET, "/sessions", &[scope::READ], sessions::list)
         .route(Method::POST, "/sessions", &[scope::RUN], sessions::create)
         .route(

@@ -5,19 +5,19 @@ use axum::extract::{Path, State};
 use engine::descriptor::ToolDescriptor;
 use serde_json::{Value, json};
 
-use app::dto::DescribeToolRequest;
+use app::dto::{DescribeToolRequest, DriftDecisionRequest, DriftDecisionView, ToolRowView};
 
 use super::{ApiJson, Caller};
 use crate::catalog;
 use crate::error::ApiError;
 use crate::state::AppState;
 
-/// `GET /tools`: the catalog with every descriptor.
+/// `GET /tools`: the catalog with every descriptor, held tools with their triage.
 pub async fn list(
     State(state): State<AppState>,
     Caller(p): Caller,
 ) -> Result<Json<Value>, ApiError> {
-    let tools: Vec<ToolDescriptor> = catalog::list(&state.store, &p).await?;
+    let tools: Vec<ToolRowView> = catalog::list(&state.store, &p).await?;
     Ok(Json(json!({ "tools": tools })))
 }
 
@@ -30,5 +30,52 @@ pub async fn describe(
 ) -> Result<Json<ToolDescriptor>, ApiError> {
     Ok(Json(
         catalog::describe(&state.store, &state.journal, &p, &name, &request).await?,
+    ))
+}
+
+/// `POST /tools/{name}:accept`: the held definition becomes the accepted one (admin, journaled).
+pub async fn accept(
+    State(state): State<AppState>,
+    Caller(p): Caller,
+    Path(name): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Json<DriftDecisionView>, ApiError> {
+    // The body is optional: none, or `{"definition_hash"}`.
+    let request: DriftDecisionRequest = super::json::optional_json(&body)?;
+    Ok(Json(
+        catalog::accept(&state.store, &state.journal, &p, &name, &request).await?,
+    ))
+}
+
+/// `POST /tools/{name}:keep-held`: the tool stays out of manifests (admin, journaled).
+pub async fn keep_held(
+    State(state): State<AppState>,
+    Caller(p): Caller,
+    Path(name): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Json<DriftDecisionView>, ApiError> {
+    // The body is optional: none, or `{"definition_hash"}`.
+    let request: DriftDecisionRequest = super::json::optional_json(&body)?;
+    Ok(Json(
+        catalog::keep_held(&state.store, &state.journal, &p, &name, &request).await?,
+    ))
+}
+
+/// `GET /catalog/drift`: the tenant's drift triage (admin).
+pub async fn drift_settings(
+    State(state): State<AppState>,
+    Caller(p): Caller,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(catalog::drift_settings(&state.store, &p).await?))
+}
+
+/// `PUT /catalog/drift`: replaces the tenant's drift triage (admin, journaled).
+pub async fn put_drift_settings(
+    State(state): State<AppState>,
+    Caller(p): Caller,
+    ApiJson(document): ApiJson<Value>,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(
+        catalog::put_drift_settings(&state.store, &state.journal, &p, &document).await?,
     ))
 }

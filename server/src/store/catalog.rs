@@ -1,4 +1,8 @@
-//! The tool catalog: definitions as tools describe themselves, descriptors as admins set them.
+//! The tool catalog: definitions as tools describe themselves, descriptors as admins set them,
+//! and each tool's drift triage (the definition the tenant last accepted, and whether a change is
+//! held for review). A held tool is not in [`list_fingerprinted`] or [`find_fingerprinted`], the
+//! reads manifests and calls make: it is left out of manifests and its calls meet
+//! `manifest_drift`.
 
 use serde_json::Value;
 use sqlx::Row;
@@ -6,11 +10,18 @@ use sqlx::any::AnyRow;
 
 use engine::catalog::{CatalogTool, Fingerprints};
 use engine::descriptor::{ToolDescriptor, ToolSource};
+use engine::drift::{Definition, DriftClass};
 
 use super::{Store, now_ms};
 
 const COLUMNS: &str = "name, upstream_id, raw_server, raw_tool, definition, version, family, risk, \
     required_scope, dry_run_argument, price_cents, definition_hash, schema_hash";
+
+/// The drift triage columns (migration 0020).
+const DRIFT_COLUMNS: &str = "accepted_definition, held_changes, held_since, held_kept_hash";
+
+/// Only tools that are not held.
+const NOT_HELD: &str = "held_changes IS NULL";
 
 fn from_row(row: &AnyRow) -> Result<ToolDescriptor, sqlx::Error> {
     let decode = |e: serde_json::Error| sqlx::Error::Decode(Box::new(e));
@@ -79,21 +90,7 @@ fn fingerprinted_from_row(row: &AnyRow) -> Result<CatalogTool, sqlx::Error> {
 }
 
 fn definition_of(tool: &ToolDescriptor) -> Value {
-    let mut d = serde_json::Map::new();
-    if let Some(t) = &tool.title {
-        d.insert("title".into(), Value::String(t.clone()));
-    }
-    if let Some(t) = &tool.description {
-        d.insert("description".into(), Value::String(t.clone()));
-    }
-    d.insert("input_schema".into(), tool.input_schema.clone());
-    if let Some(o) = &tool.output_schema {
-        d.insert("output_schema".into(), o.clone());
-    }
-    if let Some(a) = &tool.annotations {
-        d.insert("annotations".into(), a.clone());
-    }
-    Value::Object(d)
+    Definition::from(tool).to_stored()
 }
 
 /// The values of every column of `tool`'s row, bound as `$1`–`$15` in `COLUMNS` order after
@@ -157,33 +154,261 @@ pub async fn upsert(
     Ok(())
 }
 
-/// A tool as read for a change, with the revision its write must still find.
+/// A tool as read for a change, with the revision its write must still find, and its drift
+/// triage.
 #[derive(Debug, Clone)]
 pub struct Revised {
+    /// The tool as its upstream defines it now, with the admin's descriptor.
     pub tool: ToolDescriptor,
     pub revision: i64,
+    pub drift: Drift,
+    /// When the row last changed (ms).
+    pub updated_at: i64,
 }
 
-/// One tool with its revision, for a read-change-write ([`write_if`]).
+/// A tool's drift triage, as stored.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Drift {
+    /// The definition the tenant last accepted, when the current one differs from it.
+    pub accepted: Option<Definition>,
+    /// Set while the tool is held for review.
+    pub held: Option<Held>,
+}
+
+/// A change held for review.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Held {
+    /// Every class of the change from the accepted definition (`removed` alone when the
+    /// upstream stopped listing the tool).
+    pub changes: Vec<DriftClass>,
+    /// When the tool was first held (ms).
+    pub since: i64,
+    /// The definition hash an admin chose to keep held (`:keep-held`).
+    pub kept_hash: Option<String>,
+}
+
+impl Drift {
+    /// The definition the tenant last accepted, given the tool's current one.
+    pub fn accepted_or(&self, current: &ToolDescriptor) -> Definition {
+        self.accepted
+            .clone()
+            .unwrap_or_else(|| Definition::from(current))
+    }
+}
+
+fn drift_from_row(row: &AnyRow) -> Result<Drift, sqlx::Error> {
+    let decode = |e: serde_json::Error| sqlx::Error::Decode(Box::new(e));
+    let accepted = row
+        .try_get::<Option<String>, _>("accepted_definition")?
+        .map(|text| serde_json::from_str::<Value>(&text).map_err(decode))
+        .transpose()?
+        .map(|stored| Definition::from_stored(&stored));
+    let held = match row.try_get::<Option<String>, _>("held_changes")? {
+        None => None,
+        Some(text) => {
+            let names: Vec<String> = serde_json::from_str(&text).map_err(decode)?;
+            Some(Held {
+                // A name this build does not know still holds the tool: it is only dropped from
+                // the list shown.
+                changes: names.iter().filter_map(|n| DriftClass::parse(n)).collect(),
+                since: row.try_get::<Option<i64>, _>("held_since")?.unwrap_or(0),
+                kept_hash: row.try_get("held_kept_hash")?,
+            })
+        }
+    };
+    Ok(Drift { accepted, held })
+}
+
+fn revised_from_row(row: &AnyRow) -> Result<Revised, sqlx::Error> {
+    Ok(Revised {
+        tool: from_row(row)?,
+        revision: row.try_get("revision")?,
+        drift: drift_from_row(row)?,
+        updated_at: row.try_get("updated_at")?,
+    })
+}
+
+/// One tool with its revision and triage, for a read-change-write ([`write_if`],
+/// [`write_synced_if`], [`set_drift_if`]).
 pub async fn find_revised(
     store: &Store,
     tenant_id: &str,
     name: &str,
 ) -> Result<Option<Revised>, sqlx::Error> {
     let row = sqlx::query(&format!(
-        "SELECT {COLUMNS}, revision FROM tools WHERE tenant_id = $1 AND name = $2"
+        "SELECT {COLUMNS}, {DRIFT_COLUMNS}, revision, updated_at FROM tools WHERE tenant_id = $1 AND name = $2"
     ))
     .bind(tenant_id)
     .bind(name)
     .fetch_optional(store.pool())
     .await?;
-    row.map(|row| {
-        Ok(Revised {
-            tool: from_row(&row)?,
-            revision: row.try_get("revision")?,
-        })
+    row.as_ref().map(revised_from_row).transpose()
+}
+
+/// Every tool of the tenant with its triage, by name (held ones included).
+pub async fn list_revised(store: &Store, tenant_id: &str) -> Result<Vec<Revised>, sqlx::Error> {
+    let rows = sqlx::query(&format!(
+        "SELECT {COLUMNS}, {DRIFT_COLUMNS}, revision, updated_at FROM tools WHERE tenant_id = $1 ORDER BY name"
+    ))
+    .bind(tenant_id)
+    .fetch_all(store.pool())
+    .await?;
+    rows.iter().map(revised_from_row).collect()
+}
+
+/// The stored values of a triage: accepted definition, held changes, since, kept hash.
+type DriftValues = (Option<String>, Option<String>, Option<i64>, Option<String>);
+
+fn drift_values(drift: &Drift) -> Result<DriftValues, sqlx::Error> {
+    let encode = |e: serde_json::Error| sqlx::Error::Encode(Box::new(e));
+    let accepted = drift
+        .accepted
+        .as_ref()
+        .map(|d| serde_json::to_string(&d.to_stored()).map_err(encode))
+        .transpose()?;
+    Ok(match &drift.held {
+        None => (accepted, None, None, None),
+        Some(held) => {
+            let names: Vec<&str> = held.changes.iter().map(|c| c.as_str()).collect();
+            (
+                accepted,
+                Some(serde_json::to_string(&names).map_err(encode)?),
+                Some(held.since),
+                held.kept_hash.clone(),
+            )
+        }
+    })
+}
+
+/// What an upstream sync writes: `tool` (its definition as listed now) and its triage, only if
+/// the row is still at revision `expected` (`None`: only if there is no row yet; a new tool is
+/// never held, its first definition is the accepted one).
+pub async fn write_synced_if(
+    store: &Store,
+    tenant_id: &str,
+    tool: &ToolDescriptor,
+    drift: &Drift,
+    expected: Option<i64>,
+) -> Result<bool, sqlx::Error> {
+    let Some(revision) = expected else {
+        return write_if(store, tenant_id, tool, None).await;
+    };
+    let (accepted, changes, since, kept) = drift_values(drift)?;
+    let sql = format!(
+        "UPDATE tools SET {SET_ALL}, accepted_definition = $16, held_changes = $17, \
+         held_since = $18, held_kept_hash = $19, revision = revision + 1 \
+         WHERE tenant_id = $1 AND name = $2 AND revision = $20"
+    );
+    let done = bind_row(&sql, tenant_id, tool)?
+        .bind(accepted)
+        .bind(changes)
+        .bind(since)
+        .bind(kept)
+        .bind(revision)
+        .execute(store.pool())
+        .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Replaces only the triage of tool `name`, if its row is still at revision `expected`.
+pub async fn set_drift_if(
+    store: &Store,
+    tenant_id: &str,
+    name: &str,
+    drift: &Drift,
+    expected: i64,
+) -> Result<bool, sqlx::Error> {
+    let (accepted, changes, since, kept) = drift_values(drift)?;
+    let done = sqlx::query(
+        "UPDATE tools SET accepted_definition = $3, held_changes = $4, held_since = $5, \
+         held_kept_hash = $6, updated_at = $7, revision = revision + 1 \
+         WHERE tenant_id = $1 AND name = $2 AND revision = $8",
+    )
+    .bind(tenant_id)
+    .bind(name)
+    .bind(accepted)
+    .bind(changes)
+    .bind(since)
+    .bind(kept)
+    .bind(now_ms())
+    .bind(expected)
+    .execute(store.pool())
+    .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// Deletes tool `name` if its row is still at revision `expected`.
+pub async fn delete_if(
+    store: &Store,
+    tenant_id: &str,
+    name: &str,
+    expected: i64,
+) -> Result<bool, sqlx::Error> {
+    let done =
+        sqlx::query("DELETE FROM tools WHERE tenant_id = $1 AND name = $2 AND revision = $3")
+            .bind(tenant_id)
+            .bind(name)
+            .bind(expected)
+            .execute(store.pool())
+            .await?;
+    Ok(done.rows_affected() == 1)
+}
+
+/// The names of the tools of `upstream_id` in the catalog (held ones included).
+pub async fn names_of_upstream(
+    store: &Store,
+    tenant_id: &str,
+    upstream_id: &str,
+) -> Result<Vec<String>, sqlx::Error> {
+    let rows: Vec<(String,)> = sqlx::query_as(
+        "SELECT name FROM tools WHERE tenant_id = $1 AND upstream_id = $2 ORDER BY name",
+    )
+    .bind(tenant_id)
+    .bind(upstream_id)
+    .fetch_all(store.pool())
+    .await?;
+    Ok(rows.into_iter().map(|(n,)| n).collect())
+}
+
+/// A tenant's drift triage document (`{"<class>": "accept" | "hold"}`), who set it and when
+/// (ms); `None` when it never did (the defaults hold).
+pub async fn drift_settings(
+    store: &Store,
+    tenant_id: &str,
+) -> Result<Option<(Value, String, i64)>, sqlx::Error> {
+    let row: Option<(String, String, i64)> = sqlx::query_as(
+        "SELECT drift, updated_by, updated_at FROM catalog_settings WHERE tenant_id = $1",
+    )
+    .bind(tenant_id)
+    .fetch_optional(store.pool())
+    .await?;
+    row.map(|(drift, by, at)| {
+        serde_json::from_str(&drift)
+            .map(|v| (v, by, at))
+            .map_err(|e| sqlx::Error::Decode(Box::new(e)))
     })
     .transpose()
+}
+
+/// Stores a tenant's drift triage document.
+pub async fn put_drift_settings(
+    store: &Store,
+    tenant_id: &str,
+    drift: &Value,
+    updated_by: &str,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO catalog_settings (tenant_id, drift, updated_by, updated_at) \
+         VALUES ($1, $2, $3, $4) ON CONFLICT (tenant_id) DO UPDATE SET \
+         drift = excluded.drift, updated_by = excluded.updated_by, updated_at = excluded.updated_at",
+    )
+    .bind(tenant_id)
+    .bind(drift.to_string())
+    .bind(updated_by)
+    .bind(now_ms())
+    .execute(store.pool())
+    .await?;
+    Ok(())
 }
 
 /// Writes `tool` only if its row is still at revision `expected` (`None`: only if there is no
@@ -220,57 +445,60 @@ pub async fn write_if(
     Ok(done.rows_affected() == 1)
 }
 
-/// The tenant's catalog, by name.
+/// The tenant's catalog, by name, held tools included.
 pub async fn list(store: &Store, tenant_id: &str) -> Result<Vec<ToolDescriptor>, sqlx::Error> {
-    select_all(store, tenant_id, from_row).await
+    select_all(store, tenant_id, from_row, false).await
 }
 
-/// The tenant's catalog, by name, with the fingerprints manifests need.
+/// The tools manifests may grant (none that is held), by name.
+pub async fn list_exposable(
+    store: &Store,
+    tenant_id: &str,
+) -> Result<Vec<ToolDescriptor>, sqlx::Error> {
+    select_all(store, tenant_id, from_row, true).await
+}
+
+/// The tools manifests may grant (none that is held), by name, with the fingerprints manifests
+/// need.
 pub async fn list_fingerprinted(
     store: &Store,
     tenant_id: &str,
 ) -> Result<Vec<CatalogTool>, sqlx::Error> {
-    select_all(store, tenant_id, fingerprinted_from_row).await
+    select_all(store, tenant_id, fingerprinted_from_row, true).await
 }
 
-/// When each tool of a tenant last changed (definition or descriptor), epoch ms, by name.
-pub async fn updated_times(
-    store: &Store,
-    tenant_id: &str,
-) -> Result<std::collections::HashMap<String, i64>, sqlx::Error> {
-    let rows: Vec<(String, i64)> =
-        sqlx::query_as("SELECT name, updated_at FROM tools WHERE tenant_id = $1")
-            .bind(tenant_id)
-            .fetch_all(store.pool())
-            .await?;
-    Ok(rows.into_iter().collect())
-}
-
-/// One tool.
+/// One tool, held or not.
 pub async fn find(
     store: &Store,
     tenant_id: &str,
     name: &str,
 ) -> Result<Option<ToolDescriptor>, sqlx::Error> {
-    select_one(store, tenant_id, name, from_row).await
+    select_one(store, tenant_id, name, from_row, false).await
 }
 
-/// One tool with its fingerprints.
+/// One tool with its fingerprints, unless it is held (a call of a held tool finds no tool to
+/// check its grant against: `manifest_drift`).
 pub async fn find_fingerprinted(
     store: &Store,
     tenant_id: &str,
     name: &str,
 ) -> Result<Option<CatalogTool>, sqlx::Error> {
-    select_one(store, tenant_id, name, fingerprinted_from_row).await
+    select_one(store, tenant_id, name, fingerprinted_from_row, true).await
 }
 
 async fn select_all<T>(
     store: &Store,
     tenant_id: &str,
     decode: fn(&AnyRow) -> Result<T, sqlx::Error>,
+    exposable: bool,
 ) -> Result<Vec<T>, sqlx::Error> {
+    let filter = if exposable {
+        format!(" AND {NOT_HELD}")
+    } else {
+        String::new()
+    };
     let rows = sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM tools WHERE tenant_id = $1 ORDER BY name"
+        "SELECT {COLUMNS} FROM tools WHERE tenant_id = $1{filter} ORDER BY name"
     ))
     .bind(tenant_id)
     .fetch_all(store.pool())
@@ -283,9 +511,15 @@ async fn select_one<T>(
     tenant_id: &str,
     name: &str,
     decode: fn(&AnyRow) -> Result<T, sqlx::Error>,
+    exposable: bool,
 ) -> Result<Option<T>, sqlx::Error> {
+    let filter = if exposable {
+        format!(" AND {NOT_HELD}")
+    } else {
+        String::new()
+    };
     let row = sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM tools WHERE tenant_id = $1 AND name = $2"
+        "SELECT {COLUMNS} FROM tools WHERE tenant_id = $1 AND name = $2{filter}"
     ))
     .bind(tenant_id)
     .bind(name)

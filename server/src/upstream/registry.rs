@@ -11,6 +11,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
+use engine::descriptor::ToolDescriptor;
+use engine::drift::{Action, Definition, DriftClass};
 use engine::receipt::{Decision, ReasonCode};
 use engine::scope;
 use serde::{Deserialize, Serialize};
@@ -24,6 +26,7 @@ use crate::auth::Principal;
 use crate::error::ServiceError;
 use crate::ids;
 use crate::journal::Journal;
+use crate::store::catalog::{Drift, Revised};
 use crate::store::{self, Store, upstreams::UpstreamRow};
 
 /// How long connecting (and listing) may take.
@@ -349,7 +352,7 @@ impl Upstreams {
                 return Err(upstream_error(e));
             }
         };
-        apply_listing(store, row, raw).await
+        apply_listing(store, journal, row, raw).await
     }
 
     /// `PUT /upstreams/{id}/credentials` (admin): replaces the whole set of an HTTP upstream's
@@ -550,32 +553,41 @@ impl Upstreams {
 const WRITE_ATTEMPTS: u32 = 8;
 
 /// Brings the catalog in line with what the upstream lists: new tools added (risk unknown),
-/// changed definitions updated (the admin's descriptor kept), vanished tools removed.
+/// changed definitions updated (the admin's descriptor kept) and triaged against the definition
+/// the tenant last accepted (a change of a class the tenant holds leaves the tool out of
+/// manifests until an admin decides; each hold is journaled, attributed to the upstream),
+/// vanished tools removed or, when the tenant holds removals, held.
 async fn apply_listing(
     store: &Store,
+    journal: &Journal,
     row: &UpstreamRow,
     raw: Vec<super::RawTool>,
 ) -> Result<SyncReport, ServiceError> {
     let imported = import(&row.name, &row.id, raw)
         .map_err(|e| ServiceError::Other(anyhow::anyhow!("import: {e}")))?;
+    let settings = crate::catalog::settings_of(store, &row.tenant_id).await?;
     let mut report = SyncReport {
         upstream_id: row.id.clone(),
         tools: 0,
         added: vec![],
         changed: vec![],
         removed: vec![],
+        held: vec![],
         skipped: vec![],
     };
+    // Holds that are new (or hold another definition than before), to be journaled.
+    let mut holds: Vec<(Revised, ToolDescriptor, Drift)> = Vec::new();
     let mut names = Vec::new();
     for listed in imported.tools {
         names.push(listed.name.clone());
-        // Read, merge, write only if nobody wrote in between (an admin's descriptor or another
-        // sync of the same upstream); otherwise merge again with what is there now.
+        // Read, merge, write only if nobody wrote in between (an admin's descriptor, an admin's
+        // decision on a held change, or another sync of the same upstream); otherwise merge
+        // again with what is there now.
         let mut attempt = 0;
         loop {
             let mut tool = listed.clone();
             let current = store::catalog::find_revised(store, &row.tenant_id, &tool.name).await?;
-            let (change, expected) = match &current {
+            let written = match &current {
                 Some(existing) => {
                     let existing_tool = &existing.tool;
                     // The admin's descriptor stays; only the tool's own definition follows the upstream.
@@ -585,22 +597,45 @@ async fn apply_listing(
                     tool.required_scope = existing_tool.required_scope.clone();
                     tool.dry_run_argument = existing_tool.dry_run_argument.clone();
                     tool.price_cents = existing_tool.price_cents;
-                    if *existing_tool == tool {
+                    let drift = crate::catalog::triage(existing, &tool, &settings, store::now_ms());
+                    if *existing_tool == tool && existing.drift == drift {
                         // Nothing to write: an unchanged row is not rewritten on every sync.
                         break;
                     }
-                    let changed = tool.definition_hash() != existing_tool.definition_hash();
-                    (
-                        changed.then_some(&mut report.changed),
+                    let written = store::catalog::write_synced_if(
+                        store,
+                        &row.tenant_id,
+                        &tool,
+                        &drift,
                         Some(existing.revision),
                     )
+                    .await?;
+                    if written {
+                        if tool.definition_hash() != existing_tool.definition_hash() {
+                            report.changed.push(tool.name.clone());
+                        }
+                        if let Some(held) = &drift.held {
+                            report.held.push(app::dto::HeldChangeView {
+                                tool: tool.name.clone(),
+                                changes: held.changes.iter().map(|c| c.as_str().into()).collect(),
+                            });
+                            if newly_held(existing, &tool, &drift) {
+                                holds.push((existing.clone(), tool.clone(), drift.clone()));
+                            }
+                        }
+                    }
+                    written
                 }
-                None => (Some(&mut report.added), None),
+                None => {
+                    let written =
+                        store::catalog::write_if(store, &row.tenant_id, &tool, None).await?;
+                    if written {
+                        report.added.push(tool.name.clone());
+                    }
+                    written
+                }
             };
-            if store::catalog::write_if(store, &row.tenant_id, &tool, expected).await? {
-                if let Some(list) = change {
-                    list.push(tool.name.clone());
-                }
+            if written {
                 break;
             }
             attempt += 1;
@@ -612,7 +647,59 @@ async fn apply_listing(
             }
         }
     }
-    report.removed = store::catalog::remove_missing(store, &row.tenant_id, &row.id, &names).await?;
+    let hold_removals = settings.action(DriftClass::Removed) == Action::Hold;
+    for name in store::catalog::names_of_upstream(store, &row.tenant_id, &row.id).await? {
+        if names.contains(&name) {
+            continue;
+        }
+        let mut attempt = 0;
+        loop {
+            let Some(existing) = store::catalog::find_revised(store, &row.tenant_id, &name).await?
+            else {
+                break;
+            };
+            let written = if hold_removals {
+                let drift = crate::catalog::triage_removed(&existing, store::now_ms());
+                if existing.drift == drift {
+                    break;
+                }
+                let written = store::catalog::set_drift_if(
+                    store,
+                    &row.tenant_id,
+                    &name,
+                    &drift,
+                    existing.revision,
+                )
+                .await?;
+                if written {
+                    report.removed.push(name.clone());
+                    report.held.push(app::dto::HeldChangeView {
+                        tool: name.clone(),
+                        changes: vec![DriftClass::Removed.as_str().into()],
+                    });
+                    holds.push((existing.clone(), existing.tool.clone(), drift));
+                }
+                written
+            } else {
+                let written =
+                    store::catalog::delete_if(store, &row.tenant_id, &name, existing.revision)
+                        .await?;
+                if written {
+                    report.removed.push(name.clone());
+                }
+                written
+            };
+            if written {
+                break;
+            }
+            attempt += 1;
+            if attempt == WRITE_ATTEMPTS {
+                return Err(ServiceError::Other(anyhow::anyhow!(
+                    "tool {name} kept changing while it was synced"
+                )));
+            }
+        }
+    }
     report.skipped = imported
         .skipped
         .into_iter()
@@ -623,8 +710,45 @@ async fn apply_listing(
         .collect();
     report.tools = names.len() as u64;
     store::upstreams::set_status(store, &row.id, "connected", None, true).await?;
-    tracing::info!(upstream = %row.id, tools = report.tools, added = report.added.len(), changed = report.changed.len(), removed = report.removed.len(), "upstream synced");
+    // Each hold is evidence: which definition was accepted, which one the upstream offers now.
+    // Recorded after the catalog holds the tool (a hold that cannot be journaled still holds).
+    for (existing, tool, drift) in holds {
+        let accepted = existing.drift.accepted_or(&existing.tool).applied_to(&tool);
+        let changes: Vec<&str> = drift
+            .held
+            .as_ref()
+            .map(|h| h.changes.iter().map(|c| c.as_str()).collect())
+            .unwrap_or_default();
+        journal
+            .admin(
+                &row.tenant_id,
+                &format!("upstream:{}", row.name),
+                Decision::Allow,
+                ReasonCode::Ok,
+                "tool.held",
+                json!({
+                    "tool": tool.name, "upstream_id": row.id, "changes": changes,
+                    "accepted_definition_hash": accepted.definition_hash(),
+                    "definition_hash": tool.definition_hash(),
+                }),
+            )
+            .await?;
+    }
+    tracing::info!(upstream = %row.id, tools = report.tools, added = report.added.len(), changed = report.changed.len(), removed = report.removed.len(), held = report.held.len(), "upstream synced");
     Ok(report)
+}
+
+/// Whether `drift` holds something not held before: the tool was not held, or held for another
+/// definition or other classes.
+fn newly_held(existing: &Revised, tool: &ToolDescriptor, drift: &Drift) -> bool {
+    match (&existing.drift.held, &drift.held) {
+        (_, None) => false,
+        (None, Some(_)) => true,
+        (Some(before), Some(now)) => {
+            before.changes != now.changes
+                || Definition::from(&existing.tool) != Definition::from(tool)
+        }
+    }
 }
 
 /// Re-syncs the catalog each time `connection` signals a changed tool list; ends with it.
@@ -642,7 +766,7 @@ async fn follow_list_changes(
             return;
         };
         let outcome = match c.list_tools().await {
-            Ok(raw) => apply_listing(&store, &row, raw).await,
+            Ok(raw) => apply_listing(&store, &journal, &row, raw).await,
             Err(e) => Err(upstream_error(e)),
         };
         match outcome {
@@ -663,6 +787,7 @@ async fn follow_list_changes(
                         json!({
                             "upstream_id": row.id, "trigger": "list_changed",
                             "added": report.added, "changed": report.changed, "removed": report.removed,
+                            "held": report.held.iter().map(|h| &h.tool).collect::<Vec<_>>(),
                         }),
                     )
                     .await;

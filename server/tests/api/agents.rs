@@ -343,7 +343,7 @@ async fn a_parked_turn_continues_by_itself_once_its_calls_are_decided() {
             approve["invocation_id"].as_str().unwrap()
         )))
         .bearer_auth(&admin)
-        .json(&json!({"args_hash": approve["args_hash"]}))
+        .json(&json!({"args_hash": approve["args_hash"], "definition_hash": approve["definition_hash"]}))
         .send()
         .await
         .unwrap();
@@ -1086,7 +1086,7 @@ async fn approve(app: &TestApp, approver: &str, invocation: &Value) {
             invocation["invocation_id"].as_str().unwrap()
         )))
         .bearer_auth(approver)
-        .json(&json!({"args_hash": invocation["args_hash"]}))
+        .json(&json!({"args_hash": invocation["args_hash"], "definition_hash": invocation["definition_hash"]}))
         .send()
         .await
         .unwrap();

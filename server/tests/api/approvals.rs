@@ -144,7 +144,18 @@ impl Setup {
             .unwrap_or_else(|| panic!("{result}"))
     }
 
+    /// `POST /invocations/{id}:{verb}` with `body`; an approval or application that echoes an
+    /// `args_hash` also echoes the `definition_hash` the invocation shows (as the approvals page
+    /// does), unless the body names one itself.
     async fn decide(&self, token: &str, id: &str, verb: &str, body: Value) -> (StatusCode, Value) {
+        let mut body = body;
+        if verb != "reject"
+            && body.get("args_hash").is_some()
+            && body.get("definition_hash").is_none()
+        {
+            let shown = self.invocation(&self.approver, id).await;
+            body["definition_hash"] = shown["definition_hash"].clone();
+        }
         let response = self
             .app
             .client

@@ -571,7 +571,7 @@ async fn a_fork_left_waiting_for_an_approval_reports_when_it_finishes() {
             invocation["invocation_id"].as_str().unwrap()
         )))
         .bearer_auth(&admin)
-        .json(&json!({"args_hash": invocation["args_hash"]}))
+        .json(&json!({"args_hash": invocation["args_hash"], "definition_hash": invocation["definition_hash"]}))
         .send()
         .await
         .unwrap();

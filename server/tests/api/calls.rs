@@ -730,11 +730,20 @@ impl Setup {
 
 /// Issue 4, drift: "when an upstream tool's definition changes after a manifest was granted,
 /// the first call is denied with `manifest_drift` ... and the next `tools/list` grants the new
-/// definition." The fixture upstream changes `echo`'s description itself, mid-test.
+/// definition." The fixture upstream changes `echo`'s description itself, mid-test. Since
+/// issue 25 a description change is held for review by default; this tenant accepts them
+/// (`tests/api/drift.rs` has the holds).
 #[tokio::test]
 async fn an_upstream_that_changes_a_tool_is_drift_until_the_next_list() {
     let s = setup().await;
     let admin = s.app.token("default", "ops5", &[scope::ADMIN]).await;
+    s.admin_json(
+        &admin,
+        reqwest::Method::PUT,
+        "/catalog/drift",
+        json!({"description": "accept"}),
+    )
+    .await;
     s.admin_json(
         &admin,
         reqwest::Method::PUT,
@@ -765,6 +774,7 @@ async fn an_upstream_that_changes_a_tool_is_drift_until_the_next_list() {
         )
         .await;
     assert_eq!(report["changed"], json!(["mcp__fixture__echo"]), "{report}");
+    assert_eq!(report["held"], json!([]), "{report}");
 
     let drifted = s
         .call("mcp__fixture__echo", json!({"text": "x"}), old_echo.clone())

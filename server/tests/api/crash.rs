@@ -332,7 +332,7 @@ async fn parked_and_approved_invocations_survive_a_kill_and_run_once() {
             let approved = client
                 .post(format!("{api}/invocations/{id}:approve"))
                 .bearer_auth(&approver)
-                .json(&json!({"args_hash": view["args_hash"]}))
+                .json(&json!({"args_hash": view["args_hash"], "definition_hash": view["definition_hash"]}))
                 .send()
                 .await
                 .unwrap();

@@ -18,6 +18,7 @@ mod cli;
 mod connect;
 mod crash;
 mod decisions;
+mod drift;
 mod edges;
 mod environments;
 mod evidence;

@@ -125,6 +125,22 @@ const CASES: &[Case] = &[
         path: "/tools/{name}",
     },
     Case {
+        method: Method::POST,
+        path: "/tools/{name}:accept",
+    },
+    Case {
+        method: Method::POST,
+        path: "/tools/{name}:keep-held",
+    },
+    Case {
+        method: Method::GET,
+        path: "/catalog/drift",
+    },
+    Case {
+        method: Method::PUT,
+        path: "/catalog/drift",
+    },
+    Case {
         method: Method::GET,
         path: "/sessions",
     },
@@ -227,6 +243,10 @@ struct Fixtures {
     victim_staged_id: String,
     victim_agent_id: String,
     victim_witness: String,
+    /// The definition hash of `victim_tool`, which the victim's invocations are bound to.
+    victim_definition_hash: String,
+    /// A tool of `default` whose change is held for review.
+    victim_held_tool: String,
     /// A note cosigning `default`'s latest checkpoint by the registered witness `matrix-w`.
     cosigned_note: String,
 }
@@ -278,6 +298,39 @@ async fn fixtures(app: &TestApp) -> Fixtures {
     aperture::store::catalog::upsert(&app.store, "default", &tool)
         .await
         .unwrap();
+    // A tool whose upstream change is held: only an admin of `default` may decide on it.
+    let victim_held_tool = format!("victim_held_{}", &aperture::ids::new_id("t")[2..10]);
+    let held = engine::descriptor::ToolDescriptor {
+        name: victim_held_tool.clone(),
+        description: Some("Changed upstream.".into()),
+        ..tool.clone()
+    };
+    aperture::store::catalog::upsert(&app.store, "default", &held)
+        .await
+        .unwrap();
+    let row = aperture::store::catalog::find_revised(&app.store, "default", &victim_held_tool)
+        .await
+        .unwrap()
+        .unwrap();
+    let triage = aperture::store::catalog::Drift {
+        accepted: Some(engine::drift::Definition::from(&tool)),
+        held: Some(aperture::store::catalog::Held {
+            changes: vec![engine::drift::DriftClass::Description],
+            since: 1,
+            kept_hash: None,
+        }),
+    };
+    assert!(
+        aperture::store::catalog::set_drift_if(
+            &app.store,
+            "default",
+            &victim_held_tool,
+            &triage,
+            row.revision
+        )
+        .await
+        .unwrap()
+    );
     let victim = aperture::auth::Principal {
         tenant_id: "default".into(),
         actor_id: "victim".into(),
@@ -352,7 +405,7 @@ async fn fixtures(app: &TestApp) -> Fixtures {
                     schema_hash: "sha256:schema".into(),
                     args_hash: "sha256:victim".into(),
                     mode: mode.into(),
-                    binding: "{}".into(),
+                    binding: json!({"definition_hash": tool.definition_hash()}).to_string(),
                     policy_id: "victim-policy".into(),
                     policy_version: 1,
                     decision_receipt_id: victim_receipt_id.clone(),
@@ -456,6 +509,8 @@ async fn fixtures(app: &TestApp) -> Fixtures {
     );
     Fixtures {
         victim_witness,
+        victim_held_tool,
+        victim_definition_hash: tool.definition_hash(),
         cosigned_note: note.render(),
         victim_token_id,
         victim_receipt_id,
@@ -473,11 +528,15 @@ fn request(case: &Case, fx: &Fixtures, n: usize) -> (String, Option<Value>) {
         ("GET", "/invocations/{id}") => (format!("/invocations/{}", fx.victim_invocation_id), None),
         ("POST", "/invocations/{id}:approve") => (
             format!("/invocations/{}:approve", fx.victim_invocation_id),
-            Some(json!({"args_hash": "sha256:victim", "comment": "looks right"})),
+            Some(
+                json!({"args_hash": "sha256:victim", "definition_hash": fx.victim_definition_hash, "comment": "looks right"}),
+            ),
         ),
         ("POST", "/invocations/{id}:apply") => (
             format!("/invocations/{}:apply", fx.victim_staged_id),
-            Some(json!({"args_hash": "sha256:victim"})),
+            Some(
+                json!({"args_hash": "sha256:victim", "definition_hash": fx.victim_definition_hash}),
+            ),
         ),
         ("POST", "/invocations/{id}:reject") => (
             format!("/invocations/{}:reject", fx.victim_invocation_id),
@@ -529,6 +588,13 @@ fn request(case: &Case, fx: &Fixtures, n: usize) -> (String, Option<Value>) {
             "/tools/victim_tool".into(),
             Some(json!({"risk": ["read", "write"]})),
         ),
+        ("POST", "/tools/{name}:accept") => {
+            (format!("/tools/{}:accept", fx.victim_held_tool), None)
+        }
+        ("POST", "/tools/{name}:keep-held") => {
+            (format!("/tools/{}:keep-held", fx.victim_held_tool), None)
+        }
+        ("PUT", "/catalog/drift") => ("/catalog/drift".into(), Some(json!({"title": "hold"}))),
         ("GET", "/policies/{id}/versions") => ("/policies/victim-only/versions".into(), None),
         ("PUT", "/policies/{id}") => (
             "/policies/victim-policy".into(),
@@ -899,6 +965,15 @@ async fn every_route_enforces_its_scope() {
             ("POST", "/policies:validate") | ("POST", "/policies:preview") => {
                 assert_eq!(status, StatusCode::OK, "{label}")
             }
+            ("PUT", "/catalog/drift") => {
+                // The intruder's own tenant's triage, not `default`'s.
+                assert_eq!(status, StatusCode::OK, "{label}: {text}");
+                let own = aperture::store::catalog::drift_settings(&app.store, "other")
+                    .await
+                    .unwrap()
+                    .expect("written for the intruder's tenant");
+                assert_eq!(own.0["title"], "hold");
+            }
             ("GET", "/policies/{id}")
             | ("GET", "/policies/{id}/versions")
             | ("POST", "/policies/{id}:activate") => {
@@ -909,6 +984,8 @@ async fn every_route_enforces_its_scope() {
             | ("GET", "/sessions/{id}/manifest")
             | ("POST", "/sessions/{id}:revoke")
             | ("PUT", "/tools/{name}")
+            | ("POST", "/tools/{name}:accept")
+            | ("POST", "/tools/{name}:keep-held")
             | ("POST", "/upstreams/{id}:sync")
             | ("POST", "/sessions/{id}/forks")
             | ("GET", "/agents/{id}")

@@ -4,9 +4,10 @@
 //!
 //! Tools: `echo {text}`, `add {a, b}` (with `structuredContent`), `big {bytes}` (that much
 //! text), `slow {millis}` (sleeps; counts cancellations), `read file {path}` (a name with a
-//! space), `getenv {name}` (one variable of the process's environment), `mutate {description,
-//! notify?}` (changes `echo`'s description and, unless `notify` is false, sends
-//! `notifications/tools/list_changed`) and `stats` (`{"cancelled": n, "calls": m}`: calls
+//! space), `getenv {name}` (one variable of the process's environment), `mutate {description?,
+//! title?, read_only?, remove?, notify?}` (changes `echo`'s description, title or `readOnlyHint`,
+//! or stops listing the tool named by `remove`, and, unless `notify` is false, sends
+//! `notifications/tools/list_changed`: the rug pulls drift triage meets) and `stats` (`{"cancelled": n, "calls": m}`: calls
 //! received, this one included). `tools/list` answers
 //! three tools per page, with a `ttlMs` that invites clients to cache it.
 
@@ -29,6 +30,9 @@ const MAX_BIG_BYTES: u64 = 8 * 1024 * 1024;
 #[derive(Debug)]
 struct State {
     echo_description: String,
+    echo_title: Option<String>,
+    echo_read_only: bool,
+    removed: Vec<String>,
     cancelled: u64,
     calls: u64,
 }
@@ -46,6 +50,9 @@ impl FixtureServer {
         Self {
             state: Arc::new(Mutex::new(State {
                 echo_description: "Returns its text argument.".into(),
+                echo_title: None,
+                echo_read_only: true,
+                removed: Vec::new(),
                 cancelled: 0,
                 calls: 0,
             })),
@@ -71,15 +78,27 @@ impl FixtureServer {
     }
 
     fn tools(&self) -> Vec<Value> {
-        let echo_description = self.state().echo_description.clone();
+        let (echo_description, echo_title, echo_read_only, removed) = {
+            let s = self.state();
+            (
+                s.echo_description.clone(),
+                s.echo_title.clone(),
+                s.echo_read_only,
+                s.removed.clone(),
+            )
+        };
         let object = |properties: Value, required: &[&str]| json!({"type": "object", "properties": properties, "required": required});
-        vec![
-            json!({
-                "name": "echo",
-                "description": echo_description,
-                "inputSchema": object(json!({"text": {"type": "string"}}), &["text"]),
-                "annotations": {"readOnlyHint": true},
-            }),
+        let mut echo = json!({
+            "name": "echo",
+            "description": echo_description,
+            "inputSchema": object(json!({"text": {"type": "string"}}), &["text"]),
+            "annotations": {"readOnlyHint": echo_read_only},
+        });
+        if let Some(title) = echo_title {
+            echo["title"] = Value::String(title);
+        }
+        let mut tools = vec![
+            echo,
             json!({
                 "name": "add",
                 "title": "Add",
@@ -112,10 +131,14 @@ impl FixtureServer {
             }),
             json!({
                 "name": "mutate",
-                "description": "Changes echo's description and (unless told not to) says the tool list changed.",
+                "description": "Changes echo's description, title or readOnlyHint, or stops listing a tool, and (unless told not to) says the tool list changed.",
                 "inputSchema": object(
-                    json!({"description": {"type": "string"}, "notify": {"type": "boolean"}}),
-                    &["description"],
+                    json!({
+                        "description": {"type": "string"}, "title": {"type": "string"},
+                        "read_only": {"type": "boolean"}, "remove": {"type": "string"},
+                        "notify": {"type": "boolean"},
+                    }),
+                    &[],
                 ),
             }),
             json!({
@@ -131,7 +154,9 @@ impl FixtureServer {
                 "description": "How many calls were received and how many were cancelled.",
                 "inputSchema": object(json!({}), &[]),
             }),
-        ]
+        ];
+        tools.retain(|t| !removed.iter().any(|r| t["name"] == r.as_str()));
+        tools
     }
 }
 
@@ -258,7 +283,21 @@ impl ServerHandler for FixtureServer {
                 structured(value.clone().unwrap_or_default(), json!({ "value": value }))
             }
             "mutate" => {
-                self.state().echo_description = str_arg(&args, "description")?.to_owned();
+                {
+                    let mut state = self.state();
+                    if let Some(d) = args.get("description").and_then(Value::as_str) {
+                        state.echo_description = d.to_owned();
+                    }
+                    if let Some(t) = args.get("title").and_then(Value::as_str) {
+                        state.echo_title = Some(t.to_owned());
+                    }
+                    if let Some(r) = args.get("read_only").and_then(Value::as_bool) {
+                        state.echo_read_only = r;
+                    }
+                    if let Some(name) = args.get("remove").and_then(Value::as_str) {
+                        state.removed.push(name.to_owned());
+                    }
+                }
                 // `"notify": false` changes the tool silently, as a misbehaving upstream would.
                 if args.get("notify") != Some(&Value::Bool(false)) {
                     context
