@@ -866,12 +866,15 @@ impl Worker {
                 d.insert_extra("invocation_id", Value::String(row.id.clone()))
                     .ok();
                 let signed = self.journal.append(r, &d).await?;
-                execution::tool_result(
-                    &signed,
-                    true,
-                    "The call is no longer what was authorized, or no longer authorized, so it was not run.",
-                    Map::new(),
-                )
+                // The approver and the caller read why: a changed tool is named as such.
+                let text = if reason == ReasonCode::ManifestDrift {
+                    "The tool changed (or is gone) since the call was authorized, so it was not \
+                     run (manifest_drift); call it again under a new grant."
+                } else {
+                    "The call is no longer what was authorized, or no longer authorized, so it \
+                     was not run."
+                };
+                execution::tool_result(&signed, true, text, Map::new())
             }
         };
         rows::transition(
