@@ -285,6 +285,7 @@ pub fn router(state: AppState) -> Router {
     let mcp = Router::new().route("/mcp", axum::routing::post(crate::mcp::handle));
     let dashboard_and_api = Router::new()
         .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
         .route("/.well-known/aperture/keys", get(api::receipts::keys))
         .route(
             "/.well-known/aperture/checkpoints/{tenant}",
@@ -434,4 +435,58 @@ async fn shutdown_signal() {
         () = ctrl_c => {},
         () = terminate => {},
     }
+}
+
+/// `GET /readyz`: whether this node can take calls — the database answers, its schema is this
+/// build's (no migration pending), and the journal writer is alive. `200 {"status": "ready",
+/// "checks"}` or `503 {"status": "not_ready", "checks"}`, each check `"ok"` or what is wrong
+/// (no secrets, no tenant data: load balancers and orchestrators read it without a token).
+/// `/healthz` only says the process serves HTTP.
+async fn readyz(
+    axum::extract::State(state): axum::extract::State<AppState>,
+) -> (axum::http::StatusCode, axum::Json<serde_json::Value>) {
+    let database = match sqlx::query("SELECT 1").execute(state.store.pool()).await {
+        Ok(_) => "ok".to_owned(),
+        Err(e) => {
+            tracing::warn!(error = %e, "readiness: the database does not answer");
+            "unreachable".to_owned()
+        }
+    };
+    let migrations = if database == "ok" {
+        match state.store.pending_migrations().await {
+            Ok(pending) if pending.is_empty() => "ok".to_owned(),
+            Ok(pending) => format!(
+                "pending: {}",
+                pending
+                    .iter()
+                    .map(i64::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            Err(e) => {
+                tracing::warn!(error = %e, "readiness: reading the applied migrations");
+                "unknown".to_owned()
+            }
+        }
+    } else {
+        "unknown".to_owned()
+    };
+    let journal = if state.journal.writer_alive() {
+        "ok"
+    } else {
+        "writer stopped"
+    };
+    let ready = database == "ok" && migrations == "ok" && journal == "ok";
+    let status = if ready {
+        axum::http::StatusCode::OK
+    } else {
+        axum::http::StatusCode::SERVICE_UNAVAILABLE
+    };
+    (
+        status,
+        axum::Json(serde_json::json!({
+            "status": if ready { "ready" } else { "not_ready" },
+            "checks": {"database": database, "migrations": migrations, "journal_writer": journal},
+        })),
+    )
 }

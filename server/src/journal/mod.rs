@@ -692,6 +692,11 @@ impl Journal {
     }
 
     /// What this journal's writer has done so far.
+    /// Whether the writer task still takes records (it ends only when it fails for good).
+    pub fn writer_alive(&self) -> bool {
+        !self.queue.is_closed()
+    }
+
     pub fn stats(&self) -> WriterStats {
         let micros = |a: &AtomicU64| std::time::Duration::from_micros(a.load(Ordering::Relaxed));
         WriterStats {

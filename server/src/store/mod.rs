@@ -209,6 +209,24 @@ impl Store {
         Ok(())
     }
 
+    /// The versions of this build's migrations that the database has not applied (successfully):
+    /// empty when its schema is this build's.
+    pub async fn pending_migrations(&self) -> Result<Vec<i64>, sqlx::Error> {
+        let migrator = match self.kind {
+            DbKind::Sqlite => &SQLITE_MIGRATIONS,
+            DbKind::Postgres => &POSTGRES_MIGRATIONS,
+        };
+        let applied: Vec<(i64,)> =
+            sqlx::query_as("SELECT version FROM _sqlx_migrations WHERE success = TRUE")
+                .fetch_all(&self.pool)
+                .await?;
+        Ok(migrator
+            .iter()
+            .map(|m| m.version)
+            .filter(|v| !applied.iter().any(|(a,)| a == v))
+            .collect())
+    }
+
     /// The pool, for the domain modules.
     pub fn pool(&self) -> &AnyPool {
         &self.pool

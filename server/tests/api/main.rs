@@ -29,6 +29,7 @@ mod model;
 #[path = "../model_fixture/server.rs"]
 #[allow(dead_code, reason = "each test uses part of the fixture")]
 mod model_fixture;
+mod operations;
 mod policies;
 mod scope_matrix;
 mod sessions;
