@@ -141,22 +141,26 @@ pub async fn put_drift_settings(
 pub fn triage(existing: &Revised, listed: &ToolDescriptor, settings: &Settings, now: i64) -> Drift {
     let accepted = existing.drift.accepted_or(&existing.tool);
     let current = Definition::from(listed);
+    // A hold waits for an admin while the upstream keeps offering the same definition, also
+    // when the tenant's setting changed since (it decides what later changes hold).
+    if let Some(held) = &existing.drift.held
+        && !held.changes.contains(&DriftClass::Removed)
+        && Definition::from(&existing.tool) == current
+    {
+        return existing.drift.clone();
+    }
     let changes = drift::classify(&accepted, Some(&current));
     if !settings.holds(&changes) {
         return Drift::default();
     }
+    // Changed again (or back from a removal): asked again, held since the first hold.
     let before = existing.drift.held.as_ref();
-    // A kept hold stays kept while the upstream lists the very definition it kept.
-    let unchanged = Definition::from(&existing.tool) == current
-        && before.is_some_and(|h| !h.changes.contains(&DriftClass::Removed));
     Drift {
         accepted: Some(accepted),
         held: Some(Held {
             changes,
             since: before.map_or(now, |h| h.since),
-            kept_hash: before
-                .and_then(|h| h.kept_hash.clone())
-                .filter(|_| unchanged),
+            kept_hash: None,
         }),
     }
 }

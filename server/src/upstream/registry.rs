@@ -599,7 +599,14 @@ async fn apply_listing(
                     tool.price_cents = existing_tool.price_cents;
                     let drift = crate::catalog::triage(existing, &tool, &settings, store::now_ms());
                     if *existing_tool == tool && existing.drift == drift {
-                        // Nothing to write: an unchanged row is not rewritten on every sync.
+                        // Nothing to write: an unchanged row is not rewritten on every sync. A
+                        // tool still held is still reported.
+                        if let Some(held) = &drift.held {
+                            report.held.push(app::dto::HeldChangeView {
+                                tool: tool.name.clone(),
+                                changes: held.changes.iter().map(|c| c.as_str().into()).collect(),
+                            });
+                        }
                         break;
                     }
                     let written = store::catalog::write_synced_if(

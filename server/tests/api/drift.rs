@@ -363,6 +363,27 @@ async fn the_tenants_drift_triage_decides_what_holds() {
         .await;
     let held = s.row_until(ECHO, |r| r.get("held").is_some()).await;
     assert_eq!(classes(&held), vec!["description", "urls_added"]);
+    // A later setting decides later changes: a hold waits for an admin, also through syncs.
+    let all = json!({"urls_added": "accept", "description": "accept"});
+    let (status, _) = s
+        .app
+        .rest(Method::PUT, &s.admin, "/catalog/drift", Some(&all))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let upstreams = s.app.get_json(&s.admin, "/upstreams").await;
+    let id = upstreams["upstreams"][0]["id"].as_str().unwrap().to_owned();
+    let report = s
+        .app
+        .post_empty(&s.admin, &format!("/upstreams/{id}:sync"))
+        .await;
+    assert_eq!(report["held"][0]["tool"], ECHO, "{report}");
+    let still = s.row_until(ECHO, |r| r.is_object()).await;
+    assert_eq!(
+        classes(&still),
+        vec!["description", "urls_added"],
+        "{still}"
+    );
+    assert!(!TestApp::tool_names(&s.list().await).contains(&ECHO.to_owned()));
 
     // A removal is held: the tool stays in the catalog, out of manifests, until accepted.
     s.mutate(json!({"remove": "big"})).await;
