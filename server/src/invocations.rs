@@ -550,32 +550,64 @@ async fn finish_drifted(
     journal: &Journal,
     row: &InvocationRow,
 ) -> Result<(), ServiceError> {
-    let decision = decision_receipt(store, row).await?;
-    let mut r = follow_up(&decision, ReceiptKind::Execution, &row.actor_id);
-    r.decision = Decision::Deny;
-    r.reason = ReasonCode::ManifestDrift;
-    let mut d = journal::disclosures();
-    d.insert_extra(
-        "detail",
-        Value::String("the tool changed (or is gone) since the call was parked".into()),
+    finish_denied(
+        store,
+        journal,
+        row,
+        &Denial {
+            kind: ReceiptKind::Execution,
+            reason: ReasonCode::ManifestDrift,
+            detail: Some("the tool changed (or is gone) since the call was parked"),
+            text: "The tool changed since this call was parked, so it was not run; call it again under a new grant.",
+            from: "ending",
+            to: "completed",
+        },
     )
-    .ok();
+    .await
+}
+
+/// How a waiting invocation ends without running: the signed follow-up receipt it gets and the
+/// status change that stores its result.
+struct Denial {
+    kind: ReceiptKind,
+    reason: ReasonCode,
+    /// Disclosed beside the receipt, when there is more to say than the reason.
+    detail: Option<&'static str>,
+    /// The tool result's text, for the caller and the approver.
+    text: &'static str,
+    from: &'static str,
+    to: &'static str,
+}
+
+/// Journals `denial`'s receipt for an invocation claimed as `denial.from`, then stores the
+/// denial as its result (an approval-kind receipt is also its approval receipt).
+async fn finish_denied(
+    store: &Store,
+    journal: &Journal,
+    row: &InvocationRow,
+    denial: &Denial,
+) -> Result<(), ServiceError> {
+    let decision = decision_receipt(store, row).await?;
+    let mut r = follow_up(&decision, denial.kind, &row.actor_id);
+    r.decision = Decision::Deny;
+    r.reason = denial.reason;
+    let mut d = journal::disclosures();
+    if let Some(detail) = denial.detail {
+        d.insert_extra("detail", Value::String(detail.into())).ok();
+    }
     d.insert_extra("invocation_id", Value::String(row.id.clone()))
         .ok();
     let signed = journal.append(r, &d).await?;
-    let result = execution::tool_result(
-        &signed,
-        true,
-        "The tool changed since this call was parked, so it was not run; call it again under a new grant.",
-        Map::new(),
-    );
+    let result = execution::tool_result(&signed, true, denial.text, Map::new());
     rows::transition(
         store,
         &row.tenant_id,
         &row.id,
-        "ending",
-        "completed",
+        denial.from,
+        denial.to,
         &Change {
+            approval_receipt_id: (denial.kind == ReceiptKind::Approval)
+                .then_some(signed.receipt_id.as_str()),
             result: Some(&result.to_string()),
             ..Change::default()
         },
@@ -606,34 +638,20 @@ async fn finish_expiry(
     journal: &Journal,
     row: &InvocationRow,
 ) -> Result<(), ServiceError> {
-    let decision = decision_receipt(store, row).await?;
-    let mut r = follow_up(&decision, ReceiptKind::Approval, &row.actor_id);
-    r.decision = Decision::Deny;
-    r.reason = ReasonCode::ApprovalExpired;
-    let mut d = journal::disclosures();
-    d.insert_extra("invocation_id", Value::String(row.id.clone()))
-        .ok();
-    let signed = journal.append(r, &d).await?;
-    let result = execution::tool_result(
-        &signed,
-        true,
-        "Nobody approved or confirmed this call in time; nothing ran.",
-        Map::new(),
-    );
-    rows::transition(
+    finish_denied(
         store,
-        &row.tenant_id,
-        &row.id,
-        "expiring",
-        "expired",
-        &Change {
-            approval_receipt_id: Some(&signed.receipt_id),
-            result: Some(&result.to_string()),
-            ..Change::default()
+        journal,
+        row,
+        &Denial {
+            kind: ReceiptKind::Approval,
+            reason: ReasonCode::ApprovalExpired,
+            detail: None,
+            text: "Nobody approved or confirmed this call in time; nothing ran.",
+            from: "expiring",
+            to: "expired",
         },
     )
-    .await?;
-    Ok(())
+    .await
 }
 
 /// Executes invocations that were released, expires those that waited too long, and takes up
