@@ -154,11 +154,17 @@ pub async fn call(
     path_session: Option<&str>,
     call: &ToolCall,
 ) -> Result<Value, ServiceError> {
-    let authorized = match authorize(cx, principal, path_session, call).await? {
+    let started = std::time::Instant::now();
+    let authorized = authorize(cx, principal, path_session, call).await;
+    crate::metrics::stage("decide", started);
+    let authorized = match authorized? {
         Stage::Answered(answer) => return Ok(answer),
         Stage::Next(a) => a,
     };
-    let decision_receipt = match record_decision(cx, &authorized).await? {
+    let started = std::time::Instant::now();
+    let recorded = record_decision(cx, &authorized).await;
+    crate::metrics::stage("journal", started);
+    let decision_receipt = match recorded? {
         Stage::Answered(answer) => return Ok(answer),
         Stage::Next(receipt) => receipt,
     };

@@ -375,6 +375,10 @@ struct ServeArgs {
     /// Serve the latest checkpoints without a token.
     #[arg(long, env = "APERTURE_PUBLIC_CHECKPOINTS", value_parser = boolish())]
     public_checkpoints: bool,
+    /// The bearer token `GET /metrics` answers (the operator's Prometheus, never a tenant);
+    /// without it `/metrics` is off. At least 16 characters.
+    #[arg(long, env = "APERTURE_METRICS_TOKEN", hide_env_values = true)]
+    metrics_token: Option<String>,
     /// Where people and clients reach this server (`https://gateway.example`); its origin is
     /// the one browsers may call `/mcp` from. Default: the listen address over http.
     #[arg(long, env = "APERTURE_PUBLIC_URL")]
@@ -714,6 +718,17 @@ async fn serve(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<()> {
     config.checkpoint_dir = global.checkpoint_dir();
     config.log_origin_host = args.log_origin_host;
     config.public_checkpoints = args.public_checkpoints;
+    config.metrics_token = match args.metrics_token.map(|t| t.trim().to_owned()) {
+        Some(t) if t.is_empty() => None,
+        Some(t) => {
+            anyhow::ensure!(
+                t.len() >= 16,
+                "APERTURE_METRICS_TOKEN must be at least 16 characters (it guards every tenant's metrics)"
+            );
+            Some(t)
+        }
+        None => None,
+    };
     if let Some(url) = &args.public_url {
         anyhow::ensure!(
             crate::config::origin_of(url).is_some(),

@@ -71,6 +71,9 @@ pub struct Config {
     /// Whether this node makes signed checkpoints of the journal's trees (always, in `serve`;
     /// the gateway benchmark turns it off to measure what checkpoints cost).
     pub checkpointer: bool,
+    /// `APERTURE_METRICS_TOKEN`: the bearer token `GET /metrics` answers (the operator's, not a
+    /// tenant's); without it the endpoint is off and nothing is recorded.
+    pub metrics_token: Option<String>,
 }
 
 /// Which spend gate checks `max_cost_cents`.
@@ -170,6 +173,7 @@ impl Config {
             secrets_key: None,
             checkpointer: true,
             public_checkpoints: false,
+            metrics_token: None,
         }
     }
 }

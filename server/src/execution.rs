@@ -255,13 +255,27 @@ pub async fn execute(
                 .max_duration_millis
                 .and_then(|m| u64::try_from(m).ok())
                 .map_or(DEFAULT_DEADLINE, Duration::from_millis);
-            match cx.upstreams.connection(cx.store, cx.journal, upstream).await {
+            let started = std::time::Instant::now();
+            let called = match cx.upstreams.connection(cx.store, cx.journal, upstream).await {
                 Err(e) => Err((ReasonCode::UpstreamError, e.to_string())),
-                Ok(conn) => match conn
+                Ok(conn) => conn
                     .call_tool(raw, bound.upstream_arguments(), deadline)
                     .await
-                {
-                    Err(e) => Err((reason_of(e.reason_code()), e.to_string())),
+                    .map_err(|e| (reason_of(e.reason_code()), e.to_string())),
+            };
+            let label = match &called {
+                Ok(_) => "ok",
+                Err((reason, _)) => reason.as_str(),
+            };
+            crate::metrics::upstream_call(
+                &upstream.tenant_id,
+                &upstream.name,
+                label,
+                started.elapsed(),
+            );
+            crate::metrics::stage("upstream", started);
+            match called {
+                    Err(e) => Err(e),
                     Ok(result) => {
                         let cap = bound
                             .limits
@@ -272,7 +286,6 @@ pub async fn execute(
                             Ok(_) => Ok(result),
                         }
                     }
-                },
             }
         }
     };
@@ -332,7 +345,10 @@ async fn record_execution(
     let mut meta = Map::new();
     // One copy of the receipt per execution, made by the journal for its writer (as `record`
     // does); a receipt neither journal nor spool took comes back to be signed unrecorded.
-    match journal.append_or_spool(r, d).await {
+    let started = std::time::Instant::now();
+    let recorded = journal.append_or_spool(r, d).await;
+    crate::metrics::stage("journal", started);
+    match recorded {
         journal::Recorded::Journaled(signed) => {
             meta.insert(
                 "receipt".into(),

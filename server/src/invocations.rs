@@ -12,6 +12,7 @@
 //! approvers, workers or nodes produce one outcome.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use engine::decision::BoundCall;
@@ -664,6 +665,24 @@ pub struct Worker {
     validators: Arc<engine::narrow::ValidatorCache>,
     wake: Arc<Notify>,
     parked_expiry: Duration,
+    /// Set when the server stops: the worker finishes what it runs and claims nothing more.
+    stopping: Arc<AtomicBool>,
+}
+
+/// Stops a [`Worker`] between invocations ([`Worker::stopper`]).
+#[derive(Clone)]
+pub struct WorkerStop {
+    stopping: Arc<AtomicBool>,
+    wake: Arc<Notify>,
+}
+
+impl WorkerStop {
+    /// The worker claims no further invocation; [`Worker::run`] returns once the one it runs
+    /// (if any) has its outcome recorded.
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        self.wake.notify_one();
+    }
 }
 
 impl Worker {
@@ -683,12 +702,22 @@ impl Worker {
             validators,
             wake,
             parked_expiry,
+            stopping: Arc::new(AtomicBool::new(false)),
         }
     }
 
-    /// Runs until the task is dropped: a pass when woken, and at least once a second.
+    /// What stops this worker gracefully.
+    pub fn stopper(&self) -> WorkerStop {
+        WorkerStop {
+            stopping: self.stopping.clone(),
+            wake: self.wake.clone(),
+        }
+    }
+
+    /// Runs until stopped ([`Worker::stopper`]) or dropped: a pass when woken, and at least
+    /// once a second.
     pub async fn run(self) {
-        loop {
+        while !self.stopping.load(Ordering::SeqCst) {
             if let Err(e) = self.pass().await {
                 tracing::warn!(error = %e, "invocation worker pass failed; retrying");
             }
@@ -716,6 +745,9 @@ impl Worker {
         // Released: run each exactly once (only the process that claimed it runs it). One claim
         // at a time, so a claimed row is never waiting without its runner's heartbeat.
         for _ in 0..32 {
+            if self.stopping.load(Ordering::SeqCst) {
+                break;
+            }
             let Some(row) = rows::claim_approved(&self.store, 1).await?.pop() else {
                 break;
             };

@@ -39,6 +39,7 @@ pub mod journal;
 pub mod keys;
 pub mod listener;
 pub mod mcp;
+pub mod metrics;
 pub mod policies;
 pub mod receipts;
 pub mod secrets;

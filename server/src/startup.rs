@@ -56,6 +56,10 @@ impl Application {
     /// Connects to and migrates the database, creates the default tenant (and the bootstrap
     /// admin when asked), and binds the listener.
     pub async fn build(config: Config) -> anyhow::Result<Self> {
+        // Metrics are recorded only where someone may read them.
+        if config.metrics_token.is_some() {
+            crate::metrics::install();
+        }
         let store = Store::connect_with(&config.database_url, config.durability).await?;
         store.migrate().await?;
         let concurrency = std::thread::available_parallelism()
@@ -188,6 +192,7 @@ impl Application {
         let sessions = DbSessionStore::new(self.store.clone());
         let store = self.store.clone();
         let journal = self.state.journal.clone();
+        let draining = self.state.journal.clone();
         let cleanup = tokio::spawn(async move {
             let mut every = tokio::time::interval(Duration::from_secs(60));
             loop {
@@ -215,7 +220,8 @@ impl Application {
             }
         });
         // Released, expired and interrupted invocations are handled here, with no request.
-        let worker = tokio::spawn(self.worker.run());
+        let stop_worker = self.worker.stopper();
+        let mut worker = tokio::spawn(self.worker.run());
         let chain = tokio::spawn(self.chain.run());
         let checkpoints = self
             .state
@@ -245,10 +251,24 @@ impl Application {
             self.router
                 .into_make_service_with_connect_info::<std::net::SocketAddr>(),
         )
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(async {
+            shutdown_signal().await;
+            crate::metrics::draining();
+            tracing::info!("stopping: no new requests; answering the ones in flight");
+        })
         .await;
+        // Draining: the listener is closed and every request taken was answered. The worker
+        // finishes the invocation it runs (another node takes over what it cannot finish in
+        // time: its heartbeat stops), then what the journal still holds is committed.
+        stop_worker.stop();
+        if tokio::time::timeout(DRAIN_WORKER, &mut worker)
+            .await
+            .is_err()
+        {
+            tracing::warn!("the invocation worker did not finish in time; stopping it");
+            worker.abort();
+        }
         cleanup.abort();
-        worker.abort();
         chain.abort();
         resumer.abort();
         if let Some(checkpointer) = checkpointer {
@@ -256,6 +276,9 @@ impl Application {
         }
         if let Some(spool) = spool {
             spool.abort();
+        }
+        if !draining.settle(DRAIN_JOURNAL).await {
+            tracing::warn!("the journal writer did not answer every record before stopping");
         }
         // The last records get their checkpoint before the server stops.
         if let Some(checkpoints) = checkpoints
@@ -266,6 +289,11 @@ impl Application {
         served.context("serving HTTP")
     }
 }
+
+/// How long a stopping node lets its invocation worker finish the invocation it runs.
+const DRAIN_WORKER: Duration = Duration::from_secs(20);
+/// How long a stopping node waits for the journal writer to answer what it holds.
+const DRAIN_JOURNAL: Duration = Duration::from_secs(10);
 
 /// The whole HTTP surface: REST API, dashboard (pages, server functions, static files).
 pub fn router(state: AppState) -> Router {
@@ -286,6 +314,7 @@ pub fn router(state: AppState) -> Router {
     let dashboard_and_api = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
+        .route("/metrics", get(crate::metrics::serve))
         .route("/.well-known/aperture/keys", get(api::receipts::keys))
         .route(
             "/.well-known/aperture/checkpoints/{tenant}",

@@ -122,6 +122,7 @@ pub async fn sign_in(
         store::users::sign_in_failures(store, tenant, username, client, now - FAILURE_WINDOW_MS)
             .await?;
     if failures.pair >= MAX_FAILURES_PER_ADDRESS {
+        crate::metrics::sign_in_failure("throttled");
         return Err(AppError::new(
             ErrorCode::TooManyRequests,
             "too many failed sign-ins at this account from your address; try again later \
@@ -138,6 +139,7 @@ pub async fn sign_in(
     )
     .await?
     {
+        crate::metrics::sign_in_failure("throttled");
         return Err(AppError::new(
             ErrorCode::TooManyRequests,
             format!(
@@ -156,6 +158,7 @@ pub async fn sign_in(
         .await?;
     let known = user.is_some();
     let Some(user) = user.filter(|_| ok) else {
+        crate::metrics::sign_in_failure("wrong_credentials");
         store::users::record_sign_in_failure(
             store,
             tenant,

@@ -144,8 +144,22 @@ impl Writer {
             }
             let started = std::time::Instant::now();
             let pending = std::mem::take(&mut batch);
+            metrics::histogram!("aperture_journal_batch_records").record(pending.len() as f64);
             let (replies, results) = self.commit(pending, &mut own).await;
+            metrics::histogram!("aperture_journal_commit_seconds")
+                .record(started.elapsed().as_secs_f64());
+            // Stale records are decided again, not lost.
+            if results
+                .iter()
+                .any(|r| r.as_ref().is_err_and(|e| !matches!(e, JournalError::Stale)))
+            {
+                metrics::counter!("aperture_journal_commit_failures_total").increment(1);
+            }
             for (reply, result) in replies.into_iter().zip(results) {
+                if let Ok(receipt) = &result {
+                    crate::metrics::receipt(receipt, true);
+                }
+                self.stats.unanswered.fetch_sub(1, Ordering::Relaxed);
                 // A caller that stopped waiting lost nothing: its record is committed or not.
                 let _ = reply.send(result);
             }
@@ -476,6 +490,8 @@ struct Stats {
     grown: tokio::sync::Notify,
     /// Committed records' leaves, kept for the checkpointer.
     leaves: Leaves,
+    /// Appends handed to the writer and not yet answered (queued or in its batch).
+    unanswered: AtomicU64,
 }
 
 /// Most leaves kept for the checkpointer; past it, it reads the rest from the journal.
@@ -691,12 +707,30 @@ impl Journal {
         }
     }
 
-    /// What this journal's writer has done so far.
     /// Whether the writer task still takes records (it ends only when it fails for good).
     pub fn writer_alive(&self) -> bool {
         !self.queue.is_closed()
     }
 
+    /// Waits until every append handed to the writer so far is committed or refused (the
+    /// server's drain at shutdown), at most `within`; whether it got there.
+    pub async fn settle(&self, within: std::time::Duration) -> bool {
+        let until = std::time::Instant::now() + within;
+        while self.stats.unanswered.load(Ordering::Relaxed) > 0 {
+            if std::time::Instant::now() >= until || !self.writer_alive() {
+                return false;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+        true
+    }
+
+    /// Appends waiting for the writer (`/metrics`).
+    pub fn queue_depth(&self) -> usize {
+        self.queue.max_capacity() - self.queue.capacity()
+    }
+
+    /// What this journal's writer has done so far.
     pub fn stats(&self) -> WriterStats {
         let micros = |a: &AtomicU64| std::time::Duration::from_micros(a.load(Ordering::Relaxed));
         WriterStats {
@@ -790,15 +824,20 @@ impl Journal {
         let (disclosures_json, digest) = receipt::disclosures_canonical(disclosures)?;
         unsigned.disclosures_digest = digest;
         let (reply, answer) = oneshot::channel();
-        self.queue
+        self.stats.unanswered.fetch_add(1, Ordering::Relaxed);
+        let sent = self
+            .queue
             .send(Pending {
                 unsigned,
                 disclosures: disclosures_json,
                 decided_at,
                 reply,
             })
-            .await
-            .map_err(|_| JournalError::Stopped)?;
+            .await;
+        if sent.is_err() {
+            self.stats.unanswered.fetch_sub(1, Ordering::Relaxed);
+            return Err(JournalError::Stopped);
+        }
         answer.await.map_err(|_| JournalError::Stopped)?
     }
 
@@ -813,7 +852,9 @@ impl Journal {
         unsigned.seq = None;
         unsigned.prev_hash = None;
         unsigned.disclosures_digest = receipt::disclosures_digest(disclosures)?;
-        Ok(receipt::sign_receipt(unsigned, self.keys.signer())?)
+        let signed = receipt::sign_receipt(unsigned, self.keys.signer())?;
+        crate::metrics::receipt(&signed, false);
+        Ok(signed)
     }
 }
 

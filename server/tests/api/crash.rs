@@ -680,3 +680,257 @@ async fn an_executed_call_s_receipt_waits_in_the_spool_until_the_journal_records
         String::from_utf8_lossy(&verified.stdout)
     );
 }
+
+/// Issue 26: "A `SIGTERM` drains: no new calls, in-flight calls answered, the journal queue
+/// committed, then exit (tested: a burst with a `SIGTERM` in the middle loses no receipt a
+/// client received)." A slow call is in flight when the signal arrives and still gets its
+/// result; the burst's later calls find the node closed; the process exits cleanly; started
+/// again, every receipt a client got is in the journal and the journal verifies.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_answers_calls_in_flight_and_loses_no_receipt() {
+    let db = TestDb::new(Db::Sqlite).await.unwrap();
+    assert!(aperture(&db, &["migrate"], None).status.success());
+    let admin = token(&db, "ops", scope::ADMIN);
+    let agent = token(&db, "agent", scope::RUN);
+    add_fixture_upstream(&db, &[]);
+    let (mut server, url) = serve(&db).await;
+    let api = format!("{url}{}", aperture::api::PREFIX);
+    let client = reqwest::Client::new();
+    for tool in ["mcp__fixture__echo", "mcp__fixture__slow"] {
+        describe_read(&client, &api, &admin, tool).await;
+    }
+    let session: Value = client
+        .post(format!("{api}/sessions"))
+        .bearer_auth(&agent)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let m = &session["_meta"];
+    let meta_of = |tool: &str| {
+        let listed = session["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == tool)
+            .unwrap_or_else(|| panic!("{tool} listed: {session}"));
+        json!({
+            "session_id": m["session_id"], "manifest_id": m["manifest_id"], "lease_id": m["lease_id"],
+            "tool_version": listed["_meta"]["toolVersion"],
+            "expected_schema_hash": listed["_meta"]["schemaHash"]
+        })
+    };
+    let calls = format!("{api}/sessions/{}/calls", m["session_id"].as_str().unwrap());
+
+    // In flight when the signal arrives: takes 1.5 s at the upstream.
+    let slow = {
+        let (client, calls, agent) = (reqwest::Client::new(), calls.clone(), agent.clone());
+        let body = json!({"name": "mcp__fixture__slow", "arguments": {"millis": 1500}, "_meta": meta_of("mcp__fixture__slow")});
+        tokio::spawn(async move {
+            client
+                .post(&calls)
+                .bearer_auth(&agent)
+                .json(&body)
+                .send()
+                .await
+                .expect("a call in flight is answered")
+                .json::<Value>()
+                .await
+                .expect("its result")
+        })
+    };
+    let answered = Arc::new(AtomicUsize::new(0));
+    let mut clients = tokio::task::JoinSet::new();
+    let echo = meta_of("mcp__fixture__echo");
+    for c in 0..16 {
+        let (client, calls, agent, meta, answered) = (
+            client.clone(),
+            calls.clone(),
+            agent.clone(),
+            echo.clone(),
+            answered.clone(),
+        );
+        clients.spawn(async move {
+            let mut received = Vec::new();
+            for n in 0..400 {
+                let body = json!({"name": "mcp__fixture__echo", "arguments": {"text": format!("{c}-{n}")}, "_meta": meta});
+                let Ok(response) = client.post(&calls).bearer_auth(&agent).json(&body).send().await
+                else {
+                    return (received, true);
+                };
+                let Ok(result) = response.json::<Value>().await else {
+                    return (received, true);
+                };
+                answered.fetch_add(1, Ordering::SeqCst);
+                received.push(result["_meta"]["receipt"].clone());
+            }
+            (received, false)
+        });
+    }
+    while answered.load(Ordering::SeqCst) < 60 {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    let term = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let exited = tokio::task::spawn_blocking(move || {
+        let started = std::time::Instant::now();
+        loop {
+            if let Some(status) = server.try_wait().unwrap() {
+                return Some(status);
+            }
+            if started.elapsed() > std::time::Duration::from_secs(60) {
+                server.kill().ok();
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    })
+    .await
+    .unwrap();
+    let status = exited.expect("the node stops within a minute of SIGTERM");
+    assert!(status.success(), "a drained node exits cleanly: {status}");
+
+    let slow = slow.await.unwrap();
+    assert_eq!(slow["_meta"]["receipt"]["reason"], "ok", "{slow}");
+    assert_eq!(slow["content"][0]["text"], "done", "{slow}");
+    let mut received = vec![slow["_meta"]["receipt"].clone()];
+    let mut cut_off = 0;
+    for (r, interrupted) in clients.join_all().await {
+        received.extend(r);
+        cut_off += usize::from(interrupted);
+    }
+    assert!(cut_off > 0, "calls after the signal found the node closed");
+    assert!(
+        received.iter().all(|r| r["reason"] == "ok"),
+        "every answer a client got is a whole, allowed call"
+    );
+
+    let (mut server, url) = serve(&db).await;
+    let api = format!("{url}{}", aperture::api::PREFIX);
+    for receipt in &received {
+        let id = receipt["receipt_id"].as_str().unwrap();
+        let stored = client
+            .get(format!("{api}/receipts/{id}"))
+            .bearer_auth(&admin)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(stored.status(), StatusCode::OK, "{id} lost");
+        let stored: Value = stored.json().await.unwrap();
+        assert_eq!(&stored["receipt"], receipt, "{id} changed");
+    }
+    let verify = aperture(&db, &["journal", "verify"], None);
+    assert!(
+        verify.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&verify.stdout),
+        String::from_utf8_lossy(&verify.stderr)
+    );
+    server.kill().unwrap();
+    let _ = server.wait();
+}
+
+/// The drain covers work a node does without a request: an approved invocation the worker is
+/// running when `SIGTERM` arrives is finished and its outcome recorded before the node exits,
+/// not left `running` to end as interrupted after the next start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_lets_the_worker_finish_the_invocation_it_runs() {
+    let db = TestDb::new(Db::Sqlite).await.unwrap();
+    assert!(aperture(&db, &["migrate"], None).status.success());
+    let admin = token(&db, "ops", scope::ADMIN);
+    let agent = token(&db, "agent", scope::RUN);
+    let approver = token(&db, "alice", scope::APPROVE);
+    let log = db.data_dir().join("upstream-calls.log");
+    add_fixture_upstream(&db, &["--call-log".to_owned(), log.display().to_string()]);
+    let (mut server, url) = serve(&db).await;
+    let api = format!("{url}{}", aperture::api::PREFIX);
+    let client = reqwest::Client::new();
+    let described = client
+        .put(format!("{api}/tools/mcp__fixture__slow"))
+        .bearer_auth(&admin)
+        .json(&json!({"risk": ["write"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(described.status(), StatusCode::OK);
+    let policy = json!({"rules": [{"id": "approve-slow", "match": {"name": "mcp__fixture__slow"},
+        "mode": "approval_required", "invocation": {"max_duration_millis": 10000}}]});
+    activate(&client, &api, &admin, "p", &policy).await;
+    let (meta, calls) = grant(&client, &api, &agent, "mcp__fixture__slow").await;
+    let parked: Value = client
+        .post(&calls)
+        .bearer_auth(&agent)
+        .json(&json!({"name": "mcp__fixture__slow", "arguments": {"millis": 2000}, "_meta": meta}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let id = parked["_meta"]["invocation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let view: Value = client
+        .get(format!("{api}/invocations/{id}"))
+        .bearer_auth(&approver)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let approved = client
+        .post(format!("{api}/invocations/{id}:approve"))
+        .bearer_auth(&approver)
+        .json(&json!({"args_hash": view["args_hash"], "definition_hash": view["definition_hash"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(approved.status(), StatusCode::OK);
+    // Running at the upstream now.
+    let line = format!("slow {}", json!({"millis": 2000}));
+    for _ in 0..400 {
+        if std::fs::read_to_string(&log).is_ok_and(|l| l.lines().any(|l| l == line)) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    let term = Command::new("kill")
+        .args(["-TERM", &server.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let status = tokio::task::spawn_blocking(move || server.wait().unwrap())
+        .await
+        .unwrap();
+    assert!(status.success(), "{status}");
+
+    // Started again: already completed, by the node that ran it.
+    let (mut server, url) = serve(&db).await;
+    let api = format!("{url}{}", aperture::api::PREFIX);
+    let view: Value = client
+        .get(format!("{api}/invocations/{id}"))
+        .bearer_auth(&approver)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(view["status"], "completed", "{view}");
+    assert_eq!(view["result"]["_meta"]["receipt"]["reason"], "ok", "{view}");
+    let runs = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter(|l| *l == line)
+        .count();
+    assert_eq!(runs, 1);
+    server.kill().unwrap();
+    let _ = server.wait();
+}

@@ -2,8 +2,9 @@
 
 use std::process::Stdio;
 
+use engine::scope;
 use reqwest::StatusCode;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::helpers::{Db, TestApp, TestDb};
 
@@ -91,4 +92,240 @@ async fn json_logs_are_one_object_per_line() {
         assert!(entry["message"].is_string(), "{line}");
         assert!(entry["timestamp"].is_string(), "{line}");
     }
+}
+
+/// The operator's metrics token in the tests.
+const METRICS_TOKEN: &str = "operator-metrics-token-0123456789";
+
+/// The samples of Prometheus text `body` named `name` whose labels include every `(key,
+/// value)` of `labels`, summed; `None` when there is none.
+fn sample(body: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
+    let mut found = None;
+    for line in body.lines().filter(|l| !l.starts_with('#')) {
+        let Some((series, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let (series_name, series_labels) = match series.split_once('{') {
+            Some((n, rest)) => (n, rest.trim_end_matches('}')),
+            None => (series, ""),
+        };
+        if series_name != name {
+            continue;
+        }
+        let has = |k: &str, v: &str| {
+            series_labels
+                .split(',')
+                .any(|pair| pair == format!("{k}=\"{v}\""))
+        };
+        if labels.iter().all(|(k, v)| has(k, v)) {
+            *found.get_or_insert(0.0) += value.parse::<f64>().unwrap();
+        }
+    }
+    found
+}
+
+/// `GET /metrics`: off without `APERTURE_METRICS_TOKEN`; with it, only that token as a bearer
+/// token opens it (a tenant admin's API token does not: the metrics are every tenant's); the
+/// body is Prometheus text with calls by decision and reason, the call's stages, the journal's
+/// batches and commits, upstream calls by upstream and outcome, parked calls waiting and the
+/// oldest one's age, the chain verifier's status and failed sign-ins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_answer_only_the_operator_and_count_what_happened() {
+    // Off by default: nothing is recorded and nothing is served.
+    let off = TestApp::spawn().await;
+    let response = off
+        .client
+        .get(off.url("/metrics"))
+        .bearer_auth(METRICS_TOKEN)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+
+    let app = TestApp::spawn_with(Db::Sqlite, |c| {
+        c.metrics_token = Some(METRICS_TOKEN.into());
+    })
+    .await
+    .unwrap();
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &["mcp__fixture__echo", "mcp__fixture__stats"])
+        .await;
+    app.activate_policy(
+        &admin,
+        "p",
+        json!({"rules": [
+            {"id": "park-echo", "match": {"name": "mcp__fixture__echo"}, "mode": "approval_required"},
+            {"id": "reads", "match": {"risk_exactly": ["read"]}, "mode": "allow"}
+        ]}),
+    )
+    .await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let list = app.mcp_list(&agent, json!({})).await;
+    let ran = app
+        .mcp_call(&agent, &list, "mcp__fixture__stats", json!({}), json!({}))
+        .await;
+    assert_eq!(ran["_meta"]["receipt"]["reason"], "ok", "{ran}");
+    let parked = app
+        .mcp_call(
+            &agent,
+            &list,
+            "mcp__fixture__echo",
+            json!({"text": "hi"}),
+            json!({}),
+        )
+        .await;
+    assert_eq!(parked["_meta"]["status"], "input_required", "{parked}");
+    let refused = app
+        .mcp_call(
+            &agent,
+            &list,
+            "mcp__fixture__stats",
+            json!({}),
+            json!({"tool_version": "99"}),
+        )
+        .await;
+    assert_eq!(
+        refused["_meta"]["receipt"]["reason"], "tool_version_mismatch",
+        "{refused}"
+    );
+    let failed = app.sign_in(&app.browser, "admin", "not-the-password").await;
+    assert_eq!(failed.status(), StatusCode::UNAUTHORIZED);
+
+    // Whoever is not the operator is refused: no token, a tenant admin's token, a wrong one.
+    for token in [
+        None,
+        Some(admin.as_str()),
+        Some("operator-metrics-token-wrong"),
+    ] {
+        let mut request = app.client.get(app.url("/metrics"));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        let response = request.send().await.unwrap();
+        assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "{token:?}");
+        assert!(response.headers().contains_key("www-authenticate"));
+        let body = response.text().await.unwrap();
+        assert!(!body.contains("aperture_calls_total"), "{body}");
+    }
+
+    // The background verifier's first pass runs at start-up; wait for its gauge.
+    let mut body = String::new();
+    for _ in 0..200 {
+        let response = app
+            .client
+            .get(app.url("/metrics"))
+            .bearer_auth(METRICS_TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::OK);
+        assert!(
+            response.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/plain"),
+        );
+        body = response.text().await.unwrap();
+        if sample(
+            &body,
+            "aperture_journal_chain_verified",
+            &[("tenant", "default")],
+        )
+        .is_some()
+        {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let at_least = |name: &str, labels: &[(&str, &str)], n: f64| {
+        let value = sample(&body, name, labels).unwrap_or(0.0);
+        assert!(
+            value >= n,
+            "{name}{labels:?} = {value}, expected ≥ {n}:\n{body}"
+        );
+    };
+    at_least(
+        "aperture_calls_total",
+        &[("decision", "allow"), ("reason", "ok")],
+        1.0,
+    );
+    at_least("aperture_calls_total", &[("decision", "park")], 1.0);
+    at_least(
+        "aperture_calls_total",
+        &[("decision", "deny"), ("reason", "tool_version_mismatch")],
+        1.0,
+    );
+    at_least(
+        "aperture_executions_total",
+        &[("decision", "allow"), ("reason", "ok")],
+        1.0,
+    );
+    for stage in ["decide", "journal", "upstream"] {
+        at_least(
+            "aperture_call_stage_seconds_count",
+            &[("stage", stage)],
+            1.0,
+        );
+    }
+    at_least(
+        "aperture_call_stage_seconds_bucket",
+        &[("stage", "decide"), ("le", "+Inf")],
+        3.0,
+    );
+    at_least("aperture_journal_batch_records_count", &[], 1.0);
+    at_least("aperture_journal_commit_seconds_count", &[], 1.0);
+    assert!(
+        sample(&body, "aperture_journal_queue_depth", &[]).is_some(),
+        "{body}"
+    );
+    at_least(
+        "aperture_upstream_calls_total",
+        &[
+            ("tenant", "default"),
+            ("upstream", "fixture"),
+            ("outcome", "ok"),
+        ],
+        1.0,
+    );
+    at_least(
+        "aperture_upstream_call_seconds_count",
+        &[("tenant", "default"), ("upstream", "fixture")],
+        1.0,
+    );
+    // Read from this node's database when asked: exactly the one parked call.
+    assert_eq!(
+        sample(
+            &body,
+            "aperture_invocations_waiting",
+            &[("status", "parked")]
+        ),
+        Some(1.0),
+        "{body}"
+    );
+    assert!(
+        sample(
+            &body,
+            "aperture_invocations_oldest_waiting_seconds",
+            &[("status", "parked")]
+        )
+        .is_some_and(|age| (0.0..600.0).contains(&age)),
+        "{body}"
+    );
+    assert_eq!(
+        sample(
+            &body,
+            "aperture_journal_chain_verified",
+            &[("tenant", "default")]
+        ),
+        Some(1.0),
+        "{body}"
+    );
+    at_least(
+        "aperture_sign_in_failures_total",
+        &[("reason", "wrong_credentials")],
+        1.0,
+    );
+    // Never an argument value or a secret.
+    assert!(!body.contains("hi\""), "{body}");
+    assert!(!body.contains(&agent), "{body}");
 }
