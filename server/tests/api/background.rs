@@ -22,7 +22,7 @@ const SLOW: &str = "mcp__fixture__slow";
 const RESTRICTED: &str = "was not executed: fork_tools restricts this fork";
 
 /// The arguments of an `agent` call starting a background fork.
-fn background_fork(prompt: &str, fork_tools: Option<&[&str]>) -> String {
+pub(crate) fn background_fork(prompt: &str, fork_tools: Option<&[&str]>) -> String {
     let mut call = json!({"subagent_type": "fork", "prompt": prompt, "run_in_background": true});
     if let Some(tools) = fork_tools {
         call["fork_tools"] = json!(tools);
@@ -31,11 +31,16 @@ fn background_fork(prompt: &str, fork_tools: Option<&[&str]>) -> String {
 }
 
 /// A model answer that never comes in time (the server is killed while waiting for it).
-fn hang() -> Step {
+pub(crate) fn hang() -> Step {
     Step::Delay(Duration::from_secs(600), Box::new(Step::text("too late")))
 }
 
-async fn post(client: &Client, url: &str, token: &str, body: Value) -> (StatusCode, Value) {
+pub(crate) async fn post(
+    client: &Client,
+    url: &str,
+    token: &str,
+    body: Value,
+) -> (StatusCode, Value) {
     let response = client
         .post(url)
         .bearer_auth(token)
@@ -47,7 +52,7 @@ async fn post(client: &Client, url: &str, token: &str, body: Value) -> (StatusCo
     (status, response.json().await.unwrap_or(Value::Null))
 }
 
-async fn get(client: &Client, url: &str, token: &str) -> Value {
+pub(crate) async fn get(client: &Client, url: &str, token: &str) -> Value {
     let response = client.get(url).bearer_auth(token).send().await.unwrap();
     assert_eq!(response.status(), StatusCode::OK, "{url}");
     response.json().await.unwrap()
@@ -83,7 +88,7 @@ fn answers(agent: &Value) -> Vec<(String, String)> {
 }
 
 /// The ids of the sub-agents a turn's `agent` calls started, in call order.
-fn started(turned: &Value) -> Vec<String> {
+pub(crate) fn started(turned: &Value) -> Vec<String> {
     turned["events"]
         .as_array()
         .unwrap()
@@ -102,7 +107,7 @@ fn started(turned: &Value) -> Vec<String> {
 }
 
 /// The requests the model got whose user messages contain `marker`.
-fn sent_with(model: &ScriptedModel, marker: &str) -> Vec<Value> {
+pub(crate) fn sent_with(model: &ScriptedModel, marker: &str) -> Vec<Value> {
     model
         .requests()
         .iter()

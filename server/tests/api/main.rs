@@ -15,6 +15,7 @@ mod background;
 mod bridge;
 mod calls;
 mod cli;
+mod cluster;
 mod connect;
 mod crash;
 mod decisions;
