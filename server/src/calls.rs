@@ -723,10 +723,20 @@ async fn bind_invocation(
             r.invocation_id = None;
             return replay(cx, &existing, bound, r, a.d.clone()).await.map(Some);
         }
+        // The approvals queue on every node hears of a call that waits for a person, the
+        // workers of one that waits for them.
+        let kind = match row.status.as_str() {
+            "input_required" | "staged" => Some("invocation.parked"),
+            "approved" => Some("invocation.queued"),
+            _ => None,
+        };
+        if let Some(kind) = kind {
+            crate::invocations::publish(cx.events, kind, &row, &row.status).await;
+        }
     }
     if let Some(deferred) = a.deferred {
         if bound.mode == Mode::AsyncJobOnly {
-            cx.invocation_wake.notify_one();
+            cx.events.worker().notify_one();
         }
         let receipt = serde_json::to_value(decision_receipt).unwrap_or(Value::Null);
         let mut result = crate::invocations::status_result(

@@ -302,7 +302,7 @@ impl Backend for DashboardBackend {
         let decided = invocations::decide(
             &self.state.store,
             &self.state.journal,
-            &self.state.invocation_wake,
+            &self.state.events,
             &p,
             id,
             action,

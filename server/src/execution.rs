@@ -37,8 +37,8 @@ pub struct CallContext<'a> {
     pub validators: &'a ValidatorCache,
     /// How long a parked invocation waits for an approver.
     pub parked_expiry: Duration,
-    /// Wakes the invocation worker (an async job was accepted).
-    pub invocation_wake: &'a tokio::sync::Notify,
+    /// Events to every node; wakes the invocation worker (an async job was accepted).
+    pub events: &'a crate::events::Bus,
     /// Rate buckets are counted by the shared limiter (`APERTURE_RATE_LIMITER=database`).
     pub rate_limiter: bool,
     /// `max_cost_cents` is checked against tool prices (`APERTURE_SPEND_GATE=catalog`).

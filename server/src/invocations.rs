@@ -249,7 +249,7 @@ pub enum Action {
 pub async fn decide(
     store: &Store,
     journal: &Journal,
-    worker: &Notify,
+    events: &crate::events::Bus,
     principal: &Principal,
     id: &str,
     action: Action,
@@ -427,12 +427,33 @@ pub async fn decide(
         )));
     }
     if approve {
-        worker.notify_one();
+        events.worker().notify_one();
     }
     let row = rows::find(store, &principal.tenant_id, id)
         .await?
         .ok_or_else(|| AppError::not_found("invocation"))?;
+    publish(events, "invocation.decided", &row, &row.status).await;
     Ok(view(&row))
+}
+
+/// Tells every node that invocation `row` changed (now `status`): the approvals queue's live
+/// view and the workers. Ids, tool, mode and who decided; never arguments.
+pub(crate) async fn publish(
+    events: &crate::events::Bus,
+    kind: &str,
+    row: &InvocationRow,
+    status: &str,
+) {
+    let data = json!({
+        "tool": row.tool,
+        "status": status,
+        "mode": row.mode,
+        "session_id": row.session_id,
+        "decided_by": row.decided_by,
+    });
+    events
+        .publish(&row.tenant_id, kind, &row.id, &row.actor_id, data)
+        .await;
 }
 
 /// The stored tool result of a rejection: the approver's comment, if any, reaches the caller
@@ -663,6 +684,7 @@ pub struct Worker {
     journal: Journal,
     upstreams: Arc<Upstreams>,
     validators: Arc<engine::narrow::ValidatorCache>,
+    events: Arc<crate::events::Bus>,
     wake: Arc<Notify>,
     parked_expiry: Duration,
     /// Set when the server stops: the worker finishes what it runs and claims nothing more.
@@ -686,13 +708,14 @@ impl WorkerStop {
 }
 
 impl Worker {
-    /// A worker over the server's parts; `wake` is notified when an approval lands.
+    /// A worker over the server's parts; it is woken through `events` when an invocation is
+    /// released on any node.
     pub fn new(
         store: Store,
         journal: Journal,
         upstreams: Arc<Upstreams>,
         validators: Arc<engine::narrow::ValidatorCache>,
-        wake: Arc<Notify>,
+        events: Arc<crate::events::Bus>,
         parked_expiry: Duration,
     ) -> Self {
         Self {
@@ -700,7 +723,8 @@ impl Worker {
             journal,
             upstreams,
             validators,
-            wake,
+            wake: events.worker().clone(),
+            events,
             parked_expiry,
             stopping: Arc::new(AtomicBool::new(false)),
         }
@@ -763,6 +787,9 @@ impl Worker {
             let done = expire(&self.store, &self.journal, &row)
                 .await
                 .map(|()| true);
+            if done.is_ok() {
+                publish(&self.events, "invocation.expired", &row, "expired").await;
+            }
             tally("expiry", &row, done);
         }
         // Left behind by a process that stopped mid-way.
@@ -868,6 +895,7 @@ impl Worker {
             },
         )
         .await?;
+        publish(&self.events, "invocation.completed", row, "completed").await;
         Ok(())
     }
 
@@ -881,7 +909,7 @@ impl Worker {
             upstreams: &self.upstreams,
             validators: &self.validators,
             parked_expiry: self.parked_expiry,
-            invocation_wake: &self.wake,
+            events: &self.events,
             // Released invocations were counted and priced when they were authorized.
             rate_limiter: false,
             spend_gate: false,
@@ -939,6 +967,7 @@ impl Worker {
             },
         )
         .await?;
+        publish(&self.events, "invocation.completed", row, "completed").await;
         Ok(())
     }
 

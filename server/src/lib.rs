@@ -29,6 +29,7 @@ pub mod cli;
 pub mod config;
 pub mod dashboard;
 pub mod error;
+pub mod events;
 pub mod evidence;
 pub mod execution;
 pub mod exposure;

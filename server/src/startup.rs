@@ -140,7 +140,8 @@ impl Application {
             upstreams: upstreams.clone(),
             config: Arc::new(config),
             leptos_options,
-            invocation_wake: Arc::new(tokio::sync::Notify::new()),
+            draining: tokio::sync::watch::Sender::new(false),
+            events: crate::events::Bus::new(store.clone(), Arc::new(tokio::sync::Notify::new())),
             chain: crate::journal::watch::ChainWatch::new(store.clone()),
             checkpoints,
             model: match &config_model {
@@ -158,7 +159,7 @@ impl Application {
             state.journal.clone(),
             state.upstreams.clone(),
             state.validators.clone(),
-            state.invocation_wake.clone(),
+            state.events.clone(),
             state.config.parked_expiry,
         );
         Ok(Self {
@@ -192,7 +193,8 @@ impl Application {
         let sessions = DbSessionStore::new(self.store.clone());
         let store = self.store.clone();
         let journal = self.state.journal.clone();
-        let draining = self.state.journal.clone();
+        let settling = self.state.journal.clone();
+        let draining = self.state.draining.clone();
         let cleanup = tokio::spawn(async move {
             let mut every = tokio::time::interval(Duration::from_secs(60));
             loop {
@@ -235,6 +237,13 @@ impl Application {
         let spool = self.state.journal.spool().cloned().map(|spool| {
             tokio::spawn(spool.run(self.state.journal.clone(), Duration::from_secs(1)))
         });
+        // Other nodes' events (LISTEN on PostgreSQL, polling on SQLite).
+        let events = tokio::spawn(
+            self.state
+                .events
+                .clone()
+                .run(self.state.config.database_url.clone()),
+        );
         let resumer = tokio::spawn(crate::agents::runtime::run_resumer(self.state));
         // Pages stream in several small writes; with Nagle's algorithm on, each write after the
         // first waits for the client's delayed ACK (40 ms on Linux).
@@ -246,17 +255,32 @@ impl Application {
             }
         });
         // The peer's address, for the sign-in limits per address (crate::auth::client).
-        let served = axum::serve(
+        let mut stopping = draining.subscribe();
+        let serve = axum::serve(
             listener,
             self.router
                 .into_make_service_with_connect_info::<std::net::SocketAddr>(),
         )
-        .with_graceful_shutdown(async {
+        .with_graceful_shutdown(async move {
             shutdown_signal().await;
             crate::metrics::draining();
             tracing::info!("stopping: no new requests; answering the ones in flight");
+            // Event streams end now (their clients reconnect to another node).
+            draining.send_replace(true);
         })
-        .await;
+        .into_future();
+        // Requests that do not end by themselves (a stuck upstream, a client that reads
+        // nothing) get DRAIN_REQUESTS after the signal; then the node stops without them.
+        let served = tokio::select! {
+            served = serve => served,
+            () = async {
+                let _ = stopping.wait_for(|d| *d).await;
+                tokio::time::sleep(DRAIN_REQUESTS).await;
+            } => {
+                tracing::warn!("requests still open after the drain period; stopping without them");
+                Ok(())
+            }
+        };
         // Draining: the listener is closed and every request taken was answered. The worker
         // finishes the invocation it runs (another node takes over what it cannot finish in
         // time: its heartbeat stops), then what the journal still holds is committed.
@@ -270,6 +294,7 @@ impl Application {
         }
         cleanup.abort();
         chain.abort();
+        events.abort();
         resumer.abort();
         if let Some(checkpointer) = checkpointer {
             checkpointer.abort();
@@ -277,7 +302,7 @@ impl Application {
         if let Some(spool) = spool {
             spool.abort();
         }
-        if !draining.settle(DRAIN_JOURNAL).await {
+        if !settling.settle(DRAIN_JOURNAL).await {
             tracing::warn!("the journal writer did not answer every record before stopping");
         }
         // The last records get their checkpoint before the server stops.
@@ -290,6 +315,8 @@ impl Application {
     }
 }
 
+/// How long a stopping node waits for the requests in flight to be answered.
+const DRAIN_REQUESTS: Duration = Duration::from_secs(25);
 /// How long a stopping node lets its invocation worker finish the invocation it runs.
 const DRAIN_WORKER: Duration = Duration::from_secs(20);
 /// How long a stopping node waits for the journal writer to answer what it holds.

@@ -52,8 +52,10 @@ pub struct Shared {
     pub journal: Journal,
     /// Where the dashboard's files are, for Leptos.
     pub leptos_options: LeptosOptions,
-    /// Wakes the invocation worker (an approval landed).
-    pub invocation_wake: Arc<tokio::sync::Notify>,
+    /// Set when the node was asked to stop: long-lived streams end.
+    pub draining: tokio::sync::watch::Sender<bool>,
+    /// Events to and from every node (crate::events); wakes the invocation worker.
+    pub events: Arc<crate::events::Bus>,
     /// Makes the journal trees' signed checkpoints.
     pub checkpoints: Arc<crate::journal::checkpoints::Checkpointer>,
     /// The journal verified in the background (the overview's chain status).
@@ -71,7 +73,7 @@ impl Shared {
             upstreams: &self.upstreams,
             validators: &self.validators,
             parked_expiry: self.config.parked_expiry,
-            invocation_wake: &self.invocation_wake,
+            events: &self.events,
             rate_limiter: self.config.rate_limiter != crate::config::RateLimiter::None,
             spend_gate: self.config.spend_gate != crate::config::SpendGate::None,
             output_to: crate::execution::OutputTo::Mcp,

@@ -325,6 +325,14 @@ pub const METHODS: &[ConnectMethod] = &[
         "Invocations (parked, staged, async, confirmed, finished), newest first.",
     ),
     m(
+        "WatchInvocations",
+        "GET",
+        "/invocations/events",
+        &[],
+        Payload::Query,
+        "The tenant's invocation events from every node: a long poll of up to wait_seconds (REST: a server-sent event stream with Accept: text/event-stream).",
+    ),
+    m(
         "GetInvocation",
         "GET",
         "/invocations/{id}",

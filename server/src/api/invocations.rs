@@ -106,7 +106,7 @@ pub async fn approve(
         invocations::decide(
             &state.store,
             &state.journal,
-            &state.invocation_wake,
+            &state.events,
             &p,
             &id,
             Action::Approve,
@@ -127,7 +127,7 @@ pub async fn apply(
         invocations::decide(
             &state.store,
             &state.journal,
-            &state.invocation_wake,
+            &state.events,
             &p,
             &id,
             Action::Apply,
@@ -149,7 +149,7 @@ pub async fn reject(
         invocations::decide(
             &state.store,
             &state.journal,
-            &state.invocation_wake,
+            &state.events,
             &p,
             &id,
             Action::Reject,
@@ -157,4 +157,166 @@ pub async fn reject(
         )
         .await?,
     ))
+}
+
+/// How often an event stream is kept alive, and its caller's token checked again.
+const STREAM_CHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// Query of `GET /invocations/events` without `Accept: text/event-stream`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsQuery {
+    /// How long to wait for the first event (0–60 s, default 25).
+    wait_seconds: Option<u64>,
+}
+
+/// What caller `tenant` / `own_only` may hear of `event`: its type, id and data (`None`: not
+/// theirs).
+fn visible(
+    event: &crate::events::Event,
+    tenant: &str,
+    own_only: Option<&str>,
+) -> Option<(String, String, Value)> {
+    if event.kind == "resync" {
+        return Some((event.kind.clone(), event.id.clone(), json!({})));
+    }
+    if event.tenant_id != tenant || own_only.is_some_and(|a| a != event.actor_id) {
+        return None;
+    }
+    let mut data = json!({
+        "invocation_id": event.subject,
+        "actor_id": event.actor_id,
+        "at": event.at,
+    });
+    if let (Some(map), Value::Object(extra)) = (data.as_object_mut(), &event.data) {
+        map.extend(extra.clone());
+    }
+    Some((event.kind.clone(), event.id.clone(), data))
+}
+
+/// `GET /invocations/events`: the tenant's invocation events as they happen on any node
+/// (`invocation.parked` · `invocation.queued` · `invocation.decided` · `invocation.expired` ·
+/// `invocation.completed`; data: `invocation_id`, `tool`, `status`, `mode`, `session_id`,
+/// `actor_id`, `decided_by`, `at`; never arguments), and `resync` when some may have been
+/// missed (read the list again). A caller with only the run scope hears only of its own calls.
+///
+/// With `Accept: text/event-stream`: server-sent events (`event`, `id`, `data`), a comment line
+/// every 15 s through proxies, until the caller's token no longer authenticates. Otherwise (the
+/// Connect method `WatchInvocations`): a long poll, `{"events": [{"type", "id", "data"}]}` with
+/// what arrived within `wait_seconds` of the first event (an empty list when none did).
+pub async fn events(
+    State(state): State<AppState>,
+    Caller(p): Caller,
+    headers: axum::http::HeaderMap,
+    query: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<axum::response::Response, ApiError> {
+    use axum::response::IntoResponse;
+    use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+    use tokio::sync::broadcast::error::RecvError;
+    let Query(q) = query.map_err(|e| AppError::new(ErrorCode::BadRequest, e.body_text()))?;
+    let wait = q.wait_seconds.unwrap_or(25);
+    if wait > 60 {
+        return Err(AppError::invalid_field("wait_seconds", "between 0 and 60").into());
+    }
+    let own_only = readable_actor(&p).map(str::to_owned);
+    let tenant = p.tenant_id.clone();
+    let mut receiver = state.events.subscribe();
+    let streams = headers
+        .get(axum::http::header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("text/event-stream"));
+    if !streams {
+        let mut events = Vec::new();
+        let until = tokio::time::Instant::now() + std::time::Duration::from_secs(wait);
+        loop {
+            // After the first event, only what comes with it (50 ms).
+            let deadline = if events.is_empty() {
+                until
+            } else {
+                until.min(tokio::time::Instant::now() + std::time::Duration::from_millis(50))
+            };
+            let received = tokio::select! {
+                r = receiver.recv() => r,
+                () = tokio::time::sleep_until(deadline) => break,
+            };
+            let event = match received {
+                Ok(e) => e,
+                Err(RecvError::Lagged(_)) => crate::events::Event::resync(""),
+                Err(RecvError::Closed) => break,
+            };
+            if let Some((kind, id, data)) = visible(&event, &tenant, own_only.as_deref()) {
+                events.push(json!({"type": kind, "id": id, "data": data}));
+                if events.len() >= 100 {
+                    break;
+                }
+            }
+        }
+        return Ok(Json(json!({ "events": events })).into_response());
+    }
+    let secret = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::to_owned);
+    let store = state.store.clone();
+    let draining = state.draining.subscribe();
+    let stream = futures_util::stream::unfold(
+        (
+            receiver,
+            tokio::time::Instant::now() + STREAM_CHECK_EVERY,
+            draining,
+        ),
+        move |(mut receiver, mut check_at, mut draining)| {
+            let (store, secret, own_only, tenant) = (
+                store.clone(),
+                secret.clone(),
+                own_only.clone(),
+                tenant.clone(),
+            );
+            async move {
+                loop {
+                    let received = tokio::select! {
+                        r = receiver.recv() => Some(r),
+                        () = tokio::time::sleep_until(check_at) => None,
+                        // The node stops: the stream ends (the client reconnects elsewhere).
+                        _ = draining.wait_for(|d| *d) => return None,
+                    };
+                    let Some(received) = received else {
+                        // Still the same caller, still allowed?
+                        let still = match &secret {
+                            Some(s) => crate::auth::principal::authenticate_bearer(&store, s)
+                                .await
+                                .is_ok(),
+                            None => false,
+                        };
+                        if !still {
+                            return None;
+                        }
+                        check_at = tokio::time::Instant::now() + STREAM_CHECK_EVERY;
+                        continue;
+                    };
+                    let event = match received {
+                        Ok(e) => e,
+                        Err(RecvError::Lagged(_)) => crate::events::Event::resync(""),
+                        Err(RecvError::Closed) => return None,
+                    };
+                    let Some((kind, id, data)) = visible(&event, &tenant, own_only.as_deref())
+                    else {
+                        continue;
+                    };
+                    let sse = SseEvent::default()
+                        .event(kind)
+                        .id(id)
+                        .data(data.to_string());
+                    return Some((
+                        Ok::<_, std::convert::Infallible>(sse),
+                        (receiver, check_at, draining),
+                    ));
+                }
+            }
+        },
+    );
+    Ok(Sse::new(stream)
+        .keep_alive(KeepAlive::new().interval(STREAM_CHECK_EVERY))
+        .into_response())
 }

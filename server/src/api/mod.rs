@@ -116,6 +116,12 @@ fn declare<D: Declare>(d: D) -> D {
         )
         .route(
             Method::GET,
+            "/invocations/events",
+            &[scope::READ, scope::APPROVE, scope::RUN],
+            invocations::events,
+        )
+        .route(
+            Method::GET,
             "/invocations/{id}",
             &[scope::READ, scope::APPROVE, scope::RUN],
             invocations::get,

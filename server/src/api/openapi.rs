@@ -87,6 +87,9 @@ pub fn document() -> Value {
                 "503": error_response("A dependency (the database, the journal) is unavailable"),
             }
         });
+        if spec.path == "/invocations/events" {
+            op["responses"]["2XX"]["content"]["text/event-stream"] = json!({"schema": {"type": "string", "description": "with Accept: text/event-stream, one event per invocation change named by its type (invocation.parked, invocation.queued, invocation.decided, invocation.expired, invocation.completed, resync)"}});
+        }
         if spec.path == "/agents/{id}/turns" {
             op["responses"]["2XX"]["content"]["text/event-stream"] = json!({"schema": {"type": "string", "description": "turn, then one event per turn event named by its type, ending with turn_end"}});
         }

@@ -22,7 +22,7 @@ use reqwest::{Client, StatusCode};
 use serde_json::{Value, json};
 
 use crate::background::{background_fork, get, hang, post, sent_with, started};
-use crate::helpers::fixture_command;
+use crate::helpers::{SseReader, fixture_command};
 use crate::model_fixture::{ScriptedModel, Step};
 
 const ADMIN_PASSWORD: &str = "a-long-enough-password";
@@ -425,7 +425,14 @@ async fn two_nodes_share_everything_and_survive_losing_one() {
     );
     assert!(after.0 - before.0 + after.1 - before.1 >= 20.0);
 
-    // Parked on A, approved on B: it runs once.
+    // Parked on A, heard of at once by an approver connected to B (NOTIFY), approved on B: it
+    // runs once.
+    let mut queue_on_b = SseReader::open(
+        &client,
+        &format!("{}/invocations/events", api(&b)),
+        &approver,
+    )
+    .await;
     let mut approved_ids = Vec::new();
     for n in 0..3u64 {
         let parked = call(&client, &a, &agent, &on_a, SLOW, json!({"millis": 100 + n})).await;
@@ -434,6 +441,10 @@ async fn two_nodes_share_everything_and_survive_losing_one() {
             .as_str()
             .unwrap()
             .to_owned();
+        let heard = queue_on_b
+            .expect("invocation.parked", &id, Duration::from_secs(5))
+            .await;
+        assert_eq!(heard["tool"], SLOW);
         approve(&client, &b, &approver, &id).await;
         approved_ids.push((id, json!({"millis": 100 + n})));
     }

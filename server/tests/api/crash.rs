@@ -13,7 +13,7 @@ use crate::cli::aperture;
 use crate::helpers::{Db, SIGNING_KEY, TestDb, fixture_command};
 
 /// Starts `aperture serve` on a free port; returns the process and its base URL.
-async fn serve(db: &TestDb) -> (Child, String) {
+pub(crate) async fn serve(db: &TestDb) -> (Child, String) {
     serve_with(db, &[]).await
 }
 
@@ -103,7 +103,7 @@ pub(crate) fn token_in(db: &TestDb, tenant: &str, actor: &str, scope: &str) -> S
 }
 
 /// Describes `tool` as a read (`PUT /tools/{tool}` on the server at `api`) as `admin`.
-async fn describe_read(client: &reqwest::Client, api: &str, admin: &str, tool: &str) {
+pub(crate) async fn describe_read(client: &reqwest::Client, api: &str, admin: &str, tool: &str) {
     let described = client
         .put(format!("{api}/tools/{tool}"))
         .bearer_auth(admin)
@@ -115,7 +115,13 @@ async fn describe_read(client: &reqwest::Client, api: &str, admin: &str, tool: &
 }
 
 /// Puts policy `id` and activates it on the server at `api` as `admin`.
-async fn activate(client: &reqwest::Client, api: &str, admin: &str, id: &str, policy: &Value) {
+pub(crate) async fn activate(
+    client: &reqwest::Client,
+    api: &str,
+    admin: &str,
+    id: &str,
+    policy: &Value,
+) {
     let put = client
         .put(format!("{api}/policies/{id}"))
         .bearer_auth(admin)
@@ -136,7 +142,12 @@ async fn activate(client: &reqwest::Client, api: &str, admin: &str, id: &str, po
 /// A new session of `agent` on the server at `api`, whose first listed tool must be `tool`:
 /// the grant's echo for a call's `_meta` (as a well-behaved client sends it) and the session's
 /// calls URL.
-async fn grant(client: &reqwest::Client, api: &str, agent: &str, tool: &str) -> (Value, String) {
+pub(crate) async fn grant(
+    client: &reqwest::Client,
+    api: &str,
+    agent: &str,
+    tool: &str,
+) -> (Value, String) {
     let session: Value = client
         .post(format!("{api}/sessions"))
         .bearer_auth(agent)
@@ -724,6 +735,12 @@ async fn sigterm_answers_calls_in_flight_and_loses_no_receipt() {
     };
     let calls = format!("{api}/sessions/{}/calls", m["session_id"].as_str().unwrap());
 
+    // A live event stream does not hold the node up: it ends when the node drains.
+    let approver = token(&db, "alice", scope::APPROVE);
+    let mut stream =
+        crate::helpers::SseReader::open(&client, &format!("{api}/invocations/events"), &approver)
+            .await;
+
     // In flight when the signal arrives: takes 1.5 s at the upstream.
     let slow = {
         let (client, calls, agent) = (reqwest::Client::new(), calls.clone(), agent.clone());
@@ -783,7 +800,7 @@ async fn sigterm_answers_calls_in_flight_and_loses_no_receipt() {
             if let Some(status) = server.try_wait().unwrap() {
                 return Some(status);
             }
-            if started.elapsed() > std::time::Duration::from_secs(60) {
+            if started.elapsed() > std::time::Duration::from_secs(15) {
                 server.kill().ok();
                 return None;
             }
@@ -792,8 +809,13 @@ async fn sigterm_answers_calls_in_flight_and_loses_no_receipt() {
     })
     .await
     .unwrap();
-    let status = exited.expect("the node stops within a minute of SIGTERM");
+    let status = exited.expect("the node stops within 15 s of SIGTERM, its event stream open");
     assert!(status.success(), "a drained node exits cleanly: {status}");
+    assert_eq!(
+        stream.next(std::time::Duration::from_secs(5)).await,
+        None,
+        "the event stream ended"
+    );
 
     let slow = slow.await.unwrap();
     assert_eq!(slow["_meta"]["receipt"]["reason"], "ok", "{slow}");

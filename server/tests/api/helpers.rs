@@ -542,3 +542,84 @@ macro_rules! on_both_backends {
 pub fn fixture_command() -> Vec<String> {
     vec![env!("CARGO_BIN_EXE_aperture-fixture-upstream").to_owned()]
 }
+
+/// A server-sent event stream being read: `(event, data)` one at a time.
+pub struct SseReader {
+    response: Response,
+    buffer: String,
+}
+
+impl SseReader {
+    /// `GET url` as `token` with `Accept: text/event-stream`; must answer 200 with a stream.
+    pub async fn open(client: &Client, url: &str, token: &str) -> Self {
+        let response = client
+            .get(url)
+            .bearer_auth(token)
+            .header("accept", "text/event-stream")
+            .send()
+            .await
+            .expect("open the stream");
+        assert_eq!(response.status(), StatusCode::OK, "{url}");
+        assert!(
+            response.headers()["content-type"]
+                .to_str()
+                .unwrap()
+                .starts_with("text/event-stream"),
+            "{url}"
+        );
+        Self {
+            response,
+            buffer: String::new(),
+        }
+    }
+
+    /// The next event (comments skipped) within `within`: its name and its data as JSON;
+    /// `None` when none came or the stream ended.
+    pub async fn next(
+        &mut self,
+        within: std::time::Duration,
+    ) -> Option<(String, serde_json::Value)> {
+        let until = tokio::time::Instant::now() + within;
+        loop {
+            while let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let (mut name, mut data) = (None, String::new());
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("event:") {
+                        name = Some(v.trim().to_owned());
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data.push_str(v.trim_start());
+                    }
+                }
+                if let Some(name) = name {
+                    let data = serde_json::from_str(&data).unwrap_or(serde_json::Value::Null);
+                    return Some((name, data));
+                }
+            }
+            let chunk = tokio::time::timeout_at(until, self.response.chunk()).await;
+            match chunk {
+                Ok(Ok(Some(bytes))) => self.buffer.push_str(&String::from_utf8_lossy(&bytes)),
+                _ => return None,
+            }
+        }
+    }
+
+    /// Reads events until one named `name` about invocation `id` comes (within `within`): its
+    /// data.
+    pub async fn expect(
+        &mut self,
+        name: &str,
+        id: &str,
+        within: std::time::Duration,
+    ) -> serde_json::Value {
+        let until = tokio::time::Instant::now() + within;
+        loop {
+            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            match self.next(left).await {
+                Some((n, data)) if n == name && data["invocation_id"] == id => return data,
+                Some(_) => {}
+                None => panic!("no {name} event for {id} within {within:?}"),
+            }
+        }
+    }
+}

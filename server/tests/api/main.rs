@@ -22,6 +22,7 @@ mod decisions;
 mod drift;
 mod edges;
 mod environments;
+mod events;
 mod evidence;
 mod forks;
 mod journal;

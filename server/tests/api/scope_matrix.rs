@@ -62,6 +62,10 @@ const CASES: &[Case] = &[
     },
     Case {
         method: Method::GET,
+        path: "/invocations/events",
+    },
+    Case {
+        method: Method::GET,
         path: "/invocations/{id}",
     },
     Case {
@@ -526,6 +530,8 @@ fn request(case: &Case, fx: &Fixtures, n: usize) -> (String, Option<Value>) {
     match (case.method.as_str(), case.path) {
         ("GET", "/receipts/{id}") => (format!("/receipts/{}", fx.victim_receipt_id), None),
         ("GET", "/invocations/{id}") => (format!("/invocations/{}", fx.victim_invocation_id), None),
+        // A long poll that answers at once.
+        ("GET", "/invocations/events") => ("/invocations/events?wait_seconds=0".to_owned(), None),
         ("POST", "/invocations/{id}:approve") => (
             format!("/invocations/{}:approve", fx.victim_invocation_id),
             Some(
