@@ -329,3 +329,41 @@ async fn metrics_answer_only_the_operator_and_count_what_happened() {
     assert!(!body.contains("hi\""), "{body}");
     assert!(!body.contains(&agent), "{body}");
 }
+
+/// The Grafana dashboard in `docs/grafana/aperture.json` is a dashboard, and every metric its
+/// queries read is one the server records (the table in `server/src/metrics.rs`); every metric
+/// the server records has a panel.
+#[test]
+fn the_grafana_dashboard_reads_the_metrics_the_server_records() {
+    let dashboard: Value =
+        serde_json::from_str(include_str!("../../../docs/grafana/aperture.json")).unwrap();
+    let recorded: std::collections::BTreeSet<String> = include_str!("../../src/metrics.rs")
+        .lines()
+        .filter_map(|l| l.strip_prefix("//! | `"))
+        .filter_map(|l| l.split('`').next())
+        .map(str::to_owned)
+        .collect();
+    assert!(recorded.len() >= 15, "{recorded:?}");
+    let mut read = std::collections::BTreeSet::new();
+    for panel in dashboard["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().into_iter().flatten() {
+            let expr = target["expr"].as_str().unwrap();
+            for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                if let Some(name) = word.strip_prefix("aperture_") {
+                    let name = format!("aperture_{name}");
+                    let base = ["_bucket", "_sum", "_count"]
+                        .iter()
+                        .find_map(|s| name.strip_suffix(s))
+                        .unwrap_or(&name)
+                        .to_owned();
+                    assert!(
+                        recorded.contains(&base),
+                        "the dashboard reads {name}, which is not recorded"
+                    );
+                    read.insert(base);
+                }
+            }
+        }
+    }
+    assert_eq!(read, recorded, "every recorded metric has a panel");
+}
