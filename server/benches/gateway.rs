@@ -10,6 +10,9 @@
 //! APERTURE_BENCH_WITHOUT_CHECKPOINTS=1 cargo bench -p server --bench gateway
 //! # the journal and everything else in PostgreSQL (a database made for the run, then dropped):
 //! APERTURE_BENCH_POSTGRES_URL=postgres://postgres@127.0.0.1:5432/test cargo bench -p server --bench gateway
+//! # N nodes on that database (each an application with its own journal writer, in this one
+//! # process), the calls spread over them in turn:
+//! APERTURE_BENCH_NODES=2 APERTURE_BENCH_POSTGRES_URL=… cargo bench -p server --bench gateway
 //! ```
 //!
 //! One run, one machine: the real application (SQLite journal, signed receipts, group commit)
@@ -165,10 +168,41 @@ async fn main() -> anyhow::Result<()> {
     };
     let durability = config.durability;
     let database_url = config.database_url.clone();
-    let app = Application::build(config).await?;
-    let base = format!("http://127.0.0.1:{}", app.port());
-    let app_journal = app.journal();
-    tokio::spawn(app.run_until_stopped());
+    let nodes: usize = std::env::var("APERTURE_BENCH_NODES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .filter(|n| *n >= 1)
+        .unwrap_or(1);
+    anyhow::ensure!(
+        nodes == 1 || postgres.is_some(),
+        "APERTURE_BENCH_NODES needs APERTURE_BENCH_POSTGRES_URL (nodes share a PostgreSQL database)"
+    );
+    let mut bases = Vec::new();
+    let mut journals = Vec::new();
+    let mut node_dirs = Vec::new();
+    for n in 0..nodes {
+        let mut config = config.clone();
+        if n > 0 {
+            let node_dir = tempfile::tempdir()?;
+            config.data_dir = node_dir.path().to_path_buf();
+            config.checkpoint_dir = node_dir.path().join("checkpoints");
+            node_dirs.push(node_dir);
+        }
+        let app = Application::build(config).await?;
+        bases.push(format!("http://127.0.0.1:{}", app.port()));
+        journals.push(app.journal());
+        tokio::spawn(app.run_until_stopped());
+    }
+    let base = bases[0].clone();
+    let journal_stats = {
+        let journals = journals.clone();
+        move || {
+            journals.iter().map(|j| j.stats()).fold(
+                (0u64, 0u64, Duration::ZERO, Duration::ZERO),
+                |(r, c, b, s), st| (r + st.records, c + st.commits, b + st.busy, s + st.signing),
+            )
+        }
+    };
 
     let store = Store::connect(&database_url).await?;
     // What the receipts browser's filter indexes (migration 0010) cost the gateway: the same run
@@ -245,15 +279,16 @@ async fn main() -> anyhow::Result<()> {
     });
 
     let gateway_call = {
-        let (client, agent, meta, url) = (
-            client.clone(),
-            agent.clone(),
-            meta.clone(),
-            format!("{base}/mcp"),
-        );
+        let (client, agent, meta) = (client.clone(), agent.clone(), meta.clone());
+        let urls: Vec<String> = bases.iter().map(|b| format!("{b}/mcp")).collect();
         move |n: usize| {
-            let (client, agent, meta, url) =
-                (client.clone(), agent.clone(), meta.clone(), url.clone());
+            // Node by node in turn, as a balancer would.
+            let (client, agent, meta, url) = (
+                client.clone(),
+                agent.clone(),
+                meta.clone(),
+                urls[n % urls.len()].clone(),
+            );
             async move {
                 let body = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
                     "params": {"name": "mcp__bench__echo", "arguments": {"text": format!("call {n}")}, "_meta": meta}});
@@ -305,7 +340,7 @@ async fn main() -> anyhow::Result<()> {
         drive(500, concurrency, move |n| d(n)).await;
     }
     println!(
-        "aperture gateway benchmark: {calls} calls, {concurrency} concurrent, {backend} journal ({durability:?}), {} cores",
+        "aperture gateway benchmark: {calls} calls, {concurrency} concurrent, {backend} journal ({durability:?}), {nodes} node(s), {} cores",
         std::thread::available_parallelism()
             .map(usize::from)
             .unwrap_or(1)
@@ -320,20 +355,20 @@ async fn main() -> anyhow::Result<()> {
     let direct_p50 = report("upstream called directly", wall, &latencies, cpu);
     let g = gateway_call.clone();
     let before = cpu_time();
-    let journal_before = app_journal.stats();
+    let journal_before = journal_stats();
     let (wall, latencies) = drive(calls, concurrency, move |n| g(n)).await;
     let cpu = cpu_time().zip(before).map(|(a, b)| a.saturating_sub(b));
-    let journal_after = app_journal.stats();
+    let journal_after = journal_stats();
     let gateway_p50 = report(
         "through the gateway (/mcp, journaled, signed)",
         wall,
         &latencies,
         cpu,
     );
-    let records = journal_after.records - journal_before.records;
-    let commits = journal_after.commits - journal_before.commits;
-    let busy = journal_after.busy.saturating_sub(journal_before.busy);
-    let signing = journal_after.signing.saturating_sub(journal_before.signing);
+    let records = journal_after.0 - journal_before.0;
+    let commits = journal_after.1 - journal_before.1;
+    let busy = journal_after.2.saturating_sub(journal_before.2);
+    let signing = journal_after.3.saturating_sub(journal_before.3);
     println!(
         "journal: {records} records in {commits} commits ({:.1} records per commit); writer busy {:.0} % of the run ({:.0} % signing, {:.0} % database), {:.0} µs per commit",
         records as f64 / commits.max(1) as f64,

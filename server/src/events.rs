@@ -198,17 +198,20 @@ impl Bus {
 
     /// SQLite: reads the events other processes wrote since the last read; drops old ones.
     async fn poll(&self) {
-        let mut last: i64 =
+        // From the newest event on (older ones were before this process): read until the
+        // database answers, never from the start.
+        let mut last: i64 = loop {
             match sqlx::query_scalar::<_, Option<i64>>("SELECT MAX(seq) FROM events")
                 .fetch_one(self.store.pool())
                 .await
             {
-                Ok(seq) => seq.unwrap_or(0),
+                Ok(seq) => break seq.unwrap_or(0),
                 Err(e) => {
                     tracing::warn!(error = %e, "reading the events table");
-                    0
+                    tokio::time::sleep(Duration::from_secs(1)).await;
                 }
-            };
+            }
+        };
         let mut pruned_at = 0;
         loop {
             tokio::time::sleep(POLL_EVERY).await;

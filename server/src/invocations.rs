@@ -638,8 +638,13 @@ async fn finish_denied(
     Ok(())
 }
 
-/// Ends a parked invocation whose time ran out with a stored `approval_expired` result.
-async fn expire(store: &Store, journal: &Journal, row: &InvocationRow) -> Result<(), ServiceError> {
+/// Ends a parked invocation whose time ran out with a stored `approval_expired` result; whether
+/// this call ended it (`false`: someone else decided or expired it first).
+async fn expire(
+    store: &Store,
+    journal: &Journal,
+    row: &InvocationRow,
+) -> Result<bool, ServiceError> {
     if !rows::transition(
         store,
         &row.tenant_id,
@@ -650,9 +655,9 @@ async fn expire(store: &Store, journal: &Journal, row: &InvocationRow) -> Result
     )
     .await?
     {
-        return Ok(());
+        return Ok(false);
     }
-    finish_expiry(store, journal, row).await
+    finish_expiry(store, journal, row).await.map(|()| true)
 }
 
 async fn finish_expiry(
@@ -784,10 +789,8 @@ impl Worker {
             tally("execution", &row, done);
         }
         for row in rows::expired(&self.store, now, 32).await? {
-            let done = expire(&self.store, &self.journal, &row)
-                .await
-                .map(|()| true);
-            if done.is_ok() {
+            let done = expire(&self.store, &self.journal, &row).await;
+            if matches!(done, Ok(true)) {
                 publish(&self.events, "invocation.expired", &row, "expired").await;
             }
             tally("expiry", &row, done);

@@ -227,11 +227,7 @@ pub async fn serve(State(state): State<AppState>, headers: HeaderMap) -> Respons
         ))
         .into_response();
     };
-    let presented = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
+    let presented = crate::api::bearer(&headers);
     // Compared as digests: the time taken says nothing about how much of the token matched.
     let matches = presented
         .is_some_and(|p| Sha256::digest(p.as_bytes()) == Sha256::digest(expected.as_bytes()));

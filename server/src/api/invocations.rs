@@ -221,6 +221,7 @@ pub async fn events(
     let own_only = readable_actor(&p).map(str::to_owned);
     let tenant = p.tenant_id.clone();
     let mut receiver = state.events.subscribe();
+    let mut draining = state.draining.subscribe();
     let streams = headers
         .get(axum::http::header::ACCEPT)
         .and_then(|v| v.to_str().ok())
@@ -238,6 +239,8 @@ pub async fn events(
             let received = tokio::select! {
                 r = receiver.recv() => r,
                 () = tokio::time::sleep_until(deadline) => break,
+                // The node stops: answer with what there is.
+                _ = draining.wait_for(|d| *d) => break,
             };
             let event = match received {
                 Ok(e) => e,
@@ -253,13 +256,13 @@ pub async fn events(
         }
         return Ok(Json(json!({ "events": events })).into_response());
     }
-    let secret = headers
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::to_owned);
+    let secret = super::bearer(&headers).map(str::to_owned);
     let store = state.store.clone();
-    let draining = state.draining.subscribe();
+    // The first event says "read the list now": whatever happened before the stream opened
+    // (or while a client was reconnecting) is in it.
+    let first = futures_util::stream::once(async {
+        Ok::<_, std::convert::Infallible>(SseEvent::default().event("resync").data("{}"))
+    });
     let stream = futures_util::stream::unfold(
         (
             receiver,
@@ -316,7 +319,8 @@ pub async fn events(
             }
         },
     );
-    Ok(Sse::new(stream)
+    use futures_util::StreamExt as _;
+    Ok(Sse::new(first.chain(stream))
         .keep_alive(KeepAlive::new().interval(STREAM_CHECK_EVERY))
         .into_response())
 }

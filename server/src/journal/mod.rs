@@ -477,6 +477,35 @@ pub enum Recorded {
     Lost(JournalError, Box<Receipt>),
 }
 
+/// One append in [`Stats::unanswered`] until it is queued (then the writer uncounts it once it
+/// is answered); uncounted when dropped before.
+struct Unanswered<'a> {
+    counter: &'a AtomicU64,
+    queued: bool,
+}
+
+impl<'a> Unanswered<'a> {
+    fn count(counter: &'a AtomicU64) -> Self {
+        counter.fetch_add(1, Ordering::Relaxed);
+        Self {
+            counter,
+            queued: false,
+        }
+    }
+
+    fn queued(&mut self) {
+        self.queued = true;
+    }
+}
+
+impl Drop for Unanswered<'_> {
+    fn drop(&mut self) {
+        if !self.queued {
+            self.counter.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
 /// What the writer has done since the journal was made.
 #[derive(Debug, Default)]
 struct Stats {
@@ -824,7 +853,9 @@ impl Journal {
         let (disclosures_json, digest) = receipt::disclosures_canonical(disclosures)?;
         unsigned.disclosures_digest = digest;
         let (reply, answer) = oneshot::channel();
-        self.stats.unanswered.fetch_add(1, Ordering::Relaxed);
+        // Counted before it is queued (the writer may answer it at once), and uncounted again
+        // unless it was queued: the send fails, or its caller stops waiting for room.
+        let mut counted = Unanswered::count(&self.stats.unanswered);
         let sent = self
             .queue
             .send(Pending {
@@ -835,9 +866,9 @@ impl Journal {
             })
             .await;
         if sent.is_err() {
-            self.stats.unanswered.fetch_sub(1, Ordering::Relaxed);
             return Err(JournalError::Stopped);
         }
+        counted.queued();
         answer.await.map_err(|_| JournalError::Stopped)?
     }
 

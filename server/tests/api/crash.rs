@@ -102,6 +102,39 @@ pub(crate) fn token_in(db: &TestDb, tenant: &str, actor: &str, scope: &str) -> S
         .to_owned()
 }
 
+/// Every receipt a client `received` is in the journal at `api` (read by `admin`), exactly as
+/// it was signed.
+pub(crate) async fn assert_in_journal(
+    client: &reqwest::Client,
+    api: &str,
+    admin: &str,
+    received: &[Value],
+) {
+    for receipt in received {
+        let id = receipt["receipt_id"].as_str().unwrap();
+        let stored = client
+            .get(format!("{api}/receipts/{id}"))
+            .bearer_auth(admin)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(stored.status(), StatusCode::OK, "{id} lost");
+        let stored: Value = stored.json().await.unwrap();
+        assert_eq!(&stored["receipt"], receipt, "{id} changed");
+    }
+}
+
+/// `aperture journal verify` passes on `db`.
+fn assert_verifies(db: &TestDb) {
+    let verify = aperture(db, &["journal", "verify"], None);
+    assert!(
+        verify.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&verify.stdout),
+        String::from_utf8_lossy(&verify.stderr)
+    );
+}
+
 /// Describes `tool` as a read (`PUT /tools/{tool}` on the server at `api`) as `admin`.
 pub(crate) async fn describe_read(client: &reqwest::Client, api: &str, admin: &str, tool: &str) {
     let described = client
@@ -234,25 +267,8 @@ async fn a_killed_server_loses_no_receipt_a_client_received() {
     // Started again on the same data: every receipt a client got is in the journal, as signed.
     let (mut server, url) = serve(&db).await;
     let api = format!("{url}{}", aperture::api::PREFIX);
-    for receipt in &received {
-        let id = receipt["receipt_id"].as_str().unwrap();
-        let stored = client
-            .get(format!("{api}/receipts/{id}"))
-            .bearer_auth(&admin)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(stored.status(), StatusCode::OK, "{id} lost");
-        let stored: Value = stored.json().await.unwrap();
-        assert_eq!(&stored["receipt"], receipt, "{id} changed");
-    }
-    let verify = aperture(&db, &["journal", "verify"], None);
-    assert!(
-        verify.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&verify.stdout),
-        String::from_utf8_lossy(&verify.stderr)
-    );
+    assert_in_journal(&client, &api, &admin, &received).await;
+    assert_verifies(&db);
     server.kill().unwrap();
     let _ = server.wait();
 }
@@ -416,13 +432,7 @@ async fn parked_and_approved_invocations_survive_a_kill_and_run_once() {
         logged.lines().count() > before_restart,
         "the restarted worker ran what the killed one had not started"
     );
-    let verify = aperture(&db, &["journal", "verify"], None);
-    assert!(
-        verify.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&verify.stdout),
-        String::from_utf8_lossy(&verify.stderr)
-    );
+    assert_verifies(&db);
     server.kill().unwrap();
     let _ = server.wait();
 }
@@ -834,25 +844,8 @@ async fn sigterm_answers_calls_in_flight_and_loses_no_receipt() {
 
     let (mut server, url) = serve(&db).await;
     let api = format!("{url}{}", aperture::api::PREFIX);
-    for receipt in &received {
-        let id = receipt["receipt_id"].as_str().unwrap();
-        let stored = client
-            .get(format!("{api}/receipts/{id}"))
-            .bearer_auth(&admin)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(stored.status(), StatusCode::OK, "{id} lost");
-        let stored: Value = stored.json().await.unwrap();
-        assert_eq!(&stored["receipt"], receipt, "{id} changed");
-    }
-    let verify = aperture(&db, &["journal", "verify"], None);
-    assert!(
-        verify.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&verify.stdout),
-        String::from_utf8_lossy(&verify.stderr)
-    );
+    assert_in_journal(&client, &api, &admin, &received).await;
+    assert_verifies(&db);
     server.kill().unwrap();
     let _ = server.wait();
 }

@@ -100,7 +100,8 @@ async fn approvers_hear_of_parked_calls_as_they_happen() {
             response.json::<Value>().await.unwrap()
         })
     };
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Time for the poll to start waiting (it hears only what comes after).
+    tokio::time::sleep(Duration::from_secs(1)).await;
     let again = app
         .mcp_call(
             &agent,

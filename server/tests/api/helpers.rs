@@ -567,10 +567,18 @@ impl SseReader {
                 .starts_with("text/event-stream"),
             "{url}"
         );
-        Self {
+        let mut reader = Self {
             response,
             buffer: String::new(),
-        }
+        };
+        // Every stream starts by telling its reader to read the state as it is now.
+        let first = reader.next(std::time::Duration::from_secs(5)).await;
+        assert_eq!(
+            first.as_ref().map(|(name, _)| name.as_str()),
+            Some("resync"),
+            "{url}"
+        );
+        reader
     }
 
     /// The next event (comments skipped) within `within`: its name and its data as JSON;
