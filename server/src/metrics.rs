@@ -20,6 +20,7 @@
 //! | `aperture_journal_commit_seconds` | histogram | one batch's commit (with retries) |
 //! | `aperture_journal_commit_failures_total` | counter | batches the database refused |
 //! | `aperture_journal_queue_depth` | gauge | appends waiting for the writer |
+//! | `aperture_journal_contended_total` | counter | batches that found a position taken by another node |
 //! | `aperture_upstream_calls_total` | counter | `tenant`, `upstream`, `outcome` (`ok` or the reason) |
 //! | `aperture_upstream_call_seconds` | histogram | `tenant`, `upstream` |
 //! | `aperture_invocations_waiting` | gauge | `status`: parked, staged, confirmation, queued |

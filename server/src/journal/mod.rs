@@ -9,13 +9,17 @@
 //! writes them in one transaction: one commit (one fsync) for the batch instead of one per
 //! record, and no caller hears "recorded" before its record is committed. A small batch first
 //! lets the tasks that are ready run (some of them are about to append), so that under load a
-//! commit carries many records; see [`GATHER_BELOW`]. Writers in other processes (nodes
+//! commit carries many records; see [`GATHER_BELOW`]. On PostgreSQL, whose commits wait for
+//! the WAL flush, the next batch is signed while the database commits the one in flight
+//! ([`pipeline`]). Writers in other processes (nodes
 //! sharing PostgreSQL) are kept apart by the `(tenant_id, seq)` primary key: a batch that finds
-//! a position taken is rolled back, re-reads the heads and is tried again.
+//! a position taken is rolled back, re-reads the heads and is tried again; they take turns at a
+//! chain under its advisory lock ([`Writer::contended`]).
 //! [`verify`] checks every chain and signature, as `aperture journal verify` does.
 
 pub mod audit;
 pub mod checkpoints;
+mod pipeline;
 pub mod spool;
 pub mod tree;
 pub mod watch;
@@ -68,7 +72,9 @@ struct Writer {
     stats: Arc<Stats>,
     /// Last `(seq, record_hash)` per tenant, as committed by this writer; reloaded from the
     /// store after any failure.
-    heads: HashMap<String, (i64, String)>,
+    heads: Heads,
+    /// When another writer last took a position this one tried ([`Writer::contended`]).
+    contended_at: Option<std::time::Instant>,
 }
 
 /// A record waiting in a batch.
@@ -102,13 +108,21 @@ struct Prepared {
 /// How one record of a batch fared: written (`None`) or not, and why.
 type Written = Option<JournalError>;
 
+/// Where an append's result goes.
+type Reply = oneshot::Sender<Outcome>;
+
+/// An append's result: the signed receipt as committed, or why it is not.
+type Outcome = Result<Receipt, JournalError>;
+
+/// Last `(seq, record_hash)` per tenant.
+type Heads = HashMap<String, (i64, String)>;
+
+/// A record of a batch chained and signed at its position, or why it was not.
+type Signed = Result<(i64, Prepared), JournalError>;
+
 /// What writing a batch did: how each record fared, the heads after it, and the committed
 /// records' leaves `(tenant, seq, text)` for the checkpointer (none when it is not attached).
-type BatchWritten = (
-    Vec<Written>,
-    HashMap<String, (i64, String)>,
-    Vec<(String, i64, String)>,
-);
+type BatchWritten = (Vec<Written>, Heads, Vec<(String, i64, String)>);
 
 impl Writer {
     fn new(store: Store, keys: KeyRing, stats: Arc<Stats>) -> Self {
@@ -117,6 +131,7 @@ impl Writer {
             keys,
             stats,
             heads: HashMap::new(),
+            contended_at: None,
         }
     }
 
@@ -128,43 +143,35 @@ impl Writer {
         // any failure and made again for the next batch. PostgreSQL writes through the pool.
         let mut own = None;
         while waiting.recv_many(&mut batch, MAX_BATCH).await > 0 {
-            // A small batch: let the tasks that are ready run first. Under load several of them
-            // are about to append, and one commit for all of them costs less per record than a
-            // commit for each few (a commit rewrites a page of each of the journal's nine
-            // B-trees). With nothing else ready this returns at once, so a lone call waits no
-            // longer. A large batch means appends queue faster than the writer commits (its
-            // commits wait, as on PostgreSQL for the WAL flush): waiting would only idle it.
-            if batch.len() < GATHER_BELOW {
-                tokio::task::yield_now().await;
-                // Returns at once: only what is queued, and only if something is.
-                if !waiting.is_empty() {
-                    let room = MAX_BATCH - batch.len();
-                    waiting.recv_many(&mut batch, room).await;
-                }
-            }
+            gather(&mut waiting, &mut batch, MAX_BATCH).await;
             let started = std::time::Instant::now();
             let pending = std::mem::take(&mut batch);
             metrics::histogram!("aperture_journal_batch_records").record(pending.len() as f64);
             let (replies, results) = self.commit(pending, &mut own).await;
-            metrics::histogram!("aperture_journal_commit_seconds")
-                .record(started.elapsed().as_secs_f64());
-            // Stale records are decided again, not lost.
-            if results
-                .iter()
-                .any(|r| r.as_ref().is_err_and(|e| !matches!(e, JournalError::Stale)))
-            {
-                metrics::counter!("aperture_journal_commit_failures_total").increment(1);
-            }
-            for (reply, result) in replies.into_iter().zip(results) {
-                if let Ok(receipt) = &result {
-                    crate::metrics::receipt(receipt, true);
-                }
-                self.stats.unanswered.fetch_sub(1, Ordering::Relaxed);
-                // A caller that stopped waiting lost nothing: its record is committed or not.
-                let _ = reply.send(result);
-            }
-            add_micros(&self.stats.busy_micros, started.elapsed());
+            self.answer(replies, results, started);
         }
+    }
+
+    /// Answers the appends of a batch taken at `started` with their results, in order.
+    fn answer(&self, replies: Vec<Reply>, results: Vec<Outcome>, started: std::time::Instant) {
+        metrics::histogram!("aperture_journal_commit_seconds")
+            .record(started.elapsed().as_secs_f64());
+        // Stale records are decided again, not lost.
+        if results
+            .iter()
+            .any(|r| r.as_ref().is_err_and(|e| !matches!(e, JournalError::Stale)))
+        {
+            metrics::counter!("aperture_journal_commit_failures_total").increment(1);
+        }
+        for (reply, result) in replies.into_iter().zip(results) {
+            if let Ok(receipt) = &result {
+                crate::metrics::receipt(receipt, true);
+            }
+            self.stats.unanswered.fetch_sub(1, Ordering::Relaxed);
+            // A caller that stopped waiting lost nothing: its record is committed or not.
+            let _ = reply.send(result);
+        }
+        add_micros(&self.stats.busy_micros, started.elapsed());
     }
 
     /// Commits `batch` in one transaction; one result per pending append, in order.
@@ -172,57 +179,46 @@ impl Writer {
         &mut self,
         batch: Vec<Pending>,
         own: &mut Option<sqlx::AnyConnection>,
-    ) -> (
-        Vec<oneshot::Sender<Result<Receipt, JournalError>>>,
-        Vec<Result<Receipt, JournalError>>,
-    ) {
+    ) -> (Vec<Reply>, Vec<Outcome>) {
         let mut replies = Vec::with_capacity(batch.len());
         let mut work = Vec::with_capacity(batch.len());
         for p in batch {
-            replies.push(p.reply);
-            work.push(Work {
-                unsigned: p.unsigned,
-                disclosures: p.disclosures,
-                decided_at: p.decided_at,
-            });
+            let (reply, w) = p.split();
+            replies.push(reply);
+            work.push(w);
         }
+        (replies, self.commit_work(work, own).await)
+    }
+
+    /// Commits `work` in one transaction (trying again while other writers take its
+    /// positions); one result per record, in order.
+    async fn commit_work(
+        &mut self,
+        mut work: Vec<Work>,
+        own: &mut Option<sqlx::AnyConnection>,
+    ) -> Vec<Outcome> {
         let mut last = JournalError::Contended;
         for _ in 0..ATTEMPTS {
             match self.try_commit(&mut work, own).await {
                 Ok(written) => {
                     // Each record was signed in place for the attempt that wrote it.
-                    let results = work
-                        .into_iter()
-                        .zip(written)
-                        .map(|(w, failed)| match failed {
-                            None => Ok(w.unsigned),
-                            Some(e) => Err(e),
-                        })
-                        .collect();
-                    return (replies, results);
+                    return outcomes(work, written);
                 }
                 Err(e) => {
                     self.heads.clear();
                     match e {
-                        JournalError::Contended => last = e,
+                        JournalError::Contended => {
+                            self.lost_position();
+                            last = e;
+                        }
                         other => {
-                            let text = other.to_string();
-                            let results = work
-                                .iter()
-                                .map(|_| Err(JournalError::Failed(text.clone())))
-                                .collect();
-                            return (replies, results);
+                            return failed(work.len(), &other);
                         }
                     }
                 }
             }
         }
-        let text = last.to_string();
-        let results = work
-            .iter()
-            .map(|_| Err(JournalError::Failed(text.clone())))
-            .collect();
-        (replies, results)
+        failed(work.len(), &last)
     }
 
     async fn try_commit(
@@ -231,9 +227,9 @@ impl Writer {
         own: &mut Option<sqlx::AnyConnection>,
     ) -> Result<Vec<Written>, JournalError> {
         let mut conn_own = match (self.store.kind(), own.take()) {
-            (store::DbKind::Sqlite, Some(conn)) => Some(conn),
+            (_, Some(conn)) => Some(conn),
             (store::DbKind::Sqlite, None) => Some(self.store.connect_writer().await?),
-            (store::DbKind::Postgres, _) => None,
+            (store::DbKind::Postgres, None) => None,
         };
         let mut pooled: Option<sqlx::pool::PoolConnection<sqlx::Any>> = None;
         let conn: &mut sqlx::AnyConnection = match conn_own.as_mut() {
@@ -243,7 +239,10 @@ impl Writer {
         // Most batches are one statement outside a transaction: one round trip to the database
         // (one hand-off to SQLite's connection thread, where `BEGIN`, the generation's read,
         // the inserts and `COMMIT` took four or more, each a wake-up of that thread).
-        let one_statement = (work.len() <= store::journal::ONE_STATEMENT)
+        // Another node writes too: batches read the heads under their tenants' locks, in a
+        // transaction (see [`Writer::contended`]).
+        let locking = self.contended();
+        let one_statement = (!locking && work.len() <= store::journal::ONE_STATEMENT)
             .then(|| one_generation(work))
             .flatten();
         let written = match one_statement {
@@ -262,6 +261,17 @@ impl Writer {
             Some(written) => written,
             None => {
                 let mut tx = self.store.begin_write_on(conn).await?;
+                if self.store.kind() == store::DbKind::Postgres {
+                    let mut tenants: Vec<&str> =
+                        work.iter().map(|w| w.unsigned.tenant_id.as_str()).collect();
+                    tenants.sort_unstable();
+                    tenants.dedup();
+                    store::journal::lock_heads(&mut tx, &tenants).await?;
+                }
+                if locking {
+                    // What this writer last wrote is no head to go by: read them under the locks.
+                    self.heads.clear();
+                }
                 // Read once for the batch, in the transaction that commits it and so that the
                 // counter cannot move before the commit (SQLite's write lock; a share lock on
                 // PostgreSQL, which a change's trigger waits for).
@@ -278,6 +288,32 @@ impl Writer {
             }
         };
         *own = conn_own;
+        self.committed(heads, &results, leaves);
+        Ok(results)
+    }
+
+    /// Whether another writer (another node sharing the PostgreSQL database) took one of this
+    /// writer's positions within [`CONTENDED_FOR`]. Every PostgreSQL batch takes its chains'
+    /// advisory locks, so writers take turns at a chain; but a writer whose cached heads are
+    /// behind loses every turn (its positions are taken by then) while the other, its heads at
+    /// hand and the next batch signed, wins each of its own, until the loser runs out of
+    /// attempts. So for a while after a lost position batches read the heads under the locks,
+    /// in a transaction, and cannot lose.
+    fn contended(&self) -> bool {
+        self.store.kind() == store::DbKind::Postgres
+            && self
+                .contended_at
+                .is_some_and(|at| at.elapsed() < CONTENDED_FOR)
+    }
+
+    /// Takes note of a position another writer took first.
+    fn lost_position(&mut self) {
+        self.contended_at = Some(std::time::Instant::now());
+        metrics::counter!("aperture_journal_contended_total").increment(1);
+    }
+
+    /// Takes note of a committed batch: the heads after it, its records' leaves, the counts.
+    fn committed(&mut self, heads: Heads, results: &[Written], leaves: Vec<(String, i64, String)>) {
         self.heads = heads;
         if !leaves.is_empty() {
             self.stats.leaves.keep(leaves);
@@ -288,7 +324,6 @@ impl Writer {
             self.stats.grown.notify_one();
         }
         self.stats.commits.fetch_add(1, Ordering::Relaxed);
-        Ok(results)
     }
 
     /// Chains, signs (in place) and inserts `work` through `conn`; how each record fared and
@@ -301,64 +336,12 @@ impl Writer {
         generation: Generation,
     ) -> Result<BatchWritten, JournalError> {
         let mut heads = self.heads.clone();
+        load_heads(conn, work, &mut heads).await?;
         // Chained and signed in arrival order first; then written in as few statements as the
         // batch allows (one multi-row insert per chunk; each statement is a round trip to the
         // database, and for SQLite a hand-off to its connection's thread).
-        // Per record: its position and what signing made, or why it is not written.
-        let mut prepared: Vec<Result<(i64, Prepared), JournalError>> =
-            Vec::with_capacity(work.len());
-        for Work {
-            unsigned,
-            decided_at,
-            ..
-        } in work.iter_mut()
-        {
-            if let (Some(at), Generation::Read(now)) = (*decided_at, generation)
-                && at != now
-            {
-                prepared.push(Err(JournalError::Stale));
-                continue;
-            }
-            let head = match heads.get(&unsigned.tenant_id) {
-                Some(h) => Some(h.clone()),
-                None => store::journal::head_in(conn, &unsigned.tenant_id).await?,
-            };
-            let (seq, prev) = match head {
-                Some((seq, hash)) => (seq + 1, hash),
-                None => (1, ZERO_HASH.to_owned()),
-            };
-            let signing = std::time::Instant::now();
-            let prepared_one = self.prepare(unsigned, seq, prev);
-            add_micros(&self.stats.signing_micros, signing.elapsed());
-            if let Ok(p) = &prepared_one {
-                heads.insert(unsigned.tenant_id.clone(), (seq, p.record_hash.clone()));
-            }
-            // A record that cannot be made never had a position; the rest go on.
-            prepared.push(prepared_one.map(|p| (seq, p)));
-        }
-        let rows: Vec<store::journal::NewRecord<'_>> = work
-            .iter()
-            .zip(&prepared)
-            .filter_map(|(w, p)| Some((w, p.as_ref().ok()?)))
-            .map(|(w, (seq, p))| {
-                let signed = &w.unsigned;
-                store::journal::NewRecord {
-                    tenant_id: &signed.tenant_id,
-                    seq: *seq,
-                    receipt_id: &signed.receipt_id,
-                    kind: signed.kind.as_str(),
-                    decision: signed.decision.as_str(),
-                    reason: signed.reason.as_str(),
-                    tool: signed.tool.as_deref(),
-                    session_id: signed.session_id.as_deref(),
-                    actor_id: &signed.actor_id,
-                    issued_at: p.issued_at,
-                    receipt: &p.json,
-                    disclosures: &w.disclosures,
-                    record_hash: &p.record_hash,
-                }
-            })
-            .collect();
+        let signed = self.sign(work, &mut heads, generation);
+        let rows = rows(work, &signed);
         match generation {
             Generation::InStatement(at) => {
                 match store::journal::insert_batch(conn, self.store.kind(), &rows, at).await? {
@@ -379,13 +362,63 @@ impl Writer {
             }
         }
         drop(rows);
+        let (results, leaves) = self.outcome(work, signed);
+        Ok((results, heads, leaves))
+    }
+
+    /// Chains each record of `work` after its tenant's head in `heads` (which must hold every
+    /// tenant of `work`, [`load_heads`]) and signs it in place, in arrival order, advancing
+    /// the heads; a record decided at another generation than the one read is not signed.
+    fn sign(&self, work: &mut [Work], heads: &mut Heads, generation: Generation) -> Vec<Signed> {
+        let signing = std::time::Instant::now();
+        let mut signed = Vec::with_capacity(work.len());
+        for Work {
+            unsigned,
+            decided_at,
+            ..
+        } in work.iter_mut()
+        {
+            if let (Some(at), Generation::Read(now)) = (*decided_at, generation)
+                && at != now
+            {
+                signed.push(Err(JournalError::Stale));
+                continue;
+            }
+            signed.push(self.sign_one(unsigned, heads));
+        }
+        add_micros(&self.stats.signing_micros, signing.elapsed());
+        signed
+    }
+
+    /// Chains `unsigned` after its tenant's head in `heads` and signs it in place; the head
+    /// moves to it. A record that cannot be made takes no position.
+    fn sign_one(&self, unsigned: &mut Receipt, heads: &mut Heads) -> Signed {
+        let (seq, prev) = match heads.get(&unsigned.tenant_id) {
+            Some((seq, hash)) => (seq + 1, hash.clone()),
+            None => (1, ZERO_HASH.to_owned()),
+        };
+        let prepared = self.prepare(unsigned, seq, prev)?;
+        heads.insert(
+            unsigned.tenant_id.clone(),
+            (seq, prepared.record_hash.clone()),
+        );
+        Ok((seq, prepared))
+    }
+
+    /// How each signed record of a written batch fared, and (when a checkpointer is attached)
+    /// the written records' leaves.
+    fn outcome(
+        &self,
+        work: &[Work],
+        signed: Vec<Signed>,
+    ) -> (Vec<Written>, Vec<(String, i64, String)>) {
         // The leaves' texts move on to the checkpointer (once committed) rather than being
         // read back from the journal there; only when one is attached.
         let keep = self.stats.leaves.on.load(Ordering::Relaxed);
         let mut leaves = Vec::new();
         let results = work
             .iter()
-            .zip(prepared)
+            .zip(signed)
             .map(|(w, p)| match p {
                 Ok((seq, p)) => {
                     if keep {
@@ -396,7 +429,7 @@ impl Writer {
                 Err(e) => Some(e),
             })
             .collect();
-        Ok((results, heads, leaves))
+        (results, leaves)
     }
 
     /// Chains `unsigned` at `seq` after `prev` and signs it in place (an attempt after a lost
@@ -436,6 +469,87 @@ fn one_generation(work: &[Work]) -> Option<Option<i64>> {
     decided.all(|at| Some(at) == first).then_some(first)
 }
 
+/// A small batch: lets the tasks that are ready run first, then takes what they queued, up to
+/// `max` records in all. Under load several of them are about to append, and one commit for all
+/// of them costs less per record than a commit for each few (a commit rewrites a page of each
+/// of the journal's nine B-trees). With nothing else ready this returns at once, so a lone call
+/// waits no longer. A large batch means appends queue faster than the writer commits (its
+/// commits wait, as on PostgreSQL for the WAL flush): waiting would only idle it.
+async fn gather(waiting: &mut mpsc::Receiver<Pending>, batch: &mut Vec<Pending>, max: usize) {
+    if batch.len() < GATHER_BELOW {
+        tokio::task::yield_now().await;
+        // Returns at once: only what is queued, and only if something is.
+        if !waiting.is_empty() && batch.len() < max {
+            let room = max - batch.len();
+            waiting.recv_many(batch, room).await;
+        }
+    }
+}
+
+/// The results of a written batch: each record signed as written, or why it is not.
+fn outcomes(work: Vec<Work>, written: Vec<Written>) -> Vec<Outcome> {
+    work.into_iter()
+        .zip(written)
+        .map(|(w, failed)| match failed {
+            None => Ok(w.unsigned),
+            Some(e) => Err(e),
+        })
+        .collect()
+}
+
+/// `n` results of a batch that failed as a whole with `error`.
+fn failed(n: usize, error: &JournalError) -> Vec<Outcome> {
+    let text = error.to_string();
+    (0..n)
+        .map(|_| Err(JournalError::Failed(text.clone())))
+        .collect()
+}
+
+/// Loads into `heads` the head of every tenant of `work` it does not hold yet, as `conn` sees
+/// it (an empty chain's head is position 0 after the zero hash).
+async fn load_heads(
+    conn: &mut sqlx::AnyConnection,
+    work: &[Work],
+    heads: &mut Heads,
+) -> Result<(), sqlx::Error> {
+    for w in work {
+        let tenant = &w.unsigned.tenant_id;
+        if !heads.contains_key(tenant) {
+            let head = store::journal::head_in(conn, tenant)
+                .await?
+                .unwrap_or_else(|| (0, ZERO_HASH.to_owned()));
+            heads.insert(tenant.clone(), head);
+        }
+    }
+    Ok(())
+}
+
+/// The rows of the records of `work` that were signed.
+fn rows<'a>(work: &'a [Work], signed: &'a [Signed]) -> Vec<store::journal::NewRecord<'a>> {
+    work.iter()
+        .zip(signed)
+        .filter_map(|(w, p)| Some((w, p.as_ref().ok()?)))
+        .map(|(w, (seq, p))| {
+            let signed = &w.unsigned;
+            store::journal::NewRecord {
+                tenant_id: &signed.tenant_id,
+                seq: *seq,
+                receipt_id: &signed.receipt_id,
+                kind: signed.kind.as_str(),
+                decision: signed.decision.as_str(),
+                reason: signed.reason.as_str(),
+                tool: signed.tool.as_deref(),
+                session_id: signed.session_id.as_deref(),
+                actor_id: &signed.actor_id,
+                issued_at: p.issued_at,
+                receipt: &p.json,
+                disclosures: &w.disclosures,
+                record_hash: &p.record_hash,
+            }
+        })
+        .collect()
+}
+
 fn add_micros(counter: &AtomicU64, d: std::time::Duration) {
     counter.fetch_add(
         u64::try_from(d.as_micros()).unwrap_or(u64::MAX),
@@ -452,6 +566,9 @@ pub const MAX_BATCH: usize = 256;
 const GATHER_BELOW: usize = 16;
 /// Appends waiting for the writer before callers wait for room.
 const QUEUE: usize = 4 * MAX_BATCH;
+/// How long a writer that lost a position to another node writes under locks
+/// ([`Writer::contended`]).
+const CONTENDED_FOR: std::time::Duration = std::time::Duration::from_secs(5);
 /// Attempts of a batch that keeps finding its positions taken by another node.
 const ATTEMPTS: usize = 16;
 
@@ -513,8 +630,10 @@ struct Stats {
     commits: AtomicU64,
     /// Microseconds from taking a batch to answering it.
     busy_micros: AtomicU64,
-    /// Of those, microseconds chaining and signing.
+    /// Microseconds chaining and signing.
     signing_micros: AtomicU64,
+    /// Records committed as signed ahead ([`WriterStats::signed_ahead`]).
+    signed_ahead: AtomicU64,
     /// Notified every [`CHECKPOINT_RECORDS`] records (the checkpointer makes one).
     grown: tokio::sync::Notify,
     /// Committed records' leaves, kept for the checkpointer.
@@ -579,8 +698,13 @@ pub struct WriterStats {
     /// Time the writer spent on batches, from taking one to answering its appends; the rest
     /// of the time it waited for appends.
     pub busy: std::time::Duration,
-    /// Of `busy`, the time spent chaining and signing records (the rest is the database's).
+    /// Time spent chaining and signing records: on SQLite part of `busy` (the rest is the
+    /// database's); on PostgreSQL the records signed ahead were signed while the batch before
+    /// them was being committed.
     pub signing: std::time::Duration,
+    /// Of `records`, those committed as signed while the batch before them was being
+    /// committed (PostgreSQL, [`pipeline`]).
+    pub signed_ahead: u64,
 }
 
 /// One append waiting for the writer.
@@ -589,7 +713,21 @@ struct Pending {
     unsigned: Receipt,
     disclosures: String,
     decided_at: Option<i64>,
-    reply: oneshot::Sender<Result<Receipt, JournalError>>,
+    reply: Reply,
+}
+
+impl Pending {
+    /// Where its result goes, and the record.
+    fn split(self) -> (Reply, Work) {
+        (
+            self.reply,
+            Work {
+                unsigned: self.unsigned,
+                disclosures: self.disclosures,
+                decided_at: self.decided_at,
+            },
+        )
+    }
 }
 
 /// A receipt with nothing but what every record has; the caller fills in the rest.
@@ -685,7 +823,12 @@ impl Journal {
         if store.kind() == store::DbKind::Sqlite {
             tokio::spawn(checkpoints(store.clone(), Arc::downgrade(&stats)));
         }
-        tokio::spawn(Writer::new(store, keys.clone(), stats.clone()).run(waiting));
+        let kind = store.kind();
+        let writer = Writer::new(store, keys.clone(), stats.clone());
+        match kind {
+            store::DbKind::Sqlite => tokio::spawn(writer.run(waiting)),
+            store::DbKind::Postgres => tokio::spawn(writer.run_pipelined(waiting)),
+        };
         Self {
             keys,
             queue,
@@ -767,6 +910,7 @@ impl Journal {
             commits: self.stats.commits.load(Ordering::Relaxed),
             busy: micros(&self.stats.busy_micros),
             signing: micros(&self.stats.signing_micros),
+            signed_ahead: self.stats.signed_ahead.load(Ordering::Relaxed),
         }
     }
 

@@ -59,6 +59,23 @@ pub struct NewRecord<'a> {
     pub record_hash: &'a str,
 }
 
+/// Takes the advisory lock of each of `tenants`' chains (PostgreSQL), held until the
+/// transaction on `conn` ends: writers on several nodes take turns at a chain's head instead of
+/// racing for its positions ([`insert_batch`] takes the same locks). `tenants` sorted, so that
+/// every writer takes them in one order.
+pub async fn lock_heads(
+    conn: &mut sqlx::AnyConnection,
+    tenants: &[&str],
+) -> Result<(), sqlx::Error> {
+    for tenant in tenants {
+        sqlx::query(&format!("SELECT count({LOCK}) FROM (SELECT $1 AS t) AS s"))
+            .bind(*tenant)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
+}
+
 /// The store's read generation ([`super::cache`]) as `conn` sees it. Inside a write
 /// transaction the counter cannot move before it commits: on PostgreSQL the row is
 /// share-locked, so a change's trigger waits for the commit (and a change already in flight is
@@ -164,25 +181,37 @@ pub async fn insert_batch(
 }
 
 /// The statement of [`insert_batch`] for `rows` rows: a `VALUES` list whose NULL rows are
-/// padding, then the generation (twice: `NULL` when no record depends on it).
+/// padding, then the generation (twice: `NULL` when no record depends on it). On PostgreSQL
+/// the statement first takes the advisory lock of each tenant's chain it writes ([`lock_heads`],
+/// held until it commits), so that writers on several nodes take turns at a chain: a writer
+/// whose heads another node has moved meanwhile finds its positions taken at once (the other's
+/// rows are committed when it gets the lock) instead of racing it again and again.
 fn insert_batch_sql(kind: DbKind, rows: usize) -> String {
-    let mut sql = format!("INSERT INTO journal ({COLUMNS}) SELECT * FROM (VALUES ");
-    push_placeholders(&mut sql, kind, rows);
+    let mut values = String::from("VALUES ");
+    push_placeholders(&mut values, kind, rows);
     let (first, second) = (rows * PER_ROW + 1, rows * PER_ROW + 2);
-    let (first, second, lock) = match kind {
-        DbKind::Sqlite => ("?".to_owned(), "?".to_owned(), ""),
-        DbKind::Postgres => (
-            format!("${first}::BIGINT"),
-            format!("${second}"),
-            " FOR SHARE",
+    match kind {
+        DbKind::Sqlite => format!(
+            "INSERT INTO journal ({COLUMNS}) SELECT * FROM ({values}) AS v \
+             WHERE v.column1 IS NOT NULL AND (? IS NULL OR \
+             (SELECT generation FROM read_generation WHERE id = 1) = ?)"
         ),
-    };
-    sql.push_str(&format!(
-        ") AS v WHERE v.column1 IS NOT NULL AND ({first} IS NULL OR \
-         (SELECT generation FROM read_generation WHERE id = 1{lock}) = {second})"
-    ));
-    sql
+        // The lock's row is the nested loop's outer side: taken before any row is inserted.
+        DbKind::Postgres => format!(
+            "WITH v AS ({values}), \
+             locked AS (SELECT count({LOCK}) AS n FROM \
+             (SELECT DISTINCT column1 AS t FROM v WHERE column1 IS NOT NULL ORDER BY 1) AS s) \
+             INSERT INTO journal ({COLUMNS}) SELECT v.* FROM locked, v \
+             WHERE locked.n >= 0 AND v.column1 IS NOT NULL AND (${first}::BIGINT IS NULL OR \
+             (SELECT generation FROM read_generation WHERE id = 1 FOR SHARE) = ${second})"
+        ),
+    }
 }
+
+/// The advisory lock of the chain of tenant `s.t` ([`lock_heads`]). A fixed seed keeps these
+/// keys apart from other users of advisory locks as far as a 64-bit hash does; a collision
+/// merely serializes two chains.
+const LOCK: &str = "pg_advisory_xact_lock(hashtextextended(s.t, 7470))";
 
 fn bind_padding(query: AnyQuery<'_>) -> AnyQuery<'_> {
     query

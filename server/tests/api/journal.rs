@@ -394,7 +394,7 @@ async fn receipt_queries_are_checked() {
 
 /// Tenant `t` and the server's signing key, for journals made directly over `store` (the
 /// folder holds the key file while the journal is used).
-async fn tenant_t_keys(store: &Store) -> (aperture::keys::KeyRing, tempfile::TempDir) {
+pub(crate) async fn tenant_t_keys(store: &Store) -> (aperture::keys::KeyRing, tempfile::TempDir) {
     store::tenants::ensure(store, "t").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let keys = aperture::keys::KeyRing::load(store, dir.path(), Some(crate::helpers::SIGNING_KEY))
@@ -501,7 +501,7 @@ on_both_backends!(
 /// Appends a decision record for each generation of `decided_at` (`None`: depends on none),
 /// all at once so that the writer groups them; checks that every record decided at `stale` is
 /// refused with `Stale` and returns the positions of the others, in order.
-async fn append_together(
+pub(crate) async fn append_together(
     journal: &aperture::journal::Journal,
     decided_at: impl Iterator<Item = Option<i64>>,
     stale: i64,

@@ -26,6 +26,7 @@ mod events;
 mod evidence;
 mod forks;
 mod journal;
+mod journal_writer;
 mod mcp;
 mod model;
 #[path = "../model_fixture/server.rs"]
