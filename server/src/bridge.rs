@@ -31,6 +31,8 @@ use tokio::sync::{Mutex, Notify};
 
 /// Re-list this long before the lease ends (or at three quarters of a shorter lease).
 const RELIST_MARGIN: Duration = Duration::from_secs(60);
+/// Most pages of one listing the bridge follows.
+const MAX_PAGES: usize = 1_000;
 /// Answers of the gateway that mean "list again" rather than "no".
 const STALE: [&str; 5] = [
     "lease_expired",
@@ -161,7 +163,35 @@ impl Bridge {
             params.meta = Some(meta);
         }
         let listed = self.0.gateway.list_tools(Some(params)).await?;
-        let fresh = Grant::from_listing(serde_json::to_value(&listed)?)?;
+        let mut next = listed.next_cursor.clone();
+        let mut listing = serde_json::to_value(&listed)?;
+        // A long listing comes in pages of one grant (the cursor grants nothing): the client
+        // gets it whole.
+        let mut pages = 1;
+        while let Some(cursor) = next.take() {
+            pages += 1;
+            anyhow::ensure!(
+                pages <= MAX_PAGES,
+                "the gateway's listing has more than {MAX_PAGES} pages"
+            );
+            let page = self
+                .0
+                .gateway
+                .list_tools(Some(
+                    PaginatedRequestParams::default().with_cursor(Some(cursor)),
+                ))
+                .await?;
+            next = page.next_cursor;
+            if let Some(tools) = listing["tools"].as_array_mut() {
+                for tool in page.tools {
+                    tools.push(serde_json::to_value(tool)?);
+                }
+            }
+        }
+        if let Some(map) = listing.as_object_mut() {
+            map.remove("nextCursor");
+        }
+        let fresh = Grant::from_listing(listing)?;
         let changed = grant.as_ref().is_none_or(|g| g.tools != fresh.tools);
         *grant = Some(fresh.clone());
         self.0.granted.notify_one();

@@ -341,6 +341,10 @@ struct ServeArgs {
     /// Let upstream URLs resolve to loopback, private or link-local addresses.
     #[arg(long, env = "APERTURE_ALLOW_PRIVATE_UPSTREAMS", value_parser = boolish())]
     allow_private_upstreams: bool,
+    /// Most tools one `tools/list` page carries (a longer listing ends with `nextCursor`).
+    #[arg(long, env = "APERTURE_TOOLS_PAGE_SIZE", default_value_t = crate::config::DEFAULT_TOOLS_PAGE_SIZE as u64,
+          value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    tools_page_size: u64,
     /// Seconds a parked invocation waits for an approver before it expires.
     #[arg(long, env = "APERTURE_PARKED_EXPIRY_SECONDS", default_value_t = 86_400,
           value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
@@ -711,6 +715,8 @@ async fn serve(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<()> {
     config.allow_stdio_upstreams = args.allow_stdio_upstreams;
     config.allow_private_upstreams = args.allow_private_upstreams;
     config.parked_expiry = std::time::Duration::from_secs(args.parked_expiry_seconds);
+    config.tools_page_size =
+        usize::try_from(args.tools_page_size).unwrap_or(crate::config::DEFAULT_TOOLS_PAGE_SIZE);
     config.idempotency_retention =
         std::time::Duration::from_secs(args.idempotency_retention_hours * 3_600);
     config.spend_gate = args.spend_gate;

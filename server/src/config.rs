@@ -74,7 +74,14 @@ pub struct Config {
     /// `APERTURE_METRICS_TOKEN`: the bearer token `GET /metrics` answers (the operator's, not a
     /// tenant's); without it the endpoint is off and nothing is recorded.
     pub metrics_token: Option<String>,
+    /// `APERTURE_TOOLS_PAGE_SIZE`: most tools one `tools/list` page carries; a longer listing
+    /// ends with `nextCursor`.
+    pub tools_page_size: usize,
 }
+
+/// Tools in one `tools/list` page unless `APERTURE_TOOLS_PAGE_SIZE` says otherwise: a catalog
+/// of this size or less is one page, as clients that do not page expect.
+pub const DEFAULT_TOOLS_PAGE_SIZE: usize = 1_000;
 
 /// Which spend gate checks `max_cost_cents`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -174,6 +181,7 @@ impl Config {
             checkpointer: true,
             public_checkpoints: false,
             metrics_token: None,
+            tools_page_size: DEFAULT_TOOLS_PAGE_SIZE,
         }
     }
 }

@@ -223,9 +223,24 @@ impl Grant {
     /// The MCP `tools/list` result for this grant (CONTRACT §4): listed tools with their
     /// `_meta`, and the grant's identifiers in the result's `_meta`.
     pub fn list_result(&self) -> Value {
+        self.list_page(0, usize::MAX)
+            .unwrap_or_else(|| json!({"tools": []}))
+    }
+
+    /// One page of [`Grant::list_result`]: at most `size` of the listed tools from `offset` on,
+    /// with `nextCursor` when more follow (CONTRACT §4: the cursor pages through this grant,
+    /// [`granted`]); `None` when `offset` is past the end.
+    pub fn list_page(&self, offset: usize, size: usize) -> Option<Value> {
+        let listed = self.manifest.listed().count();
+        if offset > listed || (offset == listed && offset > 0) {
+            return None;
+        }
+        let end = offset.saturating_add(size.max(1)).min(listed);
         let tools: Vec<Value> = self
             .manifest
             .listed()
+            .skip(offset)
+            .take(end - offset)
             .map(|t| {
                 let mut tool = match serde_json::to_value(&t.advertised) {
                     Ok(Value::Object(m)) => m,
@@ -264,8 +279,66 @@ impl Grant {
         if let Some(list) = self.allowlist() {
             result["_meta"]["restriction_notice"] = Value::String(list.restriction_notice());
         }
-        result
+        if end < listed {
+            result["nextCursor"] = Value::String(cursor(&self.row.id, end));
+        }
+        Some(result)
     }
+}
+
+/// The `nextCursor` of a listing: the manifest it pages through and where the next page starts,
+/// opaque to clients (base64url). Nothing in it is trusted: [`granted`] checks whose manifest
+/// it names, and the offset only selects tools the manifest lists.
+fn cursor(manifest_id: &str, offset: usize) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{manifest_id}:{offset}"))
+}
+
+/// The manifest id and offset of a `cursor` ([`cursor`]); `None` when it is not one.
+pub fn parse_cursor(cursor: &str) -> Option<(String, usize)> {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(cursor)
+        .ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    let (manifest_id, offset) = text.rsplit_once(':')?;
+    if !manifest_id.starts_with("man_") {
+        return None;
+    }
+    Some((manifest_id.to_owned(), offset.parse().ok()?))
+}
+
+/// The grant `manifest_id` names, read back to page through it (a `tools/list` with a cursor
+/// grants nothing); `None` unless it is the caller's: its tenant's, in a session of its actor
+/// that is not revoked. Unknown and someone else's are the same `None`.
+pub async fn granted(
+    store: &Store,
+    principal: &Principal,
+    manifest_id: &str,
+) -> Result<Option<Grant>, ServiceError> {
+    let Some(row) =
+        store::exposure::find_manifest(store, &principal.tenant_id, manifest_id).await?
+    else {
+        return Ok(None);
+    };
+    let Some(session) =
+        store::exposure::find_session(store, &principal.tenant_id, &row.session_id).await?
+    else {
+        return Ok(None);
+    };
+    if session.actor_id != principal.actor_id || session.revoked_at.is_some() {
+        return Ok(None);
+    }
+    let manifest =
+        serde_json::from_str(&row.manifest).map_err(|e| ServiceError::Other(e.into()))?;
+    let document =
+        serde_json::from_str(&row.document).map_err(|e| ServiceError::Other(e.into()))?;
+    Ok(Some(Grant {
+        session,
+        row,
+        manifest,
+        document,
+    }))
 }
 
 async fn view(store: &Store, s: SessionRow) -> Result<SessionView, ServiceError> {

@@ -397,6 +397,12 @@ async fn tools_list(state: &AppState, principal: &Principal, id: &Value, params:
             "this token lacks agent_tool_exposure:run",
         );
     }
+    let page = state.config.tools_page_size;
+    match params.get("cursor") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(cursor)) => return next_page(state, principal, id, cursor, page).await,
+        Some(_) => return error(id, INVALID_PARAMS, "cursor must be a string"),
+    }
     let meta = params.get("_meta").cloned().unwrap_or(json!({}));
     let text = |k: &str| meta.get(k).and_then(Value::as_str).map(str::to_owned);
     let granted = match text("session_id") {
@@ -433,7 +439,10 @@ async fn tools_list(state: &AppState, principal: &Principal, id: &Value, params:
         }
     };
     match granted {
-        Ok(grant) => ok(id, grant.list_result()),
+        Ok(grant) => match grant.list_page(0, page) {
+            Some(first) => ok(id, first),
+            None => error(id, INTERNAL_ERROR, "the listing could not be made"),
+        },
         Err(e) => {
             let e = e.into_app_error();
             let code = if e.code == app::error::ErrorCode::Internal {
@@ -443,6 +452,41 @@ async fn tools_list(state: &AppState, principal: &Principal, id: &Value, params:
             };
             error(id, code, e.message)
         }
+    }
+}
+
+/// `tools/list` with a `cursor`: the next page of the manifest the first page granted, granting
+/// nothing (CONTRACT §4). A cursor that is not one, or names a manifest that is not the
+/// caller's, is refused alike; so is one whose lease has ended (the client lists again).
+async fn next_page(
+    state: &AppState,
+    principal: &Principal,
+    id: &Value,
+    cursor: &str,
+    page: usize,
+) -> Value {
+    let invalid = || error(id, INVALID_PARAMS, "invalid cursor");
+    let Some((manifest_id, offset)) = exposure::parse_cursor(cursor) else {
+        return invalid();
+    };
+    let grant = match exposure::granted(&state.store, principal, &manifest_id).await {
+        Ok(Some(grant)) => grant,
+        Ok(None) => return invalid(),
+        Err(e) => {
+            tracing::error!(error = %e.into_app_error().message, "reading a manifest to page through it");
+            return error(id, INTERNAL_ERROR, "the listing could not be read");
+        }
+    };
+    if grant.row.lease_expires_at <= crate::store::now_ms() {
+        return error(
+            id,
+            INVALID_PARAMS,
+            "the lease of this listing has ended: list again without a cursor",
+        );
+    }
+    match grant.list_page(offset, page) {
+        Some(next) => ok(id, next),
+        None => invalid(),
     }
 }
 

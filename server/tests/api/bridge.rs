@@ -82,3 +82,50 @@ async fn a_stock_client_calls_through_the_bridge_across_leases() {
     );
     client.cancel().await.ok();
 }
+
+/// Issue 27: a listing the gateway pages (`APERTURE_TOOLS_PAGE_SIZE=2`, five tools) reaches the
+/// bridge's client whole, and a tool of the last page is called with the one grant.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bridge_gathers_a_paged_listing() {
+    let app = TestApp::spawn_with(crate::helpers::Db::Sqlite, |c| c.tools_page_size = 2)
+        .await
+        .unwrap();
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    let read = [
+        "mcp__fixture__add",
+        "mcp__fixture__big",
+        "mcp__fixture__echo",
+        "mcp__fixture__getenv",
+        "mcp__fixture__stats",
+    ];
+    app.register_fixture(&admin, &read).await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, format!("{agent}\n")).unwrap();
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_aperture"));
+    command
+        .args(["bridge", "--url", &app.url(""), "--token-file"])
+        .arg(&token_file)
+        .env("APERTURE_LOG", "warn")
+        .kill_on_drop(true);
+    let client =
+        ().serve(TokioChildProcess::new(command).unwrap())
+            .await
+            .expect("the bridge speaks MCP on stdio");
+    let tools = client.list_all_tools().await.unwrap();
+    let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    names.sort_unstable();
+    assert_eq!(names, read);
+    let called = client
+        .call_tool(
+            CallToolRequestParams::new("mcp__fixture__stats")
+                .with_arguments(serde_json::Map::new()),
+        )
+        .await
+        .unwrap();
+    let called = serde_json::to_value(called).unwrap();
+    assert_eq!(called["isError"], false, "{called}");
+    assert_eq!(called["_meta"]["receipt"]["reason"], "ok");
+    client.cancel().await.ok();
+}

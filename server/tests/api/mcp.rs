@@ -616,3 +616,120 @@ async fn the_public_url_names_the_server_and_a_forged_host_never_comes_back() {
         assert!(!body.contains(evil), "{path}: {body}");
     }
 }
+
+/// Issue 27: `tools/list` pages (`cursor` / `nextCursor`) through one grant. The first page
+/// grants the manifest; a `cursor` pages through that same manifest (same ids, lease and
+/// signature) and grants nothing; the tools of a later page are called with that manifest's
+/// binding. A cursor is the lister's alone: another actor's or tenant's token, a cursor edited
+/// by hand, one past the end, one that is not a string and one whose lease ended are refused.
+#[tokio::test]
+async fn tools_list_pages_through_one_grant() {
+    let app = TestApp::spawn_with(crate::helpers::Db::Sqlite, |c| c.tools_page_size = 2)
+        .await
+        .unwrap();
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    let read = [
+        "mcp__fixture__add",
+        "mcp__fixture__big",
+        "mcp__fixture__echo",
+        "mcp__fixture__stats",
+        "mcp__fixture__getenv",
+    ];
+    app.register_fixture(&admin, &read).await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let list = |token: String, params: Value| {
+        let app = &app;
+        async move {
+            let (status, body) = rpc(
+                app,
+                Some(&token),
+                json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": params}),
+            )
+            .await;
+            assert_eq!(status, StatusCode::OK, "{body}");
+            body
+        }
+    };
+    let manifests = || async {
+        let (n,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM manifests")
+            .fetch_one(app.store.pool())
+            .await
+            .unwrap();
+        n
+    };
+
+    let first = list(agent.clone(), json!({})).await;
+    let first = &first["result"];
+    assert_eq!(first["tools"].as_array().unwrap().len(), 2, "{first}");
+    assert_eq!(manifests().await, 1);
+    let mut names: Vec<String> = Vec::new();
+    let mut tools: Vec<Value> = first["tools"].as_array().unwrap().clone();
+    let mut cursor = first["nextCursor"].clone();
+    let mut pages = 1;
+    while let Some(c) = cursor.as_str() {
+        let page = list(agent.clone(), json!({"cursor": c})).await;
+        let page = &page["result"];
+        assert_eq!(
+            page["_meta"], first["_meta"],
+            "the same grant on every page"
+        );
+        tools.extend(page["tools"].as_array().unwrap().iter().cloned());
+        cursor = page["nextCursor"].clone();
+        pages += 1;
+    }
+    assert_eq!(pages, 3);
+    names.extend(tools.iter().map(|t| t["name"].as_str().unwrap().to_owned()));
+    names.sort();
+    let mut expected: Vec<String> = read.iter().map(|s| (*s).to_owned()).collect();
+    expected.sort();
+    assert_eq!(names, expected);
+    assert_eq!(manifests().await, 1, "a cursor grants nothing");
+
+    // A tool of the last page, called with the first page's binding.
+    let echo = tools
+        .iter()
+        .find(|t| t["name"] == "mcp__fixture__echo")
+        .unwrap();
+    let meta = &first["_meta"];
+    let (_, called) = rpc(&app, Some(&agent), json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "mcp__fixture__echo", "arguments": {"text": "paged"},
+        "_meta": {"session_id": meta["session_id"], "manifest_id": meta["manifest_id"], "lease_id": meta["lease_id"],
+                  "tool_version": echo["_meta"]["toolVersion"], "expected_schema_hash": echo["_meta"]["schemaHash"]}}})).await;
+    assert_eq!(called["result"]["isError"], false, "{called}");
+
+    // Not the lister's, or not a cursor.
+    let second_cursor = first["nextCursor"].as_str().unwrap().to_owned();
+    let other_actor = app.token("default", "intruder", &[scope::RUN]).await;
+    let other_tenant = app.token("acme", "agent", &[scope::RUN]).await;
+    use base64::Engine as _;
+    let b64 = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+    let manifest_id = meta["manifest_id"].as_str().unwrap();
+    for (token, cursor) in [
+        (other_actor.clone(), json!(second_cursor)),
+        (other_tenant, json!(second_cursor)),
+        (agent.clone(), json!(b64(&format!("{manifest_id}:99")))),
+        (agent.clone(), json!(b64("man_nope:2"))),
+        (agent.clone(), json!("not a cursor")),
+        (agent.clone(), json!(2)),
+    ] {
+        let refused = list(token, json!({"cursor": cursor})).await;
+        assert_eq!(refused["error"]["code"], -32602, "{cursor}: {refused}");
+        assert!(refused.get("result").is_none(), "{refused}");
+    }
+    assert_eq!(manifests().await, 1);
+
+    // The lease ended: list again.
+    sqlx::query("UPDATE manifests SET lease_expires_at = 1")
+        .execute(app.store.pool())
+        .await
+        .unwrap();
+    let ended = list(agent.clone(), json!({"cursor": second_cursor})).await;
+    assert_eq!(ended["error"]["code"], -32602, "{ended}");
+    assert!(
+        ended["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("list again"),
+        "{ended}"
+    );
+}
