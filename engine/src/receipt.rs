@@ -190,11 +190,14 @@ pub enum ReasonCode {
     ResultTooLarge,
     /// The upstream failed (its error text goes to the disclosures, not the receipt).
     UpstreamError,
+    /// The call was cancelled: by its caller while it ran, or (parked, staged or queued) by its
+    /// caller or an approver before it ran (CONTRACT §14).
+    Cancelled,
 }
 
 impl ReasonCode {
     /// Every code: [`ReasonCode::Ok`], then the §5 codes in the contract's checking order.
-    pub const ALL: [ReasonCode; 23] = [
+    pub const ALL: [ReasonCode; 24] = [
         ReasonCode::Ok,
         ReasonCode::Unauthenticated,
         ReasonCode::ManifestBindingMismatch,
@@ -218,6 +221,7 @@ impl ReasonCode {
         ReasonCode::ExecutionTimeout,
         ReasonCode::ResultTooLarge,
         ReasonCode::UpstreamError,
+        ReasonCode::Cancelled,
     ];
 
     /// The JSON string of this code.
@@ -246,6 +250,7 @@ impl ReasonCode {
             ReasonCode::ExecutionTimeout => "execution_timeout",
             ReasonCode::ResultTooLarge => "result_too_large",
             ReasonCode::UpstreamError => "upstream_error",
+            ReasonCode::Cancelled => "cancelled",
         }
     }
 }

@@ -125,6 +125,7 @@ pub(crate) fn short(reason: ReasonCode) -> &'static str {
         ReasonCode::ExecutionTimeout => "The tool did not finish within its deadline.",
         ReasonCode::ResultTooLarge => "The tool's result was larger than policy allows.",
         ReasonCode::UpstreamError => "The tool's server failed.",
+        ReasonCode::Cancelled => "The call was cancelled.",
         _ => "The call was refused.",
     }
 }

@@ -63,6 +63,7 @@ pub fn caller_status(status: &str) -> &'static str {
         "confirmation_required" => "confirmation_required",
         "rejected" => "rejected",
         "expired" => "expired",
+        "cancelling" | "cancelled" => "cancelled",
         "invalidated" => "invalidated",
         _ => "completed",
     }
@@ -580,6 +581,7 @@ async fn finish_drifted(
             kind: ReceiptKind::Execution,
             reason: ReasonCode::ManifestDrift,
             detail: Some("the tool changed (or is gone) since the call was parked"),
+            by: None,
             text: "The tool changed since this call was parked, so it was not run; call it again under a new grant.",
             from: "ending",
             to: "completed",
@@ -590,11 +592,13 @@ async fn finish_drifted(
 
 /// How a waiting invocation ends without running: the signed follow-up receipt it gets and the
 /// status change that stores its result.
-struct Denial {
+struct Denial<'a> {
     kind: ReceiptKind,
     reason: ReasonCode,
     /// Disclosed beside the receipt, when there is more to say than the reason.
     detail: Option<&'static str>,
+    /// Who ended it, when a person did (disclosed as `by`).
+    by: Option<&'a str>,
     /// The tool result's text, for the caller and the approver.
     text: &'static str,
     from: &'static str,
@@ -607,7 +611,7 @@ async fn finish_denied(
     store: &Store,
     journal: &Journal,
     row: &InvocationRow,
-    denial: &Denial,
+    denial: &Denial<'_>,
 ) -> Result<(), ServiceError> {
     let decision = decision_receipt(store, row).await?;
     let mut r = follow_up(&decision, denial.kind, &row.actor_id);
@@ -616,6 +620,9 @@ async fn finish_denied(
     let mut d = journal::disclosures();
     if let Some(detail) = denial.detail {
         d.insert_extra("detail", Value::String(detail.into())).ok();
+    }
+    if let Some(by) = denial.by {
+        d.insert_extra("by", Value::String(by.into())).ok();
     }
     d.insert_extra("invocation_id", Value::String(row.id.clone()))
         .ok();
@@ -673,9 +680,125 @@ async fn finish_expiry(
             kind: ReceiptKind::Approval,
             reason: ReasonCode::ApprovalExpired,
             detail: None,
+            by: None,
             text: "Nobody approved or confirmed this call in time; nothing ran.",
             from: "expiring",
             to: "expired",
+        },
+    )
+    .await
+}
+
+/// Statuses an invocation may be cancelled from: waiting for a person (parked, staged, for the
+/// caller's confirmation) or released and queued for the worker, which has not claimed it.
+const CANCELLABLE: [&str; 4] = [
+    "input_required",
+    "staged",
+    "confirmation_required",
+    "approved",
+];
+
+/// `POST /invocations/{id}:cancel`: ends an invocation that has not started running, without
+/// running it: its own caller (`:run`) or an approver (`:approve`) may. An execution receipt
+/// with reason `cancelled` is journaled and its protocol-valid result (`isError: true`) stored,
+/// so a caller that retries, `tasks/result` and the approvals queue all read the same final
+/// outcome. Another actor's invocation looks missing to a caller; one that runs, or has ended,
+/// is a conflict; nothing is cancelled when the journal cannot record it.
+pub async fn cancel(
+    store: &Store,
+    journal: &Journal,
+    events: &crate::events::Bus,
+    principal: &Principal,
+    id: &str,
+) -> Result<Value, ServiceError> {
+    let approver = principal.scopes.satisfies(scope::APPROVE);
+    let row = rows::find(store, &principal.tenant_id, id)
+        .await?
+        .filter(|r| {
+            approver || (principal.scopes.satisfies(scope::RUN) && r.actor_id == principal.actor_id)
+        })
+        .ok_or_else(|| AppError::not_found("invocation"))?;
+    if !CANCELLABLE.contains(&row.status.as_str()) {
+        return Err(AppError::new(
+            ErrorCode::Conflict,
+            format!(
+                "the invocation is {}: only one waiting or queued, not yet running, can be cancelled",
+                row.status
+            ),
+        )
+        .into());
+    }
+    if row.status != "approved" && row.expires_at.is_some_and(|at| at <= store::now_ms()) {
+        expire(store, journal, &row).await?;
+        return Err(AppError::new(ErrorCode::Conflict, "the invocation expired").into());
+    }
+    let by = principal.as_creator();
+    let claimed = rows::transition(
+        store,
+        &principal.tenant_id,
+        id,
+        &row.status,
+        "cancelling",
+        &Change {
+            decided_by: Some(&by),
+            ..Change::default()
+        },
+    )
+    .await?;
+    if !claimed {
+        return Err(AppError::new(
+            ErrorCode::Conflict,
+            "the invocation moved on (decided, started or ended) before it could be cancelled",
+        )
+        .into());
+    }
+    if let Err(e) = finish_cancellation(store, journal, &row, &by).await {
+        // Any other failure leaves it `cancelling`, which the worker finishes.
+        if !matches!(&e, ServiceError::App(a) if a.code == ErrorCode::Unavailable) {
+            return Err(e);
+        }
+        // The journal refused: nothing recorded, nothing cancelled; it waits (or stays
+        // queued) as it was.
+        rows::transition(
+            store,
+            &principal.tenant_id,
+            id,
+            "cancelling",
+            &row.status,
+            &Change::default(),
+        )
+        .await?;
+        if row.status == "approved" {
+            events.worker().notify_one();
+        }
+        return Err(e);
+    }
+    let row = rows::find(store, &principal.tenant_id, id)
+        .await?
+        .ok_or_else(|| AppError::not_found("invocation"))?;
+    publish(events, "invocation.cancelled", &row, "cancelled").await;
+    Ok(view(&row))
+}
+
+/// Records the cancellation of `row`, claimed as `cancelling` by `by`, and stores its result.
+async fn finish_cancellation(
+    store: &Store,
+    journal: &Journal,
+    row: &InvocationRow,
+    by: &str,
+) -> Result<(), ServiceError> {
+    finish_denied(
+        store,
+        journal,
+        row,
+        &Denial {
+            kind: ReceiptKind::Execution,
+            reason: ReasonCode::Cancelled,
+            detail: None,
+            by: Some(by),
+            text: "This call was cancelled before it ran; nothing ran.",
+            from: "cancelling",
+            to: "cancelled",
         },
     )
     .await
@@ -819,6 +942,17 @@ impl Worker {
             // `rejecting → rejected` succeeds).
             let done = self.finish_rejection(&row).await.map(|()| true);
             tally("rejection", &row, done);
+        }
+        for row in rows::due(&self.store, "cancelling", stale, 32).await? {
+            // A cancellation is final once claimed, as a rejection is.
+            let by = row.decided_by.clone().unwrap_or_else(|| "unknown".into());
+            let done = finish_cancellation(&self.store, &self.journal, &row, &by)
+                .await
+                .map(|()| true);
+            if matches!(done, Ok(true)) {
+                publish(&self.events, "invocation.cancelled", &row, "cancelled").await;
+            }
+            tally("cancellation", &row, done);
         }
         for row in rows::due(&self.store, "ending", stale, 32).await? {
             let done = finish_drifted(&self.store, &self.journal, &row)

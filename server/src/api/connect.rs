@@ -365,6 +365,14 @@ pub const METHODS: &[ConnectMethod] = &[
         "Reject a parked call or staged change (stored as a tool result).",
     ),
     m(
+        "Cancel",
+        "POST",
+        "/invocations/{id}:cancel",
+        ID,
+        Payload::Body,
+        "Cancel a waiting or queued invocation that has not started (the caller's own, or any as an approver): a cancelled execution receipt and a stored result; nothing runs.",
+    ),
+    m(
         "ListCheckpoints",
         "GET",
         "/journal/checkpoints",

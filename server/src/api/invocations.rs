@@ -18,7 +18,7 @@ use crate::state::AppState;
 use crate::store::invocations as rows;
 
 /// Statuses a list may be filtered by.
-const STATUSES: [&str; 13] = [
+const STATUSES: [&str; 15] = [
     "input_required",
     "approving",
     "approved",
@@ -32,6 +32,8 @@ const STATUSES: [&str; 13] = [
     "expiring",
     "expired",
     "invalidated",
+    "cancelling",
+    "cancelled",
 ];
 
 /// Query of `GET /invocations`.
@@ -159,6 +161,25 @@ pub async fn reject(
     ))
 }
 
+/// Body of `:cancel`: none, or `{}`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CancelRequest {}
+
+/// `POST /invocations/{id}:cancel`: the caller's own invocation (`:run`) or any of the
+/// tenant's (`:approve`), while it waits or is queued; no body.
+pub async fn cancel(
+    State(state): State<AppState>,
+    Caller(p): Caller,
+    Path(id): Path<String>,
+    body: axum::body::Bytes,
+) -> Result<Json<Value>, ApiError> {
+    let CancelRequest {} = super::json::optional_json(&body)?;
+    Ok(Json(
+        invocations::cancel(&state.store, &state.journal, &state.events, &p, &id).await?,
+    ))
+}
+
 /// How often an event stream is kept alive, and its caller's token checked again.
 const STREAM_CHECK_EVERY: std::time::Duration = std::time::Duration::from_secs(15);
 
@@ -196,9 +217,10 @@ fn visible(
 
 /// `GET /invocations/events`: the tenant's invocation events as they happen on any node
 /// (`invocation.parked` · `invocation.queued` · `invocation.decided` · `invocation.expired` ·
-/// `invocation.completed`; data: `invocation_id`, `tool`, `status`, `mode`, `session_id`,
-/// `actor_id`, `decided_by`, `at`; never arguments), and `resync` when some may have been
-/// missed (read the list again). A caller with only the run scope hears only of its own calls.
+/// `invocation.cancelled` · `invocation.completed`; data: `invocation_id`, `tool`, `status`,
+/// `mode`, `session_id`, `actor_id`, `decided_by`, `at`; never arguments), and `resync` when
+/// some may have been missed (read the list again). A caller with only the run scope hears
+/// only of its own calls.
 ///
 /// With `Accept: text/event-stream`: server-sent events (`event`, `id`, `data`), a comment line
 /// every 15 s through proxies, until the caller's token no longer authenticates. Otherwise (the

@@ -145,6 +145,12 @@ fn declare<D: Declare>(d: D) -> D {
             invocations::reject,
         )
         .route(
+            Method::POST,
+            "/invocations/{id}:cancel",
+            &[scope::RUN, scope::APPROVE],
+            invocations::cancel,
+        )
+        .route(
             Method::GET,
             "/journal/checkpoints",
             &[scope::READ, scope::WITNESS],

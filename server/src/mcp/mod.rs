@@ -200,6 +200,8 @@ pub async fn handle(
             },
             "tasks/get" => tasks::get(&state, &principal, &id, &params).await,
             "tasks/result" => tasks::result(&state, &principal, &id, &params).await,
+            "tasks/cancel" => tasks::cancel(&state, &principal, &id, &params).await,
+            "tasks/list" => tasks::list(&state, &principal, &id, &params).await,
             other => {
                 let answer = error(&id, METHOD_NOT_FOUND, format!("unknown method {other}"));
                 return (StatusCode::NOT_FOUND, Json(answer)).into_response();
@@ -217,6 +219,8 @@ pub async fn handle(
         },
         "tasks/get" => tasks::get(&state, &principal, &id, &params).await,
         "tasks/result" => tasks::result(&state, &principal, &id, &params).await,
+        "tasks/cancel" => tasks::cancel(&state, &principal, &id, &params).await,
+        "tasks/list" => tasks::list(&state, &principal, &id, &params).await,
         other => error(&id, METHOD_NOT_FOUND, format!("unknown method {other}")),
     };
     let mut response = Json(answer).into_response();
@@ -340,7 +344,7 @@ fn decode_header_value(value: &str) -> Option<String> {
 fn capabilities() -> Value {
     json!({
         "tools": {"listChanged": false},
-        "tasks": {"requests": {"tools": {"call": {}}}}
+        "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
     })
 }
 

@@ -29,6 +29,7 @@ fn status(row: &InvocationRow) -> &'static str {
         | "applying"
         | "confirmation_required" => "input_required",
         "approved" | "running" => "working",
+        "cancelling" | "cancelled" => "cancelled",
         _ => {
             let failed = row
                 .result
@@ -47,6 +48,7 @@ fn status_message(row: &InvocationRow) -> &'static str {
         "approved" | "running" => "Released; running.",
         "rejected" | "rejecting" => "Rejected by an approver; nothing ran.",
         "expired" | "expiring" => "Nobody decided in time; nothing ran.",
+        "cancelled" | "cancelling" => "Cancelled before it ran; nothing ran.",
         _ => "Finished; tasks/result has the tool result.",
     }
 }
@@ -136,7 +138,9 @@ pub async fn result(state: &AppState, principal: &Principal, id: &Value, params:
             Ok(row) => row,
             Err(e) => return e,
         };
-        if matches!(status(&row), "completed" | "failed") {
+        // A cancellation is final once claimed; its result is stored a moment later.
+        let cancelled_and_stored = status(&row) == "cancelled" && row.result.is_some();
+        if matches!(status(&row), "completed" | "failed") || cancelled_and_stored {
             let Some(mut result) = row
                 .result
                 .as_deref()
@@ -171,4 +175,107 @@ pub async fn result(state: &AppState, principal: &Principal, id: &Value, params:
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_secs(1));
     }
+}
+
+/// `tasks/cancel`: the caller's own task, while it waits for a person or is queued (CONTRACT
+/// §14: its result becomes the durable `cancelled` one); the cancelled `Task`. A task that has
+/// ended, or runs, cannot be cancelled.
+pub async fn cancel(state: &AppState, principal: &Principal, id: &Value, params: &Value) -> Value {
+    let row = match own(state, principal, id, params).await {
+        Ok(row) => row,
+        Err(e) => return e,
+    };
+    if matches!(status(&row), "completed" | "failed" | "cancelled") {
+        return error(
+            id,
+            INVALID_PARAMS,
+            format!(
+                "Cannot cancel task: already in terminal status '{}'",
+                status(&row)
+            ),
+        );
+    }
+    match crate::invocations::cancel(
+        &state.store,
+        &state.journal,
+        &state.events,
+        principal,
+        &row.id,
+    )
+    .await
+    {
+        Ok(_) => match rows::find(&state.store, &principal.tenant_id, &row.id).await {
+            Ok(Some(row)) => ok(id, task(&row)),
+            Ok(None) => error(
+                id,
+                INVALID_PARAMS,
+                "Failed to retrieve task: Task not found",
+            ),
+            Err(e) => error(id, INTERNAL_ERROR, format!("the store failed: {e}")),
+        },
+        Err(e) => {
+            let e = e.into_app_error();
+            let code = if e.code == app::error::ErrorCode::Unavailable
+                || e.code == app::error::ErrorCode::Internal
+            {
+                INTERNAL_ERROR
+            } else {
+                INVALID_PARAMS
+            };
+            error(id, code, format!("Cannot cancel task: {}", e.message))
+        }
+    }
+}
+
+/// Tasks in one `tasks/list` page.
+const TASKS_PAGE: i64 = 100;
+
+/// `tasks/list`: the caller's own tasks (its invocations), newest first, [`TASKS_PAGE`] at a
+/// time with `nextCursor`.
+pub async fn list(state: &AppState, principal: &Principal, id: &Value, params: &Value) -> Value {
+    let before = match params.get("cursor") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(c)) => match parse_cursor(c) {
+            Some(before) => Some(before),
+            None => return error(id, INVALID_PARAMS, "invalid cursor"),
+        },
+        Some(_) => return error(id, INVALID_PARAMS, "cursor must be a string"),
+    };
+    let page = match rows::of_actor_before(
+        &state.store,
+        &principal.tenant_id,
+        &principal.actor_id,
+        before.as_ref().map(|(at, task)| (*at, task.as_str())),
+        TASKS_PAGE + 1,
+    )
+    .await
+    {
+        Ok(page) => page,
+        Err(e) => return error(id, INTERNAL_ERROR, format!("the store failed: {e}")),
+    };
+    let more = page.len() > usize::try_from(TASKS_PAGE).unwrap_or(usize::MAX);
+    let shown = &page[..page
+        .len()
+        .min(usize::try_from(TASKS_PAGE).unwrap_or(usize::MAX))];
+    let mut result = json!({"tasks": shown.iter().map(task).collect::<Vec<_>>()});
+    if more && let Some(last) = shown.last() {
+        result["nextCursor"] = Value::String(cursor(last.created_at, &last.id));
+    }
+    ok(id, result)
+}
+
+/// A `tasks/list` cursor: where the last page ended (opaque to clients, base64url).
+fn cursor(created_at: i64, task_id: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{created_at}:{task_id}"))
+}
+
+fn parse_cursor(cursor: &str) -> Option<(i64, String)> {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(cursor)
+        .ok()?;
+    let text = String::from_utf8(bytes).ok()?;
+    let (at, task_id) = text.split_once(':')?;
+    Some((at.parse().ok()?, task_id.to_owned()))
 }

@@ -223,6 +223,30 @@ pub async fn list(
     rows.iter().map(from_row).collect()
 }
 
+/// An actor's invocations, newest first, from just before `before` (`(created_at, id)` of the
+/// last one a previous page ended with) on.
+pub async fn of_actor_before(
+    store: &Store,
+    tenant_id: &str,
+    actor_id: &str,
+    before: Option<(i64, &str)>,
+    limit: i64,
+) -> Result<Vec<InvocationRow>, sqlx::Error> {
+    let rows = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM invocations WHERE tenant_id = $1 AND actor_id = $2 \
+         AND ($3 IS NULL OR created_at < $3 OR (created_at = $3 AND id < $4)) \
+         ORDER BY created_at DESC, id DESC LIMIT $5"
+    ))
+    .bind(tenant_id)
+    .bind(actor_id)
+    .bind(before.map(|(at, _)| at))
+    .bind(before.map(|(_, id)| id))
+    .bind(limit)
+    .fetch_all(store.pool())
+    .await?;
+    rows.iter().map(from_row).collect()
+}
+
 /// The invocations of one session (a hosted agent's), newest first.
 pub async fn by_session(
     store: &Store,

@@ -972,3 +972,217 @@ on_both!(
     a_release_is_checked_again_when_it_runs,
     the_creator_of_the_callers_token_cannot_approve,
 );
+
+/// `POST /invocations/{id}:cancel` as `token` (no body).
+async fn cancel(s: &Setup, token: &str, id: &str) -> (StatusCode, Value) {
+    let response = s
+        .app
+        .client
+        .post(s.app.api(&format!("/invocations/{id}:cancel")))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status();
+    (status, response.json().await.unwrap_or(Value::Null))
+}
+
+/// Issue 27 (cancellation): a caller cancels its own parked call. Another actor cannot (it
+/// looks missing); the caller's cancellation journals an execution receipt with reason
+/// `cancelled` and stores a protocol-valid result that a retry under the same
+/// `invocation_id` returns; an approval afterwards, or a second cancellation, is a conflict;
+/// nothing reached the upstream. An approver cancels a staged change the same way.
+async fn a_caller_cancels_its_own_parked_call(db: Db) {
+    let Some(s) = setup_with(db, |_| {}).await else {
+        return;
+    };
+    let before = s.upstream_calls().await;
+    let parked = s.call_echo("never mind", Some("cancel-me")).await;
+    let id = parked_id(&parked);
+    let stranger = s.app.token("default", "stranger", &[scope::RUN]).await;
+    let (status, _) = cancel(&s, &stranger, &id).await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_FOUND,
+        "another actor's looks missing"
+    );
+    let (status, still) = cancel(&s, &s.agent, "inv_nope").await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{still}");
+
+    let (status, cancelled) = cancel(&s, &s.agent, &id).await;
+    assert_eq!(status, StatusCode::OK, "{cancelled}");
+    assert_eq!(cancelled["status"], "cancelled");
+    assert_eq!(cancelled["caller_status"], "cancelled");
+    let result = &cancelled["result"];
+    assert_eq!(result["isError"], true, "{result}");
+    let receipt = &result["_meta"]["receipt"];
+    assert_eq!(receipt["kind"], "execution");
+    assert_eq!(receipt["decision"], "deny");
+    assert_eq!(receipt["reason"], "cancelled");
+    assert_eq!(receipt["invocation_id"], id.as_str());
+    s.verify(result);
+
+    // The caller's retry gets the stored outcome; nothing more can happen to it.
+    let retried = s.call_echo("never mind", Some("cancel-me")).await;
+    assert_eq!(
+        retried["_meta"]["receipt"]["reason"], "cancelled",
+        "{retried}"
+    );
+    let args_hash = s.invocation(&s.approver, &id).await["args_hash"].clone();
+    let (status, _) = s
+        .decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let (status, _) = cancel(&s, &s.agent, &id).await;
+    assert_eq!(status, StatusCode::CONFLICT);
+    let listed = s
+        .app
+        .rest(
+            reqwest::Method::GET,
+            &s.approver,
+            "/invocations?status=cancelled",
+            None,
+        )
+        .await;
+    assert_eq!(listed.0, StatusCode::OK);
+    assert_eq!(listed.1["invocations"][0]["invocation_id"], id.as_str());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(s.upstream_calls().await, before + 1, "nothing ran");
+}
+
+async fn an_approver_cancels_a_staged_change(db: Db) {
+    let Some(s) = setup_mode(db, "staged_change", |_| {}).await else {
+        return;
+    };
+    let before = s.upstream_calls().await;
+    let staged = s.call_echo("drop the table", None).await;
+    assert_eq!(staged["_meta"]["status"], "staged", "{staged}");
+    let id = staged["_meta"]["invocation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let reader = s.app.token("default", "auditor", &[scope::READ]).await;
+    let (status, _) = cancel(&s, &reader, &id).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "reading is not cancelling");
+    let (status, cancelled) = cancel(&s, &s.approver, &id).await;
+    assert_eq!(status, StatusCode::OK, "{cancelled}");
+    assert_eq!(cancelled["status"], "cancelled");
+    assert_eq!(
+        cancelled["result"]["_meta"]["receipt"]["reason"],
+        "cancelled"
+    );
+    s.verify(&cancelled["result"]);
+    let (status, _) = s
+        .decide(
+            &s.approver,
+            &id,
+            "apply",
+            json!({"args_hash": cancelled["args_hash"]}),
+        )
+        .await;
+    assert_eq!(
+        status,
+        StatusCode::CONFLICT,
+        "a cancelled change is not applied"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(s.upstream_calls().await, before + 1, "nothing ran");
+}
+
+/// Issue 27 (cancellation): `tasks/list` lists the caller's own tasks only; `tasks/cancel`
+/// cancels its own waiting task into the durable `cancelled` result that `tasks/result`
+/// returns; a task that has ended cannot be cancelled again, and another actor's cannot be
+/// cancelled at all.
+async fn tasks_are_listed_and_cancelled(db: Db) {
+    let Some(s) = setup_with(db, |_| {}).await else {
+        return;
+    };
+    let raw = |token: String, method: &'static str, params: Value| {
+        let (client, url) = (s.app.client.clone(), s.app.url("/mcp"));
+        async move {
+            client
+                .post(url)
+                .bearer_auth(token)
+                .header("accept", "application/json, text/event-stream")
+                .json(&json!({"jsonrpc": "2.0", "id": 9, "method": method, "params": params}))
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        }
+    };
+    let init = raw(
+        s.agent.clone(),
+        "initialize",
+        json!({"protocolVersion": "2025-11-25", "capabilities": {"tasks": {}}, "clientInfo": {"name": "t", "version": "1"}}),
+    )
+    .await;
+    let tasks = &init["result"]["capabilities"]["tasks"];
+    assert!(
+        tasks["list"].is_object() && tasks["cancel"].is_object(),
+        "{init}"
+    );
+    let mut ids = Vec::new();
+    for text in ["first", "second"] {
+        let created = raw(
+            s.agent.clone(),
+            "tools/call",
+            json!({"name": "mcp__fixture__echo", "arguments": {"text": text},
+                   "_meta": s.echo("mcp__fixture__echo"), "task": {"ttl": 60000}}),
+        )
+        .await;
+        ids.push(
+            created["result"]["task"]["taskId"]
+                .as_str()
+                .unwrap()
+                .to_owned(),
+        );
+    }
+    let listed = raw(s.agent.clone(), "tasks/list", json!({})).await;
+    let listed: Vec<&str> = listed["result"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["taskId"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        listed,
+        vec![ids[1].as_str(), ids[0].as_str()],
+        "newest first"
+    );
+    let stranger = s.app.token("default", "stranger", &[scope::RUN]).await;
+    let theirs = raw(stranger.clone(), "tasks/list", json!({})).await;
+    assert_eq!(theirs["result"]["tasks"], json!([]), "{theirs}");
+    let bad = raw(s.agent.clone(), "tasks/list", json!({"cursor": "??"})).await;
+    assert_eq!(bad["error"]["code"], -32602, "{bad}");
+    let refused = raw(stranger, "tasks/cancel", json!({"taskId": ids[0]})).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+
+    let cancelled = raw(s.agent.clone(), "tasks/cancel", json!({"taskId": ids[0]})).await;
+    assert_eq!(cancelled["result"]["status"], "cancelled", "{cancelled}");
+    assert_eq!(cancelled["result"]["taskId"], ids[0].as_str());
+    let result = raw(s.agent.clone(), "tasks/result", json!({"taskId": ids[0]})).await;
+    assert_eq!(result["result"]["isError"], true, "{result}");
+    assert_eq!(result["result"]["_meta"]["receipt"]["reason"], "cancelled");
+    s.verify(&result["result"]);
+    let again = raw(s.agent.clone(), "tasks/cancel", json!({"taskId": ids[0]})).await;
+    assert_eq!(again["error"]["code"], -32602, "{again}");
+    assert!(
+        again["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("terminal"),
+        "{again}"
+    );
+    // The other task still waits for its approver.
+    let other = raw(s.agent.clone(), "tasks/get", json!({"taskId": ids[1]})).await;
+    assert_eq!(other["result"]["status"], "input_required", "{other}");
+}
+
+on_both!(
+    a_caller_cancels_its_own_parked_call,
+    an_approver_cancels_a_staged_change,
+    tasks_are_listed_and_cancelled,
+);

@@ -81,6 +81,10 @@ const CASES: &[Case] = &[
         path: "/invocations/{id}:reject",
     },
     Case {
+        method: Method::POST,
+        path: "/invocations/{id}:cancel",
+    },
+    Case {
         method: Method::GET,
         path: "/sessions/{id}/evidence",
     },
@@ -231,6 +235,7 @@ const OWN_ROUTES: &[&str] = &[
     "/sessions/{id}/manifest",
     "/sessions/{id}:revoke",
     "/invocations/{id}",
+    "/invocations/{id}:cancel",
     "/agents/{id}",
 ];
 
@@ -547,6 +552,10 @@ fn request(case: &Case, fx: &Fixtures, n: usize) -> (String, Option<Value>) {
         ("POST", "/invocations/{id}:reject") => (
             format!("/invocations/{}:reject", fx.victim_invocation_id),
             Some(json!({"comment": "not today"})),
+        ),
+        ("POST", "/invocations/{id}:cancel") => (
+            format!("/invocations/{}:cancel", fx.victim_invocation_id),
+            None,
         ),
         ("GET", "/policies/{id}") => ("/policies/victim-only".into(), None),
         ("GET", "/sessions/{id}") => (format!("/sessions/{}", fx.victim_session_id), None),
@@ -1002,7 +1011,8 @@ async fn every_route_enforces_its_scope() {
             | ("GET", "/invocations/{id}")
             | ("POST", "/invocations/{id}:approve")
             | ("POST", "/invocations/{id}:apply")
-            | ("POST", "/invocations/{id}:reject") => {
+            | ("POST", "/invocations/{id}:reject")
+            | ("POST", "/invocations/{id}:cancel") => {
                 assert_eq!(status, StatusCode::NOT_FOUND, "{label}: {text}");
             }
             ("GET", _) => {

@@ -9,7 +9,13 @@
 use super::*;
 
 /// Invocation statuses after which nothing more happens.
-pub(super) const FINAL: [&str; 4] = ["completed", "rejected", "expired", "invalidated"];
+pub(super) const FINAL: [&str; 5] = [
+    "completed",
+    "rejected",
+    "expired",
+    "invalidated",
+    "cancelled",
+];
 
 /// Continues `agent`'s turn once every parked call of it is decided: each gets its real
 /// outcome (the upstream's result, or the durable `approval_rejected` / expiry result) as its
