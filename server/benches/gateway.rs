@@ -49,6 +49,8 @@ use serde_json::{Map, Value, json};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const SIGNING_KEY: &str = "0909090909090909090909090909090909090909090909090909090909090909";
+/// `APERTURE_SECRETS_KEY` of every node when there are several.
+const SECRETS_KEY: &str = "0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a";
 
 async fn upstream() -> String {
     let service: StreamableHttpService<fixture::FixtureServer, LocalSessionManager> =
@@ -182,6 +184,11 @@ async fn main() -> anyhow::Result<()> {
     let mut node_dirs = Vec::new();
     for n in 0..nodes {
         let mut config = config.clone();
+        if nodes > 1 {
+            // Nodes share the key upstream credentials are encrypted with (docs/deploy.md):
+            // a node with a key of its own could not open what another node stored.
+            config.secrets_key = Some(SECRETS_KEY.into());
+        }
         if n > 0 {
             let node_dir = tempfile::tempdir()?;
             config.data_dir = node_dir.path().to_path_buf();
