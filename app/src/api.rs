@@ -132,7 +132,7 @@ pub async fn approvals() -> Result<crate::dto::ApprovalsView, AppError> {
     backend.approvals(&session).await
 }
 
-/// Approves, applies or rejects a waiting invocation.
+/// Approves, applies, rejects or cancels a waiting invocation.
 #[server(prefix = "/ui", endpoint = "approvals/decide")]
 pub async fn decide_invocation(
     id: String,

@@ -86,7 +86,8 @@ pub trait Backend: Send + Sync + 'static {
     async fn approvals(&self, session: &Session) -> Result<ApprovalsView, AppError>;
     /// Approves (`approve`), applies (`apply`) or rejects (`reject`) a waiting invocation
     /// (approve scope); approving and applying echo the `args_hash` and `definition_hash` the
-    /// approver was shown.
+    /// approver was shown. `cancel` ends it without running it (approve scope, or the caller's
+    /// own with run).
     async fn decide_invocation(
         &self,
         session: &Session,

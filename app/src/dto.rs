@@ -560,8 +560,13 @@ pub struct ApprovalsView {
     pub waiting: Vec<InvocationView>,
     /// The latest invocations no longer waiting, newest first.
     pub recent: Vec<InvocationView>,
-    /// Whether the signed-in user may approve, apply or reject.
+    /// Whether the signed-in user may approve, apply or reject (and cancel any waiting call).
     pub can_decide: bool,
+    /// The signed-in user's actor id, and whether it may cancel its own waiting calls (run
+    /// scope).
+    pub me: String,
+    /// See [`ApprovalsView::me`].
+    pub can_cancel_own: bool,
     /// RFC 3339: the server's time when the list was read (ages are measured against it).
     pub now: String,
 }

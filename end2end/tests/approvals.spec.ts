@@ -134,6 +134,8 @@ test("parked calls appear without reloading; approving runs the real upstream ca
   await expect(waiting).toBeVisible();
   await expect(waiting.getByRole("button", { name: "Approve" })).toHaveCount(0);
   await expect(viewer.getByRole("button", { name: "Reject" })).toHaveCount(0);
+  // Not the caller and no approve scope: no cancel button either.
+  await expect(waiting.getByTestId("cancel")).toHaveCount(0);
   const argsHash = await waiting.getByTestId("args-hash").textContent();
   const attempt = await viewer.evaluate(
     async ({ id, hash }) => {
@@ -151,4 +153,14 @@ test("parked calls appear without reloading; approving runs the real upstream ca
   await viewer.reload();
   await expect(viewer.locator(`li[data-invocation-id="${viewerId}"]`)).toHaveAttribute("data-status", "input_required");
   await viewerContext.close();
+
+  // The approver cancels the last one (issue 27): it leaves the queue, recorded as cancelled,
+  // and nothing ran.
+  const last = page.locator(`li[data-invocation-id="${viewerId}"]`);
+  await last.getByTestId("cancel").click();
+  await expect(last).toHaveCount(0);
+  const cancelled = page.getByTestId("recent-table").locator(`tr[data-invocation-id="${viewerId}"]`);
+  await expect(cancelled).toHaveAttribute("data-status", "cancelled");
+  const view = await rest(request, ops, "GET", `/invocations/${viewerId}`);
+  expect(view.result._meta.receipt.reason).toBe("cancelled");
 });

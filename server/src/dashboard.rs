@@ -271,6 +271,8 @@ impl Backend for DashboardBackend {
             waiting,
             recent,
             can_decide: p.scopes.satisfies(engine::scope::APPROVE),
+            me: p.actor_id.clone(),
+            can_cancel_own: p.scopes.satisfies(engine::scope::RUN),
             now: store::rfc3339(store::now_ms()),
         })
     }
@@ -289,10 +291,26 @@ impl Backend for DashboardBackend {
             "approve" => invocations::Action::Approve,
             "apply" => invocations::Action::Apply,
             "reject" => invocations::Action::Reject,
+            "cancel" => {
+                invocations::cancel(
+                    &self.state.store,
+                    &self.state.journal,
+                    &self.state.events,
+                    &p,
+                    id,
+                )
+                .await
+                .map_err(ServiceError::into_app_error)?;
+                let row = store::invocations::find(&self.state.store, &p.tenant_id, id)
+                    .await
+                    .map_err(|e| ServiceError::from(e).into_app_error())?
+                    .ok_or_else(|| AppError::not_found("invocation"))?;
+                return Ok(invocations::typed_view(&row));
+            }
             _ => {
                 return Err(AppError::invalid_field(
                     "action",
-                    "approve, apply or reject",
+                    "approve, apply, reject or cancel",
                 ));
             }
         };

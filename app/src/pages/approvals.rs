@@ -37,6 +37,7 @@ pub fn ApprovalsPage() -> impl IntoView {
 #[component]
 fn Queue(data: ApprovalsView) -> impl IntoView {
     let can_decide = data.can_decide;
+    let (me, can_cancel_own) = (StoredValue::new(data.me.clone()), data.can_cancel_own);
     let waiting = RwSignal::new(data.waiting);
     let now = RwSignal::new(data.now);
     let recent = RwSignal::new(data.recent);
@@ -91,7 +92,12 @@ fn Queue(data: ApprovalsView) -> impl IntoView {
                         key=|i| i.invocation_id.clone()
                         let:invocation
                     >
-                        <Parked invocation can_decide decided now/>
+                        {
+                            let can_cancel = can_decide
+                                || (can_cancel_own
+                                    && me.with_value(|me| invocation.actor_id == *me));
+                            view! { <Parked invocation can_decide can_cancel decided now/> }
+                        }
                     </For>
                 </ul>
             </Show>
@@ -136,6 +142,8 @@ fn pretty(v: &Option<serde_json::Value>) -> String {
 fn Parked(
     invocation: InvocationView,
     can_decide: bool,
+    /// Whether the signed-in user may cancel it (an approver, or its own caller).
+    can_cancel: bool,
     decided: Callback<()>,
     now: RwSignal<String>,
 ) -> impl IntoView {
@@ -152,16 +160,18 @@ fn Parked(
         decide.dispatch(DecideInvocation {
             id: id.clone(),
             action: action.into(),
-            args_hash: (action != "reject").then(|| args_hash.clone()),
-            definition_hash: if action == "reject" {
-                None
-            } else {
+            args_hash: matches!(action, "approve" | "apply").then(|| args_hash.clone()),
+            definition_hash: if matches!(action, "approve" | "apply") {
                 definition_hash.clone()
+            } else {
+                None
             },
             comment: Some(comment.get_untracked()),
         });
     };
     let dispatch2 = dispatch.clone();
+    let dispatch3 = dispatch.clone();
+    let dispatch4 = dispatch.clone();
     Effect::new(move |_| {
         if decide.version().get() > 0 {
             decided.run(());
@@ -280,9 +290,35 @@ fn Parked(
                                 >
                                     "Reject"
                                 </button>
+                                <button
+                                    type="button"
+                                    data-testid="cancel"
+                                    title="End the call without running it (recorded as cancelled, not as a rejection)"
+                                    disabled=move || decide.pending().get()
+                                    on:click=move |_| dispatch3("cancel")
+                                >
+                                    "Cancel"
+                                </button>
                             </div>
                             <p class="error" role="alert">{error}</p>
                         </div>
+                    }
+                })}
+            {(can_cancel && !can_decide)
+                .then(|| {
+                    view! {
+                        <div class="save-bar">
+                            <button
+                                type="button"
+                                class="danger"
+                                data-testid="cancel"
+                                disabled=move || decide.pending().get()
+                                on:click=move |_| dispatch4("cancel")
+                            >
+                                "Cancel this call"
+                            </button>
+                        </div>
+                        <p class="error" role="alert">{error}</p>
                     }
                 })}
         </li>
