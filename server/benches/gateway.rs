@@ -395,7 +395,8 @@ async fn main() -> anyhow::Result<()> {
     );
     if ahead > 0 {
         // PostgreSQL's writer signs the next batch while the database commits the one in flight:
-        // that signing is outside "busy", and "database" is the rest of it.
+        // that signing overlaps the database's time, so "database" above (busy less signing)
+        // understates it.
         println!(
             "journal: {ahead} of the {records} records signed while the batch before them was being committed"
         );

@@ -47,6 +47,9 @@ pub struct CallContext<'a> {
     pub output_to: OutputTo,
     /// How long an `idempotency_key` de-duplicates.
     pub idempotency_retention: Duration,
+    /// Turns `true` when the caller cancels the call in flight (crate::cancel); `None` where
+    /// nobody can.
+    pub cancelled: Option<tokio::sync::watch::Receiver<bool>>,
 }
 
 /// Default of `APERTURE_IDEMPOTENCY_RETENTION_HOURS`.
@@ -259,10 +262,25 @@ pub async fn execute(
             let started = std::time::Instant::now();
             let called = match cx.upstreams.connection(cx.store, cx.journal, upstream).await {
                 Err(e) => Err((ReasonCode::UpstreamError, e.to_string())),
-                Ok(conn) => conn
-                    .call_tool(raw, bound.upstream_arguments(), deadline)
-                    .await
-                    .map_err(|e| (reason_of(e.reason_code()), e.to_string())),
+                Ok(conn) => {
+                    let call = conn.call_tool(raw, bound.upstream_arguments(), deadline);
+                    let mut cancelled = cx.cancelled.clone();
+                    tokio::select! {
+                        called = call => {
+                            called.map_err(|e| (reason_of(e.reason_code()), e.to_string()))
+                        }
+                        // Dropping the upstream request tells the upstream to cancel it.
+                        Some(Ok(_)) = async {
+                            match cancelled.as_mut() {
+                                Some(c) => Some(c.wait_for(|c| *c).await.map(|_| ())),
+                                None => None,
+                            }
+                        } => Err((
+                            ReasonCode::Cancelled,
+                            "the caller cancelled the call (notifications/cancelled) while the upstream ran it; the upstream was told to cancel it too".to_owned(),
+                        )),
+                    }
+                }
             };
             let label = match &called {
                 Ok(_) => "ok",

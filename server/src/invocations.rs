@@ -1054,6 +1054,8 @@ impl Worker {
             output_to: execution::OutputTo::parse(&row.output_to),
             // Claimed when the call was authorized.
             idempotency_retention: execution::DEFAULT_IDEMPOTENCY_RETENTION,
+            // Released invocations are cancelled before they run (`:cancel`), not while.
+            cancelled: None,
         };
         let result = match self.verified_binding(row, &decision).await {
             Ok(bound) => {

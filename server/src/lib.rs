@@ -24,6 +24,7 @@ pub mod api;
 pub mod auth;
 pub mod bridge;
 pub mod calls;
+pub mod cancel;
 pub mod catalog;
 pub mod cli;
 pub mod config;

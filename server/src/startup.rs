@@ -142,6 +142,7 @@ impl Application {
             leptos_options,
             draining: tokio::sync::watch::Sender::new(false),
             events: crate::events::Bus::new(store.clone(), Arc::new(tokio::sync::Notify::new())),
+            in_flight: Arc::new(crate::cancel::InFlight::default()),
             chain: crate::journal::watch::ChainWatch::new(store.clone()),
             checkpoints,
             model: match &config_model {
@@ -244,6 +245,11 @@ impl Application {
                 .clone()
                 .run(self.state.config.database_url.clone()),
         );
+        // Cancellations of calls in flight here, sent to another node.
+        let relay = tokio::spawn(crate::cancel::relay(
+            self.state.events.clone(),
+            self.state.in_flight.clone(),
+        ));
         let resumer = tokio::spawn(crate::agents::runtime::run_resumer(self.state));
         // Pages stream in several small writes; with Nagle's algorithm on, each write after the
         // first waits for the client's delayed ACK (40 ms on Linux).
@@ -298,6 +304,7 @@ impl Application {
         cleanup.abort();
         chain.abort();
         events.abort();
+        relay.abort();
         resumer.abort();
         if let Some(checkpointer) = checkpointer {
             checkpointer.abort();

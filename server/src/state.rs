@@ -56,6 +56,8 @@ pub struct Shared {
     pub draining: tokio::sync::watch::Sender<bool>,
     /// Events to and from every node (crate::events); wakes the invocation worker.
     pub events: Arc<crate::events::Bus>,
+    /// `/mcp` calls in flight, which their callers may cancel.
+    pub in_flight: Arc<crate::cancel::InFlight>,
     /// Makes the journal trees' signed checkpoints.
     pub checkpoints: Arc<crate::journal::checkpoints::Checkpointer>,
     /// The journal verified in the background (the overview's chain status).
@@ -78,6 +80,7 @@ impl Shared {
             spend_gate: self.config.spend_gate != crate::config::SpendGate::None,
             output_to: crate::execution::OutputTo::Mcp,
             idempotency_retention: self.config.idempotency_retention,
+            cancelled: None,
         }
     }
 }

@@ -201,6 +201,10 @@ fn visible(
     if event.kind == "resync" {
         return Some((event.kind.clone(), event.id.clone(), json!({})));
     }
+    // Only invocations' events: the bus carries other messages between nodes too.
+    if !event.kind.starts_with("invocation.") {
+        return None;
+    }
     if event.tenant_id != tenant || own_only.is_some_and(|a| a != event.actor_id) {
         return None;
     }

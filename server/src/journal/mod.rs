@@ -75,6 +75,8 @@ struct Writer {
     heads: Heads,
     /// When another writer last took a position this one tried ([`Writer::contended`]).
     contended_at: Option<std::time::Instant>,
+    /// When the writer's own PostgreSQL connection last committed a batch ([`pipeline`]).
+    own_used: Option<std::time::Instant>,
 }
 
 /// A record waiting in a batch.
@@ -132,6 +134,7 @@ impl Writer {
             stats,
             heads: HashMap::new(),
             contended_at: None,
+            own_used: None,
         }
     }
 

@@ -29,6 +29,9 @@ use super::{
 };
 use crate::store::journal::{BatchInsert, ONE_STATEMENT};
 
+/// How long the writer's connection may sit idle before it is pinged ahead of a batch.
+const PING_AFTER_IDLE: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// A batch on its way to the database.
 struct Flight {
     replies: Vec<Reply>,
@@ -136,7 +139,10 @@ impl Writer {
                     );
                 }
                 // Signed once they go, on the writer's connection.
-                Err(_) => return,
+                Err(e) => {
+                    tracing::debug!(error = %e, "reading a chain's head to sign ahead; signed when the batch goes");
+                    return;
+                }
             }
         }
         signed.extend(self.sign(
@@ -170,7 +176,25 @@ impl Writer {
             self.answer(replies, results, started);
             return None;
         };
-        let mut c = match conn.take() {
+        // A connection left idle a while is pinged first (the pool did that before every
+        // batch): the server may have restarted, or something between may have dropped it.
+        let idle = self
+            .own_used
+            .is_none_or(|used| used.elapsed() >= PING_AFTER_IDLE);
+        let alive = match conn.take() {
+            Some(mut c) if idle => {
+                use sqlx::Connection as _;
+                match c.ping().await {
+                    Ok(()) => Some(c),
+                    Err(e) => {
+                        tracing::info!(error = %e, "the journal writer's connection was lost; connecting again");
+                        None
+                    }
+                }
+            }
+            other => other,
+        };
+        let mut c = match alive {
             Some(c) => c,
             None => match self.store.connect_writer().await {
                 Ok(c) => c,
@@ -244,11 +268,13 @@ impl Writer {
         match inserted {
             Ok(BatchInsert::Inserted) => {
                 *conn = Some(c);
+                self.own_used = Some(Instant::now());
+                let (results, leaves) = self.outcome(&work, signed);
                 if signed_ahead {
-                    let n = u64::try_from(work.len()).unwrap_or(u64::MAX);
+                    let written = results.iter().filter(|r| r.is_none()).count();
+                    let n = u64::try_from(written).unwrap_or(u64::MAX);
                     self.stats.signed_ahead.fetch_add(n, Ordering::Relaxed);
                 }
-                let (results, leaves) = self.outcome(&work, signed);
                 self.committed(heads, &results, leaves);
                 self.answer(replies, outcomes(work, results), started);
             }

@@ -151,8 +151,24 @@ pub async fn handle(
         ))
         .into_response();
     }
+    // The client's MCP session (2025 era), part of how it names its requests.
+    let mcp_session = headers
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
     let Some(id) = id else {
-        // Notifications (initialized, cancelled, …) need no answer.
+        // Notifications need no answer; a cancellation stops the caller's call in flight.
+        if method == "notifications/cancelled"
+            && let Some(request) = params.as_ref().and_then(|p| p.get("requestId"))
+        {
+            let key = crate::cancel::Key::new(
+                &principal.tenant_id,
+                &principal.actor_id,
+                mcp_session.as_deref(),
+                request,
+            );
+            crate::cancel::cancel(&state.in_flight, &state.events, &key).await;
+        }
         return StatusCode::ACCEPTED.into_response();
     };
     let params = params.unwrap_or_else(|| json!({}));
@@ -194,10 +210,12 @@ pub async fn handle(
             "server/discover" => ok(&id, discover()),
             "ping" => ok(&id, json!({})),
             "tools/list" => tools_list(&state, &principal, &id, &params).await,
-            "tools/call" => match tools_call(&state, &principal, secret, &id, params).await {
-                Ok(answer) => answer,
-                Err(()) => return unauthorized(&state.config),
-            },
+            "tools/call" => {
+                match tools_call(&state, &principal, secret, &id, params, mcp_session).await {
+                    Ok(answer) => answer,
+                    Err(()) => return unauthorized(&state.config),
+                }
+            }
             "tasks/get" => tasks::get(&state, &principal, &id, &params).await,
             "tasks/result" => tasks::result(&state, &principal, &id, &params).await,
             "tasks/cancel" => tasks::cancel(&state, &principal, &id, &params).await,
@@ -213,10 +231,12 @@ pub async fn handle(
         "initialize" => initialize(&id, &params),
         "ping" => ok(&id, json!({})),
         "tools/list" => tools_list(&state, &principal, &id, &params).await,
-        "tools/call" => match tools_call(&state, &principal, secret, &id, params).await {
-            Ok(answer) => answer,
-            Err(()) => return unauthorized(&state.config),
-        },
+        "tools/call" => {
+            match tools_call(&state, &principal, secret, &id, params, mcp_session).await {
+                Ok(answer) => answer,
+                Err(()) => return unauthorized(&state.config),
+            }
+        }
         "tasks/get" => tasks::get(&state, &principal, &id, &params).await,
         "tasks/result" => tasks::result(&state, &principal, &id, &params).await,
         "tasks/cancel" => tasks::cancel(&state, &principal, &id, &params).await,
@@ -504,6 +524,7 @@ async fn tools_call(
     secret: &str,
     id: &Value,
     params: Value,
+    mcp_session: Option<String>,
 ) -> Result<Value, ()> {
     let lacks_run = |p: &Principal| {
         p.require(scope::RUN).is_err().then(|| {
@@ -528,7 +549,15 @@ async fn tools_call(
             ));
         }
     };
-    let cx = state.call_context();
+    // Cancellable by the caller while it runs (`notifications/cancelled` for this id).
+    let registered = state.in_flight.register(crate::cancel::Key::new(
+        &principal.tenant_id,
+        &principal.actor_id,
+        mcp_session.as_deref(),
+        id,
+    ));
+    let mut cx = state.call_context();
+    cx.cancelled = Some(registered.cancelled.clone());
     let mut outcome = calls::call(&cx, principal, None, &call).await;
     let mut confirmed = None;
     if matches!(outcome, Err(ServiceError::StaleRead)) {

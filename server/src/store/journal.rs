@@ -61,8 +61,8 @@ pub struct NewRecord<'a> {
 
 /// Takes the advisory lock of each of `tenants`' chains (PostgreSQL), held until the
 /// transaction on `conn` ends: writers on several nodes take turns at a chain's head instead of
-/// racing for its positions ([`insert_batch`] takes the same locks). `tenants` sorted, so that
-/// every writer takes them in one order.
+/// racing for its positions ([`insert_batch`] takes the same locks). `tenants` sorted by their
+/// bytes, so that every writer takes them in one order (the statement's `COLLATE "C"`).
 pub async fn lock_heads(
     conn: &mut sqlx::AnyConnection,
     tenants: &[&str],
@@ -196,14 +196,18 @@ fn insert_batch_sql(kind: DbKind, rows: usize) -> String {
              WHERE v.column1 IS NOT NULL AND (? IS NULL OR \
              (SELECT generation FROM read_generation WHERE id = 1) = ?)"
         ),
-        // The lock's row is the nested loop's outer side: taken before any row is inserted.
+        // The locks are taken before any row is inserted (their one row is read before the
+        // rows to insert are) and before the read generation's row is share-locked (its read
+        // joins them too), in the order `lock_heads` takes them: byte order of the tenant ids.
         DbKind::Postgres => format!(
             "WITH v AS ({values}), \
              locked AS (SELECT count({LOCK}) AS n FROM \
-             (SELECT DISTINCT column1 AS t FROM v WHERE column1 IS NOT NULL ORDER BY 1) AS s) \
+             (SELECT DISTINCT column1 COLLATE \"C\" AS t FROM v \
+             WHERE column1 IS NOT NULL ORDER BY t) AS s) \
              INSERT INTO journal ({COLUMNS}) SELECT v.* FROM locked, v \
              WHERE locked.n >= 0 AND v.column1 IS NOT NULL AND (${first}::BIGINT IS NULL OR \
-             (SELECT generation FROM read_generation WHERE id = 1 FOR SHARE) = ${second})"
+             (SELECT g.generation FROM read_generation AS g, locked AS l \
+             WHERE g.id = 1 AND l.n >= 0 FOR SHARE OF g) = ${second})"
         ),
     }
 }

@@ -133,6 +133,91 @@ async fn max_duration_millis_cuts_a_slow_upstream_call() {
     assert_eq!(cancelled, 1, "the upstream call was cancelled");
 }
 
+/// Issue 27 (cancellation): `notifications/cancelled` for a `tools/call` in flight stops it. The
+/// caller is answered at once with a signed, journaled execution receipt with reason
+/// `cancelled`, and the upstream is told to cancel too. A cancellation for the same request id
+/// from another actor, or from another MCP session of the caller, stops nothing.
+#[tokio::test]
+async fn a_call_in_flight_is_cancelled_by_its_caller() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[SLOW, "mcp__fixture__stats"])
+        .await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let intruder = app.token("default", "intruder", &[scope::RUN]).await;
+    let list = app.mcp_list(&agent, json!({})).await;
+    // `mcp_call` sends its tools/call as request id 2, without an MCP session.
+    let cancel = |token: String, session: Option<&'static str>| {
+        let (client, url) = (app.client.clone(), app.url("/mcp"));
+        async move {
+            let mut request = client
+                .post(url)
+                .bearer_auth(token)
+                .header("accept", "application/json, text/event-stream");
+            if let Some(s) = session {
+                request = request.header("mcp-session-id", s);
+            }
+            let response = request
+                .json(
+                    &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                               "params": {"requestId": 2, "reason": "changed my mind"}}),
+                )
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), reqwest::StatusCode::ACCEPTED);
+        }
+    };
+    let pause = || tokio::time::sleep(std::time::Duration::from_millis(300));
+
+    // Not the caller's cancellations: the call runs to its end.
+    let (done, ()) = tokio::join!(
+        app.mcp_call(&agent, &list, SLOW, json!({"millis": 1_500}), json!({})),
+        async {
+            pause().await;
+            cancel(intruder.clone(), None).await;
+            cancel(agent.clone(), Some("mcp_another_session")).await;
+        }
+    );
+    assert_eq!(done["isError"], false, "{done}");
+    assert_eq!(done["content"][0]["text"], "done");
+
+    // The caller's: answered at once, recorded as cancelled.
+    let started = std::time::Instant::now();
+    let (cut, ()) = tokio::join!(
+        app.mcp_call(&agent, &list, SLOW, json!({"millis": 20_000}), json!({})),
+        async {
+            pause().await;
+            cancel(agent.clone(), None).await;
+        }
+    );
+    let took = started.elapsed();
+    assert_eq!(cut["isError"], true, "{cut}");
+    assert_eq!(reason(&cut), "cancelled", "{cut}");
+    let receipt = &cut["_meta"]["receipt"];
+    assert_eq!(receipt["kind"], "execution");
+    assert_eq!(receipt["decision"], "deny");
+    assert!(receipt["seq"].is_u64(), "journaled: {cut}");
+    engine::receipt::verify_receipt_json(receipt, &app.keys().await).unwrap();
+    assert!(
+        took < std::time::Duration::from_secs(10),
+        "answered when cancelled, not after the upstream's 20 s: {took:?}"
+    );
+    // The upstream heard that the call was cancelled.
+    let mut cancelled = Value::Null;
+    for _ in 0..50 {
+        let stats = app
+            .mcp_call(&agent, &list, "mcp__fixture__stats", json!({}), json!({}))
+            .await;
+        cancelled = stats["structuredContent"]["cancelled"].clone();
+        if cancelled == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(cancelled, 1, "the upstream call was cancelled");
+}
+
 /// Fork seed: the execution allowlist only narrows; it pre-approves nothing. A fork's
 /// allowlisted tool whose mode is `approval_required` still parks for a person.
 #[tokio::test]
