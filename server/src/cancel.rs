@@ -42,6 +42,16 @@ impl Key {
         }
     }
 
+    /// The released invocation `invocation_id` of `tenant` while the worker runs it: whoever
+    /// may cancel it ([`crate::invocations::cancel`] decides) cancels it under this key.
+    pub fn invocation(tenant: &str, invocation_id: &str) -> Self {
+        Self {
+            tenant: tenant.to_owned(),
+            actor: String::new(),
+            request: format!("invocation\u{1f}{invocation_id}"),
+        }
+    }
+
     /// What travels as an event's subject.
     pub fn request(&self) -> &str {
         &self.request

@@ -296,6 +296,7 @@ impl Backend for DashboardBackend {
                     &self.state.store,
                     &self.state.journal,
                     &self.state.events,
+                    &self.state.in_flight,
                     &p,
                     id,
                 )

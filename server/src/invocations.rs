@@ -708,6 +708,7 @@ pub async fn cancel(
     store: &Store,
     journal: &Journal,
     events: &crate::events::Bus,
+    in_flight: &crate::cancel::InFlight,
     principal: &Principal,
     id: &str,
 ) -> Result<Value, ServiceError> {
@@ -718,6 +719,17 @@ pub async fn cancel(
             approver || (principal.scopes.satisfies(scope::RUN) && r.actor_id == principal.actor_id)
         })
         .ok_or_else(|| AppError::not_found("invocation"))?;
+    if row.status == "running" {
+        // The worker that runs it (on whichever node) stops waiting for the upstream, which is
+        // told to cancel; the invocation then ends as `cancelled` with its receipt.
+        crate::cancel::cancel(
+            in_flight,
+            events,
+            &crate::cancel::Key::invocation(&row.tenant_id, &row.id),
+        )
+        .await;
+        return Ok(view(&row));
+    }
     if !CANCELLABLE.contains(&row.status.as_str()) {
         return Err(AppError::new(
             ErrorCode::Conflict,
@@ -817,6 +829,8 @@ pub struct Worker {
     parked_expiry: Duration,
     /// Set when the server stops: the worker finishes what it runs and claims nothing more.
     stopping: Arc<AtomicBool>,
+    /// Where the invocation it runs can be cancelled (`:cancel`, `tasks/cancel`).
+    in_flight: Arc<crate::cancel::InFlight>,
 }
 
 /// Stops a [`Worker`] between invocations ([`Worker::stopper`]).
@@ -845,6 +859,7 @@ impl Worker {
         validators: Arc<engine::narrow::ValidatorCache>,
         events: Arc<crate::events::Bus>,
         parked_expiry: Duration,
+        in_flight: Arc<crate::cancel::InFlight>,
     ) -> Self {
         Self {
             store,
@@ -855,6 +870,7 @@ impl Worker {
             events,
             parked_expiry,
             stopping: Arc::new(AtomicBool::new(false)),
+            in_flight,
         }
     }
 
@@ -1040,6 +1056,9 @@ impl Worker {
     /// the signed decision receipt.
     async fn execute(&self, row: &InvocationRow) -> Result<(), ServiceError> {
         let decision = decision_receipt(&self.store, row).await?;
+        let registered = self
+            .in_flight
+            .register(crate::cancel::Key::invocation(&row.tenant_id, &row.id));
         let cx = CallContext {
             store: &self.store,
             journal: &self.journal,
@@ -1054,8 +1073,8 @@ impl Worker {
             output_to: execution::OutputTo::parse(&row.output_to),
             // Claimed when the call was authorized.
             idempotency_retention: execution::DEFAULT_IDEMPOTENCY_RETENTION,
-            // Released invocations are cancelled before they run (`:cancel`), not while.
-            cancelled: None,
+            // Cancelled while it runs by `:cancel` / `tasks/cancel`, on any node.
+            cancelled: Some(registered.cancelled.clone()),
         };
         let result = match self.verified_binding(row, &decision).await {
             Ok(bound) => {
@@ -1094,19 +1113,27 @@ impl Worker {
                 execution::tool_result(&signed, true, text, Map::new())
             }
         };
+        drop(registered);
+        // A call its caller or an approver cancelled while it ran ends as cancelled.
+        let cancelled = result["_meta"]["receipt"]["reason"] == ReasonCode::Cancelled.as_str();
+        let (to, event) = if cancelled {
+            ("cancelled", "invocation.cancelled")
+        } else {
+            ("completed", "invocation.completed")
+        };
         rows::transition(
             &self.store,
             &row.tenant_id,
             &row.id,
             "running",
-            "completed",
+            to,
             &Change {
                 result: Some(&result.to_string()),
                 ..Change::default()
             },
         )
         .await?;
-        publish(&self.events, "invocation.completed", row, "completed").await;
+        publish(&self.events, event, row, to).await;
         Ok(())
     }
 

@@ -162,6 +162,7 @@ impl Application {
             state.validators.clone(),
             state.events.clone(),
             state.config.parked_expiry,
+            state.in_flight.clone(),
         );
         Ok(Self {
             listener,

@@ -176,7 +176,15 @@ pub async fn cancel(
 ) -> Result<Json<Value>, ApiError> {
     let CancelRequest {} = super::json::optional_json(&body)?;
     Ok(Json(
-        invocations::cancel(&state.store, &state.journal, &state.events, &p, &id).await?,
+        invocations::cancel(
+            &state.store,
+            &state.journal,
+            &state.events,
+            &state.in_flight,
+            &p,
+            &id,
+        )
+        .await?,
     ))
 }
 

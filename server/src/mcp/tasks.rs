@@ -177,9 +177,10 @@ pub async fn result(state: &AppState, principal: &Principal, id: &Value, params:
     }
 }
 
-/// `tasks/cancel`: the caller's own task, while it waits for a person or is queued (CONTRACT
-/// §14: its result becomes the durable `cancelled` one); the cancelled `Task`. A task that has
-/// ended, or runs, cannot be cancelled.
+/// `tasks/cancel`: the caller's own task (CONTRACT §14: its result becomes the durable
+/// `cancelled` one). One that waits or is queued is cancelled at once; one that runs stops
+/// waiting for its upstream and ends as cancelled a moment later (the `Task` answered may
+/// still say `working`). A task that has ended cannot be cancelled.
 pub async fn cancel(state: &AppState, principal: &Principal, id: &Value, params: &Value) -> Value {
     let row = match own(state, principal, id, params).await {
         Ok(row) => row,
@@ -199,6 +200,7 @@ pub async fn cancel(state: &AppState, principal: &Principal, id: &Value, params:
         &state.store,
         &state.journal,
         &state.events,
+        &state.in_flight,
         principal,
         &row.id,
     )

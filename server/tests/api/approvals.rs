@@ -1186,3 +1186,106 @@ on_both!(
     an_approver_cancels_a_staged_change,
     tasks_are_listed_and_cancelled,
 );
+
+/// Issue 27 (cancellation): an async job that is running is cancelled by its caller. The
+/// worker stops waiting for the upstream (which is told to cancel), the invocation ends as
+/// `cancelled` with a signed execution receipt with reason `cancelled`, and `tasks/get` says
+/// so; another actor cannot cancel it.
+async fn a_running_job_is_cancelled_by_its_caller(db: Db) {
+    let Some(app) = TestApp::spawn_with(db, |_| {}).await else {
+        return;
+    };
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &["mcp__fixture__slow", "mcp__fixture__stats"])
+        .await;
+    app.activate_policy(
+        &admin,
+        "jobs",
+        json!({"rules": [
+            {"id": "slow-jobs", "match": {"name": "mcp__fixture__slow"}, "mode": "async_job_only"},
+            {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}
+        ]}),
+    )
+    .await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let stranger = app.token("default", "stranger", &[scope::RUN]).await;
+    let list = app.mcp_list(&agent, json!({})).await;
+    let accepted = app
+        .mcp_call(
+            &agent,
+            &list,
+            "mcp__fixture__slow",
+            json!({"millis": 20_000}),
+            json!({}),
+        )
+        .await;
+    assert_eq!(accepted["_meta"]["status"], "working", "{accepted}");
+    let id = accepted["_meta"]["invocation_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let status = |token: String| {
+        let app = &app;
+        let id = id.clone();
+        async move {
+            app.rest(
+                reqwest::Method::GET,
+                &token,
+                &format!("/invocations/{id}"),
+                None,
+            )
+            .await
+            .1
+        }
+    };
+    let mut seen = Value::Null;
+    for _ in 0..100 {
+        seen = status(agent.clone()).await;
+        if seen["status"] == "running" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(seen["status"], "running", "{seen}");
+    let path = format!("/invocations/{id}:cancel");
+    let (code, _) = app
+        .rest(reqwest::Method::POST, &stranger, &path, None)
+        .await;
+    assert_eq!(code, StatusCode::NOT_FOUND, "another actor's looks missing");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(status(agent.clone()).await["status"], "running");
+    let started = std::time::Instant::now();
+    let (code, answered) = app.rest(reqwest::Method::POST, &agent, &path, None).await;
+    assert_eq!(code, StatusCode::OK, "{answered}");
+    let mut done = Value::Null;
+    for _ in 0..200 {
+        done = status(agent.clone()).await;
+        if done["status"] == "cancelled" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(done["status"], "cancelled", "{done}");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "not after the upstream's 20 s"
+    );
+    let receipt = &done["result"]["_meta"]["receipt"];
+    assert_eq!(receipt["reason"], "cancelled", "{done}");
+    assert_eq!(receipt["kind"], "execution");
+    verify_receipt_json(receipt, &app.keys().await).unwrap();
+    let mut cancelled = Value::Null;
+    for _ in 0..50 {
+        let stats = app
+            .mcp_call(&agent, &list, "mcp__fixture__stats", json!({}), json!({}))
+            .await;
+        cancelled = stats["structuredContent"]["cancelled"].clone();
+        if cancelled == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(cancelled, 1, "the upstream call was cancelled");
+}
+
+on_both!(a_running_job_is_cancelled_by_its_caller);
