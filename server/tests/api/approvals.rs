@@ -94,6 +94,30 @@ impl Setup {
         answer["result"].clone()
     }
 
+    /// A JSON-RPC request to `/mcp` as `token`: the whole answer (result or error). Owns what
+    /// it needs, so it can be spawned.
+    fn raw(
+        &self,
+        token: String,
+        method: &'static str,
+        params: Value,
+    ) -> impl std::future::Future<Output = Value> + Send + 'static {
+        let (client, url) = (self.app.client.clone(), self.app.url("/mcp"));
+        async move {
+            client
+                .post(url)
+                .bearer_auth(token)
+                .header("accept", "application/json, text/event-stream")
+                .json(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}))
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        }
+    }
+
     fn echo(&self, tool: &str) -> Value {
         let t = self.list["tools"]
             .as_array()
@@ -756,22 +780,7 @@ async fn parked_calls_are_mcp_tasks(db: Db) {
     let Some(s) = setup_with(db, |_| {}).await else {
         return;
     };
-    let raw = |token: String, method: &'static str, params: Value| {
-        let (client, url) = (s.app.client.clone(), s.app.url("/mcp"));
-        async move {
-            client
-                .post(url)
-                .bearer_auth(token)
-                .header("accept", "application/json, text/event-stream")
-                .json(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}))
-                .send()
-                .await
-                .unwrap()
-                .json::<Value>()
-                .await
-                .unwrap()
-        }
-    };
+    let raw = |token: String, method: &'static str, params: Value| s.raw(token, method, params);
     let init = raw(
         s.agent.clone(),
         "initialize",
@@ -1097,22 +1106,7 @@ async fn tasks_are_listed_and_cancelled(db: Db) {
     let Some(s) = setup_with(db, |_| {}).await else {
         return;
     };
-    let raw = |token: String, method: &'static str, params: Value| {
-        let (client, url) = (s.app.client.clone(), s.app.url("/mcp"));
-        async move {
-            client
-                .post(url)
-                .bearer_auth(token)
-                .header("accept", "application/json, text/event-stream")
-                .json(&json!({"jsonrpc": "2.0", "id": 9, "method": method, "params": params}))
-                .send()
-                .await
-                .unwrap()
-                .json::<Value>()
-                .await
-                .unwrap()
-        }
-    };
+    let raw = |token: String, method: &'static str, params: Value| s.raw(token, method, params);
     let init = raw(
         s.agent.clone(),
         "initialize",
@@ -1274,18 +1268,11 @@ async fn a_running_job_is_cancelled_by_its_caller(db: Db) {
     assert_eq!(receipt["reason"], "cancelled", "{done}");
     assert_eq!(receipt["kind"], "execution");
     verify_receipt_json(receipt, &app.keys().await).unwrap();
-    let mut cancelled = Value::Null;
-    for _ in 0..50 {
-        let stats = app
-            .mcp_call(&agent, &list, "mcp__fixture__stats", json!({}), json!({}))
-            .await;
-        cancelled = stats["structuredContent"]["cancelled"].clone();
-        if cancelled == 1 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    assert_eq!(cancelled, 1, "the upstream call was cancelled");
+    assert_eq!(
+        app.upstream_cancellations(&agent, &list, 1).await,
+        1,
+        "the upstream call was cancelled"
+    );
 }
 
 on_both!(a_running_job_is_cancelled_by_its_caller);

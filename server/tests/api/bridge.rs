@@ -9,6 +9,31 @@ use serde_json::json;
 
 use crate::helpers::TestApp;
 
+/// `aperture bridge` against `app` with `agent`'s token (in a file of the returned folder),
+/// and a stock rmcp client on its stdio.
+async fn bridge(
+    app: &TestApp,
+    agent: &str,
+) -> (
+    rmcp::service::RunningService<rmcp::RoleClient, ()>,
+    tempfile::TempDir,
+) {
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, format!("{agent}\n")).unwrap();
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_aperture"));
+    command
+        .args(["bridge", "--url", &app.url(""), "--token-file"])
+        .arg(&token_file)
+        .env("APERTURE_LOG", "warn")
+        .kill_on_drop(true);
+    let client =
+        ().serve(TokioChildProcess::new(command).unwrap())
+            .await
+            .expect("the bridge speaks MCP on stdio");
+    (client, dir)
+}
+
 /// Issue 4: "`aperture bridge`: a local stdio MCP server for stock clients that cannot add
 /// `_meta`: it lists through the gateway, adds the echo to each call, and re-lists before the
 /// lease ends. Tested with a stock client library that sends no `_meta`." The policy cuts the
@@ -37,20 +62,7 @@ async fn a_stock_client_calls_through_the_bridge_across_leases() {
         assert_eq!(response.status(), StatusCode::OK, "{path}");
     }
     let agent = app.token("default", "agent", &[scope::RUN]).await;
-    let dir = tempfile::tempdir().unwrap();
-    let token_file = dir.path().join("token");
-    std::fs::write(&token_file, format!("{agent}\n")).unwrap();
-
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_aperture"));
-    command
-        .args(["bridge", "--url", &app.url(""), "--token-file"])
-        .arg(&token_file)
-        .env("APERTURE_LOG", "warn")
-        .kill_on_drop(true);
-    let client =
-        ().serve(TokioChildProcess::new(command).unwrap())
-            .await
-            .expect("the bridge speaks MCP on stdio");
+    let (client, _dir) = bridge(&app, &agent).await;
 
     let tools = client.list_all_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
@@ -100,19 +112,7 @@ async fn the_bridge_gathers_a_paged_listing() {
     ];
     app.register_fixture(&admin, &read).await;
     let agent = app.token("default", "agent", &[scope::RUN]).await;
-    let dir = tempfile::tempdir().unwrap();
-    let token_file = dir.path().join("token");
-    std::fs::write(&token_file, format!("{agent}\n")).unwrap();
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_aperture"));
-    command
-        .args(["bridge", "--url", &app.url(""), "--token-file"])
-        .arg(&token_file)
-        .env("APERTURE_LOG", "warn")
-        .kill_on_drop(true);
-    let client =
-        ().serve(TokioChildProcess::new(command).unwrap())
-            .await
-            .expect("the bridge speaks MCP on stdio");
+    let (client, _dir) = bridge(&app, &agent).await;
     let tools = client.list_all_tools().await.unwrap();
     let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     names.sort_unstable();

@@ -119,18 +119,11 @@ async fn max_duration_millis_cuts_a_slow_upstream_call() {
         "answered at the deadline, not after the upstream's 20 s: {took:?}"
     );
     // The upstream heard that the call was cancelled.
-    let mut cancelled = Value::Null;
-    for _ in 0..50 {
-        let stats = app
-            .mcp_call(&agent, &list, "mcp__fixture__stats", json!({}), json!({}))
-            .await;
-        cancelled = stats["structuredContent"]["cancelled"].clone();
-        if cancelled == 1 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    assert_eq!(cancelled, 1, "the upstream call was cancelled");
+    assert_eq!(
+        app.upstream_cancellations(&agent, &list, 1).await,
+        1,
+        "the upstream call was cancelled"
+    );
 }
 
 /// Issue 27 (cancellation): `notifications/cancelled` for a `tools/call` in flight stops it. The
@@ -204,18 +197,11 @@ async fn a_call_in_flight_is_cancelled_by_its_caller() {
         "answered when cancelled, not after the upstream's 20 s: {took:?}"
     );
     // The upstream heard that the call was cancelled.
-    let mut cancelled = Value::Null;
-    for _ in 0..50 {
-        let stats = app
-            .mcp_call(&agent, &list, "mcp__fixture__stats", json!({}), json!({}))
-            .await;
-        cancelled = stats["structuredContent"]["cancelled"].clone();
-        if cancelled == 1 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
-    assert_eq!(cancelled, 1, "the upstream call was cancelled");
+    assert_eq!(
+        app.upstream_cancellations(&agent, &list, 1).await,
+        1,
+        "the upstream call was cancelled"
+    );
 }
 
 /// Fork seed: the execution allowlist only narrows; it pre-approves nothing. A fork's

@@ -402,6 +402,36 @@ impl TestApp {
         body["result"].clone()
     }
 
+    /// The fixture upstream's count of cancelled calls, asked (as `token`, with `list`'s grant,
+    /// which must list its `stats` tool) until it reaches `expected` or 5 s have passed.
+    pub async fn upstream_cancellations(
+        &self,
+        token: &str,
+        list: &serde_json::Value,
+        expected: u64,
+    ) -> u64 {
+        let mut cancelled = 0;
+        for _ in 0..50 {
+            let stats = self
+                .mcp_call(
+                    token,
+                    list,
+                    "mcp__fixture__stats",
+                    serde_json::json!({}),
+                    serde_json::json!({}),
+                )
+                .await;
+            cancelled = stats["structuredContent"]["cancelled"]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{stats}"));
+            if cancelled == expected {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        cancelled
+    }
+
     /// MCP `tools/call` of `tool` listed in `list` (a `tools/list` result), with the echo of the
     /// grant in `_meta` as a well-behaved client sends it, plus `extra` members: the result.
     pub async fn mcp_call(
