@@ -339,7 +339,7 @@ async fn main() -> anyhow::Result<()> {
             let mut args = Map::new();
             args.insert("text".into(), Value::String(format!("call {n}")));
             direct
-                .call_tool("echo", args, Duration::from_secs(10))
+                .call_tool("echo", args, Duration::from_secs(10), None)
                 .await
                 .expect("upstream answers");
         }

@@ -50,6 +50,34 @@ pub struct CallContext<'a> {
     /// Turns `true` when the caller cancels the call in flight (crate::cancel); `None` where
     /// nobody can.
     pub cancelled: Option<tokio::sync::watch::Receiver<bool>>,
+    /// Where the upstream's progress on the call goes, when the caller asked for it
+    /// (`_meta.progressToken` on a streamed `tools/call`); `None` where nobody listens.
+    pub progress: Option<ProgressSink>,
+}
+
+/// The upstream's progress on a call, on its way to the caller: numbers as the upstream sent
+/// them, the message redacted as the tool's output is for where it goes (dropped when the
+/// redaction would leave nothing of it). A caller that reads too slowly misses some.
+pub type ProgressSink = tokio::sync::mpsc::Sender<crate::upstream::Progress>;
+
+/// What of the upstream's progress may reach the caller: `message` passes the tool's redaction
+/// profile as a text result would, or is dropped.
+fn relayable(
+    mut progress: crate::upstream::Progress,
+    profile: &engine::policy::RedactionProfile,
+    destinations: &[Destination],
+) -> crate::upstream::Progress {
+    if let Some(message) = progress.message.take() {
+        let as_result = json!({"content": [{"type": "text", "text": message}]});
+        let (redacted, report) = redact::redact_for(&as_result, profile, destinations);
+        let text = redacted["content"][0]["text"].as_str();
+        progress.message = match text {
+            Some(t) if !report.withheld && t == message => Some(message),
+            Some(t) if !report.withheld && !t.is_empty() => Some(t.to_owned()),
+            _ => None,
+        };
+    }
+    progress
 }
 
 /// Default of `APERTURE_IDEMPOTENCY_RETENTION_HOURS`.
@@ -263,7 +291,16 @@ pub async fn execute(
             let called = match cx.upstreams.connection(cx.store, cx.journal, upstream).await {
                 Err(e) => Err((ReasonCode::UpstreamError, e.to_string())),
                 Ok(conn) => {
-                    let call = conn.call_tool(raw, bound.upstream_arguments(), deadline);
+                    let progress = cx.progress.clone().map(|sink| {
+                        let profile = bound.redaction.clone();
+                        let destinations = cx.output_to.destinations();
+                        let relay: crate::upstream::ProgressFn = std::sync::Arc::new(move |p| {
+                            // Full: this one is missed (progress is a hint, never the result).
+                            let _ = sink.try_send(relayable(p, &profile, destinations));
+                        });
+                        relay
+                    });
+                    let call = conn.call_tool(raw, bound.upstream_arguments(), deadline, progress);
                     let mut cancelled = cx.cancelled.clone();
                     tokio::select! {
                         called = call => {

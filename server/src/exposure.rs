@@ -62,12 +62,14 @@ fn may_read(principal: &Principal, session: &SessionRow) -> bool {
 }
 
 /// `POST /sessions` (run): a new session in an environment, with its first manifest.
+/// `listed_by`: the MCP connection (`Mcp-Session-Id`) whose `tools/list` this answers.
 pub async fn create(
     store: &Store,
     journal: &Journal,
     validators: &ValidatorCache,
     principal: &Principal,
     request: &CreateSessionRequest,
+    listed_by: Option<&str>,
 ) -> Result<Grant, ServiceError> {
     principal.require(scope::RUN)?;
     let environment = request
@@ -96,7 +98,7 @@ pub async fn create(
         revoked_at: None,
     };
     store::exposure::insert_session(store, &session).await?;
-    grant(store, journal, validators, principal, session).await
+    grant_listed(store, journal, validators, principal, session, listed_by).await
 }
 
 /// Grants a new manifest and lease for `session` under the policy active now, signs it, stores
@@ -108,6 +110,18 @@ pub async fn grant(
     principal: &Principal,
     session: SessionRow,
 ) -> Result<Grant, ServiceError> {
+    grant_listed(store, journal, validators, principal, session, None).await
+}
+
+/// [`grant`], for the MCP connection `listed_by` (`Mcp-Session-Id`) when it has one.
+async fn grant_listed(
+    store: &Store,
+    journal: &Journal,
+    validators: &ValidatorCache,
+    principal: &Principal,
+    session: SessionRow,
+    listed_by: Option<&str>,
+) -> Result<Grant, ServiceError> {
     if session.actor_id != principal.actor_id
         || session.tenant_id != principal.tenant_id
         || session.revoked_at.is_some()
@@ -117,17 +131,7 @@ pub async fn grant(
     // A session opened while the caller could use its environment is listed again only while
     // it still can.
     principal.may_use(&session.environment)?;
-    let (policy, policy_version) =
-        policies::effective(store, &session.tenant_id, &session.environment).await?;
-    let catalog = store::catalog::list_fingerprinted(store, &session.tenant_id).await?;
-    let ctx = ExposureContext {
-        environment: session.environment.clone(),
-        actor: session.actor_id.clone(),
-        preset: session.preset.clone(),
-        entity: session.entity.clone(),
-    };
-    let mut manifest = manifest::build(catalog, &policy, policy_version, &ctx, validators);
-    pin_targets(store, &session, &mut manifest).await?;
+    let manifest = build(store, validators, &session).await?;
     let now = store::now_ms();
     let lease_expires_at = now + i64::try_from(manifest.lease_seconds).unwrap_or(0) * 1000;
     let manifest_id = ids::new_id("man");
@@ -139,7 +143,7 @@ pub async fn grant(
         environment: session.environment.clone(),
         actor_id: session.actor_id.clone(),
         policy_id: manifest.policy_id.clone(),
-        policy_version,
+        policy_version: manifest.policy_version,
         lease_id: lease_id.clone(),
         lease_expires_at: store::rfc3339(lease_expires_at),
         issued_at: store::rfc3339(now),
@@ -170,13 +174,100 @@ pub async fn grant(
         signature,
     };
     record_grant(journal, &session, &row, &document, None).await?;
-    store::exposure::insert_manifest(store, &row).await?;
+    store::exposure::insert_manifest(store, &row, listed_by).await?;
     Ok(Grant {
         session,
         row,
         manifest,
         document,
     })
+}
+
+/// The manifest `session` would be granted now: the policy active in its environment over the
+/// catalog as it stands, execution targets pinned.
+async fn build(
+    store: &Store,
+    validators: &ValidatorCache,
+    session: &SessionRow,
+) -> Result<Manifest, ServiceError> {
+    let (policy, policy_version) =
+        policies::effective(store, &session.tenant_id, &session.environment).await?;
+    let catalog = store::catalog::list_fingerprinted(store, &session.tenant_id).await?;
+    let ctx = ExposureContext {
+        environment: session.environment.clone(),
+        actor: session.actor_id.clone(),
+        preset: session.preset.clone(),
+        entity: session.entity.clone(),
+    };
+    let mut manifest = manifest::build(catalog, &policy, policy_version, &ctx, validators);
+    pin_targets(store, session, &mut manifest).await?;
+    Ok(manifest)
+}
+
+/// One listed tool as [`listing_key`] compares it: what the listing shows (name, version,
+/// definition, advertised schema, mode) and binds (the pinned target).
+#[derive(Debug, PartialEq, Eq)]
+pub struct ListedTool<'a> {
+    name: &'a str,
+    tool_version: &'a str,
+    definition_hash: &'a str,
+    schema_hash: &'a str,
+    mode: &'static str,
+    target: Option<(&'a str, &'a str, i64)>,
+}
+
+/// What a listing shows and binds, per listed tool. Two manifests with equal keys list the
+/// same tools the same way; grant ids and lease times aside.
+pub fn listing_key(manifest: &Manifest) -> Vec<ListedTool<'_>> {
+    manifest
+        .listed()
+        .map(|t| ListedTool {
+            name: &t.name,
+            tool_version: &t.tool_version,
+            definition_hash: &t.definition_hash,
+            schema_hash: &t.schema_hash,
+            mode: t.mode.as_str(),
+            target: t.target.as_ref().map(|x| {
+                (
+                    x.upstream_id.as_str(),
+                    x.endpoint_fingerprint.as_str(),
+                    x.credential_version,
+                )
+            }),
+        })
+        .collect()
+}
+
+/// Whether the next `tools/list` of the session `listed` was granted in would list something
+/// else than `listed` does: another policy or catalog for a session of its own, another grant
+/// of its parent for a fork, or nothing at all (the session or its parent was revoked).
+pub async fn listing_changed(
+    store: &Store,
+    validators: &ValidatorCache,
+    listed: &ManifestRow,
+) -> Result<bool, ServiceError> {
+    let Some(session) =
+        store::exposure::find_session(store, &listed.tenant_id, &listed.session_id).await?
+    else {
+        return Ok(true);
+    };
+    if session.revoked_at.is_some() {
+        return Ok(true);
+    }
+    if let Some(parent_id) = &session.parent_id {
+        // A fork lists a copy of its parent's current grant.
+        let parent = store::exposure::find_session(store, &session.tenant_id, parent_id).await?;
+        let Some(parent) = parent.filter(|p| p.revoked_at.is_none()) else {
+            return Ok(true);
+        };
+        let current =
+            store::exposure::latest_manifest(store, &parent.tenant_id, &parent.id).await?;
+        return Ok(current.is_none_or(|c| c.manifest != listed.manifest));
+    }
+    let then: Manifest =
+        serde_json::from_str(&listed.manifest).map_err(|e| ServiceError::Other(e.into()))?;
+    let now = build(store, validators, &session).await?;
+    Ok(listing_key(&then) != listing_key(&now))
 }
 
 /// Pins each MCP tool's execution target: the registration, endpoint, credential version and
@@ -542,7 +633,7 @@ pub async fn fork(
         revoked_at: None,
     };
     store::exposure::insert_session(store, &child).await?;
-    copy_grant(store, journal, principal, child, &parent_grant).await
+    copy_grant(store, journal, principal, child, &parent_grant, None).await
 }
 
 /// The grant a `tools/list` naming `session` gets: a fresh one under the policy active now, or,
@@ -554,9 +645,10 @@ pub async fn list_grant(
     validators: &ValidatorCache,
     principal: &Principal,
     session: SessionRow,
+    listed_by: Option<&str>,
 ) -> Result<Grant, ServiceError> {
     let Some(parent_id) = session.parent_id.clone() else {
-        return grant(store, journal, validators, principal, session).await;
+        return grant_listed(store, journal, validators, principal, session, listed_by).await;
     };
     if session.actor_id != principal.actor_id
         || session.tenant_id != principal.tenant_id
@@ -574,7 +666,7 @@ pub async fn list_grant(
             )
         })?;
     let parent_grant = current_grant_of(store, &parent).await?;
-    copy_grant(store, journal, principal, session, &parent_grant).await
+    copy_grant(store, journal, principal, session, &parent_grant, listed_by).await
 }
 
 /// `parent`'s latest manifest, when its lease has not ended (409 otherwise: the parent lists
@@ -608,6 +700,7 @@ async fn copy_grant(
     principal: &Principal,
     session: SessionRow,
     parent: &ManifestRow,
+    listed_by: Option<&str>,
 ) -> Result<Grant, ServiceError> {
     if session.actor_id != principal.actor_id || session.tenant_id != principal.tenant_id {
         return Err(AppError::not_found("session").into());
@@ -641,7 +734,7 @@ async fn copy_grant(
         signature,
     };
     record_grant(journal, &session, &row, &document, Some(&parent.id)).await?;
-    store::exposure::insert_manifest(store, &row).await?;
+    store::exposure::insert_manifest(store, &row, listed_by).await?;
     Ok(Grant {
         session,
         row,

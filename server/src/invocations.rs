@@ -1075,6 +1075,8 @@ impl Worker {
             idempotency_retention: execution::DEFAULT_IDEMPOTENCY_RETENTION,
             // Cancelled while it runs by `:cancel` / `tasks/cancel`, on any node.
             cancelled: Some(registered.cancelled.clone()),
+            // Nobody waits on a released invocation's stream.
+            progress: None,
         };
         let result = match self.verified_binding(row, &decision).await {
             Ok(bound) => {

@@ -143,6 +143,8 @@ impl Application {
             draining: tokio::sync::watch::Sender::new(false),
             events: crate::events::Bus::new(store.clone(), Arc::new(tokio::sync::Notify::new())),
             in_flight: Arc::new(crate::cancel::InFlight::default()),
+            streams: Arc::default(),
+            watchers: Arc::default(),
             chain: crate::journal::watch::ChainWatch::new(store.clone()),
             checkpoints,
             model: match &config_model {
@@ -251,6 +253,12 @@ impl Application {
             self.state.events.clone(),
             self.state.in_flight.clone(),
         ));
+        // `notifications/tools/list_changed` for `/mcp`'s listening streams.
+        let listings = tokio::spawn(self.state.watchers.clone().run(
+            self.state.store.clone(),
+            self.state.validators.clone(),
+            self.state.streams.clone(),
+        ));
         let resumer = tokio::spawn(crate::agents::runtime::run_resumer(self.state));
         // Pages stream in several small writes; with Nagle's algorithm on, each write after the
         // first waits for the client's delayed ACK (40 ms on Linux).
@@ -306,6 +314,7 @@ impl Application {
         chain.abort();
         events.abort();
         relay.abort();
+        listings.abort();
         resumer.abort();
         if let Some(checkpointer) = checkpointer {
             checkpointer.abort();
@@ -350,7 +359,10 @@ pub fn router(state: AppState) -> Router {
     // `/mcp` authenticates by bearer token alone: it needs none of the dashboard's cookie
     // session, cross-site check or server-function status layers (each a boxed future and a
     // cloned service on every call).
-    let mcp = Router::new().route("/mcp", axum::routing::post(crate::mcp::handle));
+    let mcp = Router::new().route(
+        "/mcp",
+        axum::routing::post(crate::mcp::handle).get(crate::mcp::listen_get),
+    );
     let dashboard_and_api = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))

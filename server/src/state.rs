@@ -58,6 +58,10 @@ pub struct Shared {
     pub events: Arc<crate::events::Bus>,
     /// `/mcp` calls in flight, which their callers may cancel.
     pub in_flight: Arc<crate::cancel::InFlight>,
+    /// `/mcp`'s SSE streams on this node, kept for resuming (`Last-Event-ID`).
+    pub streams: Arc<crate::mcp::streams::Streams>,
+    /// `/mcp`'s listening streams and what they watch (`notifications/tools/list_changed`).
+    pub watchers: Arc<crate::mcp::listing::Watchers>,
     /// Makes the journal trees' signed checkpoints.
     pub checkpoints: Arc<crate::journal::checkpoints::Checkpointer>,
     /// The journal verified in the background (the overview's chain status).
@@ -81,6 +85,7 @@ impl Shared {
             output_to: crate::execution::OutputTo::Mcp,
             idempotency_retention: self.config.idempotency_retention,
             cancelled: None,
+            progress: None,
         }
     }
 }

@@ -57,7 +57,7 @@ fn args(value: Value) -> Map<String, Value> {
 
 async fn call(connection: &Connection, tool: &str, arguments: Value) -> Value {
     connection
-        .call_tool(tool, args(arguments), TIMEOUT)
+        .call_tool(tool, args(arguments), TIMEOUT, None)
         .await
         .unwrap()
 }
@@ -162,7 +162,7 @@ async fn stdio_calls_return_the_tool_result() {
 async fn a_json_rpc_error_is_a_tool_error() {
     let connection = connect_stdio().await;
     let err = connection
-        .call_tool("no such tool", Map::new(), TIMEOUT)
+        .call_tool("no such tool", Map::new(), TIMEOUT, None)
         .await
         .unwrap_err();
     match &err {
@@ -184,7 +184,7 @@ async fn a_missed_deadline_times_out_and_cancels_the_call_upstream() {
     let deadline = Duration::from_millis(200);
     let started = std::time::Instant::now();
     let err = connection
-        .call_tool("slow", args(json!({"millis": 30_000})), deadline)
+        .call_tool("slow", args(json!({"millis": 30_000})), deadline, None)
         .await
         .unwrap_err();
     assert_eq!(err, UpstreamError::Timeout { after: deadline });
@@ -205,7 +205,7 @@ async fn a_missed_deadline_times_out_and_cancels_the_call_upstream() {
 
     // A call that makes its deadline is unaffected.
     let done = connection
-        .call_tool("slow", args(json!({"millis": 10})), TIMEOUT)
+        .call_tool("slow", args(json!({"millis": 10})), TIMEOUT, None)
         .await
         .unwrap();
     assert_eq!(first_text(&done), "done");
@@ -298,7 +298,7 @@ async fn close_ends_the_session() {
     connection.close().await;
     assert!(connection.is_closed());
     let err = connection
-        .call_tool("echo", args(json!({"text": "x"})), TIMEOUT)
+        .call_tool("echo", args(json!({"text": "x"})), TIMEOUT, None)
         .await
         .unwrap_err();
     assert!(matches!(err, UpstreamError::Transport { .. }), "{err:?}");
@@ -445,7 +445,7 @@ async fn streamable_http_lists_calls_and_times_out() {
 
     let deadline = Duration::from_millis(200);
     let err = connection
-        .call_tool("slow", args(json!({"millis": 30_000})), deadline)
+        .call_tool("slow", args(json!({"millis": 30_000})), deadline, None)
         .await
         .unwrap_err();
     assert_eq!(err, UpstreamError::Timeout { after: deadline });

@@ -36,6 +36,7 @@ pub async fn create(
         &state.validators,
         &p,
         &request,
+        None,
     )
     .await?;
     Ok((StatusCode::CREATED, Json(grant.list_result())))

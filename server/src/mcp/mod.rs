@@ -34,6 +34,8 @@ use crate::exposure;
 use crate::state::AppState;
 use crate::store;
 
+pub mod listing;
+pub mod streams;
 mod tasks;
 
 /// Protocol revisions `initialize` negotiates, newest first.
@@ -43,6 +45,8 @@ pub const STATELESS_VERSION: &str = "2026-07-28";
 
 const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// 2026-07-28: the `subscriptions/listen` request a notification belongs to.
+pub const META_SUBSCRIPTION: &str = "io.modelcontextprotocol/subscriptionId";
 /// A protocol header is missing or does not mirror the body.
 const HEADER_MISMATCH: i64 = -32020;
 /// The requested revision is not supported.
@@ -80,6 +84,16 @@ fn unauthorized(config: &crate::config::Config) -> Response {
     response
 }
 
+/// The request's bearer token, when it has one.
+fn bearer(headers: &HeaderMap) -> Option<&str> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+}
+
 /// `GET /.well-known/oauth-protected-resource` (RFC 9728).
 pub async fn protected_resource(State(state): State<AppState>) -> Json<Value> {
     Json(json!({
@@ -101,13 +115,7 @@ pub async fn handle(
     if let Some(refused) = foreign_origin(&state.config, &headers) {
         return refused;
     }
-    let secret = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
-        .filter(|s| !s.is_empty());
-    let Some(secret) = secret else {
+    let Some(secret) = bearer(&headers) else {
         return unauthorized(&state.config);
     };
     // From the call cache as it stands: a `tools/call` has the generation confirmed by its
@@ -209,12 +217,18 @@ pub async fn handle(
         let answer = match method {
             "server/discover" => ok(&id, discover()),
             "ping" => ok(&id, json!({})),
-            "tools/list" => tools_list(&state, &principal, &id, &params).await,
+            "tools/list" => tools_list(&state, &principal, &id, &params, None).await,
+            "tools/call" if accepts_stream(&headers) && progress_token(&params).is_some() => {
+                return stream_call(&state, principal, secret, id, params, None, true);
+            }
             "tools/call" => {
-                match tools_call(&state, &principal, secret, &id, params, mcp_session).await {
+                match tools_call(&state, &principal, secret, &id, params, mcp_session, None).await {
                     Ok(answer) => answer,
                     Err(()) => return unauthorized(&state.config),
                 }
+            }
+            "subscriptions/listen" => {
+                return listen(&state, &principal, secret, &headers, id, &params);
             }
             "tasks/get" => tasks::get(&state, &principal, &id, &params).await,
             "tasks/result" => tasks::result(&state, &principal, &id, &params).await,
@@ -230,9 +244,12 @@ pub async fn handle(
     let answer = match method {
         "initialize" => initialize(&id, &params),
         "ping" => ok(&id, json!({})),
-        "tools/list" => tools_list(&state, &principal, &id, &params).await,
+        "tools/list" => tools_list(&state, &principal, &id, &params, mcp_session.as_deref()).await,
+        "tools/call" if accepts_stream(&headers) && progress_token(&params).is_some() => {
+            return stream_call(&state, principal, secret, id, params, mcp_session, false);
+        }
         "tools/call" => {
-            match tools_call(&state, &principal, secret, &id, params, mcp_session).await {
+            match tools_call(&state, &principal, secret, &id, params, mcp_session, None).await {
                 Ok(answer) => answer,
                 Err(()) => return unauthorized(&state.config),
             }
@@ -363,7 +380,7 @@ fn decode_header_value(value: &str) -> Option<String> {
 /// (parked, staged, async; their listing says `execution.taskSupport: "optional"`).
 fn capabilities() -> Value {
     json!({
-        "tools": {"listChanged": false},
+        "tools": {"listChanged": true},
         "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
     })
 }
@@ -413,7 +430,15 @@ fn initialize(id: &Value, params: &Value) -> Value {
     )
 }
 
-async fn tools_list(state: &AppState, principal: &Principal, id: &Value, params: &Value) -> Value {
+/// `tools/list`; `mcp_session`: the 2025-era connection listing (its `GET /mcp` stream hears
+/// when this listing goes out of date).
+async fn tools_list(
+    state: &AppState,
+    principal: &Principal,
+    id: &Value,
+    params: &Value,
+    mcp_session: Option<&str>,
+) -> Value {
     if principal.require(scope::RUN).is_err() {
         return error(
             id,
@@ -439,6 +464,7 @@ async fn tools_list(state: &AppState, principal: &Principal, id: &Value, params:
                         &state.validators,
                         principal,
                         session,
+                        mcp_session,
                     )
                     .await
                 }
@@ -458,6 +484,7 @@ async fn tools_list(state: &AppState, principal: &Principal, id: &Value, params:
                 &state.validators,
                 principal,
                 &request,
+                mcp_session,
             )
             .await
         }
@@ -525,6 +552,7 @@ async fn tools_call(
     id: &Value,
     params: Value,
     mcp_session: Option<String>,
+    progress: Option<crate::execution::ProgressSink>,
 ) -> Result<Value, ()> {
     let lacks_run = |p: &Principal| {
         p.require(scope::RUN).is_err().then(|| {
@@ -558,6 +586,7 @@ async fn tools_call(
     ));
     let mut cx = state.call_context();
     cx.cancelled = Some(registered.cancelled.clone());
+    cx.progress = progress;
     let mut outcome = calls::call(&cx, principal, None, &call).await;
     let mut confirmed = None;
     if matches!(outcome, Err(ServiceError::StaleRead)) {
@@ -576,4 +605,272 @@ async fn tools_call(
         Ok(result) => ok(id, result),
         Err(e) => error(id, INTERNAL_ERROR, e.into_app_error().message),
     })
+}
+
+/// How many progress notifications may wait for a streamed call's log.
+const PROGRESS_BUFFER: usize = 64;
+
+/// Whether the client takes an SSE stream for an answer (`Accept` lists `text/event-stream`).
+fn accepts_stream(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("text/event-stream"))
+}
+
+/// The caller's `_meta.progressToken` (a string or an integer), when it asked for progress.
+fn progress_token(params: &Value) -> Option<&Value> {
+    params
+        .get("_meta")
+        .and_then(|m| m.get("progressToken"))
+        .filter(|t| t.is_string() || t.is_i64() || t.is_u64())
+}
+
+/// `notifications/progress` for the caller's `token`.
+fn progress_notification(token: &Value, p: &crate::upstream::Progress) -> Value {
+    let mut params = json!({"progressToken": token, "progress": p.progress});
+    if let Some(total) = p.total {
+        params["total"] = json!(total);
+    }
+    if let Some(message) = &p.message {
+        params["message"] = json!(message);
+    }
+    json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+}
+
+/// Ends a streamed call's log however its task ends: a task that ended without an answer (it
+/// panicked) still ends the stream, with a JSON-RPC error.
+struct CallStream {
+    state: AppState,
+    log: std::sync::Arc<streams::Log>,
+    id: Value,
+    answered: bool,
+}
+
+impl CallStream {
+    fn answer(mut self, answer: &Value) {
+        self.log.push(answer);
+        self.answered = true;
+    }
+}
+
+impl Drop for CallStream {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.log.push(&error(
+                &self.id,
+                INTERNAL_ERROR,
+                "the call ended without an answer",
+            ));
+        }
+        self.state.streams.finish(&self.log);
+    }
+}
+
+/// `tools/call` from a client that takes a stream and asked for progress: answered as an SSE
+/// stream carrying the upstream's `notifications/progress` (for the caller's `progressToken`),
+/// then the response. The call runs to its end whether or not the client keeps reading
+/// (disconnecting is not cancelling: `notifications/cancelled` is); a client that lost the
+/// connection resumes with `GET /mcp` and `Last-Event-ID`.
+fn stream_call(
+    state: &AppState,
+    principal: Principal,
+    secret: &str,
+    id: Value,
+    params: Value,
+    mcp_session: Option<String>,
+    stateless: bool,
+) -> Response {
+    let token = progress_token(&params).cloned().unwrap_or(Value::Null);
+    let owner = streams::Owner {
+        tenant_id: principal.tenant_id.clone(),
+        actor_id: principal.actor_id.clone(),
+        mcp_session: mcp_session.clone(),
+    };
+    let log = state.streams.open(streams::Kind::Call, owner);
+    let reader = streams::respond(log.clone(), None, state.draining.subscribe());
+    let stream = CallStream {
+        state: state.clone(),
+        log,
+        id: id.clone(),
+        answered: false,
+    };
+    let secret = secret.to_owned();
+    tokio::spawn(async move {
+        let (progress, mut received) = tokio::sync::mpsc::channel(PROGRESS_BUFFER);
+        let state = stream.state.clone();
+        let call = tools_call(
+            &state,
+            &principal,
+            &secret,
+            &id,
+            params,
+            mcp_session,
+            Some(progress),
+        );
+        tokio::pin!(call);
+        let answer = loop {
+            tokio::select! {
+                biased;
+                Some(p) = received.recv() => stream.log.push(&progress_notification(&token, &p)),
+                answer = &mut call => break answer,
+            }
+        };
+        while let Ok(p) = received.try_recv() {
+            stream.log.push(&progress_notification(&token, &p));
+        }
+        let answer = answer.unwrap_or_else(|()| {
+            error(
+                &id,
+                INVALID_REQUEST,
+                "the bearer token no longer authenticates",
+            )
+        });
+        stream.answer(&if stateless {
+            complete(answer, false)
+        } else {
+            answer
+        });
+    });
+    reader
+}
+
+/// `subscriptions/listen` (2026-07-28): an SSE stream that starts with
+/// `notifications/subscriptions/acknowledged` (what is honored: `toolsListChanged`) and then
+/// carries `notifications/tools/list_changed` for the caller's newest exposure sessions
+/// ([`listing`]), each tagged with the request's id, until the client closes it.
+fn listen(
+    state: &AppState,
+    principal: &Principal,
+    secret: &str,
+    headers: &HeaderMap,
+    id: Value,
+    params: &Value,
+) -> Response {
+    if principal.require(scope::RUN).is_err() {
+        let answer = error(
+            &id,
+            INVALID_PARAMS,
+            "this token lacks agent_tool_exposure:run",
+        );
+        return Json(answer).into_response();
+    }
+    if !accepts_stream(headers) {
+        let answer = error(
+            &id,
+            INVALID_REQUEST,
+            "subscriptions/listen is answered with a stream: Accept must list text/event-stream",
+        );
+        return (StatusCode::BAD_REQUEST, Json(answer)).into_response();
+    }
+    let tools = params
+        .get("notifications")
+        .and_then(|n| n.get("toolsListChanged"))
+        .and_then(Value::as_bool)
+        == Some(true);
+    let mut honored = json!({});
+    if tools {
+        honored["toolsListChanged"] = json!(true);
+    }
+    let owner = streams::Owner {
+        tenant_id: principal.tenant_id.clone(),
+        actor_id: principal.actor_id.clone(),
+        mcp_session: None,
+    };
+    let log = state.streams.open(streams::Kind::Listen, owner);
+    log.push(&json!({
+        "jsonrpc": "2.0",
+        "method": "notifications/subscriptions/acknowledged",
+        "params": {"_meta": {META_SUBSCRIPTION: id}, "notifications": honored}
+    }));
+    state.watchers.add(
+        &state.streams,
+        log.clone(),
+        listing::Listener {
+            subscription_id: Some(id),
+            tools,
+            secret: secret.to_owned(),
+        },
+    );
+    streams::respond(log, None, state.draining.subscribe())
+}
+
+/// `GET /mcp` (2025 era): with `Mcp-Session-Id`, a stream of
+/// `notifications/tools/list_changed` about the exposure sessions that connection listed
+/// ([`listing`]); with `Last-Event-ID`, the stream it names resumed after that event (a
+/// `tools/call` stream that cannot be resumed here is a 400: it is unknown, ended more than
+/// [`streams::KEEP_FINISHED`] ago, not the caller's, or held by another node).
+pub async fn listen_get(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if let Some(refused) = foreign_origin(&state.config, &headers) {
+        return refused;
+    }
+    let Some(secret) = bearer(&headers) else {
+        return unauthorized(&state.config);
+    };
+    let Ok(principal) = authenticate_bearer(&state.store, secret).await else {
+        return unauthorized(&state.config);
+    };
+    let refuse = |status: StatusCode, message: &str| {
+        (status, Json(error(&Value::Null, INVALID_REQUEST, message))).into_response()
+    };
+    if principal.require(scope::RUN).is_err() {
+        return refuse(
+            StatusCode::FORBIDDEN,
+            "this token lacks agent_tool_exposure:run",
+        );
+    }
+    if let Some(version) = headers.get("mcp-protocol-version") {
+        let version = version.to_str().unwrap_or("");
+        if !PROTOCOL_VERSIONS.contains(&version) && version != LEGACY_DEFAULT_VERSION {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                &format!("unsupported MCP-Protocol-Version {version:?}"),
+            );
+        }
+    }
+    if !accepts_stream(&headers) {
+        return refuse(
+            StatusCode::NOT_ACCEPTABLE,
+            "GET /mcp answers with a stream: Accept must list text/event-stream",
+        );
+    }
+    let owner = streams::Owner {
+        tenant_id: principal.tenant_id.clone(),
+        actor_id: principal.actor_id.clone(),
+        mcp_session: headers
+            .get("mcp-session-id")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned),
+    };
+    if let Some(last) = headers.get("last-event-id").and_then(|v| v.to_str().ok()) {
+        if let Some((log, after)) = state.streams.resume(last, &owner) {
+            return streams::respond(log, Some(after), state.draining.subscribe());
+        }
+        if streams::Streams::names_call(last) {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                "this stream cannot be resumed: it is unknown here, ended too long ago, or was opened by another caller or connection",
+            );
+        }
+        // A listening stream this node does not hold: a new one, which compares every watched
+        // listing at once (nothing missed goes unsaid).
+    }
+    if owner.mcp_session.is_none() {
+        return refuse(
+            StatusCode::BAD_REQUEST,
+            "GET /mcp opens the stream of an MCP connection: send the Mcp-Session-Id that initialize returned (2026-07-28 clients use subscriptions/listen)",
+        );
+    }
+    let log = state.streams.open(streams::Kind::Listen, owner);
+    state.watchers.add(
+        &state.streams,
+        log.clone(),
+        listing::Listener {
+            subscription_id: None,
+            tools: true,
+            secret: secret.to_owned(),
+        },
+    );
+    streams::respond(log, None, state.draining.subscribe())
 }

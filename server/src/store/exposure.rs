@@ -177,10 +177,15 @@ fn manifest(t: ManifestTuple) -> ManifestRow {
 
 const MANIFEST_COLUMNS: &str = "id, tenant_id, session_id, lease_id, lease_expires_at, issued_at, manifest, document, signature";
 
-/// Stores a granted manifest.
-pub async fn insert_manifest(store: &Store, m: &ManifestRow) -> Result<(), sqlx::Error> {
+/// Stores a granted manifest; `mcp_session` is the 2025-era MCP connection that listed it
+/// (its `list_changed` stream watches it, [`watched_manifests`]).
+pub async fn insert_manifest(
+    store: &Store,
+    m: &ManifestRow,
+    mcp_session: Option<&str>,
+) -> Result<(), sqlx::Error> {
     sqlx::query(&format!(
-        "INSERT INTO manifests ({MANIFEST_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)"
+        "INSERT INTO manifests ({MANIFEST_COLUMNS}, mcp_session_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
     ))
     .bind(&m.id)
     .bind(&m.tenant_id)
@@ -191,9 +196,71 @@ pub async fn insert_manifest(store: &Store, m: &ManifestRow) -> Result<(), sqlx:
     .bind(&m.manifest)
     .bind(&m.document)
     .bind(&m.signature)
+    .bind(mcp_session)
     .execute(store.pool())
     .await?;
     Ok(())
+}
+
+/// Manifests a `list_changed` stream of `actor_id` watches: per exposure session, the latest
+/// one whose lease has not ended at `now`, newest first, at most `limit` sessions. With
+/// `mcp_session`, the ones that MCP connection listed; otherwise those of the actor's `limit`
+/// newest sessions that are not revoked.
+pub async fn watched_manifests(
+    store: &Store,
+    tenant_id: &str,
+    actor_id: &str,
+    mcp_session: Option<&str>,
+    now: i64,
+    limit: i64,
+) -> Result<Vec<ManifestRow>, sqlx::Error> {
+    let columns = MANIFEST_COLUMNS
+        .split(", ")
+        .map(|c| format!("m.{c}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let rows: Vec<ManifestTuple> = match mcp_session {
+        Some(mcp) => {
+            sqlx::query_as(&format!(
+                "SELECT {columns} FROM manifests AS m \
+                 JOIN exposure_sessions AS s ON s.id = m.session_id \
+                 WHERE m.tenant_id = $1 AND m.mcp_session_id = $2 AND s.actor_id = $3 \
+                   AND s.revoked_at IS NULL AND m.lease_expires_at > $4 \
+                 ORDER BY m.issued_at DESC, m.id DESC LIMIT $5"
+            ))
+            .bind(tenant_id)
+            .bind(mcp)
+            .bind(actor_id)
+            .bind(now)
+            .bind(limit.saturating_mul(4))
+            .fetch_all(store.pool())
+            .await?
+        }
+        None => {
+            sqlx::query_as(&format!(
+                "SELECT {columns} FROM manifests AS m \
+                 JOIN (SELECT id FROM exposure_sessions \
+                       WHERE tenant_id = $1 AND actor_id = $2 AND revoked_at IS NULL \
+                       ORDER BY created_at DESC LIMIT $3) AS s ON s.id = m.session_id \
+                 WHERE m.lease_expires_at > $4 \
+                 ORDER BY m.issued_at DESC, m.id DESC LIMIT $5"
+            ))
+            .bind(tenant_id)
+            .bind(actor_id)
+            .bind(limit)
+            .bind(now)
+            .bind(limit.saturating_mul(4))
+            .fetch_all(store.pool())
+            .await?
+        }
+    };
+    let mut seen = std::collections::HashSet::new();
+    Ok(rows
+        .into_iter()
+        .map(manifest)
+        .filter(|m| seen.insert(m.session_id.clone()))
+        .take(usize::try_from(limit).unwrap_or(0))
+        .collect())
 }
 
 /// The latest manifest of a session.

@@ -23,9 +23,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, ClientCapabilities, ClientConfig, Implementation,
-    PaginatedRequestParams, ProtocolVersion, Tool,
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotificationParam,
+    ClientCapabilities, ClientConfig, ClientRequest, Implementation, PaginatedRequestParams,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestId, ServerResult, Tool,
 };
+use rmcp::service::PeerRequestOptions;
 use rmcp::service::{
     ClientCacheConfig, ClientInitializeError, NotificationContext, RoleClient, RunningService,
 };
@@ -115,13 +117,16 @@ impl Connector {
         spec.validate()?;
         let scrubber = Scrubber::for_spec(spec);
         let (changed_tx, changed_rx) = watch::channel(0);
+        let progress = Arc::new(ProgressRoutes::default());
         let handler = Handler {
+            progress: Arc::clone(&progress),
             info: ClientConfig::new(
                 ClientCapabilities::default(),
                 Implementation::new("aperture", env!("CARGO_PKG_VERSION")),
             )
             .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE),
             tools_changed: changed_tx,
+            scrubber: scrubber.clone(),
         };
         let connecting = async {
             match spec {
@@ -173,6 +178,7 @@ impl Connector {
             tools_changed: changed_rx,
             scrubber,
             protocol_version,
+            progress,
         })
     }
 }
@@ -187,6 +193,156 @@ pub struct Connection {
     tools_changed: watch::Receiver<u64>,
     scrubber: Scrubber,
     protocol_version: String,
+    /// Where the upstream's `notifications/progress` go, by the token a call sent.
+    progress: Arc<ProgressRoutes>,
+}
+
+/// The upstream's progress on one call: `notifications/progress` with the token the gateway
+/// sent, its message scrubbed of the upstream's secrets.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Progress {
+    /// Progress so far (increases).
+    pub progress: f64,
+    /// The total, when the upstream knows it.
+    pub total: Option<f64>,
+    /// What the upstream says it is doing.
+    pub message: Option<String>,
+}
+
+/// Receives a call's [`Progress`]; called on rmcp's task, so it must not block.
+pub type ProgressFn = Arc<dyn Fn(Progress) + Send + Sync>;
+
+/// Calls in flight that asked for progress, by the progress token rmcp sent with the request
+/// (rmcp gives every request one of its own; the caller's never reaches the upstream).
+/// Progress that arrives before its call is registered (the upstream answered fast) waits in
+/// `early`, a few at most and briefly.
+#[derive(Default)]
+struct ProgressRoutes {
+    inner: std::sync::Mutex<Routes>,
+}
+
+#[derive(Default)]
+struct Routes {
+    routes: HashMap<ProgressToken, ProgressFn>,
+    early: std::collections::VecDeque<(std::time::Instant, ProgressToken, Progress)>,
+    /// Calls sent whose route is not registered yet: only then is unclaimed progress kept
+    /// (rmcp sends a token with every request, so upstreams report progress nobody asked for).
+    sending: usize,
+}
+
+impl ProgressRoutes {
+    /// Notifications kept for a call not registered yet.
+    const EARLY: usize = 64;
+    /// How long they are kept.
+    const EARLY_FOR: Duration = Duration::from_secs(5);
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Routes> {
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A call with progress is about to be sent: unclaimed progress is kept until the guard
+    /// is dropped (after [`ProgressRoutes::register`], or when the send failed or was dropped).
+    fn sending(self: &Arc<Self>) -> Sending {
+        self.lock().sending += 1;
+        Sending(Arc::clone(self))
+    }
+
+    fn sent(&self) {
+        let mut inner = self.lock();
+        inner.sending = inner.sending.saturating_sub(1);
+        if inner.sending == 0 {
+            inner.early.clear();
+        }
+    }
+
+    fn register(self: &Arc<Self>, token: ProgressToken, to: ProgressFn) -> ProgressRoute {
+        let early: Vec<Progress> = {
+            let mut inner = self.lock();
+            inner.routes.insert(token.clone(), Arc::clone(&to));
+            let (mine, others) = std::mem::take(&mut inner.early)
+                .into_iter()
+                .partition(|(_, t, _)| *t == token);
+            inner.early = others;
+            mine.into_iter().map(|(_, _, p)| p).collect()
+        };
+        for progress in early {
+            to(progress);
+        }
+        ProgressRoute {
+            routes: Arc::clone(self),
+            token,
+        }
+    }
+
+    fn deliver(&self, token: ProgressToken, progress: Progress) {
+        let to = {
+            let mut inner = self.lock();
+            match inner.routes.get(&token) {
+                // Called outside the lock.
+                Some(to) => Arc::clone(to),
+                None if inner.sending == 0 => return,
+                None => {
+                    inner
+                        .early
+                        .retain(|(at, _, _)| at.elapsed() < Self::EARLY_FOR);
+                    if inner.early.len() < Self::EARLY {
+                        inner
+                            .early
+                            .push_back((std::time::Instant::now(), token, progress));
+                    }
+                    return;
+                }
+            }
+        };
+        to(progress);
+    }
+}
+
+/// A call with progress on its way out (see [`ProgressRoutes::sending`]).
+struct Sending(Arc<ProgressRoutes>);
+
+impl Drop for Sending {
+    fn drop(&mut self) {
+        self.0.sent();
+    }
+}
+
+/// A registered progress token; unregistered when the call ends (dropped).
+struct ProgressRoute {
+    routes: Arc<ProgressRoutes>,
+    token: ProgressToken,
+}
+
+impl Drop for ProgressRoute {
+    fn drop(&mut self) {
+        self.routes.lock().routes.remove(&self.token);
+    }
+}
+
+/// Tells the upstream to cancel a request whose answer nobody waits for any more (the call
+/// future was dropped: deadline, caller's cancellation), as rmcp does for its own calls.
+struct Abandoned {
+    peer: Peer<RoleClient>,
+    id: Option<RequestId>,
+}
+
+impl Drop for Abandoned {
+    fn drop(&mut self) {
+        if let Some(id) = self.id.take() {
+            let peer = self.peer.clone();
+            tokio::spawn(async move {
+                let cancelled = CancelledNotificationParam::new(
+                    Some(id),
+                    Some("request abandoned by the caller".to_owned()),
+                );
+                if let Err(e) = peer.notify_cancelled(cancelled).await {
+                    tracing::debug!(error = %e, "telling the upstream a call was abandoned");
+                }
+            });
+        }
+    }
 }
 
 impl fmt::Debug for Connection {
@@ -267,16 +423,25 @@ impl Connection {
     /// (`content`, `structuredContent`, `isError`, `_meta`). A result with `isError: true` is
     /// a result, not an error. When `deadline` passes first the call fails with
     /// [`UpstreamError::Timeout`] and the upstream is sent `notifications/cancelled` for it.
-    #[tracing::instrument(skip(self, arguments), fields(tool = raw_name))]
+    /// With `progress`, the upstream's `notifications/progress` for this call go there until
+    /// it ends.
+    #[tracing::instrument(skip(self, arguments, progress), fields(tool = raw_name))]
     pub async fn call_tool(
         &self,
         raw_name: &str,
         arguments: Map<String, Value>,
         deadline: Duration,
+        progress: Option<ProgressFn>,
     ) -> Result<Value, UpstreamError> {
         let params = CallToolRequestParams::new(raw_name.to_owned()).with_arguments(arguments);
         // Dropping rmcp's request future on timeout is what sends `notifications/cancelled`.
-        let response = tokio::time::timeout(deadline, self.peer.call_tool_once(params))
+        let call = async {
+            match progress {
+                None => self.peer.call_tool_once(params).await,
+                Some(to) => self.call_with_progress(params, to).await,
+            }
+        };
+        let response = tokio::time::timeout(deadline, call)
             .await
             .map_err(|_| UpstreamError::Timeout { after: deadline })?;
         let protocol = |reason: &str| UpstreamError::Protocol {
@@ -300,6 +465,36 @@ impl Connection {
                 message: self.scrubber.scrub(&error.message),
             }),
             Err(e) => Err(self.service_error(e, "tools/call")),
+        }
+    }
+
+    /// `tools/call` whose progress notifications go to `to`: sent with rmcp's own progress
+    /// token, which is then routed to `to`; the upstream is told to cancel when the future is
+    /// dropped before the answer.
+    async fn call_with_progress(
+        &self,
+        params: CallToolRequestParams,
+        to: ProgressFn,
+    ) -> Result<CallToolResponse, ServiceError> {
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let sending = self.progress.sending();
+        let handle = self
+            .peer
+            .send_cancellable_request(request, PeerRequestOptions::no_options())
+            .await?;
+        let _route = self.progress.register(handle.progress_token.clone(), to);
+        drop(sending);
+        let mut abandoned = Abandoned {
+            peer: self.peer.clone(),
+            id: Some(handle.id.clone()),
+        };
+        let result = handle.await_response().await;
+        abandoned.id = None;
+        match result? {
+            ServerResult::CallToolResult(r) => Ok(CallToolResponse::Complete(r)),
+            ServerResult::InputRequiredResult(r) => Ok(CallToolResponse::InputRequired(r)),
+            ServerResult::CreateTaskResult(r) => Ok(CallToolResponse::Task(r)),
+            _ => Err(ServiceError::UnexpectedResponse),
         }
     }
 
@@ -386,10 +581,13 @@ impl Write for ByteCounter {
     }
 }
 
-/// Our side of the session: who we are, and a counter of tool list changes.
+/// Our side of the session: who we are, a counter of tool list changes, and where progress
+/// goes.
 struct Handler {
     info: ClientConfig,
     tools_changed: watch::Sender<u64>,
+    progress: Arc<ProgressRoutes>,
+    scrubber: Scrubber,
 }
 
 impl ClientHandler for Handler {
@@ -399,6 +597,23 @@ impl ClientHandler for Handler {
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.tools_changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        // A number that is not one (NaN, infinite) is not progress.
+        if !params.progress.is_finite() || params.total.is_some_and(|t| !t.is_finite()) {
+            return;
+        }
+        let progress = Progress {
+            progress: params.progress,
+            total: params.total,
+            message: params.message.map(|m| self.scrubber.scrub(&m)),
+        };
+        self.progress.deliver(params.progress_token, progress);
     }
 }
 

@@ -23,7 +23,9 @@ mod http;
 mod import;
 mod registry;
 
-pub use connector::{Connection, Connector, RawTool, check_result_size, tls_config};
+pub use connector::{
+    Connection, Connector, Progress, ProgressFn, RawTool, check_result_size, tls_config,
+};
 pub use guard::{address_class, check_url};
 pub use import::{ImportReport, SkipReason, SkippedTool, import};
 pub use registry::{CredentialsRequest, Upstreams, list};

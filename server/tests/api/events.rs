@@ -183,3 +183,75 @@ async fn another_process_on_the_same_sqlite_file_hears_of_it() {
     let _ = one.wait();
     let _ = two.wait();
 }
+
+/// Issue 27: a `notifications/cancelled` sent to one node stops the caller's `tools/call` in
+/// flight on another (two processes on one SQLite file: the cancellation travels through the
+/// `events` table); the call ends with a journaled `cancelled` receipt at once, not after the
+/// upstream's 20 s.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancellation_sent_to_another_node_stops_the_call() {
+    let db = TestDb::new(Db::Sqlite).await.unwrap();
+    assert!(aperture(&db, &["migrate"], None).status.success());
+    let admin = token(&db, "ops", scope::ADMIN);
+    let agent = token(&db, "agent", scope::RUN);
+    add_fixture_upstream(&db, &[]);
+    let (mut one, url_one) = serve(&db).await;
+    let (mut two, url_two) = serve(&db).await;
+    let client = reqwest::Client::new();
+    let api_one = format!("{url_one}{}", aperture::api::PREFIX);
+    describe_read(&client, &api_one, &admin, "mcp__fixture__slow").await;
+    let mcp = |url: &str| {
+        client
+            .post(format!("{url}/mcp"))
+            .bearer_auth(&agent)
+            .header("accept", "application/json")
+            .header("mcp-session-id", "mcp_two_nodes")
+    };
+    let listed: Value = mcp(&url_two)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let m = &listed["result"]["_meta"];
+    let tool = &listed["result"]["tools"][0];
+    assert_eq!(tool["name"], "mcp__fixture__slow", "{listed}");
+    let call = mcp(&url_two)
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
+            "name": "mcp__fixture__slow", "arguments": {"millis": 20_000},
+            "_meta": {"session_id": m["session_id"], "manifest_id": m["manifest_id"],
+                      "lease_id": m["lease_id"], "tool_version": tool["_meta"]["toolVersion"],
+                      "expected_schema_hash": tool["_meta"]["schemaHash"]}}}),
+        )
+        .send();
+    let started = std::time::Instant::now();
+    let (answer, ()) = tokio::join!(call, async {
+        tokio::time::sleep(Duration::from_millis(800)).await;
+        let sent = mcp(&url_one)
+            .json(
+                &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                          "params": {"requestId": 5}}),
+            )
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(sent.status(), StatusCode::ACCEPTED);
+    });
+    let answer: Value = answer.unwrap().json().await.unwrap();
+    assert_eq!(
+        answer["result"]["_meta"]["receipt"]["reason"], "cancelled",
+        "{answer}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "cancelled, not run to the end: {:?}",
+        started.elapsed()
+    );
+    one.kill().unwrap();
+    two.kill().unwrap();
+    let _ = one.wait();
+    let _ = two.wait();
+}

@@ -38,6 +38,7 @@ mod scope_matrix;
 mod sessions;
 mod sign_in;
 mod store;
+mod streams;
 mod tamper;
 mod tokens;
 mod upstreams;

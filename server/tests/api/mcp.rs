@@ -733,3 +733,155 @@ async fn tools_list_pages_through_one_grant() {
         "{ended}"
     );
 }
+
+/// Issue 27, real parts: the official TypeScript SDK calls the reference server's long-running
+/// tool through the gateway with an `onprogress` callback and hears each step (the gateway
+/// answers the call as a stream carrying the upstream's `notifications/progress`); then the
+/// SDK's own `GET /mcp` stream hears `notifications/tools/list_changed` when an admin activates
+/// a policy that hides a tool it listed, and its next listing no longer has it.
+#[tokio::test]
+async fn the_typescript_sdk_hears_progress_and_list_changed() {
+    use tokio::io::AsyncBufReadExt as _;
+    type Lines = tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>;
+    async fn next_line(lines: &mut Lines) -> Value {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("the SDK client answers in time")
+            .unwrap()
+            .expect("a line");
+        serde_json::from_str(&line).unwrap()
+    }
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    let everything = end2end("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+    let registered = app
+        .client
+        .post(app.api("/upstreams"))
+        .bearer_auth(&admin)
+        .json(&json!({"name": "everything", "transport": "stdio", "command": ["node", everything, "stdio"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(registered.status(), StatusCode::CREATED);
+    const LONG: &str = "mcp__everything__trigger-long-running-operation";
+    const ECHO: &str = "mcp__everything__echo";
+    for tool in [LONG, ECHO] {
+        let described = app
+            .client
+            .put(app.api(&format!("/tools/{tool}")))
+            .bearer_auth(&admin)
+            .json(&json!({"risk": ["read"]}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(described.status(), StatusCode::OK, "{tool}");
+    }
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let mut child = tokio::process::Command::new("node")
+        .arg(end2end("interop/mcp_streams.mjs"))
+        .env("APERTURE_MCP_URL", app.url("/mcp"))
+        .env("APERTURE_TOKEN", &agent)
+        .env("APERTURE_TOOL", LONG)
+        .env("APERTURE_ARGS", r#"{"duration": 0.6, "steps": 3}"#)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node runs the SDK client");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    assert_eq!(next_line(&mut lines).await, json!({"ready": true}));
+    app.activate_policy(
+        &admin,
+        "no-echo",
+        json!({"rules": [{"id": "hide-echo", "match": {"name": ECHO}, "mode": "hide"},
+                         {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}]}),
+    )
+    .await;
+    let seen = next_line(&mut lines).await;
+    let progress = seen["progress"].as_array().unwrap();
+    assert_eq!(progress.len(), 3, "{seen}");
+    for (i, p) in progress.iter().enumerate() {
+        assert_eq!(p["progress"], json!(i + 1), "{seen}");
+        assert_eq!(p["total"], json!(3), "{seen}");
+    }
+    assert!(
+        seen["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("Long running operation completed"),
+        "{seen}"
+    );
+    verify_receipt_json(&seen["result"]["_meta"]["receipt"], &app.keys().await).unwrap();
+    assert_eq!(
+        seen["listChanged"]["method"], "notifications/tools/list_changed",
+        "{seen}"
+    );
+    let relisted = seen["relisted"].as_array().unwrap();
+    assert!(relisted.contains(&json!(LONG)), "{seen}");
+    assert!(!relisted.contains(&json!(ECHO)), "{seen}");
+    assert!(child.wait().await.unwrap().success());
+}
+
+/// Issue 27, real parts: the Python SDK (`mcp` from PyPI, installed by `scripts/ensure-tools
+/// e2e`) as a client in both protocol eras: it lists, calls with the echo and a progress
+/// callback (four steps relayed from the fixture upstream), is denied with a receipt for a
+/// wrong schema hash, and hears `notifications/tools/list_changed` after a policy activation —
+/// on its GET stream (2025-11-25) or a `subscriptions/listen` stream (2026-07-28).
+#[tokio::test]
+async fn the_python_sdk_speaks_both_eras() {
+    use tokio::io::AsyncBufReadExt as _;
+    const SLOW: &str = "mcp__fixture__slow";
+    const ECHO: &str = "mcp__fixture__echo";
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[SLOW, ECHO]).await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let keys = app.keys().await;
+    let policies = [
+        json!({"rules": [{"id": "hide-echo", "match": {"name": ECHO}, "mode": "hide"},
+                         {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}]}),
+        json!({"rules": [{"id": "reads", "match": {"risk": "read"}, "mode": "allow"}]}),
+    ];
+    for (mode, policy) in ["legacy", "2026-07-28"].into_iter().zip(policies) {
+        let mut child = tokio::process::Command::new(end2end(".venv/bin/python"))
+            .arg(end2end("interop/mcp_python.py"))
+            .env("APERTURE_MCP_URL", app.url("/mcp"))
+            .env("APERTURE_TOKEN", &agent)
+            .env("APERTURE_TOOL", SLOW)
+            .env("APERTURE_ARGS", r#"{"millis": 400}"#)
+            .env("APERTURE_MODE", mode)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the Python SDK client runs");
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut next = async || -> Value {
+            let line = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
+                .await
+                .expect("the Python client answers in time")
+                .unwrap()
+                .expect("a line");
+            serde_json::from_str(&line).unwrap()
+        };
+        assert_eq!(next().await, json!({"ready": true}), "{mode}");
+        app.activate_policy(&admin, &format!("policy-{mode}"), policy)
+            .await;
+        let seen = next().await;
+        let expected_version = if mode == "legacy" { "2025-11-25" } else { mode };
+        assert_eq!(seen["protocolVersion"], expected_version, "{seen}");
+        let progress = seen["progress"].as_array().unwrap();
+        assert_eq!(progress.len(), 4, "{mode}: {seen}");
+        assert_eq!(progress[3]["message"], "step 4 of 4", "{seen}");
+        let ok = &seen["ok"];
+        assert_eq!(ok["isError"], false, "{mode}: {ok}");
+        assert_eq!(ok["content"][0]["text"], "done", "{ok}");
+        verify_receipt_json(&ok["_meta"]["receipt"], &keys).unwrap();
+        let denied = &seen["denied"];
+        assert_eq!(denied["isError"], true, "{denied}");
+        assert_eq!(denied["_meta"]["receipt"]["reason"], "schema_hash_mismatch");
+        verify_receipt_json(&denied["_meta"]["receipt"], &keys).unwrap();
+        assert_eq!(seen["listChanged"], true, "{mode}: {seen}");
+        assert!(child.wait().await.unwrap().success(), "{mode}");
+    }
+}

@@ -354,6 +354,7 @@ async fn fixtures(app: &TestApp) -> Fixtures {
         &engine::narrow::ValidatorCache::new(),
         &victim,
         &Default::default(),
+        None,
     )
     .await
     .map_err(|e| e.into_app_error())

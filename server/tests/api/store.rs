@@ -594,6 +594,7 @@ async fn read_cache(store: &Store) {
             document: "{}".into(),
             signature: "".into(),
         },
+        None,
     )
     .await
     .unwrap();

@@ -3,7 +3,8 @@
 //! also serves it over streamable HTTP, in-process.
 //!
 //! Tools: `echo {text}`, `add {a, b}` (with `structuredContent`), `big {bytes}` (that much
-//! text), `slow {millis}` (sleeps; counts cancellations), `read file {path}` (a name with a
+//! text), `slow {millis}` (sleeps; counts cancellations; with a `progressToken`, four
+//! `notifications/progress` on the way), `read file {path}` (a name with a
 //! space), `getenv {name}` (one variable of the process's environment), `mutate {description?,
 //! title?, read_only?, remove?, notify?}` (changes `echo`'s description, title or `readOnlyHint`,
 //! or stops listing the tool named by `remove`, and, unless `notify` is false, sends
@@ -16,7 +17,8 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, RequestParamsMeta,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -243,6 +245,7 @@ impl ServerHandler for FixtureServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        let asked_progress = request.progress_token();
         let args = request.arguments.unwrap_or_default();
         self.state().calls += 1;
         if let Some(path) = &self.call_log {
@@ -269,8 +272,26 @@ impl ServerHandler for FixtureServer {
             }
             "slow" => {
                 let millis = uint_arg(&args, "millis")?;
+                // Asked for progress (a `progressToken`): a notification after each quarter.
+                let token = context.meta.get_progress_token().or(asked_progress);
+                let quarters: u32 = if token.is_some() { 4 } else { 1 };
+                let work = async {
+                    for step in 1..=quarters {
+                        tokio::time::sleep(Duration::from_millis(millis) / quarters).await;
+                        if let Some(token) = &token {
+                            let _ = context
+                                .peer
+                                .notify_progress(
+                                    ProgressNotificationParam::new(token.clone(), f64::from(step))
+                                        .with_total(f64::from(quarters))
+                                        .with_message(format!("step {step} of {quarters}")),
+                                )
+                                .await;
+                        }
+                    }
+                };
                 tokio::select! {
-                    () = tokio::time::sleep(Duration::from_millis(millis)) => text("done"),
+                    () = work => text("done"),
                     () = context.ct.cancelled() => {
                         self.state().cancelled += 1;
                         return Err(ErrorData::internal_error("cancelled", None));

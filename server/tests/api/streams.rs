@@ -1,0 +1,695 @@
+//! Issue 27, item 1: streamable HTTP in full. A `tools/call` from a client that takes a stream
+//! and asked for progress is answered as SSE (the upstream's `notifications/progress`, then the
+//! result); a dropped stream resumes with `Last-Event-ID`, for its owner only; `GET /mcp` with
+//! the connection's `Mcp-Session-Id` hears `notifications/tools/list_changed` when the next
+//! `tools/list` of a session it listed would differ (a policy activated here or on another
+//! node, a lease about to end) and nothing about sessions it did not list; 2026-07-28's
+//! `subscriptions/listen` does the same, tagged with its id; a revoked token's stream ends.
+
+use std::time::Duration;
+
+use engine::scope;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::cli::aperture;
+use crate::crash::{activate, add_fixture_upstream, describe_read, serve, token};
+use crate::helpers::{Db, TestApp, TestDb};
+
+const ECHO: &str = "mcp__fixture__echo";
+const SLOW: &str = "mcp__fixture__slow";
+
+/// An SSE response of `/mcp`: events with their id and data (JSON, `Null` when empty).
+struct Stream {
+    response: reqwest::Response,
+    buffer: String,
+}
+
+impl Stream {
+    fn new(response: reqwest::Response) -> Self {
+        assert_eq!(response.status(), StatusCode::OK);
+        let kind = response.headers()["content-type"].to_str().unwrap();
+        assert!(kind.starts_with("text/event-stream"), "{kind}");
+        Self {
+            response,
+            buffer: String::new(),
+        }
+    }
+
+    /// The next event within `within`: `(id, data)`; `None` when none came or the stream ended.
+    async fn next(&mut self, within: Duration) -> Option<(Option<String>, Value)> {
+        let until = tokio::time::Instant::now() + within;
+        loop {
+            while let Some(end) = self.buffer.find("\n\n") {
+                let block: String = self.buffer.drain(..end + 2).collect();
+                let (mut id, mut data, mut any) = (None, String::new(), false);
+                for line in block.lines() {
+                    if let Some(v) = line.strip_prefix("id:") {
+                        id = Some(v.trim().to_owned());
+                        any = true;
+                    } else if let Some(v) = line.strip_prefix("data:") {
+                        data.push_str(v.trim_start());
+                        any = true;
+                    }
+                }
+                // Comments (keep-alives) are not events.
+                if any {
+                    let data = serde_json::from_str(&data).unwrap_or(Value::Null);
+                    return Some((id, data));
+                }
+            }
+            match tokio::time::timeout_at(until, self.response.chunk()).await {
+                Ok(Ok(Some(bytes))) => self.buffer.push_str(&String::from_utf8_lossy(&bytes)),
+                _ => return None,
+            }
+        }
+    }
+
+    /// The next message (events without data skipped) within `within`.
+    async fn message(&mut self, within: Duration) -> Option<(String, Value)> {
+        let until = tokio::time::Instant::now() + within;
+        loop {
+            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            match self.next(left).await? {
+                (_, Value::Null) => {}
+                (id, data) => return Some((id.expect("every message has an event id"), data)),
+            }
+        }
+    }
+
+    /// Every message until the stream ends (within `within`).
+    async fn rest(&mut self, within: Duration) -> Vec<(String, Value)> {
+        let until = tokio::time::Instant::now() + within;
+        let mut all = Vec::new();
+        loop {
+            let left = until.saturating_duration_since(tokio::time::Instant::now());
+            match self.message(left).await {
+                Some(m) => all.push(m),
+                None => return all,
+            }
+        }
+    }
+}
+
+/// A 2025-era MCP connection: `initialize` gave it an `Mcp-Session-Id`.
+async fn connect(app: &TestApp, token: &str) -> String {
+    let response = app
+        .client
+        .post(app.url("/mcp"))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                      "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                                 "clientInfo": {"name": "streams-test", "version": "1"}}}))
+        .send()
+        .await
+        .unwrap();
+    let session = response.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(
+        body["result"]["capabilities"]["tools"]["listChanged"], true,
+        "{body}"
+    );
+    session
+}
+
+/// `tools/list` on the connection `mcp_session`: the result.
+async fn list_on(app: &TestApp, token: &str, mcp_session: &str) -> Value {
+    let body: Value = app
+        .client
+        .post(app.url("/mcp"))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", mcp_session)
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    body["result"].clone()
+}
+
+/// `GET /mcp` as `token` with these headers.
+async fn get_mcp(app: &TestApp, token: &str, headers: &[(&str, &str)]) -> reqwest::Response {
+    let mut request = app
+        .client
+        .get(app.url("/mcp"))
+        .bearer_auth(token)
+        .header("accept", "text/event-stream");
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    request.send().await.unwrap()
+}
+
+/// A `tools/call` of `slow` (`millis`) with `list`'s grant and progress token `tok`, from a
+/// client that accepts `accept`.
+async fn call_slow(
+    app: &TestApp,
+    token: &str,
+    list: &Value,
+    millis: u64,
+    mcp_session: Option<&str>,
+    accept: &str,
+) -> reqwest::Response {
+    let listed = list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == SLOW)
+        .unwrap();
+    let m = &list["_meta"];
+    let mut request = app
+        .client
+        .post(app.url("/mcp"))
+        .bearer_auth(token)
+        .header("accept", accept);
+    if let Some(s) = mcp_session {
+        request = request.header("mcp-session-id", s);
+    }
+    request
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+            "name": SLOW, "arguments": {"millis": millis},
+            "_meta": {"session_id": m["session_id"], "manifest_id": m["manifest_id"],
+                      "lease_id": m["lease_id"], "tool_version": listed["_meta"]["toolVersion"],
+                      "expected_schema_hash": listed["_meta"]["schemaHash"],
+                      "progressToken": "tok"}}}),
+        )
+        .send()
+        .await
+        .unwrap()
+}
+
+/// [`call_slow`] from a client that takes a stream.
+async fn streamed_slow(
+    app: &TestApp,
+    token: &str,
+    list: &Value,
+    millis: u64,
+    mcp_session: Option<&str>,
+) -> reqwest::Response {
+    let accept = "application/json, text/event-stream";
+    call_slow(app, token, list, millis, mcp_session, accept).await
+}
+
+#[tokio::test]
+async fn a_call_that_asks_for_progress_streams_it_then_the_result() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[SLOW]).await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let list = app.mcp_list(&agent, json!({})).await;
+
+    let mut stream = Stream::new(streamed_slow(&app, &agent, &list, 400, None).await);
+    // The priming event: an id and no data.
+    let (primed, data) = stream.next(Duration::from_secs(5)).await.unwrap();
+    let primed = primed.expect("the priming event has an id");
+    assert!(primed.ends_with("/0"), "{primed}");
+    assert_eq!(data, Value::Null);
+    let messages = stream.rest(Duration::from_secs(10)).await;
+    assert_eq!(
+        messages.len(),
+        5,
+        "four progress notifications and the result: {messages:?}"
+    );
+    for (step, (id, progress)) in messages.iter().take(4).enumerate() {
+        let step = step + 1;
+        assert_eq!(progress["method"], "notifications/progress", "{progress}");
+        assert_eq!(progress["params"]["progressToken"], "tok");
+        assert_eq!(progress["params"]["progress"], json!(step as f64));
+        assert_eq!(progress["params"]["total"], json!(4.0));
+        assert_eq!(progress["params"]["message"], format!("step {step} of 4"));
+        assert_eq!(id, &primed.replace("/0", &format!("/{step}")));
+    }
+    let (_, answer) = &messages[4];
+    assert_eq!(answer["id"], 7);
+    assert_eq!(answer["result"]["isError"], false, "{answer}");
+    assert_eq!(answer["result"]["content"][0]["text"], "done");
+    engine::receipt::verify_receipt_json(&answer["result"]["_meta"]["receipt"], &app.keys().await)
+        .unwrap();
+
+    // A client that takes only JSON gets JSON, progress token or not.
+    let plain = call_slow(&app, &agent, &list, 10, None, "application/json").await;
+    assert!(
+        plain.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/json")
+    );
+    let plain: Value = plain.json().await.unwrap();
+    assert_eq!(plain["result"]["content"][0]["text"], "done", "{plain}");
+}
+
+/// Progress messages pass the tool's redaction profile as its output does: a profile that
+/// withholds the output from MCP clients drops the messages, and the numbers still come.
+#[tokio::test]
+async fn progress_messages_are_redacted_like_the_output() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[SLOW]).await;
+    app.activate_policy(
+        &admin,
+        "withheld",
+        json!({"rules": [{"id": "slow", "match": {"name": SLOW}, "mode": "allow", "redaction": "nowhere"}],
+               "redaction_profiles": {"nowhere": {"summary": "truncate", "max_bytes": 4096,
+                                                  "destinations": ["transcript"]}}}),
+    )
+    .await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let list = app.mcp_list(&agent, json!({})).await;
+    let mut stream = Stream::new(streamed_slow(&app, &agent, &list, 200, None).await);
+    let messages = stream.rest(Duration::from_secs(10)).await;
+    assert_eq!(messages.len(), 5, "{messages:?}");
+    for (_, progress) in &messages[..4] {
+        assert_eq!(progress["method"], "notifications/progress");
+        assert!(progress["params"]["progress"].is_number(), "{progress}");
+        assert!(
+            progress["params"].get("message").is_none(),
+            "a withheld tool's progress says nothing: {progress}"
+        );
+    }
+    let answer = &messages[4].1;
+    assert!(
+        answer["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("output withheld"),
+        "{answer}"
+    );
+}
+
+/// A client whose connection dropped resumes the stream with `GET /mcp` and `Last-Event-ID`:
+/// what came after that event, then the rest as it comes, and the result. Another actor, or
+/// the same actor on another MCP connection, cannot read it.
+#[tokio::test]
+async fn a_dropped_call_stream_resumes_for_its_owner_only() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[SLOW]).await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let intruder = app.token("default", "intruder", &[scope::RUN]).await;
+    let mcp = connect(&app, &agent).await;
+    let list = list_on(&app, &agent, &mcp).await;
+
+    let mut stream = Stream::new(streamed_slow(&app, &agent, &list, 1_200, Some(&mcp)).await);
+    let _primed = stream.next(Duration::from_secs(5)).await.unwrap();
+    let (first, progress) = stream.message(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(progress["params"]["progress"], json!(1.0), "{progress}");
+    drop(stream);
+
+    for (token, session) in [
+        (&intruder, mcp.as_str()),
+        (&agent, "mcp_not_this_connection"),
+    ] {
+        let refused = get_mcp(
+            &app,
+            token,
+            &[("mcp-session-id", session), ("last-event-id", &first)],
+        )
+        .await;
+        assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+        let body: Value = refused.json().await.unwrap();
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("cannot be resumed"),
+            "{body}"
+        );
+    }
+
+    let mut resumed = Stream::new(
+        get_mcp(
+            &app,
+            &agent,
+            &[("mcp-session-id", &mcp), ("last-event-id", &first)],
+        )
+        .await,
+    );
+    let rest = resumed.rest(Duration::from_secs(10)).await;
+    let steps: Vec<Value> = rest
+        .iter()
+        .filter(|(_, m)| m["method"] == "notifications/progress")
+        .map(|(_, m)| m["params"]["progress"].clone())
+        .collect();
+    assert_eq!(steps, [json!(2.0), json!(3.0), json!(4.0)], "{rest:?}");
+    let (_, answer) = rest.last().unwrap();
+    assert_eq!(answer["id"], 7);
+    assert_eq!(answer["result"]["content"][0]["text"], "done", "{answer}");
+
+    // Resumed again after the end (within the time a finished stream is kept): the result.
+    let (last_progress, _) = &rest[rest.len() - 2];
+    let mut again = Stream::new(
+        get_mcp(
+            &app,
+            &agent,
+            &[("mcp-session-id", &mcp), ("last-event-id", last_progress)],
+        )
+        .await,
+    );
+    let replay = again.rest(Duration::from_secs(5)).await;
+    assert_eq!(replay.len(), 1, "{replay:?}");
+    assert_eq!(replay[0].1["result"]["content"][0]["text"], "done");
+}
+
+/// `GET /mcp` with the connection's `Mcp-Session-Id` hears `notifications/tools/list_changed`
+/// when an admin activates a policy that changes what a session the connection listed would
+/// list, naming the session; a connection that listed nothing hears nothing. Without the
+/// header the stream is refused; without `Accept: text/event-stream` too.
+#[tokio::test]
+async fn a_connection_hears_that_its_listing_changed() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[ECHO, SLOW]).await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let mcp = connect(&app, &agent).await;
+    let list = list_on(&app, &agent, &mcp).await;
+    let session = list["_meta"]["session_id"].as_str().unwrap().to_owned();
+    let quiet = connect(&app, &agent).await;
+
+    let refused = get_mcp(&app, &agent, &[]).await;
+    assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
+    let not_a_stream = app
+        .client
+        .get(app.url("/mcp"))
+        .bearer_auth(&agent)
+        .header("accept", "application/json")
+        .header("mcp-session-id", &mcp)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(not_a_stream.status(), StatusCode::NOT_ACCEPTABLE);
+    let unauthenticated = app
+        .client
+        .get(app.url("/mcp"))
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &mcp)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unauthenticated.status(), StatusCode::UNAUTHORIZED);
+
+    let mut listening = Stream::new(get_mcp(&app, &agent, &[("mcp-session-id", &mcp)]).await);
+    let mut other = Stream::new(get_mcp(&app, &agent, &[("mcp-session-id", &quiet)]).await);
+    assert!(
+        listening
+            .next(Duration::from_secs(5))
+            .await
+            .unwrap()
+            .0
+            .is_some(),
+        "primed"
+    );
+    assert!(
+        other
+            .next(Duration::from_secs(5))
+            .await
+            .unwrap()
+            .0
+            .is_some(),
+        "primed"
+    );
+    // Nothing changed yet: nothing is said.
+    assert!(
+        listening
+            .message(Duration::from_millis(1_500))
+            .await
+            .is_none()
+    );
+
+    app.activate_policy(
+        &admin,
+        "no-slow",
+        json!({"rules": [{"id": "hide-slow", "match": {"name": SLOW}, "mode": "hide"},
+                         {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}]}),
+    )
+    .await;
+    let (_, changed) = listening.message(Duration::from_secs(10)).await.unwrap();
+    assert_eq!(
+        changed["method"], "notifications/tools/list_changed",
+        "{changed}"
+    );
+    assert_eq!(changed["params"]["_meta"]["session_ids"], json!([session]));
+    assert!(changed.get("id").is_none(), "a notification: {changed}");
+    // Once per listing: nothing more until the client lists again.
+    assert!(
+        other.message(Duration::from_secs(2)).await.is_none(),
+        "not listed on that connection"
+    );
+    assert!(
+        listening
+            .message(Duration::from_millis(500))
+            .await
+            .is_none()
+    );
+
+    // Listed again: the new listing is what the stream compares with; another change is heard.
+    let relisted = list_on(&app, &agent, &mcp).await;
+    assert!(!crate::helpers::TestApp::tool_names(&relisted).contains(&SLOW.to_owned()));
+    app.activate_policy(
+        &admin,
+        "reads-only",
+        json!({"rules": [{"id": "reads", "match": {"risk": "read"}, "mode": "allow"}]}),
+    )
+    .await;
+    let (_, again) = listening.message(Duration::from_secs(10)).await.unwrap();
+    assert_eq!(
+        again["method"], "notifications/tools/list_changed",
+        "{again}"
+    );
+}
+
+/// A lease about to end is a listing about to change: the stream says so before it ends.
+#[tokio::test]
+async fn a_lease_about_to_end_is_announced() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[ECHO]).await;
+    app.activate_policy(
+        &admin,
+        "short",
+        json!({"rules": [{"id": "reads", "match": {"risk": "read"}, "mode": "allow",
+                          "invocation": {"expires_after_seconds": 5}}]}),
+    )
+    .await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let mcp = connect(&app, &agent).await;
+    let list = list_on(&app, &agent, &mcp).await;
+    let expires = list["_meta"]["lease_expires_at"].clone();
+    let mut listening = Stream::new(get_mcp(&app, &agent, &[("mcp-session-id", &mcp)]).await);
+    let started = std::time::Instant::now();
+    let (_, changed) = listening.message(Duration::from_secs(10)).await.unwrap();
+    assert_eq!(
+        changed["method"], "notifications/tools/list_changed",
+        "{changed}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "before the lease ends ({expires}): {:?}",
+        started.elapsed()
+    );
+}
+
+/// 2026-07-28: `subscriptions/listen` answers with a stream that starts with the
+/// acknowledgment of what is honored and carries `list_changed` tagged with the request's id.
+#[tokio::test]
+async fn a_stateless_subscription_hears_list_changed_tagged_with_its_id() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[ECHO, SLOW]).await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let stateless = |method: &str| {
+        app.client
+            .post(app.url("/mcp"))
+            .bearer_auth(&agent)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", method.to_owned())
+    };
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+    let listed: Value = stateless("tools/list")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let session = listed["result"]["_meta"]["session_id"].clone();
+    assert!(session.is_string(), "{listed}");
+
+    let mut subscription = Stream::new(
+        stateless("subscriptions/listen")
+            .json(
+                &json!({"jsonrpc": "2.0", "id": "sub-1", "method": "subscriptions/listen",
+                          "params": {"_meta": meta,
+                                     "notifications": {"toolsListChanged": true,
+                                                       "resourceSubscriptions": ["file:///x"]}}}),
+            )
+            .send()
+            .await
+            .unwrap(),
+    );
+    let (_, ack) = subscription.message(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "sub-1"
+    );
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"toolsListChanged": true}),
+        "resources are not served: not honored"
+    );
+    app.activate_policy(
+        &admin,
+        "no-slow",
+        json!({"rules": [{"id": "hide-slow", "match": {"name": SLOW}, "mode": "hide"},
+                         {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}]}),
+    )
+    .await;
+    let (_, changed) = subscription.message(Duration::from_secs(10)).await.unwrap();
+    assert_eq!(
+        changed["method"], "notifications/tools/list_changed",
+        "{changed}"
+    );
+    assert_eq!(
+        changed["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        "sub-1"
+    );
+    assert_eq!(changed["params"]["_meta"]["session_ids"], json!([session]));
+}
+
+/// A listening stream ends when its token is revoked: it tells nobody anything after that.
+#[tokio::test]
+async fn a_revoked_token_s_stream_ends() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[ECHO]).await;
+    let (token_id, agent) = app.token_full("default", "agent", &[scope::RUN]).await;
+    let mcp = connect(&app, &agent).await;
+    list_on(&app, &agent, &mcp).await;
+    let mut listening = Stream::new(get_mcp(&app, &agent, &[("mcp-session-id", &mcp)]).await);
+    assert!(
+        listening.next(Duration::from_secs(5)).await.is_some(),
+        "primed"
+    );
+    let revoked = app
+        .client
+        .delete(app.api(&format!("/tokens/{token_id}")))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert!(revoked.status().is_success(), "{}", revoked.status());
+    let ended = tokio::time::timeout(
+        Duration::from_secs(20),
+        listening.rest(Duration::from_secs(20)),
+    )
+    .await
+    .expect("the stream ends");
+    assert!(ended.is_empty(), "{ended:?}");
+    assert!(
+        listening
+            .response
+            .chunk()
+            .await
+            .map(|c| c.is_none())
+            .unwrap_or(true),
+        "the stream ended"
+    );
+}
+
+/// A change made on another node (here another process on the same SQLite file) is heard by a
+/// connection listening on this one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_made_on_another_node_is_heard() {
+    let db = TestDb::new(Db::Sqlite).await.unwrap();
+    assert!(aperture(&db, &["migrate"], None).status.success());
+    let admin = token(&db, "ops", scope::ADMIN);
+    let agent = token(&db, "agent", scope::RUN);
+    add_fixture_upstream(&db, &[]);
+    let (mut one, url_one) = serve(&db).await;
+    let (mut two, url_two) = serve(&db).await;
+    let client = reqwest::Client::new();
+    let api_one = format!("{url_one}{}", aperture::api::PREFIX);
+    describe_read(&client, &api_one, &admin, ECHO).await;
+    let initialized = client
+        .post(format!("{url_two}/mcp"))
+        .bearer_auth(&agent)
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+                      "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                                 "clientInfo": {"name": "t", "version": "1"}}}))
+        .send()
+        .await
+        .unwrap();
+    let mcp = initialized.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let listed: Value = client
+        .post(format!("{url_two}/mcp"))
+        .bearer_auth(&agent)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", &mcp)
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert!(
+        listed["result"]["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == ECHO),
+        "{listed}"
+    );
+    let mut listening = Stream::new(
+        client
+            .get(format!("{url_two}/mcp"))
+            .bearer_auth(&agent)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &mcp)
+            .send()
+            .await
+            .unwrap(),
+    );
+    assert!(
+        listening.next(Duration::from_secs(5)).await.is_some(),
+        "primed"
+    );
+    activate(
+        &client,
+        &api_one,
+        &admin,
+        "hide-echo",
+        &json!({"rules": [{"id": "hide", "match": {"name": ECHO}, "mode": "hide"}]}),
+    )
+    .await;
+    let (_, changed) = listening.message(Duration::from_secs(10)).await.unwrap();
+    assert_eq!(
+        changed["method"], "notifications/tools/list_changed",
+        "{changed}"
+    );
+    one.kill().unwrap();
+    two.kill().unwrap();
+    let _ = one.wait();
+    let _ = two.wait();
+}
