@@ -34,6 +34,7 @@ pub mod events;
 pub mod evidence;
 pub mod execution;
 pub mod exposure;
+pub mod grpc;
 pub mod heartbeat;
 pub mod ids;
 pub mod invocations;

@@ -410,6 +410,9 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn(move |request, next| {
             crate::auth::client::remember_client(trusted.clone(), request, next)
         }));
+    // gRPC (`content-type: application/grpc`) on the same listener, before every HTTP layer
+    // of the other routes (a message is held to the same size as a body).
+    let grpc = crate::grpc::router(api::router(state.clone()), max_body);
     mcp.merge(dashboard_and_api)
         .layer(DefaultBodyLimit::max(max_body))
         .layer(RequestBodyLimitLayer::new(max_body))
@@ -417,6 +420,9 @@ pub fn router(state: AppState) -> Router {
             oversize_in_kind(request, next, max_body)
         }))
         .layer(TraceLayer::new_for_http())
+        .layer(middleware::from_fn(move |request, next| {
+            crate::grpc::dispatch(grpc.clone(), request, next)
+        }))
         .with_state(state)
 }
 

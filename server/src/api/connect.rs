@@ -648,15 +648,7 @@ pub fn connect_error(code: &str, message: &str, fields: &[app::error::FieldError
 /// in JSON for people reading it.
 fn bad_request_detail(fields: &[app::error::FieldError]) -> Value {
     use base64::Engine as _;
-    // message FieldViolation { string field = 1; string description = 2; }
-    // message BadRequest { repeated FieldViolation field_violations = 1; }
-    let mut message = Vec::new();
-    for f in fields {
-        let mut violation = Vec::new();
-        proto_bytes(&mut violation, 1, f.path.as_bytes());
-        proto_bytes(&mut violation, 2, f.message.as_bytes());
-        proto_bytes(&mut message, 1, &violation);
-    }
+    let message = bad_request_bytes(fields);
     let debug: Vec<Value> = fields
         .iter()
         .map(|f| serde_json::json!({"field": f.path, "description": f.message}))
@@ -668,14 +660,28 @@ fn bad_request_detail(fields: &[app::error::FieldError]) -> Value {
     })
 }
 
+/// A `google.rpc.BadRequest` message, encoded: one field violation per field error.
+pub(crate) fn bad_request_bytes(fields: &[app::error::FieldError]) -> Vec<u8> {
+    // message FieldViolation { string field = 1; string description = 2; }
+    // message BadRequest { repeated FieldViolation field_violations = 1; }
+    let mut message = Vec::new();
+    for f in fields {
+        let mut violation = Vec::new();
+        proto_bytes(&mut violation, 1, f.path.as_bytes());
+        proto_bytes(&mut violation, 2, f.message.as_bytes());
+        proto_bytes(&mut message, 1, &violation);
+    }
+    message
+}
+
 /// Appends a length-delimited protobuf field.
-fn proto_bytes(out: &mut Vec<u8>, field: u32, bytes: &[u8]) {
+pub(crate) fn proto_bytes(out: &mut Vec<u8>, field: u32, bytes: &[u8]) {
     proto_varint(out, u64::from(field << 3 | 2));
     proto_varint(out, bytes.len() as u64);
     out.extend_from_slice(bytes);
 }
 
-fn proto_varint(out: &mut Vec<u8>, mut v: u64) {
+pub(crate) fn proto_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
         out.push((v as u8 & 0x7f) | 0x80);
         v >>= 7;
@@ -741,23 +747,30 @@ async fn serve(rest: axum::Router, name: &str, request: Request) -> Result<Respo
     let Some(call) = method(name) else {
         return Err(ApiError(AppError::not_found("method")).into_response());
     };
-    let json = request
+    let media = request
         .headers()
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.split(';')
-                .next()
-                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
-        });
-    if !json {
-        return Err(bad("Connect unary JSON: send Content-Type: application/json").into_response());
-    }
+        .and_then(|v| v.split(';').next())
+        .map(|t| t.trim().to_ascii_lowercase());
+    // Unary Connect: JSON, or binary protobuf messages of the service's .proto.
+    let binary = match media.as_deref() {
+        Some("application/json") => false,
+        Some("application/proto") => true,
+        _ => {
+            return Err(bad(
+                "Connect unary: send Content-Type: application/json or application/proto",
+            )
+            .into_response());
+        }
+    };
     let authorization = request.headers().get(header::AUTHORIZATION).cloned();
     let bytes = axum::body::to_bytes(request.into_body(), usize::MAX)
         .await
         .map_err(|e| bad(format!("reading the body: {e}")).into_response())?;
-    let message = if bytes.iter().all(u8::is_ascii_whitespace) {
+    let mut message = if binary {
+        crate::grpc::proto_request_as_json(call.name, bytes).map_err(|e| bad(e).into_response())?
+    } else if bytes.iter().all(u8::is_ascii_whitespace) {
         Map::new()
     } else {
         match serde_json::from_slice::<Value>(&bytes) {
@@ -766,6 +779,37 @@ async fn serve(rest: axum::Router, name: &str, request: Request) -> Result<Respo
             Err(e) => return Err(bad(format!("malformed JSON: {e}")).into_response()),
         }
     };
+    // Clients generated from the .proto write 64-bit integers as strings.
+    crate::grpc::integers_as_numbers(call.name, &mut message);
+    let answer = call_rest(rest, call, message, authorization).await?;
+    if !binary || !answer.status().is_success() {
+        // Errors are JSON in both formats (the Connect protocol's error shape).
+        return Ok(answer);
+    }
+    let (mut parts, body) = answer.into_parts();
+    let json = axum::body::to_bytes(body, usize::MAX)
+        .await
+        .map_err(|e| bad(format!("reading the answer: {e}")).into_response())?;
+    let encoded = crate::grpc::json_answer_as_proto(call.name, &json)
+        .map_err(|e| ApiError(AppError::new(ErrorCode::Internal, e)).into_response())?;
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/proto"),
+    );
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Ok(Response::from_parts(parts, Body::from(encoded)))
+}
+
+/// Serves `call` with `message` through `rest` (the REST router) as the caller that
+/// `authorization` names: the REST answer, a success with status 200 whatever REST said (201
+/// Created); an error as the REST API answers it (the Connect mount reshapes it, the gRPC
+/// service maps it to a status).
+pub(crate) async fn call_rest(
+    rest: axum::Router,
+    call: &ConnectMethod,
+    message: Map<String, Value>,
+    authorization: Option<HeaderValue>,
+) -> Result<Response, Response> {
     let (method, uri, body) = rest_request(call, message).map_err(IntoResponse::into_response)?;
     let mut inner = Request::builder().method(method).uri(&uri);
     if let Some(auth) = authorization {
