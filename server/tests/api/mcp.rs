@@ -885,3 +885,66 @@ async fn the_python_sdk_speaks_both_eras() {
         assert!(child.wait().await.unwrap().success(), "{mode}");
     }
 }
+
+/// Issue 27, real parts: the TypeScript SDK's 2026 client (`@modelcontextprotocol/client`
+/// pinned to 2026-07-28) lists without `initialize`, calls with the echo and a progress
+/// callback (the fixture's four steps, relayed), is denied with a receipt for a wrong schema
+/// hash, and hears `notifications/tools/list_changed` on its `subscriptions/listen` stream
+/// after an admin hides a tool.
+#[tokio::test]
+async fn the_typescript_sdk_speaks_2026_07_28() {
+    use tokio::io::AsyncBufReadExt as _;
+    const SLOW: &str = "mcp__fixture__slow";
+    const ECHO: &str = "mcp__fixture__echo";
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[SLOW, ECHO]).await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let mut child = tokio::process::Command::new("node")
+        .arg(end2end("interop/mcp_client_2026.mjs"))
+        .env("APERTURE_MCP_URL", app.url("/mcp"))
+        .env("APERTURE_TOKEN", &agent)
+        .env("APERTURE_TOOL", SLOW)
+        .env("APERTURE_ARGS", r#"{"millis": 400}"#)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("node runs the SDK client");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut next = async || -> Value {
+        let line = tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("the SDK client answers in time")
+            .unwrap()
+            .expect("a line");
+        serde_json::from_str(&line).unwrap()
+    };
+    assert_eq!(next().await, json!({"ready": true}));
+    app.activate_policy(
+        &admin,
+        "no-echo",
+        json!({"rules": [{"id": "hide-echo", "match": {"name": ECHO}, "mode": "hide"},
+                         {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}]}),
+    )
+    .await;
+    let seen = next().await;
+    assert_eq!(seen["protocolVersion"], "2026-07-28", "{seen}");
+    let progress = seen["progress"].as_array().unwrap();
+    assert_eq!(progress.len(), 4, "{seen}");
+    assert_eq!(progress[3]["message"], "step 4 of 4", "{seen}");
+    let ok = &seen["ok"];
+    assert_eq!(ok["isError"], false, "{ok}");
+    assert_eq!(ok["content"][0]["text"], "done", "{ok}");
+    let keys = app.keys().await;
+    verify_receipt_json(&ok["_meta"]["receipt"], &keys).unwrap();
+    let denied = &seen["denied"];
+    assert_eq!(denied["isError"], true, "{denied}");
+    assert_eq!(denied["_meta"]["receipt"]["reason"], "schema_hash_mismatch");
+    assert_eq!(seen["honored"], json!({"toolsListChanged": true}), "{seen}");
+    assert_eq!(
+        seen["listChanged"]["method"], "notifications/tools/list_changed",
+        "{seen}"
+    );
+    assert!(child.wait().await.unwrap().success());
+}
