@@ -45,6 +45,7 @@ pub mod mcp;
 pub mod metrics;
 pub mod policies;
 pub mod receipts;
+pub mod replay;
 pub mod secrets;
 pub mod startup;
 pub mod state;

@@ -221,6 +221,14 @@ pub const METHODS: &[ConnectMethod] = &[
         "What a draft policy would expose for a context.",
     ),
     m(
+        "ReplayPolicy",
+        "POST",
+        "/policies:replay",
+        &[],
+        Payload::Body,
+        "What a draft policy would have changed over the tenant's recorded calls of a window (default the last 7 days): per tool and actor, calls moving from one mode to another, with example receipts; calls it cannot replay are counted.",
+    ),
+    m(
         "ListSessions",
         "GET",
         "/sessions",

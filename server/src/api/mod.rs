@@ -89,6 +89,12 @@ fn declare<D: Declare>(d: D) -> D {
             &[scope::READ],
             policies::preview,
         )
+        .route(
+            Method::POST,
+            "/policies:replay",
+            &[scope::READ],
+            policies::replay,
+        )
         .route(Method::GET, "/policies/{id}", &[scope::READ], policies::get)
         .route(
             Method::GET,

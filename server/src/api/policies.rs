@@ -98,3 +98,15 @@ pub async fn preview(
         &state.config.capabilities(),
     )?))
 }
+
+/// `POST /policies:replay` `{"policy", "since"?, "until"?}`: what the draft would have
+/// changed over the tenant's recorded calls (crate::replay).
+pub async fn replay(
+    State(state): State<AppState>,
+    Caller(p): Caller,
+    ApiJson(request): ApiJson<crate::replay::ReplayRequest>,
+) -> Result<Json<crate::replay::ReplayReport>, ApiError> {
+    Ok(Json(
+        crate::replay::replay(&state.store, &p, request).await?,
+    ))
+}

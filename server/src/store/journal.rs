@@ -410,6 +410,31 @@ pub struct ReceiptFilter {
     pub before_seq: Option<i64>,
 }
 
+/// Decision receipts of `tenant_id` issued in `[since, until)` (epoch ms) after position
+/// `after_seq`, oldest first, at most `limit`: `(seq, receipt, disclosures)`.
+pub async fn decision_page(
+    store: &Store,
+    tenant_id: &str,
+    since: i64,
+    until: i64,
+    after_seq: i64,
+    limit: i64,
+) -> Result<Vec<(i64, String, String)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT seq, receipt, disclosures FROM journal \
+         WHERE tenant_id = $1 AND seq > $2 AND kind = 'decision' \
+           AND issued_at >= $3 AND issued_at < $4 \
+         ORDER BY seq LIMIT $5",
+    )
+    .bind(tenant_id)
+    .bind(after_seq)
+    .bind(since)
+    .bind(until)
+    .bind(limit)
+    .fetch_all(store.pool())
+    .await
+}
+
 /// Newest-first page of a tenant's records matching `filter`.
 pub async fn search(
     store: &Store,

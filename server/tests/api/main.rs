@@ -36,6 +36,7 @@ mod model_fixture;
 mod operations;
 mod policies;
 mod proto;
+mod replay;
 mod scope_matrix;
 mod sessions;
 mod sign_in;

@@ -324,6 +324,14 @@ async fn every_answer_of_the_connect_mount_fits_the_proto() {
     .await;
     c.call(&admin, "GetReceipt", json!({"id": receipt_id}))
         .await;
+    let replayed = c
+        .call(
+            &admin,
+            "ReplayPolicy",
+            json!({"policy": {"rules": [{"id": "none", "mode": "hide"}]}}),
+        )
+        .await;
+    assert_eq!(replayed["changes"][0]["to"], "hide", "{replayed}");
 
     // Invocations.
     c.call(

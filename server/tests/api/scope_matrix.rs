@@ -41,6 +41,10 @@ const CASES: &[Case] = &[
         path: "/policies:preview",
     },
     Case {
+        method: Method::POST,
+        path: "/policies:replay",
+    },
+    Case {
         method: Method::GET,
         path: "/policies/{id}",
     },
@@ -628,6 +632,10 @@ fn request(case: &Case, fx: &Fixtures, n: usize) -> (String, Option<Value>) {
             "/policies:validate".into(),
             Some(json!({"name": "draft", "rules": []})),
         ),
+        ("POST", "/policies:replay") => (
+            "/policies:replay".into(),
+            Some(json!({"policy": {"rules": []}})),
+        ),
         ("GET", "/journal/proofs/inclusion") => {
             ("/journal/proofs/inclusion?seq=1&tree_size=2".into(), None)
         }
@@ -980,6 +988,11 @@ async fn every_route_enforces_its_scope() {
             }
             ("POST", "/policies:validate") | ("POST", "/policies:preview") => {
                 assert_eq!(status, StatusCode::OK, "{label}")
+            }
+            ("POST", "/policies:replay") => {
+                // Over the intruder's own tenant's calls, never the victim's.
+                assert_eq!(status, StatusCode::OK, "{label}: {text}");
+                assert!(!text.contains("victim"), "{label} leaked: {text}");
             }
             ("PUT", "/catalog/drift") => {
                 // The intruder's own tenant's triage, not `default`'s.
