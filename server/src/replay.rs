@@ -2,11 +2,12 @@
 //! the tenant's recorded tool calls.
 //!
 //! Every decision receipt of a call in the window (the journal, read in pages of
-//! [`PAGE`] by position through the pool, never the writer) names its tool, tool version,
-//! actor, environment and session, and the mode its tool had; the session gives the preset and
-//! entity. The draft is run through the same engine a grant runs ([`engine::manifest::build`],
-//! once per distinct context, over the current catalog) and the tool's mode under the draft is
-//! compared with the recorded one. Where the draft narrows a tool's arguments (allowed values,
+//! [`PAGE`] by position through the pool, never the writer) names its tool, actor,
+//! environment, session and manifest, and the mode its tool had; the sessions give the preset
+//! and entity, the signed manifests the definition the call was granted (both read once per
+//! page). The draft is run through the same engine a grant runs ([`engine::manifest::build`],
+//! once per tool and context, on the tool's current descriptor) and the tool's mode under the
+//! draft is compared with the recorded one. Where the draft narrows a tool's arguments (allowed values,
 //! a schema overlay, a required idempotency key), whether a call would pass depends on its
 //! arguments: the call is checked against the narrowed schema when its disclosures still hold
 //! its effective arguments, and counted as not replayable when they do not (purged, or a tool
@@ -161,13 +162,17 @@ pub async fn replay(
     if until - since > MAX_WINDOW_MS {
         return Err(AppError::invalid_field("since", "at most 92 days before until").into());
     }
-    let catalog: Vec<CatalogTool> =
-        store::catalog::list_fingerprinted(store, &principal.tenant_id).await?;
+    let catalog: HashMap<String, CatalogTool> =
+        store::catalog::list_fingerprinted(store, &principal.tenant_id)
+            .await?
+            .into_iter()
+            .map(|t| (t.tool.name.clone(), t))
+            .collect();
     let mut replay = Replayer {
         draft,
         catalog,
         validators: ValidatorCache::new(),
-        manifests: HashMap::new(),
+        applied: HashMap::new(),
         sessions: HashMap::new(),
         granted: HashMap::new(),
         changes: BTreeMap::new(),
@@ -184,10 +189,20 @@ pub async fn replay(
         };
         after = *last;
         let full = i64::try_from(page.len()).unwrap_or(0) == PAGE;
-        for (_, receipt, disclosures) in page {
-            replay
-                .one(store, &principal.tenant_id, &receipt, &disclosures)
-                .await?;
+        let recorded: Vec<(Recorded, String)> = page
+            .into_iter()
+            .filter_map(|(_, receipt, disclosures)| {
+                serde_json::from_str::<Recorded>(&receipt)
+                    .ok()
+                    .filter(|r| r.tool.is_some())
+                    .map(|r| (r, disclosures))
+            })
+            .collect();
+        replay
+            .look_up(store, &principal.tenant_id, &recorded)
+            .await?;
+        for (r, disclosures) in recorded {
+            replay.one(r, &disclosures);
         }
         if !full {
             break;
@@ -215,13 +230,31 @@ type Context = (String, String, Option<String>, Option<String>);
 /// A session's preset and entity.
 type Hints = (Option<String>, Option<String>);
 
+/// What the draft does with one tool in one context, as the engine's manifest entry says.
+struct Applied {
+    /// The entry's mode.
+    mode: &'static str,
+    /// The tool's definition hash now.
+    definition_hash: String,
+    /// For a mode that runs the tool under narrowed arguments: how to check a call's.
+    check: Option<Check>,
+}
+
+struct Check {
+    schema_hash: String,
+    schema: Value,
+    /// Arguments the draft fixes (the agent does not send them).
+    fixed: Vec<String>,
+}
+
 struct Replayer {
     draft: Policy,
-    catalog: Vec<CatalogTool>,
+    catalog: HashMap<String, CatalogTool>,
     validators: ValidatorCache,
-    manifests: HashMap<Context, Manifest>,
-    /// Session → (preset, entity); `None` when the session is gone.
-    sessions: HashMap<String, Option<Hints>>,
+    /// (tool, context) → what the draft does; `None` when the catalog has no such tool.
+    applied: HashMap<(String, Context), Option<Applied>>,
+    /// Session → its preset and entity (`(None, None)` when the session is gone).
+    sessions: HashMap<String, Hints>,
     /// Manifest → its tools' definition hashes (what the calls were granted).
     granted: HashMap<String, HashMap<String, String>>,
     changes: BTreeMap<(String, String, String, String), Change>,
@@ -229,24 +262,80 @@ struct Replayer {
     not_replayable: u64,
 }
 
+/// The members of a stored manifest the replay reads.
+#[derive(Deserialize)]
+struct GrantedTools {
+    tools: Vec<GrantedTool>,
+}
+
+#[derive(Deserialize)]
+struct GrantedTool {
+    name: String,
+    definition_hash: String,
+}
+
 impl Replayer {
-    async fn one(
+    /// Reads the sessions and manifests a page names that are not known yet, in one query
+    /// each (per 500).
+    async fn look_up(
         &mut self,
         store: &Store,
         tenant: &str,
-        receipt: &str,
-        disclosures: &str,
+        page: &[(Recorded, String)],
     ) -> Result<(), ServiceError> {
-        let Ok(recorded) = serde_json::from_str::<Recorded>(receipt) else {
-            return Ok(());
-        };
+        let mut sessions: Vec<String> = page
+            .iter()
+            .filter_map(|(r, _)| r.session_id.clone())
+            .filter(|id| !self.sessions.contains_key(id))
+            .collect();
+        sessions.sort();
+        sessions.dedup();
+        if !sessions.is_empty() {
+            for id in &sessions {
+                self.sessions.insert(id.clone(), (None, None));
+            }
+            for (id, preset, entity) in
+                store::exposure::session_hints(store, tenant, &sessions).await?
+            {
+                self.sessions.insert(id, (preset, entity));
+            }
+        }
+        let mut manifests: Vec<String> = page
+            .iter()
+            .filter_map(|(r, _)| r.manifest_id.clone())
+            .filter(|id| !self.granted.contains_key(id))
+            .collect();
+        manifests.sort();
+        manifests.dedup();
+        if !manifests.is_empty() {
+            for id in &manifests {
+                self.granted.insert(id.clone(), HashMap::new());
+            }
+            for (id, body) in store::exposure::manifest_bodies(store, tenant, &manifests).await? {
+                if let Ok(granted) = serde_json::from_str::<GrantedTools>(&body) {
+                    self.granted.insert(
+                        id,
+                        granted
+                            .tools
+                            .into_iter()
+                            .map(|t| (t.name, t.definition_hash))
+                            .collect(),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn one(&mut self, recorded: Recorded, disclosures: &str) {
         let Some(tool) = recorded.tool.clone() else {
-            return Ok(());
+            return;
         };
-        let (preset, entity) = match &recorded.session_id {
-            Some(id) => self.session(store, tenant, id).await?.unwrap_or_default(),
-            None => (None, None),
-        };
+        let (preset, entity) = recorded
+            .session_id
+            .as_ref()
+            .and_then(|id| self.sessions.get(id).cloned())
+            .unwrap_or_default();
         let ctx: Context = (
             recorded
                 .environment
@@ -256,18 +345,19 @@ impl Replayer {
             preset,
             entity,
         );
-        let granted = match &recorded.manifest_id {
-            Some(id) => self.granted_definition(store, tenant, id, &tool).await?,
-            None => None,
-        };
-        let (to, definition_changed) = {
-            let Some(outcome) = self.outcome(ctx, &tool, granted.as_deref(), disclosures) else {
-                // The catalog no longer has the tool, or the draft's answer depends on
-                // arguments the journal no longer holds.
-                self.not_replayable += 1;
-                return Ok(());
-            };
-            outcome
+        let granted = recorded
+            .manifest_id
+            .as_ref()
+            .and_then(|id| self.granted.get(id))
+            .and_then(|tools| tools.get(&tool))
+            .cloned();
+        let Some((to, definition_changed)) =
+            self.outcome(ctx, &tool, granted.as_deref(), disclosures)
+        else {
+            // The catalog no longer has the tool, or the draft's answer depends on arguments
+            // the journal no longer holds.
+            self.not_replayable += 1;
+            return;
         };
         let from = if recorded.decision == "deny" && recorded.reason == "arguments_invalid" {
             "deny".to_owned()
@@ -276,7 +366,7 @@ impl Replayer {
         };
         self.replayed += 1;
         if from == to {
-            return Ok(());
+            return;
         }
         let change = self
             .changes
@@ -300,7 +390,6 @@ impl Replayer {
         if change.examples.len() < EXAMPLES {
             change.examples.push(recorded.receipt_id);
         }
-        Ok(())
     }
 
     /// The draft's mode for `tool` in `ctx` (`deny` when it would refuse the disclosed
@@ -317,28 +406,50 @@ impl Replayer {
             draft,
             catalog,
             validators,
-            manifests,
+            applied,
             ..
         } = self;
-        let manifest: &Manifest = manifests.entry(ctx).or_insert_with_key(|ctx| {
-            let context = ExposureContext {
-                environment: ctx.0.clone(),
-                actor: ctx.1.clone(),
-                preset: ctx.2.clone(),
-                entity: ctx.3.clone(),
-            };
-            manifest::build(catalog.iter().cloned(), draft, 0, &context, validators)
-        });
-        let entry = manifest.entry(tool)?;
-        let changed = granted.is_some_and(|g| g != entry.definition_hash);
-        let mode = entry.mode.as_str().to_owned();
-        let executes = !matches!(mode.as_str(), "hide" | "deny");
-        let narrows = entry.invocation.as_ref().is_some_and(|i| {
-            !i.allowed_values.is_empty() || i.schema_overlay.is_some() || i.requires_idempotency
-        });
-        if !executes || !narrows {
-            return Some((mode, changed));
-        }
+        let applied = applied
+            .entry((tool.to_owned(), ctx))
+            .or_insert_with_key(|(tool, ctx)| {
+                let found = catalog.get(tool)?;
+                let context = ExposureContext {
+                    environment: ctx.0.clone(),
+                    actor: ctx.1.clone(),
+                    preset: ctx.2.clone(),
+                    entity: ctx.3.clone(),
+                };
+                // The same engine a grant runs, for this tool in this context.
+                let manifest: Manifest =
+                    manifest::build([found.clone()], draft, 0, &context, validators);
+                let entry = manifest.tools.into_iter().next()?;
+                let mode = entry.mode.as_str();
+                let executes = !matches!(mode, "hide" | "deny");
+                let narrows = entry.invocation.as_ref().is_some_and(|i| {
+                    !i.allowed_values.is_empty()
+                        || i.schema_overlay.is_some()
+                        || i.requires_idempotency
+                });
+                let check = (executes && narrows).then(|| Check {
+                    schema_hash: entry.schema_hash.clone(),
+                    schema: entry.advertised.input_schema.clone(),
+                    fixed: entry
+                        .narrowed
+                        .as_ref()
+                        .map(|n| n.fixed_arguments.keys().cloned().collect())
+                        .unwrap_or_default(),
+                });
+                Some(Applied {
+                    mode,
+                    definition_hash: entry.definition_hash,
+                    check,
+                })
+            })
+            .as_ref()?;
+        let changed = granted.is_some_and(|g| g != applied.definition_hash);
+        let Some(check) = &applied.check else {
+            return Some((applied.mode.to_owned(), changed));
+        };
         let arguments = serde_json::from_str::<Disclosed>(disclosures)
             .ok()
             .and_then(|d| d.effective_arguments);
@@ -346,59 +457,13 @@ impl Replayer {
             return None;
         };
         // What the agent would send: the draft fixes its own arguments.
-        if let Some(narrowed) = &entry.narrowed {
-            for key in narrowed.fixed_arguments.keys() {
-                arguments.remove(key);
-            }
+        for key in &check.fixed {
+            arguments.remove(key);
         }
         let valid = validators
-            .validate(
-                &entry.schema_hash,
-                &entry.advertised.input_schema,
-                &Value::Object(arguments),
-            )
+            .validate(&check.schema_hash, &check.schema, &Value::Object(arguments))
             .is_ok();
-        Some((if valid { mode } else { "deny".into() }, changed))
-    }
-
-    /// The definition hash `tool` had in manifest `id`, read once per manifest.
-    async fn granted_definition(
-        &mut self,
-        store: &Store,
-        tenant: &str,
-        id: &str,
-        tool: &str,
-    ) -> Result<Option<String>, ServiceError> {
-        if !self.granted.contains_key(id) {
-            let hashes = match store::exposure::find_manifest(store, tenant, id).await? {
-                Some(row) => serde_json::from_str::<Manifest>(&row.manifest)
-                    .map(|m| {
-                        m.tools
-                            .into_iter()
-                            .map(|t| (t.name, t.definition_hash))
-                            .collect()
-                    })
-                    .unwrap_or_default(),
-                None => HashMap::new(),
-            };
-            self.granted.insert(id.to_owned(), hashes);
-        }
-        Ok(self.granted.get(id).and_then(|h| h.get(tool)).cloned())
-    }
-
-    async fn session(
-        &mut self,
-        store: &Store,
-        tenant: &str,
-        id: &str,
-    ) -> Result<Option<Hints>, ServiceError> {
-        if let Some(known) = self.sessions.get(id) {
-            return Ok(known.clone());
-        }
-        let found = store::exposure::find_session(store, tenant, id)
-            .await?
-            .map(|s| (s.preset, s.entity));
-        self.sessions.insert(id.to_owned(), found.clone());
-        Ok(found)
+        let to = if valid { applied.mode } else { "deny" };
+        Some((to.to_owned(), changed))
     }
 }

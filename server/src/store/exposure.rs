@@ -263,6 +263,53 @@ pub async fn watched_manifests(
         .collect())
 }
 
+/// `(id, preset, entity)` of those of the sessions `ids` of `tenant_id` that exist.
+pub async fn session_hints(
+    store: &Store,
+    tenant_id: &str,
+    ids: &[String],
+) -> Result<Vec<(String, Option<String>, Option<String>)>, sqlx::Error> {
+    let mut found = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(500) {
+        let placeholders: Vec<String> = (2..chunk.len() + 2).map(|n| format!("${n}")).collect();
+        let sql = format!(
+            "SELECT id, preset, entity FROM exposure_sessions WHERE tenant_id = $1 AND id IN ({})",
+            placeholders.join(", ")
+        );
+        let mut query = sqlx::query_as(&sql).bind(tenant_id);
+        for id in chunk {
+            query = query.bind(id);
+        }
+        let rows: Vec<(String, Option<String>, Option<String>)> =
+            query.fetch_all(store.pool()).await?;
+        found.extend(rows);
+    }
+    Ok(found)
+}
+
+/// `(id, manifest JSON)` of those of the manifests `ids` of `tenant_id` that exist.
+pub async fn manifest_bodies(
+    store: &Store,
+    tenant_id: &str,
+    ids: &[String],
+) -> Result<Vec<(String, String)>, sqlx::Error> {
+    let mut found = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(500) {
+        let placeholders: Vec<String> = (2..chunk.len() + 2).map(|n| format!("${n}")).collect();
+        let sql = format!(
+            "SELECT id, manifest FROM manifests WHERE tenant_id = $1 AND id IN ({})",
+            placeholders.join(", ")
+        );
+        let mut query = sqlx::query_as(&sql).bind(tenant_id);
+        for id in chunk {
+            query = query.bind(id);
+        }
+        let rows: Vec<(String, String)> = query.fetch_all(store.pool()).await?;
+        found.extend(rows);
+    }
+    Ok(found)
+}
+
 /// The latest manifest of a session.
 pub async fn latest_manifest(
     store: &Store,
