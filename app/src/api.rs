@@ -115,6 +115,33 @@ pub async fn save_policy(
     backend.save_policy(&session, &id, document).await
 }
 
+/// Replays `document` (the draft, as JSON text) over the tenant's calls of the last `days`
+/// days.
+#[server(prefix = "/ui", endpoint = "policies/replay")]
+pub async fn replay_policy(
+    document: String,
+    days: u32,
+) -> Result<crate::dto::ReplayReport, AppError> {
+    let (backend, session) = crate::backend::context().await?;
+    let policy: serde_json::Value = serde_json::from_str(&document)
+        .map_err(|e| AppError::invalid_field("document", format!("not valid JSON: {e}")))?;
+    if !(1..=92).contains(&days) {
+        return Err(AppError::invalid_field("days", "between 1 and 92"));
+    }
+    let now = time::OffsetDateTime::now_utc();
+    let since = now - time::Duration::days(i64::from(days));
+    let rfc = |t: time::OffsetDateTime| {
+        t.format(&time::format_description::well_known::Rfc3339)
+            .map_err(|e| AppError::new(crate::error::ErrorCode::Internal, e.to_string()))
+    };
+    let request = crate::dto::ReplayRequest {
+        policy,
+        since: Some(rfc(since)?),
+        until: Some(rfc(now)?),
+    };
+    backend.replay_policy(&session, request).await
+}
+
 /// Makes policy `id` the one new sessions of `environment` get.
 #[server(prefix = "/ui", endpoint = "policies/activate")]
 pub async fn activate_policy(

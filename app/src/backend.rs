@@ -74,6 +74,12 @@ pub trait Backend: Send + Sync + 'static {
         id: &str,
         document: serde_json::Value,
     ) -> Result<PolicyVersionView, AppError>;
+    /// What a draft would have changed over the tenant's recorded calls (read).
+    async fn replay_policy(
+        &self,
+        session: &Session,
+        request: crate::dto::ReplayRequest,
+    ) -> Result<crate::dto::ReplayReport, AppError>;
     /// Makes `id` the policy of new sessions in `environment` (write).
     async fn activate_policy(
         &self,

@@ -878,3 +878,53 @@ pub struct JournalView {
     /// RFC 3339: when this was read (ages are shown against it).
     pub now: String,
 }
+
+/// `POST /policies:replay`: the draft and the window of recorded calls to replay it over.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayRequest {
+    /// The draft policy document.
+    pub policy: serde_json::Value,
+    /// RFC 3339, inclusive; `until` minus seven days when absent.
+    #[serde(default)]
+    pub since: Option<String>,
+    /// RFC 3339, exclusive; now when absent.
+    #[serde(default)]
+    pub until: Option<String>,
+}
+
+/// Calls of one tool by one actor that a draft would move from one mode to another.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyChange {
+    /// Canonical tool name.
+    pub tool: String,
+    /// Actor of the calls.
+    pub actor: String,
+    /// The mode the calls were decided under (or `deny` when their arguments were refused).
+    pub from: String,
+    /// The mode the draft gives the tool (or `deny` when it would refuse their arguments).
+    pub to: String,
+    /// How many calls.
+    pub count: u64,
+    /// Receipt ids of some of them.
+    pub examples: Vec<String>,
+    /// The tool's definition changed since (some of) these calls.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub definition_changed: bool,
+}
+
+/// What a replay found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReplayReport {
+    /// Calls replayed.
+    pub replayed: u64,
+    /// Calls that could not be (argument-dependent without disclosed arguments, or of a tool
+    /// the catalog no longer has).
+    pub not_replayable: u64,
+    /// Calls that would move, most first.
+    pub changes: Vec<PolicyChange>,
+    /// The window, RFC 3339.
+    pub since: String,
+    /// RFC 3339.
+    pub until: String,
+}

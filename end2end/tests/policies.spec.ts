@@ -209,3 +209,122 @@ test("a redaction profile made in the form decides what each destination of a ru
   await expect.poll(callEcho, { timeout: 10_000 }).toContain("may not be sent to mcp");
   expect(await callEcho()).not.toContain("0123456789");
 });
+
+// Issue 28, item 1: "Impact" replays the draft over the recorded calls and shows, per tool and
+// actor, how many would move from one mode to another, with links to example receipts.
+test("Impact replays the draft over the recorded calls and links example receipts", async ({ page, request }) => {
+  const API = "/api/v2/agent-tool-exposure";
+  const rest = async (token: string, method: string, path: string, data?: unknown) => {
+    const response = await request.fetch(`${API}${path}`, {
+      method,
+      headers: { authorization: `Bearer ${token}` },
+      data,
+    });
+    expect(response.ok(), `${method} ${path}: ${response.status()} ${await response.text()}`).toBeTruthy();
+    return response.json();
+  };
+  await signIn(page);
+  const ops = await createToken(page, "e2e-impact-ops", ["agent_tool_exposure:admin"]);
+  // An environment of its own, so that no other test's policy applies to its calls.
+  const bot: string = (
+    await rest(ops, "POST", "/tokens", {
+      actor_id: "e2e-impact-bot",
+      scopes: ["agent_tool_exposure:run"],
+      environments: ["e2e-impact"],
+    })
+  ).secret;
+  await rest(ops, "PUT", "/policies/e2e-impact", {
+    rules: [{ id: "echo-allowed", match: { name: ECHO }, mode: "allow" }],
+  });
+  await rest(ops, "POST", "/policies/e2e-impact:activate", { environment: "e2e-impact" });
+  const listing = await rest(bot, "POST", "/sessions", { environment: "e2e-impact" });
+  const tool = listing.tools.find((t: any) => t.name === ECHO);
+  const meta = {
+    session_id: listing._meta.session_id,
+    manifest_id: listing._meta.manifest_id,
+    lease_id: listing._meta.lease_id,
+    tool_version: tool._meta.toolVersion,
+    expected_schema_hash: tool._meta.schemaHash,
+  };
+  for (const text of ["one", "two"]) {
+    const result = await rest(bot, "POST", `/sessions/${listing._meta.session_id}/calls`, {
+      name: ECHO,
+      arguments: { text },
+      _meta: meta,
+    });
+    expect(result.isError, JSON.stringify(result)).toBe(false);
+  }
+
+  // The draft parks echo: both calls would wait for a person.
+  await page.goto("/policies/e2e-impact");
+  await hydrated(page);
+  await page.getByTestId("rule-0").getByLabel("Mode", { exact: true }).selectOption("approval_required");
+  const impact = page.getByTestId("impact");
+  await impact.getByRole("button", { name: "Replay" }).click();
+  const row = impact.locator(`tr[data-tool="${ECHO}"][data-actor="e2e-impact-bot"]`);
+  await expect(row).toHaveAttribute("data-from", "allow");
+  await expect(row).toHaveAttribute("data-to", "approval_required");
+  await expect(row.locator("td").nth(4)).toHaveText("2");
+  await expect(impact.getByTestId("impact-summary")).toContainText("calls replayed");
+  await expect(page.getByTestId("policy-version")).toContainText("unsaved changes");
+
+  // An example is the call's own decision receipt.
+  await row.getByRole("link").first().click();
+  await expect(page).toHaveURL(/\/receipts\/rcp_/);
+  await expect(page.getByTestId("canonical")).toContainText('"actor_id":"e2e-impact-bot"');
+  await expect(page.getByTestId("canonical")).toContainText('"kind":"decision"');
+});
+
+// Issue 28, item 3: the preview stays in view (beside the form, sticky, on wide screens; pinned
+// by a toggle on narrow ones) and marks what the last edit changed, tool by tool.
+test("editing a rule near the top of a long policy marks the change in the preview, in view", async ({
+  page,
+  request,
+}) => {
+  const API = "/api/v2/agent-tool-exposure";
+  await signIn(page);
+  const ops = await createToken(page, "e2e-sticky-ops", ["agent_tool_exposure:admin"]);
+  const rules = [{ id: "echo-rule", match: { name: ECHO }, mode: "allow" }];
+  for (let i = 0; i < 14; i++) {
+    rules.push({ id: `other-${i}`, match: { name: `mcp__elsewhere__tool_${i}` }, mode: "hide" });
+  }
+  const put = await request.fetch(`${API}/policies/e2e-sticky`, {
+    method: "PUT",
+    headers: { authorization: `Bearer ${ops}` },
+    data: { rules },
+  });
+  expect(put.ok(), await put.text()).toBeTruthy();
+
+  await page.setViewportSize({ width: 1400, height: 900 });
+  await page.goto("/policies/e2e-sticky");
+  await hydrated(page);
+  await expect(page.getByTestId("rule-14")).toBeAttached();
+  const row = previewRow(page, ECHO);
+  await expect(row).toHaveAttribute("data-mode", "allow");
+  await expect(row).not.toHaveAttribute("data-changed", "true");
+  await page.getByTestId("rule-0").getByLabel("Mode", { exact: true }).selectOption("approval_required");
+  await expect(row).toHaveAttribute("data-changed", "true");
+  await expect(row.locator(".what-changed")).toHaveText("mode allow → approval_required");
+  await expect(page.getByTestId("preview-changes")).toHaveText("1 tool changed by the last edit (marked).");
+  // Beside the rule just edited, without scrolling.
+  await expect(row).toBeInViewport();
+  await expect(page.getByTestId("rule-0").getByLabel("Mode", { exact: true })).toBeInViewport();
+  // The next edit marks what it changed, and only that.
+  await page.getByTestId("rule-0").getByLabel("Value", { exact: true }).fill(`${ECHO}-not`);
+  await expect(row).toHaveAttribute("data-changed", "true");
+  await expect(row.locator(".what-changed")).toHaveText("mode approval_required → hide; rule echo-rule → default");
+
+  // Far down the form, the preview is still beside it (sticky).
+  await page.getByTestId("rule-14").getByLabel("Mode", { exact: true }).scrollIntoViewIfNeeded();
+  await page.getByTestId("rule-14").getByLabel("Mode", { exact: true }).selectOption("deny");
+  await expect(page.getByTestId("rule-14").getByLabel("Mode", { exact: true })).toBeInViewport();
+  await expect(page.getByTestId("preview").getByRole("heading", { name: "Live preview" })).toBeInViewport();
+
+  // Narrow: the preview is below the form until pinned over it.
+  await page.setViewportSize({ width: 800, height: 900 });
+  await page.evaluate(() => window.scrollTo(0, 0));
+  await expect(page.getByTestId("preview")).not.toBeInViewport();
+  await page.getByRole("button", { name: "Pin the preview" }).click();
+  await expect(page.getByTestId("preview")).toBeInViewport();
+  await expect(page.getByRole("button", { name: "Unpin the preview" })).toHaveAttribute("aria-pressed", "true");
+});

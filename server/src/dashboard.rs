@@ -206,6 +206,17 @@ impl Backend for DashboardBackend {
         .map_err(ServiceError::into_app_error)
     }
 
+    async fn replay_policy(
+        &self,
+        session: &Session,
+        request: app::dto::ReplayRequest,
+    ) -> Result<app::dto::ReplayReport, AppError> {
+        let p = self.principal(session).await?;
+        crate::replay::replay(&self.state.store, &p, request)
+            .await
+            .map_err(ServiceError::into_app_error)
+    }
+
     async fn activate_policy(
         &self,
         session: &Session,

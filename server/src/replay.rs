@@ -26,7 +26,7 @@ use engine::manifest::{self, Manifest};
 use engine::narrow::ValidatorCache;
 use engine::policy::{ExposureContext, Policy};
 use engine::scope;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
 
 use crate::auth::Principal;
@@ -42,56 +42,7 @@ pub const DEFAULT_WINDOW_MS: i64 = 7 * 24 * 3_600 * 1_000;
 /// The longest window a replay covers.
 pub const MAX_WINDOW_MS: i64 = 92 * 24 * 3_600 * 1_000;
 
-/// `POST /policies:replay`.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ReplayRequest {
-    /// The draft policy document.
-    pub policy: Value,
-    /// RFC 3339, inclusive; `until` minus seven days when absent.
-    #[serde(default)]
-    pub since: Option<String>,
-    /// RFC 3339, exclusive; now when absent.
-    #[serde(default)]
-    pub until: Option<String>,
-}
-
-/// Calls of one tool by one actor that would move from one mode to another.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Change {
-    /// Canonical tool name.
-    pub tool: String,
-    /// Actor of the calls.
-    pub actor: String,
-    /// The mode the calls were decided under (or `deny` when their arguments were refused).
-    pub from: String,
-    /// The mode the draft gives the tool (or `deny` when it would refuse their arguments).
-    pub to: String,
-    /// How many calls.
-    pub count: u64,
-    /// Receipt ids of some of them.
-    pub examples: Vec<String>,
-    /// The tool's definition changed since (some of) these calls: the draft was applied to
-    /// its current descriptor.
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub definition_changed: bool,
-}
-
-/// What the replay found.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ReplayReport {
-    /// Calls replayed.
-    pub replayed: u64,
-    /// Calls that could not be: argument-dependent without disclosed arguments, or of a tool
-    /// the catalog no longer has.
-    pub not_replayable: u64,
-    /// Calls that would move, by tool, actor, from and to; most calls first.
-    pub changes: Vec<Change>,
-    /// The window, RFC 3339.
-    pub since: String,
-    /// RFC 3339.
-    pub until: String,
-}
+pub use app::dto::{PolicyChange as Change, ReplayReport, ReplayRequest};
 
 /// The members of a decision receipt the replay reads.
 #[derive(Debug, Deserialize)]

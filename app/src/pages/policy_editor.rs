@@ -12,8 +12,8 @@ use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 
 use super::Time;
-use crate::api::{ActivatePolicy, SavePolicy, policy_editor};
-use crate::dto::{PolicyEditorData, PolicyVersionView};
+use crate::api::{ActivatePolicy, ReplayPolicy, SavePolicy, policy_editor};
+use crate::dto::{PolicyEditorData, PolicyVersionView, ReplayReport};
 use crate::error::FieldError;
 use crate::layout::use_me;
 use crate::policy_draft::{
@@ -124,6 +124,33 @@ fn to_fields(errors: &[engine::validate::FieldError]) -> impl Iterator<Item = Fi
     })
 }
 
+/// Per tool, what differs between two previews: its mode, its deciding rule, its advertised
+/// schema (`schemaHash`), or its presence.
+fn what_changed(before: &Preview, now: &Preview) -> std::collections::BTreeMap<String, String> {
+    let rule = |r: &Option<String>| r.clone().unwrap_or_else(|| "default".into());
+    let mut changes = std::collections::BTreeMap::new();
+    for t in &now.tools {
+        let Some(b) = before.tools.iter().find(|b| b.name == t.name) else {
+            changes.insert(t.name.clone(), "new in the preview".to_owned());
+            continue;
+        };
+        let mut what = Vec::new();
+        if b.mode != t.mode {
+            what.push(format!("mode {} → {}", b.mode.as_str(), t.mode.as_str()));
+        }
+        if b.rule_id != t.rule_id {
+            what.push(format!("rule {} → {}", rule(&b.rule_id), rule(&t.rule_id)));
+        }
+        if b.schema_hash != t.schema_hash {
+            what.push("schemaHash changed (the advertised schema)".to_owned());
+        }
+        if !what.is_empty() {
+            changes.insert(t.name.clone(), what.join("; "));
+        }
+    }
+    changes
+}
+
 /// Whether the draft says the same as the saved document (the same policy once parsed).
 fn same_policy(doc: &serde_json::Value, saved: Option<&serde_json::Value>) -> bool {
     let Some(saved) = saved else { return false };
@@ -170,6 +197,17 @@ fn Editor(data: PolicyEditorData) -> impl IntoView {
         document.with(|(doc, _)| {
             engine::preview::preview(doc, &caps, catalog.iter().cloned(), &ctx, &validators)
         })
+    });
+    // What the last change of the draft (or of the preview's context) changed in the preview,
+    // per tool: shown beside the tools, so an admin editing one rule sees what it does.
+    let marks = RwSignal::new(std::collections::BTreeMap::<String, String>::new());
+    let previous = StoredValue::new(None::<Preview>);
+    Effect::new(move |_| {
+        let now = preview.get();
+        if let Some(before) = previous.get_value() {
+            marks.set(what_changed(&before, &now));
+        }
+        previous.set_value(Some(now));
     });
     let save = ServerAction::<SavePolicy>::new();
     // Errors the server answered; they stand until the draft changes.
@@ -265,8 +303,9 @@ fn Editor(data: PolicyEditorData) -> impl IntoView {
                 </fieldset>
                 {(!read_only).then(|| view! { <SaveBar cx document saved dirty save/> })}
             </div>
-            <PreviewPanel preview environment actor preset/>
+            <PreviewPanel preview environment actor preset marks/>
         </div>
+        <ImpactPanel document/>
         <Activation id=data.policy_id.clone() saved active_in can_write/>
         <History versions cx/>
     }
@@ -1027,13 +1066,143 @@ fn SaveBar(
     .into_any()
 }
 
+/// "Impact": the draft replayed on the server over the calls the journal recorded
+/// (`POST /policies:replay`), as calls per tool and actor that would move from one mode to
+/// another, with example receipts.
+#[component]
+fn ImpactPanel(document: Memo<(serde_json::Value, Vec<FieldError>)>) -> impl IntoView {
+    let days = RwSignal::new(7_u32);
+    let replay = ServerAction::<ReplayPolicy>::new();
+    let run = move |_| {
+        let text = document.with(|(doc, _)| doc.to_string());
+        replay.dispatch(ReplayPolicy {
+            document: text,
+            days: days.get(),
+        });
+    };
+    view! {
+        <section class="panel impact" aria-labelledby="impact-heading" data-testid="impact">
+            <h2 id="impact-heading">"Impact"</h2>
+            <p class="muted">
+                "What this draft would have changed over the calls the journal recorded: each call's "
+                "tool, actor and session run through the same engine, against the tools as they are now."
+            </p>
+            <div class="row">
+                <div class="field">
+                    <label for="impact-days">"Calls of the last"</label>
+                    <select
+                        id="impact-days"
+                        on:change=move |ev| days.set(event_target_value(&ev).parse().unwrap_or(7))
+                    >
+                        <option value="1">"day"</option>
+                        <option value="7" selected>"7 days"</option>
+                        <option value="30">"30 days"</option>
+                        <option value="90">"90 days"</option>
+                    </select>
+                </div>
+                <button type="button" on:click=run disabled=move || replay.pending().get()>
+                    {move || if replay.pending().get() { "Replaying…" } else { "Replay" }}
+                </button>
+            </div>
+            {move || match replay.value().get() {
+                None => ().into_any(),
+                Some(Err(e)) => view! { <p class="error" role="alert">{e.message}</p> }.into_any(),
+                Some(Ok(report)) => view! { <ImpactReport report/> }.into_any(),
+            }}
+        </section>
+    }
+    .into_any()
+}
+
+#[component]
+fn ImpactReport(report: ReplayReport) -> impl IntoView {
+    let moved: u64 = report.changes.iter().map(|c| c.count).sum();
+    let summary = format!(
+        "{} calls replayed, {moved} would change; {} could not be replayed (arguments not kept, or tools no longer in the catalog).",
+        report.replayed, report.not_replayable
+    );
+    view! {
+        <p role="status" data-testid="impact-summary">{summary}</p>
+        {if report.changes.is_empty() {
+            view! { <p class="empty">"No recorded call would be decided differently."</p> }.into_any()
+        } else {
+            view! {
+                <table class="data compact" data-testid="impact-table">
+                    <thead>
+                        <tr>
+                            <th scope="col">"Tool"</th>
+                            <th scope="col">"Actor"</th>
+                            <th scope="col">"From"</th>
+                            <th scope="col">"To"</th>
+                            <th scope="col">"Calls"</th>
+                            <th scope="col">"Examples"</th>
+                        </tr>
+                    </thead>
+                    <tbody>
+                        {report
+                            .changes
+                            .into_iter()
+                            .map(|c| {
+                                let from_class = format!("mode mode-{}", c.from);
+                                let to_class = format!("mode mode-{}", c.to);
+                                let (tool, actor, from, to) = (
+                                    c.tool.clone(),
+                                    c.actor.clone(),
+                                    c.from.clone(),
+                                    c.to.clone(),
+                                );
+                                view! {
+                                    <tr data-tool=tool data-actor=actor data-from=from data-to=to>
+                                        <td>
+                                            <code>{c.tool}</code>
+                                            {c
+                                                .definition_changed
+                                                .then(|| {
+                                                    view! {
+                                                        <span class="badge" title="The tool's definition changed since these calls; the draft was applied to its current descriptor.">
+                                                            "definition changed"
+                                                        </span>
+                                                    }
+                                                })}
+                                        </td>
+                                        <td>{c.actor}</td>
+                                        <td><span class=from_class>{c.from}</span></td>
+                                        <td><span class=to_class>{c.to}</span></td>
+                                        <td>{c.count}</td>
+                                        <td>
+                                            {c
+                                                .examples
+                                                .into_iter()
+                                                .map(|id| {
+                                                    let href = format!("/receipts/{id}");
+                                                    let short = id.get(..12).unwrap_or(&id).to_owned();
+                                                    view! { <a href=href title=id>{short} "…"</a> " " }
+                                                })
+                                                .collect_view()}
+                                        </td>
+                                    </tr>
+                                }
+                            })
+                            .collect_view()}
+                    </tbody>
+                </table>
+            }
+                .into_any()
+        }}
+    }
+}
+
 #[component]
 fn PreviewPanel(
     preview: Memo<Preview>,
     environment: RwSignal<String>,
     actor: RwSignal<String>,
     preset: RwSignal<String>,
+    marks: RwSignal<std::collections::BTreeMap<String, String>>,
 ) -> impl IntoView {
+    // On narrow screens the preview is below the form; the toggle pins it to the bottom of the
+    // window, over the form, while the admin edits.
+    let pinned = RwSignal::new(false);
     let input = move |id: &'static str, label: &'static str, signal: RwSignal<String>| {
         view! {
             <div class="field">
@@ -1048,7 +1217,20 @@ fn PreviewPanel(
         }
     };
     view! {
-        <aside class="preview panel" aria-labelledby="preview-heading">
+        <aside
+            class="preview panel"
+            class:pinned=move || pinned.get()
+            aria-labelledby="preview-heading"
+            data-testid="preview"
+        >
+            <button
+                type="button"
+                class="preview-toggle"
+                aria-pressed=move || pinned.get().to_string()
+                on:click=move |_| pinned.update(|p| *p = !*p)
+            >
+                {move || if pinned.get() { "Unpin the preview" } else { "Pin the preview" }}
+            </button>
             <h2 id="preview-heading">"Live preview"</h2>
             <p class="muted">
                 "What a session would be granted under this draft, computed in your browser by the "
@@ -1063,9 +1245,17 @@ fn PreviewPanel(
                 let p = preview.get();
                 let listed = p.tools.iter().filter(|t| t.listed).count();
                 let total = p.tools.len();
+                let changed = marks.with(std::collections::BTreeMap::len);
                 view! {
                     <p data-testid="preview-summary">
                         {format!("{listed} of {total} tools listed · lease {} s", p.lease_seconds)}
+                    </p>
+                    <p class="muted" role="status" data-testid="preview-changes">
+                        {match changed {
+                            0 => String::new(),
+                            1 => "1 tool changed by the last edit (marked).".to_owned(),
+                            n => format!("{n} tools changed by the last edit (marked)."),
+                        }}
                     </p>
                     {if total == 0 {
                         view! {
@@ -1096,14 +1286,19 @@ fn PreviewPanel(
                                                 .unwrap_or_default();
                                             let name = t.name.clone();
                                             let hash = t.schema_hash.clone();
+                                            let mark = marks.with(|m| m.get(&t.name).cloned());
+                                            let changed = mark.is_some();
                                             view! {
                                                 <tr
                                                     data-tool=name
                                                     data-mode=mode
                                                     data-schema-hash=hash
+                                                    data-changed=changed.then_some("true")
+                                                    class:changed=changed
                                                 >
                                                     <td>
                                                         <code>{t.name}</code>
+                                                        {mark.map(|m| view! { <p class="what-changed">{m}</p> })}
                                                         <details>
                                                             <summary>"input schema"</summary>
                                                             <pre class="schema">{schema}</pre>
