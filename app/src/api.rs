@@ -63,6 +63,29 @@ pub async fn revoke_token(id: String) -> Result<TokenView, AppError> {
     backend.revoke_token(&session, &id).await
 }
 
+/// The tenant's webhooks with their latest deliveries.
+#[server(prefix = "/ui", endpoint = "webhooks/list")]
+pub async fn list_webhooks() -> Result<crate::dto::WebhooksView, AppError> {
+    let (backend, session) = crate::backend::context().await?;
+    backend.webhooks(&session).await
+}
+
+/// Creates a webhook and returns its signing secret (once).
+#[server(prefix = "/ui", endpoint = "webhooks/create")]
+pub async fn create_webhook(
+    request: crate::dto::CreateWebhookRequest,
+) -> Result<crate::dto::CreatedWebhook, AppError> {
+    let (backend, session) = crate::backend::context().await?;
+    backend.create_webhook(&session, request).await
+}
+
+/// Deletes a webhook.
+#[server(prefix = "/ui", endpoint = "webhooks/delete")]
+pub async fn delete_webhook(id: String) -> Result<crate::dto::WebhookView, AppError> {
+    let (backend, session) = crate::backend::context().await?;
+    backend.delete_webhook(&session, &id).await
+}
+
 /// Lists the tenant's users.
 #[server(prefix = "/ui", endpoint = "users/list")]
 pub async fn list_users() -> Result<Vec<UserView>, AppError> {

@@ -143,6 +143,20 @@ pub trait Backend: Send + Sync + 'static {
     async fn agent_detail(&self, session: &Session, id: &str) -> Result<AgentDetail, AppError>;
     /// The Journal page (read or witness).
     async fn journal(&self, session: &Session) -> Result<crate::dto::JournalView, AppError>;
+    /// The Webhooks page: every webhook with its latest deliveries (admin).
+    async fn webhooks(&self, session: &Session) -> Result<crate::dto::WebhooksView, AppError>;
+    /// Creates a webhook (admin); its secret is in the answer and nowhere else.
+    async fn create_webhook(
+        &self,
+        session: &Session,
+        request: crate::dto::CreateWebhookRequest,
+    ) -> Result<crate::dto::CreatedWebhook, AppError>;
+    /// Deletes a webhook (admin).
+    async fn delete_webhook(
+        &self,
+        session: &Session,
+        id: &str,
+    ) -> Result<crate::dto::WebhookView, AppError>;
 }
 
 /// How the backend travels in Leptos context.

@@ -154,6 +154,9 @@ pub struct Overview {
     pub waiting: u64,
     /// RFC 3339: when the oldest of them was parked.
     pub oldest_waiting_at: Option<String>,
+    /// The call that has waited longest.
+    #[serde(default)]
+    pub oldest_waiting: Option<WaitingCall>,
     /// The journal chain as the background verifier last saw it (`None` before its first pass).
     pub chain: Option<ChainView>,
     /// The journal's latest signed checkpoint (`None`: none made yet).
@@ -927,4 +930,124 @@ pub struct ReplayReport {
     pub since: String,
     /// RFC 3339.
     pub until: String,
+}
+
+/// A call waiting for a person, as the overview names it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WaitingCall {
+    /// `inv_…`
+    pub invocation_id: String,
+    /// The tool it calls.
+    pub tool: String,
+    /// Whose call it is.
+    pub actor_id: String,
+    /// `input_required` (parked) or `staged`.
+    pub status: String,
+    /// RFC 3339: when it was parked.
+    pub created_at: String,
+    /// RFC 3339: when it expires unless decided.
+    pub expires_at: Option<String>,
+}
+
+/// `POST /webhooks` (admin): where a tenant's approvers hear about parked calls.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateWebhookRequest {
+    /// An `http` or `https` URL that passes the upstream address guard.
+    pub url: String,
+    /// Some of `invocation.parked`, `invocation.decided`, `invocation.expired`,
+    /// `invocation.cancelled`.
+    pub events: Vec<String>,
+}
+
+/// A webhook as listed: never its secret.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WebhookView {
+    /// `whk_…`
+    pub id: String,
+    /// Where events are posted.
+    pub url: String,
+    /// The event types it receives.
+    pub events: Vec<String>,
+    /// Who created it.
+    pub created_by: String,
+    /// RFC 3339.
+    pub created_at: String,
+    /// Deliveries waiting for their next attempt.
+    pub pending: u64,
+    /// Deliveries the receiver accepted.
+    pub delivered: u64,
+    /// Deliveries that used up every retry.
+    pub failed: u64,
+    /// RFC 3339: the last accepted delivery.
+    pub last_delivered_at: Option<String>,
+}
+
+/// `POST /webhooks` → 201: the webhook and its signing secret, shown this once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CreatedWebhook {
+    /// The webhook.
+    pub webhook: WebhookView,
+    /// `whsec_…`: verifies `webhook-signature` (Standard Webhooks). Never shown again.
+    pub secret: String,
+}
+
+/// One attempt to deliver an event.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WebhookAttemptView {
+    /// 1 for the first.
+    pub attempt: i64,
+    /// RFC 3339.
+    pub attempted_at: String,
+    /// How long it took.
+    pub duration_ms: i64,
+    /// What the receiver answered.
+    pub http_status: Option<i64>,
+    /// Why it failed (unreachable, refused address, timeout, a non-2xx answer).
+    pub error: Option<String>,
+}
+
+/// One event for one webhook and its attempts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WebhookDeliveryView {
+    /// `msg_…`: the `webhook-id` header of every attempt.
+    pub id: String,
+    /// `invocation.parked`, …
+    pub event: String,
+    /// The invocation (`inv_…`).
+    pub invocation_id: String,
+    /// The tool of the invocation.
+    pub tool: String,
+    /// `pending`, `delivered` or `failed`.
+    pub status: String,
+    /// Attempts made.
+    pub attempts: i64,
+    /// RFC 3339: the next attempt, while pending.
+    pub next_attempt_at: Option<String>,
+    /// The receiver's last HTTP status.
+    pub last_status: Option<i64>,
+    /// Why the last attempt failed.
+    pub last_error: Option<String>,
+    /// RFC 3339: when the event happened.
+    pub created_at: String,
+    /// RFC 3339.
+    pub delivered_at: Option<String>,
+    /// Every attempt, oldest first.
+    pub history: Vec<WebhookAttemptView>,
+}
+
+/// A webhook with its latest deliveries (newest first).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WebhookPanel {
+    /// The webhook.
+    pub webhook: WebhookView,
+    /// Its latest deliveries.
+    pub deliveries: Vec<WebhookDeliveryView>,
+}
+
+/// The dashboard's webhooks page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WebhooksView {
+    /// The tenant's webhooks, oldest first.
+    pub webhooks: Vec<WebhookPanel>,
 }

@@ -9,7 +9,7 @@ use crate::dto::Me;
 
 /// Pages of the dashboard. Those not built yet are shown, but not as links: a link must lead to
 /// a working page.
-const NAV: [(&str, &str, bool); 10] = [
+const NAV: [(&str, &str, bool); 11] = [
     ("Overview", "/", true),
     ("Policies", "/policies", true),
     ("Tools", "/tools", true),
@@ -17,6 +17,7 @@ const NAV: [(&str, &str, bool); 10] = [
     ("Receipts", "/receipts", true),
     ("Journal", "/journal", true),
     ("Approvals", "/approvals", true),
+    ("Webhooks", "/webhooks", true),
     ("Agents", "/agents", true),
     ("Tokens", "/tokens", true),
     ("Users", "/users", true),

@@ -70,6 +70,7 @@ pub fn App() -> impl IntoView {
                     <Route path=path!("policies") view=pages::policies::PoliciesPage/>
                     <Route path=path!("policies/:id") view=pages::policy_editor::PolicyEditorPage/>
                     <Route path=path!("approvals") view=pages::approvals::ApprovalsPage/>
+                    <Route path=path!("webhooks") view=pages::webhooks::WebhooksPage/>
                     <Route path=path!("receipts") view=pages::receipts::ReceiptsPage/>
                     <Route path=path!("receipts/:id") view=pages::receipts::ReceiptDetailPage/>
                     <Route path=path!("journal") view=pages::journal::JournalPage/>

@@ -105,7 +105,7 @@ impl GlobalArgs {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the gateway, the API and the dashboard.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Apply database migrations and exit.
     Migrate,
     /// Operator commands for users.
@@ -345,6 +345,11 @@ struct ServeArgs {
     #[arg(long, env = "APERTURE_TOOLS_PAGE_SIZE", default_value_t = crate::config::DEFAULT_TOOLS_PAGE_SIZE as u64,
           value_parser = clap::value_parser!(u64).range(1..=100_000))]
     tools_page_size: u64,
+    /// Seconds to wait after each failed webhook attempt, comma-separated (after the last,
+    /// the delivery has failed).
+    #[arg(long, env = "APERTURE_WEBHOOK_RETRY_SECONDS", default_value = "5,300,1800,7200,18000,36000,36000",
+          value_parser = crate::webhooks::parse_retry)]
+    webhook_retry_seconds: std::vec::Vec<std::time::Duration>,
     /// Seconds a parked invocation waits for an approver before it expires.
     #[arg(long, env = "APERTURE_PARKED_EXPIRY_SECONDS", default_value_t = 86_400,
           value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
@@ -485,7 +490,7 @@ impl GlobalArgs {
 pub async fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve(args) => serve(&cli.global, args).await,
+        Command::Serve(args) => serve(&cli.global, *args).await,
         Command::Migrate => {
             let store = cli.global.store().await?;
             store.migrate().await?;
@@ -652,6 +657,10 @@ pub async fn run() -> anyhow::Result<()> {
             secrets.begin_rotation(None)?;
             let upstreams = crate::upstream::Upstreams::new(true, false, secrets.clone());
             let sealed = upstreams.reseal_all(&store).await?;
+            let webhooks =
+                crate::webhooks::Webhooks::new(secrets.clone(), false, Vec::new(), String::new())?;
+            let hooks = webhooks.reseal_all(&store).await?;
+            println!("re-encrypted {hooks} webhook signing secrets");
             match secrets.file() {
                 Some(file) => println!(
                     "re-encrypted {sealed} upstream credential sets under the new key {} in {}",
@@ -719,6 +728,7 @@ async fn serve(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<()> {
         usize::try_from(args.tools_page_size).unwrap_or(crate::config::DEFAULT_TOOLS_PAGE_SIZE);
     config.idempotency_retention =
         std::time::Duration::from_secs(args.idempotency_retention_hours * 3_600);
+    config.webhook_retry = args.webhook_retry_seconds;
     config.spend_gate = args.spend_gate;
     config.checkpoint_interval = std::time::Duration::from_secs(args.checkpoint_interval_seconds);
     config.checkpoint_dir = global.checkpoint_dir();

@@ -77,6 +77,10 @@ pub struct Config {
     /// `APERTURE_TOOLS_PAGE_SIZE`: most tools one `tools/list` page carries; a longer listing
     /// ends with `nextCursor`.
     pub tools_page_size: usize,
+    /// `APERTURE_WEBHOOK_RETRY_SECONDS`: the waits after each failed webhook attempt
+    /// (default [`crate::webhooks::DEFAULT_RETRY_SECONDS`]); when they are used up, the
+    /// delivery has failed.
+    pub webhook_retry: Vec<std::time::Duration>,
 }
 
 /// Tools in one `tools/list` page unless `APERTURE_TOOLS_PAGE_SIZE` says otherwise: a catalog
@@ -182,6 +186,10 @@ impl Config {
             public_checkpoints: false,
             metrics_token: None,
             tools_page_size: DEFAULT_TOOLS_PAGE_SIZE,
+            webhook_retry: crate::webhooks::DEFAULT_RETRY_SECONDS
+                .iter()
+                .map(|s| std::time::Duration::from_secs(*s))
+                .collect(),
         }
     }
 }

@@ -448,6 +448,41 @@ impl Backend for DashboardBackend {
             .map_err(ServiceError::into_app_error)
     }
 
+    async fn webhooks(&self, session: &Session) -> Result<app::dto::WebhooksView, AppError> {
+        let p = self.principal(session).await?;
+        self.state
+            .webhooks
+            .page(&self.state.store, &p)
+            .await
+            .map_err(ServiceError::into_app_error)
+    }
+
+    async fn create_webhook(
+        &self,
+        session: &Session,
+        request: app::dto::CreateWebhookRequest,
+    ) -> Result<app::dto::CreatedWebhook, AppError> {
+        let p = self.principal(session).await?;
+        self.state
+            .webhooks
+            .create(&self.state.store, &self.state.journal, &p, &request)
+            .await
+            .map_err(ServiceError::into_app_error)
+    }
+
+    async fn delete_webhook(
+        &self,
+        session: &Session,
+        id: &str,
+    ) -> Result<app::dto::WebhookView, AppError> {
+        let p = self.principal(session).await?;
+        self.state
+            .webhooks
+            .delete(&self.state.store, &self.state.journal, &p, id)
+            .await
+            .map_err(ServiceError::into_app_error)
+    }
+
     async fn journal(&self, session: &Session) -> Result<app::dto::JournalView, AppError> {
         let p = self.principal(session).await?;
         crate::transparency::journal_view(&self.state, &p)
@@ -591,6 +626,7 @@ async fn overview(state: &AppState, p: &Principal) -> Result<Overview, ServiceEr
         top_deny_reasons: vec![],
         waiting: 0,
         oldest_waiting_at: None,
+        oldest_waiting: None,
         chain: None,
         checkpoint: None,
         now: store::rfc3339(now),
@@ -615,6 +651,18 @@ async fn overview(state: &AppState, p: &Principal) -> Result<Overview, ServiceEr
     let (waiting, oldest) = store::invocations::waiting(s, tenant).await?;
     o.waiting = u64::try_from(waiting).unwrap_or(0);
     o.oldest_waiting_at = oldest.map(store::rfc3339);
+    if waiting > 0 {
+        o.oldest_waiting = store::invocations::oldest_waiting(s, tenant)
+            .await?
+            .map(|r| app::dto::WaitingCall {
+                invocation_id: r.id,
+                tool: r.tool,
+                actor_id: r.actor_id,
+                status: r.status,
+                created_at: store::rfc3339(r.created_at),
+                expires_at: r.expires_at.map(store::rfc3339),
+            });
+    }
     o.chain = state.chain.status(tenant).map(|c| app::dto::ChainView {
         verified: c.verified,
         first_bad: c.first_bad.as_ref().map(|(seq, _)| *seq),

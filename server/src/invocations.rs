@@ -402,6 +402,7 @@ pub async fn decide(
             "approved",
             &Change {
                 approval_receipt_id: Some(&signed.receipt_id),
+                announce: Some("invocation.decided"),
                 ..Change::default()
             },
         )
@@ -417,6 +418,7 @@ pub async fn decide(
             &Change {
                 approval_receipt_id: Some(&signed.receipt_id),
                 result: Some(&result.to_string()),
+                announce: Some("invocation.decided"),
                 ..Change::default()
             },
         )
@@ -638,6 +640,12 @@ async fn finish_denied(
             approval_receipt_id: (denial.kind == ReceiptKind::Approval)
                 .then_some(signed.receipt_id.as_str()),
             result: Some(&result.to_string()),
+            // What approvers' webhooks hear: the call no longer waits for them.
+            announce: Some(match denial.to {
+                "expired" => "invocation.expired",
+                "cancelled" => "invocation.cancelled",
+                _ => "invocation.decided",
+            }),
             ..Change::default()
         },
     )
@@ -1009,6 +1017,7 @@ impl Worker {
             &Change {
                 approval_receipt_id: Some(&signed.receipt_id),
                 result: Some(&result.to_string()),
+                announce: Some("invocation.decided"),
                 ..Change::default()
             },
         )

@@ -54,6 +54,7 @@ pub mod tokens;
 pub mod transparency;
 pub mod upstream;
 pub mod users;
+pub mod webhooks;
 pub mod witness;
 
 pub use config::Config;

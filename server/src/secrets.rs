@@ -276,6 +276,11 @@ pub fn upstream_aad(tenant_id: &str, upstream_id: &str) -> String {
     format!("aperture/upstream-spec/v1\n{tenant_id}\n{upstream_id}")
 }
 
+/// The associated data that binds a webhook's sealed signing secret to its row.
+pub fn webhook_aad(tenant_id: &str, webhook_id: &str) -> String {
+    format!("aperture/webhook-secret/v1\n{tenant_id}\n{webhook_id}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

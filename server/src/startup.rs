@@ -113,8 +113,21 @@ impl Application {
         let upstreams = Arc::new(crate::upstream::Upstreams::new(
             config.allow_stdio_upstreams,
             config.allow_private_upstreams,
-            secrets,
+            secrets.clone(),
         ));
+        let webhooks = Arc::new(
+            crate::webhooks::Webhooks::new(
+                secrets,
+                config.allow_private_upstreams,
+                config.webhook_retry.clone(),
+                config.public_base(),
+            )
+            .context("the webhook sender")?,
+        );
+        webhooks
+            .reseal_all(&store)
+            .await
+            .context("encrypting stored webhook secrets under the current key")?;
         let resealed = upstreams
             .reseal_all(&store)
             .await
@@ -138,6 +151,7 @@ impl Application {
             journal,
             validators: Arc::new(engine::narrow::ValidatorCache::new()),
             upstreams: upstreams.clone(),
+            webhooks,
             config: Arc::new(config),
             leptos_options,
             draining: tokio::sync::watch::Sender::new(false),
@@ -259,6 +273,13 @@ impl Application {
             self.state.validators.clone(),
             self.state.streams.clone(),
         ));
+        // Webhook deliveries from the outbox (any node sends what is due).
+        let webhooks = tokio::spawn(
+            self.state
+                .webhooks
+                .clone()
+                .run(self.state.store.clone(), self.state.events.clone()),
+        );
         let resumer = tokio::spawn(crate::agents::runtime::run_resumer(self.state));
         // Pages stream in several small writes; with Nagle's algorithm on, each write after the
         // first waits for the client's delayed ACK (40 ms on Linux).
@@ -315,6 +336,7 @@ impl Application {
         events.abort();
         relay.abort();
         listings.abort();
+        webhooks.abort();
         resumer.abort();
         if let Some(checkpointer) = checkpointer {
             checkpointer.abort();
@@ -377,6 +399,10 @@ pub fn router(state: AppState) -> Router {
             get(crate::mcp::protected_resource),
         )
         .route("/ui/receipts/export.jsonl", get(crate::receipts::export))
+        .route(
+            "/ui/approvals/events",
+            get(api::invocations::dashboard_events),
+        )
         .route(
             "/ui/sessions/{id}/evidence.json",
             get(crate::evidence::download),

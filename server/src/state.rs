@@ -66,6 +66,8 @@ pub struct Shared {
     pub checkpoints: Arc<crate::journal::checkpoints::Checkpointer>,
     /// The journal verified in the background (the overview's chain status).
     pub chain: Arc<crate::journal::watch::ChainWatch>,
+    /// Webhooks: their secrets, address rule and sender.
+    pub webhooks: Arc<crate::webhooks::Webhooks>,
     /// The model server hosted agents use, when one is configured.
     pub model: Option<Arc<crate::agents::model::ModelClient>>,
 }

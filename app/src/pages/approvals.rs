@@ -1,6 +1,7 @@
 //! Approvals: calls parked for a person (`approval_required`) and staged changes, each shown
 //! exactly as it will run, with approve / apply / reject; recent decisions below. The queue
-//! refreshes itself every few seconds, keeping what an approver is typing.
+//! follows the server's events (`/ui/approvals/events`, server-sent) and reads itself again on
+//! each, keeping what an approver is typing.
 
 use leptos::prelude::*;
 
@@ -8,9 +9,53 @@ use super::Time;
 use crate::api::{DecideInvocation, approvals};
 use crate::dto::{ApprovalsView, InvocationView};
 
-/// How often the queue asks for new parked calls.
+/// The events that change the queue (and `resync`: read it all again).
 #[cfg(feature = "hydrate")]
-const REFRESH: std::time::Duration = std::time::Duration::from_secs(3);
+const EVENTS: [&str; 7] = [
+    "resync",
+    "invocation.parked",
+    "invocation.queued",
+    "invocation.decided",
+    "invocation.expired",
+    "invocation.cancelled",
+    "invocation.completed",
+];
+
+/// Reads the queue again on every event of the page's event stream until the page goes away;
+/// the browser reconnects a dropped stream by itself (and `resync` then catches up). A stream
+/// the server refused (the session ended) is said so.
+#[cfg(feature = "hydrate")]
+fn follow_events(reload: impl Fn() + 'static, stopped: RwSignal<Option<String>>) {
+    use leptos::wasm_bindgen::JsCast;
+    use leptos::wasm_bindgen::closure::Closure;
+    let Ok(source) = leptos::web_sys::EventSource::new("/ui/approvals/events") else {
+        stopped.set(Some(
+            "Live updates are unavailable; reload the page to see new calls.".into(),
+        ));
+        return;
+    };
+    let on_event = Closure::<dyn FnMut(leptos::web_sys::Event)>::new(move |_| reload());
+    for kind in EVENTS {
+        let _ = source.add_event_listener_with_callback(kind, on_event.as_ref().unchecked_ref());
+    }
+    let watched = source.clone();
+    let on_error = Closure::<dyn FnMut(leptos::web_sys::Event)>::new(move |_| {
+        if watched.ready_state() == leptos::web_sys::EventSource::CLOSED {
+            stopped.set(Some(
+                "Live updates stopped (signed out?); reload the page.".into(),
+            ));
+        }
+    });
+    source.set_onerror(Some(on_error.as_ref().unchecked_ref()));
+    let held = StoredValue::new_local(Some((source, on_event, on_error)));
+    on_cleanup(move || {
+        held.update_value(|h| {
+            if let Some((source, _, _)) = h.take() {
+                source.close();
+            }
+        });
+    });
+}
 
 /// The Approvals page.
 #[component]
@@ -62,11 +107,7 @@ fn Queue(data: ApprovalsView) -> impl IntoView {
     // Every decision, successful or not, reloads at once.
     let decided = Callback::new(move |()| reload());
     #[cfg(feature = "hydrate")]
-    {
-        if let Ok(handle) = set_interval_with_handle(reload, REFRESH) {
-            on_cleanup(move || handle.clear());
-        }
-    }
+    follow_events(reload, refresh_error);
     view! {
         {(!can_decide)
             .then(|| {
@@ -185,7 +226,7 @@ fn Parked(
     let limits = pretty(&i.limits);
     let verb = if staged { "Apply" } else { "Approve" };
     view! {
-        <li class="panel parked" data-invocation-id=i.invocation_id.clone() data-status=i.status.clone()>
+        <li class="panel parked" id=i.invocation_id.clone() data-invocation-id=i.invocation_id.clone() data-status=i.status.clone()>
             <div class="parked-head">
                 <h3>
                     <code>{i.tool.clone()}</code>
@@ -343,7 +384,7 @@ mod tests {
 fn RecentRow(i: InvocationView) -> impl IntoView {
     let result = i.result.as_ref().map(result_text);
     view! {
-        <tr data-invocation-id=i.invocation_id.clone() data-status=i.status.clone()>
+        <tr id=i.invocation_id.clone() data-invocation-id=i.invocation_id.clone() data-status=i.status.clone()>
             <td><code>{i.invocation_id.clone()}</code></td>
             <td><code>{i.tool.clone()}</code></td>
             <td>{i.actor_id.clone()}</td>

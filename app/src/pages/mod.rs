@@ -13,6 +13,7 @@ pub mod sign_in;
 pub mod tokens;
 pub mod tools;
 pub mod users;
+pub mod webhooks;
 
 use leptos::prelude::*;
 

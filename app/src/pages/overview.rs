@@ -38,8 +38,22 @@ fn Figures(o: Overview) -> impl IntoView {
                         <div class="card" data-testid="waiting-card">
                             <h2>"Waiting for a person"</h2>
                             <p class="figure" data-testid="waiting">{o.waiting}</p>
-                            {match o.oldest_waiting_at.clone() {
-                                Some(t) => view! { <p class="muted">"oldest parked " <Time value=Some(t)/></p> }.into_any(),
+                            {match o.oldest_waiting.clone() {
+                                Some(call) => {
+                                    view! {
+                                        <p class="muted" data-testid="oldest-waiting">
+                                            "longest waiting: "
+                                            <a href=format!("/approvals#{}", call.invocation_id)>
+                                                <code>{call.tool}</code>
+                                            </a>
+                                            " by " {call.actor_id} ", parked " <Time value=Some(call.created_at)/>
+                                            {call
+                                                .expires_at
+                                                .map(|t| view! { ", expires " <Time value=Some(t)/> })}
+                                        </p>
+                                    }
+                                        .into_any()
+                                }
                                 None => view! { <p class="muted">"nothing parked"</p> }.into_any(),
                             }}
                             <a href="/approvals">"Open approvals"</a>

@@ -245,7 +245,6 @@ pub async fn events(
     query: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<axum::response::Response, ApiError> {
     use axum::response::IntoResponse;
-    use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
     use tokio::sync::broadcast::error::RecvError;
     let Query(q) = query.map_err(|e| AppError::new(ErrorCode::BadRequest, e.body_text()))?;
     let wait = q.wait_seconds.unwrap_or(25);
@@ -292,8 +291,40 @@ pub async fn events(
     }
     let secret = super::bearer(&headers).map(str::to_owned);
     let store = state.store.clone();
-    // The first event says "read the list now": whatever happened before the stream opened
-    // (or while a client was reconnecting) is in it.
+    // Still the same caller, still allowed?
+    let still = move || {
+        let (store, secret) = (store.clone(), secret.clone());
+        async move {
+            match &secret {
+                Some(s) => crate::auth::principal::authenticate_bearer(&store, s)
+                    .await
+                    .is_ok(),
+                None => false,
+            }
+        }
+    };
+    Ok(live(receiver, draining, tenant, own_only, still))
+}
+
+/// The server-sent events of a live view (`GET /invocations/events`, the dashboard's
+/// approvals page): `resync` first ("read the list now": whatever happened before the stream
+/// opened, or while a client reconnected, is in it), then every event of `tenant` the caller
+/// may see (`own_only`: only that actor's), until the node drains or `still` (asked every
+/// [`STREAM_CHECK_EVERY`]) says the caller may no longer listen.
+pub(crate) fn live<F, Fut>(
+    receiver: tokio::sync::broadcast::Receiver<crate::events::Event>,
+    draining: tokio::sync::watch::Receiver<bool>,
+    tenant: String,
+    own_only: Option<String>,
+    still: F,
+) -> axum::response::Response
+where
+    F: Fn() -> Fut + Clone + Send + Sync + 'static,
+    Fut: std::future::Future<Output = bool> + Send,
+{
+    use axum::response::IntoResponse;
+    use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
+    use tokio::sync::broadcast::error::RecvError;
     let first = futures_util::stream::once(async {
         Ok::<_, std::convert::Infallible>(SseEvent::default().event("resync").data("{}"))
     });
@@ -304,12 +335,7 @@ pub async fn events(
             draining,
         ),
         move |(mut receiver, mut check_at, mut draining)| {
-            let (store, secret, own_only, tenant) = (
-                store.clone(),
-                secret.clone(),
-                own_only.clone(),
-                tenant.clone(),
-            );
+            let (still, own_only, tenant) = (still.clone(), own_only.clone(), tenant.clone());
             async move {
                 loop {
                     let received = tokio::select! {
@@ -319,14 +345,7 @@ pub async fn events(
                         _ = draining.wait_for(|d| *d) => return None,
                     };
                     let Some(received) = received else {
-                        // Still the same caller, still allowed?
-                        let still = match &secret {
-                            Some(s) => crate::auth::principal::authenticate_bearer(&store, s)
-                                .await
-                                .is_ok(),
-                            None => false,
-                        };
-                        if !still {
+                        if !still().await {
                             return None;
                         }
                         check_at = tokio::time::Instant::now() + STREAM_CHECK_EVERY;
@@ -354,7 +373,41 @@ pub async fn events(
         },
     );
     use futures_util::StreamExt as _;
-    Ok(Sse::new(first.chain(stream))
+    Sse::new(first.chain(stream))
         .keep_alive(KeepAlive::new().interval(STREAM_CHECK_EVERY))
-        .into_response())
+        .into_response()
+}
+
+/// `GET /ui/approvals/events`: the approvals page's live updates, for the signed-in user (the
+/// dashboard's cookie session; the stream ends when the session does). Who sees what is as in
+/// `GET /invocations/events`.
+pub async fn dashboard_events(
+    State(state): State<AppState>,
+    session: tower_sessions::Session,
+) -> Result<axum::response::Response, ApiError> {
+    let p = crate::auth::dashboard::require(&state.store, &session).await?;
+    let own_only = readable_actor(&p).map(str::to_owned);
+    let (tenant, actor) = (p.tenant_id.clone(), p.actor_id.clone());
+    let store = state.store.clone();
+    let still = move || {
+        let (store, session, tenant, actor) = (
+            store.clone(),
+            session.clone(),
+            tenant.clone(),
+            actor.clone(),
+        );
+        async move {
+            matches!(
+                crate::auth::dashboard::current(&store, &session).await,
+                Ok(Some(p)) if p.tenant_id == tenant && p.actor_id == actor
+            )
+        }
+    };
+    Ok(live(
+        state.events.subscribe(),
+        state.draining.subscribe(),
+        p.tenant_id.clone(),
+        own_only,
+        still,
+    ))
 }

@@ -6,7 +6,7 @@
 
 mod agents;
 pub mod connect;
-mod invocations;
+pub(crate) mod invocations;
 pub(crate) mod journal;
 mod json;
 pub mod openapi;
@@ -17,6 +17,7 @@ mod tokens;
 mod tools;
 mod upstreams;
 mod users;
+mod webhooks;
 
 use axum::Router;
 use axum::extract::{FromRequestParts, Request, State};
@@ -307,6 +308,20 @@ fn declare<D: Declare>(d: D) -> D {
             "/upstreams/{id}/credentials",
             &[scope::ADMIN],
             upstreams::set_credentials,
+        )
+        .route(Method::GET, "/webhooks", &[scope::ADMIN], webhooks::list)
+        .route(Method::POST, "/webhooks", &[scope::ADMIN], webhooks::create)
+        .route(
+            Method::DELETE,
+            "/webhooks/{id}",
+            &[scope::ADMIN],
+            webhooks::delete,
+        )
+        .route(
+            Method::GET,
+            "/webhooks/{id}/deliveries",
+            &[scope::ADMIN],
+            webhooks::deliveries,
         )
         .route(Method::GET, "/users", &[scope::ADMIN], users::list)
         .route(Method::POST, "/users", &[scope::ADMIN], users::create)

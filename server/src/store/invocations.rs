@@ -110,8 +110,25 @@ fn from_row(row: &AnyRow) -> Result<InvocationRow, sqlx::Error> {
 }
 
 /// Stores a new invocation; `Ok(false)` when the session already has one under the same
-/// `client_key` (the caller's retry key).
+/// `client_key` (the caller's retry key). One that waits for a person is announced to the
+/// tenant's webhooks (`invocation.parked`) in the same transaction.
 pub async fn insert(store: &Store, r: &InvocationRow) -> Result<bool, sqlx::Error> {
+    if matches!(r.status.as_str(), "input_required" | "staged")
+        && super::webhooks::concerns_approvers(r)
+    {
+        let mut tx = store.begin_write().await?;
+        if !insert_on(&mut tx, r).await? {
+            return Ok(false);
+        }
+        super::webhooks::enqueue(&mut tx, "invocation.parked", r).await?;
+        tx.commit().await?;
+        return Ok(true);
+    }
+    let mut conn = store.pool().acquire().await?;
+    insert_on(&mut conn, r).await
+}
+
+async fn insert_on(conn: &mut sqlx::AnyConnection, r: &InvocationRow) -> Result<bool, sqlx::Error> {
     let done = sqlx::query(&format!(
         "INSERT INTO invocations ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, \
          $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29) ON CONFLICT DO NOTHING"
@@ -145,7 +162,7 @@ pub async fn insert(store: &Store, r: &InvocationRow) -> Result<bool, sqlx::Erro
     .bind(r.expires_at)
     .bind(r.updated_at)
     .bind(&r.output_to)
-    .execute(store.pool())
+    .execute(&mut *conn)
     .await?;
     Ok(done.rows_affected() == 1)
 }
@@ -296,10 +313,15 @@ pub struct Change<'a> {
     pub approval_receipt_id: Option<&'a str>,
     /// The final tool result.
     pub result: Option<&'a str>,
+    /// The event this change is (`invocation.decided`, …): enqueued for the tenant's webhooks
+    /// in the same transaction ([`super::webhooks::enqueue`]).
+    pub announce: Option<&'a str>,
 }
 
 /// Moves invocation `id` from status `from` to `to`; `Ok(false)` when it was not in `from`
-/// (someone else moved it first). Fields of `change` that are `None` are left as they are.
+/// (someone else moved it first). Fields of `change` that are `None` are left as they are. With
+/// `change.announce`, the event is enqueued for the tenant's webhooks in the same transaction:
+/// exactly once, by whoever won the change.
 pub async fn transition(
     store: &Store,
     tenant_id: &str,
@@ -308,28 +330,39 @@ pub async fn transition(
     to: &str,
     change: &Change<'_>,
 ) -> Result<bool, sqlx::Error> {
-    let now = now_ms();
-    let done = sqlx::query(
-        "UPDATE invocations SET status = $4, updated_at = $5, \
+    const UPDATE: &str = "UPDATE invocations SET status = $4, updated_at = $5, \
          decided_by = COALESCE($6, decided_by), \
          decided_at = CASE WHEN $6 IS NULL THEN decided_at ELSE $5 END, \
          decision_comment = COALESCE($7, decision_comment), \
          approval_receipt_id = COALESCE($8, approval_receipt_id), \
          result = COALESCE($9, result) \
-         WHERE tenant_id = $1 AND id = $2 AND status = $3",
-    )
-    .bind(tenant_id)
-    .bind(id)
-    .bind(from)
-    .bind(to)
-    .bind(now)
-    .bind(change.decided_by)
-    .bind(change.comment)
-    .bind(change.approval_receipt_id)
-    .bind(change.result)
-    .execute(store.pool())
-    .await?;
-    Ok(done.rows_affected() == 1)
+         WHERE tenant_id = $1 AND id = $2 AND status = $3";
+    let now = now_ms();
+    let query = |sql: &'static str| {
+        sqlx::query(sql)
+            .bind(tenant_id)
+            .bind(id)
+            .bind(from)
+            .bind(to)
+            .bind(now)
+            .bind(change.decided_by)
+            .bind(change.comment)
+            .bind(change.approval_receipt_id)
+            .bind(change.result)
+    };
+    let Some(kind) = change.announce else {
+        let done = query(UPDATE).execute(store.pool()).await?;
+        return Ok(done.rows_affected() == 1);
+    };
+    static RETURNING: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| format!("{UPDATE} RETURNING {COLUMNS}"));
+    let mut tx = store.begin_write().await?;
+    let Some(row) = query(RETURNING.as_str()).fetch_optional(&mut *tx).await? else {
+        return Ok(false);
+    };
+    super::webhooks::enqueue(&mut tx, kind, &from_row(&row)?).await?;
+    tx.commit().await?;
+    Ok(true)
 }
 
 /// Invocations of every tenant in `status` whose last change is older than `before` (epoch ms),
@@ -436,4 +469,19 @@ pub async fn waiting(store: &Store, tenant_id: &str) -> Result<(i64, Option<i64>
     .bind(tenant_id)
     .fetch_one(store.pool())
     .await
+}
+
+/// The invocation of a tenant that has waited for a person (parked or staged) the longest.
+pub async fn oldest_waiting(
+    store: &Store,
+    tenant_id: &str,
+) -> Result<Option<InvocationRow>, sqlx::Error> {
+    let row = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM invocations WHERE tenant_id = $1 AND status IN ('input_required', 'staged') \
+         ORDER BY created_at, id LIMIT 1"
+    ))
+    .bind(tenant_id)
+    .fetch_optional(store.pool())
+    .await?;
+    row.as_ref().map(from_row).transpose()
 }

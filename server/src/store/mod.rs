@@ -21,6 +21,7 @@ pub mod tenants;
 pub mod tokens;
 pub mod upstreams;
 pub mod users;
+pub mod webhooks;
 
 pub use sessions::DbSessionStore;
 

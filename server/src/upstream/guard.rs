@@ -162,7 +162,7 @@ fn embedded_v4(high: u16, low: u16) -> Ipv4Addr {
 /// The addresses to connect to for `host` (a name or an IP literal) and `port`, as the system
 /// resolves them. When `public_only`, the host is refused if any of its addresses is not public
 /// (a client could connect to any of them).
-pub(super) async fn resolve(
+pub(crate) async fn resolve(
     host: &str,
     port: u16,
     public_only: bool,

@@ -26,6 +26,7 @@ mod registry;
 pub use connector::{
     Connection, Connector, Progress, ProgressFn, RawTool, check_result_size, tls_config,
 };
+pub(crate) use guard::resolve;
 pub use guard::{address_class, check_url};
 pub use import::{ImportReport, SkipReason, SkippedTool, import};
 pub use registry::{CredentialsRequest, Upstreams, list};

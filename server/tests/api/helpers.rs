@@ -661,3 +661,63 @@ impl SseReader {
         }
     }
 }
+
+/// One request a [`WebhookReceiver`] got.
+#[derive(Debug, Clone)]
+pub struct Received {
+    pub headers: axum::http::HeaderMap,
+    pub body: String,
+}
+
+/// A webhook receiver on a local port: answers the given statuses in order (then 200) and
+/// keeps every request.
+pub struct WebhookReceiver {
+    pub url: String,
+    received: std::sync::Arc<std::sync::Mutex<Vec<Received>>>,
+}
+
+impl WebhookReceiver {
+    pub async fn start(statuses: Vec<u16>) -> Self {
+        let received = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Received>::new()));
+        let answers = std::sync::Arc::new(std::sync::Mutex::new(
+            statuses
+                .into_iter()
+                .collect::<std::collections::VecDeque<u16>>(),
+        ));
+        let kept = received.clone();
+        let app =
+            axum::Router::new().fallback(move |headers: axum::http::HeaderMap, body: String| {
+                let (kept, answers) = (kept.clone(), answers.clone());
+                async move {
+                    kept.lock().unwrap().push(Received { headers, body });
+                    let status = answers.lock().unwrap().pop_front().unwrap_or(200);
+                    axum::http::StatusCode::from_u16(status).unwrap()
+                }
+            });
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/hooks/approvals", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        Self { url, received }
+    }
+
+    /// Everything received so far.
+    pub fn received(&self) -> Vec<Received> {
+        self.received.lock().unwrap().clone()
+    }
+
+    /// Waits (up to 20 s) until at least `n` requests arrived; returns them all.
+    pub async fn wait_for(&self, n: usize) -> Vec<Received> {
+        for _ in 0..200 {
+            let got = self.received();
+            if got.len() >= n {
+                return got;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        panic!(
+            "expected {n} webhook requests, got {}: {:?}",
+            self.received().len(),
+            self.received()
+        );
+    }
+}

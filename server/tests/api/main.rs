@@ -46,3 +46,4 @@ mod tamper;
 mod tokens;
 mod upstreams;
 mod users;
+mod webhooks;

@@ -12,7 +12,7 @@ use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, ServiceDe
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::TestApp;
+use crate::helpers::{Db, TestApp, WebhookReceiver};
 
 /// The service's `.proto`, as `build.rs` compiled it into the server.
 fn pool() -> DescriptorPool {
@@ -168,7 +168,13 @@ impl Checked<'_> {
 #[tokio::test]
 async fn every_answer_of_the_connect_mount_fits_the_proto() {
     let pool = pool();
-    let app = TestApp::spawn().await;
+    // Private addresses allowed: the webhook receiver is on this host.
+    let app = TestApp::spawn_with(Db::Sqlite, |c| {
+        c.allow_private_upstreams = true;
+        c.webhook_retry = vec![std::time::Duration::from_secs(1)];
+    })
+    .await
+    .unwrap();
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let approver = app.token("default", "alice", &[scope::APPROVE]).await;
@@ -198,6 +204,17 @@ async fn every_answer_of_the_connect_mount_fits_the_proto() {
     )
     .await;
     c.call(&admin, "ListUsers", json!({})).await;
+
+    // A webhook that hears about every parked call below.
+    let receiver = WebhookReceiver::start(vec![500]).await;
+    let webhook = c
+        .call(
+            &admin,
+            "CreateWebhook",
+            json!({"url": receiver.url, "events": ["invocation.parked", "invocation.decided"]}),
+        )
+        .await;
+    let webhook_id = webhook["webhook"]["id"].clone();
     c.call(
         &admin,
         "UpdateUserScopes",
@@ -408,6 +425,18 @@ async fn every_answer_of_the_connect_mount_fits_the_proto() {
         .await;
 
     c.call(&admin, "DeleteUpstream", json!({"id": upstream}))
+        .await;
+
+    // A delivery retried once (the receiver failed it first) and then delivered.
+    receiver.wait_for(2).await;
+    c.call(&admin, "ListWebhooks", json!({})).await;
+    c.call(
+        &admin,
+        "ListWebhookDeliveries",
+        json!({"id": webhook_id, "limit": 10}),
+    )
+    .await;
+    c.call(&admin, "DeleteWebhook", json!({"id": webhook_id}))
         .await;
 
     // What this scenario does not reach, and where it is covered instead: a tool held for

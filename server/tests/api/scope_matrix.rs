@@ -228,6 +228,22 @@ const CASES: &[Case] = &[
         method: Method::PUT,
         path: "/users/{username}/scopes",
     },
+    Case {
+        method: Method::GET,
+        path: "/webhooks",
+    },
+    Case {
+        method: Method::POST,
+        path: "/webhooks",
+    },
+    Case {
+        method: Method::DELETE,
+        path: "/webhooks/{id}",
+    },
+    Case {
+        method: Method::GET,
+        path: "/webhooks/{id}/deliveries",
+    },
 ];
 
 /// Tenant `default` fixtures a route may point at.
@@ -256,6 +272,8 @@ struct Fixtures {
     victim_staged_id: String,
     victim_agent_id: String,
     victim_witness: String,
+    /// A webhook of `default`.
+    victim_webhook_id: String,
     /// The definition hash of `victim_tool`, which the victim's invocations are bound to.
     victim_definition_hash: String,
     /// A tool of `default` whose change is held for review.
@@ -521,7 +539,44 @@ async fn fixtures(app: &TestApp) -> Fixtures {
         )
         .unwrap(),
     );
+    // A webhook of `default` (one at a time: a tenant has at most 20, and admins here create
+    // some of their own).
+    let hooks = aperture::store::webhooks::list(&app.store, "default")
+        .await
+        .unwrap();
+    let victim_webhook_id = match hooks.iter().find(|w| w.url.contains("victim")) {
+        Some(w) => w.id.clone(),
+        None => {
+            for w in hooks {
+                aperture::store::webhooks::delete(&app.store, "default", &w.id)
+                    .await
+                    .unwrap();
+            }
+            let id = aperture::ids::new_id("whk");
+            aperture::store::webhooks::insert(
+                &app.store,
+                &aperture::store::webhooks::WebhookRow {
+                    secret: aperture::secrets::SecretBox::load(&app.data_dir, None)
+                        .unwrap()
+                        .seal(
+                            &aperture::secrets::webhook_aad("default", &id),
+                            "whsec_dmljdGltLXNlY3JldC12aWN0aW0tc2VjcmV0",
+                        ),
+                    id: id.clone(),
+                    tenant_id: "default".into(),
+                    url: "https://93.184.215.14/victim-hook".into(),
+                    events: r#"["invocation.parked"]"#.into(),
+                    created_by: "operator".into(),
+                    created_at: now,
+                },
+            )
+            .await
+            .unwrap();
+            id
+        }
+    };
     Fixtures {
+        victim_webhook_id,
         victim_witness,
         victim_held_tool,
         victim_definition_hash: tool.definition_hash(),
@@ -656,6 +711,17 @@ fn request(case: &Case, fx: &Fixtures, n: usize) -> (String, Option<Value>) {
         ("DELETE", "/journal/witnesses/{name}") => {
             (format!("/journal/witnesses/{}", fx.victim_witness), None)
         }
+        ("GET", "/webhooks/{id}/deliveries") => (
+            format!("/webhooks/{}/deliveries", fx.victim_webhook_id),
+            None,
+        ),
+        ("DELETE", "/webhooks/{id}") => (format!("/webhooks/{}", fx.victim_webhook_id), None),
+        ("POST", "/webhooks") => (
+            "/webhooks".into(),
+            Some(
+                json!({"url": format!("https://93.184.215.14/hook-{n}"), "events": ["invocation.parked"]}),
+            ),
+        ),
         ("GET", p) => (p.to_owned(), None),
         ("POST", "/tokens") => (
             "/tokens".into(),
@@ -1018,6 +1084,7 @@ async fn every_route_enforces_its_scope() {
             | ("POST", "/upstreams/{id}:sync")
             | ("POST", "/sessions/{id}/forks")
             | ("GET", "/agents/{id}")
+            | ("GET", "/webhooks/{id}/deliveries")
             | ("POST", "/agents/{id}/turns") => {
                 assert_eq!(status, StatusCode::NOT_FOUND, "{label}: {text}");
             }

@@ -1,0 +1,687 @@
+//! Webhooks (issue 28): approvers hear about parked calls. Created only by admins, only to
+//! addresses the upstream guard allows, with a `whsec_` secret shown once and sealed at rest;
+//! deliveries from the outbox written with the status change, signed as Standard Webhooks says,
+//! never carrying argument values, retried with backoff, every attempt visible to admins.
+
+use std::time::Duration;
+
+use engine::scope;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+use standardwebhooks::Webhook;
+
+use crate::helpers::{Db, Received, TestApp, WebhookReceiver, error_code};
+
+/// What only the call's arguments hold: it must never reach a webhook.
+const SECRET_ARGUMENT: &str = "argument-value-7f3e91-never-in-a-webhook";
+
+struct Setup {
+    app: TestApp,
+    admin: String,
+    agent: String,
+    approver: String,
+    list: Value,
+}
+
+/// The fixture's `echo` parked for an approver, on a server with `customize`.
+async fn setup(db: Db, customize: impl FnOnce(&mut aperture::Config)) -> Option<Setup> {
+    let app = TestApp::spawn_with(db, customize).await?;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &["mcp__fixture__echo"]).await;
+    app.activate_policy(
+        &admin,
+        "p",
+        json!({"rules": [{"id": "echo-rule", "match": {"name": "mcp__fixture__echo"},
+            "mode": "approval_required", "reason": "a person looks first"}]}),
+    )
+    .await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let approver = app.token("default", "alice", &[scope::APPROVE]).await;
+    let list = app.mcp_list(&agent, json!({})).await;
+    Some(Setup {
+        app,
+        admin,
+        agent,
+        approver,
+        list,
+    })
+}
+
+impl Setup {
+    /// Parks a call of `echo`; its invocation id.
+    async fn park(&self, text: &str) -> String {
+        let t = self.list["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "mcp__fixture__echo")
+            .unwrap_or_else(|| panic!("echo listed: {}", self.list))
+            .clone();
+        let m = &self.list["_meta"];
+        let meta = json!({
+            "session_id": m["session_id"], "manifest_id": m["manifest_id"], "lease_id": m["lease_id"],
+            "tool_version": t["_meta"]["toolVersion"], "expected_schema_hash": t["_meta"]["schemaHash"]
+        });
+        let answer = self
+            .app
+            .mcp(
+                &self.agent,
+                json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params":
+                    {"name": "mcp__fixture__echo", "arguments": {"text": text}, "_meta": meta}}),
+            )
+            .await;
+        let result = &answer["result"];
+        assert_eq!(result["_meta"]["status"], "input_required", "{answer}");
+        result["_meta"]["invocation_id"]
+            .as_str()
+            .unwrap()
+            .to_owned()
+    }
+
+    async fn create(&self, token: &str, body: Value) -> (StatusCode, Value) {
+        let response = self
+            .app
+            .client
+            .post(self.app.api("/webhooks"))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn decide(&self, id: &str, verb: &str) -> Value {
+        let shown = self
+            .app
+            .get_json(&self.approver, &format!("/invocations/{id}"))
+            .await;
+        let body = if verb == "approve" {
+            json!({"args_hash": shown["args_hash"], "definition_hash": shown["definition_hash"]})
+        } else {
+            json!({"comment": "not this one"})
+        };
+        let answer = self
+            .app
+            .post_json(&self.approver, &format!("/invocations/{id}:{verb}"), body)
+            .await;
+        let expected = if verb == "approve" {
+            "approved"
+        } else {
+            "rejected"
+        };
+        assert!(
+            answer["status"] == expected
+                || answer["status"] == "running"
+                || answer["status"] == "completed",
+            "{verb}: {answer}"
+        );
+        answer
+    }
+
+    async fn deliveries(&self, webhook_id: &str) -> Vec<Value> {
+        self.app
+            .get_json(&self.admin, &format!("/webhooks/{webhook_id}/deliveries"))
+            .await["deliveries"]
+            .as_array()
+            .unwrap()
+            .clone()
+    }
+}
+
+fn field_path(body: &Value) -> String {
+    body["error"]["details"]["fields"][0]["path"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The event a received request carries, after checking its Standard Webhooks signature.
+fn verified(secret: &str, r: &Received) -> Value {
+    Webhook::new(secret)
+        .unwrap()
+        .verify(r.body.as_bytes(), &r.headers)
+        .unwrap_or_else(|e| panic!("the signature verifies: {e}: {r:?}"));
+    serde_json::from_str(&r.body).unwrap()
+}
+
+async fn journaled(app: &TestApp, action: &str) -> i64 {
+    sqlx::query_scalar::<_, i64>(
+        "SELECT COUNT(*) FROM journal WHERE tenant_id = 'default' AND kind = 'admin' \
+         AND disclosures LIKE $1",
+    )
+    .bind(format!("%\"{action}\"%"))
+    .fetch_one(app.store.pool())
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn only_admins_create_webhooks_to_public_addresses_and_the_secret_is_shown_once() {
+    let s = setup(Db::Sqlite, |_| {}).await.unwrap();
+    // Refused addresses and shapes, each with the field that is wrong.
+    for (body, path) in [
+        (
+            json!({"url": "http://127.0.0.1:9/hook", "events": ["invocation.parked"]}),
+            "url",
+        ),
+        (
+            json!({"url": "http://localhost:9/hook", "events": ["invocation.parked"]}),
+            "url",
+        ),
+        (
+            json!({"url": "http://169.254.169.254/latest", "events": ["invocation.parked"]}),
+            "url",
+        ),
+        (
+            json!({"url": "http://[::ffff:10.0.0.1]/", "events": ["invocation.parked"]}),
+            "url",
+        ),
+        (
+            json!({"url": "file:///etc/passwd", "events": ["invocation.parked"]}),
+            "url",
+        ),
+        (json!({"url": "", "events": ["invocation.parked"]}), "url"),
+        (
+            json!({"url": "https://93.184.215.14/hook", "events": []}),
+            "events",
+        ),
+        (
+            json!({"url": "https://93.184.215.14/hook", "events": ["invocation.parked", "invocation.bogus"]}),
+            "events[1]",
+        ),
+    ] {
+        let (status, answer) = s.create(&s.admin, body.clone()).await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}: {answer}");
+        assert_eq!(field_path(&answer), path, "{body}: {answer}");
+    }
+    // Not an admin: an approver may not point the tenant's events anywhere.
+    let (status, _) = s
+        .create(
+            &s.approver,
+            json!({"url": "https://93.184.215.14/hook", "events": ["invocation.parked"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(journaled(&s.app, "webhook.create").await, 0);
+
+    let (status, created) = s
+        .create(
+            &s.admin,
+            json!({"url": "https://93.184.215.14/hook", "events": ["invocation.parked", "invocation.parked", "invocation.expired"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let secret = created["secret"].as_str().unwrap().to_owned();
+    assert!(secret.starts_with("whsec_"), "{secret}");
+    let key = base64::Engine::decode(
+        &base64::engine::general_purpose::STANDARD,
+        &secret["whsec_".len()..],
+    )
+    .unwrap();
+    assert_eq!(key.len(), 32);
+    let id = created["webhook"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        created["webhook"]["events"],
+        json!(["invocation.parked", "invocation.expired"])
+    );
+    assert_eq!(journaled(&s.app, "webhook.create").await, 1);
+
+    // Listed without its secret; stored sealed, not in plaintext.
+    let listed = s.app.get_json(&s.admin, "/webhooks").await;
+    assert_eq!(listed["webhooks"][0]["id"], id.as_str(), "{listed}");
+    assert!(listed["webhooks"][0].get("secret").is_none(), "{listed}");
+    assert!(!listed.to_string().contains(&secret[6..]), "{listed}");
+    let stored: String = sqlx::query_scalar("SELECT secret FROM webhooks WHERE id = $1")
+        .bind(&id)
+        .fetch_one(s.app.store.pool())
+        .await
+        .unwrap();
+    assert!(stored.starts_with("enc:v1:"), "{stored}");
+    assert!(!stored.contains(&secret[6..]));
+    // Sealed for its own row: another row cannot borrow it.
+    let secrets = aperture::secrets::SecretBox::load(&s.app.data_dir, None).unwrap();
+    assert_eq!(
+        secrets
+            .open(&aperture::secrets::webhook_aad("default", &id), &stored)
+            .unwrap(),
+        secret
+    );
+    assert!(
+        secrets
+            .open(&aperture::secrets::webhook_aad("other", &id), &stored)
+            .is_err()
+    );
+
+    // Deleted once (journaled); then gone.
+    let response = s
+        .app
+        .client
+        .delete(s.app.api(&format!("/webhooks/{id}")))
+        .bearer_auth(&s.admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(journaled(&s.app, "webhook.delete").await, 1);
+    let response = s
+        .app
+        .client
+        .delete(s.app.api(&format!("/webhooks/{id}")))
+        .bearer_auth(&s.admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(error_code(response).await.0, StatusCode::NOT_FOUND);
+    let listed = s.app.get_json(&s.admin, "/webhooks").await;
+    assert_eq!(listed["webhooks"], json!([]));
+}
+
+async fn parked_decided_and_cancelled_calls_reach_a_signed_webhook(db: Db) {
+    let Some(s) = setup(db, |c| c.allow_private_upstreams = true).await else {
+        return;
+    };
+    let receiver = WebhookReceiver::start(vec![]).await;
+    let (status, created) = s
+        .create(
+            &s.admin,
+            json!({"url": receiver.url, "events": ["invocation.parked", "invocation.decided", "invocation.cancelled"]}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let secret = created["secret"].as_str().unwrap().to_owned();
+    let webhook_id = created["webhook"]["id"].as_str().unwrap().to_owned();
+
+    let approved = s.park(&format!("approve {SECRET_ARGUMENT}")).await;
+    let got = receiver.wait_for(1).await;
+    let parked = verified(&secret, &got[0]);
+    assert_eq!(parked["type"], "invocation.parked", "{parked}");
+    let data = &parked["data"];
+    assert_eq!(data["invocation_id"], approved.as_str());
+    assert_eq!(data["tool"], "mcp__fixture__echo");
+    assert_eq!(data["status"], "input_required");
+    assert_eq!(data["actor_id"], "agent");
+    assert_eq!(
+        data["approval_url"],
+        s.app.url(&format!("/approvals#{approved}")).as_str()
+    );
+    assert!(
+        data["receipt_url"]
+            .as_str()
+            .unwrap()
+            .starts_with(&s.app.url("/receipts/rcp_")),
+        "{data}"
+    );
+    assert!(data["args_hash"].as_str().unwrap().starts_with("sha256:"));
+    // A body changed on the way does not verify.
+    let mut forged = got[0].clone();
+    forged.body = forged.body.replace("input_required", "approved");
+    assert!(
+        Webhook::new(&secret)
+            .unwrap()
+            .verify(forged.body.as_bytes(), &forged.headers)
+            .is_err()
+    );
+
+    s.decide(&approved, "approve").await;
+    let rejected = s.park(&format!("reject {SECRET_ARGUMENT}")).await;
+    s.decide(&rejected, "reject").await;
+    let cancelled = s.park(&format!("cancel {SECRET_ARGUMENT}")).await;
+    let answer = s
+        .app
+        .post_json(
+            &s.agent,
+            &format!("/invocations/{cancelled}:cancel"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(answer["status"], "cancelled", "{answer}");
+    // parked ×3, decided ×2, cancelled ×1; in any order across deliveries.
+    let got = receiver.wait_for(6).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let got_all = receiver.received();
+    assert_eq!(got_all.len(), 6, "each change once: {got_all:?}");
+    let events: Vec<Value> = got.iter().map(|r| verified(&secret, r)).collect();
+    let find = |kind: &str, id: &str| {
+        events
+            .iter()
+            .filter(|e| e["type"] == kind && e["data"]["invocation_id"] == id)
+            .count()
+    };
+    assert_eq!(find("invocation.parked", &rejected), 1);
+    assert_eq!(find("invocation.decided", &approved), 1);
+    assert_eq!(find("invocation.decided", &rejected), 1);
+    assert_eq!(find("invocation.cancelled", &cancelled), 1);
+    let decided = events
+        .iter()
+        .find(|e| e["type"] == "invocation.decided" && e["data"]["invocation_id"] == approved)
+        .unwrap();
+    assert_eq!(decided["data"]["status"], "approved");
+    assert_eq!(decided["data"]["decided_by"], "alice");
+    assert!(decided["data"]["approval_receipt_id"].is_string());
+    // Never the arguments, in any delivery.
+    for r in &got {
+        assert!(!r.body.contains(SECRET_ARGUMENT), "{}", r.body);
+        assert!(!r.body.contains("argument-value"), "{}", r.body);
+    }
+    // Distinct message ids, one per delivery.
+    let ids: std::collections::BTreeSet<String> = got
+        .iter()
+        .map(|r| r.headers["webhook-id"].to_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(ids.len(), 6);
+
+    // Admins see each delivery with its attempt.
+    let deliveries = s.deliveries(&webhook_id).await;
+    assert_eq!(deliveries.len(), 6, "{deliveries:?}");
+    for d in &deliveries {
+        assert_eq!(d["status"], "delivered", "{d}");
+        assert_eq!(d["attempts"], 1, "{d}");
+        assert_eq!(d["history"][0]["http_status"], 200, "{d}");
+        assert!(ids.contains(d["id"].as_str().unwrap()));
+    }
+    let listed = s.app.get_json(&s.admin, "/webhooks").await;
+    assert_eq!(listed["webhooks"][0]["delivered"], 6, "{listed}");
+    // Not for approvers: deliveries are an admin's view.
+    let response = s
+        .app
+        .client
+        .get(s.app.api(&format!("/webhooks/{webhook_id}/deliveries")))
+        .bearer_auth(&s.approver)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+}
+
+#[tokio::test]
+async fn parked_decided_and_cancelled_calls_reach_a_signed_webhook_sqlite() {
+    parked_decided_and_cancelled_calls_reach_a_signed_webhook(Db::Sqlite).await;
+}
+
+#[tokio::test]
+async fn parked_decided_and_cancelled_calls_reach_a_signed_webhook_postgres() {
+    parked_decided_and_cancelled_calls_reach_a_signed_webhook(Db::Postgres).await;
+}
+
+#[tokio::test]
+async fn failed_deliveries_are_retried_with_backoff_then_given_up_and_every_attempt_is_kept() {
+    let s = setup(Db::Sqlite, |c| {
+        c.allow_private_upstreams = true;
+        c.webhook_retry = vec![Duration::from_secs(1), Duration::from_secs(1)];
+    })
+    .await
+    .unwrap();
+    // One receiver fails twice, then accepts; another address answers nothing at all.
+    let flaky = WebhookReceiver::start(vec![500, 503]).await;
+    let (_, created) = s
+        .create(
+            &s.admin,
+            json!({"url": flaky.url, "events": ["invocation.parked"]}),
+        )
+        .await;
+    let secret = created["secret"].as_str().unwrap().to_owned();
+    let flaky_id = created["webhook"]["id"].as_str().unwrap().to_owned();
+    let closed = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        drop(listener);
+        format!("http://127.0.0.1:{port}/gone")
+    };
+    let (_, created) = s
+        .create(
+            &s.admin,
+            json!({"url": closed, "events": ["invocation.parked"]}),
+        )
+        .await;
+    let dead_id = created["webhook"]["id"].as_str().unwrap().to_owned();
+
+    let id = s.park("retry me").await;
+    let got = flaky.wait_for(3).await;
+    // The same message at every attempt: one id, the same bytes, each signed anew.
+    let first = verified(&secret, &got[0]);
+    assert_eq!(first["data"]["invocation_id"], id.as_str());
+    for r in &got {
+        assert_eq!(r.headers["webhook-id"], got[0].headers["webhook-id"]);
+        assert_eq!(r.body, got[0].body);
+        verified(&secret, r);
+    }
+    let mut flaky_view = Value::Null;
+    let mut dead_view = Value::Null;
+    for _ in 0..100 {
+        flaky_view = s.deliveries(&flaky_id).await[0].clone();
+        dead_view = s.deliveries(&dead_id).await[0].clone();
+        if flaky_view["status"] == "delivered" && dead_view["status"] == "failed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(flaky_view["status"], "delivered", "{flaky_view}");
+    assert_eq!(flaky_view["attempts"], 3, "{flaky_view}");
+    let statuses: Vec<Value> = flaky_view["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["http_status"].clone())
+        .collect();
+    assert_eq!(statuses, vec![json!(500), json!(503), json!(200)]);
+    assert!(
+        flaky_view["history"][0]["error"]
+            .as_str()
+            .unwrap()
+            .contains("500")
+    );
+    // Backoff: the second attempt waited for the first retry's second.
+    let at = |i: usize| {
+        aperture::store::parse_rfc3339(flaky_view["history"][i]["attempted_at"].as_str().unwrap())
+            .unwrap()
+    };
+    assert!(at(1) - at(0) >= 1_000, "{flaky_view}");
+    // Every retry used up: failed, three attempts, the reason kept.
+    assert_eq!(dead_view["status"], "failed", "{dead_view}");
+    assert_eq!(dead_view["attempts"], 3, "{dead_view}");
+    assert!(dead_view["next_attempt_at"].is_null());
+    assert!(
+        dead_view["history"][2]["error"].as_str().unwrap().len() > 5,
+        "{dead_view}"
+    );
+    assert!(dead_view["history"][2]["http_status"].is_null());
+    let listed = s.app.get_json(&s.admin, "/webhooks").await;
+    let dead = listed["webhooks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|w| w["id"] == dead_id.as_str())
+        .unwrap();
+    assert_eq!(dead["failed"], 1, "{listed}");
+}
+
+#[tokio::test]
+async fn a_webhook_that_now_points_inside_is_refused_at_delivery() {
+    // As if its name had been re-pointed at a loopback address after it was created (DNS
+    // rebinding): the guard runs again at every attempt, and nothing is sent.
+    let s = setup(Db::Sqlite, |c| {
+        c.webhook_retry = vec![];
+    })
+    .await
+    .unwrap();
+    let receiver = WebhookReceiver::start(vec![]).await;
+    let id = aperture::ids::new_id("whk");
+    let secrets = aperture::secrets::SecretBox::load(&s.app.data_dir, None).unwrap();
+    aperture::store::webhooks::insert(
+        &s.app.store,
+        &aperture::store::webhooks::WebhookRow {
+            secret: secrets.seal(
+                &aperture::secrets::webhook_aad("default", &id),
+                "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTMyYnl0ZXM=",
+            ),
+            id: id.clone(),
+            tenant_id: "default".into(),
+            url: receiver.url.clone(),
+            events: r#"["invocation.parked"]"#.into(),
+            created_by: "ops".into(),
+            created_at: aperture::store::now_ms(),
+        },
+    )
+    .await
+    .unwrap();
+    s.park("stay inside").await;
+    let mut view = Value::Null;
+    for _ in 0..100 {
+        view = s.deliveries(&id).await[0].clone();
+        if view["status"] == "failed" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(view["status"], "failed", "{view}");
+    let error = view["last_error"].as_str().unwrap();
+    assert!(
+        error.contains("address refused") && error.contains("loopback"),
+        "{error}"
+    );
+    assert!(receiver.received().is_empty());
+}
+
+#[tokio::test]
+async fn expired_calls_are_announced() {
+    let s = setup(Db::Sqlite, |c| {
+        c.allow_private_upstreams = true;
+        c.parked_expiry = Duration::from_secs(1);
+    })
+    .await
+    .unwrap();
+    let receiver = WebhookReceiver::start(vec![]).await;
+    let (_, created) = s
+        .create(
+            &s.admin,
+            json!({"url": receiver.url, "events": ["invocation.expired"]}),
+        )
+        .await;
+    let secret = created["secret"].as_str().unwrap().to_owned();
+    let id = s.park("nobody will look").await;
+    let got = receiver.wait_for(1).await;
+    let event = verified(&secret, &got[0]);
+    // Only what the webhook asked for: no `parked` before it.
+    assert_eq!(event["type"], "invocation.expired", "{event}");
+    assert_eq!(event["data"]["invocation_id"], id.as_str());
+    assert_eq!(event["data"]["status"], "expired");
+}
+
+/// Two nodes racing to move one parked invocation: one wins, and the outbox holds exactly one
+/// delivery of the change (it is written in the winner's transaction).
+async fn a_change_is_enqueued_once_by_whoever_wins_it(store: &aperture::store::Store) {
+    use aperture::store::invocations::{self, Change, InvocationRow};
+    let store = store.clone();
+    aperture::store::tenants::ensure(&store, "t").await.unwrap();
+    aperture::store::webhooks::insert(
+        &store,
+        &aperture::store::webhooks::WebhookRow {
+            id: "whk_1".into(),
+            tenant_id: "t".into(),
+            url: "https://93.184.215.14/hook".into(),
+            events: r#"["invocation.parked", "invocation.cancelled", "invocation.expired"]"#.into(),
+            secret: "sealed".into(),
+            created_by: "ops".into(),
+            created_at: 0,
+        },
+    )
+    .await
+    .unwrap();
+    let now = aperture::store::now_ms();
+    let row = |id: &str, mode: &str| InvocationRow {
+        id: id.into(),
+        tenant_id: "t".into(),
+        session_id: "ses_1".into(),
+        manifest_id: "man_1".into(),
+        client_key: None,
+        turn_id: None,
+        actor_id: "agent".into(),
+        token_id: None,
+        token_created_by: None,
+        tool: "echo".into(),
+        tool_version: "1".into(),
+        schema_hash: "sha256:s".into(),
+        args_hash: "sha256:a".into(),
+        mode: mode.into(),
+        binding: "{}".into(),
+        policy_id: "p".into(),
+        policy_version: 1,
+        decision_receipt_id: "rcpt_1".into(),
+        status: "input_required".into(),
+        result: None,
+        decided_by: None,
+        decided_at: None,
+        decision_comment: None,
+        approval_receipt_id: None,
+        confirmation_sha256: None,
+        created_at: now,
+        expires_at: None,
+        updated_at: now,
+        output_to: "mcp".into(),
+    };
+    assert!(
+        invocations::insert(&store, &row("inv_1", "approval_required"))
+            .await
+            .unwrap()
+    );
+    // A caller's confirmation is not an approver's business.
+    let mut confirm = row("inv_2", "confirmation_required");
+    confirm.status = "confirmation_required".into();
+    assert!(invocations::insert(&store, &confirm).await.unwrap());
+    let race = |store: aperture::store::Store| async move {
+        invocations::transition(
+            &store,
+            "t",
+            "inv_1",
+            "input_required",
+            "cancelled",
+            &Change {
+                announce: Some("invocation.cancelled"),
+                ..Change::default()
+            },
+        )
+        .await
+        .unwrap()
+    };
+    let (a, b) = tokio::join!(
+        tokio::spawn(race(store.clone())),
+        tokio::spawn(race(store.clone()))
+    );
+    assert!(a.unwrap() ^ b.unwrap(), "exactly one wins");
+    // The caller's own confirmation running out is not announced.
+    assert!(
+        invocations::transition(
+            &store,
+            "t",
+            "inv_2",
+            "confirmation_required",
+            "expired",
+            &Change {
+                announce: Some("invocation.expired"),
+                ..Change::default()
+            },
+        )
+        .await
+        .unwrap()
+    );
+    let events: Vec<(String, String)> = sqlx::query_as(
+        "SELECT event, subject FROM webhook_deliveries WHERE webhook_id = 'whk_1' ORDER BY event, subject",
+    )
+    .fetch_all(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(
+        events,
+        vec![
+            ("invocation.cancelled".to_owned(), "inv_1".to_owned()),
+            ("invocation.parked".to_owned(), "inv_1".to_owned()),
+        ]
+    );
+}
+
+crate::on_both_backends!(
+    a_change_is_enqueued_once_by_whoever_wins_it_on,
+    a_change_is_enqueued_once_by_whoever_wins_it
+);
