@@ -429,12 +429,14 @@ pub async fn decide(
             "invocation {id} left {transient} while its decision was recorded"
         )));
     }
-    if approve {
-        events.worker().notify_one();
-    }
+    // Read before the worker is woken: the answer is the decision (`approved`), not how far
+    // the worker got with it meanwhile.
     let row = rows::find(store, &principal.tenant_id, id)
         .await?
         .ok_or_else(|| AppError::not_found("invocation"))?;
+    if approve {
+        events.worker().notify_one();
+    }
     publish(events, "invocation.decided", &row, &row.status).await;
     Ok(view(&row))
 }

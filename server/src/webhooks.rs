@@ -138,6 +138,18 @@ fn delivery_view(d: &DeliveryRow, history: Vec<WebhookAttemptView>) -> WebhookDe
     }
 }
 
+/// A webhook URL as the journal records it: its origin and a digest of the whole. Chat
+/// services' webhook URLs are credentials in their path (anyone who has one can post), and the
+/// journal is read by more people than the admins who see the URL itself.
+fn journaled_url(url: &str) -> Value {
+    use sha2::Digest as _;
+    let digest = hex::encode(sha2::Sha256::digest(url.as_bytes()));
+    json!({
+        "origin": crate::config::origin_of(url),
+        "sha256": digest,
+    })
+}
+
 /// A new signing secret: `whsec_` and 32 random bytes in base64, as Standard Webhooks has it.
 fn new_secret() -> String {
     let mut key = [0u8; 32];
@@ -264,7 +276,7 @@ impl Webhooks {
                 Decision::Allow,
                 ReasonCode::Ok,
                 "webhook.create",
-                json!({"webhook_id": row.id, "url": row.url, "events": events}),
+                json!({"webhook_id": row.id, "url": journaled_url(&row.url), "events": events}),
             )
             .await?;
         rows::insert(store, &row).await?;
@@ -308,7 +320,7 @@ impl Webhooks {
                 Decision::Allow,
                 ReasonCode::Ok,
                 "webhook.delete",
-                json!({"webhook_id": row.id, "url": row.url}),
+                json!({"webhook_id": row.id, "url": journaled_url(&row.url)}),
             )
             .await?;
         rows::delete(store, &principal.tenant_id, id).await?;
@@ -400,11 +412,14 @@ impl Webhooks {
             }
             tokio::select! {
                 () = self.wake.notified() => {}
-                r = heard.recv() => {
-                    if matches!(&r, Ok(e) if !e.kind.starts_with("invocation.")) {
-                        continue;
+                r = heard.recv() => match r {
+                    Ok(e) if !e.kind.starts_with("invocation.") => continue,
+                    // No bus any more (the server is stopping): the timer alone.
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => {
+                        tokio::time::sleep(POLL_EVERY).await;
                     }
-                }
+                    _ => {}
+                },
                 () = tokio::time::sleep(POLL_EVERY) => {}
             }
         }

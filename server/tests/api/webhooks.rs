@@ -209,10 +209,25 @@ async fn only_admins_create_webhooks_to_public_addresses_and_the_secret_is_shown
     let (status, created) = s
         .create(
             &s.admin,
-            json!({"url": "https://93.184.215.14/hook", "events": ["invocation.parked", "invocation.parked", "invocation.expired"]}),
+            json!({"url": "https://93.184.215.14/services/T0001/B0002/chat-token-in-the-path", "events": ["invocation.parked", "invocation.parked", "invocation.expired"]}),
         )
         .await;
     assert_eq!(status, StatusCode::CREATED, "{created}");
+    // The journal names the receiver by origin and digest: a chat service's URL is itself a
+    // credential, and readers of the journal are more than the admins.
+    let disclosures: Vec<String> = sqlx::query_scalar(
+        "SELECT disclosures FROM journal WHERE tenant_id = 'default' AND kind = 'admin' \
+         AND disclosures LIKE '%webhook.create%'",
+    )
+    .fetch_all(s.app.store.pool())
+    .await
+    .unwrap();
+    assert_eq!(disclosures.len(), 1);
+    assert!(
+        disclosures[0].contains("https://93.184.215.14") && !disclosures[0].contains("chat-token"),
+        "{}",
+        disclosures[0]
+    );
     let secret = created["secret"].as_str().unwrap().to_owned();
     assert!(secret.starts_with("whsec_"), "{secret}");
     let key = base64::Engine::decode(
