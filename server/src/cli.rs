@@ -350,6 +350,11 @@ struct ServeArgs {
     #[arg(long, env = "APERTURE_WEBHOOK_RETRY_SECONDS", default_value = "5,300,1800,7200,18000,36000,36000",
           value_parser = crate::webhooks::parse_retry)]
     webhook_retry_seconds: std::vec::Vec<std::time::Duration>,
+    /// MiB the read cache (tokens, grants, tools) may take; least recently used entries go
+    /// first.
+    #[arg(long, env = "APERTURE_READ_CACHE_MIB", default_value_t = 256,
+          value_parser = clap::value_parser!(u64).range(1..=1_048_576))]
+    read_cache_mib: u64,
     /// Seconds a parked invocation waits for an approver before it expires.
     #[arg(long, env = "APERTURE_PARKED_EXPIRY_SECONDS", default_value_t = 86_400,
           value_parser = clap::value_parser!(u64).range(1..=31_536_000))]
@@ -729,6 +734,9 @@ async fn serve(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<()> {
     config.idempotency_retention =
         std::time::Duration::from_secs(args.idempotency_retention_hours * 3_600);
     config.webhook_retry = args.webhook_retry_seconds;
+    config.read_cache_bytes = usize::try_from(args.read_cache_mib)
+        .unwrap_or(usize::MAX / (1024 * 1024))
+        .saturating_mul(1024 * 1024);
     config.spend_gate = args.spend_gate;
     config.checkpoint_interval = std::time::Duration::from_secs(args.checkpoint_interval_seconds);
     config.checkpoint_dir = global.checkpoint_dir();

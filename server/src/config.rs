@@ -81,6 +81,9 @@ pub struct Config {
     /// (default [`crate::webhooks::DEFAULT_RETRY_SECONDS`]); when they are used up, the
     /// delivery has failed.
     pub webhook_retry: Vec<std::time::Duration>,
+    /// `APERTURE_READ_CACHE_MIB`: what the read cache of tokens, grants and tools may weigh
+    /// ([`crate::store::cache`]), in bytes.
+    pub read_cache_bytes: usize,
 }
 
 /// Tools in one `tools/list` page unless `APERTURE_TOOLS_PAGE_SIZE` says otherwise: a catalog
@@ -190,6 +193,7 @@ impl Config {
                 .iter()
                 .map(|s| std::time::Duration::from_secs(*s))
                 .collect(),
+            read_cache_bytes: crate::store::cache::DEFAULT_BUDGET,
         }
     }
 }

@@ -61,6 +61,7 @@ impl Application {
             crate::metrics::install();
         }
         let store = Store::connect_with(&config.database_url, config.durability).await?;
+        store.cache().set_budget(config.read_cache_bytes);
         store.migrate().await?;
         let concurrency = std::thread::available_parallelism()
             .map(usize::from)
@@ -199,6 +200,11 @@ impl Application {
     /// The journal (its writer's statistics: the gateway benchmark reports records per commit).
     pub fn journal(&self) -> crate::journal::Journal {
         self.state.journal.clone()
+    }
+
+    /// The store the server reads through (its read cache's weight: the soak benchmark).
+    pub fn store(&self) -> Store {
+        self.state.store.clone()
     }
 
     /// What start-up did about the first administrator.

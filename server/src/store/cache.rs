@@ -15,10 +15,15 @@
 //! entry is only kept when the counter has not moved since ([`Fresh`] carries the generation
 //! the loader saw). A change that lands while an entry is loaded moves the counter, so the next
 //! call's read discards the entry even if it was loaded from the older state.
+//!
+//! The cache is bounded by bytes (`APERTURE_READ_CACHE_MIB`, [`DEFAULT_BUDGET`]): each entry is
+//! weighed when it is kept (the heap its parts take, estimated from their JSON form with
+//! [`json_bytes`], which errs on the large side), and the least recently used entries go when a
+//! new one does not fit. A cached grant keeps only the tools its manifest lists: a call of any
+//! other tool is refused whether the manifest names it hidden or not at all (`not_callable`
+//! either way), so a grant costs what it lists, not the catalog.
 
-use std::collections::HashMap;
-use std::hash::Hash;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use engine::catalog::CatalogTool;
@@ -31,8 +36,10 @@ use super::tokens::TokenRow;
 use super::upstreams::UpstreamRow;
 use super::{Store, catalog, exposure, tokens, upstreams};
 
-/// Entries kept per kind; a full map is emptied rather than tracked entry by entry.
-const CAPACITY: usize = 16_384;
+/// The budget unless `APERTURE_READ_CACHE_MIB` says otherwise: 256 MiB.
+pub const DEFAULT_BUDGET: usize = 256 * 1024 * 1024;
+/// What an entry costs besides its parts: the map's slot, the key, the `Arc` and the struct.
+const ENTRY_OVERHEAD: usize = 256;
 
 /// A grant as a call needs it: the manifest row's binding, its parsed manifest, its session.
 #[derive(Debug)]
@@ -99,19 +106,74 @@ impl Fresh {
     }
 }
 
-#[derive(Default)]
+/// What the cache is keyed by.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Key {
+    /// A token by the SHA-256 of its secret.
+    Token(String),
+    /// A grant by tenant and manifest id.
+    Grant(String, String),
+    /// A catalog tool by tenant and name.
+    Tool(String, String),
+}
+
+/// An entry.
+#[derive(Debug, Clone)]
+enum Entry {
+    Token(Arc<Token>),
+    Grant(Arc<Grant>),
+    Tool(Arc<Tool>),
+}
+
 struct Entries {
     /// Generation the entries were loaded at; `None` before the first read.
     generation: Option<i64>,
-    tokens: HashMap<String, Arc<Token>>,
-    grants: HashMap<(String, String), Arc<Grant>>,
-    tools: HashMap<(String, String), Arc<Tool>>,
+    /// Least recently used first; each with its weight.
+    lru: hashlink::LruCache<Key, (Entry, usize)>,
+    /// The sum of the weights.
+    bytes: usize,
+}
+
+impl Default for Entries {
+    fn default() -> Self {
+        Self {
+            generation: None,
+            lru: hashlink::LruCache::new_unbounded(),
+            bytes: 0,
+        }
+    }
+}
+
+impl Entries {
+    fn clear(&mut self) {
+        self.lru.clear();
+        self.bytes = 0;
+    }
+
+    /// Drops least recently used entries until they weigh at most `budget`.
+    fn shrink_to(&mut self, budget: usize) {
+        while self.bytes > budget {
+            let Some((_, (_, weight))) = self.lru.remove_lru() else {
+                break;
+            };
+            self.bytes -= weight;
+        }
+    }
 }
 
 /// The cache itself, shared by the clones of a [`Store`].
-#[derive(Default)]
 pub struct ReadCache {
     entries: Mutex<Entries>,
+    budget: AtomicUsize,
+}
+
+impl Default for ReadCache {
+    fn default() -> Self {
+        Self {
+            entries: Mutex::default(),
+            budget: AtomicUsize::new(DEFAULT_BUDGET),
+        }
+    }
 }
 
 impl std::fmt::Debug for ReadCache {
@@ -126,22 +188,70 @@ impl ReadCache {
         self.entries.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// An entry, only when the cache holds the generation the caller read.
-    fn hit<T>(&self, fresh: &Fresh, get: impl FnOnce(&Entries) -> Option<T>) -> Option<T> {
+    /// Bounds the cache to `bytes` (entries beyond it go, least recently used first).
+    pub fn set_budget(&self, bytes: usize) {
+        self.budget.store(bytes, Ordering::Relaxed);
+        self.lock().shrink_to(bytes);
+    }
+
+    /// What the entries weigh, and how many there are.
+    pub fn usage(&self) -> (usize, usize) {
         let entries = self.lock();
+        (entries.bytes, entries.lru.len())
+    }
+
+    /// An entry, only when the cache holds the generation the caller read (it is then the
+    /// most recently used).
+    fn hit(&self, fresh: &Fresh, key: &Key) -> Option<Entry> {
+        let mut entries = self.lock();
         if entries.generation == Some(fresh.generation) {
-            get(&entries)
+            entries.lru.get(key).map(|(entry, _)| entry.clone())
         } else {
             None
         }
     }
+
+    /// Keeps `entry` (weighing `weight`) when the cache still holds `fresh`'s generation,
+    /// making room by dropping the least recently used entries; one heavier than the whole
+    /// budget is not kept.
+    fn keep(&self, fresh: &Fresh, key: Key, entry: Entry, weight: usize) {
+        let budget = self.budget.load(Ordering::Relaxed);
+        if weight > budget {
+            return;
+        }
+        let mut entries = self.lock();
+        if entries.generation != Some(fresh.generation) {
+            return;
+        }
+        if let Some((_, old)) = entries.lru.insert(key, (entry, weight)) {
+            entries.bytes -= old;
+        }
+        entries.bytes += weight;
+        entries.shrink_to(budget);
+    }
 }
 
-fn keep<K: Eq + Hash, V>(map: &mut HashMap<K, V>, key: K, value: V) {
-    if map.len() >= CAPACITY {
-        map.clear();
+/// Heap bytes of a JSON value as `serde_json` holds it (strings, arrays of values, maps with a
+/// key, a value and a share of a tree node per entry): the weight of what an entry keeps in a
+/// parsed or typed form, which takes no more.
+pub fn json_bytes(value: &serde_json::Value) -> usize {
+    use serde_json::Value;
+    const VALUE: usize = std::mem::size_of::<Value>();
+    const MAP_ENTRY: usize = 24 + VALUE + 16;
+    match value {
+        Value::Null | Value::Bool(_) | Value::Number(_) => 0,
+        Value::String(s) => s.len(),
+        Value::Array(items) => items.len() * VALUE + items.iter().map(json_bytes).sum::<usize>(),
+        Value::Object(map) => map
+            .iter()
+            .map(|(k, v)| MAP_ENTRY + k.len() + json_bytes(v))
+            .sum(),
     }
-    map.insert(key, value);
+}
+
+/// The weight of a part that serializes: its JSON form's heap bytes.
+fn weigh(part: &impl serde::Serialize) -> usize {
+    serde_json::to_value(part).map_or(4096, |v| json_bytes(&v))
 }
 
 /// Reads the store's counter and empties the cache when it moved. Every cached read of a
@@ -155,9 +265,7 @@ pub async fn fresh(store: &Store) -> Result<Fresh, sqlx::Error> {
     // The counter only grows; a request that read an older value than another one already
     // moved the cache to keeps the cache as it is (its reads miss and go to the store).
     if entries.generation.is_none_or(|g| g < generation) {
-        entries.tokens.clear();
-        entries.grants.clear();
-        entries.tools.clear();
+        entries.clear();
         entries.generation = Some(generation);
     }
     Ok(Fresh {
@@ -194,23 +302,33 @@ pub async fn token(
     fresh: &Fresh,
     secret_sha256: &str,
 ) -> Result<Option<Arc<Token>>, sqlx::Error> {
-    if let Some(hit) = store
-        .cache()
-        .hit(fresh, |e| e.tokens.get(secret_sha256).cloned())
-    {
+    let key = Key::Token(secret_sha256.to_owned());
+    if let Some(Entry::Token(hit)) = store.cache().hit(fresh, &key) {
         return Ok(Some(hit));
     }
     let Some(row) = tokens::find_by_secret_hash(store, secret_sha256).await? else {
         return Ok(None);
     };
+    let r = &row;
+    let weight = ENTRY_OVERHEAD
+        + secret_sha256.len()
+        + [&r.id, &r.tenant_id, &r.actor_id, &r.created_by]
+            .iter()
+            .map(|s| s.len())
+            .sum::<usize>()
+        + r.name.as_ref().map_or(0, String::len)
+        + r.scopes
+            .iter()
+            .chain(&r.environments)
+            .map(|s| 24 + s.len())
+            .sum::<usize>();
     let token = Arc::new(Token {
         last_used_at: AtomicI64::new(row.last_used_at.unwrap_or(0)),
         row,
     });
-    let mut entries = store.cache().lock();
-    if entries.generation == Some(fresh.generation) {
-        keep(&mut entries.tokens, secret_sha256.to_owned(), token.clone());
-    }
+    store
+        .cache()
+        .keep(fresh, key, Entry::Token(token.clone()), weight);
     Ok(Some(token))
 }
 
@@ -222,8 +340,8 @@ pub async fn grant(
     tenant_id: &str,
     manifest_id: &str,
 ) -> Result<Option<Arc<Grant>>, sqlx::Error> {
-    let key = (tenant_id.to_owned(), manifest_id.to_owned());
-    if let Some(hit) = store.cache().hit(fresh, |e| e.grants.get(&key).cloned()) {
+    let key = Key::Grant(tenant_id.to_owned(), manifest_id.to_owned());
+    if let Some(Entry::Grant(hit)) = store.cache().hit(fresh, &key) {
         return Ok(Some(hit));
     }
     let Some(row) = exposure::find_manifest(store, tenant_id, manifest_id).await? else {
@@ -236,18 +354,33 @@ pub async fn grant(
             .map(Some)
             .map_err(|_| ()),
     };
+    // Only what the manifest lists: a call of anything else is refused alike.
+    let manifest = serde_json::from_str::<Manifest>(&row.manifest)
+        .ok()
+        .map(|mut m| {
+            m.tools.retain(|e| e.mode.is_listed());
+            m
+        });
+    let weight = ENTRY_OVERHEAD
+        + manifest.as_ref().map_or(0, |m| {
+            weigh(&m.tools) + weigh(&m.context) + m.policy_id.len()
+        })
+        + session.as_ref().map_or(0, |s| {
+            ENTRY_OVERHEAD + s.fork_tools.as_ref().map_or(0, |f| 2 * f.len())
+        })
+        + row.id.len()
+        + row.lease_id.len();
     let grant = Arc::new(Grant {
-        manifest: serde_json::from_str(&row.manifest).ok(),
+        manifest,
         manifest_id: row.id,
         lease_id: row.lease_id,
         lease_expires_at: row.lease_expires_at,
         session,
         allowlist,
     });
-    let mut entries = store.cache().lock();
-    if entries.generation == Some(fresh.generation) {
-        keep(&mut entries.grants, key, grant.clone());
-    }
+    store
+        .cache()
+        .keep(fresh, key, Entry::Grant(grant.clone()), weight);
     Ok(Some(grant))
 }
 
@@ -258,8 +391,8 @@ pub async fn tool(
     tenant_id: &str,
     name: &str,
 ) -> Result<Option<Arc<Tool>>, sqlx::Error> {
-    let key = (tenant_id.to_owned(), name.to_owned());
-    if let Some(hit) = store.cache().hit(fresh, |e| e.tools.get(&key).cloned()) {
+    let key = Key::Tool(tenant_id.to_owned(), name.to_owned());
+    if let Some(Entry::Tool(hit)) = store.cache().hit(fresh, &key) {
         return Ok(Some(hit));
     }
     let Some(found) = catalog::find_fingerprinted(store, tenant_id, name).await? else {
@@ -271,13 +404,102 @@ pub async fn tool(
         }
         _ => None,
     };
+    let weight = ENTRY_OVERHEAD
+        + weigh(&found.tool)
+        + upstream.as_ref().map_or(0, |u| {
+            ENTRY_OVERHEAD + u.spec.len() + u.endpoint.len() + u.name.len() + u.fingerprint.len()
+        });
     let tool = Arc::new(Tool {
         tool: found,
         upstream,
     });
-    let mut entries = store.cache().lock();
-    if entries.generation == Some(fresh.generation) {
-        keep(&mut entries.tools, key, tool.clone());
-    }
+    store
+        .cache()
+        .keep(fresh, key, Entry::Tool(tool.clone()), weight);
     Ok(Some(tool))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn token(id: &str) -> Entry {
+        Entry::Token(Arc::new(Token {
+            row: TokenRow {
+                id: id.into(),
+                tenant_id: "t".into(),
+                actor_id: "a".into(),
+                name: None,
+                scopes: vec![],
+                created_by: "ops".into(),
+                created_at: 0,
+                expires_at: None,
+                revoked_at: None,
+                last_used_at: None,
+                environments: vec![],
+            },
+            last_used_at: AtomicI64::new(0),
+        }))
+    }
+
+    fn held(cache: &ReadCache, fresh: &Fresh, id: &str) -> bool {
+        cache.hit(fresh, &Key::Token(id.into())).is_some()
+    }
+
+    #[test]
+    fn the_least_recently_used_entries_go_when_the_budget_is_reached() {
+        let cache = ReadCache::default();
+        cache.set_budget(250);
+        let fresh = Fresh {
+            generation: 1,
+            verified: true,
+        };
+        cache.lock().generation = Some(1);
+        for id in ["a", "b", "c"] {
+            cache.keep(&fresh, Key::Token(id.into()), token(id), 100);
+        }
+        // Not emptied whole: only the oldest went.
+        assert!(!held(&cache, &fresh, "a"));
+        assert!(held(&cache, &fresh, "b") && held(&cache, &fresh, "c"));
+        assert_eq!(cache.usage(), (200, 2));
+        // `b` was used after `c`: `c` is the least recently used now.
+        assert!(held(&cache, &fresh, "b"));
+        cache.keep(&fresh, Key::Token("d".into()), token("d"), 100);
+        assert!(!held(&cache, &fresh, "c"));
+        assert!(held(&cache, &fresh, "b") && held(&cache, &fresh, "d"));
+        // Replacing an entry counts its new weight only.
+        cache.keep(&fresh, Key::Token("d".into()), token("d"), 150);
+        assert_eq!(cache.usage(), (250, 2));
+        // Heavier than the whole budget: not kept, nothing evicted for it.
+        cache.keep(&fresh, Key::Token("e".into()), token("e"), 251);
+        assert!(!held(&cache, &fresh, "e"));
+        assert_eq!(cache.usage(), (250, 2));
+        // A smaller budget applies at once.
+        cache.set_budget(150);
+        assert_eq!(cache.usage().1, 1);
+        // Another generation: nothing is kept under an older one, and nothing old is served.
+        let newer = Fresh {
+            generation: 2,
+            verified: true,
+        };
+        {
+            // What `fresh` does when the counter moved.
+            let mut entries = cache.lock();
+            entries.clear();
+            entries.generation = Some(2);
+        }
+        assert!(!held(&cache, &newer, "d"));
+        assert_eq!(cache.usage(), (0, 0));
+        cache.keep(&fresh, Key::Token("f".into()), token("f"), 10);
+        assert!(!held(&cache, &newer, "f"));
+    }
+
+    #[test]
+    fn json_is_weighed_by_what_it_holds() {
+        let small = json_bytes(&serde_json::json!({"a": "x"}));
+        let large = json_bytes(&serde_json::json!({"a": "x".repeat(10_000)}));
+        assert!(large >= 10_000 + small - 1);
+        assert!(json_bytes(&serde_json::json!([1, 2, 3])) >= 3 * 16);
+        assert_eq!(json_bytes(&serde_json::json!(null)), 0);
+    }
 }

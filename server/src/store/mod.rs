@@ -234,7 +234,7 @@ impl Store {
     }
 
     /// The read cache of calls (see [`cache`]).
-    pub(crate) fn cache(&self) -> &cache::ReadCache {
+    pub fn cache(&self) -> &cache::ReadCache {
         &self.cache
     }
 
