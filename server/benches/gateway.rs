@@ -19,8 +19,12 @@
 //! on 127.0.0.1 in front of the project's fixture MCP server served in-process over streamable
 //! HTTP; a client sends `tools/call` for `echo` to `/mcp` with the manifest echo in `_meta`.
 //! Then the same number of calls goes to the same upstream directly, through the same MCP
-//! client the gateway uses. Reports calls/s and p50/p90/p99 latency of both, and the latency the
-//! gateway adds. Results: `docs/benchmarks.md`.
+//! client the gateway uses, and through a plain reverse proxy in front of it (Debian's `nginx`,
+//! started by the benchmark with a configuration of its own: keep-alive to the upstream, no
+//! buffering; `scripts/bench-gateway` installs it when missing, and without it the proxy path
+//! is left out). A gateway cannot beat the plain proxy; how close it comes is the measure.
+//! Reports calls/s and p50/p90/p99 latency of each path, the latency the gateway adds, and
+//! the gateway's throughput and p50 as ratios of the other two. Results: `docs/benchmarks.md`.
 
 #![expect(
     clippy::unwrap_used,
@@ -62,6 +66,13 @@ async fn upstream() -> String {
     let router = axum::Router::new().nest_service("/mcp", service);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
+    // Nagle off, as a server tuned for small answers has it: with it on, a proxy that cannot
+    // re-arm TCP_QUICKACK (nginx) waits ~40 ms for each answer's second write (the gateway's
+    // own client does not: crate::upstream::http), and the plain-proxy path would measure that.
+    use axum::serve::ListenerExt as _;
+    let listener = listener.tap_io(|io| {
+        let _ = io.set_nodelay(true);
+    });
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
     format!("http://127.0.0.1:{port}/mcp")
 }
@@ -114,11 +125,17 @@ fn cpu_time() -> Option<Duration> {
     Some(Duration::from_millis((utime + stime) * 10))
 }
 
-fn report(what: &str, wall: Duration, latencies: &[Duration], cpu: Option<Duration>) -> Duration {
+/// Prints one path's line; returns its calls/s and p50.
+fn report(
+    what: &str,
+    wall: Duration,
+    latencies: &[Duration],
+    cpu: Option<Duration>,
+) -> (f64, Duration) {
     let p50 = percentile(latencies, 0.50);
+    let rate = latencies.len() as f64 / wall.as_secs_f64();
     println!(
-        "| {what} | {:.0} | {:.2} ms | {:.2} ms | {:.2} ms | {} |",
-        latencies.len() as f64 / wall.as_secs_f64(),
+        "| {what} | {rate:.0} | {:.2} ms | {:.2} ms | {:.2} ms | {} |",
         p50.as_secs_f64() * 1e3,
         percentile(latencies, 0.90).as_secs_f64() * 1e3,
         percentile(latencies, 0.99).as_secs_f64() * 1e3,
@@ -127,7 +144,128 @@ fn report(what: &str, wall: Duration, latencies: &[Duration], cpu: Option<Durati
             c.as_secs_f64() * 1e6 / latencies.len() as f64
         )),
     );
-    p50
+    (rate, p50)
+}
+
+/// CPU time (user + system) of process `pid` and its live children (nginx's master and
+/// workers), from `/proc`.
+fn cpu_time_of_tree(pid: u32) -> Option<Duration> {
+    let ticks = |stat: &str| -> Option<(u32, u64)> {
+        let rest = stat.rsplit_once(')')?.1;
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        let ppid: u32 = fields.get(1)?.parse().ok()?;
+        let utime: u64 = fields.get(11)?.parse().ok()?;
+        let stime: u64 = fields.get(12)?.parse().ok()?;
+        Some((ppid, utime + stime))
+    };
+    let mut total = 0;
+    for entry in std::fs::read_dir("/proc").ok()?.flatten() {
+        let Some(p) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        if let Some((ppid, t)) = ticks(&stat)
+            && (p == pid || ppid == pid)
+        {
+            total += t;
+        }
+    }
+    Some(Duration::from_millis(total * 10))
+}
+
+/// A plain reverse proxy (nginx) in front of `upstream` (`http://127.0.0.1:<port>/mcp`), in a
+/// folder of its own; killed when dropped. `None` when nginx is not installed.
+struct Proxy {
+    child: std::process::Child,
+    url: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn proxy(upstream: &str) -> anyhow::Result<Option<Proxy>> {
+    let nginx = ["/usr/sbin/nginx", "/usr/bin/nginx"]
+        .into_iter()
+        .find(|p| std::path::Path::new(p).exists());
+    let Some(nginx) = nginx else {
+        println!(
+            "(nginx is not installed: no plain-proxy path; scripts/bench-gateway installs it)"
+        );
+        return Ok(None);
+    };
+    let target = upstream
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .unwrap_or_default()
+        .to_owned();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let dir = tempfile::tempdir()?;
+    let d = dir.path().display();
+    let conf = format!(
+        "worker_processes auto;\n\
+         daemon off;\n\
+         error_log {d}/error.log warn;\n\
+         pid {d}/nginx.pid;\n\
+         events {{ worker_connections 4096; }}\n\
+         http {{\n\
+           access_log off;\n\
+           client_body_temp_path {d}/body; proxy_temp_path {d}/proxy;\n\
+           fastcgi_temp_path {d}/fastcgi; uwsgi_temp_path {d}/uwsgi; scgi_temp_path {d}/scgi;\n\
+           upstream mcp {{ server {target}; keepalive 256; }}\n\
+           server {{\n\
+             listen 127.0.0.1:{port};\n\
+             location / {{\n\
+               proxy_pass http://mcp;\n\
+               proxy_http_version 1.1;\n\
+               proxy_set_header Connection \"\";\n\
+               proxy_set_header Host {target};\n\
+               proxy_buffering off;\n\
+               proxy_request_buffering off;\n\
+             }}\n\
+           }}\n\
+         }}\n"
+    );
+    let file = dir.path().join("nginx.conf");
+    std::fs::write(&file, conf)?;
+    let child = std::process::Command::new(nginx)
+        .arg("-p")
+        .arg(dir.path())
+        .arg("-c")
+        .arg(&file)
+        .stdout(std::process::Stdio::null())
+        .spawn()?;
+    let proxy = Proxy {
+        child,
+        url: format!("http://127.0.0.1:{port}/mcp"),
+        _dir: dir,
+    };
+    for _ in 0..100 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            return Ok(Some(proxy));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    anyhow::bail!(
+        "nginx did not start: {}",
+        std::fs::read_to_string(proxy._dir.path().join("error.log")).unwrap_or_default()
+    )
 }
 
 #[tokio::main]
@@ -326,23 +464,41 @@ async fn main() -> anyhow::Result<()> {
         Connector::new(true)
             .connect(
                 &UpstreamSpec::StreamableHttp {
-                    url: upstream_url,
+                    url: upstream_url.clone(),
                     headers: Default::default(),
                 },
                 Duration::from_secs(10),
             )
             .await?,
     );
-    let direct_call = move |n: usize| {
-        let direct = direct.clone();
-        async move {
-            let mut args = Map::new();
-            args.insert("text".into(), Value::String(format!("call {n}")));
-            direct
-                .call_tool("echo", args, Duration::from_secs(10), None)
-                .await
-                .expect("upstream answers");
+    let call_through = |connection: Arc<aperture::upstream::Connection>| {
+        move |n: usize| {
+            let connection = connection.clone();
+            async move {
+                let mut args = Map::new();
+                args.insert("text".into(), Value::String(format!("call {n}")));
+                connection
+                    .call_tool("echo", args, Duration::from_secs(10), None)
+                    .await
+                    .expect("upstream answers");
+            }
         }
+    };
+    let direct_call = call_through(direct);
+    let nginx = proxy(&upstream_url).await?;
+    let proxied_call = match &nginx {
+        Some(p) => Some(Arc::new(call_through(Arc::new(
+            Connector::new(true)
+                .connect(
+                    &UpstreamSpec::StreamableHttp {
+                        url: p.url.clone(),
+                        headers: Default::default(),
+                    },
+                    Duration::from_secs(10),
+                )
+                .await?,
+        )))),
+        None => None,
     };
 
     // Warm up both paths (connections, caches, validators).
@@ -353,6 +509,9 @@ async fn main() -> anyhow::Result<()> {
         drive(500, concurrency, move |n| g(n)).await;
         let d = direct_call.clone();
         drive(500, concurrency, move |n| d(n)).await;
+        if let Some(p) = proxied_call.clone() {
+            drive(500, concurrency, move |n| p(n)).await;
+        }
     }
     println!(
         "aperture gateway benchmark: {calls} calls, {concurrency} concurrent, {backend} journal ({durability:?}), {nodes} node(s), {} cores",
@@ -367,14 +526,31 @@ async fn main() -> anyhow::Result<()> {
     let before = cpu_time();
     let (wall, latencies) = drive(calls, concurrency, move |n| d(n)).await;
     let cpu = cpu_time().zip(before).map(|(a, b)| a.saturating_sub(b));
-    let direct_p50 = report("upstream called directly", wall, &latencies, cpu);
+    let (direct_rate, direct_p50) = report("upstream called directly", wall, &latencies, cpu);
+    let proxied = match (proxied_call.clone(), &nginx) {
+        (Some(p), Some(n)) => {
+            let before = cpu_time().zip(cpu_time_of_tree(n.child.id()));
+            let (wall, latencies) = drive(calls, concurrency, move |k| p(k)).await;
+            let cpu = cpu_time()
+                .zip(cpu_time_of_tree(n.child.id()))
+                .zip(before)
+                .map(|((a, b), (c, d))| a.saturating_sub(c) + b.saturating_sub(d));
+            Some(report(
+                "through a plain reverse proxy (nginx)",
+                wall,
+                &latencies,
+                cpu,
+            ))
+        }
+        _ => None,
+    };
     let g = gateway_call.clone();
     let before = cpu_time();
     let journal_before = journal_stats();
     let (wall, latencies) = drive(calls, concurrency, move |n| g(n)).await;
     let cpu = cpu_time().zip(before).map(|(a, b)| a.saturating_sub(b));
     let journal_after = journal_stats();
-    let gateway_p50 = report(
+    let (gateway_rate, gateway_p50) = report(
         "through the gateway (/mcp, journaled, signed)",
         wall,
         &latencies,
@@ -405,6 +581,21 @@ async fn main() -> anyhow::Result<()> {
         "added by the gateway at p50: {:.2} ms",
         (gateway_p50.saturating_sub(direct_p50)).as_secs_f64() * 1e3,
     );
+    println!(
+        "gateway / direct: throughput {:.0} %, p50 {:.2}×",
+        gateway_rate * 100.0 / direct_rate,
+        gateway_p50.as_secs_f64() / direct_p50.as_secs_f64(),
+    );
+    if let Some((proxy_rate, proxy_p50)) = proxied {
+        println!(
+            "plain proxy / direct: throughput {:.0} %, p50 {:.2}×; gateway / plain proxy: throughput {:.0} %, p50 {:.2}×",
+            proxy_rate * 100.0 / direct_rate,
+            proxy_p50.as_secs_f64() / direct_p50.as_secs_f64(),
+            gateway_rate * 100.0 / proxy_rate,
+            gateway_p50.as_secs_f64() / proxy_p50.as_secs_f64(),
+        );
+    }
+    drop(nginx);
     if let Some((admin, name)) = postgres {
         store.close().await;
         // The application's pool still holds connections: forced out (PostgreSQL 13+).

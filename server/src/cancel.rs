@@ -78,10 +78,7 @@ pub struct Registered {
 
 impl InFlight {
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, (u64, watch::Sender<bool>)>> {
-        // Plain data that every holder leaves consistent.
-        self.calls
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        crate::sync::lock(&self.calls)
     }
 
     /// Registers the call `key` (a second call under the same key takes its place: a client

@@ -50,6 +50,7 @@ pub mod secrets;
 pub mod startup;
 pub mod state;
 pub mod store;
+mod sync;
 pub mod tokens;
 pub mod transparency;
 pub mod upstream;

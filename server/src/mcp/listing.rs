@@ -19,13 +19,14 @@
 //! are read again every [`REFRESH_EVERY`] (a client that listed again has a new one).
 
 use std::collections::HashSet;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use super::streams::{Log, Streams};
 use crate::store::{self, Store, exposure::ManifestRow};
+use crate::sync::lock;
 
 /// How often the node looks for changes while a stream listens.
 pub const CHECK_EVERY: Duration = Duration::from_millis(500);
@@ -74,10 +75,6 @@ struct WatchState {
     refreshed: Option<Instant>,
     /// Checked against a fresh build at least once.
     compared: bool,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The node's listening streams.

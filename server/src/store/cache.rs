@@ -24,7 +24,7 @@
 //! either way), so a grant costs what it lists, not the catalog.
 
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use engine::catalog::CatalogTool;
 use engine::descriptor::ToolSource;
@@ -184,8 +184,7 @@ impl std::fmt::Debug for ReadCache {
 
 impl ReadCache {
     fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
-        // The entries are plain maps: a panic while one was held leaves nothing half-written.
-        self.entries.lock().unwrap_or_else(PoisonError::into_inner)
+        crate::sync::lock(&self.entries)
     }
 
     /// Bounds the cache to `bytes` (entries beyond it go, least recently used first).
@@ -359,11 +358,17 @@ pub async fn grant(
         .ok()
         .map(|mut m| {
             m.tools.retain(|e| e.mode.is_listed());
+            // Without this the vector keeps room for every catalog tool (each entry is
+            // several hundred bytes inline), which is what the soak found.
+            m.tools.shrink_to_fit();
             m
         });
     let weight = ENTRY_OVERHEAD
         + manifest.as_ref().map_or(0, |m| {
-            weigh(&m.tools) + weigh(&m.context) + m.policy_id.len()
+            m.tools.capacity() * std::mem::size_of::<engine::manifest::ManifestEntry>()
+                + weigh(&m.tools)
+                + weigh(&m.context)
+                + m.policy_id.len()
         })
         + session.as_ref().map_or(0, |s| {
             ENTRY_OVERHEAD + s.fork_tools.as_ref().map_or(0, |f| 2 * f.len())
