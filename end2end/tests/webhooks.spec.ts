@@ -6,8 +6,9 @@ import type { AddressInfo } from "node:net";
 import { createToken, hydrated, mcpClient, signIn } from "./helpers";
 
 const API = "/api/v2/agent-tool-exposure";
-const ECHO = "mcp__fixture__echo";
-const ARGUMENT = "webhook-e2e-argument-5c1d";
+// Not echo: tools_sessions.spec.ts leaves echo held for review (its upstream changed it).
+const TOOL = "mcp__fixture__getenv";
+const ARGUMENT = "WEBHOOK_E2E_ARGUMENT_5C1D";
 
 type Delivery = { headers: IncomingHttpHeaders; body: string };
 
@@ -72,7 +73,7 @@ test("an admin adds a webhook that hears parked calls, signed and without argume
   ).secret as string;
   await rest(request, ops, "PUT", "/policies/e2e-webhooks", {
     default_mode: "hide",
-    rules: [{ id: "echo-waits", match: { name: ECHO }, mode: "approval_required", reason: "a person looks" }],
+    rules: [{ id: "getenv-waits", match: { name: TOOL }, mode: "approval_required", reason: "a person looks" }],
   });
   await rest(request, ops, "POST", "/policies/e2e-webhooks:activate", { environment: "default" });
 
@@ -103,15 +104,16 @@ test("an admin adds a webhook that hears parked calls, signed and without argume
 
   const client = await mcpClient(baseURL!, agent);
   const listed = await client.listTools();
-  const echo = listed.tools.find((t) => t.name === ECHO)!;
+  const tool = listed.tools.find((t) => t.name === TOOL)!;
+  expect(tool, JSON.stringify(listed.tools.map((t) => t.name))).toBeTruthy();
   const meta = {
     session_id: listed._meta?.session_id,
     manifest_id: listed._meta?.manifest_id,
     lease_id: listed._meta?.lease_id,
-    tool_version: echo._meta?.toolVersion,
-    expected_schema_hash: echo._meta?.schemaHash,
+    tool_version: tool._meta?.toolVersion,
+    expected_schema_hash: tool._meta?.schemaHash,
   };
-  const parked: any = await client.callTool({ name: ECHO, arguments: { text: ARGUMENT }, _meta: meta });
+  const parked: any = await client.callTool({ name: TOOL, arguments: { name: ARGUMENT }, _meta: meta });
   expect(parked._meta?.status, JSON.stringify(parked)).toBe("input_required");
   const id = parked._meta.invocation_id as string;
   await client.close();
@@ -127,7 +129,7 @@ test("an admin adds a webhook that hears parked calls, signed and without argume
   expect(delivery.headers["webhook-id"]).toMatch(/^msg_/);
   const event = verify(secret, delivery);
   expect(event.type).toBe("invocation.parked");
-  expect(event.data.tool).toBe(ECHO);
+  expect(event.data.tool).toBe(TOOL);
   expect(event.data.actor_id).toBe("e2e-webhooks-agent");
   expect(event.data.approval_url).toBe(`${baseURL}/approvals#${id}`);
   expect(delivery.body).not.toContain(ARGUMENT);
