@@ -4,8 +4,6 @@
 //! cargo bench -p server --bench gateway                 # 20,000 calls, 64 at a time
 //! cargo bench -p server --bench gateway -- 50000 32     # calls, concurrency
 //! APERTURE_JOURNAL_SYNC=full cargo bench -p server --bench gateway
-//! # what the receipts browser's five filter indexes cost (dropped before the run):
-//! APERTURE_BENCH_WITHOUT_FILTER_INDEXES=1 cargo bench -p server --bench gateway
 //! # what the journal's signed checkpoints cost (the node makes none during the run):
 //! APERTURE_BENCH_WITHOUT_CHECKPOINTS=1 cargo bench -p server --bench gateway
 //! # the journal and everything else in PostgreSQL (a database made for the run, then dropped):
@@ -75,6 +73,51 @@ async fn upstream() -> String {
     });
     tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
     format!("http://127.0.0.1:{port}/mcp")
+}
+
+/// `APERTURE_METRICS_TOKEN` of the benchmarked nodes.
+const METRICS_TOKEN: &str = "bench-metrics";
+
+/// `(sum in seconds, count)` of each stage of `aperture_call_stage_seconds` the node at `base`
+/// has recorded so far.
+async fn stages(
+    client: &reqwest::Client,
+    base: &str,
+) -> std::collections::BTreeMap<String, (f64, f64)> {
+    let text = client
+        .get(format!("{base}/metrics"))
+        .bearer_auth(METRICS_TOKEN)
+        .send()
+        .await
+        .expect("metrics answer")
+        .text()
+        .await
+        .expect("metrics text");
+    let mut out = std::collections::BTreeMap::<String, (f64, f64)>::new();
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("aperture_call_stage_seconds_") else {
+            continue;
+        };
+        let (which, rest) = rest.split_once('{').unwrap_or((rest, ""));
+        let Some(stage) = rest
+            .split_once("stage=\"")
+            .and_then(|(_, s)| s.split_once('"'))
+            .map(|(s, _)| s.to_owned())
+        else {
+            continue;
+        };
+        let value: f64 = line
+            .rsplit_once(' ')
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(0.0);
+        let entry = out.entry(stage).or_default();
+        match which {
+            "sum" => entry.0 += value,
+            "count" => entry.1 += value,
+            _ => {}
+        }
+    }
+    out
 }
 
 /// Runs `calls` operations, `concurrency` at a time; returns the wall time and every latency.
@@ -284,6 +327,8 @@ async fn main() -> anyhow::Result<()> {
     config.addr = "127.0.0.1:0".parse()?;
     config.signing_key = Some(SIGNING_KEY.into());
     config.allow_private_upstreams = true;
+    // The stage timings of the application's own metrics, read after the run.
+    config.metrics_token = Some(METRICS_TOKEN.into());
     config.checkpointer = std::env::var("APERTURE_BENCH_WITHOUT_CHECKPOINTS").as_deref() != Ok("1");
     if std::env::var("APERTURE_JOURNAL_SYNC").as_deref() == Ok("full") {
         config.durability = aperture::store::Durability::PowerLoss;
@@ -358,16 +403,6 @@ async fn main() -> anyhow::Result<()> {
     };
 
     let store = Store::connect(&database_url).await?;
-    // What the receipts browser's filter indexes (migration 0010) cost the gateway: the same run
-    // without them. Only for measuring; the dashboard needs them.
-    if std::env::var("APERTURE_BENCH_WITHOUT_FILTER_INDEXES").as_deref() == Ok("1") {
-        for index in ["decision", "reason", "tool", "actor", "session"] {
-            sqlx::query(&format!("DROP INDEX journal_by_{index}"))
-                .execute(store.pool())
-                .await?;
-        }
-        println!("(without the journal's five filter indexes)");
-    }
     if std::env::var("APERTURE_BENCH_WITHOUT_CHECKPOINTS").as_deref() == Ok("1") {
         println!("(without the journal's signed checkpoints)");
     }
@@ -547,9 +582,11 @@ async fn main() -> anyhow::Result<()> {
     let g = gateway_call.clone();
     let before = cpu_time();
     let journal_before = journal_stats();
+    let stages_before = stages(&client, &base).await;
     let (wall, latencies) = drive(calls, concurrency, move |n| g(n)).await;
     let cpu = cpu_time().zip(before).map(|(a, b)| a.saturating_sub(b));
     let journal_after = journal_stats();
+    let stages_after = stages(&client, &base).await;
     let (gateway_rate, gateway_p50) = report(
         "through the gateway (/mcp, journaled, signed)",
         wall,
@@ -577,6 +614,21 @@ async fn main() -> anyhow::Result<()> {
             "journal: {ahead} of the {records} records signed while the batch before them was being committed"
         );
     }
+    // Mean wall time of each stage of a call on the (first) node, as its metrics time them:
+    // `journal` counts both records (the decision's and the execution's).
+    let mut line = Vec::new();
+    for (stage, (sum, count)) in &stages_after {
+        let (sum0, count0) = stages_before.get(stage).copied().unwrap_or_default();
+        let n = count - count0;
+        if n > 0.0 {
+            line.push(format!(
+                "{stage} {:.0} µs × {:.0}",
+                (sum - sum0) * 1e6 / n,
+                n / latencies.len() as f64 * nodes as f64
+            ));
+        }
+    }
+    println!("stages, mean wall time × per call: {}", line.join(", "));
     println!(
         "added by the gateway at p50: {:.2} ms",
         (gateway_p50.saturating_sub(direct_p50)).as_secs_f64() * 1e3,

@@ -77,6 +77,15 @@ struct Writer {
     contended_at: Option<std::time::Instant>,
     /// When the writer's own PostgreSQL connection last committed a batch ([`pipeline`]).
     own_used: Option<std::time::Instant>,
+    /// Tenants with committed records `journal_facets` may not have yet ([`Writer::index`]).
+    unindexed: std::collections::HashSet<String>,
+    /// When the writer last copied records to `journal_facets`.
+    indexed_at: std::time::Instant,
+    /// PostgreSQL: the task copying records to `journal_facets`, while it runs.
+    indexing: Option<tokio::task::JoinHandle<()>>,
+    /// Whether the last copy to `journal_facets` failed (then retried only every
+    /// [`FACETS_RETRY`]).
+    facets_failing: bool,
 }
 
 /// A record waiting in a batch.
@@ -135,6 +144,110 @@ impl Writer {
             heads: HashMap::new(),
             contended_at: None,
             own_used: None,
+            unindexed: std::collections::HashSet::new(),
+            indexed_at: std::time::Instant::now(),
+            indexing: None,
+            facets_failing: false,
+        }
+    }
+
+    /// Takes note of the tenants of the store's journal, whose last records `journal_facets`
+    /// may not have (the writer before this one stopped before copying them); they are copied
+    /// at the first pause.
+    async fn unindexed_from_store(&mut self) {
+        match store::journal::tenants(&self.store).await {
+            Ok(tenants) => self.unindexed.extend(tenants),
+            Err(e) => tracing::warn!(error = %e, "journal: listing tenants to index"),
+        }
+    }
+
+    /// Whether the records committed since the last copy to `journal_facets` must be copied
+    /// before the next batch even though appends keep coming: a filtered read scans the
+    /// records after the indexed prefix, so it must stay short.
+    fn index_due(&self) -> bool {
+        !self.unindexed.is_empty() && self.indexed_at.elapsed() >= self.facets_every()
+    }
+
+    /// How long appends must pause before the next copy to `journal_facets`.
+    fn facets_pause(&self) -> std::time::Duration {
+        if self.facets_failing {
+            FACETS_RETRY
+        } else {
+            FACETS_IDLE
+        }
+    }
+
+    /// How often records are copied to `journal_facets` under load.
+    fn facets_every(&self) -> std::time::Duration {
+        if self.facets_failing {
+            FACETS_RETRY
+        } else {
+            FACETS_EVERY
+        }
+    }
+
+    /// Copies the committed records `journal_facets` does not have yet (the receipts browser's
+    /// filters and the overview's counts read it; migration 0024), off the call path: between
+    /// batches, when appends pause for [`FACETS_IDLE`] or every [`FACETS_EVERY`] under load.
+    /// SQLite: on the writer's own connection (another connection would contend with the
+    /// writer for the database's one write lock); PostgreSQL: in a task of its own on the pool.
+    /// A failure loses nothing: filtered reads take unindexed records from the journal itself,
+    /// and the tenants are tried again at the next pause.
+    async fn index(&mut self, own: &mut Option<sqlx::AnyConnection>) {
+        self.indexed_at = std::time::Instant::now();
+        if self.unindexed.is_empty() {
+            return;
+        }
+        match self.store.kind() {
+            store::DbKind::Sqlite => {
+                let mut conn = match own.take() {
+                    Some(conn) => conn,
+                    None => match self.store.connect_writer().await {
+                        Ok(conn) => conn,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "journal: connecting to index facets");
+                            self.facets_failing = true;
+                            return;
+                        }
+                    },
+                };
+                let tenants: Vec<String> = self.unindexed.drain().collect();
+                match index_tenants(&mut conn, tenants).await {
+                    // Kept for the next batch, as after a batch.
+                    Ok(()) => {
+                        *own = Some(conn);
+                        self.facets_failing = false;
+                    }
+                    // Dropped, as after a failed batch.
+                    Err(left) => {
+                        self.unindexed.extend(left);
+                        self.facets_failing = true;
+                    }
+                }
+            }
+            store::DbKind::Postgres => {
+                if self.indexing.as_ref().is_some_and(|t| !t.is_finished()) {
+                    return;
+                }
+                self.unindexed
+                    .extend(std::mem::take(&mut *crate::sync::lock(&self.stats.reindex)));
+                let tenants: Vec<String> = self.unindexed.drain().collect();
+                let store = self.store.clone();
+                let stats = self.stats.clone();
+                self.indexing = Some(tokio::spawn(async move {
+                    let mut conn = match store.pool().acquire().await {
+                        Ok(conn) => conn,
+                        Err(e) => {
+                            tracing::warn!(error = %e, "journal: connecting to index facets");
+                            stats.reindex(tenants);
+                            return;
+                        }
+                    };
+                    if let Err(left) = index_tenants(&mut conn, tenants).await {
+                        stats.reindex(left);
+                    }
+                }));
+            }
         }
     }
 
@@ -145,13 +258,34 @@ impl Writer {
         // written since it was last used, as the writer's previous batch has). Dropped after
         // any failure and made again for the next batch. PostgreSQL writes through the pool.
         let mut own = None;
-        while waiting.recv_many(&mut batch, MAX_BATCH).await > 0 {
+        self.unindexed_from_store().await;
+        loop {
+            let received = if self.unindexed.is_empty() {
+                waiting.recv_many(&mut batch, MAX_BATCH).await
+            } else {
+                let next = waiting.recv_many(&mut batch, MAX_BATCH);
+                match tokio::time::timeout(self.facets_pause(), next).await {
+                    Ok(n) => n,
+                    // A pause: copy what was committed to the facets now.
+                    Err(_) => {
+                        self.index(&mut own).await;
+                        continue;
+                    }
+                }
+            };
+            if received == 0 {
+                self.index(&mut own).await;
+                return;
+            }
             gather(&mut waiting, &mut batch, MAX_BATCH).await;
             let started = std::time::Instant::now();
             let pending = std::mem::take(&mut batch);
             metrics::histogram!("aperture_journal_batch_records").record(pending.len() as f64);
             let (replies, results) = self.commit(pending, &mut own).await;
             self.answer(replies, results, started);
+            if self.index_due() {
+                self.index(&mut own).await;
+            }
         }
     }
 
@@ -291,7 +425,7 @@ impl Writer {
             }
         };
         *own = conn_own;
-        self.committed(heads, &results, leaves);
+        self.committed(work, heads, &results, leaves);
         Ok(results)
     }
 
@@ -315,9 +449,21 @@ impl Writer {
         metrics::counter!("aperture_journal_contended_total").increment(1);
     }
 
-    /// Takes note of a committed batch: the heads after it, its records' leaves, the counts.
-    fn committed(&mut self, heads: Heads, results: &[Written], leaves: Vec<(String, i64, String)>) {
+    /// Takes note of a committed batch: the heads after it, its records' tenants (to be
+    /// indexed), its records' leaves, the counts.
+    fn committed(
+        &mut self,
+        work: &[Work],
+        heads: Heads,
+        results: &[Written],
+        leaves: Vec<(String, i64, String)>,
+    ) {
         self.heads = heads;
+        for (w, r) in work.iter().zip(results) {
+            if r.is_none() && !self.unindexed.contains(&w.unsigned.tenant_id) {
+                self.unindexed.insert(w.unsigned.tenant_id.clone());
+            }
+        }
         if !leaves.is_empty() {
             self.stats.leaves.keep(leaves);
         }
@@ -562,6 +708,17 @@ fn add_micros(counter: &AtomicU64, d: std::time::Duration) {
 
 /// Most records one transaction writes.
 pub const MAX_BATCH: usize = 256;
+/// How long appends must pause before the writer copies committed records to
+/// `journal_facets` ([`Writer::index`]).
+const FACETS_IDLE: std::time::Duration = std::time::Duration::from_millis(2);
+/// How often the writer copies committed records to `journal_facets` while appends keep
+/// coming without a pause.
+const FACETS_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+/// How long the writer waits before it tries again to copy records to `journal_facets` after
+/// a failure.
+const FACETS_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
+/// Records of one tenant copied to `journal_facets` in one statement.
+const FACETS_CHUNK: i64 = 1_000;
 /// A batch smaller than this waits for the tasks that are ready before it is committed
 /// ([`Writer::run`]). Measured (docs/benchmarks.md): SQLite at 64 clients took ~6 records a
 /// batch without waiting and ~22 with it; PostgreSQL's took ~30 either way, and waiting there
@@ -643,6 +800,44 @@ struct Stats {
     leaves: Leaves,
     /// Appends handed to the writer and not yet answered (queued or in its batch).
     unanswered: AtomicU64,
+    /// Tenants a PostgreSQL indexing task could not copy to `journal_facets`, for the next.
+    reindex: std::sync::Mutex<Vec<String>>,
+}
+
+impl Stats {
+    /// Hands `tenants` back to the writer for its next copy to `journal_facets`.
+    fn reindex(&self, tenants: Vec<String>) {
+        if !tenants.is_empty() {
+            crate::sync::lock(&self.reindex).extend(tenants);
+        }
+    }
+}
+
+/// Copies the records of `tenants` that `journal_facets` does not have yet, through `conn`
+/// ([`Writer::index`]). On a failure, the tenants left to copy (the connection may be broken).
+async fn index_tenants(
+    conn: &mut sqlx::AnyConnection,
+    tenants: Vec<String>,
+) -> Result<(), Vec<String>> {
+    let mut left = tenants.into_iter();
+    while let Some(tenant) = left.next() {
+        loop {
+            match store::journal::index_facets(&mut *conn, &tenant, FACETS_CHUNK).await {
+                Ok(copied) => {
+                    metrics::counter!("aperture_journal_facets_indexed_total").increment(copied);
+                    if copied < u64::try_from(FACETS_CHUNK).unwrap_or(u64::MAX) {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, tenant, "journal: copying records to journal_facets");
+                    metrics::counter!("aperture_journal_facets_failures_total").increment(1);
+                    return Err(std::iter::once(tenant).chain(left).collect());
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Most leaves kept for the checkpointer; past it, it reads the rest from the journal.
@@ -1208,12 +1403,50 @@ fn check_page(
             // signed (the position, the tenant and every filtered member).
             row.columns.mismatch(&r).map(fail)
         };
+        // What the filters read of records in the indexed prefix: the copy in journal_facets
+        // (migration 0024), which must be there and say what was signed.
+        let problem = problem.or_else(|| match &row.facets {
+            store::journal::Facets::Missing => Some(malformed(
+                "the record is missing from journal_facets, which the receipts browser's filters read",
+            )),
+            store::journal::Facets::Copied(copy) => {
+                copy.mismatch(&r).map(|p| fail(in_facets(p)))
+            }
+            store::journal::Facets::NotYet | store::journal::Facets::Unread => None,
+        });
         if let Some(problem) = problem {
             *verifier = before;
             return Err(problem);
         }
     }
     Ok(())
+}
+
+/// A problem with a column of a record's copy in `journal_facets`, named as that table's.
+fn in_facets(problem: receipt::ChainProblem) -> receipt::ChainProblem {
+    match problem {
+        receipt::ChainProblem::Column {
+            column,
+            stored,
+            signed,
+        } => receipt::ChainProblem::Column {
+            column: match column {
+                "tenant_id" => "journal_facets.tenant_id",
+                "seq" => "journal_facets.seq",
+                "kind" => "journal_facets.kind",
+                "decision" => "journal_facets.decision",
+                "reason" => "journal_facets.reason",
+                "tool" => "journal_facets.tool",
+                "session_id" => "journal_facets.session_id",
+                "actor_id" => "journal_facets.actor_id",
+                "issued_at" => "journal_facets.issued_at",
+                other => other,
+            },
+            stored,
+            signed,
+        },
+        other => other,
+    }
 }
 
 /// What a purged record's disclosures column holds (its receipt and digest stay).

@@ -83,10 +83,31 @@ impl Writer {
         let mut ahead = Ahead::default();
         let mut incoming = Vec::with_capacity(ONE_STATEMENT);
         let mut open = true;
+        self.unindexed_from_store().await;
         loop {
             let Some(mut f) = flight.take() else {
                 if ahead.work.is_empty() {
-                    if !open || waiting.recv_many(&mut incoming, ONE_STATEMENT).await == 0 {
+                    if self.index_due() {
+                        self.index(&mut conn).await;
+                    }
+                    if !open {
+                        return;
+                    }
+                    let received = if self.unindexed.is_empty() {
+                        waiting.recv_many(&mut incoming, ONE_STATEMENT).await
+                    } else {
+                        let next = waiting.recv_many(&mut incoming, ONE_STATEMENT);
+                        match tokio::time::timeout(self.facets_pause(), next).await {
+                            Ok(n) => n,
+                            // A pause: copy what was committed to the facets now.
+                            Err(_) => {
+                                self.index(&mut conn).await;
+                                continue;
+                            }
+                        }
+                    };
+                    if received == 0 {
+                        self.index(&mut conn).await;
                         return;
                     }
                     gather(&mut waiting, &mut incoming, ONE_STATEMENT).await;
@@ -99,7 +120,12 @@ impl Writer {
             let room = ONE_STATEMENT.saturating_sub(ahead.work.len());
             tokio::select! {
                 biased;
-                done = &mut f.insert => self.land(f, done, &mut conn, &mut ahead).await,
+                done = &mut f.insert => {
+                    self.land(f, done, &mut conn, &mut ahead).await;
+                    if self.index_due() {
+                        self.index(&mut conn).await;
+                    }
+                }
                 taken = waiting.recv_many(&mut incoming, room), if open && room > 0 => {
                     if taken == 0 {
                         // Every sender is gone: land what is in flight, write what is ahead.
@@ -275,7 +301,7 @@ impl Writer {
                     let n = u64::try_from(written).unwrap_or(u64::MAX);
                     self.stats.signed_ahead.fetch_add(n, Ordering::Relaxed);
                 }
-                self.committed(heads, &results, leaves);
+                self.committed(&work, heads, &results, leaves);
                 self.answer(replies, outcomes(work, results), started);
             }
             // Nothing was written: another node took a position first, or the read generation a

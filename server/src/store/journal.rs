@@ -293,6 +293,21 @@ pub struct RecordRow {
     pub record_hash: String,
     /// The row's copies of receipt members (what filters and counts read), unchecked.
     pub columns: engine::receipt::RowColumns,
+    /// Its copy in `journal_facets` ([`page`] only).
+    pub facets: Facets,
+}
+
+/// What `journal_facets` (migration 0024) holds for a record, as [`page`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Facets {
+    /// Not read (every read but [`page`]).
+    Unread,
+    /// Not copied yet: the record is after the tenant's indexed prefix.
+    NotYet,
+    /// Missing: the record is within the tenant's indexed prefix, yet has no row there.
+    Missing,
+    /// The copy, unchecked (its `receipt_id` is the journal row's: the facets have none).
+    Copied(Box<engine::receipt::RowColumns>),
 }
 
 /// The columns [`from_row`] reads.
@@ -318,7 +333,39 @@ fn from_row(row: &AnyRow) -> Result<RecordRow, sqlx::Error> {
             actor_id: row.try_get("actor_id")?,
             issued_at: super::rfc3339(row.try_get("issued_at")?),
         },
+        facets: Facets::Unread,
     })
+}
+
+/// [`SELECT`] with each record's copy in `journal_facets` and the tenant's indexed prefix.
+const PAGE_SELECT: &str = "SELECT j.tenant_id, j.seq, j.receipt_id, j.kind, j.decision, \
+    j.reason, j.tool, j.session_id, j.actor_id, j.issued_at, j.receipt, j.disclosures, \
+    j.record_hash, f.tenant_id AS f_tenant_id, f.seq AS f_seq, f.kind AS f_kind, \
+    f.decision AS f_decision, f.reason AS f_reason, f.tool AS f_tool, \
+    f.session_id AS f_session_id, f.actor_id AS f_actor_id, f.issued_at AS f_issued_at, \
+    (SELECT COALESCE(MAX(seq), 0) FROM journal_facets WHERE tenant_id = $1) AS f_indexed \
+    FROM journal j LEFT JOIN journal_facets f ON f.tenant_id = j.tenant_id AND f.seq = j.seq";
+
+fn from_page_row(row: &AnyRow) -> Result<RecordRow, sqlx::Error> {
+    let mut record = from_row(row)?;
+    let indexed: i64 = row.try_get("f_indexed")?;
+    record.facets = match row.try_get::<Option<i64>, _>("f_seq")? {
+        Some(seq) => Facets::Copied(Box::new(engine::receipt::RowColumns {
+            tenant_id: row.try_get("f_tenant_id")?,
+            seq,
+            receipt_id: record.columns.receipt_id.clone(),
+            kind: row.try_get("f_kind")?,
+            decision: row.try_get("f_decision")?,
+            reason: row.try_get("f_reason")?,
+            tool: row.try_get("f_tool")?,
+            session_id: row.try_get("f_session_id")?,
+            actor_id: row.try_get("f_actor_id")?,
+            issued_at: super::rfc3339(row.try_get("f_issued_at")?),
+        })),
+        None if record.seq <= indexed => Facets::Missing,
+        None => Facets::NotYet,
+    };
+    Ok(record)
 }
 
 /// Tenants that have a journal.
@@ -335,7 +382,8 @@ pub async fn tenants(store: &Store) -> Result<Vec<String>, sqlx::Error> {
     Ok(rows.into_iter().map(|(t,)| t).collect())
 }
 
-/// Up to `limit` records of a tenant after `after_seq`, in order.
+/// Up to `limit` records of a tenant after `after_seq`, in order, each with its copy in
+/// `journal_facets` ([`RecordRow::facets`]).
 pub async fn page(
     store: &Store,
     tenant_id: &str,
@@ -343,14 +391,14 @@ pub async fn page(
     limit: i64,
 ) -> Result<Vec<RecordRow>, sqlx::Error> {
     let rows = sqlx::query(&format!(
-        "{SELECT} WHERE tenant_id = $1 AND seq > $2 ORDER BY seq LIMIT $3"
+        "{PAGE_SELECT} WHERE j.tenant_id = $1 AND j.seq > $2 ORDER BY j.seq LIMIT $3"
     ))
     .bind(tenant_id)
     .bind(after_seq)
     .bind(limit)
     .fetch_all(store.pool())
     .await?;
-    rows.iter().map(from_row).collect()
+    rows.iter().map(from_page_row).collect()
 }
 
 /// One record by receipt id, within a tenant.
@@ -378,7 +426,8 @@ pub async fn of_session(
     limit: i64,
 ) -> Result<Vec<RecordRow>, sqlx::Error> {
     let rows = sqlx::query(&format!(
-        "{SELECT} WHERE tenant_id = $1 AND session_id = $2 AND seq > $3 ORDER BY seq LIMIT $4"
+        "{SELECT} WHERE tenant_id = $1 AND seq IN ({}) ORDER BY seq LIMIT $4",
+        faceted("session_id = $2 AND seq > $3", "seq", "$4")
     ))
     .bind(tenant_id)
     .bind(session_id)
@@ -387,6 +436,59 @@ pub async fn of_session(
     .fetch_all(store.pool())
     .await?;
     rows.iter().map(from_row).collect()
+}
+
+/// The highest `seq` of `$1`'s records in `journal_facets`: every record up to it is there,
+/// every one after it only in `journal` (migration 0024).
+const INDEXED_UP_TO: &str =
+    "(SELECT COALESCE(MAX(seq), 0) FROM journal_facets WHERE tenant_id = $1)";
+
+/// The `seq`s of tenant `$1`'s records matching `condition` (over the facet columns, which
+/// both tables have), at most `limit` of them in `order` (`seq` or `seq DESC`): the first ones
+/// of the indexed prefix in `journal_facets` and the first ones after it in `journal`, for the
+/// caller to order and limit again. Both halves read in one statement, so a record indexed
+/// meanwhile is counted once.
+fn faceted(condition: &str, order: &str, limit: &str) -> String {
+    format!(
+        "SELECT seq FROM (SELECT seq FROM journal_facets WHERE tenant_id = $1 AND {condition} \
+           ORDER BY {order} LIMIT {limit}) AS indexed \
+         UNION ALL \
+         SELECT seq FROM (SELECT seq FROM journal WHERE tenant_id = $1 AND seq > {INDEXED_UP_TO} \
+           AND {condition} ORDER BY {order} LIMIT {limit}) AS unindexed"
+    )
+}
+
+/// `columns` of tenant `$1`'s records matching `condition`, from the indexed prefix in
+/// `journal_facets` and the records after it in `journal` (for counting).
+fn faceted_rows(columns: &str, condition: &str) -> String {
+    format!(
+        "SELECT {columns} FROM journal_facets WHERE tenant_id = $1 AND {condition} \
+         UNION ALL \
+         SELECT {columns} FROM journal WHERE tenant_id = $1 AND seq > {INDEXED_UP_TO} \
+           AND {condition}"
+    )
+}
+
+/// Copies up to `limit` of `tenant_id`'s records that `journal_facets` does not have yet, in
+/// `seq` order after the highest it has (so it always holds a prefix of the chain); how many.
+/// The journal's writer calls it between batches, off the call path.
+pub async fn index_facets(
+    conn: &mut sqlx::AnyConnection,
+    tenant_id: &str,
+    limit: i64,
+) -> Result<u64, sqlx::Error> {
+    let done = sqlx::query(&format!(
+        "INSERT INTO journal_facets \
+           (tenant_id, seq, kind, decision, reason, tool, session_id, actor_id, issued_at) \
+         SELECT tenant_id, seq, kind, decision, reason, tool, session_id, actor_id, issued_at \
+         FROM journal WHERE tenant_id = $1 AND seq > {INDEXED_UP_TO} ORDER BY seq LIMIT $2 \
+         ON CONFLICT (tenant_id, seq) DO NOTHING"
+    ))
+    .bind(tenant_id)
+    .bind(limit)
+    .execute(conn)
+    .await?;
+    Ok(done.rows_affected())
 }
 
 /// Filters of `GET /receipts` (CONTRACT §8). All optional; they combine with AND.
@@ -420,12 +522,15 @@ pub async fn decision_page(
     after_seq: i64,
     limit: i64,
 ) -> Result<Vec<(i64, String, String)>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT seq, receipt, disclosures FROM journal \
-         WHERE tenant_id = $1 AND seq > $2 AND kind = 'decision' \
-           AND issued_at >= $3 AND issued_at < $4 \
+    sqlx::query_as(&format!(
+        "SELECT seq, receipt, disclosures FROM journal WHERE tenant_id = $1 AND seq IN ({}) \
          ORDER BY seq LIMIT $5",
-    )
+        faceted(
+            "seq > $2 AND kind = 'decision' AND issued_at >= $3 AND issued_at < $4",
+            "seq",
+            "$5"
+        )
+    ))
     .bind(tenant_id)
     .bind(after_seq)
     .bind(since)
@@ -442,7 +547,7 @@ pub async fn search(
     filter: &ReceiptFilter,
     limit: i64,
 ) -> Result<Vec<RecordRow>, sqlx::Error> {
-    let mut sql = format!("{SELECT} WHERE tenant_id = $1");
+    let mut condition = "TRUE".to_owned();
     let mut texts: Vec<&str> = Vec::new();
     let mut n = 1;
     for (column, value) in [
@@ -454,7 +559,7 @@ pub async fn search(
     ] {
         if let Some(v) = value {
             n += 1;
-            sql.push_str(&format!(" AND {column} = ${n}"));
+            condition.push_str(&format!(" AND {column} = ${n}"));
             texts.push(v);
         }
     }
@@ -466,12 +571,15 @@ pub async fn search(
     ] {
         if let Some(v) = value {
             n += 1;
-            sql.push_str(&format!(" AND {clause} ${n}"));
+            condition.push_str(&format!(" AND {clause} ${n}"));
             numbers.push(v);
         }
     }
-    n += 1;
-    sql.push_str(&format!(" ORDER BY seq DESC LIMIT ${n}"));
+    let limit_param = format!("${}", n + 1);
+    let sql = format!(
+        "{SELECT} WHERE tenant_id = $1 AND seq IN ({}) ORDER BY seq DESC LIMIT {limit_param}",
+        faceted(&condition, "seq DESC", &limit_param)
+    );
     let mut query = sqlx::query(&sql).bind(tenant_id);
     for t in texts {
         query = query.bind(t);
@@ -491,11 +599,13 @@ pub async fn decision_counts(
     since_ms: i64,
     bucket_ms: i64,
 ) -> Result<Vec<(i64, String, i64)>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT issued_at / $3 AS bucket, decision, COUNT(*) FROM journal \
-         WHERE tenant_id = $1 AND issued_at >= $2 AND kind = 'decision' \
-         GROUP BY 1, 2",
-    )
+    sqlx::query_as(&format!(
+        "SELECT issued_at / $3 AS bucket, decision, COUNT(*) FROM ({}) AS d GROUP BY 1, 2",
+        faceted_rows(
+            "issued_at, decision",
+            "issued_at >= $2 AND kind = 'decision'"
+        )
+    ))
     .bind(tenant_id)
     .bind(since_ms)
     .bind(bucket_ms)
@@ -510,13 +620,12 @@ pub async fn top_deny_reasons(
     since_ms: i64,
     limit: i64,
 ) -> Result<Vec<(String, i64)>, sqlx::Error> {
-    sqlx::query_as(
+    sqlx::query_as(&format!(
         // `'' || reason` keeps SQLite from walking the reason index to avoid a sort: the time
-        // index covers this query (migration 0010) and reads only the period's records.
-        "SELECT '' || reason AS r, COUNT(*) AS n FROM journal \
-         WHERE tenant_id = $1 AND decision = 'deny' AND issued_at >= $2 \
-         GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT $3",
-    )
+        // index covers this query (migrations 0010, 0024) and reads only the period's records.
+        "SELECT r, COUNT(*) AS n FROM ({}) AS d GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT $3",
+        faceted_rows("'' || reason AS r", "decision = 'deny' AND issued_at >= $2")
+    ))
     .bind(tenant_id)
     .bind(since_ms)
     .bind(limit)
@@ -549,12 +658,13 @@ pub async fn purge_disclosures(
     marker: &str,
     keep_action: &str,
 ) -> Result<u64, sqlx::Error> {
-    let done = sqlx::query(
-        "UPDATE journal SET disclosures = $1 WHERE tenant_id = $2 AND issued_at < $3 \
-         AND disclosures <> $1 AND disclosures NOT LIKE $4",
-    )
-    .bind(marker)
+    let done = sqlx::query(&format!(
+        "UPDATE journal SET disclosures = $2 WHERE tenant_id = $1 AND seq IN ({}) \
+         AND disclosures <> $2 AND disclosures NOT LIKE $4",
+        faceted_rows("seq", "issued_at < $3")
+    ))
     .bind(tenant_id)
+    .bind(marker)
     .bind(cutoff_ms)
     .bind(format!("%\"action\":\"{keep_action}\"%"))
     .execute(store.pool())

@@ -750,6 +750,9 @@ async fn rewritten_columns_are_found_and_named(store: &Store) {
         r.session_id = Some(format!("ses_{i}"));
         journal.append(r, &journal::disclosures()).await.unwrap();
     }
+    // Copied to journal_facets before anything is rewritten (so the copy is of the signed
+    // values; what a rewrite of the copy does is the next test's).
+    facets_copied(store, "t", 3).await;
     let clean = journal::verify(store).await.unwrap();
     assert!(clean.iter().all(|r| r.error.is_none()), "{clean:?}");
 
@@ -859,6 +862,270 @@ async fn rewritten_columns_are_found_and_named(store: &Store) {
 on_both_backends!(
     rewritten_columns_are_found_and_named_by_verify,
     rewritten_columns_are_found_and_named
+);
+
+/// Waits until the journal's writer has copied tenant `tenant`'s first `records` records to
+/// journal_facets (it does so off the call path, when appends pause).
+pub(crate) async fn facets_copied(store: &Store, tenant: &str, records: i64) {
+    for _ in 0..500 {
+        let (n,): (i64,) =
+            sqlx::query_as("SELECT COUNT(*) FROM journal_facets WHERE tenant_id = $1")
+                .bind(tenant)
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
+        if n >= records {
+            assert_eq!(n, records, "more facets than records");
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    panic!("the writer did not copy {records} records of {tenant} to journal_facets");
+}
+
+/// A row of what journal and journal_facets have in common.
+type FacetColumns = (
+    String,
+    i64,
+    String,
+    String,
+    String,
+    Option<String>,
+    Option<String>,
+    String,
+    i64,
+);
+
+/// Issue 29: the receipts browser's filters and the overview's counts read journal_facets,
+/// which the journal's writer fills off the call path (a call's commit writes the journal
+/// table alone). Every record reaches journal_facets with the columns the journal has, and
+/// every filtered read gives the same answer whether its records are copied yet or not: the
+/// records after a tenant's copied prefix are read from the journal itself.
+async fn facets_follow_the_journal(store: &Store) {
+    use aperture::journal::{self, Journal};
+    use aperture::store::journal::{
+        ReceiptFilter, decision_counts, decision_page, index_facets, of_session, search,
+        top_deny_reasons,
+    };
+    use engine::receipt::{Decision, ReasonCode, ReceiptKind};
+    let (keys, _dir) = tenant_t_keys(store).await;
+    let journal = Journal::new(store.clone(), keys);
+    for n in 0..40_usize {
+        let (decision, reason) = match n % 3 {
+            0 if n % 2 == 0 => (Decision::Deny, ReasonCode::NotCallable),
+            0 => (Decision::Deny, ReasonCode::PolicyDenied),
+            _ => (Decision::Allow, ReasonCode::Ok),
+        };
+        let kind = if n % 7 == 6 {
+            ReceiptKind::Execution
+        } else {
+            ReceiptKind::Decision
+        };
+        let mut r = journal::receipt(kind, decision, reason, "t", &format!("actor-{}", n % 4));
+        r.tool = (n % 5 != 4).then(|| format!("mcp__files__tool_{}", n % 5));
+        r.session_id = Some(format!("ses_{}", n % 2));
+        journal.append(r, &journal::disclosures()).await.unwrap();
+    }
+    facets_copied(store, "t", 40).await;
+    let columns = |table: &str| {
+        let sql = format!(
+            "SELECT tenant_id, seq, kind, decision, reason, tool, session_id, actor_id, issued_at \
+             FROM {table} ORDER BY tenant_id, seq"
+        );
+        async move {
+            let rows: Vec<FacetColumns> =
+                sqlx::query_as(&sql).fetch_all(store.pool()).await.unwrap();
+            rows
+        }
+    };
+    assert_eq!(columns("journal_facets").await, columns("journal").await);
+    let seqs = |rows: Vec<store::journal::RecordRow>| rows.iter().map(|r| r.seq).collect();
+    let reads = || async {
+        let filter = |f: fn(&mut ReceiptFilter)| {
+            let mut filter = ReceiptFilter::default();
+            f(&mut filter);
+            filter
+        };
+        let denied = filter(|f| f.decision = Some("deny".into()));
+        let tool_before = filter(|f| {
+            f.tool = Some("mcp__files__tool_2".into());
+            f.before_seq = Some(30);
+        });
+        let actor_reason = filter(|f| {
+            f.actor_id = Some("actor-0".into());
+            f.reason = Some("ok".into());
+        });
+        let mut counts = decision_counts(store, "t", 0, 3_600_000).await.unwrap();
+        counts.sort();
+        let everything = search(store, "t", &ReceiptFilter::default(), 100)
+            .await
+            .unwrap();
+        let (first, last) = (
+            store::parse_rfc3339(&everything.last().unwrap().columns.issued_at).unwrap(),
+            store::parse_rfc3339(&everything[0].columns.issued_at).unwrap(),
+        );
+        let since = filter(|f| f.since = Some(0));
+        let decisions: Vec<i64> = decision_page(store, "t", first, last + 1, 3, 9)
+            .await
+            .unwrap()
+            .iter()
+            .map(|(seq, _, _)| *seq)
+            .collect();
+        let pages: [Vec<i64>; 6] = [
+            seqs(search(store, "t", &denied, 100).await.unwrap()),
+            seqs(search(store, "t", &tool_before, 3).await.unwrap()),
+            seqs(search(store, "t", &actor_reason, 100).await.unwrap()),
+            seqs(search(store, "t", &since, 5).await.unwrap()),
+            seqs(of_session(store, "t", "ses_1", 5, 7).await.unwrap()),
+            decisions,
+        ];
+        (
+            pages,
+            counts,
+            top_deny_reasons(store, "t", 0, 10).await.unwrap(),
+            seqs(everything),
+        )
+    };
+    let copied = reads().await;
+    // The answers, worked out from the records as appended.
+    let denied: Vec<i64> = (1..=40).rev().filter(|s| (s - 1) % 3 == 0).collect();
+    assert_eq!(copied.0[0], denied);
+    assert_eq!(copied.0[1], vec![28, 23, 18]);
+    assert_eq!(
+        copied.0[2],
+        (1..=40)
+            .rev()
+            .filter(|s| (s - 1) % 4 == 0 && (s - 1) % 3 != 0)
+            .collect::<Vec<i64>>()
+    );
+    assert_eq!(copied.0[3], vec![40, 39, 38, 37, 36]);
+    assert_eq!(
+        copied.0[4],
+        (6..=40)
+            .filter(|s| (s - 1) % 2 == 1)
+            .take(7)
+            .collect::<Vec<i64>>()
+    );
+    assert_eq!(
+        copied.0[5],
+        (4..=40)
+            .filter(|s| (s - 1) % 7 != 6)
+            .take(9)
+            .collect::<Vec<i64>>()
+    );
+    let decided = (0..40).filter(|n| n % 7 != 6).count() as i64;
+    assert_eq!(copied.1.iter().map(|(_, _, n)| n).sum::<i64>(), decided);
+    assert_eq!(
+        copied.2,
+        vec![
+            ("not_callable".to_owned(), 7),
+            ("policy_denied".to_owned(), 7)
+        ]
+    );
+    assert_eq!(copied.3, (1..=40).rev().collect::<Vec<i64>>());
+
+    // The writer lags: only a prefix of the chain is copied, or nothing. Same answers.
+    for keep in [25, 1, 0] {
+        sqlx::query("DELETE FROM journal_facets WHERE tenant_id = 't' AND seq > $1")
+            .bind(keep)
+            .execute(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(reads().await, copied, "with {keep} records copied");
+    }
+    // Copying starts after the copied prefix, in order, and catches up.
+    let mut conn = store.pool().acquire().await.unwrap();
+    assert_eq!(index_facets(&mut conn, "t", 15).await.unwrap(), 15);
+    assert_eq!(reads().await, copied, "with 15 records copied");
+    assert_eq!(index_facets(&mut conn, "t", 1_000).await.unwrap(), 25);
+    assert_eq!(index_facets(&mut conn, "t", 1_000).await.unwrap(), 0);
+    assert_eq!(columns("journal_facets").await, columns("journal").await);
+    assert_eq!(reads().await, copied);
+    drop(journal);
+}
+on_both_backends!(
+    facets_follow_the_journal_off_the_call_path,
+    facets_follow_the_journal
+);
+
+/// Issue 29 with issue 22, item 1: the copies in journal_facets are what the filters read, so
+/// `journal verify` checks them like the journal's own columns. An intruder rewrites a copied
+/// denial as allowed, deletes a record's copy (hiding it from filtered pages), or plants a
+/// copy far ahead of the chain (so that records after it are neither copied nor read from the
+/// journal): each is found and named.
+async fn rewritten_facets_are_found_and_named(store: &Store) {
+    use aperture::journal::{self, Journal};
+    use engine::receipt::{Decision, ReasonCode, ReceiptKind};
+    let (keys, _dir) = tenant_t_keys(store).await;
+    let journal = Journal::new(store.clone(), keys);
+    let append = || async {
+        let mut r = journal::receipt(
+            ReceiptKind::Decision,
+            Decision::Deny,
+            ReasonCode::PolicyDenied,
+            "t",
+            "agent",
+        );
+        r.tool = Some("mcp__files__delete".into());
+        journal.append(r, &journal::disclosures()).await.unwrap();
+    };
+    for _ in 0..3 {
+        append().await;
+    }
+    facets_copied(store, "t", 3).await;
+    let first_bad = || async {
+        let reports = journal::verify(store).await.unwrap();
+        let bad: Vec<_> = reports.iter().filter_map(|r| r.error.clone()).collect();
+        assert!(bad.len() <= 1, "{reports:?}");
+        bad.first().map(|e| (e.seq, e.problem.to_string()))
+    };
+    assert_eq!(first_bad().await, None);
+    let put_back = || async {
+        sqlx::query("DELETE FROM journal_facets WHERE tenant_id = 't'")
+            .execute(store.pool())
+            .await
+            .unwrap();
+        let mut conn = store.pool().acquire().await.unwrap();
+        store::journal::index_facets(&mut conn, "t", 1_000)
+            .await
+            .unwrap();
+    };
+    sqlx::query("UPDATE journal_facets SET decision = 'allow' WHERE tenant_id = 't' AND seq = 2")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(
+        first_bad().await,
+        Some((
+            2,
+            "column `journal_facets.decision` says allow, the signed receipt says deny".into()
+        ))
+    );
+    put_back().await;
+    assert_eq!(first_bad().await, None);
+    sqlx::query("DELETE FROM journal_facets WHERE tenant_id = 't' AND seq = 2")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let (seq, text) = first_bad().await.unwrap();
+    assert_eq!(seq, 2);
+    assert!(text.contains("missing from journal_facets"), "{text}");
+    put_back().await;
+    sqlx::query(
+        "INSERT INTO journal_facets (tenant_id, seq, kind, decision, reason, tool, session_id, \
+         actor_id, issued_at) VALUES ('t', 1000, 'decision', 'allow', 'ok', NULL, NULL, 'x', 0)",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    append().await;
+    let (seq, text) = first_bad().await.unwrap();
+    assert_eq!(seq, 4);
+    assert!(text.contains("missing from journal_facets"), "{text}");
+}
+on_both_backends!(
+    rewritten_facets_are_found_and_named_by_verify,
+    rewritten_facets_are_found_and_named
 );
 
 /// Issue 22, item 9: purging disclosures older than a cutoff keeps receipts and digests (verify
