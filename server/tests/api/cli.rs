@@ -516,6 +516,20 @@ async fn journal_verify_with_trusted_keys_refuses_a_key_added_to_the_database() 
     .execute(store.pool())
     .await
     .unwrap();
+    // A thorough intruder rewrites the record's copy in journal_facets too (made here, as the
+    // server's journal writer makes it after a pause).
+    let mut conn = store.pool().acquire().await.unwrap();
+    aperture::store::journal::index_facets(&mut conn, "acme", 1_000)
+        .await
+        .unwrap();
+    drop(conn);
+    sqlx::query(
+        "UPDATE journal_facets SET actor_id = 'intruder' WHERE tenant_id = 'acme' AND seq = $1",
+    )
+    .bind(seq)
+    .execute(store.pool())
+    .await
+    .unwrap();
     store.close().await;
 
     let out = aperture(&db, &["journal", "verify"], None);
