@@ -161,6 +161,37 @@ impl Writer {
         }
     }
 
+    /// Waits for up to `max` appends into `into`, copying committed records to
+    /// `journal_facets` whenever appends pause meanwhile ([`Writer::index`]); 0 once every
+    /// sender is gone (after a last copy).
+    async fn receive(
+        &mut self,
+        waiting: &mut mpsc::Receiver<Pending>,
+        into: &mut Vec<Pending>,
+        max: usize,
+        own: &mut Option<sqlx::AnyConnection>,
+    ) -> usize {
+        loop {
+            let received = if self.unindexed.is_empty() {
+                waiting.recv_many(into, max).await
+            } else {
+                let next = waiting.recv_many(into, max);
+                match tokio::time::timeout(self.facets_pause(), next).await {
+                    Ok(n) => n,
+                    // A pause: copy what was committed to the facets now.
+                    Err(_) => {
+                        self.index(own).await;
+                        continue;
+                    }
+                }
+            };
+            if received == 0 {
+                self.index(own).await;
+            }
+            return received;
+        }
+    }
+
     /// Whether the records committed since the last copy to `journal_facets` must be copied
     /// before the next batch even though appends keep coming: a filtered read scans the
     /// records after the indexed prefix, so it must stay short.
@@ -259,24 +290,11 @@ impl Writer {
         // any failure and made again for the next batch. PostgreSQL writes through the pool.
         let mut own = None;
         self.unindexed_from_store().await;
-        loop {
-            let received = if self.unindexed.is_empty() {
-                waiting.recv_many(&mut batch, MAX_BATCH).await
-            } else {
-                let next = waiting.recv_many(&mut batch, MAX_BATCH);
-                match tokio::time::timeout(self.facets_pause(), next).await {
-                    Ok(n) => n,
-                    // A pause: copy what was committed to the facets now.
-                    Err(_) => {
-                        self.index(&mut own).await;
-                        continue;
-                    }
-                }
-            };
-            if received == 0 {
-                self.index(&mut own).await;
-                return;
-            }
+        while self
+            .receive(&mut waiting, &mut batch, MAX_BATCH, &mut own)
+            .await
+            > 0
+        {
             gather(&mut waiting, &mut batch, MAX_BATCH).await;
             let started = std::time::Instant::now();
             let pending = std::mem::take(&mut batch);

@@ -93,21 +93,10 @@ impl Writer {
                     if !open {
                         return;
                     }
-                    let received = if self.unindexed.is_empty() {
-                        waiting.recv_many(&mut incoming, ONE_STATEMENT).await
-                    } else {
-                        let next = waiting.recv_many(&mut incoming, ONE_STATEMENT);
-                        match tokio::time::timeout(self.facets_pause(), next).await {
-                            Ok(n) => n,
-                            // A pause: copy what was committed to the facets now.
-                            Err(_) => {
-                                self.index(&mut conn).await;
-                                continue;
-                            }
-                        }
-                    };
+                    let received = self
+                        .receive(&mut waiting, &mut incoming, ONE_STATEMENT, &mut conn)
+                        .await;
                     if received == 0 {
-                        self.index(&mut conn).await;
                         return;
                     }
                     gather(&mut waiting, &mut incoming, ONE_STATEMENT).await;
