@@ -4,6 +4,9 @@
 //! cargo bench -p server --bench gateway                 # 20,000 calls, 64 at a time
 //! cargo bench -p server --bench gateway -- 50000 32     # calls, concurrency
 //! APERTURE_JOURNAL_SYNC=full cargo bench -p server --bench gateway
+//! # each client pauses between calls (sleep, spin or evict, see `Gap`): what a call costs
+//! # when the caller's threads park or its caches go cold between calls, as in a gateway
+//! APERTURE_BENCH_GAP=evict cargo bench -p server --bench gateway -- 5000 1
 //! # what the journal's signed checkpoints cost (the node makes none during the run):
 //! APERTURE_BENCH_WITHOUT_CHECKPOINTS=1 cargo bench -p server --bench gateway
 //! # the journal and everything else in PostgreSQL (a database made for the run, then dropped):
@@ -121,12 +124,55 @@ async fn stages(
 }
 
 /// Runs `calls` operations, `concurrency` at a time; returns the wall time and every latency.
+/// What each client does between two calls (`APERTURE_BENCH_GAP`), outside the timed call: by
+/// default nothing (back to back, every cache warm); `sleep`: its thread sleeps 300 µs, so the
+/// runtime's threads park as they do between the stages of a gateway's call; `spin`: it spins
+/// 300 µs; `evict`: it copies 8 MiB, pushing the call's code and data out of the caches, as a
+/// gateway's other work between two upstream calls does.
+#[derive(Debug, Clone, Copy)]
+enum Gap {
+    None,
+    Sleep,
+    Spin,
+    Evict,
+}
+
+impl Gap {
+    fn from_env() -> Self {
+        match std::env::var("APERTURE_BENCH_GAP").as_deref() {
+            Ok("sleep") => Self::Sleep,
+            Ok("spin") => Self::Spin,
+            Ok("evict") => Self::Evict,
+            _ => Self::None,
+        }
+    }
+}
+
+fn between_calls(gap: Gap) {
+    const FOR: Duration = Duration::from_micros(300);
+    match gap {
+        Gap::None => {}
+        Gap::Sleep => std::thread::sleep(FOR),
+        Gap::Spin => {
+            let started = Instant::now();
+            while started.elapsed() < FOR {
+                std::hint::spin_loop();
+            }
+        }
+        Gap::Evict => {
+            let copied = vec![1_u8; 8 << 20].clone();
+            std::hint::black_box(&copied);
+        }
+    }
+}
+
 async fn drive<F, Fut>(calls: usize, concurrency: usize, op: F) -> (Duration, Vec<Duration>)
 where
     F: Fn(usize) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = ()> + Send,
 {
     let op = Arc::new(op);
+    let gap = Gap::from_env();
     let next = Arc::new(AtomicUsize::new(0));
     let start = Instant::now();
     let mut workers = tokio::task::JoinSet::new();
@@ -142,6 +188,7 @@ where
                 let t = Instant::now();
                 op(n).await;
                 latencies.push(t.elapsed());
+                between_calls(gap);
             }
         });
     }
