@@ -27,15 +27,9 @@
 //! Reports calls/s and p50/p90/p99 latency of each path, the latency the gateway adds, and
 //! the gateway's throughput and p50 as ratios of the other two. Results: `docs/benchmarks.md`.
 
-#![expect(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "a benchmark harness"
-)]
+#![expect(clippy::expect_used, reason = "a benchmark harness")]
 
-#[path = "../tests/upstream_fixture/server.rs"]
-#[allow(dead_code)]
-mod fixture;
+mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -45,8 +39,6 @@ use aperture::config::Config;
 use aperture::startup::Application;
 use aperture::store::Store;
 use aperture::upstream::{Connector, UpstreamSpec};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Map, Value, json};
 
 /// The allocator the `aperture` binary uses.
@@ -56,27 +48,6 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const SIGNING_KEY: &str = "0909090909090909090909090909090909090909090909090909090909090909";
 /// `APERTURE_SECRETS_KEY` of every node when there are several.
 const SECRETS_KEY: &str = "0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a0a";
-
-async fn upstream() -> String {
-    let service: StreamableHttpService<fixture::FixtureServer, LocalSessionManager> =
-        StreamableHttpService::new(
-            || Ok(fixture::FixtureServer::new()),
-            Arc::default(),
-            StreamableHttpServerConfig::default().with_sse_keep_alive(None),
-        );
-    let router = axum::Router::new().nest_service("/mcp", service);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    // Nagle off, as a server tuned for small answers has it: with it on, a proxy that cannot
-    // re-arm TCP_QUICKACK (nginx) waits ~40 ms for each answer's second write (the gateway's
-    // own client does not: crate::upstream::http), and the plain-proxy path would measure that.
-    use axum::serve::ListenerExt as _;
-    let listener = listener.tap_io(|io| {
-        let _ = io.set_nodelay(true);
-    });
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    format!("http://127.0.0.1:{port}/mcp")
-}
 
 /// `APERTURE_METRICS_TOKEN` of the benchmarked nodes.
 const METRICS_TOKEN: &str = "bench-metrics";
@@ -368,7 +339,7 @@ async fn main() -> anyhow::Result<()> {
     let calls = numbers.first().copied().unwrap_or(20_000);
     let concurrency = numbers.get(1).copied().unwrap_or(64);
 
-    let upstream_url = upstream().await;
+    let upstream_url = common::fixture_upstream().await?;
     let dir = tempfile::tempdir()?;
     let mut config = Config::new(dir.path());
     config.addr = "127.0.0.1:0".parse()?;
@@ -455,24 +426,8 @@ async fn main() -> anyhow::Result<()> {
     }
     let keys = aperture::keys::KeyRing::load(&store, dir.path(), Some(SIGNING_KEY)).await?;
     let journal = aperture::journal::Journal::new(store.clone(), keys);
-    let token = |actor: &str, scope: &str| {
-        let request = app::dto::CreateTokenRequest {
-            actor_id: actor.into(),
-            scopes: vec![scope.into()],
-            name: None,
-            expires_at: None,
-            environments: None,
-        };
-        let (store, journal) = (store.clone(), journal.clone());
-        async move {
-            aperture::tokens::create_unchecked(&store, &journal, "default", "operator", &request)
-                .await
-                .map_err(|e| anyhow::anyhow!("{:?}", e.into_app_error()))
-                .map(|t| t.secret)
-        }
-    };
-    let admin = token("ops", engine::scope::ADMIN).await?;
-    let agent = token("agent", engine::scope::RUN).await?;
+    let admin = common::token(&store, &journal, "ops", engine::scope::ADMIN).await?;
+    let agent = common::token(&store, &journal, "agent", engine::scope::RUN).await?;
 
     let client = reqwest::Client::new();
     let api = format!("{base}{}", aperture::api::PREFIX);

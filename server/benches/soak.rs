@@ -15,15 +15,9 @@
 //! and the client), what the read cache weighs and holds, and sessions per second since the
 //! last line. Results: `docs/benchmarks.md`.
 
-#![expect(
-    clippy::unwrap_used,
-    clippy::expect_used,
-    reason = "a benchmark harness"
-)]
+#![expect(clippy::expect_used, reason = "a benchmark harness")]
 
-#[path = "../tests/upstream_fixture/server.rs"]
-#[allow(dead_code)]
-mod fixture;
+mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -31,8 +25,6 @@ use std::time::Instant;
 
 use aperture::config::Config;
 use aperture::startup::Application;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::{Value, json};
 
 /// The allocator the `aperture` binary uses.
@@ -43,20 +35,6 @@ const SIGNING_KEY: &str = "0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0b0
 /// Registrations of the fixture (9 tools each).
 const UPSTREAMS: usize = 40;
 const REPORT_EVERY: usize = 5_000;
-
-async fn upstream() -> String {
-    let service: StreamableHttpService<fixture::FixtureServer, LocalSessionManager> =
-        StreamableHttpService::new(
-            || Ok(fixture::FixtureServer::new()),
-            Arc::default(),
-            StreamableHttpServerConfig::default().with_sse_keep_alive(None),
-        );
-    let router = axum::Router::new().nest_service("/mcp", service);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    tokio::spawn(async move { axum::serve(listener, router).await.unwrap() });
-    format!("http://127.0.0.1:{port}/mcp")
-}
 
 /// This process's resident set, in MiB.
 fn rss_mib() -> f64 {
@@ -84,7 +62,7 @@ async fn main() -> anyhow::Result<()> {
         .and_then(|m| m.parse().ok())
         .unwrap_or(256);
 
-    let upstream_url = upstream().await;
+    let upstream_url = common::fixture_upstream().await?;
     let dir = tempfile::tempdir()?;
     let mut config = Config::new(dir.path());
     config.addr = "127.0.0.1:0".parse()?;
@@ -99,24 +77,8 @@ async fn main() -> anyhow::Result<()> {
     let store = aperture::store::Store::connect(&server_store_url(&dir)).await?;
     let keys = aperture::keys::KeyRing::load(&store, dir.path(), Some(SIGNING_KEY)).await?;
     let journal = aperture::journal::Journal::new(store.clone(), keys);
-    let token = |actor: &str, scope: &str| {
-        let request = app::dto::CreateTokenRequest {
-            actor_id: actor.into(),
-            scopes: vec![scope.into()],
-            name: None,
-            expires_at: None,
-            environments: None,
-        };
-        let (store, journal) = (store.clone(), journal.clone());
-        async move {
-            aperture::tokens::create_unchecked(&store, &journal, "default", "operator", &request)
-                .await
-                .map_err(|e| anyhow::anyhow!("{:?}", e.into_app_error()))
-                .map(|t| t.secret)
-        }
-    };
-    let admin = token("ops", engine::scope::ADMIN).await?;
-    let agent = token("agent", engine::scope::RUN).await?;
+    let admin = common::token(&store, &journal, "ops", engine::scope::ADMIN).await?;
+    let agent = common::token(&store, &journal, "agent", engine::scope::RUN).await?;
     let client = reqwest::Client::new();
     let api = format!("{base}{}", aperture::api::PREFIX);
     for n in 0..UPSTREAMS {
