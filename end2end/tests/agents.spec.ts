@@ -1,20 +1,7 @@
 import { test, expect } from "./fixtures";
-import type { APIRequestContext } from "@playwright/test";
-import { createToken, hydrated, signIn } from "./helpers";
+import { createToken, hydrated, rest, signIn } from "./helpers";
 
-const API = "/api/v2/agent-tool-exposure";
 const ECHO = "mcp__fixture__echo";
-
-/** REST call with a bearer token; fails the test on an unexpected status. */
-async function rest(request: APIRequestContext, token: string, method: string, path: string, data?: unknown) {
-  const response = await request.fetch(`${API}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${token}` },
-    data,
-  });
-  expect(response.ok(), `${method} ${path}: ${response.status()} ${await response.text()}`).toBeTruthy();
-  return response.json();
-}
 
 // Issue 7: "A hosted agent's approval-required call parks, is approved in the dashboard
 // (Playwright), and the turn finishes with the real upstream result in the transcript."

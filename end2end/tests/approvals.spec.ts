@@ -1,20 +1,7 @@
 import { test, expect } from "./fixtures";
-import type { APIRequestContext } from "@playwright/test";
-import { createToken, hydrated, mcpClient, signIn } from "./helpers";
+import { createToken, hydrated, mcpClient, rest, signIn } from "./helpers";
 
-const API = "/api/v2/agent-tool-exposure";
 const ECHO = "mcp__fixture__echo";
-
-/** REST call with a bearer token; fails the test on an unexpected status. */
-async function rest(request: APIRequestContext, token: string, method: string, path: string, data?: unknown) {
-  const response = await request.fetch(`${API}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${token}` },
-    data,
-  });
-  expect(response.ok(), `${method} ${path}: ${response.status()} ${await response.text()}`).toBeTruthy();
-  return response.json();
-}
 
 test("parked calls appear without reloading; approving runs the real upstream call, rejecting answers the agent", async ({
   page,

@@ -4,9 +4,8 @@ import { spawnSync } from "node:child_process";
 import { mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { createToken, hydrated, signIn } from "./helpers";
+import { API, createToken, hydrated, signIn } from "./helpers";
 
-const API = "/api/v2/agent-tool-exposure";
 const ADD = "mcp__fixture__add";
 const ECHO = "mcp__fixture__echo";
 const APERTURE = resolve(__dirname, "../../target/debug/aperture");

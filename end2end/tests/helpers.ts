@@ -1,5 +1,22 @@
-import { Page, expect } from "@playwright/test";
+import { APIRequestContext, Page, expect } from "@playwright/test";
 import { adminPassword } from "../playwright.config";
+
+/** The REST API's prefix (CONTRACT §8). */
+export const API = "/api/v2/agent-tool-exposure";
+
+/**
+ * `method path` of the REST API as `token` with the JSON `data`; fails the test unless the
+ * answer is a success, and returns its JSON.
+ */
+export async function rest(request: APIRequestContext, token: string, method: string, path: string, data?: unknown) {
+  const response = await request.fetch(`${API}${path}`, {
+    method,
+    headers: { authorization: `Bearer ${token}` },
+    data,
+  });
+  expect(response.ok(), `${method} ${path}: ${response.status()} ${await response.text()}`).toBeTruthy();
+  return response.json();
+}
 
 /** Waits until the wasm has hydrated the page (the app marks <body data-hydrated>). */
 export async function hydrated(page: Page) {

@@ -1,7 +1,6 @@
 import { test, expect } from "./fixtures";
-import { createToken, mcpClient, signIn } from "./helpers";
+import { API, createToken, mcpClient, signIn } from "./helpers";
 
-const API = "/api/v2/agent-tool-exposure";
 const ECHO = "mcp__fixture__echo";
 
 test("the overview charts decisions, lists deny reasons and says whether the journal verifies", async ({

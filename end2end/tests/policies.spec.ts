@@ -1,6 +1,6 @@
 import { test, expect } from "./fixtures";
 import type { Page } from "@playwright/test";
-import { createToken, hydrated, mcpClient, signIn } from "./helpers";
+import { API, createToken, hydrated, mcpClient, rest, signIn } from "./helpers";
 
 const ECHO = "mcp__fixture__echo";
 
@@ -213,31 +213,21 @@ test("a redaction profile made in the form decides what each destination of a ru
 // Issue 28, item 1: "Impact" replays the draft over the recorded calls and shows, per tool and
 // actor, how many would move from one mode to another, with links to example receipts.
 test("Impact replays the draft over the recorded calls and links example receipts", async ({ page, request }) => {
-  const API = "/api/v2/agent-tool-exposure";
-  const rest = async (token: string, method: string, path: string, data?: unknown) => {
-    const response = await request.fetch(`${API}${path}`, {
-      method,
-      headers: { authorization: `Bearer ${token}` },
-      data,
-    });
-    expect(response.ok(), `${method} ${path}: ${response.status()} ${await response.text()}`).toBeTruthy();
-    return response.json();
-  };
   await signIn(page);
   const ops = await createToken(page, "e2e-impact-ops", ["agent_tool_exposure:admin"]);
   // An environment of its own, so that no other test's policy applies to its calls.
   const bot: string = (
-    await rest(ops, "POST", "/tokens", {
+    await rest(request, ops, "POST", "/tokens", {
       actor_id: "e2e-impact-bot",
       scopes: ["agent_tool_exposure:run"],
       environments: ["e2e-impact"],
     })
   ).secret;
-  await rest(ops, "PUT", "/policies/e2e-impact", {
+  await rest(request, ops, "PUT", "/policies/e2e-impact", {
     rules: [{ id: "echo-allowed", match: { name: ECHO }, mode: "allow" }],
   });
-  await rest(ops, "POST", "/policies/e2e-impact:activate", { environment: "e2e-impact" });
-  const listing = await rest(bot, "POST", "/sessions", { environment: "e2e-impact" });
+  await rest(request, ops, "POST", "/policies/e2e-impact:activate", { environment: "e2e-impact" });
+  const listing = await rest(request, bot, "POST", "/sessions", { environment: "e2e-impact" });
   const tool = listing.tools.find((t: any) => t.name === ECHO);
   const meta = {
     session_id: listing._meta.session_id,
@@ -247,7 +237,7 @@ test("Impact replays the draft over the recorded calls and links example receipt
     expected_schema_hash: tool._meta.schemaHash,
   };
   for (const text of ["one", "two"]) {
-    const result = await rest(bot, "POST", `/sessions/${listing._meta.session_id}/calls`, {
+    const result = await rest(request, bot, "POST", `/sessions/${listing._meta.session_id}/calls`, {
       name: ECHO,
       arguments: { text },
       _meta: meta,
@@ -281,7 +271,6 @@ test("editing a rule near the top of a long policy marks the change in the previ
   page,
   request,
 }) => {
-  const API = "/api/v2/agent-tool-exposure";
   await signIn(page);
   const ops = await createToken(page, "e2e-sticky-ops", ["agent_tool_exposure:admin"]);
   const rules = [{ id: "echo-rule", match: { name: ECHO }, mode: "allow" }];

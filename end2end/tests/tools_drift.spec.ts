@@ -1,7 +1,6 @@
 import { test, expect } from "./fixtures";
-import { createToken, hydrated, mcpClient, signIn } from "./helpers";
+import { API, createToken, hydrated, mcpClient, signIn } from "./helpers";
 
-const API = "/api/v2/agent-tool-exposure";
 const ECHO = "mcp__fixture__echo";
 const MUTATE = "mcp__fixture__mutate";
 const ORIGINAL = "Returns its text argument.";

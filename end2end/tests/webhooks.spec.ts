@@ -1,11 +1,9 @@
 import { test, expect } from "./fixtures";
-import type { APIRequestContext } from "@playwright/test";
 import { createHmac, timingSafeEqual } from "node:crypto";
 import { createServer, type IncomingHttpHeaders } from "node:http";
 import type { AddressInfo } from "node:net";
-import { createToken, hydrated, mcpClient, signIn } from "./helpers";
+import { createToken, hydrated, mcpClient, rest, signIn } from "./helpers";
 
-const API = "/api/v2/agent-tool-exposure";
 // Not echo: tools_sessions.spec.ts leaves echo held for review (its upstream changed it).
 const TOOL = "mcp__fixture__getenv";
 const ARGUMENT = "WEBHOOK_E2E_ARGUMENT_5C1D";
@@ -45,16 +43,6 @@ function verify(secret: string, d: Delivery) {
   ).toBeTruthy();
   expect(Math.abs(Date.now() / 1000 - Number(timestamp))).toBeLessThan(300);
   return JSON.parse(d.body);
-}
-
-async function rest(request: APIRequestContext, token: string, method: string, path: string, data?: unknown) {
-  const response = await request.fetch(`${API}${path}`, {
-    method,
-    headers: { authorization: `Bearer ${token}` },
-    data,
-  });
-  expect(response.ok(), `${method} ${path}: ${response.status()} ${await response.text()}`).toBeTruthy();
-  return response.json();
 }
 
 test("an admin adds a webhook that hears parked calls, signed and without arguments; the approvals page follows events, not a timer", async ({

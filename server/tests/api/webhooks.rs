@@ -128,6 +128,20 @@ impl Setup {
             .unwrap()
             .clone()
     }
+
+    /// The newest delivery of `webhook_id` once its `status` is `status`, or as it stands
+    /// after 10 s (for the caller's assertion to show).
+    async fn delivery_when(&self, webhook_id: &str, status: &str) -> Value {
+        let mut view = Value::Null;
+        for _ in 0..100 {
+            view = self.deliveries(webhook_id).await[0].clone();
+            if view["status"] == status {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        view
+    }
 }
 
 fn field_path(body: &Value) -> String {
@@ -462,16 +476,8 @@ async fn failed_deliveries_are_retried_with_backoff_then_given_up_and_every_atte
         assert_eq!(r.body, got[0].body);
         verified(&secret, r);
     }
-    let mut flaky_view = Value::Null;
-    let mut dead_view = Value::Null;
-    for _ in 0..100 {
-        flaky_view = s.deliveries(&flaky_id).await[0].clone();
-        dead_view = s.deliveries(&dead_id).await[0].clone();
-        if flaky_view["status"] == "delivered" && dead_view["status"] == "failed" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let flaky_view = s.delivery_when(&flaky_id, "delivered").await;
+    let dead_view = s.delivery_when(&dead_id, "failed").await;
     assert_eq!(flaky_view["status"], "delivered", "{flaky_view}");
     assert_eq!(flaky_view["attempts"], 3, "{flaky_view}");
     let statuses: Vec<Value> = flaky_view["history"]
@@ -542,14 +548,7 @@ async fn a_webhook_that_now_points_inside_is_refused_at_delivery() {
     .await
     .unwrap();
     s.park("stay inside").await;
-    let mut view = Value::Null;
-    for _ in 0..100 {
-        view = s.deliveries(&id).await[0].clone();
-        if view["status"] == "failed" {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let view = s.delivery_when(&id, "failed").await;
     assert_eq!(view["status"], "failed", "{view}");
     let error = view["last_error"].as_str().unwrap();
     assert!(
