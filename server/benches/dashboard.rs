@@ -181,6 +181,10 @@ async fn settle(
         if verified >= last as f64 {
             break;
         }
+        anyhow::ensure!(
+            t.elapsed() < Duration::from_secs(300),
+            "the background verifier reached record {verified} of {last} in 5 minutes"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     println!(
