@@ -35,6 +35,10 @@ use crate::secrets::{SecretBox, webhook_aad};
 use crate::store::webhooks::{self as rows, Attempt, DeliveryRow, WebhookRow};
 use crate::store::{self, Store};
 
+/// A receiver's answer that it wants no more deliveries (Standard Webhooks: `410 Gone`): the
+/// delivery fails at once instead of being retried.
+const GONE: u16 = 410;
+
 /// The events a webhook may ask for.
 pub const EVENTS: [&str; 4] = [
     "invocation.parked",
@@ -465,13 +469,22 @@ impl Webhooks {
         .to_string()
     }
 
-    /// Makes the attempt claimed delivery `d` counts, and records it.
+    /// Makes the attempt claimed delivery `d` counts, and records it. A failed attempt is
+    /// tried again after the next wait of the retry policy, except when the receiver answered
+    /// [`GONE`].
     async fn attempt(&self, store: &Store, d: &DeliveryRow) -> Result<(), ServiceError> {
         let started_at = store::now_ms();
         let clock = Instant::now();
         let outcome = self.send(store, d).await;
         let (http_status, error) = match outcome {
             Ok(status) if (200..300).contains(&status) => (Some(i64::from(status)), None),
+            Ok(GONE) => (
+                Some(i64::from(GONE)),
+                Some(format!(
+                    "the receiver answered HTTP {GONE} Gone: it takes no more of this message, \
+                     so it is not sent again"
+                )),
+            ),
             Ok(status) => (
                 Some(i64::from(status)),
                 Some(format!("the receiver answered HTTP {status}")),
@@ -479,7 +492,7 @@ impl Webhooks {
             Err(e) => (None, Some(e)),
         };
         let delivered = error.is_none();
-        let retry_at = if delivered {
+        let retry_at = if delivered || http_status == Some(i64::from(GONE)) {
             None
         } else {
             usize::try_from(d.attempts - 1)

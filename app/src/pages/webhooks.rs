@@ -33,7 +33,7 @@ pub fn WebhooksPage() -> impl IntoView {
             <a href="https://www.standardwebhooks.com/">"Standard Webhooks"</a>
             " says (" <code>"webhook-id"</code> ", " <code>"webhook-timestamp"</code> ", "
             <code>"webhook-signature"</code>
-            "), with a link to the approval; never the call's arguments. Failed deliveries are retried with backoff."
+            "), with a link to the approval; never the call's arguments. Failed deliveries are retried with backoff, except when the receiver answers 410 Gone."
         </p>
         {if is_admin {
             view! { <WebhookManager/> }.into_any()

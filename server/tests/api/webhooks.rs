@@ -434,6 +434,42 @@ async fn parked_decided_and_cancelled_calls_reach_a_signed_webhook_postgres() {
     parked_decided_and_cancelled_calls_reach_a_signed_webhook(Db::Postgres).await;
 }
 
+/// Standard Webhooks: a receiver that answers `410 Gone` wants no more of the message, so the
+/// delivery is not sent again, though the retry policy would allow it and the receiver would
+/// accept the next attempt.
+#[tokio::test]
+async fn a_receiver_that_answers_gone_is_not_sent_the_message_again() {
+    let s = setup(Db::Sqlite, |c| {
+        c.allow_private_upstreams = true;
+        c.webhook_retry = vec![Duration::from_millis(300), Duration::from_millis(300)];
+    })
+    .await
+    .unwrap();
+    // 410 first, then it would take anything.
+    let gone = WebhookReceiver::start(vec![410]).await;
+    let (_, created) = s
+        .create(
+            &s.admin,
+            json!({"url": gone.url, "events": ["invocation.parked"]}),
+        )
+        .await;
+    let id = created["webhook"]["id"].as_str().unwrap().to_owned();
+    s.park("not again").await;
+    let view = s.delivery_when(&id, "failed").await;
+    assert_eq!(view["status"], "failed", "{view}");
+    assert_eq!(view["attempts"], 1, "{view}");
+    assert!(view["next_attempt_at"].is_null(), "{view}");
+    assert_eq!(view["history"][0]["http_status"], 410, "{view}");
+    assert!(
+        view["last_error"].as_str().unwrap().contains("410 Gone"),
+        "{view}"
+    );
+    // Well past both waits of the retry policy: still the one attempt.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(gone.received().len(), 1);
+    assert_eq!(s.deliveries(&id).await[0]["attempts"], 1);
+}
+
 #[tokio::test]
 async fn failed_deliveries_are_retried_with_backoff_then_given_up_and_every_attempt_is_kept() {
     let s = setup(Db::Sqlite, |c| {
