@@ -476,6 +476,7 @@ impl Webhooks {
         let started_at = store::now_ms();
         let clock = Instant::now();
         let outcome = self.send(store, d).await;
+        let gone = matches!(outcome, Ok(GONE));
         let (http_status, error) = match outcome {
             Ok(status) if (200..300).contains(&status) => (Some(i64::from(status)), None),
             Ok(GONE) => (
@@ -492,7 +493,7 @@ impl Webhooks {
             Err(e) => (None, Some(e)),
         };
         let delivered = error.is_none();
-        let retry_at = if delivered || http_status == Some(i64::from(GONE)) {
+        let retry_at = if delivered || gone {
             None
         } else {
             usize::try_from(d.attempts - 1)
