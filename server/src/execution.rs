@@ -173,7 +173,17 @@ pub fn tool_result(
         "receipt".into(),
         serde_json::to_value(receipt).unwrap_or(Value::Null),
     );
-    json!({"content": [{"type": "text", "text": text}], "isError": is_error, "_meta": meta})
+    result_with_meta(text, is_error, meta)
+}
+
+/// A tool result of one text block and `meta`, which is moved in (`json!` would copy it, the
+/// receipt in it included).
+fn result_with_meta(text: &str, is_error: bool, meta: Map<String, Value>) -> Value {
+    let mut result = Map::with_capacity(3);
+    result.insert("content".into(), json!([{"type": "text", "text": text}]));
+    result.insert("isError".into(), Value::Bool(is_error));
+    result.insert("_meta".into(), Value::Object(meta));
+    Value::Object(result)
 }
 
 /// Journals `r`; when the journal cannot record, a signed unrecorded `journal_unavailable`
@@ -380,11 +390,7 @@ pub async fn execute(
             r.decision = Decision::Deny;
             r.reason = reason;
             let recorded = record_execution(cx.journal, r, &d).await;
-            Ok(json!({
-                "content": [{"type": "text", "text": short(reason)}],
-                "isError": true,
-                "_meta": recorded,
-            }))
+            Ok(result_with_meta(short(reason), true, recorded))
         }
     }
 }

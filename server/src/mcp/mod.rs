@@ -64,8 +64,14 @@ pub fn error(id: &Value, code: i64, message: impl Into<String>) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}})
 }
 
+/// A JSON-RPC result response. `result` is moved in, not copied (`json!` would serialize the
+/// whole tool result, the receipt in its `_meta` included, into a second tree).
 fn ok(id: &Value, result: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "result": result})
+    let mut response = serde_json::Map::with_capacity(3);
+    response.insert("jsonrpc".into(), Value::from("2.0"));
+    response.insert("id".into(), id.clone());
+    response.insert("result".into(), result);
+    Value::Object(response)
 }
 
 fn unauthorized(config: &crate::config::Config) -> Response {

@@ -728,3 +728,25 @@ async fn rate_buckets(store: &Store) {
     assert_eq!(passed, 10);
 }
 on_both_backends!(rate_buckets_count_per_minute_across_callers, rate_buckets);
+
+/// The embedded SQLite is built without memory statistics (`.cargo/config.toml`): with them,
+/// every allocation and free of every connection takes one process-wide mutex, so the journal
+/// writer's commits queue behind the background verifier's, the checkpointer's and the
+/// readers' allocations.
+#[tokio::test]
+async fn the_embedded_sqlite_takes_no_lock_to_count_its_memory() {
+    let db = crate::helpers::TestDb::new(crate::helpers::Db::Sqlite)
+        .await
+        .unwrap();
+    let store = Store::connect(&db.url).await.unwrap();
+    let without: i64 =
+        sqlx::query_scalar("SELECT sqlite_compileoption_used('DEFAULT_MEMSTATUS=0')")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(
+        without, 1,
+        "SQLite was built with SQLITE_DEFAULT_MEMSTATUS on"
+    );
+    store.close().await;
+}
