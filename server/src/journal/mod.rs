@@ -86,6 +86,31 @@ struct Writer {
     /// Whether the last copy to `journal_facets` failed (then retried only every
     /// [`FACETS_RETRY`]).
     facets_failing: bool,
+    /// SQLite: the writer's own connection, kept from batch to batch so that its page cache
+    /// stays warm (a pooled connection's cache is dropped whenever another connection has
+    /// written since it was last used, as the writer's previous batch has). Dropped after any
+    /// failure (or an append that stopped waiting in the middle of its commit) and made again
+    /// for the next batch. PostgreSQL writes through the pool ([`pipeline`]). In a mutex only
+    /// so that the writer can be shared ([`SharedWriter`]): always reached through `&mut`.
+    own: std::sync::Mutex<Option<sqlx::AnyConnection>>,
+    /// When a batch was last committed, by the writer's task or by an append itself
+    /// ([`Journal::append_at`]).
+    committed_at: std::time::Instant,
+    /// SQLite: the tenants the writer before this one may have left uncopied are still to be
+    /// read ([`Writer::unindexed_from_store`]), at the first copy.
+    unindexed_unread: bool,
+}
+
+/// SQLite: the writer, shared by its task (which commits what is queued, in batches) and the
+/// appends that find nothing queued and the writer idle, which commit themselves
+/// ([`Journal::append_at`]).
+#[derive(Clone)]
+struct SharedWriter(Arc<tokio::sync::Mutex<Writer>>);
+
+impl std::fmt::Debug for SharedWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SharedWriter")
+    }
 }
 
 /// A record waiting in a batch.
@@ -148,6 +173,9 @@ impl Writer {
             indexed_at: std::time::Instant::now(),
             indexing: None,
             facets_failing: false,
+            own: std::sync::Mutex::new(None),
+            committed_at: std::time::Instant::now(),
+            unindexed_unread: false,
         }
     }
 
@@ -226,6 +254,9 @@ impl Writer {
     /// and the tenants are tried again at the next pause.
     async fn index(&mut self, own: &mut Option<sqlx::AnyConnection>) {
         self.indexed_at = std::time::Instant::now();
+        if std::mem::take(&mut self.unindexed_unread) {
+            self.unindexed_from_store().await;
+        }
         if self.unindexed.is_empty() {
             return;
         }
@@ -282,33 +313,148 @@ impl Writer {
         }
     }
 
-    async fn run(mut self, mut waiting: mpsc::Receiver<Pending>) {
+    /// SQLite: takes what is queued, in batches, until every sender is gone; copies committed
+    /// records to `journal_facets` whenever commits pause for [`FACETS_IDLE`] (or every
+    /// [`FACETS_EVERY`] under load), whichever side committed them. The lock is held only to
+    /// commit or copy, so an append that finds nothing queued commits itself meanwhile.
+    ///
+    /// The task takes the lock only to commit a batch or to copy, and looks at the copy's timing
+    /// with `try_lock`: a task waiting for the lock would have it next, and every append
+    /// arriving meanwhile would queue behind it instead of committing itself.
+    async fn run_shared(
+        shared: SharedWriter,
+        mut waiting: mpsc::Receiver<Pending>,
+        stats: Arc<Stats>,
+    ) {
         let mut batch = Vec::with_capacity(MAX_BATCH);
-        // SQLite: the writer's own connection, kept from batch to batch so that its page cache
-        // stays warm (a pooled connection's cache is dropped whenever another connection has
-        // written since it was last used, as the writer's previous batch has). Dropped after
-        // any failure and made again for the next batch. PostgreSQL writes through the pool.
-        let mut own = None;
-        self.unindexed_from_store().await;
-        while self
-            .receive(&mut waiting, &mut batch, MAX_BATCH, &mut own)
-            .await
-            > 0
-        {
-            gather(&mut waiting, &mut batch, MAX_BATCH).await;
+        loop {
+            let wait = match shared.0.try_lock() {
+                Ok(writer) => writer.facets_wait(),
+                // An append is committing itself: look again once appends may have paused.
+                Err(_) => Some(FACETS_IDLE),
+            };
+            let next = waiting.recv_many(&mut batch, MAX_BATCH);
+            let received = match wait {
+                // Nothing to copy: wait for appends, or for an append that committed itself
+                // (then its records are to be copied at the next pause).
+                None => tokio::select! {
+                    received = next => received,
+                    () = stats.committed_here.notified() => continue,
+                },
+                Some(wait) => match tokio::time::timeout(wait, next).await {
+                    Ok(received) => received,
+                    Err(_) => {
+                        if let Ok(mut writer) = shared.0.try_lock()
+                            && writer.facets_wait().is_some_and(|w| w.is_zero())
+                        {
+                            writer.index_own().await;
+                        }
+                        continue;
+                    }
+                },
+            };
+            let mut writer = if received == 0 {
+                // Every sender is gone: a last copy.
+                shared.0.lock().await.index_own().await;
+                return;
+            } else {
+                gather(&mut waiting, &mut batch, MAX_BATCH).await;
+                shared.0.lock().await
+            };
             let started = std::time::Instant::now();
             let pending = std::mem::take(&mut batch);
             metrics::histogram!("aperture_journal_batch_records").record(pending.len() as f64);
-            let (replies, results) = self.commit(pending, &mut own).await;
-            self.answer(replies, results, started);
-            if self.index_due() {
-                self.index(&mut own).await;
+            let together = pending.len() > 1;
+            let mut own = writer.take_own();
+            let (replies, results) = writer.commit(pending, &mut own).await;
+            writer.put_own(own);
+            writer.committed_at = std::time::Instant::now();
+            if together {
+                stats.gathered_at.store(micros_now(), Ordering::Relaxed);
+            }
+            writer.answer(replies, results, started);
+            if writer.index_due() {
+                writer.index_own().await;
             }
         }
     }
 
+    /// How long commits must still pause before the next copy to `journal_facets` (zero: now);
+    /// `None` when there is nothing to copy.
+    fn facets_wait(&self) -> Option<std::time::Duration> {
+        if self.unindexed.is_empty() && !self.unindexed_unread {
+            return None;
+        }
+        let pause = self
+            .facets_pause()
+            .saturating_sub(self.committed_at.elapsed());
+        let every = self
+            .facets_every()
+            .saturating_sub(self.indexed_at.elapsed());
+        Some(pause.min(every))
+    }
+
+    /// [`Writer::index`] on the writer's own connection.
+    async fn index_own(&mut self) {
+        let mut own = self.take_own();
+        self.index(&mut own).await;
+        self.put_own(own);
+    }
+
+    /// The writer's own connection, taken for a batch (dropped with it if the batch stops).
+    fn take_own(&mut self) -> Option<sqlx::AnyConnection> {
+        self.own
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+
+    /// Puts back the writer's own connection after a batch.
+    fn put_own(&mut self, own: Option<sqlx::AnyConnection>) {
+        *self
+            .own
+            .get_mut()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = own;
+    }
+
+    /// Commits one record of an append that found nothing queued and the writer idle, on the
+    /// append's own task ([`Journal::append_at`]). An append that stops waiting in the middle
+    /// leaves the writer as a failed batch does: its connection dropped (made again for the
+    /// next batch); its record committed or not, like any record whose caller stopped waiting.
+    async fn commit_here(&mut self, work: Work) -> Outcome {
+        let started = std::time::Instant::now();
+        metrics::histogram!("aperture_journal_batch_records").record(1.0);
+        let was_indexed = self.unindexed.is_empty();
+        let mut own = self.take_own();
+        let mut results = self.commit_work(vec![work], &mut own).await;
+        self.put_own(own);
+        self.committed_at = std::time::Instant::now();
+        self.account(&results, started);
+        if results.iter().any(Result::is_ok) {
+            self.stats.by_callers.fetch_add(1, Ordering::Relaxed);
+        }
+        if was_indexed && !self.unindexed.is_empty() {
+            // The writer's task waits with nothing to copy: it has now.
+            self.stats.committed_here.notify_one();
+        }
+        results
+            .pop()
+            .unwrap_or_else(|| Err(JournalError::Failed("no result".into())))
+    }
+
     /// Answers the appends of a batch taken at `started` with their results, in order.
     fn answer(&self, replies: Vec<Reply>, results: Vec<Outcome>, started: std::time::Instant) {
+        self.account(&results, started);
+        for (reply, result) in replies.into_iter().zip(results) {
+            self.stats.unanswered.fetch_sub(1, Ordering::Relaxed);
+            // A caller that stopped waiting lost nothing: its record is committed or not.
+            let _ = reply.send(result);
+        }
+    }
+
+    /// Counts the results of a batch taken at `started`: the commit's time, its failures, the
+    /// receipts, the writer's busy time.
+    fn account(&self, results: &[Outcome], started: std::time::Instant) {
         metrics::histogram!("aperture_journal_commit_seconds")
             .record(started.elapsed().as_secs_f64());
         // Stale records are decided again, not lost.
@@ -318,13 +464,8 @@ impl Writer {
         {
             metrics::counter!("aperture_journal_commit_failures_total").increment(1);
         }
-        for (reply, result) in replies.into_iter().zip(results) {
-            if let Ok(receipt) = &result {
-                crate::metrics::receipt(receipt, true);
-            }
-            self.stats.unanswered.fetch_sub(1, Ordering::Relaxed);
-            // A caller that stopped waiting lost nothing: its record is committed or not.
-            let _ = reply.send(result);
+        for receipt in results.iter().flatten() {
+            crate::metrics::receipt(receipt, true);
         }
         add_micros(&self.stats.busy_micros, started.elapsed());
     }
@@ -738,12 +879,25 @@ const FACETS_RETRY: std::time::Duration = std::time::Duration::from_secs(1);
 /// Records of one tenant copied to `journal_facets` in one statement.
 const FACETS_CHUNK: i64 = 1_000;
 /// A batch smaller than this waits for the tasks that are ready before it is committed
-/// ([`Writer::run`]). Measured (docs/benchmarks.md): SQLite at 64 clients took ~6 records a
-/// batch without waiting and ~22 with it; PostgreSQL's took ~30 either way, and waiting there
-/// only delayed a writer that was busy all the time.
+/// ([`Writer::run_shared`]). Measured (docs/benchmarks.md): SQLite at 64 clients took ~6
+/// records a batch without waiting and ~22 with it; PostgreSQL's took ~30 either way, and
+/// waiting there only delayed a writer that was busy all the time.
 const GATHER_BELOW: usize = 16;
 /// Appends waiting for the writer before callers wait for room.
 const QUEUE: usize = 4 * MAX_BATCH;
+/// For how long after the writer's task committed appends that queued together an append
+/// does not commit itself ([`Journal::commit_here`]).
+const CONCURRENT_FOR_MICROS: u64 = 50_000;
+
+/// Microseconds since this process first asked (never 0).
+fn micros_now() -> u64 {
+    static EPOCH: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let epoch = EPOCH.get_or_init(std::time::Instant::now);
+    u64::try_from(epoch.elapsed().as_micros())
+        .unwrap_or(u64::MAX)
+        .max(1)
+}
+
 /// How long a writer that lost a position to another node writes under locks
 /// ([`Writer::contended`]).
 const CONTENDED_FOR: std::time::Duration = std::time::Duration::from_secs(5);
@@ -758,6 +912,9 @@ pub struct Journal {
     stats: Arc<Stats>,
     /// Where execution receipts go while the journal refuses them ([`Journal::append_or_spool`]).
     spool: Option<Arc<spool::Spool>>,
+    /// SQLite: the writer, which an append that finds nothing queued and the writer idle
+    /// uses itself.
+    shared: Option<SharedWriter>,
 }
 
 /// Where an execution receipt went ([`Journal::append_or_spool`]).
@@ -812,6 +969,13 @@ struct Stats {
     signing_micros: AtomicU64,
     /// Records committed as signed ahead ([`WriterStats::signed_ahead`]).
     signed_ahead: AtomicU64,
+    /// Records committed by their appends' own tasks ([`WriterStats::by_callers`]).
+    by_callers: AtomicU64,
+    /// When the writer's task last committed appends that queued together (more than one in
+    /// a batch), in [`micros_now`] (0: never): appends are concurrent, and an append that
+    /// committed itself would only split their batches ([`Journal::commit_here`]). Taken as
+    /// the batch is answered.
+    gathered_at: AtomicU64,
     /// Notified every [`CHECKPOINT_RECORDS`] records (the checkpointer makes one).
     grown: tokio::sync::Notify,
     /// Committed records' leaves, kept for the checkpointer.
@@ -820,6 +984,9 @@ struct Stats {
     unanswered: AtomicU64,
     /// Tenants a PostgreSQL indexing task could not copy to `journal_facets`, for the next.
     reindex: std::sync::Mutex<Vec<String>>,
+    /// Notified when an append that committed itself left records to copy to
+    /// `journal_facets` where there were none ([`Writer::run_shared`]).
+    committed_here: tokio::sync::Notify,
 }
 
 impl Stats {
@@ -921,6 +1088,9 @@ pub struct WriterStats {
     /// Of `records`, those committed as signed while the batch before them was being
     /// committed (PostgreSQL, [`pipeline`]).
     pub signed_ahead: u64,
+    /// Of `records`, those committed by their appends' own tasks, which found nothing queued
+    /// and the writer idle (SQLite).
+    pub by_callers: u64,
 }
 
 /// One append waiting for the writer.
@@ -1040,16 +1210,25 @@ impl Journal {
             tokio::spawn(checkpoints(store.clone(), Arc::downgrade(&stats)));
         }
         let kind = store.kind();
-        let writer = Writer::new(store, keys.clone(), stats.clone());
-        match kind {
-            store::DbKind::Sqlite => tokio::spawn(writer.run(waiting)),
-            store::DbKind::Postgres => tokio::spawn(writer.run_pipelined(waiting)),
+        let mut writer = Writer::new(store, keys.clone(), stats.clone());
+        let shared = match kind {
+            store::DbKind::Sqlite => {
+                writer.unindexed_unread = true;
+                let shared = SharedWriter(Arc::new(tokio::sync::Mutex::new(writer)));
+                tokio::spawn(Writer::run_shared(shared.clone(), waiting, stats.clone()));
+                Some(shared)
+            }
+            store::DbKind::Postgres => {
+                tokio::spawn(writer.run_pipelined(waiting));
+                None
+            }
         };
         Self {
             keys,
             queue,
             stats,
             spool: None,
+            shared,
         }
     }
 
@@ -1127,6 +1306,7 @@ impl Journal {
             busy: micros(&self.stats.busy_micros),
             signing: micros(&self.stats.signing_micros),
             signed_ahead: self.stats.signed_ahead.load(Ordering::Relaxed),
+            by_callers: self.stats.by_callers.load(Ordering::Relaxed),
         }
     }
 
@@ -1212,6 +1392,18 @@ impl Journal {
     ) -> Result<Receipt, JournalError> {
         let (disclosures_json, digest) = receipt::disclosures_canonical(disclosures)?;
         unsigned.disclosures_digest = digest;
+        let work = Work {
+            unsigned,
+            disclosures: disclosures_json,
+            decided_at,
+        };
+        // SQLite, nothing queued and the writer idle: committed here, on this task. Handed to
+        // the writer's task, the record would cost a wake-up of that task and another of this
+        // one for the answer; queued behind others, it joins their batch instead.
+        let work = match self.commit_here(work).await {
+            Ok(outcome) => return outcome,
+            Err(work) => work,
+        };
         let (reply, answer) = oneshot::channel();
         // Counted before it is queued (the writer may answer it at once), and uncounted again
         // unless it was queued: the send fails, or its caller stops waiting for room.
@@ -1219,9 +1411,9 @@ impl Journal {
         let sent = self
             .queue
             .send(Pending {
-                unsigned,
-                disclosures: disclosures_json,
-                decided_at,
+                unsigned: work.unsigned,
+                disclosures: work.disclosures,
+                decided_at: work.decided_at,
                 reply,
             })
             .await;
@@ -1230,6 +1422,30 @@ impl Journal {
         }
         counted.queued();
         answer.await.map_err(|_| JournalError::Stopped)?
+    }
+
+    /// Commits `work` on this task when the journal is SQLite's, nothing is queued, the writer
+    /// is idle and appends have not come together for [`CONCURRENT_FOR_MICROS`]; else hands it
+    /// back, to be queued.
+    async fn commit_here(&self, work: Work) -> Result<Outcome, Work> {
+        let Some(shared) = &self.shared else {
+            return Err(work);
+        };
+        if self.queue_depth() > 0 || self.queue.is_closed() {
+            return Err(work);
+        }
+        // Appends came together lately: this one joins the next batch rather than split it
+        // (at 64 clients, an append committing itself between two batches halved their size).
+        let gathered_at = self.stats.gathered_at.load(Ordering::Relaxed);
+        if gathered_at != 0 && micros_now().saturating_sub(gathered_at) < CONCURRENT_FOR_MICROS {
+            return Err(work);
+        }
+        let Ok(mut writer) = shared.0.try_lock() else {
+            return Err(work);
+        };
+        // Unanswered until it returns (or stops waiting).
+        let _counted = Unanswered::count(&self.stats.unanswered);
+        Ok(writer.commit_here(work).await)
     }
 
     /// Signs a denial that could not be journaled (`seq` and `prev_hash` null), so the caller

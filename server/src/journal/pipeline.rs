@@ -1,7 +1,7 @@
 //! The journal's writer on PostgreSQL: the next batch is chained and signed while the database
 //! commits the one in flight.
 //!
-//! A PostgreSQL commit waits for the WAL flush. The sequential writer ([`Writer::run`]) signs a
+//! A PostgreSQL commit waits for the WAL flush. The sequential writer ([`Writer::run_shared`]) signs a
 //! batch, then waits for its commit, then signs the next: in the gateway benchmark it was busy
 //! the whole run, ~80 % of it waiting for the database and ~20 % signing (two Ed25519
 //! signatures a call). Here a batch's insert — one statement on the writer's own connection —
@@ -74,7 +74,8 @@ impl Ahead {
 }
 
 impl Writer {
-    /// [`Writer::run`] for PostgreSQL, one batch in flight while the next is signed.
+    /// The writer's task for PostgreSQL (SQLite's is [`Writer::run_shared`]), one batch in
+    /// flight while the next is signed.
     pub(super) async fn run_pipelined(mut self, mut waiting: mpsc::Receiver<Pending>) {
         // The writer's own connection (no pool ping before each batch); in the flight's task
         // while a batch is in flight, dropped after a failure and made again for the next one.

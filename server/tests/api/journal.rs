@@ -455,12 +455,17 @@ on_both_backends!(
     grouped_commits_and_two_writers
 );
 
-/// A small batch waits for the tasks that are ready before it commits: an append whose task
-/// became ready just after the writer's (the caller behind it in the run queue) goes into the
-/// same commit instead of the next. The test runtime is single-threaded, so the order is
-/// fixed: `late` waits for a signal; `early` appends, which wakes the writer; `signal` then
-/// wakes `late`, which is now queued behind the writer. The writer takes `early`'s record
-/// alone and, without waiting for the ready tasks, would commit it alone.
+/// PostgreSQL: a small batch waits for the tasks that are ready before it commits: an append
+/// whose task became ready just after the writer's (the caller behind it in the run queue)
+/// goes into the same commit instead of the next. The test runtime is single-threaded, so the
+/// order is fixed: `late` waits for a signal; `early` appends, which wakes the writer;
+/// `signal` then wakes `late`, which is now queued behind the writer. The writer takes
+/// `early`'s record alone and, without waiting for the ready tasks, would commit it alone.
+///
+/// SQLite (issue 29): `early` finds nothing queued and the writer idle, so it commits itself
+/// at once, without waiting for anyone (a lone call's latency is what that saves); `late`
+/// comes after it, in a commit of its own. Appends that queue are still gathered
+/// (`journal_writer`: 200 appends at once share a few commits).
 async fn small_batches_gather_what_is_ready(store: &Store) {
     use aperture::journal::{self, Journal};
     use engine::receipt::{Decision, ReasonCode, ReceiptKind};
@@ -491,7 +496,14 @@ async fn small_batches_gather_what_is_ready(store: &Store) {
     assert_eq!((early.seq, late.seq), (Some(1), Some(2)));
     let stats = journal.stats();
     assert_eq!(stats.records, 2);
-    assert_eq!(stats.commits, 1, "{stats:?}");
+    let commits = match store.kind() {
+        aperture::store::DbKind::Postgres => 1,
+        aperture::store::DbKind::Sqlite => 2,
+    };
+    assert_eq!(stats.commits, commits, "{stats:?}");
+    if store.kind() == aperture::store::DbKind::Sqlite {
+        assert!(stats.by_callers >= 1, "{stats:?}");
+    }
 }
 on_both_backends!(
     small_batches_gather_what_is_ready_appends,

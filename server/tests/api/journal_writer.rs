@@ -1,8 +1,14 @@
 //! Issue 26 (PostgreSQL throughput): the journal's writer on PostgreSQL signs the next batch
 //! while the database commits the one in flight, never lets a record signed ahead of a batch
 //! that was not written go as signed, and, when another node writes the same chain, queues for
-//! the chain's lock instead of racing for positions. PostgreSQL only (SQLite's writer is the
-//! sequential one); skipped without `APERTURE_TEST_POSTGRES_URL`.
+//! the chain's lock instead of racing for positions (skipped without
+//! `APERTURE_TEST_POSTGRES_URL`).
+//!
+//! Issue 29 (one client's latency): on SQLite an append that finds nothing queued and the
+//! writer idle commits itself, on its own task, without the two hand-offs to the writer's task
+//! and back; appends that arrive together still go in batches; an append that stops waiting in
+//! the middle of its commit leaves the journal whole; what appends commit themselves is copied
+//! to `journal_facets` at the next pause all the same.
 
 use aperture::journal::{self, Journal, JournalError};
 use aperture::store::{self, Store};
@@ -149,4 +155,138 @@ async fn two_nodes_on_one_chain_both_keep_writing() {
         assert_eq!(node.stats().records, 1200, "{:?}", node.stats());
     }
     store.close().await;
+}
+
+/// A fresh SQLite database, migrated.
+async fn sqlite() -> (TestDb, Store) {
+    let db = TestDb::new(Db::Sqlite).await.unwrap();
+    let store = Store::connect(&db.url).await.unwrap();
+    store.migrate().await.unwrap();
+    (db, store)
+}
+
+/// Records in `journal_facets`, the receipts browser's filter copies.
+async fn facets(store: &Store) -> i64 {
+    sqlx::query_scalar("SELECT COUNT(*) FROM journal_facets")
+        .fetch_one(store.pool())
+        .await
+        .unwrap()
+}
+
+/// One append at a time: each commits itself (one record a commit, none through the writer's
+/// task); 200 at once: the first commits itself, the others queue meanwhile and go in batches
+/// of the writer's task; right after those, a lone append goes to the writer's task too
+/// (appends are concurrent: one committing itself would split their batches). Every record has
+/// its place in the chain.
+#[tokio::test]
+async fn a_lone_append_commits_itself_and_appends_together_still_share_commits() {
+    let (_db, store) = sqlite().await;
+    let (keys, _dir) = tenant_t_keys(&store).await;
+    let journal = Journal::new(store.clone(), keys);
+    for n in 0..5 {
+        let signed = journal
+            .append(decision("t", n), &journal::disclosures())
+            .await
+            .unwrap();
+        assert_eq!(signed.seq, Some(u64::try_from(n).unwrap() + 1));
+    }
+    let alone = journal.stats();
+    assert_eq!((alone.records, alone.commits), (5, 5), "{alone:?}");
+    assert_eq!(alone.by_callers, 5, "{alone:?}");
+
+    let mut tasks = tokio::task::JoinSet::new();
+    for n in 0..200 {
+        let journal = journal.clone();
+        tasks.spawn(async move {
+            journal
+                .append(decision("t", n), &journal::disclosures())
+                .await
+                .unwrap()
+                .seq
+                .unwrap()
+        });
+    }
+    let mut seqs = tasks.join_all().await;
+    seqs.sort_unstable();
+    assert_eq!(seqs, (6..=205).collect::<Vec<u64>>());
+    let together = journal.stats();
+    assert_eq!(together.records, 205, "{together:?}");
+    assert!(
+        together.commits - alone.commits < 200,
+        "200 appends at once took {} commits: {together:?}",
+        together.commits - alone.commits
+    );
+    assert!(together.by_callers < 205, "{together:?}");
+    // Right after appends came together, a lone one joins the writer's next batch instead of
+    // committing itself between two of theirs.
+    journal
+        .append(decision("t", 205), &journal::disclosures())
+        .await
+        .unwrap();
+    let after = journal.stats();
+    assert_eq!(after.records, 206, "{after:?}");
+    assert_eq!(after.by_callers, together.by_callers, "{after:?}");
+    chains_verify(&store, 206).await;
+}
+
+/// Appends whose callers stop waiting at every moment of their commit (a timeout from 0 to
+/// 2 ms), one after the other so that each commits itself: the journal goes on (each later
+/// append is committed at the next position), nothing stays counted as unanswered, and the
+/// chain verifies whichever of the abandoned records were committed.
+#[tokio::test]
+async fn appends_that_stop_waiting_in_the_middle_of_their_commit_leave_the_journal_whole() {
+    let (_db, store) = sqlite().await;
+    let (keys, _dir) = tenant_t_keys(&store).await;
+    let journal = Journal::new(store.clone(), keys);
+    let mut abandoned = 0;
+    for n in 0..80_u64 {
+        let disclosures = journal::disclosures();
+        let append = journal.append(decision("t", 0), &disclosures);
+        if tokio::time::timeout(std::time::Duration::from_micros(n * 25), append)
+            .await
+            .is_err()
+        {
+            abandoned += 1;
+        }
+    }
+    assert!(abandoned > 0, "no append was abandoned");
+    assert!(journal.settle(std::time::Duration::from_secs(5)).await);
+    let before = journal::verify(&store).await.unwrap();
+    let committed = before.iter().map(|r| r.verified).sum::<u64>();
+    for n in 0..10 {
+        let signed = journal
+            .append(decision("t", n), &journal::disclosures())
+            .await
+            .unwrap();
+        assert_eq!(signed.seq, Some(committed + u64::try_from(n).unwrap() + 1));
+    }
+    chains_verify(&store, committed + 10).await;
+}
+
+/// Records that appends committed themselves reach `journal_facets` once appends pause, as
+/// those of the writer's task do (its task waited with nothing to copy when they came).
+#[tokio::test]
+async fn what_appends_commit_themselves_is_copied_to_the_facets_at_the_next_pause() {
+    let (_db, store) = sqlite().await;
+    let (keys, _dir) = tenant_t_keys(&store).await;
+    let journal = Journal::new(store.clone(), keys);
+    for round in 0..2 {
+        for n in 0..3 {
+            journal
+                .append(decision("t", n), &journal::disclosures())
+                .await
+                .unwrap();
+        }
+        let expected = 3 * (round + 1);
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        while facets(&store).await < expected {
+            assert!(
+                std::time::Instant::now() < until,
+                "journal_facets holds {} of {expected} records",
+                facets(&store).await
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+    assert_eq!(journal.stats().by_callers, 6);
 }
