@@ -365,10 +365,7 @@ impl Writer {
             let pending = std::mem::take(&mut batch);
             metrics::histogram!("aperture_journal_batch_records").record(pending.len() as f64);
             let together = pending.len() > 1;
-            let mut own = writer.take_own();
-            let (replies, results) = writer.commit(pending, &mut own).await;
-            writer.put_own(own);
-            writer.committed_at = std::time::Instant::now();
+            let (replies, results) = writer.commit(pending).await;
             if together {
                 stats.gathered_at.store(micros_now(), Ordering::Relaxed);
             }
@@ -425,10 +422,7 @@ impl Writer {
         let started = std::time::Instant::now();
         metrics::histogram!("aperture_journal_batch_records").record(1.0);
         let was_indexed = self.unindexed.is_empty();
-        let mut own = self.take_own();
-        let mut results = self.commit_work(vec![work], &mut own).await;
-        self.put_own(own);
-        self.committed_at = std::time::Instant::now();
+        let mut results = self.commit_own(vec![work]).await;
         self.account(&results, started);
         if results.iter().any(Result::is_ok) {
             self.stats.by_callers.fetch_add(1, Ordering::Relaxed);
@@ -470,12 +464,9 @@ impl Writer {
         add_micros(&self.stats.busy_micros, started.elapsed());
     }
 
-    /// Commits `batch` in one transaction; one result per pending append, in order.
-    async fn commit(
-        &mut self,
-        batch: Vec<Pending>,
-        own: &mut Option<sqlx::AnyConnection>,
-    ) -> (Vec<Reply>, Vec<Outcome>) {
+    /// Commits `batch` in one transaction on the writer's own connection (SQLite); one result
+    /// per pending append, in order.
+    async fn commit(&mut self, batch: Vec<Pending>) -> (Vec<Reply>, Vec<Outcome>) {
         let mut replies = Vec::with_capacity(batch.len());
         let mut work = Vec::with_capacity(batch.len());
         for p in batch {
@@ -483,7 +474,17 @@ impl Writer {
             replies.push(reply);
             work.push(w);
         }
-        (replies, self.commit_work(work, own).await)
+        (replies, self.commit_own(work).await)
+    }
+
+    /// Commits `work` on the writer's own connection (SQLite), whichever task commits it; one
+    /// result per record, in order.
+    async fn commit_own(&mut self, work: Vec<Work>) -> Vec<Outcome> {
+        let mut own = self.take_own();
+        let results = self.commit_work(work, &mut own).await;
+        self.put_own(own);
+        self.committed_at = std::time::Instant::now();
+        results
     }
 
     /// Commits `work` in one transaction (trying again while other writers take its
