@@ -306,7 +306,10 @@ pub enum Facets {
     NotYet,
     /// Missing: the record is within the tenant's indexed prefix, yet has no row there.
     Missing,
-    /// The copy, unchecked (its `receipt_id` is the journal row's: the facets have none).
+    /// Copied, every column equal to the journal row's own (so it says what the row says).
+    Same,
+    /// Copied, and some column differs from the journal row's: the copy, unchecked (its
+    /// `receipt_id` is the journal row's: the facets have none).
     Copied(Box<engine::receipt::RowColumns>),
 }
 
@@ -337,35 +340,109 @@ fn from_row(row: &AnyRow) -> Result<RecordRow, sqlx::Error> {
     })
 }
 
-/// [`SELECT`] with each record's copy in `journal_facets` and the tenant's indexed prefix.
-const PAGE_SELECT: &str = "SELECT j.tenant_id, j.seq, j.receipt_id, j.kind, j.decision, \
-    j.reason, j.tool, j.session_id, j.actor_id, j.issued_at, j.receipt, j.disclosures, \
-    j.record_hash, f.tenant_id AS f_tenant_id, f.seq AS f_seq, f.kind AS f_kind, \
-    f.decision AS f_decision, f.reason AS f_reason, f.tool AS f_tool, \
-    f.session_id AS f_session_id, f.actor_id AS f_actor_id, f.issued_at AS f_issued_at, \
-    (SELECT COALESCE(MAX(seq), 0) FROM journal_facets WHERE tenant_id = $1) AS f_indexed \
-    FROM journal j LEFT JOIN journal_facets f ON f.tenant_id = j.tenant_id AND f.seq = j.seq";
+/// The journal's columns that `journal_facets` copies ([`index_facets`]), but `tenant_id` and
+/// `seq` (its key, which the join matches).
+const FACET_COLUMNS: [&str; 7] = [
+    "kind",
+    "decision",
+    "reason",
+    "tool",
+    "session_id",
+    "actor_id",
+    "issued_at",
+];
 
-fn from_page_row(row: &AnyRow) -> Result<RecordRow, sqlx::Error> {
-    let mut record = from_row(row)?;
-    let indexed: i64 = row.try_get("f_indexed")?;
-    record.facets = match row.try_get::<Option<i64>, _>("f_seq")? {
-        Some(seq) => Facets::Copied(Box::new(engine::receipt::RowColumns {
-            tenant_id: row.try_get("f_tenant_id")?,
-            seq,
-            receipt_id: record.columns.receipt_id.clone(),
-            kind: row.try_get("f_kind")?,
-            decision: row.try_get("f_decision")?,
-            reason: row.try_get("f_reason")?,
-            tool: row.try_get("f_tool")?,
-            session_id: row.try_get("f_session_id")?,
-            actor_id: row.try_get("f_actor_id")?,
-            issued_at: super::rfc3339(row.try_get("f_issued_at")?),
-        })),
-        None if record.seq <= indexed => Facets::Missing,
-        None => Facets::NotYet,
+/// A page of the journal as [`page`] reads it: each record's columns but `tenant_id` (the
+/// statement's own parameter, which the stored one equals byte for byte), and of its copy in
+/// `journal_facets` only its position and whether the database found every copied column equal
+/// to the journal's (`f_same`, 1 or 0; SQL's `=` on text is byte equality under both stores'
+/// default collations). Equal copies are what a healthy journal holds, so the columns are read
+/// from the database once, not twice (the background verifier reads every record, and each
+/// value read through sqlx is copied and converted a few times); a copy that differs is read
+/// again whole ([`facets_of`]) so that its report can name the column.
+fn page_select() -> &'static str {
+    static SQL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    SQL.get_or_init(|| {
+        let same = FACET_COLUMNS
+            .map(|c| format!("(f.{c} = j.{c} OR (f.{c} IS NULL AND j.{c} IS NULL))"))
+            .join(" AND ");
+        format!(
+            "SELECT j.seq, j.receipt_id, j.kind, j.decision, j.reason, j.tool, j.session_id, \
+             j.actor_id, j.issued_at, j.receipt, j.disclosures, j.record_hash, f.seq AS f_seq, \
+             CAST(CASE WHEN {same} THEN 1 ELSE 0 END AS BIGINT) AS f_same, \
+             (SELECT COALESCE(MAX(seq), 0) FROM journal_facets WHERE tenant_id = $1) \
+             AS f_indexed \
+             FROM journal j LEFT JOIN journal_facets f ON f.tenant_id = j.tenant_id AND f.seq = j.seq \
+             WHERE j.tenant_id = $1 AND j.seq > $2 ORDER BY j.seq LIMIT $3"
+        )
+    })
+}
+
+fn from_page_row(tenant_id: &str, row: &AnyRow) -> Result<RecordRow, sqlx::Error> {
+    let seq = row.try_get("seq")?;
+    let columns = engine::receipt::RowColumns {
+        tenant_id: tenant_id.to_owned(),
+        seq,
+        receipt_id: row.try_get("receipt_id")?,
+        kind: row.try_get("kind")?,
+        decision: row.try_get("decision")?,
+        reason: row.try_get("reason")?,
+        tool: row.try_get("tool")?,
+        session_id: row.try_get("session_id")?,
+        actor_id: row.try_get("actor_id")?,
+        issued_at: super::rfc3339(row.try_get("issued_at")?),
     };
-    Ok(record)
+    let indexed: i64 = row.try_get("f_indexed")?;
+    let facets = match (
+        row.try_get::<Option<i64>, _>("f_seq")?,
+        row.try_get("f_same")?,
+    ) {
+        (Some(_), 1i64) => Facets::Same,
+        // Read again whole by `page`.
+        (Some(_), _) => Facets::Unread,
+        (None, _) if seq <= indexed => Facets::Missing,
+        (None, _) => Facets::NotYet,
+    };
+    Ok(RecordRow {
+        seq,
+        receipt: row.try_get("receipt")?,
+        disclosures: row.try_get("disclosures")?,
+        record_hash: row.try_get("record_hash")?,
+        columns,
+        facets,
+    })
+}
+
+/// The copy in `journal_facets` of `tenant_id`'s record `seq`, whole (`None`: there is none).
+async fn facets_of(
+    store: &Store,
+    tenant_id: &str,
+    seq: i64,
+) -> Result<Option<engine::receipt::RowColumns>, sqlx::Error> {
+    let row = sqlx::query(&format!(
+        "SELECT tenant_id, seq, {} FROM journal_facets WHERE tenant_id = $1 AND seq = $2",
+        FACET_COLUMNS.join(", ")
+    ))
+    .bind(tenant_id)
+    .bind(seq)
+    .fetch_optional(store.pool())
+    .await?;
+    row.map(|row| {
+        Ok(engine::receipt::RowColumns {
+            tenant_id: row.try_get("tenant_id")?,
+            seq: row.try_get("seq")?,
+            // The facets have none: the journal row's, which the caller sets.
+            receipt_id: String::new(),
+            kind: row.try_get("kind")?,
+            decision: row.try_get("decision")?,
+            reason: row.try_get("reason")?,
+            tool: row.try_get("tool")?,
+            session_id: row.try_get("session_id")?,
+            actor_id: row.try_get("actor_id")?,
+            issued_at: super::rfc3339(row.try_get("issued_at")?),
+        })
+    })
+    .transpose()
 }
 
 /// Tenants that have a journal.
@@ -390,15 +467,29 @@ pub async fn page(
     after_seq: i64,
     limit: i64,
 ) -> Result<Vec<RecordRow>, sqlx::Error> {
-    let rows = sqlx::query(&format!(
-        "{PAGE_SELECT} WHERE j.tenant_id = $1 AND j.seq > $2 ORDER BY j.seq LIMIT $3"
-    ))
-    .bind(tenant_id)
-    .bind(after_seq)
-    .bind(limit)
-    .fetch_all(store.pool())
-    .await?;
-    rows.iter().map(from_page_row).collect()
+    let rows = sqlx::query(page_select())
+        .bind(tenant_id)
+        .bind(after_seq)
+        .bind(limit)
+        .fetch_all(store.pool())
+        .await?;
+    let mut page = rows
+        .iter()
+        .map(|row| from_page_row(tenant_id, row))
+        .collect::<Result<Vec<_>, _>>()?;
+    for record in &mut page {
+        if record.facets == Facets::Unread {
+            // A copy that differs from the row (or went away since): read it whole.
+            record.facets = match facets_of(store, tenant_id, record.seq).await? {
+                Some(mut copy) => {
+                    copy.receipt_id.clone_from(&record.columns.receipt_id);
+                    Facets::Copied(Box::new(copy))
+                }
+                None => Facets::Missing,
+            };
+        }
+    }
+    Ok(page)
 }
 
 /// One record by receipt id, within a tenant.

@@ -1115,6 +1115,38 @@ async fn rewritten_facets_are_found_and_named(store: &Store) {
     );
     put_back().await;
     assert_eq!(first_bad().await, None);
+    // A copied value taken away, and one put where the record has none: the store's NULL is
+    // nothing to compare with, yet no less a difference.
+    sqlx::query("UPDATE journal_facets SET tool = NULL WHERE tenant_id = 't' AND seq = 2")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(
+        first_bad().await,
+        Some((
+            2,
+            "column `journal_facets.tool` says nothing, the signed receipt says \
+             mcp__files__delete"
+                .into()
+        ))
+    );
+    put_back().await;
+    sqlx::query(
+        "UPDATE journal_facets SET session_id = 'planted' WHERE tenant_id = 't' AND seq = 3",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(
+        first_bad().await,
+        Some((
+            3,
+            "column `journal_facets.session_id` says planted, the signed receipt says nothing"
+                .into()
+        ))
+    );
+    put_back().await;
+    assert_eq!(first_bad().await, None);
     sqlx::query("DELETE FROM journal_facets WHERE tenant_id = 't' AND seq = 2")
         .execute(store.pool())
         .await
