@@ -324,19 +324,35 @@ fn from_row(row: &AnyRow) -> Result<RecordRow, sqlx::Error> {
         receipt: row.try_get("receipt")?,
         disclosures: row.try_get("disclosures")?,
         record_hash: row.try_get("record_hash")?,
-        columns: engine::receipt::RowColumns {
-            tenant_id: row.try_get("tenant_id")?,
+        columns: row_columns(
+            row,
+            row.try_get("tenant_id")?,
             seq,
-            receipt_id: row.try_get("receipt_id")?,
-            kind: row.try_get("kind")?,
-            decision: row.try_get("decision")?,
-            reason: row.try_get("reason")?,
-            tool: row.try_get("tool")?,
-            session_id: row.try_get("session_id")?,
-            actor_id: row.try_get("actor_id")?,
-            issued_at: super::rfc3339(row.try_get("issued_at")?),
-        },
+            row.try_get("receipt_id")?,
+        )?,
         facets: Facets::Unread,
+    })
+}
+
+/// A record's columns that filters and counts read ([`FACET_COLUMNS`], by those names) from
+/// `row`, with its key and receipt id as given.
+fn row_columns(
+    row: &AnyRow,
+    tenant_id: String,
+    seq: i64,
+    receipt_id: String,
+) -> Result<engine::receipt::RowColumns, sqlx::Error> {
+    Ok(engine::receipt::RowColumns {
+        tenant_id,
+        seq,
+        receipt_id,
+        kind: row.try_get("kind")?,
+        decision: row.try_get("decision")?,
+        reason: row.try_get("reason")?,
+        tool: row.try_get("tool")?,
+        session_id: row.try_get("session_id")?,
+        actor_id: row.try_get("actor_id")?,
+        issued_at: super::rfc3339(row.try_get("issued_at")?),
     })
 }
 
@@ -380,18 +396,7 @@ fn page_select() -> &'static str {
 
 fn from_page_row(tenant_id: &str, row: &AnyRow) -> Result<RecordRow, sqlx::Error> {
     let seq = row.try_get("seq")?;
-    let columns = engine::receipt::RowColumns {
-        tenant_id: tenant_id.to_owned(),
-        seq,
-        receipt_id: row.try_get("receipt_id")?,
-        kind: row.try_get("kind")?,
-        decision: row.try_get("decision")?,
-        reason: row.try_get("reason")?,
-        tool: row.try_get("tool")?,
-        session_id: row.try_get("session_id")?,
-        actor_id: row.try_get("actor_id")?,
-        issued_at: super::rfc3339(row.try_get("issued_at")?),
-    };
+    let columns = row_columns(row, tenant_id.to_owned(), seq, row.try_get("receipt_id")?)?;
     let indexed: i64 = row.try_get("f_indexed")?;
     let facets = match (
         row.try_get::<Option<i64>, _>("f_seq")?,
@@ -428,19 +433,13 @@ async fn facets_of(
     .fetch_optional(store.pool())
     .await?;
     row.map(|row| {
-        Ok(engine::receipt::RowColumns {
-            tenant_id: row.try_get("tenant_id")?,
-            seq: row.try_get("seq")?,
-            // The facets have none: the journal row's, which the caller sets.
-            receipt_id: String::new(),
-            kind: row.try_get("kind")?,
-            decision: row.try_get("decision")?,
-            reason: row.try_get("reason")?,
-            tool: row.try_get("tool")?,
-            session_id: row.try_get("session_id")?,
-            actor_id: row.try_get("actor_id")?,
-            issued_at: super::rfc3339(row.try_get("issued_at")?),
-        })
+        // The facets have no receipt id: the journal row's, which the caller sets.
+        row_columns(
+            &row,
+            row.try_get("tenant_id")?,
+            row.try_get("seq")?,
+            String::new(),
+        )
     })
     .transpose()
 }
