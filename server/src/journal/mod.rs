@@ -114,6 +114,7 @@ impl std::fmt::Debug for SharedWriter {
 }
 
 /// A record waiting in a batch.
+#[derive(Debug)]
 struct Work {
     unsigned: Receipt,
     disclosures: String,
@@ -1097,23 +1098,14 @@ pub struct WriterStats {
 /// One append waiting for the writer.
 #[derive(Debug)]
 struct Pending {
-    unsigned: Receipt,
-    disclosures: String,
-    decided_at: Option<i64>,
+    work: Work,
     reply: Reply,
 }
 
 impl Pending {
     /// Where its result goes, and the record.
     fn split(self) -> (Reply, Work) {
-        (
-            self.reply,
-            Work {
-                unsigned: self.unsigned,
-                disclosures: self.disclosures,
-                decided_at: self.decided_at,
-            },
-        )
+        (self.reply, self.work)
     }
 }
 
@@ -1409,15 +1401,7 @@ impl Journal {
         // Counted before it is queued (the writer may answer it at once), and uncounted again
         // unless it was queued: the send fails, or its caller stops waiting for room.
         let mut counted = Unanswered::count(&self.stats.unanswered);
-        let sent = self
-            .queue
-            .send(Pending {
-                unsigned: work.unsigned,
-                disclosures: work.disclosures,
-                decided_at: work.decided_at,
-                reply,
-            })
-            .await;
+        let sent = self.queue.send(Pending { work, reply }).await;
         if sent.is_err() {
             return Err(JournalError::Stopped);
         }

@@ -1,10 +1,10 @@
 //! The journal's writer on PostgreSQL: the next batch is chained and signed while the database
 //! commits the one in flight.
 //!
-//! A PostgreSQL commit waits for the WAL flush. The sequential writer ([`Writer::run_shared`]) signs a
-//! batch, then waits for its commit, then signs the next: in the gateway benchmark it was busy
-//! the whole run, ~80 % of it waiting for the database and ~20 % signing (two Ed25519
-//! signatures a call). Here a batch's insert — one statement on the writer's own connection —
+//! A PostgreSQL commit waits for the WAL flush. A sequential writer (as SQLite's still is,
+//! [`Writer::run_shared`]) signs a batch, then waits for its commit, then signs the next: on
+//! PostgreSQL, in the gateway benchmark, it was busy the whole run, ~80 % of it waiting for the
+//! database and ~20 % signing (two Ed25519 signatures a call). Here a batch's insert — one statement on the writer's own connection —
 //! runs in a task of its own, and meanwhile the writer takes the appends that arrive, chains
 //! them after the heads that batch leaves and signs them; once it is committed the next batch
 //! goes at once, already signed.
