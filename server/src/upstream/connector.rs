@@ -11,7 +11,10 @@
 //! - HTTP goes through our own client ([`UpstreamHttp`]): pooled keep-alive connections that do
 //!   not stall on a server's Nagle algorithm, rustls with the ring provider and the system's
 //!   roots, same-origin 307/308 redirects only, and (for a guarded connector) internal
-//!   addresses refused at every connection.
+//!   addresses refused at every connection. It decodes a `tools/call`'s answer itself when
+//!   the answer is exactly a `CallToolResult` for that call ([`super::answer`]): rmcp's own
+//!   decoding tries every kind of message and result first, and its event-stream answers go
+//!   through a task of their own.
 //! - A stdio process gets a clean environment, and its stderr is discarded: it is free text
 //!   the gateway cannot vouch for (an upstream may print its environment).
 

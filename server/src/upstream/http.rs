@@ -61,6 +61,7 @@ use tokio_rustls::client::TlsStream;
 use upstream_reqwest::Url;
 
 use super::UpstreamError;
+use super::answer::{FirstEvent, call_answer, expected_call, first_answer};
 use super::connector::tls_config;
 use super::guard::resolve;
 
@@ -475,13 +476,27 @@ impl StreamableHttpClient for UpstreamHttp {
             )));
         }
         match content_type.as_deref() {
-            Some(ct) if media_type_is(ct, EVENT_STREAM) => Ok(StreamableHttpPostResponse::Sse(
-                event_stream(response, limits.max_sse_event_size),
-                new_session,
-            )),
+            Some(ct) if media_type_is(ct, EVENT_STREAM) => {
+                let events = event_stream(response, limits.max_sse_event_size);
+                // A call's answer is decoded here when it is the stream's first message.
+                let Some(id) = expected_call(&message) else {
+                    return Ok(StreamableHttpPostResponse::Sse(events, new_session));
+                };
+                Ok(match first_answer(events, id).await {
+                    FirstEvent::Answer(answer) => {
+                        StreamableHttpPostResponse::Json(answer, new_session)
+                    }
+                    FirstEvent::Stream(events) => {
+                        StreamableHttpPostResponse::Sse(events, new_session)
+                    }
+                })
+            }
             Some(ct) if media_type_is(ct, JSON) => {
                 let body = read_bounded(response, limits.max_json_response_size).await?;
-                match serde_json::from_slice::<ServerJsonRpcMessage>(&body) {
+                let answer = expected_call(&message).and_then(|id| call_answer(&body, id));
+                match answer
+                    .map_or_else(|| serde_json::from_slice::<ServerJsonRpcMessage>(&body), Ok)
+                {
                     Ok(parsed) => Ok(StreamableHttpPostResponse::Json(parsed, new_session)),
                     Err(_) if awaits_no_response => Ok(StreamableHttpPostResponse::Accepted),
                     Err(e) => Err(StreamableHttpError::UnexpectedServerResponse(Cow::Owned(

@@ -17,6 +17,7 @@
 //! and the text of every [`UpstreamError`] is scrubbed of them (and of the URL's query and
 //! user info) when it is made, so an error may be logged as it is.
 
+mod answer;
 mod connector;
 mod guard;
 mod http;
