@@ -458,6 +458,36 @@ async fn streamable_http_lists_calls_and_times_out() {
     connection.close().await;
 }
 
+/// Three times as many slow calls as rmcp's transport runs at once (16 POSTs) all run
+/// together: each answers with an event stream, which frees its place as soon as its headers
+/// arrive (the gateway's own decoding of an answer waits for it only briefly). Were the places
+/// held until each stream's first message (the fixture's first progress, after a quarter of
+/// the call), the last sixteen would start two quarters late and miss the deadline.
+#[tokio::test]
+async fn streamable_http_runs_more_slow_calls_at_once_than_rmcp_posts() {
+    let fixture = http_fixture().await;
+    let connection = Arc::new(connect_http(&fixture.url).await);
+    let deadline = Duration::from_millis(5_400);
+    let calls: Vec<_> = (0..48)
+        .map(|_| {
+            let connection = Arc::clone(&connection);
+            tokio::spawn(async move {
+                connection
+                    .call_tool("slow", args(json!({"millis": 4_000})), deadline, None)
+                    .await
+            })
+        })
+        .collect();
+    for call in calls {
+        let result = call
+            .await
+            .unwrap()
+            .expect("every call ends within its deadline");
+        assert_eq!(first_text(&result), "done");
+    }
+    connection.close().await;
+}
+
 #[tokio::test]
 async fn streamable_http_signals_tool_list_changes() {
     let fixture = http_fixture().await;

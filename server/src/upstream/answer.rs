@@ -17,11 +17,12 @@
 //! before.
 //!
 //! On an event stream ([`first_answer`]) the events before the first message (a priming event
-//! with an id and no data) are skipped; when that first message is the answer, the answer is
+//! with an id and no data) are skipped; when that first message is the answer and comes
+//! within [`WAIT_FOR_ANSWER`] of the stream's headers, the answer is
 //! handed to rmcp as a JSON response and the stream is read to its end (at most 50 ms, as
 //! rmcp does after an answer, so that the connection is reused). When it is anything else —
-//! progress, a request from the server, an event of another type, an error or the end of the
-//! stream — every event read so far is handed to rmcp again, in order, ahead of the rest of
+//! progress, a request from the server, an event of another type, an error, the end of the
+//! stream, or nothing yet — every event read so far is handed to rmcp again, in order, ahead of the rest of
 //! the stream, and rmcp handles them as it always did.
 
 use std::time::Duration;
@@ -40,6 +41,12 @@ use sse_stream::Sse;
 
 /// How long the rest of a stream is read after its answer (rmcp's own figure).
 const DRAIN_FOR: Duration = Duration::from_millis(50);
+/// How long the answer is waited for here. rmcp counts a POST against its transport's limit
+/// of concurrent requests (16) until the POST returns, which for an event stream is as soon as
+/// its headers arrive: a call that takes longer than this goes to rmcp as it always did, so
+/// that slow calls do not hold those places (a JSON answer holds one until it arrives, as in
+/// rmcp's own client).
+const WAIT_FOR_ANSWER: Duration = Duration::from_millis(2);
 /// Events without a message read before giving up on finding the answer first.
 const MAX_SKIPPED: usize = 16;
 
@@ -132,8 +139,15 @@ pub(super) async fn first_answer(
 ) -> FirstEvent {
     let mut read = Vec::new();
     let mut failed = None;
+    let waited = tokio::time::sleep(WAIT_FOR_ANSWER);
+    tokio::pin!(waited);
     while read.len() < MAX_SKIPPED {
-        let event = match events.next().await {
+        let next = tokio::select! {
+            biased;
+            next = events.next() => next,
+            () = &mut waited => break,
+        };
+        let event = match next {
             Some(Ok(event)) => event,
             // rmcp decides what an error or the end means (resuming, failing the call).
             Some(Err(error)) => {
@@ -300,6 +314,29 @@ mod tests {
             .await
             .expect("the answer is returned while the stream stays open");
         assert!(matches!(found, FirstEvent::Answer(_)));
+    }
+
+    /// A call that takes longer than [`WAIT_FOR_ANSWER`] goes to rmcp (as every event-stream
+    /// answer did before), so that it does not hold one of the transport's places for
+    /// concurrent requests while it runs.
+    #[tokio::test]
+    async fn a_slow_answer_is_left_to_rmcp() {
+        let priming = Sse::default().id("0");
+        let slow = stream::iter(vec![Ok(priming.clone())])
+            .chain(stream::pending())
+            .boxed();
+        let found = tokio::time::timeout(Duration::from_secs(5), first_answer(slow, &id(7)))
+            .await
+            .expect("the stream is handed on without its answer");
+        let FirstEvent::Stream(mut stream) = found else {
+            panic!("no answer came");
+        };
+        let first = stream.next().await.expect("an event").expect("ok");
+        assert_eq!(first, priming);
+        assert!(
+            stream.next().now_or_never().is_none(),
+            "the rest is still open"
+        );
     }
 
     /// Progress, another call's answer, an error, an event of another type or the end before
