@@ -18,12 +18,12 @@
 //!
 //! On an event stream ([`first_answer`]) the events before the first message (a priming event
 //! with an id and no data) are skipped; when that first message is the answer and comes
-//! within [`WAIT_FOR_ANSWER`] of the stream's headers, the answer is
-//! handed to rmcp as a JSON response and the stream is read to its end (at most 50 ms, as
-//! rmcp does after an answer, so that the connection is reused). When it is anything else —
-//! progress, a request from the server, an event of another type, an error, the end of the
-//! stream, or nothing yet — every event read so far is handed to rmcp again, in order, ahead of the rest of
-//! the stream, and rmcp handles them as it always did.
+//! within [`WAIT_FOR_ANSWER`] of the stream's headers, the answer is handed to rmcp as a JSON
+//! response and the stream is read to its end (at most 50 ms, as rmcp does after an answer,
+//! so that the connection is reused). When it is anything else — progress, a request from the
+//! server, an event of another type, an error, the end of the stream, or nothing yet — every
+//! event read so far is handed to rmcp again, in order, ahead of the rest of the stream, and
+//! rmcp handles them as it always did.
 
 use std::time::Duration;
 
@@ -281,7 +281,10 @@ mod tests {
     }
 
     const ANSWER: &str = r#"{"jsonrpc":"2.0","id":7,"result":{"content":[]}}"#;
-    const PROGRESS: &str = r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":1}}"#;
+    const PROGRESS: &str = concat!(
+        r#"{"jsonrpc":"2.0","method":"notifications/progress","#,
+        r#""params":{"progressToken":1,"progress":1}}"#
+    );
 
     fn events(list: Vec<Result<Sse, SseError>>) -> BoxStream<'static, Result<Sse, SseError>> {
         stream::iter(list).boxed()
