@@ -64,16 +64,18 @@ pub struct ToolCall {
 /// [`record`] of a decision taken on reads at the store's generation `decided_at` (when not yet
 /// confirmed, [`cache::Fresh::unconfirmed`]): [`ServiceError::StaleRead`] when the generation
 /// moved before the record was committed (nothing recorded; the call is decided again).
+/// `r` is copied once for the journal, which signs its copy; the unrecorded denial, when the
+/// journal fails, is made from `r` again.
 async fn record_at(
     journal: &Journal,
-    r: Receipt,
+    r: &Receipt,
     d: &engine::receipt::Disclosures,
     decided_at: Option<i64>,
 ) -> Result<(Receipt, bool), ServiceError> {
     match journal.append_at(r.clone(), d, decided_at).await {
         Ok(signed) => Ok((signed, true)),
         Err(journal::JournalError::Stale) => Err(ServiceError::StaleRead),
-        Err(e) => Ok((unrecorded(journal, r, d, &e), false)),
+        Err(e) => Ok((unrecorded(journal, r.clone(), d, &e), false)),
     }
 }
 
@@ -84,7 +86,7 @@ async fn denial_at(
     d: &engine::receipt::Disclosures,
     decided_at: Option<i64>,
 ) -> Result<Value, ServiceError> {
-    let (receipt, _) = record_at(journal, r, d, decided_at).await?;
+    let (receipt, _) = record_at(journal, &r, d, decided_at).await?;
     Ok(tool_result(
         &receipt,
         true,
@@ -606,7 +608,7 @@ async fn record_decision(
     cx: &CallContext<'_>,
     a: &Authorized,
 ) -> Result<Stage<Receipt>, ServiceError> {
-    let recorded = record_at(cx.journal, a.r.clone(), &a.d, a.decided_at).await;
+    let recorded = record_at(cx.journal, &a.r, &a.d, a.decided_at).await;
     if !matches!(recorded, Ok((_, true))) {
         // Never recorded, so never run: the key is free again.
         release_idempotency(cx, a.idempotency.as_ref()).await?;
