@@ -4,10 +4,10 @@
 //! A PostgreSQL commit waits for the WAL flush. A sequential writer (as SQLite's still is,
 //! [`Writer::run_shared`]) signs a batch, then waits for its commit, then signs the next: on
 //! PostgreSQL, in the gateway benchmark, it was busy the whole run, ~80 % of it waiting for the
-//! database and ~20 % signing (two Ed25519 signatures a call). Here a batch's insert — one statement on the writer's own connection —
-//! runs in a task of its own, and meanwhile the writer takes the appends that arrive, chains
-//! them after the heads that batch leaves and signs them; once it is committed the next batch
-//! goes at once, already signed.
+//! database and ~20 % signing (two Ed25519 signatures a call). Here a batch's insert — one
+//! statement on the writer's own connection — runs in a task of its own, and meanwhile the
+//! writer takes the appends that arrive, chains them after the heads that batch leaves and
+//! signs them; once it is committed the next batch goes at once, already signed.
 //!
 //! What does not change: nothing is answered before its own commit, and a batch is sent only
 //! after the one before it committed (its first records chain to that one's hashes). Should the

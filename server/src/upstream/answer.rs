@@ -101,7 +101,8 @@ pub(super) fn call_answer(text: &[u8], id: &RequestId) -> Option<ServerJsonRpcMe
             .result_type
             .as_ref()
             .is_some_and(|t| !t.is_complete())
-        || (fields.content.is_none() && fields.structured_content.is_none())
+        || fields.content.is_none()
+            && fields.structured_content.is_none()
             && fields.is_error.is_none()
     {
         return None;

@@ -475,11 +475,12 @@ impl StreamableHttpClient for UpstreamHttp {
                 format!("HTTP {status}: {text}"),
             )));
         }
+        // A call's answer is decoded here when it is exactly what the call expects.
+        let call = expected_call(&message);
         match content_type.as_deref() {
             Some(ct) if media_type_is(ct, EVENT_STREAM) => {
                 let events = event_stream(response, limits.max_sse_event_size);
-                // A call's answer is decoded here when it is the stream's first message.
-                let Some(id) = expected_call(&message) else {
+                let Some(id) = call else {
                     return Ok(StreamableHttpPostResponse::Sse(events, new_session));
                 };
                 Ok(match first_answer(events, id).await {
@@ -493,7 +494,7 @@ impl StreamableHttpClient for UpstreamHttp {
             }
             Some(ct) if media_type_is(ct, JSON) => {
                 let body = read_bounded(response, limits.max_json_response_size).await?;
-                let answer = expected_call(&message).and_then(|id| call_answer(&body, id));
+                let answer = call.and_then(|id| call_answer(&body, id));
                 match answer
                     .map_or_else(|| serde_json::from_slice::<ServerJsonRpcMessage>(&body), Ok)
                 {
