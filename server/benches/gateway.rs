@@ -406,8 +406,8 @@ async fn main() -> anyhow::Result<()> {
         let journals = journals.clone();
         move || {
             journals.iter().map(|j| j.stats()).fold(
-                (0u64, 0u64, Duration::ZERO, Duration::ZERO, 0u64, 0u64),
-                |(r, c, b, s, a, h), st| {
+                (0u64, 0u64, Duration::ZERO, Duration::ZERO, 0u64, 0u64, 0u64),
+                |(r, c, b, s, a, h, d), st| {
                     (
                         r + st.records,
                         c + st.commits,
@@ -415,6 +415,7 @@ async fn main() -> anyhow::Result<()> {
                         s + st.signing,
                         a + st.signed_ahead,
                         h + st.by_callers,
+                        d + st.direct,
                     )
                 },
             )
@@ -602,6 +603,7 @@ async fn main() -> anyhow::Result<()> {
     let signing = journal_after.3.saturating_sub(journal_before.3);
     let ahead = journal_after.4 - journal_before.4;
     let by_callers = journal_after.5 - journal_before.5;
+    let direct = journal_after.6 - journal_before.6;
     println!(
         "journal: {records} records in {commits} commits ({:.1} records per commit); writer busy {:.0} % of the run ({:.0} % signing, {:.0} % database), {:.0} µs per commit",
         records as f64 / commits.max(1) as f64,
@@ -614,6 +616,12 @@ async fn main() -> anyhow::Result<()> {
         // SQLite: an append that finds nothing queued and the writer idle commits itself.
         println!(
             "journal: {by_callers} of the {records} records committed by their callers' own tasks"
+        );
+    }
+    if direct > 0 {
+        // SQLite on a file: the insert runs on the committing task's thread, not sqlx's.
+        println!(
+            "journal: {direct} of the {records} records inserted on the committing task's own thread"
         );
     }
     if ahead > 0 {

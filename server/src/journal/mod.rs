@@ -99,6 +99,9 @@ struct Writer {
     /// SQLite: the tenants the writer before this one may have left uncopied are still to be
     /// read ([`Writer::unindexed_from_store`]), at the first copy.
     unindexed_unread: bool,
+    /// SQLite on a file: the batches' one statement run on the committing task's own thread
+    /// ([`store::journal::Direct`]), through `own` only when that cannot decide.
+    direct: Option<store::journal::Direct>,
 }
 
 /// SQLite: the writer, shared by its task (which commits what is queued, in batches) and the
@@ -164,7 +167,6 @@ type BatchWritten = (Vec<Written>, Heads, Vec<(String, i64, String)>);
 impl Writer {
     fn new(store: Store, keys: KeyRing, stats: Arc<Stats>) -> Self {
         Self {
-            store,
             keys,
             stats,
             heads: HashMap::new(),
@@ -177,6 +179,8 @@ impl Writer {
             own: std::sync::Mutex::new(None),
             committed_at: std::time::Instant::now(),
             unindexed_unread: false,
+            direct: store::journal::Direct::for_store(&store),
+            store,
         }
     }
 
@@ -654,7 +658,20 @@ impl Writer {
         let rows = rows(work, &signed);
         match generation {
             Generation::InStatement(at) => {
-                match store::journal::insert_batch(conn, self.store.kind(), &rows, at).await? {
+                let direct = self.direct.as_ref().and_then(|d| d.insert_batch(&rows, at));
+                let done = match direct {
+                    Some(done) => {
+                        if done == store::journal::BatchInsert::Inserted {
+                            let n = u64::try_from(rows.len()).unwrap_or(0);
+                            self.stats.direct.fetch_add(n, Ordering::Relaxed);
+                        }
+                        done
+                    }
+                    None => {
+                        store::journal::insert_batch(conn, self.store.kind(), &rows, at).await?
+                    }
+                };
+                match done {
                     store::journal::BatchInsert::Inserted => {}
                     // Nothing was written, nothing took a position.
                     store::journal::BatchInsert::GenerationMoved => {
@@ -973,6 +990,8 @@ struct Stats {
     signed_ahead: AtomicU64,
     /// Records committed by their appends' own tasks ([`WriterStats::by_callers`]).
     by_callers: AtomicU64,
+    /// Records inserted on the committing task's thread ([`WriterStats::direct`]).
+    direct: AtomicU64,
     /// When the writer's task last committed appends that queued together (more than one in
     /// a batch), in [`micros_now`] (0: never): appends are concurrent, and an append that
     /// committed itself would only split their batches ([`Journal::commit_here`]). Taken as
@@ -1093,6 +1112,10 @@ pub struct WriterStats {
     /// Of `records`, those committed by their appends' own tasks, which found nothing queued
     /// and the writer idle (SQLite).
     pub by_callers: u64,
+    /// Of `records`, those inserted on the committing task's own thread, without a hand-off
+    /// to sqlx's connection thread (SQLite on a file, [`store::journal::Direct`]); a batch
+    /// whose insert found another connection holding the write lock went through sqlx.
+    pub direct: u64,
 }
 
 /// One append waiting for the writer.
@@ -1300,6 +1323,7 @@ impl Journal {
             signing: micros(&self.stats.signing_micros),
             signed_ahead: self.stats.signed_ahead.load(Ordering::Relaxed),
             by_callers: self.stats.by_callers.load(Ordering::Relaxed),
+            direct: self.stats.direct.load(Ordering::Relaxed),
         }
     }
 

@@ -263,6 +263,188 @@ fn push_placeholders(sql: &mut String, kind: DbKind, rows: usize) {
     }
 }
 
+/// SQLite: the journal's one-statement inserts ([`insert_batch`]) on a connection of their own
+/// that runs them on the calling thread (rusqlite). sqlx runs every statement of a SQLite
+/// connection on a thread of that connection's own and hands the answer back: two thread
+/// wake-ups a statement, which on this project's 2-core machines cost ~70 µs when the threads
+/// were idle — more than the insert itself (~40 µs), twice a call (`docs/benchmarks.md`).
+///
+/// The connection never waits for SQLite's write lock (its busy timeout is zero): a statement
+/// that finds the lock taken (or fails otherwise) has written nothing, and the writer runs it
+/// through sqlx instead, which waits as every connection of the store does. Everything but
+/// these inserts goes through sqlx.
+pub struct Direct {
+    path: std::path::PathBuf,
+    durability: super::Durability,
+    /// The connection, opened at the first insert and after a failure. In a mutex so that the
+    /// writer stays `Sync` (rusqlite's connection is not); never contended.
+    conn: std::sync::Mutex<Option<rusqlite::Connection>>,
+    /// When opening the connection last failed: tried again [`Direct::REOPEN_AFTER`] later.
+    failed_at: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+impl std::fmt::Debug for Direct {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Direct").field("path", &self.path).finish()
+    }
+}
+
+impl Direct {
+    /// How long after a failed open the connection is not tried again.
+    const REOPEN_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+    /// For the store's SQLite file; none for PostgreSQL or an in-memory database.
+    pub fn for_store(store: &Store) -> Option<Self> {
+        Some(Self {
+            path: store.sqlite_file()?.to_owned(),
+            durability: store.durability(),
+            conn: std::sync::Mutex::new(None),
+            failed_at: std::sync::Mutex::new(None),
+        })
+    }
+
+    /// [`insert_batch`] on this thread: `None` when it did not run to a decision (the write
+    /// lock taken, the connection failing or not open): nothing was written, and the caller
+    /// inserts through sqlx.
+    pub fn insert_batch(
+        &self,
+        rows: &[NewRecord<'_>],
+        generation: Option<i64>,
+    ) -> Option<BatchInsert> {
+        let i = PADDED.iter().position(|n| *n >= rows.len())?;
+        if rows.is_empty() {
+            return Some(BatchInsert::Inserted);
+        }
+        let mut slot = crate::sync::lock(&self.conn);
+        if slot.is_none() {
+            *slot = self.open();
+        }
+        let conn = slot.as_ref()?;
+        match run_insert(conn, &sqlite_insert_sql()[i], rows, PADDED[i], generation) {
+            Ok(done) => Some(done),
+            Err(e) => {
+                if !is_busy(&e) {
+                    // Whatever went wrong, the next insert starts from a new connection.
+                    tracing::debug!(error = %e, "journal: direct insert failed, through sqlx");
+                    *slot = None;
+                }
+                None
+            }
+        }
+    }
+
+    fn open(&self) -> Option<rusqlite::Connection> {
+        let mut failed_at = crate::sync::lock(&self.failed_at);
+        if failed_at.is_some_and(|at| at.elapsed() < Self::REOPEN_AFTER) {
+            return None;
+        }
+        match open_direct(&self.path, self.durability) {
+            Ok(conn) => {
+                *failed_at = None;
+                Some(conn)
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, path = %self.path.display(), "journal: opening the direct connection");
+                *failed_at = Some(std::time::Instant::now());
+                None
+            }
+        }
+    }
+}
+
+/// A connection to the journal's (existing) database file, set up as the store's are but with
+/// no busy timeout.
+fn open_direct(
+    path: &std::path::Path,
+    durability: super::Durability,
+) -> rusqlite::Result<rusqlite::Connection> {
+    use rusqlite::OpenFlags;
+    let conn = rusqlite::Connection::open_with_flags(
+        path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.busy_timeout(std::time::Duration::ZERO)?;
+    let synchronous = match durability {
+        super::Durability::Crash => "NORMAL",
+        super::Durability::PowerLoss => "FULL",
+    };
+    conn.execute_batch(&format!(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = {synchronous}; \
+         PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = {};",
+        super::WRITER_AUTOCHECKPOINT
+    ))?;
+    conn.set_prepared_statement_cache_capacity(PADDED.len());
+    Ok(conn)
+}
+
+/// [`insert_batch_sql`] of SQLite for each of [`PADDED`].
+fn sqlite_insert_sql() -> &'static [String] {
+    static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    SQL.get_or_init(|| {
+        PADDED
+            .iter()
+            .map(|n| insert_batch_sql(DbKind::Sqlite, *n))
+            .collect()
+    })
+}
+
+/// Runs `sql` (for `padded` rows) with `rows` and the padding bound as [`insert_batch`] binds
+/// them.
+fn run_insert(
+    conn: &rusqlite::Connection,
+    sql: &str,
+    rows: &[NewRecord<'_>],
+    padded: usize,
+    generation: Option<i64>,
+) -> rusqlite::Result<BatchInsert> {
+    use rusqlite::types::Null;
+    let mut statement = conn.prepare_cached(sql)?;
+    let mut at = 0;
+    let mut bind = |value: &dyn rusqlite::ToSql| {
+        at += 1;
+        statement.raw_bind_parameter(at, value)
+    };
+    for r in rows {
+        bind(&r.tenant_id)?;
+        bind(&r.seq)?;
+        bind(&r.receipt_id)?;
+        bind(&r.kind)?;
+        bind(&r.decision)?;
+        bind(&r.reason)?;
+        bind(&r.tool)?;
+        bind(&r.session_id)?;
+        bind(&r.actor_id)?;
+        bind(&r.issued_at)?;
+        bind(&r.receipt)?;
+        bind(&r.disclosures)?;
+        bind(&r.record_hash)?;
+    }
+    for _ in rows.len() * PER_ROW..padded * PER_ROW {
+        bind(&Null)?;
+    }
+    bind(&generation)?;
+    bind(&generation)?;
+    match statement.raw_execute() {
+        Ok(changed) if changed == rows.len() => Ok(BatchInsert::Inserted),
+        Ok(_) => Ok(BatchInsert::GenerationMoved),
+        Err(rusqlite::Error::SqliteFailure(e, _))
+            if e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY
+                || e.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE =>
+        {
+            Ok(BatchInsert::PositionTaken)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Whether SQLite refused `e` for a lock another connection holds (nothing was written).
+fn is_busy(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
 /// Inserts any number of `rows` inside the caller's transaction, [`ONE_STATEMENT`] at a time
 /// with [`insert_batch`]; `Ok(false)` when any position was already taken (the caller rolls the
 /// transaction back: another writer appended first).

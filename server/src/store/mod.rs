@@ -49,6 +49,9 @@ pub struct Store {
     kind: DbKind,
     /// How durable a SQLite commit is (for connections made outside the pool).
     durability: Durability,
+    /// SQLite: the database's file (none for an in-memory database), which the journal's
+    /// writer also opens itself ([`journal::Direct`]).
+    sqlite_file: Option<PathBuf>,
     /// What calls read, while the store's `read_generation` says it is current.
     cache: std::sync::Arc<cache::ReadCache>,
 }
@@ -119,6 +122,7 @@ impl Store {
             DbKind::Sqlite => prepare_sqlite_url(url)?,
             DbKind::Postgres => url.to_owned(),
         };
+        let sqlite_file = sqlite_file(kind, &url)?;
         let options = AnyConnectOptions::from_str(&url).context("parsing the database URL")?;
         let pool = AnyPoolOptions::new()
             .max_connections(match kind {
@@ -146,8 +150,19 @@ impl Store {
             pool,
             kind,
             durability,
+            sqlite_file,
             cache: std::sync::Arc::default(),
         })
+    }
+
+    /// SQLite: the database's file, unless the database is in memory.
+    pub fn sqlite_file(&self) -> Option<&Path> {
+        self.sqlite_file.as_deref()
+    }
+
+    /// How durable a committed SQLite write is.
+    pub fn durability(&self) -> Durability {
+        self.durability
     }
 
     /// A transaction that will write: on SQLite it takes the write lock at once (`BEGIN
@@ -322,6 +337,17 @@ fn prepare_sqlite_url(url: &str) -> anyhow::Result<String> {
     } else {
         format!("{url}?mode=rwc")
     })
+}
+
+/// The file of a SQLite database `url` (as [`prepare_sqlite_url`] left it), as sqlx reads it;
+/// none for PostgreSQL and for an in-memory database.
+fn sqlite_file(kind: DbKind, url: &str) -> anyhow::Result<Option<PathBuf>> {
+    if kind != DbKind::Sqlite || url.contains(":memory:") || url.contains("mode=memory") {
+        return Ok(None);
+    }
+    let options =
+        sqlx::sqlite::SqliteConnectOptions::from_str(url).context("parsing the database URL")?;
+    Ok(Some(options.get_filename().to_owned()))
 }
 
 /// Now, in epoch milliseconds (the unit of every stored timestamp).

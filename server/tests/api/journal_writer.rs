@@ -8,7 +8,8 @@
 //! writer idle commits itself, on its own task, without the two hand-offs to the writer's task
 //! and back; appends that arrive together still go in batches; an append that stops waiting in
 //! the middle of its commit leaves the journal whole; what appends commit themselves is copied
-//! to `journal_facets` at the next pause all the same.
+//! to `journal_facets` at the next pause all the same; the insert runs on the committing
+//! task's own thread, and goes through sqlx only to wait for a lock another connection holds.
 
 use aperture::journal::{self, Journal, JournalError};
 use aperture::store::{self, Store};
@@ -315,4 +316,148 @@ async fn what_appends_commit_themselves_is_copied_to_the_facets_at_the_next_paus
         }
     }
     assert_eq!(journal.stats().by_callers, 6);
+}
+
+/// Issue 29 (one client's latency): on SQLite a batch's insert runs on the committing task's
+/// own thread, not on sqlx's connection thread (two thread wake-ups a statement). It never
+/// waits there for the write lock: while another connection holds it, the append goes through
+/// sqlx, which waits as every connection of the store does, and commits once the lock is free
+/// — nothing written meanwhile, nothing lost, the next append on the calling thread again.
+#[tokio::test]
+async fn inserts_run_on_the_committing_thread_and_a_held_lock_is_waited_for_through_sqlx() {
+    let (_db, store) = sqlite().await;
+    let (keys, _dir) = tenant_t_keys(&store).await;
+    let journal = Journal::new(store.clone(), keys);
+    for n in 0..3 {
+        journal
+            .append(decision("t", n), &journal::disclosures())
+            .await
+            .unwrap();
+    }
+    let stats = journal.stats();
+    assert_eq!((stats.records, stats.direct), (3, 3), "{stats:?}");
+
+    let mut blocker = store.pool().acquire().await.unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+    let waiting = tokio::spawn({
+        let journal = journal.clone();
+        async move {
+            journal
+                .append(decision("t", 3), &journal::disclosures())
+                .await
+        }
+    });
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    assert!(
+        !waiting.is_finished(),
+        "the append did not wait for the lock"
+    );
+    assert_eq!(
+        journal.stats().records,
+        3,
+        "committed while the lock was held"
+    );
+    sqlx::query("ROLLBACK")
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+    drop(blocker);
+    let signed = waiting.await.unwrap().unwrap();
+    assert_eq!(signed.seq, Some(4));
+    let stats = journal.stats();
+    assert_eq!((stats.records, stats.direct), (4, 3), "{stats:?}");
+
+    journal
+        .append(decision("t", 4), &journal::disclosures())
+        .await
+        .unwrap();
+    let stats = journal.stats();
+    assert_eq!((stats.records, stats.direct), (5, 4), "{stats:?}");
+    chains_verify(&store, 5).await;
+}
+
+/// The direct insert decides as the statement through sqlx does: all rows or none — none when
+/// a position or a receipt id is taken (another writer appended first) or the store's read
+/// generation moved; it returns at once, deciding nothing, while another connection holds the
+/// write lock; an in-memory database has none (another connection would not see it).
+#[tokio::test]
+async fn the_direct_insert_refuses_as_the_statement_does_and_never_waits_for_the_lock() {
+    use aperture::store::journal::{BatchInsert, Direct, NewRecord};
+    let (_db, store) = sqlite().await;
+    store::tenants::ensure(&store, "t").await.unwrap();
+    let direct = Direct::for_store(&store).expect("a database file");
+    let record = |seq: i64, receipt_id: &'static str| NewRecord {
+        tenant_id: "t",
+        seq,
+        receipt_id,
+        kind: "decision",
+        decision: "allow",
+        reason: "ok",
+        tool: Some("mcp__s__t"),
+        session_id: None,
+        actor_id: "agent",
+        issued_at: 1,
+        receipt: "{}",
+        disclosures: "{}",
+        record_hash: "h",
+    };
+    let generation: i64 = sqlx::query_scalar("SELECT generation FROM read_generation WHERE id = 1")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    let rows = |store: &Store| {
+        let pool = store.pool().clone();
+        async move {
+            sqlx::query_as::<_, (i64, String)>("SELECT seq, receipt_id FROM journal ORDER BY seq")
+                .fetch_all(&pool)
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(
+        direct.insert_batch(&[record(1, "r1"), record(2, "r2")], Some(generation)),
+        Some(BatchInsert::Inserted)
+    );
+    assert_eq!(
+        direct.insert_batch(&[record(3, "r3"), record(2, "r2b")], None),
+        Some(BatchInsert::PositionTaken)
+    );
+    assert_eq!(
+        direct.insert_batch(&[record(3, "r1")], None),
+        Some(BatchInsert::PositionTaken)
+    );
+    assert_eq!(
+        direct.insert_batch(&[record(3, "r3")], Some(generation + 1)),
+        Some(BatchInsert::GenerationMoved)
+    );
+    assert_eq!(
+        rows(&store).await,
+        [(1, "r1".to_owned()), (2, "r2".to_owned())]
+    );
+
+    let mut blocker = store.pool().acquire().await.unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    assert_eq!(direct.insert_batch(&[record(3, "r3")], None), None);
+    // The store's connections wait up to 10 s for the lock; this one not at all.
+    assert!(started.elapsed() < std::time::Duration::from_secs(5));
+    sqlx::query("ROLLBACK")
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+    drop(blocker);
+    assert_eq!(
+        direct.insert_batch(&[record(3, "r3")], Some(generation)),
+        Some(BatchInsert::Inserted)
+    );
+    assert_eq!(rows(&store).await.len(), 3);
+
+    let memory = Store::connect("sqlite::memory:").await.unwrap();
+    assert!(Direct::for_store(&memory).is_none());
 }
