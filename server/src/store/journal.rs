@@ -272,14 +272,17 @@ fn push_placeholders(sql: &mut String, kind: DbKind, rows: usize) {
 /// The connection never waits for SQLite's write lock (its busy timeout is zero): a statement
 /// that finds the lock taken (or fails otherwise) has written nothing, and the writer runs it
 /// through sqlx instead, which waits as every connection of the store does. Everything but
-/// these inserts goes through sqlx.
+/// these inserts goes through sqlx. Only with [`super::Durability::Crash`] (no sync at a
+/// commit): a commit that syncs the WAL to disk would hold the calling thread for that long.
+/// The connection checkpoints by itself only past [`super::WRITER_AUTOCHECKPOINT`] pages, as
+/// the writer's sqlx connection does, which the background checkpoints keep it from reaching.
 pub struct Direct {
     path: std::path::PathBuf,
-    durability: super::Durability,
-    /// The connection, opened at the first insert and after a failure. In a mutex so that the
-    /// writer stays `Sync` (rusqlite's connection is not); never contended.
+    /// The connection: opened at the first insert, dropped after a failure and opened again
+    /// [`Direct::RETRY_AFTER`] later. In a mutex so that the writer stays `Sync` (rusqlite's
+    /// connection is not); never contended.
     conn: std::sync::Mutex<Option<rusqlite::Connection>>,
-    /// When opening the connection last failed: tried again [`Direct::REOPEN_AFTER`] later.
+    /// When opening the connection or an insert last failed (not for a lock held elsewhere).
     failed_at: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
@@ -290,14 +293,17 @@ impl std::fmt::Debug for Direct {
 }
 
 impl Direct {
-    /// How long after a failed open the connection is not tried again.
-    const REOPEN_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+    /// How long after a failure inserts go through sqlx before the connection is opened again.
+    const RETRY_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
 
-    /// For the store's SQLite file; none for PostgreSQL or an in-memory database.
+    /// For the store's SQLite file when its commits are not synced ([`Store::sqlite_file`]);
+    /// none for PostgreSQL, an in-memory database or [`super::Durability::PowerLoss`].
     pub fn for_store(store: &Store) -> Option<Self> {
+        if store.durability() != super::Durability::Crash {
+            return None;
+        }
         Some(Self {
             path: store.sqlite_file()?.to_owned(),
-            durability: store.durability(),
             conn: std::sync::Mutex::new(None),
             failed_at: std::sync::Mutex::new(None),
         })
@@ -322,55 +328,58 @@ impl Direct {
         let conn = slot.as_ref()?;
         match run_insert(conn, &sqlite_insert_sql()[i], rows, PADDED[i], generation) {
             Ok(done) => Some(done),
+            Err(e) if is_busy(&e) => None,
             Err(e) => {
-                if !is_busy(&e) {
-                    // Whatever went wrong, the next insert starts from a new connection.
-                    tracing::debug!(error = %e, "journal: direct insert failed, through sqlx");
-                    *slot = None;
-                }
+                // Nothing was written (the statement is atomic); sqlx runs it and reports
+                // what it finds. The next inserts go through sqlx for a while.
+                self.failed(&e, "inserting");
+                *slot = None;
                 None
             }
         }
     }
 
     fn open(&self) -> Option<rusqlite::Connection> {
-        let mut failed_at = crate::sync::lock(&self.failed_at);
-        if failed_at.is_some_and(|at| at.elapsed() < Self::REOPEN_AFTER) {
+        if crate::sync::lock(&self.failed_at).is_some_and(|at| at.elapsed() < Self::RETRY_AFTER) {
             return None;
         }
-        match open_direct(&self.path, self.durability) {
-            Ok(conn) => {
-                *failed_at = None;
-                Some(conn)
-            }
+        match open_direct(&self.path) {
+            Ok(conn) => Some(conn),
             Err(e) => {
-                tracing::warn!(error = %e, path = %self.path.display(), "journal: opening the direct connection");
-                *failed_at = Some(std::time::Instant::now());
+                self.failed(&e, "opening");
                 None
             }
         }
     }
+
+    fn failed(&self, e: &rusqlite::Error, doing: &str) {
+        tracing::warn!(
+            error = %e,
+            path = %self.path.display(),
+            "journal: {doing} on the writer's direct connection failed; through sqlx for {} s",
+            Self::RETRY_AFTER.as_secs()
+        );
+        *crate::sync::lock(&self.failed_at) = Some(std::time::Instant::now());
+    }
 }
 
-/// A connection to the journal's (existing) database file, set up as the store's are but with
-/// no busy timeout.
-fn open_direct(
-    path: &std::path::Path,
-    durability: super::Durability,
-) -> rusqlite::Result<rusqlite::Connection> {
+/// A connection to the journal's (existing) database file, set up as the store's are with
+/// [`super::Durability::Crash`] but with no busy timeout.
+fn open_direct(path: &std::path::Path) -> rusqlite::Result<rusqlite::Connection> {
     use rusqlite::OpenFlags;
     let conn = rusqlite::Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
     )?;
     conn.busy_timeout(std::time::Duration::ZERO)?;
-    let synchronous = match durability {
-        super::Durability::Crash => "NORMAL",
-        super::Durability::PowerLoss => "FULL",
-    };
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |row| row.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(rusqlite::Error::InvalidParameterName(format!(
+            "journal_mode is {mode}, not wal"
+        )));
+    }
     conn.execute_batch(&format!(
-        "PRAGMA journal_mode = WAL; PRAGMA synchronous = {synchronous}; \
-         PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = {};",
+        "PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA wal_autocheckpoint = {};",
         super::WRITER_AUTOCHECKPOINT
     ))?;
     conn.set_prepared_statement_cache_capacity(PADDED.len());
@@ -942,4 +951,34 @@ pub async fn purge_disclosures(
     .execute(store.pool())
     .await?;
     Ok(done.rows_affected())
+}
+
+#[cfg(test)]
+mod tests {
+    use rusqlite::types::Value;
+
+    /// The journal's direct connection commits as the store's connections do with
+    /// `Durability::Crash` (WAL, `synchronous = NORMAL`, foreign keys on), checkpoints by
+    /// itself as the writer's sqlx connection does, and never waits for a lock.
+    #[test]
+    fn the_direct_connection_is_set_up_as_the_store_s() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("journal.db");
+        rusqlite::Connection::open(&path).unwrap();
+        let conn = super::open_direct(&path).unwrap();
+        let pragma = |name: &str| -> Value {
+            conn.query_row(&format!("PRAGMA {name}"), [], |row| row.get(0))
+                .unwrap()
+        };
+        assert_eq!(pragma("journal_mode"), Value::Text("wal".into()));
+        assert_eq!(pragma("synchronous"), Value::Integer(1), "NORMAL");
+        assert_eq!(pragma("foreign_keys"), Value::Integer(1));
+        assert_eq!(pragma("busy_timeout"), Value::Integer(0));
+        assert_eq!(
+            pragma("wal_autocheckpoint"),
+            Value::Integer(super::super::WRITER_AUTOCHECKPOINT.into())
+        );
+        // A file that is not there is not made: the journal's database is the store's.
+        assert!(super::open_direct(&dir.path().join("missing.db")).is_err());
+    }
 }

@@ -339,15 +339,23 @@ fn prepare_sqlite_url(url: &str) -> anyhow::Result<String> {
     })
 }
 
-/// The file of a SQLite database `url` (as [`prepare_sqlite_url`] left it), as sqlx reads it;
-/// none for PostgreSQL and for an in-memory database.
+/// The file of a SQLite database `url` (as [`prepare_sqlite_url`] left it), as sqlx opens it,
+/// for another connection to open the same way; none for PostgreSQL, an in-memory database,
+/// and a URL with any option but `mode=rw` or `mode=rwc` (another VFS, read-only, immutable: a
+/// connection opened by file name alone would not open it as sqlx does).
 fn sqlite_file(kind: DbKind, url: &str) -> anyhow::Result<Option<PathBuf>> {
-    if kind != DbKind::Sqlite || url.contains(":memory:") || url.contains("mode=memory") {
+    if kind != DbKind::Sqlite {
         return Ok(None);
     }
+    let plain = url
+        .split_once('?')
+        .is_none_or(|(_, query)| query.split('&').all(|o| o == "mode=rw" || o == "mode=rwc"));
     let options =
         sqlx::sqlite::SqliteConnectOptions::from_str(url).context("parsing the database URL")?;
-    Ok(Some(options.get_filename().to_owned()))
+    let file = options.get_filename();
+    // sqlx names an in-memory database `file:sqlx-in-memory-…`.
+    let in_memory = file.as_os_str() == ":memory:" || file.to_string_lossy().starts_with("file:");
+    Ok((plain && !in_memory).then(|| file.to_owned()))
 }
 
 /// Now, in epoch milliseconds (the unit of every stored timestamp).
@@ -393,6 +401,28 @@ mod tests {
         assert!(text.ends_with('Z'), "{text}");
         assert_eq!(parse_rfc3339(&text), Some(ms));
         assert_eq!(parse_rfc3339("yesterday"), None);
+    }
+
+    /// The journal's direct connection opens the store's SQLite file by name only where sqlx
+    /// opens it as a plain file, read-write.
+    #[test]
+    fn the_sqlite_file_is_named_only_for_a_plain_file_url() {
+        let file = |url: &str| sqlite_file(DbKind::Sqlite, url).unwrap();
+        assert_eq!(
+            file("sqlite:///var/lib/aperture/a.db?mode=rwc"),
+            Some(PathBuf::from("/var/lib/aperture/a.db"))
+        );
+        assert_eq!(file("sqlite://a.db?mode=rw"), Some(PathBuf::from("a.db")));
+        assert_eq!(file("sqlite:///x/a.db?mode=rwc&vfs=unix-none"), None);
+        assert_eq!(file("sqlite:///x/a.db?mode=ro"), None);
+        assert_eq!(file("sqlite:///x/a.db?immutable=true&mode=rwc"), None);
+        assert_eq!(file("sqlite::memory:?mode=rwc"), None);
+        assert_eq!(file("sqlite:%3Amemory%3A?mode=rwc"), None);
+        assert_eq!(file("sqlite://shared?mode=memory"), None);
+        assert_eq!(
+            sqlite_file(DbKind::Postgres, "postgres://h/db").unwrap(),
+            None
+        );
     }
 
     #[test]

@@ -382,7 +382,8 @@ async fn inserts_run_on_the_committing_thread_and_a_held_lock_is_waited_for_thro
 /// The direct insert decides as the statement through sqlx does: all rows or none — none when
 /// a position or a receipt id is taken (another writer appended first) or the store's read
 /// generation moved; it returns at once, deciding nothing, while another connection holds the
-/// write lock; an in-memory database has none (another connection would not see it).
+/// write lock; an in-memory database has none (another connection would not see it), nor a
+/// store whose commits sync the WAL to disk.
 #[tokio::test]
 async fn the_direct_insert_refuses_as_the_statement_does_and_never_waits_for_the_lock() {
     use aperture::store::journal::{BatchInsert, Direct, NewRecord};
@@ -460,4 +461,10 @@ async fn the_direct_insert_refuses_as_the_statement_does_and_never_waits_for_the
 
     let memory = Store::connect("sqlite::memory:").await.unwrap();
     assert!(Direct::for_store(&memory).is_none());
+    // A commit that syncs the WAL would hold the committing thread as long: through sqlx.
+    let synced = Store::connect_with(&_db.url, store::Durability::PowerLoss)
+        .await
+        .unwrap();
+    assert!(Direct::for_store(&synced).is_none());
+    assert!(Direct::for_store(&store).is_some());
 }
