@@ -166,6 +166,24 @@ async fn sqlite() -> (TestDb, Store) {
     (db, store)
 }
 
+/// Another connection's write transaction: SQLite's write lock, held until [`release`].
+async fn hold_write_lock(store: &Store) -> sqlx::pool::PoolConnection<sqlx::Any> {
+    let mut blocker = store.pool().acquire().await.unwrap();
+    sqlx::query("BEGIN IMMEDIATE")
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+    blocker
+}
+
+/// Ends [`hold_write_lock`]'s transaction, writing nothing.
+async fn release(mut blocker: sqlx::pool::PoolConnection<sqlx::Any>) {
+    sqlx::query("ROLLBACK")
+        .execute(&mut *blocker)
+        .await
+        .unwrap();
+}
+
 /// Records in `journal_facets`, the receipts browser's filter copies.
 async fn facets(store: &Store) -> i64 {
     sqlx::query_scalar("SELECT COUNT(*) FROM journal_facets")
@@ -199,11 +217,7 @@ async fn a_lone_append_commits_itself_and_appends_together_still_share_commits()
     // task looked again would let each of them find the writer idle in turn. So the database
     // is held (another connection's write transaction) until all of them have started; the
     // first append's commit waits there, and the others queue behind it.
-    let mut blocker = store.pool().acquire().await.unwrap();
-    sqlx::query("BEGIN IMMEDIATE")
-        .execute(&mut *blocker)
-        .await
-        .unwrap();
+    let blocker = hold_write_lock(&store).await;
     let started = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let mut tasks = tokio::task::JoinSet::new();
     for n in 0..200 {
@@ -228,11 +242,7 @@ async fn a_lone_append_commits_itself_and_appends_together_still_share_commits()
         5,
         "committed while the database was held"
     );
-    sqlx::query("ROLLBACK")
-        .execute(&mut *blocker)
-        .await
-        .unwrap();
-    drop(blocker);
+    release(blocker).await;
     let mut seqs = tasks.join_all().await;
     seqs.sort_unstable();
     assert_eq!(seqs, (6..=205).collect::<Vec<u64>>());
@@ -337,11 +347,7 @@ async fn inserts_run_on_the_committing_thread_and_a_held_lock_is_waited_for_thro
     let stats = journal.stats();
     assert_eq!((stats.records, stats.direct), (3, 3), "{stats:?}");
 
-    let mut blocker = store.pool().acquire().await.unwrap();
-    sqlx::query("BEGIN IMMEDIATE")
-        .execute(&mut *blocker)
-        .await
-        .unwrap();
+    let blocker = hold_write_lock(&store).await;
     let waiting = tokio::spawn({
         let journal = journal.clone();
         async move {
@@ -360,11 +366,7 @@ async fn inserts_run_on_the_committing_thread_and_a_held_lock_is_waited_for_thro
         3,
         "committed while the lock was held"
     );
-    sqlx::query("ROLLBACK")
-        .execute(&mut *blocker)
-        .await
-        .unwrap();
-    drop(blocker);
+    release(blocker).await;
     let signed = waiting.await.unwrap().unwrap();
     assert_eq!(signed.seq, Some(4));
     let stats = journal.stats();
@@ -439,20 +441,12 @@ async fn the_direct_insert_refuses_as_the_statement_does_and_never_waits_for_the
         [(1, "r1".to_owned()), (2, "r2".to_owned())]
     );
 
-    let mut blocker = store.pool().acquire().await.unwrap();
-    sqlx::query("BEGIN IMMEDIATE")
-        .execute(&mut *blocker)
-        .await
-        .unwrap();
+    let blocker = hold_write_lock(&store).await;
     let started = std::time::Instant::now();
     assert_eq!(direct.insert_batch(&[record(3, "r3")], None), None);
     // The store's connections wait up to 10 s for the lock; this one not at all.
     assert!(started.elapsed() < std::time::Duration::from_secs(5));
-    sqlx::query("ROLLBACK")
-        .execute(&mut *blocker)
-        .await
-        .unwrap();
-    drop(blocker);
+    release(blocker).await;
     assert_eq!(
         direct.insert_batch(&[record(3, "r3")], Some(generation)),
         Some(BatchInsert::Inserted)
