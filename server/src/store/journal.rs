@@ -147,7 +147,6 @@ pub async fn insert_batch(
     rows: &[NewRecord<'_>],
     generation: Option<i64>,
 ) -> Result<BatchInsert, sqlx::Error> {
-    static SQL: std::sync::OnceLock<[Vec<String>; 2]> = std::sync::OnceLock::new();
     let Some(i) = PADDED.iter().position(|n| *n >= rows.len()) else {
         return Err(sqlx::Error::Protocol(format!(
             "{} journal rows in one statement (at most {ONE_STATEMENT})",
@@ -157,11 +156,7 @@ pub async fn insert_batch(
     if rows.is_empty() {
         return Ok(BatchInsert::Inserted);
     }
-    let sql = SQL.get_or_init(|| {
-        [DbKind::Sqlite, DbKind::Postgres]
-            .map(|kind| PADDED.iter().map(|n| insert_batch_sql(kind, *n)).collect())
-    });
-    let mut query = sqlx::query(&sql[usize::from(kind == DbKind::Postgres)][i]);
+    let mut query = sqlx::query(&batch_sql(kind)[i]);
     for r in rows {
         query = bind_record(query, r);
     }
@@ -326,7 +321,13 @@ impl Direct {
             *slot = self.open();
         }
         let conn = slot.as_ref()?;
-        match run_insert(conn, &sqlite_insert_sql()[i], rows, PADDED[i], generation) {
+        match run_insert(
+            conn,
+            &batch_sql(DbKind::Sqlite)[i],
+            rows,
+            PADDED[i],
+            generation,
+        ) {
             Ok(done) => Some(done),
             Err(e) if is_busy(&e) => None,
             Err(e) => {
@@ -386,15 +387,14 @@ fn open_direct(path: &std::path::Path) -> rusqlite::Result<rusqlite::Connection>
     Ok(conn)
 }
 
-/// [`insert_batch_sql`] of SQLite for each of [`PADDED`].
-fn sqlite_insert_sql() -> &'static [String] {
-    static SQL: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
-    SQL.get_or_init(|| {
-        PADDED
-            .iter()
-            .map(|n| insert_batch_sql(DbKind::Sqlite, *n))
-            .collect()
-    })
+/// [`insert_batch_sql`] of `kind` for each of [`PADDED`], made once.
+fn batch_sql(kind: DbKind) -> &'static [String] {
+    static SQL: std::sync::OnceLock<[Vec<String>; 2]> = std::sync::OnceLock::new();
+    let sql = SQL.get_or_init(|| {
+        [DbKind::Sqlite, DbKind::Postgres]
+            .map(|kind| PADDED.iter().map(|n| insert_batch_sql(kind, *n)).collect())
+    });
+    &sql[usize::from(kind == DbKind::Postgres)]
 }
 
 /// Runs `sql` (for `padded` rows) with `rows` and the padding bound as [`insert_batch`] binds
