@@ -24,8 +24,12 @@
 //! started by the benchmark with a configuration of its own: keep-alive to the upstream, no
 //! buffering; `scripts/bench-gateway` installs it when missing, and without it the proxy path
 //! is left out). A gateway cannot beat the plain proxy; how close it comes is the measure.
+//! On SQLite two more paths measure the floor of a gateway that keeps the contract (see
+//! [`Floor`]): one hop of the gateway's HTTP server stack alone, and that hop with a signed
+//! record committed durably before the upstream is called and another before the answer,
+//! nothing else.
 //! Reports calls/s and p50/p90/p99 latency of each path, the latency the gateway adds, and
-//! the gateway's throughput and p50 as ratios of the other two. Results: `docs/benchmarks.md`.
+//! the gateway's throughput and p50 as ratios of the others. Results: `docs/benchmarks.md`.
 
 #![expect(clippy::expect_used, reason = "a benchmark harness")]
 
@@ -329,6 +333,132 @@ async fn proxy(upstream: &str) -> anyhow::Result<Option<Proxy>> {
     )
 }
 
+/// The floor a gateway that keeps the contract cannot go below: one HTTP hop (the same server
+/// stack as the gateway's, the request's and the answer's JSON), a signed record committed
+/// durably before the upstream is called and another before the caller is answered, and the
+/// upstream called through the same client. Nothing else: no credentials, session, manifest,
+/// policy, binding, schema, redaction or metrics. Its journal is a [`Journal`] of its own (the
+/// application's writer, signing and SQLite store, in a folder of its own with the same
+/// durability as the node's), so the gateway's background work stays out of its figures.
+/// Without a journal (`journal: None`) it is the hop alone: how much of the floor is the
+/// server stack rather than the records.
+///
+/// [`Journal`]: aperture::journal::Journal
+struct Floor {
+    journal: Option<aperture::journal::Journal>,
+    upstream: Arc<aperture::upstream::Connection>,
+}
+
+/// The tenant of the floor's records.
+const FLOOR_TENANT: &str = "default";
+
+/// Serves the floor on a free port of 127.0.0.1, its journal in `dir` (none when `dir` is
+/// `None`: the hop alone); the URL of its `/mcp`.
+async fn floor(
+    dir: Option<&std::path::Path>,
+    durability: aperture::store::Durability,
+    upstream: Arc<aperture::upstream::Connection>,
+) -> anyhow::Result<String> {
+    let journal = match dir {
+        Some(dir) => {
+            let url = format!("sqlite://{}?mode=rwc", dir.join("floor.db").display());
+            let store = Store::connect_with(&url, durability).await?;
+            store.migrate().await?;
+            let keys = aperture::keys::KeyRing::load(&store, dir, Some(SIGNING_KEY)).await?;
+            Some(aperture::journal::Journal::new(store, keys))
+        }
+        None => None,
+    };
+    let floor = Arc::new(Floor { journal, upstream });
+    let router = axum::Router::new()
+        .route("/mcp", axum::routing::post(floor_call))
+        .with_state(floor);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let port = listener.local_addr()?.port();
+    use axum::serve::ListenerExt as _;
+    // As the node's listener (crate::startup): Nagle off.
+    let listener = listener.tap_io(|io| {
+        let _ = io.set_nodelay(true);
+    });
+    tokio::spawn(async move {
+        if let Err(e) = axum::serve(listener, router).await {
+            eprintln!("the floor stopped: {e}");
+        }
+    });
+    Ok(format!("http://127.0.0.1:{port}/mcp"))
+}
+
+/// One `tools/call` through the floor: the decision's record committed, the upstream called,
+/// the execution's record committed, the answer with that record as its receipt (without a
+/// journal: the upstream called, its answer passed on).
+async fn floor_call(
+    axum::extract::State(floor): axum::extract::State<Arc<Floor>>,
+    body: axum::body::Bytes,
+) -> axum::Json<Value> {
+    use engine::receipt::{Decision, ReasonCode, ReceiptKind};
+    let failed = |id: &Value, message: String| {
+        axum::Json(
+            json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32603, "message": message}}),
+        )
+    };
+    let request: Value = match serde_json::from_slice(&body) {
+        Ok(r) => r,
+        Err(e) => return failed(&Value::Null, e.to_string()),
+    };
+    let id = &request["id"];
+    let params = &request["params"];
+    let meta = &params["_meta"];
+    let tool = params["name"].as_str().unwrap_or_default();
+    let arguments = params["arguments"].as_object().cloned().unwrap_or_default();
+    // The records name what the gateway's name (so that they are about as long).
+    let record = |kind| {
+        let mut r = aperture::journal::receipt(
+            kind,
+            Decision::Allow,
+            ReasonCode::Ok,
+            FLOOR_TENANT,
+            "agent",
+        );
+        let text = |key: &str| meta[key].as_str().map(str::to_owned);
+        r.session_id = text("session_id");
+        r.manifest_id = text("manifest_id");
+        r.tool_version = text("tool_version");
+        r.schema_hash = text("expected_schema_hash");
+        r.tool = Some(tool.to_owned());
+        r
+    };
+    let disclosures = aperture::journal::disclosures();
+    if let Some(journal) = &floor.journal
+        && let Err(e) = journal
+            .append(record(ReceiptKind::Decision), &disclosures)
+            .await
+    {
+        return failed(id, e.to_string());
+    }
+    let raw = tool.rsplit("__").next().unwrap_or(tool);
+    let mut result = match floor
+        .upstream
+        .call_tool(raw, arguments, Duration::from_secs(10), None)
+        .await
+    {
+        Ok(r) => r,
+        Err(e) => return failed(id, e.to_string()),
+    };
+    if let Some(journal) = &floor.journal {
+        let receipt = match journal
+            .append(record(ReceiptKind::Execution), &disclosures)
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => return failed(id, e.to_string()),
+        };
+        if let Some(result) = result.as_object_mut() {
+            result.insert("_meta".into(), json!({ "receipt": receipt }));
+        }
+    }
+    axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": result}))
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     // `cargo bench` passes `--bench`; the numbers are positional.
@@ -540,7 +670,56 @@ async fn main() -> anyhow::Result<()> {
         None => None,
     };
 
-    // Warm up both paths (connections, caches, validators).
+    // The floor, on SQLite (the default run) only: its journal is a store of its own. And the
+    // hop alone (the same server, no journal), which splits the floor into hop and records.
+    let floor_dir = tempfile::tempdir()?;
+    let through = |url: String, journaled: bool| {
+        let (client, meta) = (client.clone(), meta.clone());
+        Arc::new(move |n: usize| {
+            let (client, meta, url) = (client.clone(), meta.clone(), url.clone());
+            async move {
+                let body = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+                    "params": {"name": "mcp__bench__echo", "arguments": {"text": format!("call {n}")}, "_meta": meta}});
+                let answer: Value = client
+                    .post(&url)
+                    .json(&body)
+                    .send()
+                    .await
+                    .expect("floor answers")
+                    .json()
+                    .await
+                    .expect("JSON");
+                assert_eq!(answer["result"]["isError"], false, "{answer}");
+                assert_eq!(
+                    answer["result"]["_meta"]["receipt"]["signature"].is_string(),
+                    journaled
+                );
+            }
+        })
+    };
+    let (hop_call, floor_call) = if postgres.is_none() {
+        let upstream = || async {
+            anyhow::Ok(Arc::new(
+                Connector::new(true)
+                    .connect(
+                        &UpstreamSpec::StreamableHttp {
+                            url: upstream_url.clone(),
+                            headers: Default::default(),
+                        },
+                        Duration::from_secs(10),
+                    )
+                    .await?,
+            ))
+        };
+        let hop = floor(None, durability, upstream().await?).await?;
+        let journaled = floor(Some(floor_dir.path()), durability, upstream().await?).await?;
+        (Some(through(hop, false)), Some(through(journaled, true)))
+    } else {
+        println!("(no floor path with PostgreSQL: its journal is a SQLite store of its own)");
+        (None, None)
+    };
+
+    // Warm up the paths (connections, caches, validators).
     let gateway_call = Arc::new(gateway_call);
     let direct_call = Arc::new(direct_call);
     {
@@ -550,6 +729,12 @@ async fn main() -> anyhow::Result<()> {
         drive(500, concurrency, move |n| d(n)).await;
         if let Some(p) = proxied_call.clone() {
             drive(500, concurrency, move |n| p(n)).await;
+        }
+        if let Some(h) = hop_call.clone() {
+            drive(500, concurrency, move |n| h(n)).await;
+        }
+        if let Some(f) = floor_call.clone() {
+            drive(500, concurrency, move |n| f(n)).await;
         }
     }
     println!(
@@ -582,6 +767,34 @@ async fn main() -> anyhow::Result<()> {
             ))
         }
         _ => None,
+    };
+    let hopped = match hop_call.clone() {
+        Some(h) => {
+            let before = cpu_time();
+            let (wall, latencies) = drive(calls, concurrency, move |n| h(n)).await;
+            let cpu = cpu_time().zip(before).map(|(a, b)| a.saturating_sub(b));
+            Some(report(
+                "one hop of the gateway's HTTP stack, no journal",
+                wall,
+                &latencies,
+                cpu,
+            ))
+        }
+        None => None,
+    };
+    let floored = match floor_call.clone() {
+        Some(f) => {
+            let before = cpu_time();
+            let (wall, latencies) = drive(calls, concurrency, move |n| f(n)).await;
+            let cpu = cpu_time().zip(before).map(|(a, b)| a.saturating_sub(b));
+            Some(report(
+                "the floor (one hop, two signed durable records, nothing else)",
+                wall,
+                &latencies,
+                cpu,
+            ))
+        }
+        None => None,
     };
     let g = gateway_call.clone();
     let before = cpu_time();
@@ -663,6 +876,22 @@ async fn main() -> anyhow::Result<()> {
             proxy_p50.as_secs_f64() / direct_p50.as_secs_f64(),
             gateway_rate * 100.0 / proxy_rate,
             gateway_p50.as_secs_f64() / proxy_p50.as_secs_f64(),
+        );
+    }
+    if let Some((hop_rate, hop_p50)) = hopped {
+        println!(
+            "hop / direct: throughput {:.0} %, p50 {:.2}×",
+            hop_rate * 100.0 / direct_rate,
+            hop_p50.as_secs_f64() / direct_p50.as_secs_f64(),
+        );
+    }
+    if let Some((floor_rate, floor_p50)) = floored {
+        println!(
+            "floor / direct: throughput {:.0} %, p50 {:.2}×; gateway / floor: throughput {:.0} %, p50 {:.2}×",
+            floor_rate * 100.0 / direct_rate,
+            floor_p50.as_secs_f64() / direct_p50.as_secs_f64(),
+            gateway_rate * 100.0 / floor_rate,
+            gateway_p50.as_secs_f64() / floor_p50.as_secs_f64(),
         );
     }
     drop(nginx);
