@@ -212,6 +212,39 @@ fn report(
     (rate, p50)
 }
 
+/// `of`'s throughput and p50 (calls/s, p50) as ratios of `to`'s.
+fn ratio(of: (f64, Duration), to: (f64, Duration)) -> String {
+    format!(
+        "throughput {:.0} %, p50 {:.2}×",
+        of.0 * 100.0 / to.0,
+        of.1.as_secs_f64() / to.1.as_secs_f64()
+    )
+}
+
+/// Runs `calls` calls of `op`, `concurrency` at a time, and prints the path's line as `what`
+/// (its CPU per call counts this process's and, when given, that of process `pid` and its
+/// children: nginx); its calls/s and p50.
+async fn phase<F, Fut>(
+    what: &str,
+    calls: usize,
+    concurrency: usize,
+    op: Arc<F>,
+    pid: Option<u32>,
+) -> (f64, Duration)
+where
+    F: Fn(usize) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let others = || pid.map_or(Some(Duration::ZERO), cpu_time_of_tree);
+    let before = cpu_time().zip(others());
+    let (wall, latencies) = drive(calls, concurrency, move |n| op(n)).await;
+    let cpu = cpu_time()
+        .zip(others())
+        .zip(before)
+        .map(|((a, b), (c, d))| a.saturating_sub(c) + b.saturating_sub(d));
+    report(what, wall, &latencies, cpu)
+}
+
 /// CPU time (user + system) of process `pid` and its live children (nginx's master and
 /// workers), from `/proc`.
 fn cpu_time_of_tree(pid: u32) -> Option<Duration> {
@@ -373,18 +406,7 @@ async fn floor(
     let router = axum::Router::new()
         .route("/mcp", axum::routing::post(floor_call))
         .with_state(floor);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    let port = listener.local_addr()?.port();
-    use axum::serve::ListenerExt as _;
-    // As the node's listener (crate::startup): Nagle off.
-    let listener = listener.tap_io(|io| {
-        let _ = io.set_nodelay(true);
-    });
-    tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, router).await {
-            eprintln!("the floor stopped: {e}");
-        }
-    });
+    let port = common::serve(router, "the floor").await?;
     Ok(format!("http://127.0.0.1:{port}/mcp"))
 }
 
@@ -600,46 +622,54 @@ async fn main() -> anyhow::Result<()> {
         "expected_schema_hash": tool["_meta"]["schemaHash"]
     });
 
-    let gateway_call = {
-        let (client, agent, meta) = (client.clone(), agent.clone(), meta.clone());
-        let urls: Vec<String> = bases.iter().map(|b| format!("{b}/mcp")).collect();
-        move |n: usize| {
-            // Node by node in turn, as a balancer would.
-            let (client, agent, meta, url) = (
-                client.clone(),
-                agent.clone(),
-                meta.clone(),
-                urls[n % urls.len()].clone(),
-            );
+    // A `tools/call` of echo through `/mcp` at `urls` (node by node in turn, as a balancer
+    // would), with the manifest echo in `_meta`; its answer checked (signed: with a receipt).
+    let mcp_call = |urls: Vec<String>, bearer: Option<String>, signed: bool| {
+        let (client, meta) = (client.clone(), meta.clone());
+        Arc::new(move |n: usize| {
+            let (client, meta, bearer) = (client.clone(), meta.clone(), bearer.clone());
+            let url = urls[n % urls.len()].clone();
             async move {
                 let body = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
                     "params": {"name": "mcp__bench__echo", "arguments": {"text": format!("call {n}")}, "_meta": meta}});
-                let answer: Value = client
-                    .post(&url)
-                    .bearer_auth(&agent)
-                    .json(&body)
+                let mut request = client.post(&url).json(&body);
+                if let Some(bearer) = &bearer {
+                    request = request.bearer_auth(bearer);
+                }
+                let answer: Value = request
                     .send()
                     .await
-                    .expect("gateway answers")
+                    .expect("an answer")
                     .json()
                     .await
                     .expect("JSON");
                 assert_eq!(answer["result"]["isError"], false, "{answer}");
-                assert!(answer["result"]["_meta"]["receipt"]["signature"].is_string());
+                assert_eq!(
+                    answer["result"]["_meta"]["receipt"]["signature"].is_string(),
+                    signed,
+                    "{answer}"
+                );
             }
-        }
+        })
     };
-    let direct = Arc::new(
-        Connector::new(true)
-            .connect(
-                &UpstreamSpec::StreamableHttp {
-                    url: upstream_url.clone(),
-                    headers: Default::default(),
-                },
-                Duration::from_secs(10),
-            )
-            .await?,
+    let gateway_call = mcp_call(
+        bases.iter().map(|b| format!("{b}/mcp")).collect(),
+        Some(agent.clone()),
+        true,
     );
+    let connect = |url: String| async move {
+        anyhow::Ok(Arc::new(
+            Connector::new(true)
+                .connect(
+                    &UpstreamSpec::StreamableHttp {
+                        url,
+                        headers: Default::default(),
+                    },
+                    Duration::from_secs(10),
+                )
+                .await?,
+        ))
+    };
     let call_through = |connection: Arc<aperture::upstream::Connection>| {
         move |n: usize| {
             let connection = connection.clone();
@@ -653,75 +683,30 @@ async fn main() -> anyhow::Result<()> {
             }
         }
     };
-    let direct_call = call_through(direct);
+    let direct_call = Arc::new(call_through(connect(upstream_url.clone()).await?));
     let nginx = proxy(&upstream_url).await?;
     let proxied_call = match &nginx {
-        Some(p) => Some(Arc::new(call_through(Arc::new(
-            Connector::new(true)
-                .connect(
-                    &UpstreamSpec::StreamableHttp {
-                        url: p.url.clone(),
-                        headers: Default::default(),
-                    },
-                    Duration::from_secs(10),
-                )
-                .await?,
-        )))),
+        Some(p) => Some(Arc::new(call_through(connect(p.url.clone()).await?))),
         None => None,
     };
 
     // The floor, on SQLite (the default run) only: its journal is a store of its own. And the
     // hop alone (the same server, no journal), which splits the floor into hop and records.
     let floor_dir = tempfile::tempdir()?;
-    let through = |url: String, journaled: bool| {
-        let (client, meta) = (client.clone(), meta.clone());
-        Arc::new(move |n: usize| {
-            let (client, meta, url) = (client.clone(), meta.clone(), url.clone());
-            async move {
-                let body = json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
-                    "params": {"name": "mcp__bench__echo", "arguments": {"text": format!("call {n}")}, "_meta": meta}});
-                let answer: Value = client
-                    .post(&url)
-                    .json(&body)
-                    .send()
-                    .await
-                    .expect("floor answers")
-                    .json()
-                    .await
-                    .expect("JSON");
-                assert_eq!(answer["result"]["isError"], false, "{answer}");
-                assert_eq!(
-                    answer["result"]["_meta"]["receipt"]["signature"].is_string(),
-                    journaled
-                );
-            }
-        })
-    };
     let (hop_call, floor_call) = if postgres.is_none() {
-        let upstream = || async {
-            anyhow::Ok(Arc::new(
-                Connector::new(true)
-                    .connect(
-                        &UpstreamSpec::StreamableHttp {
-                            url: upstream_url.clone(),
-                            headers: Default::default(),
-                        },
-                        Duration::from_secs(10),
-                    )
-                    .await?,
-            ))
-        };
+        let upstream = || connect(upstream_url.clone());
         let hop = floor(None, durability, upstream().await?).await?;
         let journaled = floor(Some(floor_dir.path()), durability, upstream().await?).await?;
-        (Some(through(hop, false)), Some(through(journaled, true)))
+        (
+            Some(mcp_call(vec![hop], None, false)),
+            Some(mcp_call(vec![journaled], None, true)),
+        )
     } else {
         println!("(no floor path with PostgreSQL: its journal is a SQLite store of its own)");
         (None, None)
     };
 
     // Warm up the paths (connections, caches, validators).
-    let gateway_call = Arc::new(gateway_call);
-    let direct_call = Arc::new(direct_call);
     {
         let g = gateway_call.clone();
         drive(500, concurrency, move |n| g(n)).await;
@@ -746,54 +731,51 @@ async fn main() -> anyhow::Result<()> {
     println!(
         "| path | calls/s | p50 | p90 | p99 | CPU per call (client, gateway and upstream) |\n|---|---|---|---|---|---|"
     );
-    let d = direct_call.clone();
-    let before = cpu_time();
-    let (wall, latencies) = drive(calls, concurrency, move |n| d(n)).await;
-    let cpu = cpu_time().zip(before).map(|(a, b)| a.saturating_sub(b));
-    let (direct_rate, direct_p50) = report("upstream called directly", wall, &latencies, cpu);
-    let proxied = match (proxied_call.clone(), &nginx) {
-        (Some(p), Some(n)) => {
-            let before = cpu_time().zip(cpu_time_of_tree(n.child.id()));
-            let (wall, latencies) = drive(calls, concurrency, move |k| p(k)).await;
-            let cpu = cpu_time()
-                .zip(cpu_time_of_tree(n.child.id()))
-                .zip(before)
-                .map(|((a, b), (c, d))| a.saturating_sub(c) + b.saturating_sub(d));
-            Some(report(
+    let direct = phase(
+        "upstream called directly",
+        calls,
+        concurrency,
+        direct_call,
+        None,
+    )
+    .await;
+    let proxied = match (proxied_call, &nginx) {
+        (Some(p), Some(n)) => Some(
+            phase(
                 "through a plain reverse proxy (nginx)",
-                wall,
-                &latencies,
-                cpu,
-            ))
-        }
+                calls,
+                concurrency,
+                p,
+                Some(n.child.id()),
+            )
+            .await,
+        ),
         _ => None,
     };
-    let hopped = match hop_call.clone() {
-        Some(h) => {
-            let before = cpu_time();
-            let (wall, latencies) = drive(calls, concurrency, move |n| h(n)).await;
-            let cpu = cpu_time().zip(before).map(|(a, b)| a.saturating_sub(b));
-            Some(report(
+    let hopped = match hop_call {
+        Some(h) => Some(
+            phase(
                 "one hop of the gateway's HTTP stack, no journal",
-                wall,
-                &latencies,
-                cpu,
-            ))
-        }
+                calls,
+                concurrency,
+                h,
+                None,
+            )
+            .await,
+        ),
         None => None,
     };
-    let floored = match floor_call.clone() {
-        Some(f) => {
-            let before = cpu_time();
-            let (wall, latencies) = drive(calls, concurrency, move |n| f(n)).await;
-            let cpu = cpu_time().zip(before).map(|(a, b)| a.saturating_sub(b));
-            Some(report(
+    let floored = match floor_call {
+        Some(f) => Some(
+            phase(
                 "the floor (one hop, two signed durable records, nothing else)",
-                wall,
-                &latencies,
-                cpu,
-            ))
-        }
+                calls,
+                concurrency,
+                f,
+                None,
+            )
+            .await,
+        ),
         None => None,
     };
     let g = gateway_call.clone();
@@ -804,7 +786,7 @@ async fn main() -> anyhow::Result<()> {
     let cpu = cpu_time().zip(before).map(|(a, b)| a.saturating_sub(b));
     let journal_after = journal_stats();
     let stages_after = stages(&client, &base).await;
-    let (gateway_rate, gateway_p50) = report(
+    let gateway = report(
         "through the gateway (/mcp, journaled, signed)",
         wall,
         &latencies,
@@ -816,7 +798,7 @@ async fn main() -> anyhow::Result<()> {
     let signing = journal_after.3.saturating_sub(journal_before.3);
     let ahead = journal_after.4 - journal_before.4;
     let by_callers = journal_after.5 - journal_before.5;
-    let direct = journal_after.6 - journal_before.6;
+    let on_thread = journal_after.6 - journal_before.6;
     println!(
         "journal: {records} records in {commits} commits ({:.1} records per commit); writer busy {:.0} % of the run ({:.0} % signing, {:.0} % database), {:.0} µs per commit",
         records as f64 / commits.max(1) as f64,
@@ -831,10 +813,10 @@ async fn main() -> anyhow::Result<()> {
             "journal: {by_callers} of the {records} records committed by their callers' own tasks"
         );
     }
-    if direct > 0 {
+    if on_thread > 0 {
         // SQLite on a file: the insert runs on the committing task's thread, not sqlx's.
         println!(
-            "journal: {direct} of the {records} records inserted on the committing task's own thread"
+            "journal: {on_thread} of the {records} records inserted on the committing task's own thread"
         );
     }
     if ahead > 0 {
@@ -862,36 +844,24 @@ async fn main() -> anyhow::Result<()> {
     println!("stages, mean wall time × per call: {}", line.join(", "));
     println!(
         "added by the gateway at p50: {:.2} ms",
-        (gateway_p50.saturating_sub(direct_p50)).as_secs_f64() * 1e3,
+        (gateway.1.saturating_sub(direct.1)).as_secs_f64() * 1e3,
     );
-    println!(
-        "gateway / direct: throughput {:.0} %, p50 {:.2}×",
-        gateway_rate * 100.0 / direct_rate,
-        gateway_p50.as_secs_f64() / direct_p50.as_secs_f64(),
-    );
-    if let Some((proxy_rate, proxy_p50)) = proxied {
+    println!("gateway / direct: {}", ratio(gateway, direct));
+    if let Some(proxy) = proxied {
         println!(
-            "plain proxy / direct: throughput {:.0} %, p50 {:.2}×; gateway / plain proxy: throughput {:.0} %, p50 {:.2}×",
-            proxy_rate * 100.0 / direct_rate,
-            proxy_p50.as_secs_f64() / direct_p50.as_secs_f64(),
-            gateway_rate * 100.0 / proxy_rate,
-            gateway_p50.as_secs_f64() / proxy_p50.as_secs_f64(),
+            "plain proxy / direct: {}; gateway / plain proxy: {}",
+            ratio(proxy, direct),
+            ratio(gateway, proxy)
         );
     }
-    if let Some((hop_rate, hop_p50)) = hopped {
-        println!(
-            "hop / direct: throughput {:.0} %, p50 {:.2}×",
-            hop_rate * 100.0 / direct_rate,
-            hop_p50.as_secs_f64() / direct_p50.as_secs_f64(),
-        );
+    if let Some(hop) = hopped {
+        println!("hop / direct: {}", ratio(hop, direct));
     }
-    if let Some((floor_rate, floor_p50)) = floored {
+    if let Some(floor) = floored {
         println!(
-            "floor / direct: throughput {:.0} %, p50 {:.2}×; gateway / floor: throughput {:.0} %, p50 {:.2}×",
-            floor_rate * 100.0 / direct_rate,
-            floor_p50.as_secs_f64() / direct_p50.as_secs_f64(),
-            gateway_rate * 100.0 / floor_rate,
-            gateway_p50.as_secs_f64() / floor_p50.as_secs_f64(),
+            "floor / direct: {}; gateway / floor: {}",
+            ratio(floor, direct),
+            ratio(gateway, floor)
         );
     }
     drop(nginx);

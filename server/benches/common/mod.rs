@@ -21,21 +21,29 @@ pub async fn fixture_upstream() -> anyhow::Result<String> {
             StreamableHttpServerConfig::default().with_sse_keep_alive(None),
         );
     let router = axum::Router::new().nest_service("/mcp", service);
+    let port = serve(router, "the fixture upstream").await?;
+    Ok(format!("http://127.0.0.1:{port}/mcp"))
+}
+
+/// Serves `router` on a free port of 127.0.0.1 (in a task; `what` names it if it stops); its
+/// port.
+pub async fn serve(router: axum::Router, what: &'static str) -> anyhow::Result<u16> {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let port = listener.local_addr()?.port();
-    // Nagle off, as a server tuned for small answers has it: with it on, a proxy that cannot
-    // re-arm TCP_QUICKACK (nginx) waits ~40 ms for each answer's second write (the gateway's
-    // own client does not: crate::upstream::http), and the plain-proxy path would measure that.
+    // Nagle off, as a server tuned for small answers has it (and the node's listener,
+    // crate::startup): with it on, a proxy that cannot re-arm TCP_QUICKACK (nginx) waits ~40 ms
+    // for each answer's second write (the gateway's own client does not:
+    // crate::upstream::http), and the plain-proxy path would measure that.
     use axum::serve::ListenerExt as _;
     let listener = listener.tap_io(|io| {
         let _ = io.set_nodelay(true);
     });
     tokio::spawn(async move {
         if let Err(e) = axum::serve(listener, router).await {
-            eprintln!("the fixture upstream stopped: {e}");
+            eprintln!("{what} stopped: {e}");
         }
     });
-    Ok(format!("http://127.0.0.1:{port}/mcp"))
+    Ok(port)
 }
 
 /// A new API token of tenant `default` for `actor` with `scope`, made in `store` (as the
