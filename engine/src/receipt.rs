@@ -1273,6 +1273,15 @@ pub struct ManifestDocument {
     /// The session's `entity` hint, when it named one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub entity: Option<String>,
+    /// For a fork's grant: the parent manifest it copies, byte for byte (absent for a grant of
+    /// its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copied_from: Option<String>,
+    /// For a fork: the entries of its execution allowlist (`fork_tools`) as given. Absent: no
+    /// restriction; `[]`: it may execute nothing. Signed, so evidence proves what a fork could
+    /// execute.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution_allowed_tools: Option<Vec<String>>,
 }
 
 /// The `manifest_signature`: base64url (no padding) Ed25519 over the JCS bytes of `document`.
@@ -2141,6 +2150,8 @@ mod tests {
             }],
             preset: None,
             entity: None,
+            copied_from: None,
+            execution_allowed_tools: None,
         }
     }
 

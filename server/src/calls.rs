@@ -95,8 +95,10 @@ async fn denial_at(
     ))
 }
 
-/// A call refused before the checks of `tools/call` could see it: a hosted agent's call of a
-/// tool its model was not declared, or outside its fork's execution allowlist.
+/// A hosted agent's call decided before the checks of `tools/call` could see it: a call of a
+/// tool its model was not declared, outside its fork's execution allowlist, left unrun because
+/// its caller's rights were withdrawn, or of the built-in `agent` tool (a sub-agent launched,
+/// or refused).
 pub struct Unchecked<'a> {
     /// The agent's exposure session.
     pub session: &'a crate::store::exposure::SessionRow,
@@ -108,22 +110,28 @@ pub struct Unchecked<'a> {
     pub turn_id: &'a str,
     /// The tool the model named.
     pub tool: &'a str,
-    /// `not_callable` or `execution_allowlist`.
+    /// `deny`, or `allow` for a sub-agent the `agent` tool launched.
+    pub decision: Decision,
+    /// `not_callable`, `execution_allowlist`, or `cancelled` (left unrun: the caller's rights
+    /// were withdrawn in the middle of a batch), `arguments_invalid` or `ok` (the `agent` tool).
     pub reason: ReasonCode,
+    /// For the built-in `agent` tool: the hash of its declaration (its `tool_version` is
+    /// `builtin`).
+    pub builtin_hash: Option<&'a str>,
     /// What the model was told.
     pub detail: &'a str,
 }
 
-/// Journals the decision receipt of an [`Unchecked`] refusal (every decision is journaled,
+/// Journals the decision receipt of an [`Unchecked`] call (every decision is journaled,
 /// CONTRACT §6); when the journal cannot record, the signed unrecorded denial.
-pub async fn refuse_unchecked(
+pub async fn record_unchecked(
     cx: &CallContext<'_>,
     principal: &Principal,
     call: Unchecked<'_>,
 ) -> Receipt {
     let mut r = journal::receipt(
         ReceiptKind::Decision,
-        Decision::Deny,
+        call.decision,
         call.reason,
         &principal.tenant_id,
         &principal.actor_id,
@@ -135,11 +143,18 @@ pub async fn refuse_unchecked(
     r.policy_version = Some(call.policy.1);
     r.turn_id = Some(call.turn_id.to_owned());
     r.tool = Some(call.tool.to_owned());
+    if let Some(hash) = call.builtin_hash {
+        r.tool_version = Some(BUILTIN_VERSION.to_owned());
+        r.schema_hash = Some(hash.to_owned());
+    }
     let mut d = journal::disclosures();
     d.insert_extra("detail", Value::String(call.detail.to_owned()))
         .ok();
     record(cx.journal, r, &d).await.0
 }
+
+/// The `tool_version` receipts give a built-in tool (the hosted runtime's `agent` tool).
+pub const BUILTIN_VERSION: &str = "builtin";
 
 /// A call's stages, as CONTRACT §5 orders them: [`authorize`] (the engine's decision against
 /// the grant, then what the binding asks: confirmation, retry and idempotency keys, rate
@@ -285,7 +300,24 @@ async fn authorize(
     r.manifest_id = call.meta.manifest_id.clone();
     r.turn_id = call.meta.turn_id.clone();
     r.tool = Some(call.name.clone());
+    r.environment = principal.own_environment().map(str::to_owned);
     let mut d = journal::disclosures();
+    // A grant in an environment the caller may not use is refused like an unknown one; only
+    // the disclosures say which environment it was.
+    let grant = match grant {
+        Some(g)
+            if g.session
+                .as_ref()
+                .is_some_and(|s| !principal.sees(&s.environment)) =>
+        {
+            if let Some(s) = &g.session {
+                d.insert_extra("environment", Value::String(s.environment.clone()))
+                    .ok();
+            }
+            None
+        }
+        other => other,
+    };
 
     let manifest = grant.as_ref().and_then(|g| g.manifest.as_ref());
     let mut tool = None;

@@ -239,14 +239,17 @@ impl Backend for DashboardBackend {
         let sees_all =
             p.scopes.satisfies(engine::scope::READ) || p.scopes.satisfies(engine::scope::APPROVE);
         let actor = (!sees_all).then_some(p.actor_id.as_str());
+        let confined = p.confined_to();
         let load = async {
             let mut waiting = Vec::new();
             for status in ["input_required", "staged"] {
-                waiting
-                    .extend(store::invocations::list(s, &tenant, Some(status), actor, 500).await?);
+                waiting.extend(
+                    store::invocations::list(s, &tenant, Some(status), actor, 500, confined)
+                        .await?,
+                );
             }
             waiting.sort_by(|a, b| a.created_at.cmp(&b.created_at).then(a.id.cmp(&b.id)));
-            let recent: Vec<_> = store::invocations::list(s, &tenant, None, actor, 40)
+            let recent: Vec<_> = store::invocations::list(s, &tenant, None, actor, 40, confined)
                 .await?
                 .into_iter()
                 .filter(|r| r.status != "input_required" && r.status != "staged")
@@ -313,9 +316,9 @@ impl Backend for DashboardBackend {
                 )
                 .await
                 .map_err(ServiceError::into_app_error)?;
-                let row = store::invocations::find(&self.state.store, &p.tenant_id, id)
+                let row = invocations::find_visible(&self.state.store, &p, id)
                     .await
-                    .map_err(|e| ServiceError::from(e).into_app_error())?
+                    .map_err(ServiceError::into_app_error)?
                     .ok_or_else(|| AppError::not_found("invocation"))?;
                 return Ok(invocations::typed_view(&row));
             }
@@ -637,22 +640,25 @@ async fn overview(state: &AppState, p: &Principal) -> Result<Overview, ServiceEr
     const HOUR: i64 = 3_600_000;
     // One read of the last seven days by hour serves both charts (days are whole UTC days).
     let week_start = (now / (24 * HOUR) - 6) * 24 * HOUR;
-    let hours = store::journal::decision_counts(s, tenant, week_start, HOUR).await?;
+    // A reader confined to some environments counts only their calls.
+    let confined = p.confined_to();
+    let hours = store::journal::decision_counts(s, tenant, week_start, HOUR, confined).await?;
     o.last_day = activity(&hours, now, HOUR, 24);
     o.last_week = activity(&hours, now, 24 * HOUR, 7);
-    o.top_deny_reasons = store::journal::top_deny_reasons(s, tenant, now - 7 * 24 * HOUR, 5)
-        .await?
-        .into_iter()
-        .map(|(reason, n)| app::dto::ReasonCount {
-            reason,
-            count: u64::try_from(n).unwrap_or(0),
-        })
-        .collect();
-    let (waiting, oldest) = store::invocations::waiting(s, tenant).await?;
+    o.top_deny_reasons =
+        store::journal::top_deny_reasons(s, tenant, now - 7 * 24 * HOUR, 5, confined)
+            .await?
+            .into_iter()
+            .map(|(reason, n)| app::dto::ReasonCount {
+                reason,
+                count: u64::try_from(n).unwrap_or(0),
+            })
+            .collect();
+    let (waiting, oldest) = store::invocations::waiting(s, tenant, confined).await?;
     o.waiting = u64::try_from(waiting).unwrap_or(0);
     o.oldest_waiting_at = oldest.map(store::rfc3339);
     if waiting > 0 {
-        o.oldest_waiting = store::invocations::oldest_waiting(s, tenant)
+        o.oldest_waiting = store::invocations::oldest_waiting(s, tenant, confined)
             .await?
             .map(|r| app::dto::WaitingCall {
                 invocation_id: r.id,

@@ -94,6 +94,11 @@ impl Bus {
         &self.worker
     }
 
+    /// The store events cross nodes through.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
     /// Events from every node, from now on.
     pub fn subscribe(&self) -> broadcast::Receiver<Event> {
         self.local.subscribe()

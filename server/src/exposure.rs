@@ -55,10 +55,21 @@ pub fn is_environment(env: &str) -> bool {
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
 }
 
-/// Whether `principal` may read `session`: `:read` reads all, `:run` its own.
+/// Whether `principal` may read `session`: `:read` reads all, `:run` its own; either only in
+/// an environment it may use.
 fn may_read(principal: &Principal, session: &SessionRow) -> bool {
-    principal.scopes.satisfies(scope::READ)
-        || (principal.scopes.satisfies(scope::RUN) && session.actor_id == principal.actor_id)
+    principal.sees(&session.environment)
+        && (principal.scopes.satisfies(scope::READ)
+            || (principal.scopes.satisfies(scope::RUN) && session.actor_id == principal.actor_id))
+}
+
+/// Whether `session` is `principal`'s own to list, call and fork: its tenant's, its actor's,
+/// in an environment it may use, not revoked. Anything else is refused like an unknown id.
+fn is_own(principal: &Principal, session: &SessionRow) -> bool {
+    session.actor_id == principal.actor_id
+        && session.tenant_id == principal.tenant_id
+        && session.revoked_at.is_none()
+        && principal.sees(&session.environment)
 }
 
 /// `POST /sessions` (run): a new session in an environment, with its first manifest.
@@ -122,15 +133,11 @@ async fn grant_listed(
     session: SessionRow,
     listed_by: Option<&str>,
 ) -> Result<Grant, ServiceError> {
-    if session.actor_id != principal.actor_id
-        || session.tenant_id != principal.tenant_id
-        || session.revoked_at.is_some()
-    {
+    // A session opened while the caller could use its environment is listed again only while
+    // it still can; until then it is as unknown as a random id.
+    if !is_own(principal, &session) {
         return Err(AppError::not_found("session").into());
     }
-    // A session opened while the caller could use its environment is listed again only while
-    // it still can.
-    principal.may_use(&session.environment)?;
     let manifest = build(store, validators, &session).await?;
     let now = store::now_ms();
     let lease_expires_at = now + i64::try_from(manifest.lease_seconds).unwrap_or(0) * 1000;
@@ -159,6 +166,8 @@ async fn grant_listed(
             .collect(),
         preset: session.preset.clone(),
         entity: session.entity.clone(),
+        copied_from: None,
+        execution_allowed_tools: None,
     };
     let signature = receipt::sign_manifest(&document, journal.keys().signer())
         .map_err(|e| ServiceError::Other(anyhow::anyhow!("signing a manifest: {e}")))?;
@@ -417,7 +426,7 @@ pub async fn granted(
     else {
         return Ok(None);
     };
-    if session.actor_id != principal.actor_id || session.revoked_at.is_some() {
+    if !is_own(principal, &session) {
         return Ok(None);
     }
     let manifest =
@@ -469,7 +478,9 @@ pub async fn list(store: &Store, principal: &Principal) -> Result<Vec<SessionVie
     principal.require(scope::READ)?;
     let mut out = Vec::new();
     for s in store::exposure::list_sessions(store, &principal.tenant_id, 500).await? {
-        out.push(view(store, s).await?);
+        if principal.sees(&s.environment) {
+            out.push(view(store, s).await?);
+        }
     }
     Ok(out)
 }
@@ -553,8 +564,10 @@ pub async fn revoke(
 ) -> Result<SessionView, ServiceError> {
     let s = match store::exposure::find_session(store, &principal.tenant_id, id).await? {
         Some(s)
-            if principal.scopes.satisfies(scope::ADMIN)
-                || (principal.scopes.satisfies(scope::RUN) && s.actor_id == principal.actor_id) =>
+            if principal.sees(&s.environment)
+                && (principal.scopes.satisfies(scope::ADMIN)
+                    || (principal.scopes.satisfies(scope::RUN)
+                        && s.actor_id == principal.actor_id)) =>
         {
             s
         }
@@ -588,7 +601,7 @@ pub async fn fork(
     principal.require(scope::RUN)?;
     let parent = match store::exposure::find_session(store, &principal.tenant_id, parent_id).await?
     {
-        Some(p) if p.actor_id == principal.actor_id && p.revoked_at.is_none() => p,
+        Some(p) if is_own(principal, &p) => p,
         _ => return Err(AppError::not_found("session").into()),
     };
     if parent.parent_id.is_some() {
@@ -650,10 +663,7 @@ pub async fn list_grant(
     let Some(parent_id) = session.parent_id.clone() else {
         return grant_listed(store, journal, validators, principal, session, listed_by).await;
     };
-    if session.actor_id != principal.actor_id
-        || session.tenant_id != principal.tenant_id
-        || session.revoked_at.is_some()
-    {
+    if !is_own(principal, &session) {
         return Err(AppError::not_found("session").into());
     }
     let parent = store::exposure::find_session(store, &session.tenant_id, &parent_id)
@@ -667,6 +677,30 @@ pub async fn list_grant(
         })?;
     let parent_grant = current_grant_of(store, &parent).await?;
     copy_grant(store, journal, principal, session, &parent_grant, listed_by).await
+}
+
+/// `session`'s latest grant while its lease lasts (`None` before the first and once it ended):
+/// read, never made. A fork's revival declares its parent's tools from it without granting the
+/// parent anything as a side effect.
+pub async fn live_grant(store: &Store, session: SessionRow) -> Result<Option<Grant>, ServiceError> {
+    let Some(row) =
+        store::exposure::latest_manifest(store, &session.tenant_id, &session.id).await?
+    else {
+        return Ok(None);
+    };
+    if row.lease_expires_at <= store::now_ms() {
+        return Ok(None);
+    }
+    let manifest =
+        serde_json::from_str(&row.manifest).map_err(|e| ServiceError::Other(e.into()))?;
+    let document =
+        serde_json::from_str(&row.document).map_err(|e| ServiceError::Other(e.into()))?;
+    Ok(Some(Grant {
+        session,
+        row,
+        manifest,
+        document,
+    }))
 }
 
 /// `parent`'s latest manifest, when its lease has not ended (409 otherwise: the parent lists
@@ -712,12 +746,21 @@ async fn copy_grant(
     let now = store::now_ms();
     let manifest_id = ids::new_id("man");
     let lease_id = ids::new_id("lea");
+    // The fork's own allowlist, as stored (`None`: unrestricted), signed into its document.
+    let execution_allowed_tools = session
+        .fork_tools
+        .as_deref()
+        .map(serde_json::from_str::<Vec<String>>)
+        .transpose()
+        .map_err(|e| ServiceError::Other(anyhow::anyhow!("stored fork_tools: {e}")))?;
     let document = ManifestDocument {
         manifest_id: manifest_id.clone(),
         session_id: session.id.clone(),
         lease_id: lease_id.clone(),
         issued_at: store::rfc3339(now),
         key_id: journal.keys().signer().key_id().to_owned(),
+        copied_from: Some(parent.id.clone()),
+        execution_allowed_tools,
         ..parent_document
     };
     let signature = receipt::sign_manifest(&document, journal.keys().signer())

@@ -281,7 +281,7 @@ pub async fn decide(
         )
         .into());
     }
-    let row = rows::find(store, &principal.tenant_id, id)
+    let row = find_visible(store, principal, id)
         .await?
         .ok_or_else(|| AppError::not_found("invocation"))?;
     may_decide(principal, &row)?;
@@ -441,6 +441,25 @@ pub async fn decide(
     Ok(view(&row))
 }
 
+/// Invocation `id` as `principal` may see it: its tenant's, in a session of an environment it
+/// may use (CONTRACT §15). Anything else is `None`, as a random id is.
+pub async fn find_visible(
+    store: &Store,
+    principal: &Principal,
+    id: &str,
+) -> Result<Option<InvocationRow>, ServiceError> {
+    let Some(row) = rows::find(store, &principal.tenant_id, id).await? else {
+        return Ok(None);
+    };
+    if principal.confined_to().is_none() {
+        return Ok(Some(row));
+    }
+    let session = store::exposure::find_session(store, &row.tenant_id, &row.session_id).await?;
+    Ok(session
+        .filter(|s| principal.sees(&s.environment))
+        .map(|_| row))
+}
+
 /// Tells every node that invocation `row` changed (now `status`): the approvals queue's live
 /// view and the workers. Ids, tool, mode and who decided; never arguments.
 pub(crate) async fn publish(
@@ -449,11 +468,20 @@ pub(crate) async fn publish(
     row: &InvocationRow,
     status: &str,
 ) {
+    // Listeners confined to some environments hear only of theirs; an event whose session
+    // cannot be read names none, and no confined listener hears it.
+    let environment =
+        store::exposure::find_session(events.store(), &row.tenant_id, &row.session_id)
+            .await
+            .ok()
+            .flatten()
+            .map(|s| s.environment);
     let data = json!({
         "tool": row.tool,
         "status": status,
         "mode": row.mode,
         "session_id": row.session_id,
+        "environment": environment,
         "decided_by": row.decided_by,
     });
     events
@@ -723,7 +751,7 @@ pub async fn cancel(
     id: &str,
 ) -> Result<Value, ServiceError> {
     let approver = principal.scopes.satisfies(scope::APPROVE);
-    let row = rows::find(store, &principal.tenant_id, id)
+    let row = find_visible(store, principal, id)
         .await?
         .filter(|r| {
             approver || (principal.scopes.satisfies(scope::RUN) && r.actor_id == principal.actor_id)

@@ -56,6 +56,7 @@ pub fn filter(query: ReceiptQuery) -> Result<ReceiptFilter, AppError> {
         since: time("since", query.since.as_deref())?,
         until: time("until", query.until.as_deref())?,
         before_seq,
+        environments: None,
     })
 }
 
@@ -70,6 +71,18 @@ pub async fn search(
     if !(1..=MAX_PAGE).contains(&limit) {
         return Err(AppError::invalid_field("limit", "between 1 and 500").into());
     }
+    // A confined reader reads its environments' records (and those of no session) only.
+    let confined;
+    let filter = match principal.confined_to() {
+        None => filter,
+        Some(environments) => {
+            confined = ReceiptFilter {
+                environments: Some(environments.to_vec()),
+                ..filter.clone()
+            };
+            &confined
+        }
+    };
     let mut rows = store::journal::search(store, &principal.tenant_id, filter, limit + 1).await?;
     let more = rows.len() as i64 > limit;
     rows.truncate(usize::try_from(limit).unwrap_or(0));
@@ -109,6 +122,26 @@ pub async fn page(
     })
 }
 
+/// Whether `principal` may read record `row`: one of no session is tenant-wide; one of a
+/// session only in the session's environment, for a confined reader (CONTRACT §15).
+pub async fn visible(
+    store: &Store,
+    principal: &Principal,
+    row: &RecordRow,
+) -> Result<bool, ServiceError> {
+    if principal.confined_to().is_none() {
+        return Ok(true);
+    }
+    let Some(session_id) = &row.columns.session_id else {
+        return Ok(true);
+    };
+    Ok(
+        store::exposure::find_session(store, &principal.tenant_id, session_id)
+            .await?
+            .is_some_and(|s| principal.sees(&s.environment)),
+    )
+}
+
 fn neighbour(row: RecordRow) -> ChainNeighbour {
     let r: Value = serde_json::from_str(&row.receipt).unwrap_or(Value::Null);
     ChainNeighbour {
@@ -138,6 +171,9 @@ pub async fn detail(
     let row = store::journal::by_receipt_id(store, tenant, receipt_id)
         .await?
         .ok_or_else(|| AppError::not_found("receipt"))?;
+    if !visible(store, principal, &row).await? {
+        return Err(AppError::not_found("receipt").into());
+    }
     let previous = store::journal::page(store, tenant, row.seq - 2, 1)
         .await?
         .into_iter()

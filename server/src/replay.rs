@@ -146,6 +146,12 @@ pub async fn replay(
                 serde_json::from_str::<Recorded>(&receipt)
                     .ok()
                     .filter(|r| r.tool.is_some())
+                    // A confined reader replays its environments' calls only (a decision of no
+                    // environment reached no session, and is not replayable anyway).
+                    .filter(|r| {
+                        principal.confined_to().is_none()
+                            || r.environment.as_deref().is_some_and(|e| principal.sees(e))
+                    })
                     .map(|r| (r, disclosures))
             })
             .collect();

@@ -79,6 +79,12 @@ pub async fn caller(
             scope::RUN
         ));
     }
+    if !principal.sees(&agent.environment) {
+        return Err(format!(
+            "the caller may no longer use environment {:?}; nothing more runs in this turn",
+            agent.environment
+        ));
+    }
     Ok(principal)
 }
 

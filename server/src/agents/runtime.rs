@@ -18,6 +18,7 @@
 use std::collections::HashSet;
 
 use engine::fork::{ExecutionAllowlist, ToolIdentity};
+use engine::receipt::{Decision, ReasonCode};
 use engine::scope;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -260,8 +261,10 @@ async fn readable(
     let found = store::agents::find(&state.store, &principal.tenant_id, id).await?;
     match found {
         Some(a)
-            if principal.scopes.satisfies(scope::READ)
-                || (principal.scopes.satisfies(scope::RUN) && a.actor_id == principal.actor_id) =>
+            if principal.sees(&a.environment)
+                && (principal.scopes.satisfies(scope::READ)
+                    || (principal.scopes.satisfies(scope::RUN)
+                        && a.actor_id == principal.actor_id)) =>
         {
             Ok(a)
         }
@@ -275,6 +278,7 @@ pub async fn list(state: &AppState, principal: &Principal) -> Result<Vec<AgentVi
     Ok(store::agents::list(&state.store, &principal.tenant_id, 500)
         .await?
         .iter()
+        .filter(|a| principal.sees(&a.environment))
         .map(view)
         .collect())
 }
@@ -427,7 +431,8 @@ impl ToolConfig {
 pub struct Response {
     /// The call.
     pub call: ToolCall,
-    /// `executed`, `denied`, `parked`, `not_declared`, `execution_allowlist`.
+    /// `executed`, `denied`, `parked`, `not_declared`, `execution_allowlist`, `revoked` (not
+    /// run: the caller's rights were withdrawn).
     pub outcome: &'static str,
     /// The deciding receipt.
     pub receipt_id: Option<String>,
@@ -460,6 +465,12 @@ fn result_text(result: &Value) -> String {
 /// is not declared, or not allowed by the execution allowlist, gets one synthetic error
 /// response with its id and name and is never authorized, constructed or executed; the rest of
 /// the batch continues.
+///
+/// The caller is checked again before each call ([`recheck`]) and each call runs as the caller
+/// is now. Once the caller's rights are withdrawn (a token revoked, `:run` or the agent's
+/// environment taken away, the session revoked), every call left is answered as not run, with
+/// a journaled `cancelled` receipt, and the reason is returned beside the responses: the turn
+/// ends `revoked`.
 #[allow(clippy::too_many_arguments, reason = "the turn's parts, passed once")]
 pub async fn process_function_calls(
     state: &AppState,
@@ -472,37 +483,54 @@ pub async fn process_function_calls(
     turn_id: &str,
     model_call: i64,
     calls: &[ToolCall],
-) -> Result<Vec<Response>, ServiceError> {
+) -> Result<(Vec<Response>, Option<String>), ServiceError> {
     let declared = tools.declared();
     let mut cx = state.call_context();
     // Results go to the model and, as sent, into the transcript.
     cx.output_to = crate::execution::OutputTo::HostedAgent;
     let mut out = Vec::with_capacity(calls.len());
-    // The caller was checked before this batch; each later call of it is checked again, so a
-    // token revoked mid-batch runs nothing more (the turn then ends as `revoked`).
     let mut withdrawn: Option<String> = None;
     for (index, call) in calls.iter().enumerate() {
         let name = call.function.name.as_str();
-        if withdrawn.is_none()
-            && index > 0
-            && let Err(why) = recheck::again(state, agent, principal).await
-        {
-            withdrawn = Some(why);
-        }
-        if let Some(why) = &withdrawn {
+        let current = match &withdrawn {
+            Some(_) => None,
+            None => match recheck::again(state, agent, principal).await {
+                Ok(current) => Some(current),
+                Err(why) => {
+                    withdrawn = Some(why);
+                    None
+                }
+            },
+        };
+        let Some(principal) = current.as_ref() else {
+            // Not run, and journaled as such: every decision has its receipt.
+            let content = format!(
+                "Error: not run: {}",
+                withdrawn.as_deref().unwrap_or_default()
+            );
+            let receipt = unchecked(
+                &cx,
+                principal,
+                grant,
+                turn_id,
+                name,
+                (Decision::Deny, ReasonCode::Cancelled),
+                &content,
+            )
+            .await;
             out.push(Response {
                 call: call.clone(),
-                outcome: "denied",
-                receipt_id: None,
-                content: format!("Error: not run: {why}"),
+                outcome: "revoked",
+                receipt_id: receipt.seq.map(|_| receipt.receipt_id),
+                content,
             });
             continue;
-        }
+        };
         // Refused before the checks of `tools/call`, and journaled like every decision.
         let refused = if !declared.contains(name) {
             Some((
                 "not_declared",
-                engine::receipt::ReasonCode::NotCallable,
+                ReasonCode::NotCallable,
                 format!("Error: tool \"{name}\" not found."),
             ))
         } else if !tools.allows(name) {
@@ -513,25 +541,29 @@ pub async fn process_function_calls(
                 .unwrap_or_default();
             Some((
                 "execution_allowlist",
-                engine::receipt::ReasonCode::ExecutionAllowlist,
+                ReasonCode::ExecutionAllowlist,
                 message,
+            ))
+        } else if name == AGENT_TOOL && agent.parent_id.is_some() {
+            // The guard is authoritative: a fork never starts a sub-agent, whatever its
+            // declarations show.
+            Some((
+                "denied",
+                ReasonCode::ExecutionAllowlist,
+                "Error: a sub-agent cannot start sub-agents; do the work yourself.".to_owned(),
             ))
         } else {
             None
         };
         if let Some((outcome, reason, content)) = refused {
-            let receipt = calls::refuse_unchecked(
+            let receipt = unchecked(
                 &cx,
                 principal,
-                calls::Unchecked {
-                    session: &grant.session,
-                    manifest_id: &grant.row.id,
-                    policy: (&grant.manifest.policy_id, grant.manifest.policy_version),
-                    turn_id,
-                    tool: name,
-                    reason,
-                    detail: &content,
-                },
+                grant,
+                turn_id,
+                name,
+                (Decision::Deny, reason),
+                &content,
             )
             .await;
             out.push(Response {
@@ -543,29 +575,40 @@ pub async fn process_function_calls(
             continue;
         }
         if name == AGENT_TOOL {
-            // The guard is authoritative: a fork never starts a sub-agent, whatever its
-            // declarations show.
-            let (outcome, content) = if agent.parent_id.is_some() {
-                (
-                    "denied",
-                    "Error: a sub-agent cannot start sub-agents; do the work yourself.".to_owned(),
-                )
-            } else {
-                run_subagent(
-                    state,
-                    model,
-                    principal,
-                    agent,
-                    prefix,
-                    tools,
-                    &call.function.arguments,
-                )
-                .await?
+            // The launch (or its refusal) is a decision of its own, journaled before the
+            // sub-agent does anything.
+            let (decided, content) = match subagents::check(&call.function.arguments) {
+                Ok(launch) => ((Decision::Allow, ReasonCode::Ok), Ok::<_, String>(launch)),
+                Err(why) => (
+                    (Decision::Deny, ReasonCode::ArgumentsInvalid),
+                    Err(format!("Error: {why}")),
+                ),
+            };
+            let detail = match &content {
+                Ok(_) => "a sub-agent launched".to_owned(),
+                Err(why) => why.clone(),
+            };
+            let receipt = unchecked(&cx, principal, grant, turn_id, name, decided, &detail).await;
+            if receipt.seq.is_none() {
+                // The journal could not record the launch: nothing is launched.
+                out.push(Response {
+                    call: call.clone(),
+                    outcome: "denied",
+                    receipt_id: None,
+                    content: "Error: the journal is unavailable; nothing was started.".into(),
+                });
+                continue;
+            }
+            let (outcome, content) = match content {
+                Ok(launch) => {
+                    run_subagent(state, model, principal, agent, prefix, tools, launch).await?
+                }
+                Err(why) => ("denied", why),
             };
             out.push(Response {
                 call: call.clone(),
                 outcome,
-                receipt_id: None,
+                receipt_id: Some(receipt.receipt_id),
                 content,
             });
             continue;
@@ -627,8 +670,43 @@ pub async fn process_function_calls(
             content,
         });
     }
-    Ok(out)
+    Ok((out, withdrawn))
 }
+
+/// Journals a decision taken here rather than by the checks of `tools/call` (an undeclared
+/// tool, the execution allowlist, a withdrawn caller, the built-in `agent` tool).
+async fn unchecked(
+    cx: &crate::execution::CallContext<'_>,
+    principal: &Principal,
+    grant: &Grant,
+    turn_id: &str,
+    tool: &str,
+    (decision, reason): (Decision, ReasonCode),
+    detail: &str,
+) -> engine::receipt::Receipt {
+    calls::record_unchecked(
+        cx,
+        principal,
+        calls::Unchecked {
+            session: &grant.session,
+            manifest_id: &grant.row.id,
+            policy: (&grant.manifest.policy_id, grant.manifest.policy_version),
+            turn_id,
+            tool,
+            decision,
+            reason,
+            builtin_hash: (tool == AGENT_TOOL).then(|| AGENT_DECLARATION_HASH.as_str()),
+            detail,
+        },
+    )
+    .await
+}
+
+/// The hash of the `agent` tool's declaration (RFC 8785, as the model is sent it): the
+/// `schema_hash` its receipts carry.
+static AGENT_DECLARATION_HASH: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    engine::canonical::hash_value(&serde_json::to_value(agent_declaration()).unwrap_or_default())
+});
 
 /// The `_meta.invocation_id` of call `index` of the `model_call`-th answer of a turn.
 fn invocation_key(turn_id: &str, model_call: i64, index: usize) -> String {

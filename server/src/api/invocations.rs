@@ -51,6 +51,25 @@ fn readable_actor(p: &Principal) -> Option<&str> {
         .then_some(p.actor_id.as_str())
 }
 
+/// Who hears a live view's events: a tenant's, only one actor's (a caller with only the run
+/// scope), only some environments' (a confined caller).
+#[derive(Debug, Clone)]
+pub(crate) struct Listener {
+    tenant: String,
+    own_only: Option<String>,
+    environments: Option<Vec<String>>,
+}
+
+impl Listener {
+    fn of(p: &Principal) -> Self {
+        Self {
+            tenant: p.tenant_id.clone(),
+            own_only: readable_actor(p).map(str::to_owned),
+            environments: p.confined_to().map(<[String]>::to_vec),
+        }
+    }
+}
+
 /// `GET /invocations?status&limit`: newest first.
 pub async fn list(
     State(state): State<AppState>,
@@ -75,6 +94,7 @@ pub async fn list(
         q.status.as_deref(),
         readable_actor(&p),
         limit,
+        p.confined_to(),
     )
     .await
     .map_err(ServiceError::from)?;
@@ -89,9 +109,8 @@ pub async fn get(
     Caller(p): Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let row = rows::find(&state.store, &p.tenant_id, &id)
-        .await
-        .map_err(ServiceError::from)?
+    let row = invocations::find_visible(&state.store, &p, &id)
+        .await?
         .filter(|r| readable_actor(&p).is_none_or(|actor| actor == r.actor_id))
         .ok_or_else(|| AppError::not_found("invocation"))?;
     Ok(Json(invocations::view(&row)))
@@ -201,11 +220,8 @@ pub struct EventsQuery {
 
 /// What caller `tenant` / `own_only` may hear of `event`: its type, id and data (`None`: not
 /// theirs).
-fn visible(
-    event: &crate::events::Event,
-    tenant: &str,
-    own_only: Option<&str>,
-) -> Option<(String, String, Value)> {
+fn visible(event: &crate::events::Event, listener: &Listener) -> Option<(String, String, Value)> {
+    let (tenant, own_only) = (listener.tenant.as_str(), listener.own_only.as_deref());
     if event.kind == "resync" {
         return Some((event.kind.clone(), event.id.clone(), json!({})));
     }
@@ -215,6 +231,13 @@ fn visible(
     }
     if event.tenant_id != tenant || own_only.is_some_and(|a| a != event.actor_id) {
         return None;
+    }
+    // Another environment's invocation is not this listener's to hear of.
+    if let Some(allowed) = &listener.environments {
+        let environment = event.data.get("environment").and_then(Value::as_str);
+        if !environment.is_some_and(|e| crate::auth::principal::environment_allowed(allowed, e)) {
+            return None;
+        }
     }
     let mut data = json!({
         "invocation_id": event.subject,
@@ -251,8 +274,7 @@ pub async fn events(
     if wait > 60 {
         return Err(AppError::invalid_field("wait_seconds", "between 0 and 60").into());
     }
-    let own_only = readable_actor(&p).map(str::to_owned);
-    let tenant = p.tenant_id.clone();
+    let listener = Listener::of(&p);
     let mut receiver = state.events.subscribe();
     let mut draining = state.draining.subscribe();
     let streams = headers
@@ -280,7 +302,7 @@ pub async fn events(
                 Err(RecvError::Lagged(_)) => crate::events::Event::resync(""),
                 Err(RecvError::Closed) => break,
             };
-            if let Some((kind, id, data)) = visible(&event, &tenant, own_only.as_deref()) {
+            if let Some((kind, id, data)) = visible(&event, &listener) {
                 events.push(json!({"type": kind, "id": id, "data": data}));
                 if events.len() >= 100 {
                     break;
@@ -291,31 +313,31 @@ pub async fn events(
     }
     let secret = super::bearer(&headers).map(str::to_owned);
     let store = state.store.clone();
-    // Still the same caller, still allowed?
+    let environments = p.environments.clone();
+    // Still the same caller, still allowed, in the same environments?
     let still = move || {
-        let (store, secret) = (store.clone(), secret.clone());
+        let (store, secret, environments) = (store.clone(), secret.clone(), environments.clone());
         async move {
             match &secret {
                 Some(s) => crate::auth::principal::authenticate_bearer(&store, s)
                     .await
-                    .is_ok(),
+                    .is_ok_and(|now| now.environments == environments),
                 None => false,
             }
         }
     };
-    Ok(live(receiver, draining, tenant, own_only, still))
+    Ok(live(receiver, draining, listener, still))
 }
 
 /// The server-sent events of a live view (`GET /invocations/events`, the dashboard's
 /// approvals page): `resync` first ("read the list now": whatever happened before the stream
-/// opened, or while a client reconnected, is in it), then every event of `tenant` the caller
-/// may see (`own_only`: only that actor's), until the node drains or `still` (asked every
+/// opened, or while a client reconnected, is in it), then every event `listener` may hear,
+/// until the node drains or `still` (asked every
 /// [`STREAM_CHECK_EVERY`]) says the caller may no longer listen.
 pub(crate) fn live<F, Fut>(
     receiver: tokio::sync::broadcast::Receiver<crate::events::Event>,
     draining: tokio::sync::watch::Receiver<bool>,
-    tenant: String,
-    own_only: Option<String>,
+    listener: Listener,
     still: F,
 ) -> axum::response::Response
 where
@@ -335,7 +357,7 @@ where
             draining,
         ),
         move |(mut receiver, mut check_at, mut draining)| {
-            let (still, own_only, tenant) = (still.clone(), own_only.clone(), tenant.clone());
+            let (still, listener) = (still.clone(), listener.clone());
             async move {
                 loop {
                     let received = tokio::select! {
@@ -356,8 +378,7 @@ where
                         Err(RecvError::Lagged(_)) => crate::events::Event::resync(""),
                         Err(RecvError::Closed) => return None,
                     };
-                    let Some((kind, id, data)) = visible(&event, &tenant, own_only.as_deref())
-                    else {
+                    let Some((kind, id, data)) = visible(&event, &listener) else {
                         continue;
                     };
                     let sse = SseEvent::default()
@@ -386,28 +407,29 @@ pub async fn dashboard_events(
     session: tower_sessions::Session,
 ) -> Result<axum::response::Response, ApiError> {
     let p = crate::auth::dashboard::require(&state.store, &session).await?;
-    let own_only = readable_actor(&p).map(str::to_owned);
     let (tenant, actor) = (p.tenant_id.clone(), p.actor_id.clone());
+    let environments = p.environments.clone();
     let store = state.store.clone();
     let still = move || {
-        let (store, session, tenant, actor) = (
+        let (store, session, tenant, actor, environments) = (
             store.clone(),
             session.clone(),
             tenant.clone(),
             actor.clone(),
+            environments.clone(),
         );
         async move {
             matches!(
                 crate::auth::dashboard::current(&store, &session).await,
                 Ok(Some(p)) if p.tenant_id == tenant && p.actor_id == actor
+                    && p.environments == environments
             )
         }
     };
     Ok(live(
         state.events.subscribe(),
         state.draining.subscribe(),
-        p.tenant_id.clone(),
-        own_only,
+        Listener::of(&p),
         still,
     ))
 }

@@ -81,6 +81,9 @@ pub async fn get(
         .await
         .map_err(ServiceError::from)?
         .ok_or_else(|| AppError::not_found("receipt"))?;
+    if !receipts::visible(&state.store, &p, &row).await? {
+        return Err(AppError::not_found("receipt").into());
+    }
     let receipt: Value =
         serde_json::from_str(&row.receipt).map_err(|e| ServiceError::Other(e.into()))?;
     let disclosures: Value =

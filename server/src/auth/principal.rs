@@ -78,6 +78,31 @@ impl Principal {
         }
     }
 
+    /// Whether environment-bearing data of `environment` (sessions, manifests, forks,
+    /// invocations, receipts, evidence, streams) is this principal's to see or act on: the same
+    /// rule as opening a session there (CONTRACT §15). Whatever its scopes, data of another
+    /// environment answers like data that does not exist.
+    pub fn sees(&self, environment: &str) -> bool {
+        environment_allowed(&self.environments, environment)
+    }
+
+    /// The environments this principal is confined to, or `None` when it may use every one
+    /// (the filter reads of environment-bearing data apply).
+    pub fn confined_to(&self) -> Option<&[String]> {
+        (!self.environments.iter().any(|e| e == ANY_ENVIRONMENT))
+            .then_some(self.environments.as_slice())
+    }
+
+    /// The environment a refusal names when the call reached no session of the caller's: its
+    /// own when it has exactly one, else none. The same for a random id as for another
+    /// environment's, so the two refusals read alike.
+    pub fn own_environment(&self) -> Option<&str> {
+        match self.environments.as_slice() {
+            [only] if only != ANY_ENVIRONMENT => Some(only),
+            _ => None,
+        }
+    }
+
     /// What `created_by` records when this principal creates something.
     pub fn as_creator(&self) -> String {
         match &self.kind {

@@ -203,13 +203,14 @@ async fn check(
         Some(w) => w,
         None => {
             // Still the caller it was opened for (a revoked or expired token ends the stream).
-            let still = crate::auth::principal::authenticate_bearer(store, &watch.listener.secret)
+            let caller = crate::auth::principal::authenticate_bearer(store, &watch.listener.secret)
                 .await
-                .is_ok_and(|p| p.tenant_id == owner.tenant_id && p.actor_id == owner.actor_id);
-            if !still {
+                .ok()
+                .filter(|p| p.tenant_id == owner.tenant_id && p.actor_id == owner.actor_id);
+            let Some(caller) = caller else {
                 streams.remove(&watch.log);
                 return Ok(());
-            }
+            };
             if !watch.listener.tools {
                 lock(&watch.state).refreshed = Some(Instant::now());
                 return Ok(());
@@ -221,6 +222,7 @@ async fn check(
                 owner.mcp_session.as_deref(),
                 now,
                 MAX_SESSIONS,
+                caller.confined_to(),
             )
             .await?;
             let mut state = lock(&watch.state);

@@ -38,6 +38,22 @@ pub mod listing;
 pub mod streams;
 mod tasks;
 
+/// The requests `/mcp` answers (notifications aside): dispatch refuses any other method before
+/// it is matched, so a method answered below is one listed here, and the tests that are
+/// generated from this table (the environment matrix) reach it.
+pub const METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "subscriptions/listen",
+    "tasks/get",
+    "tasks/result",
+    "tasks/cancel",
+    "tasks/list",
+];
+
 /// Protocol revisions `initialize` negotiates, newest first.
 pub const PROTOCOL_VERSIONS: [&str; 2] = ["2025-11-25", "2025-06-18"];
 /// The stateless revision: requests carry their protocol metadata, no `initialize`.
@@ -217,6 +233,13 @@ pub async fn handle(
         principal = match authenticate_bearer(&state.store, secret).await {
             Ok(p) => p,
             Err(_) => return unauthorized(&state.config),
+        };
+    }
+    if !METHODS.contains(&method) {
+        let answer = error(&id, METHOD_NOT_FOUND, format!("unknown method {method}"));
+        return match stateless {
+            true => (StatusCode::NOT_FOUND, Json(answer)).into_response(),
+            false => Json(answer).into_response(),
         };
     }
     if stateless || method == "server/discover" {
@@ -463,7 +486,8 @@ async fn tools_list(
     let granted = match text("session_id") {
         Some(sid) => {
             match store::exposure::find_session(&state.store, &principal.tenant_id, &sid).await {
-                Ok(Some(session)) => {
+                // Another environment's session is as unknown as a random id.
+                Ok(Some(session)) if principal.sees(&session.environment) => {
                     exposure::list_grant(
                         &state.store,
                         &state.journal,
@@ -474,7 +498,7 @@ async fn tools_list(
                     )
                     .await
                 }
-                Ok(None) => return error(id, INVALID_PARAMS, "unknown session_id"),
+                Ok(_) => return error(id, INVALID_PARAMS, "unknown session_id"),
                 Err(e) => Err(e.into()),
             }
         }

@@ -106,14 +106,18 @@ async fn own(
     let Some(task_id) = params.get("taskId").and_then(Value::as_str) else {
         return Err(error(id, INVALID_PARAMS, "taskId is required"));
     };
-    match rows::find(&state.store, &principal.tenant_id, task_id).await {
+    match crate::invocations::find_visible(&state.store, principal, task_id).await {
         Ok(Some(row)) if row.actor_id == principal.actor_id => Ok(row),
         Ok(_) => Err(error(
             id,
             INVALID_PARAMS,
             "Failed to retrieve task: Task not found",
         )),
-        Err(e) => Err(error(id, INTERNAL_ERROR, format!("the store failed: {e}"))),
+        Err(e) => Err(error(
+            id,
+            INTERNAL_ERROR,
+            format!("the store failed: {}", e.into_app_error().message),
+        )),
     }
 }
 
@@ -249,6 +253,7 @@ pub async fn list(state: &AppState, principal: &Principal, id: &Value, params: &
         &principal.actor_id,
         before.as_ref().map(|(at, task)| (*at, task.as_str())),
         TASKS_PAGE + 1,
+        principal.confined_to(),
     )
     .await
     {

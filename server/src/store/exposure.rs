@@ -55,6 +55,24 @@ fn session(t: SessionTuple) -> SessionRow {
     }
 }
 
+/// SQL that holds when `column` (a session id) is null or names one of tenant `$1`'s exposure
+/// sessions in one of `count` environments bound from parameter `$first` on: how reads of
+/// environment-bearing rows (invocations, journal records) are confined to a principal's
+/// environments (CONTRACT §15). A record of no session is tenant-wide.
+pub fn in_environments(column: &str, first: usize, count: usize) -> String {
+    let placeholders = (first..first + count)
+        .map(|n| format!("${n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    if count == 0 {
+        return format!("{column} IS NULL");
+    }
+    format!(
+        "({column} IS NULL OR {column} IN (SELECT id FROM exposure_sessions \
+         WHERE tenant_id = $1 AND environment IN ({placeholders})))"
+    )
+}
+
 const SESSION_COLUMNS: &str = "id, tenant_id, environment, actor_id, preset, entity, parent_id, fork_tools, created_at, revoked_at";
 
 /// Stores a new session.
@@ -205,7 +223,8 @@ pub async fn insert_manifest(
 /// Manifests a `list_changed` stream of `actor_id` watches: per exposure session, the latest
 /// one whose lease has not ended at `now`, newest first, at most `limit` sessions. With
 /// `mcp_session`, the ones that MCP connection listed; otherwise those of the actor's `limit`
-/// newest sessions that are not revoked.
+/// newest sessions that are not revoked. Only sessions of `environments` when given (a
+/// confined listener never hears another environment's session ids).
 pub async fn watched_manifests(
     store: &Store,
     tenant_id: &str,
@@ -213,47 +232,47 @@ pub async fn watched_manifests(
     mcp_session: Option<&str>,
     now: i64,
     limit: i64,
+    environments: Option<&[String]>,
 ) -> Result<Vec<ManifestRow>, sqlx::Error> {
     let columns = MANIFEST_COLUMNS
         .split(", ")
         .map(|c| format!("m.{c}"))
         .collect::<Vec<_>>()
         .join(", ");
-    let rows: Vec<ManifestTuple> = match mcp_session {
-        Some(mcp) => {
-            sqlx::query_as(&format!(
-                "SELECT {columns} FROM manifests AS m \
-                 JOIN exposure_sessions AS s ON s.id = m.session_id \
-                 WHERE m.tenant_id = $1 AND m.mcp_session_id = $2 AND s.actor_id = $3 \
-                   AND s.revoked_at IS NULL AND m.lease_expires_at > $4 \
-                 ORDER BY m.issued_at DESC, m.id DESC LIMIT $5"
-            ))
-            .bind(tenant_id)
-            .bind(mcp)
-            .bind(actor_id)
-            .bind(now)
-            .bind(limit.saturating_mul(4))
-            .fetch_all(store.pool())
-            .await?
-        }
-        None => {
-            sqlx::query_as(&format!(
-                "SELECT {columns} FROM manifests AS m \
-                 JOIN (SELECT id FROM exposure_sessions \
-                       WHERE tenant_id = $1 AND actor_id = $2 AND revoked_at IS NULL \
-                       ORDER BY created_at DESC LIMIT $3) AS s ON s.id = m.session_id \
-                 WHERE m.lease_expires_at > $4 \
-                 ORDER BY m.issued_at DESC, m.id DESC LIMIT $5"
-            ))
-            .bind(tenant_id)
-            .bind(actor_id)
-            .bind(limit)
-            .bind(now)
-            .bind(limit.saturating_mul(4))
-            .fetch_all(store.pool())
-            .await?
-        }
+    let confined = |column: &str| {
+        environments
+            .map(|e| format!(" AND {}", in_environments(column, 6, e.len())))
+            .unwrap_or_default()
     };
+    let sql = match mcp_session {
+        Some(_) => format!(
+            "SELECT {columns} FROM manifests AS m \
+             JOIN exposure_sessions AS s ON s.id = m.session_id \
+             WHERE m.tenant_id = $1 AND m.mcp_session_id = $2 AND s.actor_id = $3 \
+               AND s.revoked_at IS NULL AND m.lease_expires_at > $4{} \
+             ORDER BY m.issued_at DESC, m.id DESC LIMIT $5",
+            confined("s.id")
+        ),
+        None => format!(
+            "SELECT {columns} FROM manifests AS m \
+             JOIN (SELECT id FROM exposure_sessions \
+                   WHERE tenant_id = $1 AND actor_id = $2 AND revoked_at IS NULL{} \
+                   ORDER BY created_at DESC LIMIT $3) AS s ON s.id = m.session_id \
+             WHERE m.lease_expires_at > $4 \
+             ORDER BY m.issued_at DESC, m.id DESC LIMIT $5",
+            confined("id")
+        ),
+    };
+    let query = sqlx::query_as(&sql).bind(tenant_id);
+    let mut query = match mcp_session {
+        Some(mcp) => query.bind(mcp).bind(actor_id).bind(now),
+        None => query.bind(actor_id).bind(limit).bind(now),
+    }
+    .bind(limit.saturating_mul(4));
+    for e in environments.into_iter().flatten() {
+        query = query.bind(e.as_str());
+    }
+    let rows: Vec<ManifestTuple> = query.fetch_all(store.pool()).await?;
     let mut seen = std::collections::HashSet::new();
     Ok(rows
         .into_iter()

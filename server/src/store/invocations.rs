@@ -225,18 +225,23 @@ pub async fn list(
     status: Option<&str>,
     actor_id: Option<&str>,
     limit: i64,
+    environments: Option<&[String]>,
 ) -> Result<Vec<InvocationRow>, sqlx::Error> {
-    let rows = sqlx::query(&format!(
+    let sql = format!(
         "SELECT {COLUMNS} FROM invocations WHERE tenant_id = $1 \
-         AND ($2 IS NULL OR status = $2) AND ($3 IS NULL OR actor_id = $3) \
-         ORDER BY created_at DESC, id DESC LIMIT $4"
-    ))
-    .bind(tenant_id)
-    .bind(status)
-    .bind(actor_id)
-    .bind(limit)
-    .fetch_all(store.pool())
-    .await?;
+         AND ($2 IS NULL OR status = $2) AND ($3 IS NULL OR actor_id = $3){} \
+         ORDER BY created_at DESC, id DESC LIMIT $4",
+        confined(environments, 5)
+    );
+    let mut query = sqlx::query(&sql)
+        .bind(tenant_id)
+        .bind(status)
+        .bind(actor_id)
+        .bind(limit);
+    for e in environments.into_iter().flatten() {
+        query = query.bind(e.as_str());
+    }
+    let rows = query.fetch_all(store.pool()).await?;
     rows.iter().map(from_row).collect()
 }
 
@@ -248,19 +253,24 @@ pub async fn of_actor_before(
     actor_id: &str,
     before: Option<(i64, &str)>,
     limit: i64,
+    environments: Option<&[String]>,
 ) -> Result<Vec<InvocationRow>, sqlx::Error> {
-    let rows = sqlx::query(&format!(
+    let sql = format!(
         "SELECT {COLUMNS} FROM invocations WHERE tenant_id = $1 AND actor_id = $2 \
-         AND ($3 IS NULL OR created_at < $3 OR (created_at = $3 AND id < $4)) \
-         ORDER BY created_at DESC, id DESC LIMIT $5"
-    ))
-    .bind(tenant_id)
-    .bind(actor_id)
-    .bind(before.map(|(at, _)| at))
-    .bind(before.map(|(_, id)| id))
-    .bind(limit)
-    .fetch_all(store.pool())
-    .await?;
+         AND ($3 IS NULL OR created_at < $3 OR (created_at = $3 AND id < $4)){} \
+         ORDER BY created_at DESC, id DESC LIMIT $5",
+        confined(environments, 6)
+    );
+    let mut query = sqlx::query(&sql)
+        .bind(tenant_id)
+        .bind(actor_id)
+        .bind(before.map(|(at, _)| at))
+        .bind(before.map(|(_, id)| id))
+        .bind(limit);
+    for e in environments.into_iter().flatten() {
+        query = query.bind(e.as_str());
+    }
+    let rows = query.fetch_all(store.pool()).await?;
     rows.iter().map(from_row).collect()
 }
 
@@ -460,28 +470,54 @@ pub async fn claim_approved(store: &Store, limit: i64) -> Result<Vec<InvocationR
     }
 }
 
-/// How many invocations wait for a person (parked or staged) and when the oldest was made.
-pub async fn waiting(store: &Store, tenant_id: &str) -> Result<(i64, Option<i64>), sqlx::Error> {
-    sqlx::query_as(
-        "SELECT COUNT(*), MIN(created_at) FROM invocations \
-         WHERE tenant_id = $1 AND status IN ('input_required', 'staged')",
-    )
-    .bind(tenant_id)
-    .fetch_one(store.pool())
-    .await
+/// `AND` the invocation's session is in one of `environments` (bound from `$first` on), when
+/// given.
+fn confined(environments: Option<&[String]>, first: usize) -> String {
+    environments
+        .map(|e| {
+            format!(
+                " AND {}",
+                super::exposure::in_environments("session_id", first, e.len())
+            )
+        })
+        .unwrap_or_default()
 }
 
-/// The invocation of a tenant that has waited for a person (parked or staged) the longest.
+/// How many invocations wait for a person (parked or staged) and when the oldest was made;
+/// only of `environments` when given.
+pub async fn waiting(
+    store: &Store,
+    tenant_id: &str,
+    environments: Option<&[String]>,
+) -> Result<(i64, Option<i64>), sqlx::Error> {
+    let sql = format!(
+        "SELECT COUNT(*), MIN(created_at) FROM invocations \
+         WHERE tenant_id = $1 AND status IN ('input_required', 'staged'){}",
+        confined(environments, 2)
+    );
+    let mut query = sqlx::query_as(&sql).bind(tenant_id);
+    for e in environments.into_iter().flatten() {
+        query = query.bind(e.as_str());
+    }
+    query.fetch_one(store.pool()).await
+}
+
+/// The invocation of a tenant that has waited for a person (parked or staged) the longest;
+/// only of `environments` when given.
 pub async fn oldest_waiting(
     store: &Store,
     tenant_id: &str,
+    environments: Option<&[String]>,
 ) -> Result<Option<InvocationRow>, sqlx::Error> {
-    let row = sqlx::query(&format!(
-        "SELECT {COLUMNS} FROM invocations WHERE tenant_id = $1 AND status IN ('input_required', 'staged') \
-         ORDER BY created_at, id LIMIT 1"
-    ))
-    .bind(tenant_id)
-    .fetch_optional(store.pool())
-    .await?;
+    let sql = format!(
+        "SELECT {COLUMNS} FROM invocations WHERE tenant_id = $1 AND status IN ('input_required', 'staged'){} \
+         ORDER BY created_at, id LIMIT 1",
+        confined(environments, 2)
+    );
+    let mut query = sqlx::query(&sql).bind(tenant_id);
+    for e in environments.into_iter().flatten() {
+        query = query.bind(e.as_str());
+    }
+    let row = query.fetch_optional(store.pool()).await?;
     row.as_ref().map(from_row).transpose()
 }

@@ -791,6 +791,9 @@ pub struct ReceiptFilter {
     pub until: Option<i64>,
     /// Only records before this `seq` (the cursor; newest first).
     pub before_seq: Option<i64>,
+    /// Only records of no session or of a session in one of these environments (`None`:
+    /// every one): a confined reader's own ([`crate::auth::Principal::confined_to`]).
+    pub environments: Option<Vec<String>>,
 }
 
 /// Decision receipts of `tenant_id` issued in `[since, until)` (epoch ms) after position
@@ -856,6 +859,15 @@ pub async fn search(
             numbers.push(v);
         }
     }
+    if let Some(environments) = &filter.environments {
+        condition.push_str(" AND ");
+        condition.push_str(&super::exposure::in_environments(
+            "session_id",
+            n + 1,
+            environments.len(),
+        ));
+        n += environments.len();
+    }
     let limit_param = format!("${}", n + 1);
     let sql = format!(
         "{SELECT} WHERE tenant_id = $1 AND seq IN ({}) ORDER BY seq DESC LIMIT {limit_param}",
@@ -868,30 +880,49 @@ pub async fn search(
     for v in numbers {
         query = query.bind(v);
     }
+    for e in filter.environments.iter().flatten() {
+        query = query.bind(e.as_str());
+    }
     let rows = query.bind(limit).fetch_all(store.pool()).await?;
     rows.iter().map(from_row).collect()
 }
 
+/// `condition`, confined to `environments` (bound from parameter `$first` on) when given.
+fn confined(condition: &str, environments: Option<&[String]>, first: usize) -> String {
+    match environments {
+        None => condition.to_owned(),
+        Some(e) => format!(
+            "{condition} AND {}",
+            super::exposure::in_environments("session_id", first, e.len())
+        ),
+    }
+}
+
 /// Call decisions (`kind = 'decision'`) of a tenant since `since_ms`, counted per bucket of
-/// `bucket_ms` (bucket = `issued_at / bucket_ms`) and decision.
+/// `bucket_ms` (bucket = `issued_at / bucket_ms`) and decision; only of `environments` when
+/// given (a confined reader's overview).
 pub async fn decision_counts(
     store: &Store,
     tenant_id: &str,
     since_ms: i64,
     bucket_ms: i64,
+    environments: Option<&[String]>,
 ) -> Result<Vec<(i64, String, i64)>, sqlx::Error> {
-    sqlx::query_as(&format!(
+    let sql = format!(
         "SELECT issued_at / $3 AS bucket, decision, COUNT(*) FROM ({}) AS d GROUP BY 1, 2",
         faceted_rows(
             "issued_at, decision",
-            "issued_at >= $2 AND kind = 'decision'"
+            &confined("issued_at >= $2 AND kind = 'decision'", environments, 4)
         )
-    ))
-    .bind(tenant_id)
-    .bind(since_ms)
-    .bind(bucket_ms)
-    .fetch_all(store.pool())
-    .await
+    );
+    let mut query = sqlx::query_as(&sql)
+        .bind(tenant_id)
+        .bind(since_ms)
+        .bind(bucket_ms);
+    for e in environments.into_iter().flatten() {
+        query = query.bind(e.as_str());
+    }
+    query.fetch_all(store.pool()).await
 }
 
 /// The most frequent reasons of denials since `since_ms`, most frequent first.
@@ -900,18 +931,25 @@ pub async fn top_deny_reasons(
     tenant_id: &str,
     since_ms: i64,
     limit: i64,
+    environments: Option<&[String]>,
 ) -> Result<Vec<(String, i64)>, sqlx::Error> {
-    sqlx::query_as(&format!(
+    let sql = format!(
         // `'' || reason` keeps SQLite from walking the reason index to avoid a sort: the time
         // index covers this query (migrations 0010, 0024) and reads only the period's records.
         "SELECT r, COUNT(*) AS n FROM ({}) AS d GROUP BY 1 ORDER BY 2 DESC, 1 LIMIT $3",
-        faceted_rows("'' || reason AS r", "decision = 'deny' AND issued_at >= $2")
-    ))
-    .bind(tenant_id)
-    .bind(since_ms)
-    .bind(limit)
-    .fetch_all(store.pool())
-    .await
+        faceted_rows(
+            "'' || reason AS r",
+            &confined("decision = 'deny' AND issued_at >= $2", environments, 4)
+        )
+    );
+    let mut query = sqlx::query_as(&sql)
+        .bind(tenant_id)
+        .bind(since_ms)
+        .bind(limit);
+    for e in environments.into_iter().flatten() {
+        query = query.bind(e.as_str());
+    }
+    query.fetch_all(store.pool()).await
 }
 
 /// `(receipt, disclosures)` of a tenant's admin records whose disclosures name `action`.

@@ -1234,8 +1234,8 @@ async fn a_revoked_agent_session_ends_the_continued_turn() {
 
 /// Issue 23: the caller is checked again before each call of a batch, not only before the
 /// batch: a token revoked while the first call runs leaves the second unrun (answered with the
-/// reason, no receipt, no upstream call), and the turn ends as `revoked` without asking the
-/// model again.
+/// reason, no upstream call), and the turn ends as `revoked` without asking the model again.
+/// Issue 45 (item 5): the unrun call has its receipt, journaled as `cancelled`.
 #[tokio::test]
 async fn a_token_revoked_mid_batch_runs_nothing_more() {
     const SLOW: &str = "mcp__fixture__slow";
@@ -1281,7 +1281,7 @@ async fn a_token_revoked_mid_batch_runs_nothing_more() {
         .collect();
     assert_eq!(results.len(), 2, "{ended}");
     assert_eq!(results[0]["outcome"], "executed", "{ended}");
-    assert_eq!(results[1]["outcome"], "denied", "{ended}");
+    assert_eq!(results[1]["outcome"], "revoked", "{ended}");
     assert!(
         results[1]["content"]
             .as_str()
@@ -1289,6 +1289,7 @@ async fn a_token_revoked_mid_batch_runs_nothing_more() {
             .contains("token was revoked"),
         "{ended}"
     );
+    assert_unrun_with_receipt(&app, &admin, &agent, results[1]).await;
     assert_eq!(
         model.requests().len(),
         1,
@@ -1301,4 +1302,306 @@ async fn a_token_revoked_mid_batch_runs_nothing_more() {
             .await
             .unwrap();
     assert_eq!(echoes, 0, "the second call never reached the upstream");
+}
+
+/// A call left unrun because its caller's rights were withdrawn: its receipt is journaled, a
+/// denial with reason `cancelled` of that tool in the agent's session and turn.
+async fn assert_unrun_with_receipt(app: &TestApp, admin: &str, agent: &str, result: &Value) {
+    let receipt_id = result["receipt_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("the unrun call has a receipt: {result}"));
+    let receipt: Value = app
+        .client
+        .get(app.api(&format!("/receipts/{receipt_id}")))
+        .bearer_auth(admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let signed = &receipt["receipt"];
+    assert_eq!(signed["decision"], "deny", "{receipt}");
+    assert_eq!(signed["reason"], "cancelled", "{receipt}");
+    assert_eq!(signed["tool"], result["name"], "{receipt}");
+    assert_eq!(signed["session_id"], agent, "{receipt}");
+    assert!(signed["seq"].is_u64(), "journaled: {receipt}");
+}
+
+/// Issue 45 (item 1): a hosted agent's caller whose environments are narrowed in the middle of a
+/// turn (the agent's environment taken away) has its next call refused with a receipt, nothing
+/// of it reaches the upstream, and the turn ends `revoked`.
+#[tokio::test]
+async fn a_caller_narrowed_mid_turn_runs_nothing_more() {
+    const SLOW: &str = "mcp__fixture__slow";
+    let model = ScriptedModel::start(vec![
+        Step::calls(&[
+            ("c1", SLOW, r#"{"millis":1500}"#),
+            ("c2", ECHO, r#"{"text":"after the narrowing"}"#),
+        ]),
+        Step::text("never sent"),
+    ])
+    .await;
+    let app = app_with_model(&model.base_url).await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[ECHO, SLOW]).await;
+    let (bot_id, bot) = app
+        .token_full("default", "narrowed-bot", &[scope::RUN])
+        .await;
+    let agent = create_agent(&app, &bot, json!({"max_turns": 5})).await;
+    let narrow = {
+        let (store, bot_id) = (app.store.clone(), bot_id.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            // What an admin's narrowing leaves in the token's row: `default` taken away.
+            sqlx::query("UPDATE api_tokens SET environments = '[\"staging\"]' WHERE id = $1")
+                .bind(&bot_id)
+                .execute(store.pool())
+                .await
+                .unwrap();
+        })
+    };
+    let (status, ended) = turn(&app, &bot, &agent, "Wait, then echo.").await;
+    narrow.await.unwrap();
+    assert_eq!(status, StatusCode::OK, "{ended}");
+    assert_eq!(ended["status"], "revoked", "{ended}");
+    let results: Vec<&Value> = ended["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "tool_result")
+        .collect();
+    assert_eq!(results.len(), 2, "{ended}");
+    assert_eq!(results[0]["outcome"], "executed", "{ended}");
+    assert_eq!(results[1]["outcome"], "revoked", "{ended}");
+    assert!(
+        results[1]["content"]
+            .as_str()
+            .unwrap()
+            .contains("environment"),
+        "{ended}"
+    );
+    assert_unrun_with_receipt(&app, &admin, &agent, results[1]).await;
+    assert_eq!(model.requests().len(), 1, "no model call after it");
+    let echoes: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM journal WHERE tool = $1 AND kind = 'execution'")
+            .bind(ECHO)
+            .fetch_one(app.store.pool())
+            .await
+            .unwrap();
+    assert_eq!(echoes, 0, "the second call never reached the upstream");
+}
+
+/// The decision receipts of `tool` in `session`, oldest first.
+async fn decisions_of(app: &TestApp, admin: &str, session: &str, tool: &str) -> Vec<Value> {
+    let receipts: Value = app
+        .get_json(
+            admin,
+            &format!("/receipts?session_id={session}&tool={tool}"),
+        )
+        .await;
+    let mut out: Vec<Value> = receipts["receipts"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{receipts}"))
+        .iter()
+        .filter(|r| r["kind"] == "decision")
+        .cloned()
+        .collect();
+    out.reverse();
+    out
+}
+
+/// Issue 45 (item 5): the `agent` tool's own decisions are journaled like every other: a
+/// launch with invalid `fork_tools` is `arguments_invalid`, a sub-agent launched is `ok`, and a
+/// fork calling `agent` is `execution_allowlist`; each names the tool with `tool_version`
+/// `builtin` and the hash of the declaration the model was sent.
+#[tokio::test]
+async fn the_agent_tool_s_own_decisions_have_receipts() {
+    let model = ScriptedModel::start(vec![
+        Step::calls(&[
+            (
+                "a1",
+                "agent",
+                r#"{"subagent_type":"general-purpose","prompt":"x","fork_tools":["x"]}"#,
+            ),
+            (
+                "a2",
+                "agent",
+                r#"{"subagent_type":"fork","prompt":"Go on."}"#,
+            ),
+        ]),
+        Step::calls(&[(
+            "b1",
+            "agent",
+            r#"{"subagent_type":"fork","prompt":"deeper"}"#,
+        )]),
+        Step::text("The fork is done."),
+        Step::text("All done."),
+    ])
+    .await;
+    let app = app_with_model(&model.base_url).await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[ECHO]).await;
+    let bot = app.token("default", "launcher", &[scope::RUN]).await;
+    let agent = create_agent(&app, &bot, json!({})).await;
+    let (_, turned) = turn(&app, &bot, &agent, "Go.").await;
+    assert_eq!(turned["status"], "completed", "{turned}");
+
+    // The declaration as the model was sent it, hashed independently of the server.
+    let sent = model.requests()[0].json();
+    let declaration = sent["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["function"]["name"] == "agent")
+        .unwrap()
+        .clone();
+    let hash = engine::canonical::hash_value(&declaration);
+
+    let parent = decisions_of(&app, &admin, &agent, "agent").await;
+    let seen: Vec<(&str, &str)> = parent
+        .iter()
+        .map(|r| {
+            (
+                r["decision"].as_str().unwrap(),
+                r["reason"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [("deny", "arguments_invalid"), ("allow", "ok")],
+        "{parent:?}"
+    );
+    let shown: Value = app.get_json(&bot, &format!("/agents/{agent}")).await;
+    let fork = shown["forks"][0]["agent_id"].as_str().unwrap().to_owned();
+    let forked = decisions_of(&app, &admin, &fork, "agent").await;
+    assert_eq!(forked.len(), 1, "{forked:?}");
+    assert_eq!(forked[0]["decision"], "deny");
+    assert_eq!(forked[0]["reason"], "execution_allowlist");
+    for r in parent.iter().chain(&forked) {
+        let id = r["receipt_id"].as_str().unwrap();
+        let full: Value = app.get_json(&admin, &format!("/receipts/{id}")).await;
+        assert_eq!(full["receipt"]["tool_version"], "builtin", "{full}");
+        assert_eq!(full["receipt"]["schema_hash"], hash.as_str(), "{full}");
+    }
+    // The events name the receipts the model's answers came from.
+    let launched: Vec<&Value> = turned["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["type"] == "tool_result")
+        .collect();
+    assert_eq!(launched.len(), 2, "{turned}");
+    assert_eq!(launched[0]["receipt_id"], parent[0]["receipt_id"]);
+    assert_eq!(launched[1]["receipt_id"], parent[1]["receipt_id"]);
+}
+
+/// Issue 45 (item 3): a hosted fork executes on its parent's grant. A policy that allows `echo`
+/// at once, activated while the parent's turn runs under a policy that parks it, does not let
+/// the fork run `echo`: the fork's grant is a copy of the parent's (signed with `copied_from`
+/// and `execution_allowed_tools`), so its call is parked too and nothing reaches the upstream.
+#[tokio::test]
+async fn a_hosted_fork_executes_on_its_parent_s_grant() {
+    const SLOW: &str = "mcp__fixture__slow";
+    let model = ScriptedModel::start(vec![
+        Step::calls(&[("p1", SLOW, r#"{"millis":1500}"#)]),
+        Step::calls(&[(
+            "p2",
+            "agent",
+            r#"{"subagent_type":"fork","prompt":"Echo it.","fork_tools":["mcp__fixture__echo"]}"#,
+        )]),
+        Step::calls(&[("f1", ECHO, r#"{"text":"from the fork"}"#)]),
+        Step::text("The fork waits."),
+        Step::text("Done."),
+    ])
+    .await;
+    let app = app_with_model(&model.base_url).await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[ECHO, SLOW]).await;
+    app.activate_policy(
+        &admin,
+        "careful",
+        json!({"rules": [{"id": "park-echo", "match": {"name": ECHO}, "mode": "approval_required"},
+                         {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}]}),
+    )
+    .await;
+    let bot = app.token("default", "copier", &[scope::RUN]).await;
+    let agent = create_agent(&app, &bot, json!({})).await;
+    let loosen = {
+        let (app_url, admin) = (app.api(""), admin.clone());
+        let client = app.client.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(400)).await;
+            let put = client
+                .put(format!("{app_url}/policies/loose"))
+                .bearer_auth(&admin)
+                .json(
+                    &json!({"rules": [{"id": "all", "match": {"risk": "read"}, "mode": "allow"}]}),
+                )
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(put.status(), StatusCode::OK);
+            let activated = client
+                .post(format!("{app_url}/policies/loose:activate"))
+                .bearer_auth(&admin)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(activated.status(), StatusCode::OK);
+        })
+    };
+    let (_, turned) = turn(&app, &bot, &agent, "Slowly, then delegate.").await;
+    loosen.await.unwrap();
+    let shown: Value = app.get_json(&bot, &format!("/agents/{agent}")).await;
+    let fork = shown["forks"][0]["agent_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{shown} {turned}"))
+        .to_owned();
+    // The fork's call was decided under the parent's grant: parked, not run.
+    let echoes = decisions_of(&app, &admin, &fork, ECHO).await;
+    assert_eq!(echoes.len(), 1, "{echoes:?}");
+    assert_eq!(echoes[0]["decision"], "park", "{echoes:?}");
+    let executed: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM journal WHERE tool = $1 AND kind = 'execution'")
+            .bind(ECHO)
+            .fetch_one(app.store.pool())
+            .await
+            .unwrap();
+    assert_eq!(executed, 0, "nothing reached the upstream");
+    // Its manifest is a signed copy of the parent's.
+    let parent_doc: Value = app
+        .get_json(&admin, &format!("/sessions/{agent}/manifest"))
+        .await;
+    let fork_doc: Value = app
+        .get_json(&admin, &format!("/sessions/{fork}/manifest"))
+        .await;
+    let (p, f) = (&parent_doc["document"], &fork_doc["document"]);
+    assert_eq!(f["copied_from"], p["manifest_id"], "{fork_doc}");
+    assert_eq!(f["policy_id"], "careful", "{fork_doc}");
+    assert_eq!(f["tools"], p["tools"]);
+    assert_eq!(
+        f["execution_allowed_tools"],
+        json!(["mcp__fixture__echo"]),
+        "{fork_doc}"
+    );
+    let document: engine::receipt::ManifestDocument = serde_json::from_value(f.clone()).unwrap();
+    engine::receipt::verify_manifest_with_keys(
+        &document,
+        fork_doc["manifest_signature"].as_str().unwrap(),
+        &app.keys().await,
+    )
+    .unwrap();
+    let mut unsigned = document.clone();
+    unsigned.execution_allowed_tools = None;
+    assert!(
+        engine::receipt::verify_manifest_with_keys(
+            &unsigned,
+            fork_doc["manifest_signature"].as_str().unwrap(),
+            &app.keys().await,
+        )
+        .is_err(),
+        "the allowlist is signed"
+    );
 }

@@ -967,7 +967,9 @@ async fn facets_follow_the_journal(store: &Store) {
             f.actor_id = Some("actor-0".into());
             f.reason = Some("ok".into());
         });
-        let mut counts = decision_counts(store, "t", 0, 3_600_000).await.unwrap();
+        let mut counts = decision_counts(store, "t", 0, 3_600_000, None)
+            .await
+            .unwrap();
         counts.sort();
         let everything = search(store, "t", &ReceiptFilter::default(), 100)
             .await
@@ -994,7 +996,7 @@ async fn facets_follow_the_journal(store: &Store) {
         (
             pages,
             counts,
-            top_deny_reasons(store, "t", 0, 10).await.unwrap(),
+            top_deny_reasons(store, "t", 0, 10, None).await.unwrap(),
             seqs(everything),
         )
     };

@@ -21,6 +21,7 @@ mod crash;
 mod decisions;
 mod drift;
 mod edges;
+mod environment_matrix;
 mod environments;
 mod events;
 mod evidence;

@@ -740,3 +740,94 @@ async fn a_tool_that_drifts_upstream_is_announced() {
         "held for triage: {relisted}"
     );
 }
+
+/// Issue 45, item 1: a listener confined to `default` never hears the session ids of its
+/// actor's `prod` sessions (the actor's own, listed with another token), while a `prod`
+/// listener of the same actor hears them.
+#[tokio::test]
+async fn a_confined_listener_never_hears_another_environment() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[ECHO, SLOW]).await;
+    let mut tokens = Vec::new();
+    for environment in ["prod", "default"] {
+        let (status, created) = app
+            .rest(
+                reqwest::Method::POST,
+                &admin,
+                "/tokens",
+                Some(&json!({"actor_id": "agent", "scopes": [scope::RUN],
+                             "environments": [environment]})),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{created}");
+        tokens.push(created["secret"].as_str().unwrap().to_owned());
+    }
+    let (prod, default) = (&tokens[0], &tokens[1]);
+    let stateless = |token: &str, method: &str| {
+        app.client
+            .post(app.url("/mcp"))
+            .bearer_auth(token)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", method.to_owned())
+    };
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+    let mut sessions = Vec::new();
+    for (token, environment) in [(prod, "prod"), (default, "default")] {
+        let mut list_meta = meta.clone();
+        list_meta["environment"] = json!(environment);
+        let listed: Value = stateless(token, "tools/list")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
+                          "params": {"_meta": list_meta}}))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            listed["result"]["_meta"]["environment"], environment,
+            "{listed}"
+        );
+        sessions.push(listed["result"]["_meta"]["session_id"].clone());
+    }
+    let mut streams = Vec::new();
+    for token in [prod, default] {
+        let mut stream = Stream::new(
+            stateless(token, "subscriptions/listen")
+                .json(
+                    &json!({"jsonrpc": "2.0", "id": "sub", "method": "subscriptions/listen",
+                              "params": {"_meta": meta,
+                                         "notifications": {"toolsListChanged": true}}}),
+                )
+                .send()
+                .await
+                .unwrap(),
+        );
+        let (_, ack) = stream.message(Duration::from_secs(5)).await.unwrap();
+        assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
+        streams.push(stream);
+    }
+    // A catalog change both listings see (`slow` is no longer read-only: both environments'
+    // builtin_safe_read hides it now).
+    let described = app
+        .client
+        .put(app.api(&format!("/tools/{SLOW}")))
+        .bearer_auth(&admin)
+        .json(&json!({"risk": ["write"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(described.status(), StatusCode::OK);
+    for (stream, session) in streams.iter_mut().zip(&sessions) {
+        let (_, changed) = stream.message(Duration::from_secs(10)).await.unwrap();
+        assert_eq!(changed["method"], "notifications/tools/list_changed");
+        assert_eq!(
+            changed["params"]["_meta"]["session_ids"],
+            json!([session]),
+            "each listener hears of its own environment's session only"
+        );
+    }
+}

@@ -226,11 +226,14 @@ pub(super) async fn pause(
     Ok(())
 }
 
+/// Why a fork waits: its parent holds no live grant to copy (reason `lease_expired`).
+const PARENT_LEASE_ENDED: &str = "lease_expired: the parent agent's grant has ended; the fork goes on once the parent lists again";
+
 /// Binds what a continued turn of `agent` declares and may execute from the live runtime: a
 /// fork's system instruction and declarations are its parent's as they are now (capabilities,
 /// resolved through the parent's current manifest), narrowed by the fork's own AgentMeta sidecar
-/// (launch-time policy, reapplied; none means unrestricted); its calls run under a fresh
-/// manifest of its own session. `Err((paused, why))`: `paused` when the parent is gone.
+/// (launch-time policy, reapplied; none means unrestricted); its calls run under a copy of the
+/// parent's current grant (a fork's, as a REST fork's) or a fresh manifest of its own session. `Err((paused, why))`: `paused` when the parent is gone.
 pub(super) async fn bind(
     state: &AppState,
     principal: &Principal,
@@ -256,15 +259,12 @@ pub(super) async fn bind(
                     format!("its parent agent {parent_id} is gone (its session was revoked)"),
                 )
             })?;
-        let parent_grant = exposure::grant(
-            &state.store,
-            &state.journal,
-            &state.validators,
-            principal,
-            session,
-        )
-        .await
-        .map_err(failed)?;
+        // The parent's grant as it stands: read, never made (reviving a fork grants its
+        // parent nothing). Without a live one the fork waits for its parent to list again.
+        let parent_grant = exposure::live_grant(&state.store, session)
+            .await
+            .map_err(failed)?
+            .ok_or_else(|| (true, PARENT_LEASE_ENDED.to_owned()))?;
         rebound.system_instruction = parent.system_instruction;
         declared = Some(ToolConfig::prepare(&parent_grant, None));
     }
@@ -272,15 +272,22 @@ pub(super) async fn bind(
         .await
         .map_err(|e| failed(e.into()))?
         .ok_or_else(|| (false, "the agent's session is gone".to_owned()))?;
-    let grant = exposure::grant(
+    let is_fork = session.parent_id.is_some();
+    // A fork's grant is a copy of its parent's current one (as a REST fork's is), never one of
+    // its own.
+    let grant = exposure::list_grant(
         &state.store,
         &state.journal,
         &state.validators,
         principal,
         session,
+        None,
     )
     .await
-    .map_err(failed)?;
+    .map_err(|e| match e.into_app_error() {
+        e if is_fork && e.code == ErrorCode::Conflict => (true, PARENT_LEASE_ENDED.to_owned()),
+        e => (false, e.message),
+    })?;
     let tools = match declared {
         Some(parent) => ToolConfig {
             execution_allowed: allowlist,

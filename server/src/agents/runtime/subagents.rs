@@ -27,14 +27,59 @@ pub(super) struct AgentCall {
     pub(super) run_in_background: bool,
 }
 
-/// Runs the sub-agent an `agent` call asks for, in the foreground, and returns the response the
-/// calling model reads: the sub-agent's final answer, or a validation error.
+/// An `agent` call whose arguments passed every check: what to launch.
+pub(super) struct Launch {
+    call: AgentCall,
+    allowlist: Option<ExecutionAllowlist>,
+    fork: bool,
+    prompt: String,
+}
+
+/// Checks the arguments of an `agent` call before anything is launched (the fork seed's
+/// validation of `fork_tools`, the sub-agent type, the prompt); `Err` is what the calling model
+/// reads.
+pub(super) fn check(arguments: &str) -> Result<Launch, String> {
+    let call: AgentCall = serde_json::from_str(arguments)
+        .map_err(|e| format!("the agent tool's arguments are invalid: {e}"))?;
+    let allowlist = engine::fork::validate_agent_call(
+        call.subagent_type.as_deref(),
+        call.name.as_deref(),
+        call.fork_tools.as_deref(),
+    )
+    .map_err(|e| e.to_string())?;
+    let fork = match call.subagent_type.as_deref() {
+        Some(engine::fork::FORK_SUBAGENT_TYPE) => true,
+        Some("general-purpose") => false,
+        other => {
+            return Err(format!(
+                "subagent_type must be \"fork\" or \"general-purpose\", not {}",
+                other.map_or("missing".to_owned(), |o| format!("{o:?}"))
+            ));
+        }
+    };
+    let prompt = call
+        .prompt
+        .clone()
+        .filter(|p| !p.trim().is_empty())
+        .ok_or("prompt must be a non-empty string")?;
+    Ok(Launch {
+        call,
+        allowlist,
+        fork,
+        prompt,
+    })
+}
+
+/// Runs the sub-agent a checked `agent` call ([`check`]) asks for, in the foreground, and
+/// returns the response the calling model reads: the sub-agent's final answer, or why it did
+/// not give one.
 ///
 /// A fork gets the parent's system instruction, the conversation the parent sent in this model
 /// call (the `agent_bootstrap` record) and the parent's declarations, byte for byte; the task,
 /// with the restriction notice after it, is its launch prompt (a separate record). Its
 /// execution is narrowed by `fork_tools` (the AgentMeta sidecar, also kept on its exposure
-/// session). A `general-purpose` sub-agent starts from the prompt alone.
+/// session), and its grant is a copy of the parent's. A `general-purpose` sub-agent starts
+/// from the prompt alone.
 pub(super) fn run_subagent<'a>(
     state: &'a AppState,
     model: &'a ModelClient,
@@ -42,7 +87,7 @@ pub(super) fn run_subagent<'a>(
     parent: &'a AgentRow,
     prefix: &'a [Message],
     parent_tools: &'a ToolConfig,
-    arguments: &'a str,
+    launch: Launch,
 ) -> SubagentFuture<'a> {
     // Boxed: a sub-agent's model loop calls back into `process_function_calls`.
     Box::pin(subagent(
@@ -52,7 +97,7 @@ pub(super) fn run_subagent<'a>(
         parent,
         prefix,
         parent_tools,
-        arguments,
+        launch,
     ))
 }
 
@@ -63,34 +108,14 @@ pub(super) async fn subagent(
     parent: &AgentRow,
     prefix: &[Message],
     parent_tools: &ToolConfig,
-    arguments: &str,
+    launch: Launch,
 ) -> Result<(&'static str, String), ServiceError> {
-    let invalid = |m: String| Ok(("denied", format!("Error: {m}")));
-    let call: AgentCall = match serde_json::from_str(arguments) {
-        Ok(c) => c,
-        Err(e) => return invalid(format!("the agent tool's arguments are invalid: {e}")),
-    };
-    let allowlist = match engine::fork::validate_agent_call(
-        call.subagent_type.as_deref(),
-        call.name.as_deref(),
-        call.fork_tools.as_deref(),
-    ) {
-        Ok(a) => a,
-        Err(e) => return invalid(e.to_string()),
-    };
-    let fork = match call.subagent_type.as_deref() {
-        Some(engine::fork::FORK_SUBAGENT_TYPE) => true,
-        Some("general-purpose") => false,
-        other => {
-            return invalid(format!(
-                "subagent_type must be \"fork\" or \"general-purpose\", not {}",
-                other.map_or("missing".to_owned(), |o| format!("{o:?}"))
-            ));
-        }
-    };
-    let Some(prompt) = call.prompt.filter(|p| !p.trim().is_empty()) else {
-        return invalid("prompt must be a non-empty string".into());
-    };
+    let Launch {
+        call,
+        allowlist,
+        fork,
+        prompt,
+    } = launch;
     let background = call.run_in_background;
     let now = store::now_ms();
     let id = ids::new_id("agt");
@@ -174,12 +199,13 @@ pub(super) async fn subagent(
         let session = store::exposure::find_session(&state.store, &child.tenant_id, &child.id)
             .await?
             .ok_or_else(|| AppError::not_found("agent"))?;
-        exposure::grant(
+        exposure::list_grant(
             &state.store,
             &state.journal,
             &state.validators,
             principal,
             session,
+            None,
         )
         .await
     }

@@ -94,13 +94,15 @@ pub async fn start_turn(
     let session = store::exposure::find_session(&state.store, &agent.tenant_id, &agent.id)
         .await?
         .ok_or_else(|| AppError::not_found("agent"))?;
-    // A fresh manifest per turn: the lease is current and the declarations follow the policy.
-    let grant = exposure::grant(
+    // A fresh manifest per turn: the lease is current and the declarations follow the policy
+    // (a fork's: a copy of its parent's current one, as for a REST fork).
+    let grant = exposure::list_grant(
         &state.store,
         &state.journal,
         &state.validators,
         principal,
         session,
+        None,
     )
     .await?;
     let allowlist = allowlist_of(&agent).map_err(|e| ServiceError::Other(anyhow::anyhow!(e)))?;
@@ -524,11 +526,9 @@ pub(super) async fn model_loop(
         && !tool_calls.is_empty()
     {
         let unanswered = tool_calls.clone();
-        let current = recheck::again(state, agent, principal)
-            .await
-            .map_err(|why| Stop::revoked(calls, why))?;
+        // Each call checks the caller again (`process_function_calls`).
         if turn
-            .answer(&current, &mut messages, calls, &unanswered, events)
+            .answer(principal, &mut messages, calls, &unanswered, events)
             .await?
         {
             return Ok(("input_required", calls));
@@ -581,11 +581,8 @@ pub(super) async fn model_loop(
         if claim.lost() {
             return Err((calls, TAKEN.to_owned()).into());
         }
-        let current = recheck::again(state, agent, principal)
-            .await
-            .map_err(|why| Stop::revoked(calls, why))?;
         if turn
-            .answer(&current, &mut messages, calls, &tool_calls, events)
+            .answer(principal, &mut messages, calls, &tool_calls, events)
             .await?
         {
             return Ok(("input_required", calls));
@@ -612,7 +609,9 @@ pub(super) struct Turn<'a> {
 
 impl Turn<'_> {
     /// Answers `calls`, the batch of the `model_call`-th answer (the last of `messages`), and
-    /// records the answers; `Ok(true)` when one of them is parked (the turn waits).
+    /// records the answers; `Ok(true)` when one of them is parked (the turn waits), a
+    /// [`Stop::revoked`] when the caller's rights were withdrawn on the way (the calls left
+    /// are answered as not run, each with its receipt).
     pub(super) async fn answer(
         &self,
         principal: &Principal,
@@ -620,10 +619,10 @@ impl Turn<'_> {
         model_call: i64,
         calls: &[ToolCall],
         events: &mut Events,
-    ) -> Result<bool, (i64, String)> {
+    ) -> Result<bool, Stop> {
         // A fork inherits what was sent in this model call: without the answer just received.
         let sent = messages.len() - 1;
-        let responses = process_function_calls(
+        let (responses, withdrawn) = process_function_calls(
             self.state,
             self.model,
             principal,
@@ -668,6 +667,9 @@ impl Turn<'_> {
         )
         .await
         .map_err(|e| (model_call, format!("the store failed: {e}")))?;
+        if let Some(why) = withdrawn {
+            return Err(Stop::revoked(model_call, why));
+        }
         Ok(parked)
     }
 }
