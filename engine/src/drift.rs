@@ -9,6 +9,11 @@
 //!   differs moves that way, so a widened schema is never called narrowed (property-tested).
 //! - [`reveal_hidden`]: a text with its hidden characters made visible, for the diff an admin
 //!   reads.
+//!
+//! [`classify`] and [`flags`] look for risky content (instructions, hidden characters,
+//! addresses) in every string of the definition, member names included: a client may hand any
+//! of it to a model, so a string left unread would be where an upstream hides what it means the
+//! model to read.
 
 use std::collections::BTreeSet;
 
@@ -26,11 +31,12 @@ pub enum DriftClass {
     /// The description's text changed, or a text inside the schemas (a parameter's description
     /// or title): everything a model reads as prose.
     Description,
-    /// Instruction-like text (addressed to the model) appeared in the description or schema text.
+    /// Instruction-like text (addressed to the model) appeared in any string of the definition.
     InstructionsAdded,
-    /// Zero-width, bidirectional-control or tag characters appeared.
+    /// Zero-width, bidirectional-control or tag characters appeared in any string of the
+    /// definition.
     HiddenCharacters,
-    /// URLs or e-mail addresses appeared.
+    /// URLs or e-mail addresses appeared in any string of the definition.
     UrlsAdded,
     /// An annotation moved towards less safe (`readOnlyHint` or `idempotentHint` off,
     /// `destructiveHint` or `openWorldHint` on).
@@ -278,8 +284,8 @@ impl Definition {
         })
     }
 
-    /// Every text a model reads from this definition: the description and the descriptions and
-    /// titles inside the schemas.
+    /// The prose of this definition: the description and the descriptions and titles inside
+    /// the schemas (what [`DriftClass::Description`] is about).
     fn texts(&self) -> Vec<&str> {
         let mut out: Vec<&str> = self.description.iter().map(String::as_str).collect();
         schema_texts(&self.input_schema, &mut out);
@@ -288,6 +294,63 @@ impl Definition {
         }
         out
     }
+
+    /// Every string of this definition, member names included: where the detectors look, since
+    /// a client may pass any of it to a model.
+    fn strings(&self) -> Vec<&str> {
+        let mut out: Vec<&str> = self
+            .title
+            .iter()
+            .chain(&self.description)
+            .map(String::as_str)
+            .collect();
+        for value in [
+            self.annotations.as_ref(),
+            Some(&self.input_schema),
+            self.output_schema.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            every_string(value, &mut out);
+        }
+        out
+    }
+}
+
+/// Every string in `value` at any depth, object member names included. The one exception is a
+/// `$schema` naming a published JSON Schema meta-schema: generated schemas carry it, and as a
+/// fixed string it can hold no instruction or hidden character, while flagging its URL would
+/// flag most tools and teach admins to ignore the flag. Any other `$schema` is read.
+fn every_string<'a>(value: &'a Value, out: &mut Vec<&'a str>) {
+    match value {
+        Value::String(s) => out.push(s),
+        Value::Array(items) => items.iter().for_each(|v| every_string(v, out)),
+        Value::Object(map) => {
+            for (k, v) in map {
+                if k == "$schema" && v.as_str().is_some_and(is_meta_schema) {
+                    continue;
+                }
+                out.push(k);
+                every_string(v, out);
+            }
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
+    }
+}
+
+/// The URIs of the published JSON Schema meta-schemas (drafts 4 to 2020-12), exactly.
+fn is_meta_schema(uri: &str) -> bool {
+    const META_SCHEMAS: &[&str] = &[
+        "http://json-schema.org/draft-04/schema",
+        "http://json-schema.org/draft-06/schema",
+        "http://json-schema.org/draft-07/schema",
+        "http://json-schema.org/schema",
+        "https://json-schema.org/draft/2019-09/schema",
+        "https://json-schema.org/draft/2020-12/schema",
+    ];
+    let uri = uri.strip_suffix('#').unwrap_or(uri);
+    META_SCHEMAS.contains(&uri)
 }
 
 fn schema_texts<'a>(schema: &'a Value, out: &mut Vec<&'a str>) {
@@ -316,10 +379,10 @@ pub fn classify(accepted: &Definition, current: Option<&Definition>) -> Vec<Drif
     if accepted.title() != current.title() {
         classes.insert(DriftClass::Title);
     }
-    let (before, after) = (accepted.texts(), current.texts());
-    if accepted.description != current.description || before != after {
+    if accepted.description != current.description || accepted.texts() != current.texts() {
         classes.insert(DriftClass::Description);
     }
+    let (before, after) = (accepted.strings(), current.strings());
     if !added(&before, &after, instruction_markers).is_empty() {
         classes.insert(DriftClass::InstructionsAdded);
     }
@@ -353,10 +416,10 @@ pub fn classify(accepted: &Definition, current: Option<&Definition>) -> Vec<Drif
 }
 
 /// The risky content `definition` carries at all (instruction-like text, hidden characters,
-/// URLs or e-mail addresses), as the classes a change adding it would get: what a tool seen
-/// the first time is flagged with.
+/// URLs or e-mail addresses, in any of its strings), as the classes a change adding it would
+/// get: what a tool seen the first time is flagged with.
 pub fn flags(definition: &Definition) -> Vec<DriftClass> {
-    let texts = definition.texts();
+    let texts = definition.strings();
     let mut out = Vec::new();
     for (class, find) in [
         (
