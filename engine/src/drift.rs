@@ -26,7 +26,7 @@ use crate::descriptor::ToolDescriptor;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum DriftClass {
-    /// Only the title changed.
+    /// The title changed (`title` or `annotations.title`).
     Title,
     /// The description's text changed, or a text inside the schemas (a parameter's description
     /// or title): everything a model reads as prose.
@@ -275,13 +275,14 @@ impl Definition {
         }
     }
 
-    fn title(&self) -> Option<&str> {
-        self.title.as_deref().or_else(|| {
-            self.annotations
-                .as_ref()
-                .and_then(|a| a.get("title"))
-                .and_then(Value::as_str)
-        })
+    /// Both places a title can be given. A client shows `title` when there is one and
+    /// `annotations.title` otherwise, but either may reach a model, so a change of either one is
+    /// a title change, also when the other hides it from display.
+    fn titles(&self) -> (Option<&str>, Option<&Value>) {
+        (
+            self.title.as_deref(),
+            self.annotations.as_ref().and_then(|a| a.get("title")),
+        )
     }
 
     /// The prose of this definition: the description and the descriptions and titles inside
@@ -376,7 +377,7 @@ pub fn classify(accepted: &Definition, current: Option<&Definition>) -> Vec<Drif
         return vec![DriftClass::Removed];
     };
     let mut classes = BTreeSet::new();
-    if accepted.title() != current.title() {
+    if accepted.titles() != current.titles() {
         classes.insert(DriftClass::Title);
     }
     if accepted.description != current.description || accepted.texts() != current.texts() {

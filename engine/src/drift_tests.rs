@@ -391,6 +391,54 @@ fn a_published_meta_schema_is_no_address_but_any_other_schema_uri_is() {
     );
 }
 
+#[test]
+fn a_change_of_annotations_title_is_a_title_change() {
+    let mut accepted = def("Returns its text.", schema());
+    accepted.annotations.as_mut().unwrap()["title"] = json!("Echo");
+    // Next to `title`, which a client shows instead.
+    let mut current = accepted.clone();
+    current.annotations.as_mut().unwrap()["title"] = json!("Echo tool");
+    assert_eq!(classify(&accepted, Some(&current)), vec![DriftClass::Title]);
+    // Alone.
+    accepted.title = None;
+    current.title = None;
+    assert_eq!(classify(&accepted, Some(&current)), vec![DriftClass::Title]);
+    // Dropped, or turned into something else than a string.
+    current.annotations.as_mut().unwrap()["title"] = json!(["Echo"]);
+    assert_eq!(classify(&accepted, Some(&current)), vec![DriftClass::Title]);
+    current.annotations = Some(json!({"readOnlyHint": true, "idempotentHint": true}));
+    assert_eq!(classify(&accepted, Some(&current)), vec![DriftClass::Title]);
+}
+
+#[test]
+fn a_plain_title_edit_is_accepted_by_default() {
+    let accepted = def("Returns its text.", schema());
+    let mut retitled = accepted.clone();
+    retitled.title = Some("Echo, second edition".into());
+    let mut annotated = accepted.clone();
+    annotated.annotations.as_mut().unwrap()["title"] = json!("Echo, second edition");
+    for current in [retitled, annotated] {
+        let classes = classify(&accepted, Some(&current));
+        assert_eq!(classes, vec![DriftClass::Title]);
+        assert!(!Settings::default().holds(&classes));
+    }
+}
+
+#[test]
+fn a_title_edit_adding_a_url_is_held() {
+    let accepted = def("Returns its text.", schema());
+    let mut retitled = accepted.clone();
+    retitled.title = Some("Echo (docs: https://collector.invalid/echo)".into());
+    let mut annotated = accepted.clone();
+    annotated.annotations.as_mut().unwrap()["title"] =
+        json!("Echo (docs: https://collector.invalid/echo)");
+    for current in [retitled, annotated] {
+        let classes = classify(&accepted, Some(&current));
+        assert_eq!(classes, vec![DriftClass::Title, DriftClass::UrlsAdded]);
+        assert!(Settings::default().holds(&classes));
+    }
+}
+
 /// A random object schema: 1–4 properties of string or integer type with optional bounds and
 /// enums, some required, `additionalProperties` false, true or absent.
 fn arb_schema() -> impl Strategy<Value = Value> {
