@@ -5,8 +5,9 @@
 //! - [`classify`]: every class a change falls into, in [`DriftClass`] order.
 //! - [`flags`]: the risky content a definition carries at all (for a tool seen the first time).
 //! - [`schema_relation`]: whether one input schema accepts more, fewer or other arguments than
-//!   another. It is conservative: it says `Wider` or `Narrower` only when every keyword that
-//!   differs moves that way, so a widened schema is never called narrowed (property-tested).
+//!   another (or says other things about them: a changed `default` or `examples` is "other"). It
+//!   is conservative: it says `Wider` or `Narrower` only when every keyword that differs moves
+//!   that way, so a widened schema is never called narrowed (property-tested).
 //! - [`reveal_hidden`]: a text with its hidden characters made visible, for the diff an admin
 //!   reads.
 //!
@@ -45,9 +46,12 @@ pub enum DriftClass {
     InputWidened,
     /// The input schema accepts less than before (and nothing more).
     InputNarrowed,
-    /// The input schema changed in a way that is neither.
+    /// The input schema changed in a way that is neither, including its non-validating keywords
+    /// other than prose (`default`, `examples`, `$comment`, `deprecated`, `readOnly`,
+    /// `writeOnly`): a default decides what a call does when the argument is left out, and
+    /// examples and comments steer the arguments a model writes.
     InputChanged,
-    /// The output schema changed.
+    /// The output schema changed (anything but the text of its titles and descriptions).
     OutputChanged,
     /// The tool is gone.
     Removed,
@@ -408,9 +412,7 @@ pub fn classify(accepted: &Definition, current: Option<&Definition>) -> Vec<Drif
             classes.insert(DriftClass::InputChanged);
         }
     }
-    if strip_annotations(accepted.output_schema.as_ref())
-        != strip_annotations(current.output_schema.as_ref())
-    {
+    if strip_prose(accepted.output_schema.as_ref()) != strip_prose(current.output_schema.as_ref()) {
         classes.insert(DriftClass::OutputChanged);
     }
     classes.into_iter().collect()
@@ -591,7 +593,8 @@ pub enum Relation {
     Wider,
     /// Accepts only what the old one did, and less.
     Narrower,
-    /// Neither (or not decidable here).
+    /// Neither (or not decidable here), or the same arguments with other things said about them
+    /// (a `default`, `examples`, a `$comment`, `deprecated`, `readOnly`, `writeOnly`).
     Incomparable,
 }
 
@@ -613,24 +616,21 @@ impl Relation {
     }
 }
 
-/// Keywords that describe a schema without constraining what it accepts.
-const ANNOTATION_KEYWORDS: &[&str] = &[
-    "title",
-    "description",
-    "examples",
-    "default",
-    "$comment",
-    "deprecated",
-    "readOnly",
-    "writeOnly",
-];
+/// Whether member `key` with value `value` (absent: `None`) is prose a schema comparison leaves
+/// to [`DriftClass::Description`]: a `title` or `description` that is a string (or absent), the
+/// texts [`Definition::texts`] compares. Other non-validating keywords (`default`, `examples`,
+/// `$comment`, `deprecated`, `readOnly`, `writeOnly`) are not: no other class would see a change
+/// of them, and each tells a model or client something about the arguments.
+fn is_prose(key: &str, value: Option<&Value>) -> bool {
+    matches!(key, "title" | "description") && value.is_none_or(Value::is_string)
+}
 
-fn strip_annotations(schema: Option<&Value>) -> Option<Value> {
+fn strip_prose(schema: Option<&Value>) -> Option<Value> {
     fn strip(v: &Value) -> Value {
         match v {
             Value::Object(map) => Value::Object(
                 map.iter()
-                    .filter(|(k, _)| !ANNOTATION_KEYWORDS.contains(&k.as_str()))
+                    .filter(|(k, v)| !is_prose(k, Some(v)))
                     .map(|(k, v)| (k.clone(), strip(v)))
                     .collect(),
             ),
@@ -641,11 +641,12 @@ fn strip_annotations(schema: Option<&Value>) -> Option<Value> {
     schema.map(strip)
 }
 
-/// How `new` relates to `old`. Conservative: keywords it does not know, or changes it cannot
-/// order, make the answer [`Relation::Incomparable`].
+/// How `new` relates to `old`. Conservative: keywords it does not know, changes it cannot
+/// order, and changes of non-validating keywords other than prose (titles and descriptions that
+/// are strings, left to [`DriftClass::Description`]) make the answer [`Relation::Incomparable`].
 pub fn schema_relation(old: &Value, new: &Value) -> Relation {
     let (Value::Object(old), Value::Object(new)) = (old, new) else {
-        return if strip_annotations(Some(old)) == strip_annotations(Some(new)) {
+        return if strip_prose(Some(old)) == strip_prose(Some(new)) {
             Relation::Equal
         } else {
             Relation::Incomparable
@@ -654,11 +655,8 @@ pub fn schema_relation(old: &Value, new: &Value) -> Relation {
     let mut rel = Relation::Equal;
     let keys: BTreeSet<&String> = old.keys().chain(new.keys()).collect();
     for key in keys {
-        if ANNOTATION_KEYWORDS.contains(&key.as_str()) {
-            continue;
-        }
         let (a, b) = (old.get(key), new.get(key));
-        if a == b {
+        if a == b || (is_prose(key, a) && is_prose(key, b)) {
             continue;
         }
         let r = match key.as_str() {

@@ -439,6 +439,71 @@ fn a_title_edit_adding_a_url_is_held() {
     }
 }
 
+#[test]
+fn non_validating_keywords_are_input_or_output_changes() {
+    let accepted = def("Returns its text.", schema());
+    let mut with_output = accepted.clone();
+    with_output.output_schema =
+        Some(json!({"type": "object", "properties": {"n": {"type": "integer"}}}));
+    for (keyword, value, other) in [
+        ("$comment", json!("internal"), json!("internal, v2")),
+        ("examples", json!(["hello"]), json!(["bye"])),
+        ("default", json!("hello"), json!("bye")),
+        ("deprecated", json!(true), json!(false)),
+        ("readOnly", json!(true), json!(false)),
+        ("writeOnly", json!(true), json!(false)),
+    ] {
+        // Added to a parameter, or to the schema itself.
+        let mut current = accepted.clone();
+        current.input_schema["properties"]["text"][keyword] = value.clone();
+        assert_eq!(
+            classify(&accepted, Some(&current)),
+            vec![DriftClass::InputChanged],
+            "{keyword}"
+        );
+        // Changed.
+        let mut changed = current.clone();
+        changed.input_schema["properties"]["text"][keyword] = other;
+        assert_eq!(
+            classify(&current, Some(&changed)),
+            vec![DriftClass::InputChanged],
+            "{keyword}"
+        );
+        let mut root = accepted.clone();
+        root.input_schema[keyword] = value.clone();
+        assert_eq!(
+            classify(&accepted, Some(&root)),
+            vec![DriftClass::InputChanged],
+            "{keyword}"
+        );
+        // In the output schema.
+        let mut output = with_output.clone();
+        output.output_schema.as_mut().unwrap()["properties"]["n"][keyword] = value;
+        assert_eq!(
+            classify(&with_output, Some(&output)),
+            vec![DriftClass::OutputChanged],
+            "{keyword}"
+        );
+    }
+    // Prose stays a description change, in either schema.
+    let mut described = with_output.clone();
+    described.input_schema["title"] = json!("Echo arguments");
+    described.output_schema.as_mut().unwrap()["properties"]["n"]["description"] = json!("A count.");
+    assert_eq!(
+        classify(&with_output, Some(&described)),
+        vec![DriftClass::Description]
+    );
+    // A "description" that is no text is not prose, and is no longer passed over.
+    let mut numbered = accepted.clone();
+    numbered.input_schema["properties"]["text"]["description"] = json!(1);
+    let mut renumbered = numbered.clone();
+    renumbered.input_schema["properties"]["text"]["description"] = json!(2);
+    assert_eq!(
+        classify(&numbered, Some(&renumbered)),
+        vec![DriftClass::InputChanged]
+    );
+}
+
 /// A random object schema: 1–4 properties of string or integer type with optional bounds and
 /// enums, some required, `additionalProperties` false, true or absent.
 fn arb_schema() -> impl Strategy<Value = Value> {
