@@ -12,10 +12,15 @@
 //!   hot hashes (`args_hash` on every call, `schemaHash` and the definition hash of every tool in
 //!   a manifest) allocate nothing per value. A property test checks the two agree on arbitrary
 //!   JSON, including non-ASCII keys whose UTF-16 order differs from their UTF-8 order.
+//!
+//! Signed JSON given as text is read with [`parse_strict`], which refuses an object naming a
+//! member twice (see there why).
 
 use std::cmp::Ordering;
+use std::fmt;
 
 use serde::Serialize;
+use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -387,6 +392,163 @@ pub fn write_str(s: &str, out: &mut impl Sink) {
     out.put(b"\"");
 }
 
+/// Why [`parse_strict`] refused a text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StrictJsonError {
+    /// An object names the same member twice (after unescaping: `"a"` and `"\u0061"` are the
+    /// same name).
+    #[error("duplicate member {name:?} at {pointer} (line {line}, column {column})")]
+    Duplicate {
+        /// The member's name.
+        name: String,
+        /// Where its second occurrence is, as a JSON Pointer (RFC 6901).
+        pointer: String,
+        /// The line of the text where it was found (from 1).
+        line: usize,
+        /// The column of the text where it was found (from 1).
+        column: usize,
+    },
+    /// Not one JSON value.
+    #[error("{0}")]
+    Syntax(String),
+}
+
+/// Parses one JSON value like `serde_json::from_str`, but refuses any object, at any depth, that
+/// names a member twice. RFC 8259 leaves the meaning of such an object open and parsers differ
+/// (serde_json keeps the last, others the first), so a signed object carrying a second
+/// `"decision"` could verify here while another reader sees the other value. Everything that
+/// verifies signed JSON given as text reads it with this.
+pub fn parse_strict(text: &str) -> Result<Value, StrictJsonError> {
+    let mut path = Vec::new();
+    let mut duplicate = None;
+    let mut de = serde_json::Deserializer::from_str(text);
+    let parsed = Strict {
+        path: &mut path,
+        duplicate: &mut duplicate,
+    }
+    .deserialize(&mut de)
+    .and_then(|value| de.end().map(|()| value));
+    parsed.map_err(|e| match duplicate {
+        Some((name, pointer)) => StrictJsonError::Duplicate {
+            name,
+            pointer,
+            line: e.line(),
+            column: e.column(),
+        },
+        None => StrictJsonError::Syntax(e.to_string()),
+    })
+}
+
+/// A step of the path to the value being read.
+enum Step {
+    Member(String),
+    Element(usize),
+}
+
+/// The JSON Pointer of member `name` of the object at `path`.
+fn pointer(path: &[Step], name: &str) -> String {
+    let mut out = String::new();
+    let escaped = |s: &str| s.replace('~', "~0").replace('/', "~1");
+    for step in path {
+        out.push('/');
+        match step {
+            Step::Member(m) => out.push_str(&escaped(m)),
+            Step::Element(i) => out.push_str(&i.to_string()),
+        }
+    }
+    out.push('/');
+    out.push_str(&escaped(name));
+    out
+}
+
+/// Reads one value, keeping the path to it (for the error) and the duplicate found (which the
+/// deserializer's error cannot carry as data).
+struct Strict<'p> {
+    path: &'p mut Vec<Step>,
+    duplicate: &'p mut Option<(String, String)>,
+}
+
+impl<'de> DeserializeSeed<'de> for Strict<'_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        deserializer.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Strict<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_owned()))
+    }
+
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let Strict { path, duplicate } = self;
+        let mut items = Vec::new();
+        loop {
+            path.push(Step::Element(items.len()));
+            let item = seq.next_element_seed(Strict {
+                path: &mut *path,
+                duplicate: &mut *duplicate,
+            })?;
+            path.pop();
+            match item {
+                Some(item) => items.push(item),
+                None => return Ok(Value::Array(items)),
+            }
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let Strict { path, duplicate } = self;
+        let mut members = Map::new();
+        while let Some(name) = map.next_key::<String>()? {
+            if members.contains_key(&name) {
+                let message = format!("duplicate member {name:?}");
+                *duplicate = Some((name.clone(), pointer(path, &name)));
+                return Err(de::Error::custom(message));
+            }
+            path.push(Step::Member(name.clone()));
+            let value = map.next_value_seed(Strict {
+                path: &mut *path,
+                duplicate: &mut *duplicate,
+            })?;
+            path.pop();
+            members.insert(name, value);
+        }
+        Ok(Value::Object(members))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -535,7 +697,86 @@ mod tests {
         );
     }
 
+    #[test]
+    fn strict_parsing_refuses_a_member_named_twice_at_any_depth() {
+        let duplicate = |text: &str| match parse_strict(text) {
+            Err(StrictJsonError::Duplicate { name, pointer, .. }) => (name, pointer),
+            other => panic!("{text}: {other:?}"),
+        };
+        // Depth 0, 1 and 3 (through an array).
+        assert_eq!(duplicate(r#"{"a":1,"a":1}"#), ("a".into(), "/a".into()));
+        assert_eq!(
+            duplicate(r#"{"x":{"a":1,"b":2,"a":3}}"#),
+            ("a".into(), "/x/a".into())
+        );
+        assert_eq!(
+            duplicate(r#"{"x":[{"y":{"a":true,"a":false}}]}"#),
+            ("a".into(), "/x/0/y/a".into())
+        );
+        assert_eq!(
+            duplicate(r#"[0, {"a":1}, {"b":{"c":[{"d":1,"d":{}}]}}]"#),
+            ("d".into(), "/2/b/c/0/d".into())
+        );
+        // Escaped-equal names are the same name.
+        assert_eq!(
+            duplicate(r#"{"a":1,"\u0061":2}"#),
+            ("a".into(), "/a".into())
+        );
+        assert_eq!(
+            duplicate(r#"{"d\u00e9cision":1,"décision":2}"#),
+            ("décision".into(), "/décision".into())
+        );
+        // Pointer escaping (RFC 6901).
+        assert_eq!(
+            duplicate(r#"{"a/b~c":{"k":1,"k":2}}"#),
+            ("k".into(), "/a~1b~0c/k".into())
+        );
+        // The error says where, in the text too.
+        let e = parse_strict("{\n\"a\": 1,\n\"a\": 2}").unwrap_err();
+        assert!(
+            matches!(e, StrictJsonError::Duplicate { line: 3, .. }),
+            "{e:?}"
+        );
+        assert!(
+            e.to_string().contains(r#"duplicate member "a" at /a"#),
+            "{e}"
+        );
+
+        // The same name in sibling or nested objects is fine.
+        let text = r#"{"x":{"a":1},"y":{"a":1},"z":[{"a":1},{"a":2}],"a":{"a":{"a":null}}}"#;
+        assert_eq!(
+            parse_strict(text).unwrap(),
+            serde_json::from_str::<Value>(text).unwrap()
+        );
+        // Not JSON, or more than one value, or nested past serde_json's limit (no stack
+        // overflow on a hostile text).
+        let deep = "[".repeat(100_000);
+        for text in [
+            "",
+            "{",
+            r#"{"a":1}x"#,
+            r#"{"a":1} {}"#,
+            "[1,]",
+            "NaN",
+            &deep,
+        ] {
+            assert!(
+                matches!(parse_strict(text), Err(StrictJsonError::Syntax(_))),
+                "{}",
+                &text[..text.len().min(20)]
+            );
+        }
+    }
+
     proptest! {
+        /// Strict parsing reads any JSON without a repeated member as `serde_json` does.
+        #[test]
+        fn strict_parsing_reads_what_serde_json_reads(v in arb_hard_json()) {
+            for text in [v.to_string(), serde_json::to_string_pretty(&v).unwrap()] {
+                prop_assert_eq!(parse_strict(&text).unwrap(), v.clone());
+            }
+        }
+
         /// The direct writer and `serde_json_canonicalizer` produce the same bytes, and the
         /// streamed hash equals the hash of those bytes.
         #[test]
