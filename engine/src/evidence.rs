@@ -153,14 +153,18 @@ fn decode_hash(text: &str) -> Option<Hash> {
 
 /// Verifies a bundle (its JSON text). Keys: `trusted` when given (then nothing the bundle says
 /// about keys is trusted), else the bundle's own. With `witnesses`, at least `quorum` of them
-/// must have cosigned the checkpoint.
+/// must have cosigned the checkpoint. A text with an object naming a member twice, anywhere,
+/// is refused before anything else ([`canonical::parse_strict`]): which of the two a reader
+/// takes is up to the reader, so such a bundle would not show everyone what was signed.
 pub fn verify(
     text: &str,
     trusted: Option<&JwkSet>,
     witnesses: &[VerifierKey],
     quorum: usize,
 ) -> Result<Verified, EvidenceError> {
-    let bundle: Bundle = serde_json::from_str(text)
+    let value = canonical::parse_strict(text)
+        .map_err(|e| EvidenceError(format!("not an evidence bundle: {e}")))?;
+    let bundle: Bundle = serde_path_to_error::deserialize(value)
         .map_err(|e| EvidenceError(format!("not an evidence bundle: {e}")))?;
     if bundle.format != FORMAT {
         return fail(format!("format is {:?}, not {FORMAT}", bundle.format));
@@ -367,9 +371,9 @@ mod tests {
                 policy_id: None,
                 policy_version: None,
                 mode: None,
-                limits: None,
+                limits: Some(json!({"calls": {"per_session": 5}})),
                 redaction: None,
-                target: None,
+                target: Some(json!({"upstream_id": "ups_1", "tool": "t"})),
                 issued_at: "2026-12-02T00:00:00Z".into(),
                 seq: Some(seq),
                 prev_hash: Some(prev.into()),
@@ -476,6 +480,68 @@ mod tests {
             v.to_string()
                 .contains("not that the bundle holds every record")
         );
+    }
+
+    /// `text` with `member` put first in the object `opening` opens (its first occurrence).
+    fn with_member_first(text: &str, opening: &str, member: &str) -> String {
+        assert!(opening.ends_with('{'), "{opening}");
+        let at = text.find(opening).unwrap() + opening.len();
+        format!("{}{member},{}", &text[..at], &text[at..])
+    }
+
+    /// An attacker adds a second member next to a signed one, before it: a reader that keeps
+    /// the last (serde_json) sees what was signed, one that keeps the first sees the forgery.
+    #[test]
+    fn a_member_named_twice_anywhere_fails() {
+        let b = bundle();
+        verify(&b, None, &[], 0).unwrap();
+        for (opening, member, pointer) in [
+            ("{", r#""format":"aperture-evidence/v0""#, "/format"),
+            (
+                r#""receipts":[{"#,
+                r#""decision":"deny""#,
+                "/receipts/0/decision",
+            ),
+            (
+                r#""receipts":[{"#,
+                r#""d\u0065cision":"deny""#,
+                "/receipts/0/decision",
+            ),
+            (
+                r#""target":{"#,
+                r#""upstream_id":"ups_evil""#,
+                "/receipts/0/target/upstream_id",
+            ),
+            (
+                r#""calls":{"#,
+                r#""per_session":500"#,
+                "/receipts/0/limits/calls/per_session",
+            ),
+            (
+                r#""keys":{"keys":[{"#,
+                r#""kid":"kid_evil""#,
+                "/keys/keys/0/kid",
+            ),
+            (
+                r#""proofs":[{"#,
+                r#""leaf_index":0"#,
+                "/proofs/0/leaf_index",
+            ),
+        ] {
+            let forged = with_member_first(&b, opening, member);
+            // Last-wins parsing reads the bundle as it was signed.
+            assert_eq!(
+                serde_json::from_str::<Value>(&forged).unwrap(),
+                serde_json::from_str::<Value>(&b).unwrap(),
+                "{member}"
+            );
+            let e = verify(&forged, None, &[], 0).unwrap_err().to_string();
+            let name = pointer.rsplit('/').next().unwrap();
+            assert!(
+                e.contains(&format!("duplicate member {name:?} at {pointer}")),
+                "{member}: {e}"
+            );
+        }
     }
 
     #[test]

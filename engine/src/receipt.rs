@@ -907,7 +907,8 @@ pub fn verify_receipt_with_keys(receipt: &Receipt, keys: &[Jwk]) -> Result<(), V
 /// Verifies a receipt exactly as received (e.g. by `aperture receipt verify`), without first
 /// reading it into a [`Receipt`]: the signature must cover the JCS bytes of this very object
 /// minus `signature`, so an added, removed or re-spelled member fails, and receipts with codes
-/// this version does not know still verify.
+/// this version does not know still verify. A receipt given as text must be read with
+/// [`canonical::parse_strict`]: a `Value` cannot show that the text named a member twice.
 pub fn verify_receipt_json(receipt: &Value, keys: &[Jwk]) -> Result<(), VerifyError> {
     let member = |name: &str| {
         receipt
