@@ -1161,8 +1161,8 @@ async fn receipt_verify(
     trusted_keys: Option<&std::path::Path>,
 ) -> anyhow::Result<()> {
     let text = read_input(file)?;
-    let value: serde_json::Value =
-        serde_json::from_str(&text).context("the receipt is not JSON")?;
+    // A member named twice is refused: another reader could see the other value.
+    let value = engine::canonical::parse_strict(&text).context("the receipt is not JSON")?;
     // A bare receipt, `{"receipt": …}`, or a tool result carrying `_meta.receipt`.
     let receipt = value
         .pointer("/_meta/receipt")

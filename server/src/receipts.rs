@@ -122,8 +122,9 @@ pub async fn page(
     })
 }
 
-/// Whether `principal` may read record `row`: one of no session is tenant-wide; one of a
-/// session only in the session's environment, for a confined reader (CONTRACT §15).
+/// Whether `principal` may read record `row`: one of no session (or of a session that does not
+/// exist: a refusal of a made-up id) is tenant-wide; one of a session only in the session's
+/// environment, for a confined reader (CONTRACT §15).
 pub async fn visible(
     store: &Store,
     principal: &Principal,
@@ -138,7 +139,7 @@ pub async fn visible(
     Ok(
         store::exposure::find_session(store, &principal.tenant_id, session_id)
             .await?
-            .is_some_and(|s| principal.sees(&s.environment)),
+            .is_none_or(|s| principal.sees(&s.environment)),
     )
 }
 

@@ -73,6 +73,26 @@ pub fn in_environments(column: &str, first: usize, count: usize) -> String {
     )
 }
 
+/// SQL that holds unless `column` names one of tenant `$1`'s exposure sessions in an
+/// environment other than the `count` bound from parameter `$first` on: how journal records
+/// are confined. A record of no session, or of a session that does not exist (a refusal of an
+/// id somebody made up, which names the caller's environment), is tenant-wide.
+pub fn not_of_other_environments(column: &str, first: usize, count: usize) -> String {
+    let placeholders = (first..first + count)
+        .map(|n| format!("${n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let others = if count == 0 {
+        String::new()
+    } else {
+        format!(" AND environment NOT IN ({placeholders})")
+    };
+    format!(
+        "({column} IS NULL OR {column} NOT IN (SELECT id FROM exposure_sessions \
+         WHERE tenant_id = $1{others}))"
+    )
+}
+
 const SESSION_COLUMNS: &str = "id, tenant_id, environment, actor_id, preset, entity, parent_id, fork_tools, created_at, revoked_at";
 
 /// Stores a new session.

@@ -791,8 +791,9 @@ pub struct ReceiptFilter {
     pub until: Option<i64>,
     /// Only records before this `seq` (the cursor; newest first).
     pub before_seq: Option<i64>,
-    /// Only records of no session or of a session in one of these environments (`None`:
-    /// every one): a confined reader's own ([`crate::auth::Principal::confined_to`]).
+    /// Only records of no session, of no session that exists, or of a session in one of these
+    /// environments (`None`: every one): a confined reader's own
+    /// ([`crate::auth::Principal::confined_to`]).
     pub environments: Option<Vec<String>>,
 }
 
@@ -861,7 +862,7 @@ pub async fn search(
     }
     if let Some(environments) = &filter.environments {
         condition.push_str(" AND ");
-        condition.push_str(&super::exposure::in_environments(
+        condition.push_str(&super::exposure::not_of_other_environments(
             "session_id",
             n + 1,
             environments.len(),
@@ -893,7 +894,7 @@ fn confined(condition: &str, environments: Option<&[String]>, first: usize) -> S
         None => condition.to_owned(),
         Some(e) => format!(
             "{condition} AND {}",
-            super::exposure::in_environments("session_id", first, e.len())
+            super::exposure::not_of_other_environments("session_id", first, e.len())
         ),
     }
 }

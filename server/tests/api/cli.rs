@@ -596,6 +596,12 @@ async fn receipt_verify_works_offline_and_creates_nothing() {
             !out.status.success(),
             "{flags:?}: a changed receipt verifies"
         );
+        // Issue 45 (item 12): the signed receipt with a second `actor_id` in front, which a
+        // last-member-wins parser ignores: refused, not verified.
+        let doubled = receipt.replacen('{', "{\"actor_id\":\"someone-else\",", 1);
+        let out = aperture_with(&env, &args, Some(&doubled));
+        assert!(!out.status.success(), "{flags:?}: {}", text(&out));
+        assert!(text(&out).contains("duplicate member"), "{}", text(&out));
     }
     // Keys that did not sign it.
     let other = dir.path().join("other.json");

@@ -865,4 +865,16 @@ async fn a_session_s_evidence_bundle_verifies_offline_and_any_change_fails() {
             said(&out)
         );
     }
+    // Issue 45 (item 12): a signed receipt given a second `actor_id` before its own. serde_json
+    // keeps the last member, so the signed value would verify while another reader sees the
+    // first; a member named twice at any depth is refused.
+    let signed = serde_json::to_string(&value["receipts"][0]).unwrap();
+    let forged_receipt = signed.replacen('{', "{\"actor_id\":\"someone-else\",", 1);
+    let forged = serde_json::to_string(&value)
+        .unwrap()
+        .replacen(&signed, &forged_receipt, 1);
+    assert_ne!(forged, serde_json::to_string(&value).unwrap());
+    let out = verify_cli(&forged);
+    assert!(!out.status.success(), "{}", said(&out));
+    assert!(said(&out).contains("duplicate member"), "{}", said(&out));
 }
