@@ -147,6 +147,37 @@ pub fn redact_for(
     )
 }
 
+/// Text that came from a tool's upstream but is not its result (an upstream's error message),
+/// as `profile` lets it reach `destination` (`logs`: the server's logs and the journal's
+/// disclosures). A destination the profile does not list, or `summary: omit`, gets only the
+/// text's size and SHA-256 (so whoever holds the text can still match it); otherwise the text
+/// is cut to `max_bytes`, with a note of how much was cut.
+pub fn text_for(text: &str, profile: &RedactionProfile, destination: Destination) -> String {
+    let fingerprint = || {
+        format!(
+            "{} bytes, {}",
+            text.len(),
+            canonical::sha256_tagged(text.as_bytes())
+        )
+    };
+    if !profile.destinations.contains(&destination) {
+        return format!(
+            "[withheld: this tool's output may not be sent to {} ({})]",
+            destination.as_str(),
+            fingerprint()
+        );
+    }
+    if profile.summary == SummaryMode::Omit {
+        return format!("[omitted by policy ({})]", fingerprint());
+    }
+    let kept = cut(text, usize::try_from(profile.max_bytes).unwrap_or(0));
+    if kept.len() == text.len() {
+        text.to_owned()
+    } else {
+        format!("{kept}\n[truncated {} bytes]", text.len() - kept.len())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,6 +245,29 @@ mod tests {
         assert!(!report.withheld);
         let (out, _) = redact_for(&result, &both, &[Destination::Mcp]);
         assert!(!out.to_string().contains("canary"), "{out}");
+    }
+
+    /// Issue 45 (item 4): an upstream's error text reaches the logs (and the journal's
+    /// disclosures) only as the profile lets it: withheld with its size and hash when `logs` is
+    /// not listed or the summary is `omit`, cut to `max_bytes` otherwise.
+    #[test]
+    fn upstream_text_for_the_logs_follows_the_profile() {
+        let text = "CANARY-UPSTREAM-ERR-0123456789";
+        let hash = canonical::sha256_tagged(text.as_bytes());
+        let without_logs = profile(SummaryMode::Truncate, 100, &[Destination::Mcp]);
+        let out = text_for(text, &without_logs, Destination::Logs);
+        assert!(!out.contains("CANARY"), "{out}");
+        assert!(out.contains(&hash) && out.contains("30 bytes"), "{out}");
+        let omitted = profile(SummaryMode::Omit, 100, &[Destination::Logs]);
+        let out = text_for(text, &omitted, Destination::Logs);
+        assert!(!out.contains("CANARY") && out.contains(&hash), "{out}");
+        let cut_short = profile(SummaryMode::Truncate, 6, &[Destination::Logs]);
+        assert_eq!(
+            text_for(text, &cut_short, Destination::Logs),
+            "CANARY\n[truncated 24 bytes]"
+        );
+        let whole = profile(SummaryMode::Truncate, 100, &[Destination::Logs]);
+        assert_eq!(text_for(text, &whole, Destination::Logs), text);
     }
 
     #[test]

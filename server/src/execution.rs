@@ -386,7 +386,13 @@ pub async fn execute(
             Ok(out)
         }
         Err((reason, detail)) => {
-            d.upstream_error = Some(detail);
+            // The upstream's text reaches the journal's disclosures (the `logs` destination)
+            // only as the rule's profile lets it.
+            d.upstream_error = Some(redact::text_for(
+                &detail,
+                &bound.redaction,
+                engine::policy::Destination::Logs,
+            ));
             r.decision = Decision::Deny;
             r.reason = reason;
             let recorded = record_execution(cx.journal, r, &d).await;

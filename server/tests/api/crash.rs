@@ -19,8 +19,21 @@ pub(crate) async fn serve(db: &TestDb) -> (Child, String) {
 
 /// [`serve`] with more environment variables.
 pub(crate) async fn serve_with(db: &TestDb, env: &[(&str, &str)]) -> (Child, String) {
+    serve_into(db, env, Stdio::null()).await
+}
+
+/// [`serve_with`], its log (stderr) written to `log`.
+pub(crate) async fn serve_logged(
+    db: &TestDb,
+    env: &[(&str, &str)],
+    log: &std::path::Path,
+) -> (Child, String) {
+    let file = std::fs::File::create(log).expect("the log file");
+    serve_into(db, env, Stdio::from(file)).await
+}
+
+async fn serve_into(db: &TestDb, env: &[(&str, &str)], stderr: Stdio) -> (Child, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_aperture"))
-        .envs(env.iter().copied())
         .args(["serve", "--addr", "127.0.0.1:0"])
         .env("APERTURE_DATABASE_URL", &db.url)
         .env("APERTURE_DATA_DIR", db.data_dir())
@@ -30,8 +43,10 @@ pub(crate) async fn serve_with(db: &TestDb, env: &[(&str, &str)]) -> (Child, Str
             "a-long-enough-password",
         )
         .env("APERTURE_LOG", "warn")
+        // After the defaults above: the caller's settings win.
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .expect("start aperture serve");
     let stdout = child.stdout.take().expect("stdout");

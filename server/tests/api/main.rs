@@ -29,6 +29,7 @@ mod forks;
 mod grpc;
 mod journal;
 mod journal_writer;
+mod logs;
 mod mcp;
 mod model;
 #[path = "../model_fixture/server.rs"]

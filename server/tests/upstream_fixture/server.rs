@@ -259,7 +259,17 @@ impl ServerHandler for FixtureServer {
                 .map_err(|e| ErrorData::internal_error(format!("call log: {e}"), None))?;
         }
         let result = match request.name.as_ref() {
-            "echo" => text(str_arg(&args, "text")?),
+            // `FAIL:<x>` answers with an error whose text (`CANARY-UPSTREAM-ERR-<x>`) appears
+            // nowhere in the arguments: where it is found, the upstream's error text went.
+            "echo" => match str_arg(&args, "text")?.strip_prefix("FAIL:") {
+                Some(x) => {
+                    return Err(ErrorData::internal_error(
+                        format!("CANARY-UPSTREAM-ERR-{x}"),
+                        None,
+                    ));
+                }
+                None => text(str_arg(&args, "text")?),
+            },
             "add" => {
                 let sum = int_arg(&args, "a")?
                     .checked_add(int_arg(&args, "b")?)
