@@ -365,6 +365,10 @@ impl Application {
 
 /// How long a stopping node waits for the requests in flight to be answered. With the two
 /// below, a node is gone within 25 s of `SIGTERM` (Kubernetes waits 30 s by default).
+/// The mounts that authenticate by bearer token alone (the cross-site check lets a bearer token
+/// through to these, and only these).
+const BEARER_ROUTES: &[&str] = &[api::PREFIX, api::connect::SERVICE];
+
 const DRAIN_REQUESTS: Duration = Duration::from_secs(12);
 /// How much longer a stopping node lets its invocation worker (stopped at the signal) finish
 /// the invocation it runs.
@@ -434,7 +438,7 @@ pub fn router(state: AppState) -> Router {
             _,
         >(context, app::shell))
         .layer(middleware::from_fn(crate::dashboard::server_fn_status))
-        .layer(middleware::from_fn(csrf::protect))
+        .layer(middleware::from_fn_with_state(BEARER_ROUTES, csrf::protect))
         .layer(dashboard::session_layer(state.store.clone(), secure))
         .layer(middleware::from_fn(move |request, next| {
             crate::auth::headers::security_headers(secure, request, next)

@@ -1,9 +1,12 @@
 //! Cross-site request forgery protection for browser requests.
 //!
-//! Cookies are `SameSite=Lax`, and on top of that every state-changing request that does not
-//! carry its own credentials (`Authorization`) must come from this site: `Sec-Fetch-Site` must be
-//! `same-origin` (or `none`, typed by the user), or, for browsers that do not send it, `Origin`
-//! must name this host. Server functions are covered like every other route.
+//! Cookies are `SameSite=Lax`, and on top of that every state-changing request must come from
+//! this site: `Sec-Fetch-Site` must be `same-origin` (or `none`, typed by the user), or, for
+//! browsers that do not send it, `Origin` must name this host. Server functions are covered like
+//! every other route. The only exception is a request with a bearer token to a route that
+//! authenticates by bearer token alone (the API mounts): it carries its own credentials and no
+//! cookie counts there. Any other `Authorization` (a browser adds Basic or Negotiate by itself)
+//! changes nothing.
 
 use axum::extract::Request;
 use axum::http::{Method, header};
@@ -14,9 +17,14 @@ use app::error::{AppError, ErrorCode};
 
 use crate::error::ApiError;
 
-/// The middleware.
-pub async fn protect(request: Request, next: Next) -> Response {
-    if is_safe(request.method()) || request.headers().contains_key(header::AUTHORIZATION) {
+/// The middleware; `bearer_routes`: the path prefixes of the routes that authenticate by
+/// bearer token alone.
+pub async fn protect(
+    axum::extract::State(bearer_routes): axum::extract::State<&'static [&'static str]>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if is_safe(request.method()) || carries_own_credentials(&request, bearer_routes) {
         return next.run(request).await;
     }
     match verdict(&request) {
@@ -30,6 +38,24 @@ pub async fn protect(request: Request, next: Next) -> Response {
             .into_response()
         }
     }
+}
+
+/// A bearer token to a route that reads nothing else: no cookie of the user's counts there, so
+/// a cross-site page gains nothing by sending it.
+fn carries_own_credentials(request: &Request, bearer_routes: &[&str]) -> bool {
+    let bearer = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.get(..7)
+                .is_some_and(|scheme| scheme.eq_ignore_ascii_case("bearer "))
+        });
+    let path = request.uri().path();
+    bearer
+        && bearer_routes
+            .iter()
+            .any(|prefix| path == *prefix || path.starts_with(&format!("{prefix}/")))
 }
 
 fn is_safe(method: &Method) -> bool {
@@ -72,6 +98,37 @@ mod tests {
             b = b.header(*k, *v);
         }
         b.body(Body::empty()).unwrap()
+    }
+
+    /// Issue 45 (item 12): a browser adds `Authorization: Basic …` (or Negotiate) to a
+    /// cross-site form post by itself; only a bearer token to a bearer-only route skips the check.
+    #[test]
+    fn only_a_bearer_token_to_a_bearer_route_skips_the_check() {
+        let routes: &[&str] = &["/api/v2/agent-tool-exposure"];
+        let post = |path: &str, authorization: &str| {
+            Request::builder()
+                .method("POST")
+                .uri(path)
+                .header("authorization", authorization)
+                .body(Body::empty())
+                .unwrap()
+        };
+        assert!(carries_own_credentials(
+            &post("/api/v2/agent-tool-exposure/tokens", "Bearer apt_x"),
+            routes
+        ));
+        for (path, authorization) in [
+            ("/ui/tokens/create", "Basic dXNlcjpwYXNz"),
+            ("/ui/tokens/create", "Negotiate YII"),
+            ("/ui/tokens/create", "Bearer apt_x"),
+            ("/api/v2/agent-tool-exposure/tokens", "Basic dXNlcjpwYXNz"),
+            ("/api/v2/agent-tool-exposure-evil", "Bearer apt_x"),
+        ] {
+            assert!(
+                !carries_own_credentials(&post(path, authorization), routes),
+                "{path} {authorization}"
+            );
+        }
     }
 
     #[test]

@@ -147,7 +147,8 @@ pub async fn reseal_secret(
 }
 
 /// What an event says about an invocation: ids, tool, status, who decided and when; never the
-/// arguments (only their hash) nor the result.
+/// arguments, not even their hash (an unsalted hash of a small argument value is guessed by
+/// hashing the candidates), nor the result.
 pub fn event_data(row: &InvocationRow) -> Value {
     serde_json::json!({
         "invocation_id": row.id,
@@ -158,7 +159,6 @@ pub fn event_data(row: &InvocationRow) -> Value {
         "status": row.status,
         "actor_id": row.actor_id,
         "session_id": row.session_id,
-        "args_hash": row.args_hash,
         "decision_receipt_id": row.decision_receipt_id,
         "approval_receipt_id": row.approval_receipt_id,
         "decided_by": row.decided_by,

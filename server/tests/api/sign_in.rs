@@ -373,6 +373,52 @@ async fn cross_site_state_changes_are_refused() {
         .await
         .unwrap();
     assert_eq!(fetch_meta.status(), StatusCode::FORBIDDEN);
+    // Issue 45 (item 12): a cross-site form post the browser sends with an `Authorization` of its
+    // own (Basic or Negotiate for this host) is refused too, and creates nothing.
+    let create = |site: &'static str, authorization: &'static str, actor: &'static str| {
+        app.browser
+            .post(app.url("/ui/tokens/create"))
+            .header("sec-fetch-site", site)
+            .header("authorization", authorization)
+            .header("accept", "application/json")
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!(
+                "request[actor_id]={actor}&request[scopes][0]=agent_tool_exposure%3Aadmin"
+            ))
+            .send()
+    };
+    for authorization in [
+        "Basic YWRtaW46YWRtaW4=",
+        "Negotiate YIIB",
+        "Bearer apt_nope",
+    ] {
+        let response = create("cross-site", authorization, "csrf-victim")
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::FORBIDDEN, "{authorization}");
+    }
+    let made = |actor: &'static str| {
+        let pool = app.store.pool().clone();
+        async move {
+            sqlx::query_scalar::<_, i64>("SELECT COUNT(*) FROM api_tokens WHERE actor_id = $1")
+                .bind(actor)
+                .fetch_one(&pool)
+                .await
+                .unwrap()
+        }
+    };
+    assert_eq!(made("csrf-victim").await, 0);
+    // The same request from the dashboard's own page creates the token.
+    let own = create("same-origin", "Basic YWRtaW46YWRtaW4=", "csrf-control")
+        .await
+        .unwrap();
+    assert_eq!(
+        own.status(),
+        StatusCode::OK,
+        "{}",
+        own.text().await.unwrap()
+    );
+    assert_eq!(made("csrf-control").await, 1);
     let same = app.server_fn(&app.browser, "tokens/list").await;
     assert_eq!(same.status(), StatusCode::OK);
 }
