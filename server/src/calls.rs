@@ -449,13 +449,17 @@ async fn authorize(
     // is refused.
     let client_key = call.meta.invocation_id.clone();
     if let Some(key) = &client_key {
-        if key.is_empty() || key.chars().count() > MAX_CLIENT_KEY || key.trim() != key {
+        if key.is_empty()
+            || key.chars().count() > MAX_CLIENT_KEY
+            || key.len() > MAX_CLIENT_ID_BYTES
+            || key.trim() != key
+        {
             r.decision = Decision::Deny;
             r.reason = ReasonCode::ManifestBindingMismatch;
             d.insert_extra(
                 "detail",
                 Value::String(
-                    "invocation_id must be 1 to 200 characters without surrounding whitespace"
+                    "invocation_id must be 1 to 200 characters (at most 256 bytes) without surrounding whitespace"
                         .into(),
                 ),
             )
@@ -492,6 +496,19 @@ async fn authorize(
     // across a re-list and a restart.
     let idempotency = match bound.idempotency_key() {
         None => None,
+        // Stored for the retention: bounded like every identifier a client chooses.
+        Some(key) if key.len() > MAX_CLIENT_ID_BYTES => {
+            r.decision = Decision::Deny;
+            r.reason = ReasonCode::ManifestBindingMismatch;
+            d.insert_extra(
+                "detail",
+                Value::String("idempotency_key must be at most 256 bytes".into()),
+            )
+            .ok();
+            return denial_at(cx.journal, r, &d, decided_at)
+                .await
+                .map(Stage::Answered);
+        }
         Some(key) => match claim_idempotency(cx, principal, &bound, key).await? {
             Claimed::Ours(claim) => Some(claim),
             Claimed::Replay(first) => {
@@ -1095,8 +1112,13 @@ async fn confirm(
     Ok(out)
 }
 
-/// Longest `_meta.invocation_id`.
+/// Longest `_meta.invocation_id`, in characters.
 const MAX_CLIENT_KEY: usize = 200;
+
+/// The most bytes of any identifier a client chooses that the gateway stores, publishes or
+/// echoes (a JSON-RPC `id`, `requestId`, `progressToken`, `Last-Event-ID`, `invocation_id`,
+/// `idempotency_key`, a cursor): what one request can make the gateway keep stays small.
+pub const MAX_CLIENT_ID_BYTES: usize = 256;
 
 /// Journals a denial and answers it.
 async fn denial(journal: &Journal, r: Receipt, d: &engine::receipt::Disclosures) -> Value {

@@ -1,8 +1,10 @@
 //! Calls in flight that their caller cancels (MCP `notifications/cancelled`).
 //!
 //! A `tools/call` from `/mcp` that reaches its upstream is registered here under its caller
-//! (tenant and actor) and the request as the client named it (its `Mcp-Session-Id`, if any, and
-//! its JSON-RPC id). A `notifications/cancelled` for that request — on this node, or on another
+//! (tenant and the calling token) and the request as the client named it (its
+//! `Mcp-Session-Id`, if any, and its JSON-RPC id, kept and published as a fixed-size digest).
+//! A caller's cancellations that name nothing here are relayed to the other nodes at most
+//! [`MAX_RELAYED_PER_MINUTE`] a minute. A `notifications/cancelled` for that request — on this node, or on another
 //! one, whose cancellation reaches every node through the events bus ([`EVENT`], [`relay`]) —
 //! stops waiting for the upstream: dropping the upstream request makes rmcp send the upstream
 //! `notifications/cancelled` in turn, and the call ends with an execution receipt with reason
@@ -26,19 +28,26 @@ pub const EVENT: &str = "call.cancel";
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Key {
     tenant: String,
+    /// The caller ([`crate::auth::Principal::caller_id`]).
     actor: String,
-    /// The client's MCP session and its JSON-RPC request id (compact JSON).
+    /// A digest of the client's MCP session and its JSON-RPC request id: the same size
+    /// whatever the client chose.
     request: String,
 }
 
 impl Key {
-    /// The request `id` of `actor` in `tenant`, within MCP session `session` when the client
+    /// The request `id` of `caller` in `tenant`, within MCP session `session` when the client
     /// has one.
-    pub fn new(tenant: &str, actor: &str, session: Option<&str>, id: &Value) -> Self {
+    pub fn new(tenant: &str, caller: &str, session: Option<&str>, id: &Value) -> Self {
+        use sha2::Digest as _;
+        let named = format!("{}\u{1f}{id}", session.unwrap_or(""));
         Self {
             tenant: tenant.to_owned(),
-            actor: actor.to_owned(),
-            request: format!("{}\u{1f}{id}", session.unwrap_or("")),
+            actor: caller.to_owned(),
+            request: format!(
+                "req:{}",
+                hex::encode(sha2::Sha256::digest(named.as_bytes()))
+            ),
         }
     }
 
@@ -58,11 +67,16 @@ impl Key {
     }
 }
 
+/// The most cancellations of one caller relayed to the other nodes (stored for them) a minute.
+pub const MAX_RELAYED_PER_MINUTE: u32 = 60;
+
 /// The calls in flight on this node.
 #[derive(Debug, Default)]
 pub struct InFlight {
     calls: Mutex<HashMap<Key, (u64, watch::Sender<bool>)>>,
     next: AtomicU64,
+    /// Per caller (tenant, caller): the minute and how many cancellations were relayed in it.
+    relayed: Mutex<HashMap<(String, String), (i64, u32)>>,
 }
 
 /// A call registered in [`InFlight`] until this is dropped; `cancelled` turns `true` when its
@@ -95,6 +109,22 @@ impl InFlight {
         }
     }
 
+    /// Whether another cancellation of `key`'s caller may be relayed this minute (counts it).
+    fn may_relay(&self, key: &Key) -> bool {
+        let minute = crate::store::now_ms() / 60_000;
+        let mut relayed = crate::sync::lock(&self.relayed);
+        // Other minutes' counts are of no use any more.
+        relayed.retain(|_, (m, _)| *m == minute);
+        let count = relayed
+            .entry((key.tenant.clone(), key.actor.clone()))
+            .or_insert((minute, 0));
+        if count.1 >= MAX_RELAYED_PER_MINUTE {
+            return false;
+        }
+        count.1 += 1;
+        true
+    }
+
     /// Cancels the call `key` if it is in flight here; whether it was.
     pub fn cancel(&self, key: &Key) -> bool {
         match self.lock().get(key) {
@@ -116,9 +146,10 @@ impl Drop for Registered {
     }
 }
 
-/// Cancels `key` here, or tells the other nodes to (the call may be in flight on any of them).
+/// Cancels `key` here, or tells the other nodes to (the call may be in flight on any of them;
+/// at most [`MAX_RELAYED_PER_MINUTE`] of a caller's a minute).
 pub async fn cancel(in_flight: &InFlight, bus: &Bus, key: &Key) {
-    if !in_flight.cancel(key) {
+    if !in_flight.cancel(key) && in_flight.may_relay(key) {
         bus.publish(&key.tenant, EVENT, &key.request, &key.actor, json!({}))
             .await;
     }
@@ -161,6 +192,23 @@ mod tests {
         assert!(!*theirs.cancelled.borrow());
         drop(mine);
         assert!(!in_flight.cancel(&Key::new("t", "agent", Some("mcp_1"), &id)));
+    }
+
+    /// Issue 45 (item 10): whatever request id a client chooses, what is kept and published of
+    /// it is one fixed-size digest, and a caller's relayed cancellations are counted.
+    #[test]
+    fn request_ids_are_kept_as_digests_and_relays_are_bounded() {
+        let huge = json!("x".repeat(900_000));
+        let key = Key::new("t", "tok_1", Some("mcp_1"), &huge);
+        assert_eq!(key.request().len(), 4 + 64);
+        assert_ne!(key, Key::new("t", "tok_1", Some("mcp_1"), &json!("y")));
+        let in_flight = InFlight::default();
+        for n in 0..MAX_RELAYED_PER_MINUTE {
+            assert!(in_flight.may_relay(&Key::new("t", "tok_1", None, &json!(n))));
+        }
+        assert!(!in_flight.may_relay(&Key::new("t", "tok_1", None, &json!("more"))));
+        // Another caller has its own count.
+        assert!(in_flight.may_relay(&Key::new("t", "tok_2", None, &json!(1))));
     }
 
     #[test]

@@ -103,6 +103,17 @@ impl Principal {
         }
     }
 
+    /// Who exactly calls: the token (`tok_…`), a dashboard user (`user:<name>`) or the
+    /// operator. Two tokens of one actor are two callers: what one starts, the other does not
+    /// cancel.
+    pub fn caller_id(&self) -> String {
+        match &self.kind {
+            PrincipalKind::Token { token_id, .. } => token_id.clone(),
+            PrincipalKind::User => format!("user:{}", self.actor_id),
+            PrincipalKind::Operator => "operator".to_owned(),
+        }
+    }
+
     /// What `created_by` records when this principal creates something.
     pub fn as_creator(&self) -> String {
         match &self.kind {

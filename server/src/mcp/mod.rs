@@ -182,18 +182,23 @@ pub async fn handle(
         .into_response();
     }
     // The client's MCP session (2025 era), part of how it names its requests.
-    let mcp_session = headers
-        .get("mcp-session-id")
-        .and_then(|v| v.to_str().ok())
-        .map(str::to_owned);
+    let mcp_session = match mcp_session_id(&headers) {
+        Ok(s) => s,
+        Err(why) => {
+            let answer = error(&Value::Null, INVALID_PARAMS, why);
+            return (StatusCode::BAD_REQUEST, Json(answer)).into_response();
+        }
+    };
     let Some(id) = id else {
-        // Notifications need no answer; a cancellation stops the caller's call in flight.
+        // Notifications need no answer; a cancellation stops the caller's call in flight (an
+        // oversized request id names no call the gateway would have taken).
         if method == "notifications/cancelled"
             && let Some(request) = params.as_ref().and_then(|p| p.get("requestId"))
+            && fits(request)
         {
             let key = crate::cancel::Key::new(
                 &principal.tenant_id,
-                &principal.actor_id,
+                &principal.caller_id(),
                 mcp_session.as_deref(),
                 request,
             );
@@ -201,7 +206,19 @@ pub async fn handle(
         }
         return StatusCode::ACCEPTED.into_response();
     };
+    if !fits(&id) {
+        let answer = error(
+            &Value::Null,
+            INVALID_PARAMS,
+            "the request id is over 256 bytes",
+        );
+        return Json(answer).into_response();
+    }
     let params = params.unwrap_or_else(|| json!({}));
+    if let Some(path) = oversized_identifier(&params) {
+        let answer = error(&id, INVALID_PARAMS, format!("{path} is over 256 bytes"));
+        return Json(answer).into_response();
+    }
     let stateless = match stateless_request(&headers, method, &params) {
         Ok(s) => s,
         Err(e) => return (StatusCode::BAD_REQUEST, Json(e.answer(&id))).into_response(),
@@ -297,6 +314,60 @@ pub async fn handle(
         }
     }
     response
+}
+
+/// Whether an identifier the client chose (any JSON value) is at most
+/// [`calls::MAX_CLIENT_ID_BYTES`] as compact JSON: what the gateway stores, publishes or echoes
+/// of one request stays small.
+fn fits(value: &Value) -> bool {
+    match value {
+        Value::String(s) => s.len() + 2 <= calls::MAX_CLIENT_ID_BYTES,
+        Value::Number(_) | Value::Bool(_) | Value::Null => true,
+        _ => serde_json::to_vec(value).is_ok_and(|v| v.len() <= calls::MAX_CLIENT_ID_BYTES),
+    }
+}
+
+/// The first identifier a client chose in `params` that is too long ([`fits`]), by its path:
+/// a cursor, a progress token, a retry key or an idempotency key.
+fn oversized_identifier(params: &Value) -> Option<&'static str> {
+    [
+        ("cursor", params.get("cursor")),
+        (
+            "_meta.progressToken",
+            params.get("_meta").and_then(|m| m.get("progressToken")),
+        ),
+        (
+            "_meta.invocation_id",
+            params.get("_meta").and_then(|m| m.get("invocation_id")),
+        ),
+        (
+            "arguments.idempotency_key",
+            params
+                .get("arguments")
+                .and_then(|a| a.get("idempotency_key")),
+        ),
+    ]
+    .into_iter()
+    .find_map(|(path, value)| value.filter(|v| !fits(v)).map(|_| path))
+}
+
+/// The longest `Mcp-Session-Id` a client may send.
+const MAX_MCP_SESSION_ID: usize = 128;
+
+/// The request's `Mcp-Session-Id`, when it has one: at most [`MAX_MCP_SESSION_ID`] visible
+/// ASCII characters (MCP's rule for the ids servers issue), else why not.
+fn mcp_session_id(headers: &HeaderMap) -> Result<Option<String>, &'static str> {
+    let Some(value) = headers.get("mcp-session-id") else {
+        return Ok(None);
+    };
+    let bytes = value.as_bytes();
+    if bytes.is_empty()
+        || bytes.len() > MAX_MCP_SESSION_ID
+        || !bytes.iter().all(|b| (0x21..=0x7e).contains(b))
+    {
+        return Err("Mcp-Session-Id must be 1 to 128 visible ASCII characters");
+    }
+    Ok(Some(String::from_utf8_lossy(bytes).into_owned()))
 }
 
 /// The revision a 2025-era server assumes when a request names none (accepted when named).
@@ -610,7 +681,7 @@ async fn tools_call(
     // Cancellable by the caller while it runs (`notifications/cancelled` for this id).
     let registered = state.in_flight.register(crate::cancel::Key::new(
         &principal.tenant_id,
-        &principal.actor_id,
+        &principal.caller_id(),
         mcp_session.as_deref(),
         id,
     ));
@@ -865,15 +936,20 @@ pub async fn listen_get(State(state): State<AppState>, headers: HeaderMap) -> Re
             "GET /mcp answers with a stream: Accept must list text/event-stream",
         );
     }
+    let mcp_session = match mcp_session_id(&headers) {
+        Ok(s) => s,
+        Err(why) => return refuse(StatusCode::BAD_REQUEST, why),
+    };
     let owner = streams::Owner {
         tenant_id: principal.tenant_id.clone(),
         actor_id: principal.actor_id.clone(),
-        mcp_session: headers
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned),
+        mcp_session,
     };
-    if let Some(last) = headers.get("last-event-id").and_then(|v| v.to_str().ok()) {
+    if let Some(last) = headers.get("last-event-id") {
+        if last.len() > calls::MAX_CLIENT_ID_BYTES {
+            return refuse(StatusCode::BAD_REQUEST, "Last-Event-ID is over 256 bytes");
+        }
+        let last = last.to_str().unwrap_or_default();
         if let Some((log, after)) = state.streams.resume(last, &owner) {
             return streams::respond(log, Some(after), state.draining.subscribe());
         }
