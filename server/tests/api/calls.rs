@@ -1144,31 +1144,141 @@ async fn dry_run_only_runs_with_the_dry_run_argument_fixed_and_says_so() {
     );
 }
 
-/// Issue 23 (CONTRACT §6): an execution receipt snapshots what ran as authorized: the
-/// effective arguments in its disclosures (server-fixed ones included), the mode, limits and
-/// redaction in the receipt.
-#[tokio::test]
-async fn execution_receipts_snapshot_arguments_mode_limits_and_redaction() {
-    let s = setup().await;
-    let result = s
-        .call(
-            "mcp__fixture__big",
-            json!({"bytes": 10}),
-            s.echo("mcp__fixture__big"),
+const DEPLOY: &str = "mcp__fixture__deploy";
+
+/// A fresh session of `agent` under policy `id`: `rule` for `deploy` (its `mode` and
+/// `invocation`), `stats` allowed; the session's list result.
+async fn session_under(app: &TestApp, admin: &str, agent: &str, id: &str, rule: Value) -> Value {
+    let mut deploy = json!({"id": "deploy-rule", "match": {"name": DEPLOY}, "redaction": "tight"});
+    if let (Some(d), Some(r)) = (deploy.as_object_mut(), rule.as_object()) {
+        d.extend(r.clone());
+    }
+    app.activate_policy(
+        admin,
+        id,
+        json!({"rules": [deploy, {"id": "reads", "match": {"risk_exactly": ["read"]}, "mode": "allow"}],
+               "redaction_profiles": {"tight": {"summary": "truncate", "max_bytes": 4096,
+                                                "destinations": ["llm", "mcp", "transcript"]}}}),
+    )
+    .await;
+    app.post_empty(agent, "/sessions").await
+}
+
+/// The echo of `tool` in `session` (a list result), for a call's `_meta`.
+fn echo_of(session: &Value, tool: &str) -> Value {
+    let t = session["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == tool)
+        .unwrap_or_else(|| panic!("{tool} listed: {session}"));
+    let m = &session["_meta"];
+    json!({
+        "session_id": m["session_id"], "manifest_id": m["manifest_id"], "lease_id": m["lease_id"],
+        "tool_version": t["_meta"]["toolVersion"], "expected_schema_hash": t["_meta"]["schemaHash"]
+    })
+}
+
+/// `tools/call` over `/mcp`: the result.
+async fn mcp_call(app: &TestApp, token: &str, tool: &str, arguments: Value, meta: Value) -> Value {
+    let answer = app
+        .mcp(
+            token,
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                   "params": {"name": tool, "arguments": arguments, "_meta": meta}}),
         )
         .await;
+    answer["result"].clone()
+}
+
+/// The calls the fixture upstream has received (its own count, read through `session`'s
+/// `stats`).
+async fn upstream_count(app: &TestApp, token: &str, session: &Value) -> u64 {
+    let stats = mcp_call(
+        app,
+        token,
+        "mcp__fixture__stats",
+        json!({}),
+        echo_of(session, "mcp__fixture__stats"),
+    )
+    .await;
+    stats["structuredContent"]["calls"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("{stats}"))
+}
+
+/// Registers the fixture with `deploy` and `stats` described as reads: an admin and an agent.
+async fn deploy_fixture(app: &TestApp) -> (String, String) {
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[DEPLOY, "mcp__fixture__stats"])
+        .await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    (admin, agent)
+}
+
+/// Issue 23 (CONTRACT §6): an execution receipt snapshots what ran as authorized: the
+/// effective arguments in its disclosures (server-fixed ones included), the mode, limits and
+/// redaction in the receipt. Issue 45 (item 14): with a server-fixed argument, a pinned
+/// connection mode and a deadline set, every snapshotted field is compared, and the upstream's
+/// own record shows it received exactly the effective arguments.
+#[tokio::test]
+async fn execution_receipts_snapshot_arguments_mode_limits_and_redaction() {
+    let app = TestApp::spawn().await;
+    let (admin, agent) = deploy_fixture(&app).await;
+    let session = session_under(
+        &app,
+        &admin,
+        &agent,
+        "snapshot",
+        json!({"mode": "allow", "invocation": {
+            "fixed_arguments": {"service": "billing"}, "connection_mode": "read_replica",
+            "max_duration_millis": 5000, "max_result_bytes": 4000}}),
+    )
+    .await;
+    let result = mcp_call(
+        &app,
+        &agent,
+        DEPLOY,
+        json!({"dry_run": false}),
+        echo_of(&session, DEPLOY),
+    )
+    .await;
     assert_eq!(result["isError"], false, "{result}");
+    let effective =
+        json!({"service": "billing", "connection_mode": "read_replica", "dry_run": false});
+    // What the upstream says it received.
+    assert_eq!(
+        result["structuredContent"]["received"], effective,
+        "{result}"
+    );
     let receipt = &result["_meta"]["receipt"];
     assert_eq!(receipt["kind"], "execution");
+    assert_eq!(receipt["decision"], "allow");
     assert_eq!(receipt["mode"], "allow");
-    assert_eq!(receipt["limits"]["max_result_bytes"], 200, "{receipt}");
-    assert!(receipt["redaction"].is_object(), "{receipt}");
-    let reader = s.app.token("default", "auditor", &[scope::READ]).await;
-    let id = receipt["receipt_id"].as_str().unwrap();
-    let stored: Value = s.app.get_json(&reader, &format!("/receipts/{id}")).await;
     assert_eq!(
-        stored["disclosures"]["effective_arguments"],
-        json!({"bytes": 10}),
+        receipt["limits"],
+        json!({"max_duration_millis": 5000, "max_result_bytes": 4000}),
+        "{receipt}"
+    );
+    assert_eq!(
+        receipt["redaction"],
+        json!({"summary": "truncate", "max_bytes": 4096, "destinations": ["llm", "mcp", "transcript"]}),
+        "{receipt}"
+    );
+    assert_eq!(receipt["tool"], DEPLOY);
+    assert_eq!(receipt["policy_id"], "snapshot");
+    assert_eq!(
+        receipt["args_hash"],
+        engine::canonical::hash_value(&effective),
+        "the hash of the effective arguments"
+    );
+    assert_eq!(receipt["target"]["environment"], "default", "{receipt}");
+    assert!(receipt["target"]["upstream_id"].is_string(), "{receipt}");
+    let reader = app.token("default", "auditor", &[scope::READ]).await;
+    let id = receipt["receipt_id"].as_str().unwrap();
+    let stored: Value = app.get_json(&reader, &format!("/receipts/{id}")).await;
+    assert_eq!(
+        stored["disclosures"]["effective_arguments"], effective,
         "{stored}"
     );
     // The digest in the signed receipt covers them.
@@ -1177,4 +1287,120 @@ async fn execution_receipts_snapshot_arguments_mode_limits_and_redaction() {
     )
     .unwrap();
     assert_eq!(receipt["disclosures_digest"], digest);
+}
+
+/// Issue 45 (item 14): `fixed_arguments`, `allowed_values` and `connection_mode` through
+/// `/mcp`, checked against what the upstream itself says it received: a fixed argument is set
+/// by the server and cannot be sent, a value outside the allowed ones is refused before the
+/// upstream is called.
+#[tokio::test]
+async fn invocation_policies_shape_what_the_upstream_receives() {
+    let app = TestApp::spawn().await;
+    let (admin, agent) = deploy_fixture(&app).await;
+    let fixed = session_under(
+        &app,
+        &admin,
+        &agent,
+        "fixed",
+        json!({"mode": "allow", "invocation": {"fixed_arguments": {"service": "billing"},
+                                              "connection_mode": "read_replica"}}),
+    )
+    .await;
+    let ran = mcp_call(&app, &agent, DEPLOY, json!({}), echo_of(&fixed, DEPLOY)).await;
+    assert_eq!(
+        ran["structuredContent"]["received"],
+        json!({"service": "billing", "connection_mode": "read_replica"}),
+        "{ran}"
+    );
+    // Sending the fixed argument (or the connection mode) is refused: the narrowed schema does
+    // not have it; nothing reaches the upstream.
+    let before = upstream_count(&app, &agent, &fixed).await;
+    for arguments in [
+        json!({"service": "payroll"}),
+        json!({"connection_mode": "primary"}),
+    ] {
+        let refused = mcp_call(
+            &app,
+            &agent,
+            DEPLOY,
+            arguments.clone(),
+            echo_of(&fixed, DEPLOY),
+        )
+        .await;
+        assert_eq!(
+            refused["_meta"]["receipt"]["reason"], "arguments_invalid",
+            "{arguments}: {refused}"
+        );
+    }
+    // Only the second `stats` call itself reached it.
+    assert_eq!(upstream_count(&app, &agent, &fixed).await, before + 1);
+
+    let allowed = session_under(
+        &app,
+        &admin,
+        &agent,
+        "allowed",
+        json!({"mode": "allow", "invocation": {"allowed_values": {"service": ["web", "api"]}}}),
+    )
+    .await;
+    let before = upstream_count(&app, &agent, &allowed).await;
+    let refused = mcp_call(
+        &app,
+        &agent,
+        DEPLOY,
+        json!({"service": "payroll"}),
+        echo_of(&allowed, DEPLOY),
+    )
+    .await;
+    assert_eq!(
+        refused["_meta"]["receipt"]["reason"], "arguments_invalid",
+        "{refused}"
+    );
+    assert_eq!(upstream_count(&app, &agent, &allowed).await, before + 1);
+    let ran = mcp_call(
+        &app,
+        &agent,
+        DEPLOY,
+        json!({"service": "api"}),
+        echo_of(&allowed, DEPLOY),
+    )
+    .await;
+    assert_eq!(
+        ran["structuredContent"]["received"],
+        json!({"service": "api"}),
+        "{ran}"
+    );
+}
+
+/// Issue 45 (item 14): `dry_run_only` for a tool that declares no dry-run argument is
+/// validated, bound and journaled but not executed: the answer says `dry_run`, and the
+/// upstream's own count shows nothing reached it.
+#[tokio::test]
+async fn dry_run_only_without_a_dry_run_argument_runs_nothing() {
+    let app = TestApp::spawn().await;
+    let (admin, agent) = deploy_fixture(&app).await;
+    let session = session_under(&app, &admin, &agent, "dry", json!({"mode": "dry_run_only"})).await;
+    let before = upstream_count(&app, &agent, &session).await;
+    let result = mcp_call(
+        &app,
+        &agent,
+        DEPLOY,
+        json!({"service": "web"}),
+        echo_of(&session, DEPLOY),
+    )
+    .await;
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(result["_meta"]["dry_run"], true, "{result}");
+    let receipt = &result["_meta"]["receipt"];
+    assert_eq!(receipt["decision"], "dry_run", "{result}");
+    assert_eq!(receipt["mode"], "dry_run_only");
+    assert!(result.get("structuredContent").is_none(), "{result}");
+    // Arguments are still checked.
+    let refused = mcp_call(&app, &agent, DEPLOY, json!({}), echo_of(&session, DEPLOY)).await;
+    assert_eq!(refused["_meta"]["receipt"]["reason"], "arguments_invalid");
+    assert_eq!(
+        upstream_count(&app, &agent, &session).await,
+        before + 1,
+        "only the count itself reached the upstream"
+    );
 }
