@@ -1117,6 +1117,9 @@ impl Worker {
             // Nobody waits on a released invocation's stream.
             progress: None,
         };
+        // Tests hold the worker here, between the release and its last check.
+        #[cfg(feature = "test-hooks")]
+        crate::test_hooks::worker_gate(&row.tenant_id).await;
         let result = match self.verified_binding(row, &decision).await {
             Ok(bound) => {
                 let fresh = cache::fresh(&self.store).await?;

@@ -51,6 +51,8 @@ pub mod startup;
 pub mod state;
 pub mod store;
 mod sync;
+#[cfg(feature = "test-hooks")]
+pub mod test_hooks;
 pub mod tokens;
 pub mod transparency;
 pub mod upstream;

@@ -49,3 +49,4 @@ mod tokens;
 mod upstreams;
 mod users;
 mod webhooks;
+mod worker;
