@@ -312,6 +312,20 @@ fn to_json<T: serde::Serialize>(value: &T) -> Result<String, ServiceError> {
 }
 
 impl Grant {
+    /// The grant stored as `row` in `session`, its manifest and signed document read back.
+    fn read(session: SessionRow, row: ManifestRow) -> Result<Self, ServiceError> {
+        let manifest =
+            serde_json::from_str(&row.manifest).map_err(|e| ServiceError::Other(e.into()))?;
+        let document =
+            serde_json::from_str(&row.document).map_err(|e| ServiceError::Other(e.into()))?;
+        Ok(Self {
+            session,
+            row,
+            manifest,
+            document,
+        })
+    }
+
     /// The session's execution allowlist, when it is a restricted fork.
     pub fn allowlist(&self) -> Option<ExecutionAllowlist> {
         self.session
@@ -429,16 +443,7 @@ pub async fn granted(
     if !is_own(principal, &session) {
         return Ok(None);
     }
-    let manifest =
-        serde_json::from_str(&row.manifest).map_err(|e| ServiceError::Other(e.into()))?;
-    let document =
-        serde_json::from_str(&row.document).map_err(|e| ServiceError::Other(e.into()))?;
-    Ok(Some(Grant {
-        session,
-        row,
-        manifest,
-        document,
-    }))
+    Grant::read(session, row).map(Some)
 }
 
 async fn view(store: &Store, s: SessionRow) -> Result<SessionView, ServiceError> {
@@ -691,16 +696,7 @@ pub async fn live_grant(store: &Store, session: SessionRow) -> Result<Option<Gra
     if row.lease_expires_at <= store::now_ms() {
         return Ok(None);
     }
-    let manifest =
-        serde_json::from_str(&row.manifest).map_err(|e| ServiceError::Other(e.into()))?;
-    let document =
-        serde_json::from_str(&row.document).map_err(|e| ServiceError::Other(e.into()))?;
-    Ok(Some(Grant {
-        session,
-        row,
-        manifest,
-        document,
-    }))
+    Grant::read(session, row).map(Some)
 }
 
 /// `parent`'s latest manifest, when its lease has not ended (409 otherwise: the parent lists
