@@ -989,6 +989,15 @@ pub enum ChainProblem {
         /// What the signed receipt says (`nothing` when it has no such member).
         signed: String,
     },
+    /// An index kept beside the journal has rows for positions the journal holds no record
+    /// at: whatever reads the index counts records nobody signed.
+    #[error("{index} has rows for {rows}, which the journal does not have")]
+    Unrecorded {
+        /// The index's table.
+        index: &'static str,
+        /// The positions, in words (`records 4, 5 and 1000`).
+        rows: String,
+    },
 }
 
 /// The copies of receipt members a journal row keeps beside the signed receipt, for the

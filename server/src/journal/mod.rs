@@ -1486,7 +1486,8 @@ pub struct TenantReport {
 }
 
 /// Verifies every tenant's chain: every signature against the published keys, `seq` from 1
-/// without gaps, `prev_hash` links, stored hashes and disclosure digests.
+/// without gaps, `prev_hash` links, stored hashes and disclosure digests, and the copies in
+/// `journal_facets`, one for each record of the indexed prefix and none for any other.
 pub async fn verify(store: &Store) -> Result<Vec<TenantReport>, sqlx::Error> {
     let keys: JwkSet = crate::keys::published(store).await?;
     verify_with(store, &keys).await
@@ -1495,7 +1496,7 @@ pub async fn verify(store: &Store) -> Result<Vec<TenantReport>, sqlx::Error> {
 /// [`verify`] against `keys` only (keys an auditor pinned), whatever the store publishes.
 pub async fn verify_with(store: &Store, keys: &JwkSet) -> Result<Vec<TenantReport>, sqlx::Error> {
     let mut reports = Vec::new();
-    for tenant in store::journal::tenants(store).await? {
+    for tenant in tenants_to_verify(store).await? {
         let from_first = ChainVerifier::new();
         let (report, _) =
             verify_tenant_from(store, &tenant, keys, from_first, Signatures::Every).await?;
@@ -1504,8 +1505,20 @@ pub async fn verify_with(store: &Store, keys: &JwkSet) -> Result<Vec<TenantRepor
     Ok(reports)
 }
 
+/// Every tenant with a journal, and every tenant with rows in `journal_facets` but no journal
+/// (rows nobody signed, which the overview would count all the same).
+pub async fn tenants_to_verify(store: &Store) -> Result<Vec<String>, sqlx::Error> {
+    let mut tenants = store::journal::tenants(store).await?;
+    tenants.extend(store::journal::tenants_with_facets_only(store).await?);
+    tenants.sort();
+    tenants.dedup();
+    Ok(tenants)
+}
+
 /// Records read (and checked) at a time.
 const PAGE: i64 = 500;
+/// Positions of rows without a record named in a report (the count says how many more).
+const UNRECORDED_NAMED: i64 = 10;
 
 /// Which records' signatures a verification checks itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1568,14 +1581,52 @@ pub async fn verify_tenant_from(
             return Ok((report, verifier));
         }
     }
+    // Every record up to the head has its copy checked; a copy beyond it (or of a tenant with
+    // no journal) stands for a record nobody signed, which the overview's counts and the
+    // receipts browser's filters would show all the same.
+    let head = verifier.last_seq();
+    let error = unrecorded_facets(store, tenant, head).await?;
     Ok((
         TenantReport {
             tenant_id: tenant.to_owned(),
-            verified: verifier.last_seq(),
-            error: None,
+            verified: head,
+            error,
         },
         verifier,
     ))
+}
+
+/// The rows of `tenant` in `journal_facets` after record `head` (or below 1) that have no
+/// record in the journal, as the error of a chain verified up to `head`.
+async fn unrecorded_facets(
+    store: &Store,
+    tenant: &str,
+    head: u64,
+) -> Result<Option<ChainError>, sqlx::Error> {
+    let after = i64::try_from(head).unwrap_or(i64::MAX);
+    let (first, all) =
+        store::journal::unrecorded_facets(store, tenant, after, UNRECORDED_NAMED).await?;
+    let Some(&lowest) = first.first() else {
+        return Ok(None);
+    };
+    let listed: Vec<String> = first.iter().map(i64::to_string).collect();
+    let more = all - i64::try_from(listed.len()).unwrap_or(i64::MAX);
+    let mut rows = match listed.split_last() {
+        Some((last, [])) if more <= 0 => format!("record {last}"),
+        Some((last, init)) if more <= 0 => format!("records {} and {last}", init.join(", ")),
+        _ => format!("records {} and {more} more", listed.join(", ")),
+    };
+    if head == 0 {
+        rows.push_str(" (the tenant has no journal)");
+    }
+    Ok(Some(ChainError {
+        // The position the report names: the lowest such row's, or the one after the head.
+        seq: u64::try_from(lowest).unwrap_or(head + 1).max(head + 1),
+        problem: receipt::ChainProblem::Unrecorded {
+            index: "journal_facets",
+            rows,
+        },
+    }))
 }
 
 /// Checks a page of records in order. On the first bad one, returns its report and leaves

@@ -77,7 +77,9 @@ impl ChainWatch {
     /// Verifies every tenant's new records (`full`: every record again).
     pub async fn pass(&self, full: bool) -> Result<(), sqlx::Error> {
         let keys = crate::keys::published(&self.store).await?;
-        for tenant in store::journal::tenants(&self.store).await? {
+        // With tenants that have rows in journal_facets and no journal: the overview counts
+        // from those rows, so its status must say they stand for nothing signed.
+        for tenant in super::tenants_to_verify(&self.store).await? {
             let start = if full {
                 ChainVerifier::new()
             } else {

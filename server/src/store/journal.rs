@@ -649,6 +649,56 @@ pub async fn tenants(store: &Store) -> Result<Vec<String>, sqlx::Error> {
     Ok(rows.into_iter().map(|(t,)| t).collect())
 }
 
+/// Tenants with rows in `journal_facets` and no record in `journal`. The journal's writer
+/// copies only records it finds in `journal`, and nothing deletes records, so there are none
+/// unless someone wrote them there.
+pub async fn tenants_with_facets_only(store: &Store) -> Result<Vec<String>, sqlx::Error> {
+    // One index seek per tenant of journal_facets, as in `tenants`.
+    let rows: Vec<(String,)> = sqlx::query_as(
+        "WITH RECURSIVE t(id) AS (SELECT MIN(tenant_id) FROM journal_facets \
+         UNION ALL SELECT (SELECT MIN(tenant_id) FROM journal_facets WHERE tenant_id > t.id) \
+         FROM t WHERE t.id IS NOT NULL) SELECT id FROM t WHERE id IS NOT NULL \
+         AND NOT EXISTS (SELECT 1 FROM journal j WHERE j.tenant_id = t.id)",
+    )
+    .fetch_all(store.pool())
+    .await?;
+    Ok(rows.into_iter().map(|(t,)| t).collect())
+}
+
+/// The positions of `tenant_id`'s rows in `journal_facets` after `after_seq` (or below 1, where
+/// no record can be) that have no record in `journal`: the first `limit` in order, and how many
+/// there are in all. A record is committed to `journal` before it is copied, and both are read
+/// in one statement, so records appended meanwhile are not among them.
+pub async fn unrecorded_facets(
+    store: &Store,
+    tenant_id: &str,
+    after_seq: i64,
+    limit: i64,
+) -> Result<(Vec<i64>, i64), sqlx::Error> {
+    const UNRECORDED: &str = "FROM journal_facets f WHERE f.tenant_id = $1 \
+        AND (f.seq > $2 OR f.seq < 1) \
+        AND NOT EXISTS (SELECT 1 FROM journal j WHERE j.tenant_id = f.tenant_id AND j.seq = f.seq)";
+    let first: Vec<(i64,)> = sqlx::query_as(&format!(
+        "SELECT f.seq {UNRECORDED} ORDER BY f.seq LIMIT $3"
+    ))
+    .bind(tenant_id)
+    .bind(after_seq)
+    .bind(limit)
+    .fetch_all(store.pool())
+    .await?;
+    let first: Vec<i64> = first.into_iter().map(|(s,)| s).collect();
+    let found = i64::try_from(first.len()).unwrap_or(i64::MAX);
+    if found < limit {
+        return Ok((first, found));
+    }
+    let (all,): (i64,) = sqlx::query_as(&format!("SELECT COUNT(*) {UNRECORDED}"))
+        .bind(tenant_id)
+        .bind(after_seq)
+        .fetch_one(store.pool())
+        .await?;
+    Ok((first, all))
+}
+
 /// Up to `limit` records of a tenant after `after_seq`, in order, each with its copy in
 /// `journal_facets` ([`RecordRow::facets`]).
 pub async fn page(

@@ -439,7 +439,7 @@ fn aperture_with(env: &[(&str, &str)], args: &[&str], stdin: Option<&str>) -> Ou
     child.wait_with_output().expect("aperture output")
 }
 
-fn text(out: &Output) -> String {
+pub(crate) fn text(out: &Output) -> String {
     format!(
         "{}{}",
         String::from_utf8_lossy(&out.stdout),

@@ -1174,6 +1174,135 @@ on_both_backends!(
     rewritten_facets_are_found_and_named
 );
 
+/// Issue 45, item 11: the overview counts from journal_facets, so rows an intruder adds there
+/// without a record (denials nobody signed, after the head or for a tenant with no journal at
+/// all) show in it as if they had happened. `journal verify` (the command and the background
+/// verifier behind the overview's status) names them; the honest journal before passes.
+async fn facet_rows_without_a_record_fail_verify(backend: Db) {
+    use aperture::journal::watch::ChainWatch;
+    use aperture::journal::{self, Journal};
+    use engine::receipt::{Decision, ReasonCode, ReceiptKind};
+    let Some(db) = crate::helpers::TestDb::new(backend).await else {
+        eprintln!("APERTURE_TEST_POSTGRES_URL not set: PostgreSQL variant not run");
+        return;
+    };
+    let store = Store::connect(&db.url).await.unwrap();
+    store.migrate().await.unwrap();
+    let (keys, _dir) = tenant_t_keys(&store).await;
+    let journal = Journal::new(store.clone(), keys);
+    for _ in 0..3 {
+        journal
+            .append(
+                journal::receipt(
+                    ReceiptKind::Decision,
+                    Decision::Allow,
+                    ReasonCode::Ok,
+                    "t",
+                    "agent",
+                ),
+                &journal::disclosures(),
+            )
+            .await
+            .unwrap();
+    }
+    facets_copied(&store, "t", 3).await;
+    let out = crate::cli::aperture(&db, &["journal", "verify"], None);
+    assert!(out.status.success(), "{}", crate::cli::text(&out));
+    let watch = ChainWatch::new(store.clone());
+    watch.pass(true).await.unwrap();
+    assert_eq!(watch.status("t").unwrap().first_bad, None);
+
+    // Denials nobody signed: two after the head, one far beyond it, two of a tenant with no
+    // journal.
+    let now = store::now_ms();
+    for (tenant, seq) in [("t", 4), ("t", 5), ("t", 1000), ("ghost", 1), ("ghost", 2)] {
+        sqlx::query(
+            "INSERT INTO journal_facets (tenant_id, seq, kind, decision, reason, tool, \
+             session_id, actor_id, issued_at) VALUES ($1, $2, 'decision', 'deny', \
+             'policy_denied', 'mcp__files__delete', NULL, 'agent', $3)",
+        )
+        .bind(tenant)
+        .bind(seq)
+        .bind(now)
+        .execute(store.pool())
+        .await
+        .unwrap();
+    }
+    // What the overview would show.
+    let denials = store::journal::top_deny_reasons(&store, "t", now - 60_000, 5, None)
+        .await
+        .unwrap();
+    assert_eq!(denials, vec![("policy_denied".to_owned(), 3)]);
+
+    let reports = journal::verify(&store).await.unwrap();
+    let found: Vec<_> = reports
+        .iter()
+        .map(|r| {
+            (
+                r.tenant_id.as_str(),
+                r.verified,
+                r.error.as_ref().map(ToString::to_string),
+            )
+        })
+        .collect();
+    assert_eq!(
+        found,
+        vec![
+            (
+                "ghost",
+                0,
+                Some(
+                    "journal record 1: journal_facets has rows for records 1 and 2 (the tenant \
+                     has no journal), which the journal does not have"
+                        .to_owned()
+                )
+            ),
+            (
+                "t",
+                3,
+                Some(
+                    "journal record 4: journal_facets has rows for records 4, 5 and 1000, which \
+                     the journal does not have"
+                        .to_owned()
+                )
+            ),
+        ]
+    );
+    let out = crate::cli::aperture(&db, &["journal", "verify"], None);
+    assert!(!out.status.success(), "{}", crate::cli::text(&out));
+    let said = crate::cli::text(&out);
+    assert!(
+        said.contains(
+            "tenant t: verified up to record 3; record 4: journal_facets has rows for records \
+             4, 5 and 1000, which the journal does not have"
+        ),
+        "{said}"
+    );
+    assert!(
+        said.contains("tenant ghost: verified up to record 0; record 1: journal_facets has rows"),
+        "{said}"
+    );
+    // The overview's status says so too.
+    watch.pass(true).await.unwrap();
+    let (seq, problem) = watch.status("t").unwrap().first_bad.expect("found");
+    assert_eq!(seq, 4);
+    assert!(problem.contains("records 4, 5 and 1000"), "{problem}");
+    let (seq, problem) = watch.status("ghost").unwrap().first_bad.expect("found");
+    assert_eq!(seq, 1);
+    assert!(problem.contains("(the tenant has no journal)"), "{problem}");
+    store.close().await;
+}
+
+#[tokio::test]
+async fn facet_rows_without_a_record_fail_verify_on_sqlite() {
+    facet_rows_without_a_record_fail_verify(Db::Sqlite).await;
+}
+
+#[tokio::test]
+async fn facet_rows_without_a_record_fail_verify_on_postgres() {
+    facet_rows_without_a_record_fail_verify(Db::Postgres).await;
+}
+
 /// Issue 22, item 9: purging disclosures older than a cutoff keeps receipts and digests (verify
 /// still passes, the purge itself is journaled); disclosures removed without a journaled purge,
 /// or newer than its cutoff, fail verify.
@@ -1300,10 +1429,16 @@ async fn the_background_verifier_sees_a_cut_tail(store: &Store) {
     let watch = ChainWatch::new(store.clone());
     watch.pass(true).await.unwrap();
     assert_eq!(watch.status("t").unwrap().first_bad, None);
-    sqlx::query("DELETE FROM journal WHERE tenant_id = 't' AND seq > 4")
+    // The records and their copies in journal_facets (copies left behind are found on their
+    // own: `facet_rows_without_a_record_fail_verify`).
+    for table in ["journal", "journal_facets"] {
+        sqlx::query(&format!(
+            "DELETE FROM {table} WHERE tenant_id = 't' AND seq > 4"
+        ))
         .execute(store.pool())
         .await
         .unwrap();
+    }
     watch.pass(true).await.unwrap();
     let status = watch.status("t").unwrap();
     assert_eq!(status.verified, 4);
