@@ -262,6 +262,15 @@ enum JournalCommand {
         /// How many of the `--witness` keys must have cosigned (default: all of them).
         #[arg(long, requires = "witnesses")]
         quorum: Option<usize>,
+        /// A witness's state file (what `aperture witness --state` keeps); repeatable. Its
+        /// tenant must still have at least the records the witness cosigned, hashing to the
+        /// root it saw, under the log it followed: a tenant erased or rolled back fails.
+        #[arg(long = "witness-state", value_name = "FILE")]
+        witness_states: Vec<PathBuf>,
+        /// `<tenant>:<size>`: the tenant must have at least `size` records (a size you noted
+        /// earlier, from a checkpoint or this command's output); repeatable.
+        #[arg(long = "expect", value_name = "TENANT:SIZE")]
+        expect: Vec<String>,
     },
 }
 
@@ -623,8 +632,20 @@ pub async fn run() -> anyhow::Result<()> {
                     trusted_keys,
                     witnesses,
                     quorum,
+                    witness_states,
+                    expect,
                 },
-        } => journal_verify(&cli.global, trusted_keys.as_deref(), &witnesses, quorum).await,
+        } => {
+            let expected = expectations(&witness_states, &expect)?;
+            journal_verify(
+                &cli.global,
+                trusted_keys.as_deref(),
+                &witnesses,
+                quorum,
+                &expected,
+            )
+            .await
+        }
         Command::Evidence {
             command:
                 EvidenceCommand::Verify {
@@ -1060,11 +1081,69 @@ fn evidence_verify(
     Ok(())
 }
 
+/// The trees seen outside the database that `journal verify` must find held: each witness
+/// state file's, and each `--expect <tenant>:<size>`.
+fn expectations(
+    states: &[PathBuf],
+    expect: &[String],
+) -> anyhow::Result<Vec<crate::journal::audit::Expected>> {
+    let mut expected = Vec::new();
+    for path in states {
+        let state = crate::witness::State::read(path)
+            .with_context(|| format!("--witness-state {}", path.display()))?;
+        let tenant = state.tenant().with_context(|| {
+            format!(
+                "--witness-state {}: the origin {} names no tenant (`<host>/aperture/<tenant>`)",
+                path.display(),
+                state.origin
+            )
+        })?;
+        anyhow::ensure!(
+            state.tree_size > 0,
+            "--witness-state {}: the witness has seen no records",
+            path.display()
+        );
+        expected.push(crate::journal::audit::Expected {
+            tenant_id: tenant.to_owned(),
+            size: state.tree_size,
+            root: Some(
+                state
+                    .root_hash()
+                    .with_context(|| format!("--witness-state {}: root", path.display()))?,
+            ),
+            origin: Some(state.origin.clone()),
+            from: format!(
+                "the witness state {} ({} records)",
+                path.display(),
+                state.tree_size
+            ),
+        });
+    }
+    for item in expect {
+        let parsed = item
+            .rsplit_once(':')
+            .and_then(|(tenant, size)| Some((tenant, size.parse::<u64>().ok()?)))
+            .filter(|(tenant, size)| crate::store::tenants::is_valid_id(tenant) && *size > 0);
+        let Some((tenant, size)) = parsed else {
+            anyhow::bail!("--expect {item}: not <tenant>:<size> with a size of at least 1");
+        };
+        expected.push(crate::journal::audit::Expected {
+            tenant_id: tenant.to_owned(),
+            size,
+            root: None,
+            origin: None,
+            from: format!("--expect {item}"),
+        });
+    }
+    Ok(expected)
+}
+
 async fn journal_verify(
     global: &GlobalArgs,
     trusted_keys: Option<&std::path::Path>,
     witnesses: &[String],
     quorum: Option<usize>,
+    expected: &[crate::journal::audit::Expected],
 ) -> anyhow::Result<()> {
     let (witnesses, quorum) = witness_keys(witnesses, quorum)?;
     let store = global.store().await?;
@@ -1111,9 +1190,15 @@ async fn journal_verify(
         println!("the journal is empty");
     }
     let sink = global.checkpoint_dir();
-    for r in
-        crate::journal::audit::verify_checkpoints(&store, &keys, Some(&sink), &witnesses, quorum)
-            .await?
+    for r in crate::journal::audit::verify_checkpoints(
+        &store,
+        &keys,
+        Some(&sink),
+        &witnesses,
+        quorum,
+        expected,
+    )
+    .await?
     {
         if r.matched > 0 {
             println!(
@@ -1124,6 +1209,9 @@ async fn journal_verify(
                 sink.display(),
                 r.largest
             );
+        }
+        for held in &r.held {
+            println!("tenant {}: {held}", r.tenant_id);
         }
         for problem in &r.problems {
             ok = false;

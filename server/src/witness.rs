@@ -53,6 +53,26 @@ pub struct State {
     pub root: String,
 }
 
+impl State {
+    /// Reads a state file `aperture witness --state` wrote.
+    pub fn read(path: &Path) -> anyhow::Result<Self> {
+        read_state(path)?.with_context(|| format!("{}: no such file", path.display()))
+    }
+
+    /// The tenant whose log the witness follows (the origin is `<host>/aperture/<tenant>`).
+    pub fn tenant(&self) -> Option<&str> {
+        self.origin
+            .rsplit_once("/aperture/")
+            .map(|(_, tenant)| tenant)
+            .filter(|tenant| crate::store::tenants::is_valid_id(tenant))
+    }
+
+    /// The root of the tree of `tree_size` records the witness cosigned.
+    pub fn root_hash(&self) -> anyhow::Result<Hash> {
+        decode_hash(&self.root)
+    }
+}
+
 /// The witness's signing key and name.
 pub struct WitnessKey {
     /// The key name.

@@ -1,7 +1,10 @@
 //! What `aperture journal verify` checks beyond the chains: each tenant's journal against
-//! every signed checkpoint of it, from the database and from the sink outside it. A chain
+//! every signed checkpoint of it, from the database and from the sink outside it, and against
+//! the trees seen outside the database (witnesses' states, the operator's `--expect`). A chain
 //! cannot see its own tail cut off, nor records reissued under the deleted positions; a
-//! checkpoint signed before can: its tree size and root no longer match.
+//! checkpoint signed before can: its tree size and root no longer match. Nor can anything in
+//! the database see a whole tenant erased, or the journal, its checkpoints and the sink all
+//! rolled back together to an earlier cosigned size: only what a witness kept can.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -22,8 +25,35 @@ pub struct CheckpointReport {
     pub matched: usize,
     /// The largest matched tree size.
     pub largest: u64,
+    /// The trees seen outside the database that the journal holds, in words.
+    pub held: Vec<String>,
     /// Everything wrong, in words.
     pub problems: Vec<String>,
+}
+
+/// A tree someone outside the database saw: a witness (its state file, with the origin and
+/// the root it cosigned) or the operator (`aperture journal verify --expect <tenant>:<size>`).
+/// The tenant's journal must still hold at least `size` records, and when the root is known,
+/// its first `size` records must hash to it.
+#[derive(Debug, Clone)]
+pub struct Expected {
+    /// Tenant.
+    pub tenant_id: String,
+    /// Records seen (at least 1).
+    pub size: u64,
+    /// The root of the tree of `size` records, when known.
+    pub root: Option<merkle::Hash>,
+    /// The log the witness followed, when known.
+    pub origin: Option<String>,
+    /// Who saw it, in words (`the witness state w.json`, `--expect acme:12`).
+    pub from: String,
+}
+
+/// What a tree size is wanted for: a signed checkpoint found in the database or the sink, or
+/// a tree seen outside the database.
+enum Wanted<'a> {
+    Checkpoint(&'static str),
+    Seen(&'a Expected),
 }
 
 /// A checkpoint as found in one place.
@@ -32,10 +62,15 @@ struct Found {
     note: Result<Note, note::NoteError>,
 }
 
-/// Every tenant with a journal, a log or a sink file.
-async fn every_tenant(store: &Store, sink: Option<&Path>) -> Result<Vec<String>, sqlx::Error> {
+/// Every tenant with a journal, a log, a sink file or a tree seen outside the database.
+async fn every_tenant(
+    store: &Store,
+    sink: Option<&Path>,
+    expected: &[Expected],
+) -> Result<Vec<String>, sqlx::Error> {
     let mut tenants: BTreeSet<String> = store::journal::tenants(store).await?.into_iter().collect();
     tenants.extend(store::checkpoints::logged_tenants(store).await?);
+    tenants.extend(expected.iter().map(|e| e.tenant_id.clone()));
     if let Some(dir) = sink
         && let Ok(entries) = std::fs::read_dir(dir)
     {
@@ -54,17 +89,21 @@ async fn every_tenant(store: &Store, sink: Option<&Path>) -> Result<Vec<String>,
 /// Checks every tenant's journal against its checkpoints in the database and in `sink`:
 /// each must be signed under the log's origin by one of `keys`, and the journal's first
 /// `tree size` records must hash to its root. With `witnesses`, the newest checkpoint must
-/// carry valid cosignatures of at least `quorum` of them.
+/// carry valid cosignatures of at least `quorum` of them. Each of `expected` must be held:
+/// its tenant's journal has at least its size of records in sequence, hashing to its root
+/// when known, under its origin when known.
 pub async fn verify_checkpoints(
     store: &Store,
     keys: &JwkSet,
     sink: Option<&Path>,
     witnesses: &[VerifierKey],
     quorum: usize,
+    expected: &[Expected],
 ) -> Result<Vec<CheckpointReport>, sqlx::Error> {
     let mut reports = Vec::new();
-    for tenant in every_tenant(store, sink).await? {
-        reports.push(verify_tenant(store, &tenant, keys, sink, witnesses, quorum).await?);
+    for tenant in every_tenant(store, sink, expected).await? {
+        let seen: Vec<&Expected> = expected.iter().filter(|e| e.tenant_id == tenant).collect();
+        reports.push(verify_tenant(store, &tenant, keys, sink, witnesses, quorum, &seen).await?);
     }
     Ok(reports)
 }
@@ -76,6 +115,7 @@ async fn verify_tenant(
     sink: Option<&Path>,
     witnesses: &[VerifierKey],
     quorum: usize,
+    expected: &[&Expected],
 ) -> Result<CheckpointReport, sqlx::Error> {
     let mut report = CheckpointReport {
         tenant_id: tenant.to_owned(),
@@ -108,8 +148,29 @@ async fn verify_tenant(
     }
     let log = store::checkpoints::log(store, tenant).await?;
     let origin = log.as_ref().map(|l| l.origin.clone());
-    // Tree size → root, from every checkpoint whose signature holds.
-    let mut wanted: BTreeMap<u64, Vec<(&'static str, merkle::Hash)>> = BTreeMap::new();
+    // Tree size → root, from every checkpoint whose signature holds and every tree seen
+    // outside the database (whose root may be unknown).
+    let mut wanted: BTreeMap<u64, Vec<(Wanted, Option<merkle::Hash>)>> = BTreeMap::new();
+    for e in expected {
+        if let Some(want) = &e.origin {
+            match &origin {
+                Some(o) if o == want => {}
+                Some(o) => report.problems.push(format!(
+                    "{}: the witness followed the log {want}, the tenant's log is {o}",
+                    e.from
+                )),
+                None => report.problems.push(format!(
+                    "{}: the witness followed the log {want}; the database has no log of the \
+                     tenant (its checkpoints were deleted)",
+                    e.from
+                )),
+            }
+        }
+        wanted
+            .entry(e.size)
+            .or_default()
+            .push((Wanted::Seen(e), e.root));
+    }
     let decoded: Vec<_> = keys
         .keys
         .iter()
@@ -154,17 +215,23 @@ async fn verify_tenant(
             ));
             continue;
         }
-        wanted.entry(c.size).or_default().push((f.from, c.root));
+        wanted
+            .entry(c.size)
+            .or_default()
+            .push((Wanted::Checkpoint(f.from), Some(c.root)));
     }
     // The journal's roots at those sizes, from the receipts themselves.
     let mut tree = Frontier::new();
     let mut sizes = wanted.iter().peekable();
     let mut after = 0i64;
+    // Whether the tenant has any record at all.
+    let mut any = false;
     'read: while sizes.peek().is_some() {
         let page = store::journal::page(store, tenant, after, 500).await?;
         if page.is_empty() {
             break;
         }
+        any = true;
         for row in &page {
             if row.seq != after + 1 {
                 break 'read;
@@ -179,16 +246,32 @@ async fn verify_tenant(
             {
                 if let Some((size, roots)) = sizes.next() {
                     let root = tree.root();
-                    for (from, want) in roots {
-                        if *want == root {
-                            report.matched += 1;
-                            report.largest = report.largest.max(*size);
-                        } else {
-                            report.problems.push(format!(
+                    for (what, want) in roots {
+                        let matches = want.is_none_or(|w| w == root);
+                        match what {
+                            Wanted::Checkpoint(_) if matches => {
+                                report.matched += 1;
+                                report.largest = report.largest.max(*size);
+                            }
+                            Wanted::Checkpoint(from) => report.problems.push(format!(
                                 "checkpoint of size {size} ({from}): the journal's first {size} \
                                  records do not hash to its root (records were changed, removed \
                                  or reissued)"
-                            ));
+                            )),
+                            Wanted::Seen(e) if matches => report.held.push(format!(
+                                "{}: the journal holds the {size} records{}",
+                                e.from,
+                                if want.is_some() {
+                                    ", with the root the witness cosigned"
+                                } else {
+                                    ""
+                                }
+                            )),
+                            Wanted::Seen(e) => report.problems.push(format!(
+                                "{}: the journal's first {size} records do not hash to the root \
+                                 the witness cosigned (records were changed, removed or reissued)",
+                                e.from
+                            )),
                         }
                     }
                 }
@@ -196,12 +279,25 @@ async fn verify_tenant(
         }
     }
     for (size, roots) in sizes {
-        for (from, _) in roots {
-            report.problems.push(format!(
-                "checkpoint of size {size} ({from}): the journal has only {} records in \
-                 sequence (records were deleted)",
-                tree.size()
-            ));
+        for (what, _) in roots {
+            report.problems.push(match what {
+                Wanted::Checkpoint(from) => format!(
+                    "checkpoint of size {size} ({from}): the journal has only {} records in \
+                     sequence (records were deleted)",
+                    tree.size()
+                ),
+                Wanted::Seen(e) if !any => format!(
+                    "{}: expected at least {size} records, found 0 (the tenant has no journal: \
+                     erased, or never in this database)",
+                    e.from
+                ),
+                Wanted::Seen(e) => format!(
+                    "{}: expected at least {size} records, found {} in sequence (records were \
+                     deleted, or the journal was rolled back)",
+                    e.from,
+                    tree.size()
+                ),
+            });
         }
     }
     if !witnesses.is_empty() {

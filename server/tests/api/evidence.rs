@@ -675,6 +675,333 @@ async fn a_resigned_record_breaks_the_checkpoint_in_the_sink() {
     assert!(text.contains("(sink): the journal's first"), "{text}");
 }
 
+/// A witness of tenant `default` that cosigned two checkpoints of a growing journal.
+struct Witnessed {
+    /// Its cosigner key (note verifier format).
+    vkey: String,
+    /// Its state file (what it saw last: the second checkpoint).
+    state: std::path::PathBuf,
+    /// The size of the first checkpoint it cosigned.
+    first: u64,
+    /// The size of the second.
+    last: u64,
+    /// The sink file of `default`, and what it held right after the first checkpoint.
+    sink: std::path::PathBuf,
+    sink_after_first: String,
+    _dir: tempfile::TempDir,
+}
+
+async fn witnessed(app: &TestApp) -> Witnessed {
+    let dir = tempfile::tempdir().unwrap();
+    let token_file = dir.path().join("token");
+    std::fs::write(
+        &token_file,
+        app.token("default", "witness", &[scope::WITNESS]).await,
+    )
+    .unwrap();
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    let key_file = dir.path().join("witness.key");
+    let state = dir.path().join("witness.json");
+    let witness = || {
+        aperture(&[
+            "witness",
+            "--url",
+            &app.address,
+            "--tenant",
+            "default",
+            "--token-file",
+            token_file.to_str().unwrap(),
+            "--key-file",
+            key_file.to_str().unwrap(),
+            "--name",
+            "witness.example/w1",
+            "--state",
+            state.to_str().unwrap(),
+            "--once",
+        ])
+    };
+    fill(app, "default", 20).await;
+    app.checkpoints.checkpoint("default").await.unwrap();
+    // The first run makes the key; an admin registers it.
+    let out = witness();
+    let vkey = said(&out)
+        .lines()
+        .find_map(|l| l.strip_prefix("witness key: "))
+        .and_then(|l| l.split(' ').next())
+        .expect("the witness prints its key")
+        .to_owned();
+    let response = app
+        .client
+        .post(app.api("/journal/witnesses"))
+        .bearer_auth(&admin)
+        .json(&json!({"name": "witness.example/w1", "key": vkey}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::CREATED);
+    let sink = app.data_dir.join("checkpoints").join("default.checkpoints");
+    let mut sizes = Vec::new();
+    let mut sink_after_first = String::new();
+    for round in 0..2 {
+        fill(app, "default", 10).await;
+        let made = app
+            .checkpoints
+            .checkpoint("default")
+            .await
+            .unwrap()
+            .unwrap();
+        let out = witness();
+        assert!(out.status.success(), "{}", said(&out));
+        sizes.push(u64::try_from(made.tree_size).unwrap());
+        if round == 0 {
+            sink_after_first = std::fs::read_to_string(&sink).unwrap();
+        }
+    }
+    Witnessed {
+        vkey,
+        state,
+        first: sizes[0],
+        last: sizes[1],
+        sink,
+        sink_after_first,
+        _dir: dir,
+    }
+}
+
+/// A server whose own checkpointer stays out of the way: the tests make every checkpoint.
+async fn app_on(db: crate::helpers::Db) -> Option<TestApp> {
+    TestApp::spawn_with(db, |c| {
+        c.checkpoint_interval = std::time::Duration::from_secs(3_600);
+    })
+    .await
+}
+
+/// Issue 45, item 11: an intruder with the database (and the sink on its disk) rolls tenant
+/// `default` back to the first size its witness cosigned: the newer records, their copies in
+/// journal_facets, the tree, the newer checkpoints and cosignatures go; the tree is rebuilt and
+/// the earlier checkpoint re-signed; the sink is put back as it was then. Every check inside the
+/// database passes, `--witness` too (the newest checkpoint is cosigned). The witness's state,
+/// and the size the operator noted, do not: `journal verify --witness-state` and `--expect`
+/// fail, naming the tenant, the size seen and the size found. New records then taking the lost
+/// positions do not hash to the root the witness cosigned. Before all this, the honest journal
+/// passes with the same flags.
+async fn a_rollback_below_a_witnessed_size_fails_verify(db: crate::helpers::Db) {
+    let Some(app) = app_on(db).await else {
+        eprintln!("APERTURE_TEST_POSTGRES_URL not set: PostgreSQL variant not run");
+        return;
+    };
+    let db_url = app.store_url();
+    let w = witnessed(&app).await;
+    let state = w.state.to_str().unwrap();
+    let (first, last) = (w.first, w.last);
+    let expect_last = format!("default:{last}");
+    let expect_first = format!("default:{first}");
+    let out = journal_verify(
+        &app,
+        &db_url,
+        &[
+            "--witness",
+            &w.vkey,
+            "--witness-state",
+            state,
+            "--expect",
+            &expect_last,
+            "--expect",
+            &expect_first,
+        ],
+    );
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(
+        said(&out).contains(&format!(
+            "tenant default: the witness state {state} ({last} records): the journal holds the \
+             {last} records, with the root the witness cosigned"
+        )),
+        "{}",
+        said(&out)
+    );
+
+    // The rollback, as an intruder with the database would make it.
+    let pool = app.store.pool();
+    for table in ["journal", "journal_facets"] {
+        sqlx::query(&format!(
+            "DELETE FROM {table} WHERE tenant_id = 'default' AND seq > $1"
+        ))
+        .bind(i64::try_from(first).unwrap())
+        .execute(pool)
+        .await
+        .unwrap();
+    }
+    sqlx::query("DELETE FROM journal_cosignatures WHERE tenant_id = 'default' AND tree_size > $1")
+        .bind(i64::try_from(first).unwrap())
+        .execute(pool)
+        .await
+        .unwrap();
+    for table in ["journal_tiles", "journal_logs", "journal_checkpoints"] {
+        sqlx::query(&format!("DELETE FROM {table} WHERE tenant_id = 'default'"))
+            .execute(pool)
+            .await
+            .unwrap();
+    }
+    let keys = aperture::keys::KeyRing::load(&app.store, &app.data_dir, Some(SIGNING_KEY))
+        .await
+        .unwrap();
+    let host = app.address.trim_start_matches("http://").to_owned();
+    let rebuilt = aperture::journal::checkpoints::Checkpointer::new(
+        app.store.clone(),
+        keys,
+        host,
+        None,
+        std::time::Duration::from_secs(3_600),
+    )
+    .checkpoint("default")
+    .await
+    .unwrap()
+    .unwrap();
+    assert_eq!(u64::try_from(rebuilt.tree_size).unwrap(), first);
+    std::fs::write(&w.sink, &w.sink_after_first).unwrap();
+
+    let out = journal_verify(&app, &db_url, &["--witness", &w.vkey]);
+    assert!(
+        out.status.success(),
+        "inside the database, the rollback holds together: {}",
+        said(&out)
+    );
+    let out = journal_verify(
+        &app,
+        &db_url,
+        &["--witness", &w.vkey, "--witness-state", state],
+    );
+    assert!(!out.status.success(), "{}", said(&out));
+    assert!(
+        said(&out).contains(&format!(
+            "tenant default: the witness state {state} ({last} records): expected at least \
+             {last} records, found {first} in sequence"
+        )),
+        "{}",
+        said(&out)
+    );
+    let out = journal_verify(&app, &db_url, &["--expect", &expect_last]);
+    assert!(!out.status.success(), "{}", said(&out));
+    assert!(
+        said(&out).contains(&format!(
+            "tenant default: --expect {expect_last}: expected at least {last} records, found \
+             {first} in sequence"
+        )),
+        "{}",
+        said(&out)
+    );
+    // A size at or below what is left still holds.
+    let out = journal_verify(&app, &db_url, &["--expect", &expect_first]);
+    assert!(out.status.success(), "{}", said(&out));
+
+    // New records take the lost positions: as many records again, not the same ones.
+    fill_anew(&app, "default", usize::try_from(last - first).unwrap() + 2).await;
+    let out = journal_verify(&app, &db_url, &["--expect", &expect_last]);
+    assert!(
+        out.status.success(),
+        "a size alone cannot tell: {}",
+        said(&out)
+    );
+    let out = journal_verify(&app, &db_url, &["--witness-state", state]);
+    assert!(!out.status.success(), "{}", said(&out));
+    assert!(
+        said(&out).contains(&format!(
+            "tenant default: the witness state {state} ({last} records): the journal's first \
+             {last} records do not hash to the root the witness cosigned"
+        )),
+        "{}",
+        said(&out)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_below_a_witnessed_size_fails_verify_on_sqlite() {
+    a_rollback_below_a_witnessed_size_fails_verify(crate::helpers::Db::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollback_below_a_witnessed_size_fails_verify_on_postgres() {
+    a_rollback_below_a_witnessed_size_fails_verify(crate::helpers::Db::Postgres).await;
+}
+
+/// Issue 45, item 11: an intruder erases a witnessed tenant: every row of it in the journal,
+/// journal_facets, the tree, its log, checkpoints and cosignatures, and its sink file. Nothing
+/// left in the database or the sink names the tenant, so plain `journal verify` passes;
+/// `--witness-state` and `--expect` fail on the missing tenant. Before, the same flags pass.
+async fn an_erased_tenant_fails_verify(db: crate::helpers::Db) {
+    let Some(app) = app_on(db).await else {
+        eprintln!("APERTURE_TEST_POSTGRES_URL not set: PostgreSQL variant not run");
+        return;
+    };
+    let db_url = app.store_url();
+    let w = witnessed(&app).await;
+    let state = w.state.to_str().unwrap();
+    let last = w.last;
+    let expect = format!("default:{last}");
+    let out = journal_verify(
+        &app,
+        &db_url,
+        &["--witness-state", state, "--expect", &expect],
+    );
+    assert!(out.status.success(), "{}", said(&out));
+
+    for table in [
+        "journal",
+        "journal_facets",
+        "journal_tiles",
+        "journal_logs",
+        "journal_checkpoints",
+        "journal_cosignatures",
+    ] {
+        sqlx::query(&format!("DELETE FROM {table} WHERE tenant_id = 'default'"))
+            .execute(app.store.pool())
+            .await
+            .unwrap();
+    }
+    std::fs::remove_file(&w.sink).unwrap();
+
+    let out = journal_verify(&app, &db_url, &[]);
+    assert!(
+        out.status.success(),
+        "nothing left names the tenant: {}",
+        said(&out)
+    );
+    let out = journal_verify(&app, &db_url, &["--witness-state", state]);
+    assert!(!out.status.success(), "{}", said(&out));
+    assert!(
+        said(&out).contains(&format!(
+            "tenant default: the witness state {state} ({last} records): expected at least \
+             {last} records, found 0 (the tenant has no journal"
+        )),
+        "{}",
+        said(&out)
+    );
+    assert!(
+        said(&out).contains("the database has no log of the tenant"),
+        "{}",
+        said(&out)
+    );
+    let out = journal_verify(&app, &db_url, &["--expect", &expect]);
+    assert!(!out.status.success(), "{}", said(&out));
+    assert!(
+        said(&out).contains(&format!(
+            "tenant default: --expect {expect}: expected at least {last} records, found 0"
+        )),
+        "{}",
+        said(&out)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_erased_tenant_fails_verify_on_sqlite() {
+    an_erased_tenant_fails_verify(crate::helpers::Db::Sqlite).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_erased_tenant_fails_verify_on_postgres() {
+    an_erased_tenant_fails_verify(crate::helpers::Db::Postgres).await;
+}
+
 async fn rest_call(
     app: &TestApp,
     token: &str,

@@ -1521,7 +1521,7 @@ async fn checkpoints_grown_from_kept_leaves_are_the_stored_journal_s(store: &Sto
     assert!(ours.tenants_with_leaves().is_empty());
 
     let published = aperture::keys::published(store).await.unwrap();
-    let reports = audit::verify_checkpoints(store, &published, Some(&sink), &[], 0)
+    let reports = audit::verify_checkpoints(store, &published, Some(&sink), &[], 0, &[])
         .await
         .unwrap();
     for report in &reports {

@@ -113,7 +113,7 @@ async fn findings(store: &Store, trusted: &JwkSet, sink: &Path) -> Vec<String> {
     if !out.is_empty() {
         return out;
     }
-    for r in journal::audit::verify_checkpoints(store, trusted, Some(sink), &[], 0)
+    for r in journal::audit::verify_checkpoints(store, trusted, Some(sink), &[], 0, &[])
         .await
         .unwrap()
     {
