@@ -68,6 +68,10 @@ impl ServiceError {
     }
 }
 
+/// The `WWW-Authenticate` challenge of a 401 for want of a bearer token: REST, Connect and gRPC
+/// (as metadata) give the same.
+pub const BEARER_CHALLENGE: &str = "Bearer realm=\"aperture\"";
+
 /// An [`AppError`] as a REST response: `{"error": {...}}` with its status.
 #[derive(Debug)]
 pub struct ApiError(pub AppError);
@@ -93,7 +97,7 @@ impl IntoResponse for ApiError {
         if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert(
                 axum::http::header::WWW_AUTHENTICATE,
-                axum::http::HeaderValue::from_static("Bearer realm=\"aperture\""),
+                axum::http::HeaderValue::from_static(BEARER_CHALLENGE),
             );
         }
         response

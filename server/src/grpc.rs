@@ -7,7 +7,8 @@
 //! into JSON with the contract's field names, served by the Connect method table
 //! ([`crate::api::connect::METHODS`]) through the REST router — the same scope guard,
 //! validation and errors — and the JSON answer is written back as the method's response
-//! message. The bearer token travels as the `authorization` metadata. Errors are gRPC statuses
+//! message. The bearer token travels as the `authorization` metadata, and is checked, with the
+//! method's scope, before the message is read ([`connect::admit`]). Errors are gRPC statuses
 //! mapped from the service's error codes; field paths of a validation error travel as a
 //! `google.rpc.BadRequest` in `grpc-status-details-bin`. Server reflection (v1 and v1alpha)
 //! describes the service.
@@ -24,7 +25,11 @@ use serde_json::{Map, Value};
 use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::{Code, Status};
 
+use app::error::AppError;
+
+use crate::api::Authenticated;
 use crate::api::connect::{self, ConnectMethod};
+use crate::state::AppState;
 
 /// The encoded `FileDescriptorSet` of the service's `.proto` (and what it imports).
 pub const FILE_DESCRIPTOR_SET: &[u8] =
@@ -51,17 +56,22 @@ pub fn is_grpc(headers: &axum::http::HeaderMap) -> bool {
         .is_some_and(|v| v.starts_with("application/grpc"))
 }
 
-/// The gRPC router: the service and server reflection. `rest` is the REST router every method
-/// is served through; a request message over `max_message` bytes (the REST body limit) is
-/// refused with tonic's `out_of_range`, before it is read.
-pub fn router(rest: axum::Router, max_message: usize) -> axum::Router {
+/// The gRPC router: the service and server reflection. Every method is served through the REST
+/// router; a request message over `max_message` bytes (the REST body limit) is refused with
+/// tonic's `out_of_range`, before it is read.
+pub fn router(state: AppState, max_message: usize) -> axum::Router {
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .build_v1();
     let reflection_v1alpha = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .build_v1alpha();
-    let mut routes = tonic::service::Routes::new(Service { rest, max_message });
+    let service = Service {
+        rest: crate::api::router(state.clone()),
+        state,
+        max_message,
+    };
+    let mut routes = tonic::service::Routes::new(service);
     match (reflection_v1, reflection_v1alpha) {
         (Ok(v1), Ok(v1alpha)) => routes = routes.add_service(v1).add_service(v1alpha),
         (Err(e), _) | (_, Err(e)) => {
@@ -75,6 +85,7 @@ pub fn router(rest: axum::Router, max_message: usize) -> axum::Router {
 #[derive(Clone)]
 struct Service {
     rest: axum::Router,
+    state: AppState,
     max_message: usize,
 }
 
@@ -93,8 +104,9 @@ impl tower_service::Service<http::Request<tonic::body::Body>> for Service {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
+    fn call(&mut self, mut request: http::Request<tonic::body::Body>) -> Self::Future {
         let rest = self.rest.clone();
+        let state = self.state.clone();
         let max_message = self.max_message;
         Box::pin(async move {
             let name = request
@@ -112,6 +124,9 @@ impl tower_service::Service<http::Request<tonic::body::Body>> for Service {
                 let status = Status::unimplemented(format!("no method {name}"));
                 return Ok(status.into_http());
             };
+            if let Err(e) = connect::admit(&state, call, &mut request).await {
+                return Ok(status_from(e).into_http());
+            }
             let codec = DynamicCodec {
                 input: descriptor.input(),
             };
@@ -208,8 +223,10 @@ impl tonic::server::UnaryService<DynamicMessage> for Unary {
                 .get("authorization")
                 .and_then(|v| v.to_str().ok())
                 .and_then(|v| HeaderValue::from_str(v).ok());
+            let caller = request.extensions().get::<Authenticated>().cloned();
             let message = to_json(request.get_ref())?;
-            let answer = match connect::call_rest(rest, call, message, authorization).await {
+            let answer = match connect::call_rest(rest, call, message, authorization, caller).await
+            {
                 Ok(r) | Err(r) => r,
             };
             let status = answer.status();
@@ -359,6 +376,13 @@ fn status_of(status: StatusCode, bytes: &[u8]) -> Status {
         };
         return Status::new(code, status.canonical_reason().unwrap_or("error"));
     };
+    status_from(error)
+}
+
+/// The gRPC status of one of the service's errors: its Connect code's, field paths in a
+/// `google.rpc.BadRequest` detail, and an `unauthenticated` one with the REST API's
+/// `www-authenticate` challenge.
+fn status_from(error: AppError) -> Status {
     let code = match connect::connect_code(error.code) {
         "invalid_argument" => Code::InvalidArgument,
         "unauthenticated" => Code::Unauthenticated,
@@ -371,7 +395,14 @@ fn status_of(status: StatusCode, bytes: &[u8]) -> Status {
     };
     let fields = error.details.map(|d| d.fields).unwrap_or_default();
     if fields.is_empty() {
-        return Status::new(code, error.message);
+        let mut status = Status::new(code, error.message);
+        if code == Code::Unauthenticated {
+            status.metadata_mut().insert(
+                "www-authenticate",
+                tonic::metadata::MetadataValue::from_static(crate::error::BEARER_CHALLENGE),
+            );
+        }
+        return status;
     }
     // google.rpc.Status { int32 code = 1; string message = 2; repeated google.protobuf.Any
     // details = 3; } with one Any { string type_url = 1; bytes value = 2; } of BadRequest.

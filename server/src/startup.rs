@@ -418,10 +418,7 @@ pub fn router(state: AppState) -> Router {
             get(crate::evidence::download),
         )
         .nest_service(api::PREFIX, api::router(state.clone()))
-        .nest_service(
-            api::connect::SERVICE,
-            api::connect::router(api::router(state.clone())),
-        )
+        .nest_service(api::connect::SERVICE, api::connect::router(state.clone()))
         .merge(
             Router::new()
                 .leptos_routes_with_context(&state, routes, context.clone(), move || {
@@ -448,7 +445,7 @@ pub fn router(state: AppState) -> Router {
         }));
     // gRPC (`content-type: application/grpc`) on the same listener, before every HTTP layer
     // of the other routes (a message is held to the same size as a body).
-    let grpc = crate::grpc::router(api::router(state.clone()), max_body);
+    let grpc = crate::grpc::router(state.clone(), max_body);
     mcp.merge(dashboard_and_api)
         .layer(DefaultBodyLimit::max(max_body))
         .layer(RequestBodyLimitLayer::new(max_body))

@@ -4,10 +4,12 @@
 //! There is one implementation: each Connect method is the REST route it names in [`METHODS`],
 //! and a Connect request is turned into that REST request — path parameters taken from the
 //! message's fields, the rest as the JSON body (or, for reads, the query) — and served by the
-//! very same router, with the same scope guard, validation and errors. A success answers 200 with
-//! the REST response's JSON. Errors are answered in the Connect protocol's shape
-//! ([`in_connect_shape`]): `{"code", "message", "details"?}` with Connect's code names and HTTP
-//! statuses; a validation error's field paths travel as a `google.rpc.BadRequest` detail.
+//! very same router, with the same scope guard, validation and errors. The caller is
+//! authenticated, and the method's scope (its route's) checked, before the body is read
+//! ([`admit`]). A success answers 200 with the REST response's JSON. Errors are
+//! answered in the Connect protocol's shape ([`in_connect_shape`]): `{"code", "message",
+//! "details"?}` with Connect's code names and HTTP statuses; a validation error's field paths
+//! travel as a `google.rpc.BadRequest` detail.
 
 use axum::body::Body;
 use axum::extract::{Path, Request, State};
@@ -18,7 +20,9 @@ use tower::ServiceExt;
 
 use app::error::{AppError, ErrorCode};
 
+use super::Authenticated;
 use crate::error::ApiError;
+use crate::state::AppState;
 
 /// The service's Connect path prefix.
 pub const SERVICE: &str = "/agent_tool_exposure.v1.AgentToolExposureService";
@@ -627,8 +631,20 @@ fn rest_request(
     Ok((method, path, body))
 }
 
-/// The Connect mount, serving every method through `rest` (the REST router).
-pub fn router(rest: axum::Router) -> axum::Router {
+/// What the Connect mount serves with: the REST router every method goes through, and the
+/// state callers are authenticated against first.
+#[derive(Clone)]
+struct Mount {
+    rest: axum::Router,
+    state: AppState,
+}
+
+/// The Connect mount, serving every method through the REST router.
+pub fn router(state: AppState) -> axum::Router {
+    let mount = Mount {
+        rest: super::router(state.clone()),
+        state,
+    };
     axum::Router::new()
         .route("/{method}", axum::routing::post(handle))
         .fallback(|| async {
@@ -637,8 +653,32 @@ pub fn router(rest: axum::Router) -> axum::Router {
                 "Connect methods are POST /agent_tool_exposure.v1.AgentToolExposureService/<Method>",
             ))
         })
-        .with_state(rest)
+        .with_state(mount)
         .layer(axum::middleware::from_fn(in_connect_shape))
+}
+
+/// Authenticates the caller of `call` and checks that it holds a scope of the REST route that
+/// serves the method (the route table's, [`super::scopes_of`]), before a byte of the request's
+/// message is read; on success the request is marked [`Authenticated`]. The Connect mount (both
+/// formats) and the gRPC service call this first: an unauthenticated or unentitled request is
+/// never decoded. `unauthenticated` (401) or `permission_denied` (403) otherwise.
+pub(crate) async fn admit<B>(
+    state: &AppState,
+    call: &ConnectMethod,
+    request: &mut http::Request<B>,
+) -> Result<(), AppError> {
+    let Some(scopes) = super::scopes_of(call.method, call.path) else {
+        // The OpenAPI test checks that every method is a route: a bug, refused.
+        tracing::error!(
+            method = call.name,
+            "a Connect method without its REST route"
+        );
+        return Err(AppError::internal());
+    };
+    let principal = super::authenticate(state, request.headers()).await?;
+    principal.require_any(scopes)?;
+    request.extensions_mut().insert(Authenticated(principal));
+    Ok(())
 }
 
 /// The Connect code of one of the contract's error codes.
@@ -674,13 +714,20 @@ pub fn connect_status(code: &str) -> StatusCode {
     }
 }
 
-/// An error in the Connect protocol's shape.
+/// An error in the Connect protocol's shape; `unauthenticated` with the REST API's challenge.
 pub fn connect_error(code: &str, message: &str, fields: &[app::error::FieldError]) -> Response {
     let mut body = serde_json::json!({"code": code, "message": message});
     if !fields.is_empty() {
         body["details"] = serde_json::json!([bad_request_detail(fields)]);
     }
-    (connect_status(code), axum::Json(body)).into_response()
+    let mut response = (connect_status(code), axum::Json(body)).into_response();
+    if code == "unauthenticated" {
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            HeaderValue::from_static(crate::error::BEARER_CHALLENGE),
+        );
+    }
+    response
 }
 
 /// A `google.rpc.BadRequest` error detail: `{"type", "value"}` with the message's protobuf
@@ -773,20 +820,23 @@ pub async fn in_connect_shape(request: Request, next: axum::middleware::Next) ->
 }
 
 /// `POST /agent_tool_exposure.v1.AgentToolExposureService/{method}`.
-pub async fn handle(
-    State(rest): State<axum::Router>,
+async fn handle(
+    State(mount): State<Mount>,
     Path(name): Path<String>,
     request: Request,
 ) -> Response {
-    match serve(rest, &name, request).await {
+    match serve(mount, &name, request).await {
         Ok(r) | Err(r) => r,
     }
 }
 
-async fn serve(rest: axum::Router, name: &str, request: Request) -> Result<Response, Response> {
+async fn serve(mount: Mount, name: &str, mut request: Request) -> Result<Response, Response> {
     let Some(call) = method(name) else {
         return Err(ApiError(AppError::not_found("method")).into_response());
     };
+    if let Err(e) = admit(&mount.state, call, &mut request).await {
+        return Err(drained(request.into_body(), ApiError(e).into_response()).await);
+    }
     let media = request
         .headers()
         .get(header::CONTENT_TYPE)
@@ -805,6 +855,7 @@ async fn serve(rest: axum::Router, name: &str, request: Request) -> Result<Respo
         }
     };
     let authorization = request.headers().get(header::AUTHORIZATION).cloned();
+    let caller = request.extensions_mut().remove::<Authenticated>();
     let bytes = axum::body::to_bytes(request.into_body(), usize::MAX)
         .await
         .map_err(|e| bad(format!("reading the body: {e}")).into_response())?;
@@ -821,7 +872,7 @@ async fn serve(rest: axum::Router, name: &str, request: Request) -> Result<Respo
     };
     // Clients generated from the .proto write 64-bit integers as strings.
     crate::grpc::integers_as_numbers(call.name, &mut message);
-    let answer = call_rest(rest, call, message, authorization).await?;
+    let answer = call_rest(mount.rest, call, message, authorization, caller).await?;
     if !binary || !answer.status().is_success() {
         // Errors are JSON in both formats (the Connect protocol's error shape).
         return Ok(answer);
@@ -840,20 +891,34 @@ async fn serve(rest: axum::Router, name: &str, request: Request) -> Result<Respo
     Ok(Response::from_parts(parts, Body::from(encoded)))
 }
 
+/// `refusal`, once `body` has been read to its end and dropped chunk by chunk: nothing of the
+/// message is kept or decoded, and a client still sending it hears the refusal (a connection
+/// closed under an unread body can lose the answer).
+async fn drained(mut body: Body, refusal: Response) -> Response {
+    use http_body_util::BodyExt as _;
+    while let Some(Ok(_)) = body.frame().await {}
+    refusal
+}
+
 /// Serves `call` with `message` through `rest` (the REST router) as the caller that
-/// `authorization` names: the REST answer, a success with status 200 whatever REST said (201
-/// Created); an error as the REST API answers it (the Connect mount reshapes it, the gRPC
-/// service maps it to a status).
+/// `authorization` names (and [`admit`] authenticated, when `caller` is given): the REST answer,
+/// a success with status 200 whatever REST said (201 Created); an error as the REST API answers
+/// it (the Connect mount reshapes it, the gRPC service maps it to a status).
 pub(crate) async fn call_rest(
     rest: axum::Router,
     call: &ConnectMethod,
     message: Map<String, Value>,
     authorization: Option<HeaderValue>,
+    caller: Option<Authenticated>,
 ) -> Result<Response, Response> {
     let (method, uri, body) = rest_request(call, message).map_err(IntoResponse::into_response)?;
     let mut inner = Request::builder().method(method).uri(&uri);
     if let Some(auth) = authorization {
+        // Some routes read it themselves (a stream asks again whether its caller still may).
         inner = inner.header(header::AUTHORIZATION, auth);
+    }
+    if let Some(caller) = caller {
+        inner = inner.extension(caller);
     }
     let inner = match body {
         Some(b) => inner
@@ -924,6 +989,26 @@ mod tests {
                 "{code:?}"
             );
         }
+    }
+
+    #[test]
+    fn every_method_is_admitted_with_the_scopes_of_its_route() {
+        for call in METHODS {
+            let scopes = super::super::scopes_of(call.method, call.path);
+            assert!(scopes.is_some_and(|s| !s.is_empty()), "{}", call.name);
+        }
+        let scopes = |name| {
+            let call = method(name).unwrap();
+            super::super::scopes_of(call.method, call.path).unwrap()
+        };
+        assert_eq!(scopes("CreateToken"), [engine::scope::ADMIN]);
+        assert_eq!(scopes("ValidatePolicy"), [engine::scope::READ]);
+        assert_eq!(scopes("GetPolicy"), [engine::scope::READ]);
+        assert_eq!(scopes("PutPolicy"), [engine::scope::WRITE]);
+        assert_eq!(
+            scopes("Cancel"),
+            [engine::scope::RUN, engine::scope::APPROVE]
+        );
     }
 
     #[test]

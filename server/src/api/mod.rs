@@ -19,6 +19,8 @@ mod upstreams;
 mod users;
 mod webhooks;
 
+use std::sync::OnceLock;
+
 use axum::Router;
 use axum::extract::{FromRequestParts, Request, State};
 use axum::handler::Handler;
@@ -34,7 +36,7 @@ use app::error::{AppError, ErrorCode};
 pub use json::ApiJson;
 
 use crate::auth::{Principal, principal::authenticate_bearer};
-use crate::error::ApiError;
+use crate::error::{ApiError, ServiceError};
 use crate::state::AppState;
 
 /// Where the REST API is mounted.
@@ -434,28 +436,59 @@ pub fn route_specs() -> Vec<RouteSpec> {
 }
 
 /// Authenticates the bearer token (401), checks the route's scope (403) and hands the principal
-/// to the handler.
+/// to the handler. A request the Connect mount or the gRPC service serves arrives
+/// [`Authenticated`] already; its scope is checked again here all the same.
 async fn enforce(
     State((state, required)): State<(AppState, &'static [&'static str])>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    let Some(secret) = bearer(request.headers()) else {
-        return ApiError(AppError::new(
-            ErrorCode::Unauthenticated,
-            "a bearer token is required",
-        ))
-        .into_response();
-    };
-    let principal = match authenticate_bearer(&state.store, secret).await {
-        Ok(p) => p,
-        Err(e) => return ApiError::from(e).into_response(),
+    let principal = match request.extensions_mut().remove::<Authenticated>() {
+        Some(Authenticated(principal)) => principal,
+        None => match authenticate(&state, request.headers()).await {
+            Ok(p) => p,
+            Err(e) => return ApiError(e).into_response(),
+        },
     };
     if let Err(e) = principal.require_any(required) {
         return ApiError(e).into_response();
     }
     request.extensions_mut().insert(principal);
     next.run(request).await
+}
+
+/// The principal of a request's bearer token: 401 without one, or for one that is unknown,
+/// revoked or expired.
+pub(crate) async fn authenticate(
+    state: &AppState,
+    headers: &axum::http::HeaderMap,
+) -> Result<Principal, AppError> {
+    let Some(secret) = bearer(headers) else {
+        return Err(AppError::new(
+            ErrorCode::Unauthenticated,
+            "a bearer token is required",
+        ));
+    };
+    authenticate_bearer(&state.store, secret)
+        .await
+        .map_err(ServiceError::into_app_error)
+}
+
+/// A caller authenticated, and found to hold a scope of the route, before its request reached
+/// the REST router: by [`connect::admit`], before the Connect mount or the gRPC service read the
+/// request's message. The route's guard takes it instead of reading the token again. Only this
+/// crate makes one; a request from the network cannot carry it.
+#[derive(Clone)]
+pub(crate) struct Authenticated(pub(crate) Principal);
+
+/// The scopes of the REST route `method path`, as [`declare`] gives them.
+pub(crate) fn scopes_of(method: &str, path: &str) -> Option<&'static [&'static str]> {
+    static ROUTES: OnceLock<Vec<RouteSpec>> = OnceLock::new();
+    ROUTES
+        .get_or_init(route_specs)
+        .iter()
+        .find(|r| r.method.as_str() == method && r.path == path)
+        .map(|r| r.scopes)
 }
 
 /// The secret of an `Authorization: Bearer …` header, when there is a non-empty one.

@@ -19,6 +19,7 @@ mod cluster;
 mod connect;
 mod crash;
 mod decisions;
+mod decoding;
 mod drift;
 mod edges;
 mod environment_matrix;
