@@ -8,10 +8,13 @@
 //! ([`crate::api::connect::METHODS`]) through the REST router — the same scope guard,
 //! validation and errors — and the JSON answer is written back as the method's response
 //! message. The bearer token travels as the `authorization` metadata, and is checked, with the
-//! method's scope, before the message is read ([`connect::admit`]). Errors are gRPC statuses
-//! mapped from the service's error codes; field paths of a validation error travel as a
-//! `google.rpc.BadRequest` in `grpc-status-details-bin`. Server reflection (v1 and v1alpha)
-//! describes the service.
+//! method's scope, before the message is read ([`connect::admit`]); a message is then walked
+//! against its descriptor and refused over [`budget::MAX_VALUES`] values before it is decoded.
+//! Errors are gRPC statuses mapped from the service's error codes; field paths of a validation
+//! error travel as a `google.rpc.BadRequest` in `grpc-status-details-bin`. Server reflection
+//! (v1 and v1alpha) describes the service.
+
+pub mod budget;
 
 use std::convert::Infallible;
 use std::sync::OnceLock;
@@ -25,7 +28,7 @@ use serde_json::{Map, Value};
 use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::{Code, Status};
 
-use app::error::AppError;
+use app::error::{AppError, ErrorCode};
 
 use crate::api::Authenticated;
 use crate::api::connect::{self, ConnectMethod};
@@ -189,11 +192,9 @@ impl Decoder for DynamicDecoder {
 
     fn decode(&mut self, src: &mut DecodeBuf<'_>) -> Result<Option<DynamicMessage>, Status> {
         let bytes = src.copy_to_bytes(src.remaining());
-        DynamicMessage::decode(self.0.clone(), bytes)
+        decode_request(self.0.clone(), bytes)
             .map(Some)
-            .map_err(|e| {
-                Status::invalid_argument(format!("the request message does not decode: {e}"))
-            })
+            .map_err(status_from)
     }
 }
 
@@ -267,16 +268,31 @@ fn message_of(method: &str, request: bool) -> Option<MessageDescriptor> {
         .map(|m| if request { m.input() } else { m.output() })
 }
 
+/// A request message of `input`, decoded once its wire bytes are found within the value
+/// budget: over it, `resource_exhausted` ([`ErrorCode::PayloadTooLarge`]); bytes that are not
+/// such a message, `invalid_argument`.
+fn decode_request(
+    input: MessageDescriptor,
+    bytes: bytes::Bytes,
+) -> Result<DynamicMessage, AppError> {
+    budget::check(&input, &bytes)?;
+    DynamicMessage::decode(input, bytes).map_err(|e| {
+        AppError::new(
+            ErrorCode::BadRequest,
+            format!("the request message does not decode: {e}"),
+        )
+    })
+}
+
 /// A binary (`application/proto`) Connect request of `method` as the JSON the REST route
 /// reads.
 pub(crate) fn proto_request_as_json(
     method: &str,
     bytes: bytes::Bytes,
-) -> Result<Map<String, Value>, String> {
-    let input = message_of(method, true).ok_or_else(|| format!("no method {method}"))?;
-    let message = DynamicMessage::decode(input, bytes)
-        .map_err(|e| format!("the request message does not decode: {e}"))?;
-    to_json(&message).map_err(|s| s.message().to_owned())
+) -> Result<Map<String, Value>, AppError> {
+    let input = message_of(method, true).ok_or_else(|| AppError::not_found("method"))?;
+    let message = decode_request(input, bytes)?;
+    to_json(&message).map_err(|s| AppError::new(ErrorCode::BadRequest, s.message()))
 }
 
 /// A REST answer of `method` as its binary (`application/proto`) response message.

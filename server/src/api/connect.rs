@@ -6,7 +6,8 @@
 //! message's fields, the rest as the JSON body (or, for reads, the query) — and served by the
 //! very same router, with the same scope guard, validation and errors. The caller is
 //! authenticated, and the method's scope (its route's) checked, before the body is read
-//! ([`admit`]). A success answers 200 with the REST response's JSON. Errors are
+//! ([`admit`]); a binary message is then held to the value budget of [`crate::grpc::budget`]
+//! before it is decoded. A success answers 200 with the REST response's JSON. Errors are
 //! answered in the Connect protocol's shape ([`in_connect_shape`]): `{"code", "message",
 //! "details"?}` with Connect's code names and HTTP statuses; a validation error's field paths
 //! travel as a `google.rpc.BadRequest` detail.
@@ -860,7 +861,8 @@ async fn serve(mount: Mount, name: &str, mut request: Request) -> Result<Respons
         .await
         .map_err(|e| bad(format!("reading the body: {e}")).into_response())?;
     let mut message = if binary {
-        crate::grpc::proto_request_as_json(call.name, bytes).map_err(|e| bad(e).into_response())?
+        crate::grpc::proto_request_as_json(call.name, bytes)
+            .map_err(|e| ApiError(e).into_response())?
     } else if bytes.iter().all(u8::is_ascii_whitespace) {
         Map::new()
     } else {

@@ -1,11 +1,14 @@
 //! Issue 45, item 7: gRPC and Connect `application/proto` requests are authenticated, and the
-//! method's scope checked, before their message is read. The real `aperture` binary, whose body
-//! limit (1 MiB) lets a megabyte message through to be refused.
+//! method's scope checked, before their message is read; a message of more than
+//! [`MAX_VALUES`] protobuf values is refused before it is decoded. The real `aperture` binary,
+//! whose body limit (1 MiB) lets a megabyte message through to be refused.
 
 use std::process::Child;
 
 use aperture::api::connect::SERVICE;
+use aperture::grpc::budget::MAX_VALUES;
 use engine::scope;
+use prost_types::value::Kind;
 use reqwest::StatusCode;
 use serde_json::Value;
 use tonic::Code;
@@ -35,6 +38,18 @@ impl Server {
             reader,
             _db: db,
         }
+    }
+
+    /// The server's resident memory (`VmRSS`), in bytes.
+    fn resident(&self) -> u64 {
+        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
+        let kib: u64 = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().strip_suffix("kB"))
+            .map(|v| v.trim().parse().unwrap())
+            .expect("VmRSS in /proc/<pid>/status");
+        kib * 1024
     }
 }
 
@@ -152,6 +167,34 @@ fn garbage() -> Vec<u8> {
     vec![0xff; 1_000_000]
 }
 
+fn null() -> prost_types::Value {
+    prost_types::Value {
+        kind: Some(Kind::NullValue(0)),
+    }
+}
+
+fn list(values: Vec<prost_types::Value>) -> prost_types::Value {
+    prost_types::Value {
+        kind: Some(Kind::ListValue(prost_types::ListValue { values })),
+    }
+}
+
+/// `ValidatePolicyRequest { policy: {"rules": [], "pad": [null × nulls]} }`: 9 + 2 × `nulls`
+/// values (`policy`; per member its map entry, key, `Value` and `list_value`; per null its
+/// `Value` and `null_value`), four bytes a null.
+fn validate_nulls(nulls: usize) -> Vec<u8> {
+    let policy = prost_types::Struct {
+        fields: [
+            ("rules".to_owned(), list(Vec::new())),
+            ("pad".to_owned(), list(vec![null(); nulls])),
+        ]
+        .into(),
+    };
+    let mut message = Vec::new();
+    prost::encoding::message::encode(1, &policy, &mut message);
+    message
+}
+
 const CHALLENGE: &str = "Bearer realm=\"aperture\"";
 
 /// A megabyte of garbage sent without a token, with a forged one, or with a `:read` token to a
@@ -241,4 +284,134 @@ async fn connect_refuses_callers_without_a_token_or_the_scope_before_reading_the
         .await
         .unwrap();
     assert_eq!(response.status(), StatusCode::FORBIDDEN);
+}
+
+/// An authenticated caller's message of more than `MAX_VALUES` values is `resource_exhausted`
+/// over gRPC and Connect (429); one just within the budget is served.
+#[tokio::test]
+async fn messages_over_the_value_budget_are_resource_exhausted() {
+    let server = Server::start().await;
+    let (url, client, reader) = (
+        &server.url,
+        reqwest::Client::new(),
+        Some(server.reader.as_str()),
+    );
+    let within = validate_nulls((MAX_VALUES - 9) / 2);
+    let over = validate_nulls((MAX_VALUES - 9) / 2 + 1);
+    grpc(url, reader, "ValidatePolicy", within.clone())
+        .await
+        .expect("within the budget: served");
+    let refused = grpc(url, reader, "ValidatePolicy", over.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
+    assert!(
+        refused.message().contains(&MAX_VALUES.to_string()),
+        "{refused:?}"
+    );
+    // The megabyte of the attack, too.
+    let bomb = grpc(url, reader, "ValidatePolicy", validate_nulls(250_000))
+        .await
+        .unwrap_err();
+    assert_eq!(bomb.code(), Code::ResourceExhausted, "{bomb:?}");
+
+    let (status, _, body) = connect(&client, url, reader, "ValidatePolicy", within).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (status, _, body) = connect(&client, url, reader, "ValidatePolicy", over).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert_eq!(body["code"], "resource_exhausted", "{body}");
+}
+
+/// The attack of the issue: sixteen concurrent megabyte messages of 250,000 nulls, over gRPC
+/// and then over Connect, first without a token, then with a `:read` token, took the server
+/// from 207 to 687 MiB (2.2 GiB with the token). Its resident memory, sampled through the
+/// bursts, now stays within 64 MiB of where it started.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_burst_of_null_bombs_leaves_the_server_s_memory_within_64_mib() {
+    const BUDGET: u64 = 64 * 1024 * 1024;
+    let server = std::sync::Arc::new(Server::start().await);
+    let client = reqwest::Client::new();
+    let bomb = validate_nulls(250_000);
+    assert!(bomb.len() > 1_000_000);
+    // Warm: the first gRPC and Connect calls set up what every later call reuses.
+    let reader = Some(server.reader.as_str());
+    grpc(&server.url, reader, "ValidatePolicy", validate_nulls(10))
+        .await
+        .unwrap();
+    let (status, _, body) = connect(
+        &client,
+        &server.url,
+        reader,
+        "ValidatePolicy",
+        validate_nulls(10),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let before = server.resident();
+
+    let sampling = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let peak = tokio::spawn({
+        let (server, sampling) = (server.clone(), sampling.clone());
+        async move {
+            let mut peak = 0;
+            while sampling.load(std::sync::atomic::Ordering::SeqCst) {
+                peak = peak.max(server.resident());
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+            peak
+        }
+    });
+    // Memory first (reverted, the refusals fail too), then what each caller was told.
+    let (mut over_grpc, mut over_connect) = (Vec::new(), Vec::new());
+    for token in [None, Some(server.reader.clone())] {
+        // Sixteen at once over gRPC, then sixteen over Connect.
+        let mut burst = tokio::task::JoinSet::new();
+        for _ in 0..16 {
+            let (url, caller, message) = (server.url.clone(), token.clone(), bomb.clone());
+            burst.spawn(async move {
+                let answer = grpc(&url, caller.as_deref(), "ValidatePolicy", message).await;
+                (caller.is_some(), answer.err().map(|s| s.code()))
+            });
+        }
+        over_grpc.extend(burst.join_all().await);
+        let mut burst = tokio::task::JoinSet::new();
+        for _ in 0..16 {
+            let (url, caller, message, client) = (
+                server.url.clone(),
+                token.clone(),
+                bomb.clone(),
+                client.clone(),
+            );
+            burst.spawn(async move {
+                let answer = connect(&client, &url, caller.as_deref(), "ValidatePolicy", message);
+                (caller.is_some(), answer.await.0)
+            });
+        }
+        over_connect.extend(burst.join_all().await);
+    }
+    sampling.store(false, std::sync::atomic::Ordering::SeqCst);
+    let peak = peak.await.unwrap().max(server.resident());
+    let grown = peak.saturating_sub(before);
+    assert!(
+        grown <= BUDGET,
+        "the server grew by {} MiB, from {} MiB",
+        grown >> 20,
+        before >> 20
+    );
+    for (authenticated, code) in over_grpc {
+        let expected = if authenticated {
+            Code::ResourceExhausted
+        } else {
+            Code::Unauthenticated
+        };
+        assert_eq!(code, Some(expected));
+    }
+    for (authenticated, status) in over_connect {
+        let expected = if authenticated {
+            StatusCode::TOO_MANY_REQUESTS
+        } else {
+            StatusCode::UNAUTHORIZED
+        };
+        assert_eq!(status, expected);
+    }
 }
