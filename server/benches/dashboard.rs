@@ -217,7 +217,13 @@ async fn main() -> anyhow::Result<()> {
     tokio::spawn(app.run_until_stopped());
 
     let store = Store::connect(&database_url).await?;
-    let keys = aperture::keys::KeyRing::load(&store, dir.path(), Some(SIGNING_KEY)).await?;
+    let keys = aperture::keys::KeyRing::load(
+        &store,
+        dir.path(),
+        Some(SIGNING_KEY),
+        &aperture::keys::default_published_file(dir.path()),
+    )
+    .await?;
     let journal = Journal::new(store.clone(), keys);
     let t = Instant::now();
     fill(&journal, receipts).await;

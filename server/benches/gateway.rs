@@ -397,7 +397,13 @@ async fn floor(
             let url = format!("sqlite://{}?mode=rwc", dir.join("floor.db").display());
             let store = Store::connect_with(&url, durability).await?;
             store.migrate().await?;
-            let keys = aperture::keys::KeyRing::load(&store, dir, Some(SIGNING_KEY)).await?;
+            let keys = aperture::keys::KeyRing::load(
+                &store,
+                dir,
+                Some(SIGNING_KEY),
+                &aperture::keys::default_published_file(dir),
+            )
+            .await?;
             Some(aperture::journal::Journal::new(store, keys))
         }
         None => None,
@@ -578,7 +584,13 @@ async fn main() -> anyhow::Result<()> {
     if std::env::var("APERTURE_BENCH_WITHOUT_CHECKPOINTS").as_deref() == Ok("1") {
         println!("(without the journal's signed checkpoints)");
     }
-    let keys = aperture::keys::KeyRing::load(&store, dir.path(), Some(SIGNING_KEY)).await?;
+    let keys = aperture::keys::KeyRing::load(
+        &store,
+        dir.path(),
+        Some(SIGNING_KEY),
+        &aperture::keys::default_published_file(dir.path()),
+    )
+    .await?;
     let journal = aperture::journal::Journal::new(store.clone(), keys);
     let admin = common::token(&store, &journal, "ops", engine::scope::ADMIN).await?;
     let agent = common::token(&store, &journal, "agent", engine::scope::RUN).await?;

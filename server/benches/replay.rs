@@ -125,7 +125,13 @@ async fn main() -> anyhow::Result<()> {
         )
         .await?;
     }
-    let keys = aperture::keys::KeyRing::load(&store, dir.path(), Some(SIGNING_KEY)).await?;
+    let keys = aperture::keys::KeyRing::load(
+        &store,
+        dir.path(),
+        Some(SIGNING_KEY),
+        &aperture::keys::default_published_file(dir.path()),
+    )
+    .await?;
     let journal = Journal::new(store.clone(), keys);
     let t = Instant::now();
     fill(&journal, receipts).await;

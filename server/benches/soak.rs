@@ -75,7 +75,13 @@ async fn main() -> anyhow::Result<()> {
     tokio::spawn(app.run_until_stopped());
 
     let store = aperture::store::Store::connect(&server_store_url(&dir)).await?;
-    let keys = aperture::keys::KeyRing::load(&store, dir.path(), Some(SIGNING_KEY)).await?;
+    let keys = aperture::keys::KeyRing::load(
+        &store,
+        dir.path(),
+        Some(SIGNING_KEY),
+        &aperture::keys::default_published_file(dir.path()),
+    )
+    .await?;
     let journal = aperture::journal::Journal::new(store.clone(), keys);
     let admin = common::token(&store, &journal, "ops", engine::scope::ADMIN).await?;
     let agent = common::token(&store, &journal, "agent", engine::scope::RUN).await?;

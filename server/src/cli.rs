@@ -71,6 +71,20 @@ struct GlobalArgs {
         hide_env_values = true
     )]
     secrets_key: Option<String>,
+    /// A JWKS file of public keys to publish beside this node's own (keys that signed before a
+    /// rotation, another node's); default `<data dir>/keys/published.jwks`, which `aperture keys
+    /// rotate` appends the outgoing key to.
+    #[arg(long, env = "APERTURE_PUBLISHED_KEYS", global = true)]
+    published_keys: Option<PathBuf>,
+}
+
+impl GlobalArgs {
+    /// The published-keys file in use.
+    fn published_keys(&self) -> PathBuf {
+        self.published_keys
+            .clone()
+            .unwrap_or_else(|| crate::keys::default_published_file(&self.data_dir))
+    }
 }
 
 /// Boolean settings take `1/0`, `true/false`, `yes/no`, `on/off` (CONTRACT §8), as a flag
@@ -668,9 +682,18 @@ pub async fn run() -> anyhow::Result<()> {
         } => {
             let store = cli.global.store().await?;
             store.migrate().await?;
-            let kid = crate::keys::KeyRing::rotate(&store, &cli.global.data_dir).await?;
+            let configured = std::env::var("APERTURE_SIGNING_KEY").ok();
+            let published = cli.global.published_keys();
+            let kid = crate::keys::KeyRing::rotate(
+                &store,
+                &cli.global.data_dir,
+                configured.as_deref(),
+                &published,
+            )
+            .await?;
             println!(
-                "created signing key {kid}; it signs after the next restart, older keys stay published"
+                "created signing key {kid}; it signs after the next restart; the outgoing key is published from {}",
+                published.display()
             );
             Ok(())
         }
@@ -747,6 +770,7 @@ async fn serve(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<()> {
     config.secure_cookies = args.secure_cookies;
     config.bootstrap_admin_password = args.bootstrap_admin_password;
     config.signing_key = args.signing_key;
+    config.published_keys = global.published_keys();
     config.allow_stdio_upstreams = args.allow_stdio_upstreams;
     config.allow_private_upstreams = args.allow_private_upstreams;
     config.parked_expiry = std::time::Duration::from_secs(args.parked_expiry_seconds);
@@ -919,7 +943,13 @@ async fn operator_store(global: &GlobalArgs, tenant: &str) -> anyhow::Result<(St
     store.migrate().await?;
     store::tenants::ensure(&store, tenant).await?;
     let signing_key = std::env::var("APERTURE_SIGNING_KEY").ok();
-    let keys = crate::keys::KeyRing::load(&store, &global.data_dir, signing_key.as_deref()).await?;
+    let keys = crate::keys::KeyRing::load(
+        &store,
+        &global.data_dir,
+        signing_key.as_deref(),
+        &global.published_keys(),
+    )
+    .await?;
     Ok((store.clone(), Journal::new(store, keys)))
 }
 
@@ -1013,7 +1043,13 @@ async fn purge_disclosures(
         None => store::journal::tenants(&store).await?,
     };
     let signing_key = std::env::var("APERTURE_SIGNING_KEY").ok();
-    let keys = crate::keys::KeyRing::load(&store, &global.data_dir, signing_key.as_deref()).await?;
+    let keys = crate::keys::KeyRing::load(
+        &store,
+        &global.data_dir,
+        signing_key.as_deref(),
+        &global.published_keys(),
+    )
+    .await?;
     let journal = Journal::new(store.clone(), keys);
     let days = i64::try_from(older_than_days).unwrap_or(36_500);
     let cutoff = store::now_ms() - days * 86_400_000;

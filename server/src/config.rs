@@ -26,6 +26,10 @@ pub struct Config {
     /// Hex Ed25519 seed that signs receipts (`APERTURE_SIGNING_KEY`); default: a key file in
     /// `<data_dir>/keys`, created on first start.
     pub signing_key: Option<String>,
+    /// A JWKS file of extra public keys to publish beside the node's own
+    /// (`APERTURE_PUBLISHED_KEYS`; default `<data_dir>/keys/published.jwks`, which `aperture
+    /// keys rotate` appends the outgoing key to).
+    pub published_keys: PathBuf,
     /// Tenant admins may register stdio upstreams over the API (`APERTURE_ALLOW_STDIO_UPSTREAMS=1`).
     pub allow_stdio_upstreams: bool,
     /// Upstream URLs may resolve to loopback, private or link-local addresses
@@ -171,6 +175,7 @@ impl Config {
             max_body_bytes: 1024 * 1024,
             data_dir: data_dir.to_path_buf(),
             signing_key: None,
+            published_keys: crate::keys::default_published_file(data_dir),
             allow_stdio_upstreams: false,
             allow_private_upstreams: false,
             parked_expiry: crate::invocations::DEFAULT_EXPIRY,

@@ -3,8 +3,12 @@
 //! The private key is a 32-byte Ed25519 seed, kept as hex in `<data_dir>/keys/<created_ms>.ed25519`
 //! (mode 0600; created on first start) or given by `APERTURE_SIGNING_KEY` (hex), which nodes
 //! sharing one PostgreSQL must all use. The newest key file signs. Every public key is recorded
-//! in the database, so `/.well-known/aperture/keys` publishes all of them and receipts signed
-//! before `aperture keys rotate` keep verifying.
+//! in the database too, but `/.well-known/aperture/keys` (and every bundle and page that hands
+//! out keys) publishes only the node's own: the public halves of its key files and of
+//! `APERTURE_SIGNING_KEY`, and the keys of the JWKS file `APERTURE_PUBLISHED_KEYS` (default
+//! `<data dir>/keys/published.jwks`). A row somebody inserts into the database publishes
+//! nothing. `aperture keys rotate` appends the outgoing key to that file, so receipts signed
+//! before keep verifying whatever signs next.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -18,6 +22,52 @@ use crate::store::{self, Store};
 
 fn keys_dir(data_dir: &Path) -> PathBuf {
     data_dir.join("keys")
+}
+
+/// Where the extra published keys are when `APERTURE_PUBLISHED_KEYS` names no file.
+pub fn default_published_file(data_dir: &Path) -> PathBuf {
+    keys_dir(data_dir).join("published.jwks")
+}
+
+/// The keys of the JWKS file `path` (none when there is no such file).
+fn read_published(path: &Path) -> anyhow::Result<Vec<Jwk>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    let set: JwkSet = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{} is not a JWKS file ({{\"keys\": [...]}})",
+            path.display()
+        )
+    })?;
+    for key in &set.keys {
+        anyhow::ensure!(
+            key.kty == "OKP" && key.crv == "Ed25519",
+            "{}: key {} is not an Ed25519 key",
+            path.display(),
+            key.kid
+        );
+    }
+    Ok(set.keys)
+}
+
+/// Adds `key` to the JWKS file `path` (made when missing), unless it is there already.
+fn append_published(path: &Path, key: Jwk) -> anyhow::Result<()> {
+    let mut keys = read_published(path)?;
+    if keys.iter().any(|k| k.kid == key.kid) {
+        return Ok(());
+    }
+    keys.push(key);
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let text = serde_json::to_string_pretty(&JwkSet::from(keys))?;
+    let temporary = path.with_extension("jwks.tmp");
+    std::fs::write(&temporary, text).with_context(|| format!("writing {}", temporary.display()))?;
+    std::fs::rename(&temporary, path).with_context(|| format!("writing {}", path.display()))?;
+    Ok(())
 }
 
 fn parse_seed(text: &str) -> anyhow::Result<[u8; 32]> {
@@ -80,7 +130,8 @@ pub struct KeyRing {
     /// The key that signed before the last `aperture keys rotate` (key files only): it signs
     /// the first checkpoint after a rotation beside the new key, so witnesses can follow.
     previous: Option<Arc<Signer>>,
-    store: Store,
+    /// What this node publishes: its own keys and those of the published-keys file.
+    published: JwkSet,
 }
 
 impl std::fmt::Debug for KeyRing {
@@ -93,37 +144,64 @@ impl std::fmt::Debug for KeyRing {
 
 impl KeyRing {
     /// Loads the configured key, or the newest key file, creating one on first start; records
-    /// its public half.
+    /// its public half; publishes the node's own keys and those of `published_file`.
     pub async fn load(
         store: &Store,
         data_dir: &Path,
         configured: Option<&str>,
+        published_file: &Path,
     ) -> anyhow::Result<Self> {
+        let dir = keys_dir(data_dir);
+        let mut files = key_files(&dir)?;
         let (seed, previous) = match configured.filter(|s| !s.trim().is_empty()) {
             Some(text) => (parse_seed(text).context("APERTURE_SIGNING_KEY")?, None),
             None => {
-                let dir = keys_dir(data_dir);
-                let mut seeds = key_files(&dir)?;
-                match seeds.pop() {
-                    Some(seed) => (seed, seeds.pop()),
-                    None => (write_new_key(&dir)?, None),
+                if files.is_empty() {
+                    files.push(write_new_key(&dir)?);
                 }
+                let newest = files.len() - 1;
+                (files[newest], newest.checked_sub(1).map(|i| files[i]))
             }
         };
         let signer = Arc::new(Signer::from_seed(&seed));
         let jwk = signer.jwk();
         store::keys::record(store, &jwk.kid, &jwk.x).await?;
-        tracing::info!(kid = %signer.key_id(), "signing key loaded");
+        let mut published: Vec<Jwk> = Vec::new();
+        let own = files.iter().map(|seed| Signer::from_seed(seed).jwk());
+        for key in own
+            .chain(std::iter::once(jwk))
+            .chain(read_published(published_file)?)
+        {
+            if !published.iter().any(|k| k.kid == key.kid) {
+                published.push(key);
+            }
+        }
+        tracing::info!(kid = %signer.key_id(), published = published.len(), "signing key loaded");
         Ok(Self {
             signer,
             previous: previous.map(|seed| Arc::new(Signer::from_seed(&seed))),
-            store: store.clone(),
+            published: JwkSet::from(published),
         })
     }
 
-    /// Creates a new key file (it signs from the next start on) and publishes its public half.
-    pub async fn rotate(store: &Store, data_dir: &Path) -> anyhow::Result<String> {
-        let seed = write_new_key(&keys_dir(data_dir))?;
+    /// Creates a new key file (it signs from the next start on), records its public half, and
+    /// appends the outgoing key (`configured`, else the newest key file) to `published_file`, so
+    /// what it signed stays verifiable whatever signs next.
+    pub async fn rotate(
+        store: &Store,
+        data_dir: &Path,
+        configured: Option<&str>,
+        published_file: &Path,
+    ) -> anyhow::Result<String> {
+        let dir = keys_dir(data_dir);
+        let outgoing = match configured.filter(|s| !s.trim().is_empty()) {
+            Some(text) => Some(parse_seed(text).context("APERTURE_SIGNING_KEY")?),
+            None => key_files(&dir)?.pop(),
+        };
+        if let Some(seed) = outgoing {
+            append_published(published_file, Signer::from_seed(&seed).jwk())?;
+        }
+        let seed = write_new_key(&dir)?;
         let jwk = Signer::from_seed(&seed).jwk();
         store::keys::record(store, &jwk.kid, &jwk.x).await?;
         Ok(jwk.kid)
@@ -139,13 +217,14 @@ impl KeyRing {
         self.previous.as_deref()
     }
 
-    /// Every published public key.
+    /// Every key this node publishes (never one that is only in the database).
     pub async fn published(&self) -> Result<JwkSet, sqlx::Error> {
-        published(&self.store).await
+        Ok(self.published.clone())
     }
 }
 
-/// Every public key recorded in `store`.
+/// Every public key recorded in `store` (what a verifier reading the database trusts; what the
+/// node publishes is [`KeyRing::published`]).
 pub async fn published(store: &Store) -> Result<JwkSet, sqlx::Error> {
     let keys = store::keys::list(store)
         .await?

@@ -69,7 +69,13 @@ impl Application {
         let passwords = tokio::task::spawn_blocking(move || Passwords::new(concurrency))
             .await
             .context("password setup task")??;
-        let keys = KeyRing::load(&store, &config.data_dir, config.signing_key.as_deref()).await?;
+        let keys = KeyRing::load(
+            &store,
+            &config.data_dir,
+            config.signing_key.as_deref(),
+            &config.published_keys,
+        )
+        .await?;
         let spool =
             crate::journal::spool::Spool::open(&config.data_dir.join("spool"), store.clone())
                 .context("the execution receipt spool")?;

@@ -25,9 +25,14 @@ async fn fill(app: &TestApp, tenant: &str, n: usize) {
 /// [`fill`] through a journal of its own: a new writer reads the head from the database (as a
 /// restarted node does), so after records were deleted it hands their positions out again.
 async fn fill_anew(app: &TestApp, tenant: &str, n: usize) {
-    let keys = aperture::keys::KeyRing::load(&app.store, &app.data_dir, Some(SIGNING_KEY))
-        .await
-        .unwrap();
+    let keys = aperture::keys::KeyRing::load(
+        &app.store,
+        &app.data_dir,
+        Some(SIGNING_KEY),
+        &aperture::keys::default_published_file(&app.data_dir),
+    )
+    .await
+    .unwrap();
     let journal = aperture::journal::Journal::new(app.store.clone(), keys);
     fill_with(app, &journal, tenant, n).await;
 }
@@ -577,9 +582,14 @@ async fn after_a_rotation_one_checkpoint_is_signed_by_both_keys() {
             }
         }
     };
-    let old = aperture::keys::KeyRing::load(&store, dir.path(), None)
-        .await
-        .unwrap();
+    let old = aperture::keys::KeyRing::load(
+        &store,
+        dir.path(),
+        None,
+        &aperture::keys::default_published_file(dir.path()),
+    )
+    .await
+    .unwrap();
     append(&old, 3).await;
     let make = |keys: &aperture::keys::KeyRing| {
         Checkpointer::new(
@@ -592,12 +602,22 @@ async fn after_a_rotation_one_checkpoint_is_signed_by_both_keys() {
     };
     make(&old).checkpoint("t").await.unwrap().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(3));
-    aperture::keys::KeyRing::rotate(&store, dir.path())
-        .await
-        .unwrap();
-    let new = aperture::keys::KeyRing::load(&store, dir.path(), None)
-        .await
-        .unwrap();
+    aperture::keys::KeyRing::rotate(
+        &store,
+        dir.path(),
+        None,
+        &aperture::keys::default_published_file(dir.path()),
+    )
+    .await
+    .unwrap();
+    let new = aperture::keys::KeyRing::load(
+        &store,
+        dir.path(),
+        None,
+        &aperture::keys::default_published_file(dir.path()),
+    )
+    .await
+    .unwrap();
     assert_eq!(
         new.previous().map(|s| s.key_id().to_owned()),
         Some(old.signer().key_id().to_owned())
@@ -842,9 +862,14 @@ async fn a_rollback_below_a_witnessed_size_fails_verify(db: crate::helpers::Db) 
             .await
             .unwrap();
     }
-    let keys = aperture::keys::KeyRing::load(&app.store, &app.data_dir, Some(SIGNING_KEY))
-        .await
-        .unwrap();
+    let keys = aperture::keys::KeyRing::load(
+        &app.store,
+        &app.data_dir,
+        Some(SIGNING_KEY),
+        &aperture::keys::default_published_file(&app.data_dir),
+    )
+    .await
+    .unwrap();
     let host = app.address.trim_start_matches("http://").to_owned();
     let rebuilt = aperture::journal::checkpoints::Checkpointer::new(
         app.store.clone(),

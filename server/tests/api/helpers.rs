@@ -178,9 +178,14 @@ impl TestApp {
         let port = app.port();
         tokio::spawn(app.run_until_stopped());
         let store = Store::connect(&db.url).await.expect("connect");
-        let keys = aperture::keys::KeyRing::load(&store, dir.path(), Some(SIGNING_KEY))
-            .await
-            .expect("keys");
+        let keys = aperture::keys::KeyRing::load(
+            &store,
+            dir.path(),
+            Some(SIGNING_KEY),
+            &aperture::keys::default_published_file(dir.path()),
+        )
+        .await
+        .expect("keys");
         let checkpoints = aperture::journal::checkpoints::Checkpointer::new(
             store.clone(),
             keys.clone(),

@@ -397,9 +397,14 @@ async fn receipt_queries_are_checked() {
 pub(crate) async fn tenant_t_keys(store: &Store) -> (aperture::keys::KeyRing, tempfile::TempDir) {
     store::tenants::ensure(store, "t").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let keys = aperture::keys::KeyRing::load(store, dir.path(), Some(crate::helpers::SIGNING_KEY))
-        .await
-        .unwrap();
+    let keys = aperture::keys::KeyRing::load(
+        store,
+        dir.path(),
+        Some(crate::helpers::SIGNING_KEY),
+        &aperture::keys::default_published_file(dir.path()),
+    )
+    .await
+    .unwrap();
     (keys, dir)
 }
 

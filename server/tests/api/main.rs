@@ -30,6 +30,7 @@ mod forks;
 mod grpc;
 mod journal;
 mod journal_writer;
+mod keys;
 mod logs;
 mod mcp;
 mod model;

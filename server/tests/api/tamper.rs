@@ -456,9 +456,14 @@ async fn tamper_suite(store: &Store, records: usize, mutations: usize) {
     store::tenants::ensure(store, "t").await.unwrap();
     store::tenants::ensure(store, "u").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let signing = aperture::keys::KeyRing::load(store, dir.path(), None)
-        .await
-        .unwrap();
+    let signing = aperture::keys::KeyRing::load(
+        store,
+        dir.path(),
+        None,
+        &aperture::keys::default_published_file(dir.path()),
+    )
+    .await
+    .unwrap();
     let trusted = aperture::keys::published(store).await.unwrap();
     let sink = dir.path().join("checkpoints");
     let writer = Journal::new(store.clone(), signing.clone());
