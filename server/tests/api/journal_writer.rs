@@ -276,6 +276,21 @@ async fn appends_that_stop_waiting_in_the_middle_of_their_commit_leave_the_journ
     let (keys, _dir) = tenant_t_keys(&store).await;
     let journal = Journal::new(store.clone(), keys);
     let mut abandoned = 0;
+    // First a caller that stops waiting while another connection holds the database: its
+    // record cannot be committed within its wait on any path, so an append is abandoned
+    // whatever the machine's timing (a lone append that commits within its first poll, as the
+    // direct insert does, is never abandoned by the short waits below).
+    let blocker = hold_write_lock(&store).await;
+    let disclosures = journal::disclosures();
+    let held = journal.append(decision("t", 0), &disclosures);
+    assert!(
+        tokio::time::timeout(std::time::Duration::from_millis(20), held)
+            .await
+            .is_err(),
+        "an append committed while another connection held the database"
+    );
+    abandoned += 1;
+    release(blocker).await;
     for n in 0..80_u64 {
         let disclosures = journal::disclosures();
         let append = journal.append(decision("t", 0), &disclosures);
