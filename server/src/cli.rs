@@ -79,6 +79,20 @@ struct GlobalArgs {
 }
 
 impl GlobalArgs {
+    /// The journal an operator command records into, signed with this node's key (the
+    /// environment's `APERTURE_SIGNING_KEY`, else the data folder's newest key file).
+    async fn journal(&self, store: &Store) -> anyhow::Result<Journal> {
+        let signing_key = std::env::var("APERTURE_SIGNING_KEY").ok();
+        let keys = crate::keys::KeyRing::load(
+            store,
+            &self.data_dir,
+            signing_key.as_deref(),
+            &self.published_keys(),
+        )
+        .await?;
+        Ok(Journal::new(store.clone(), keys))
+    }
+
     /// The published-keys file in use.
     fn published_keys(&self) -> PathBuf {
         self.published_keys
@@ -942,15 +956,8 @@ async fn operator_store(global: &GlobalArgs, tenant: &str) -> anyhow::Result<(St
     let store = global.store().await?;
     store.migrate().await?;
     store::tenants::ensure(&store, tenant).await?;
-    let signing_key = std::env::var("APERTURE_SIGNING_KEY").ok();
-    let keys = crate::keys::KeyRing::load(
-        &store,
-        &global.data_dir,
-        signing_key.as_deref(),
-        &global.published_keys(),
-    )
-    .await?;
-    Ok((store.clone(), Journal::new(store, keys)))
+    let journal = global.journal(&store).await?;
+    Ok((store, journal))
 }
 
 fn read_password(from_stdin: bool) -> anyhow::Result<String> {
@@ -1042,15 +1049,7 @@ async fn purge_disclosures(
         Some(t) => vec![t.to_owned()],
         None => store::journal::tenants(&store).await?,
     };
-    let signing_key = std::env::var("APERTURE_SIGNING_KEY").ok();
-    let keys = crate::keys::KeyRing::load(
-        &store,
-        &global.data_dir,
-        signing_key.as_deref(),
-        &global.published_keys(),
-    )
-    .await?;
-    let journal = Journal::new(store.clone(), keys);
+    let journal = global.journal(&store).await?;
     let days = i64::try_from(older_than_days).unwrap_or(36_500);
     let cutoff = store::now_ms() - days * 86_400_000;
     for tenant in tenants {

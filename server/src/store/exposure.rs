@@ -60,10 +60,7 @@ fn session(t: SessionTuple) -> SessionRow {
 /// environment-bearing rows (invocations, journal records) are confined to a principal's
 /// environments (CONTRACT §15). A record of no session is tenant-wide.
 pub fn in_environments(column: &str, first: usize, count: usize) -> String {
-    let placeholders = (first..first + count)
-        .map(|n| format!("${n}"))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let placeholders = placeholders(first, count);
     if count == 0 {
         return format!("{column} IS NULL");
     }
@@ -73,15 +70,20 @@ pub fn in_environments(column: &str, first: usize, count: usize) -> String {
     )
 }
 
+/// `$first, …` for `count` parameters.
+fn placeholders(first: usize, count: usize) -> String {
+    (first..first + count)
+        .map(|n| format!("${n}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// SQL that holds unless `column` names one of tenant `$1`'s exposure sessions in an
 /// environment other than the `count` bound from parameter `$first` on: how journal records
 /// are confined. A record of no session, or of a session that does not exist (a refusal of an
 /// id somebody made up, which names the caller's environment), is tenant-wide.
 pub fn not_of_other_environments(column: &str, first: usize, count: usize) -> String {
-    let placeholders = (first..first + count)
-        .map(|n| format!("${n}"))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let placeholders = placeholders(first, count);
     let others = if count == 0 {
         String::new()
     } else {
