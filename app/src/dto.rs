@@ -120,6 +120,9 @@ pub struct UpdateScopesRequest {
 /// A dashboard user as listed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct UserView {
+    /// `usr_…`: the immutable id receipts name as the principal.
+    #[serde(default)]
+    pub id: String,
     /// Sign-in name.
     pub username: String,
     /// Scopes held.

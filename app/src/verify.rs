@@ -153,6 +153,9 @@ mod tests {
                 session_id: None,
                 manifest_id: None,
                 actor_id: "a".into(),
+                // Records from seq 2 on name their principal; the first was made before
+                // receipts had one (issue 45): a chain across the upgrade.
+                principal: (seq > 1).then(|| "tok_0123".into()),
                 turn_id: None,
                 invocation_id: None,
                 tool: Some("x".into()),
@@ -235,11 +238,14 @@ mod tests {
         );
     }
 
+    /// A receipt made before `principal` existed (the first) and one after it both pass.
     #[test]
     fn a_journaled_receipt_passes_every_check() {
         let signer = Signer::from_seed(&[7; 32]);
         let first = receipt(1, engine::canonical::ZERO_HASH, &signer);
         let second = receipt(2, &receipt_hash(&first).unwrap(), &signer);
+        assert!(first.principal.is_none() && second.principal.is_some());
+        assert!(!detail(&first, None, &signer).receipt.contains("principal"));
         for (r, prev) in [(&first, None), (&second, Some(&first))] {
             let checks = checks(&detail(r, prev, &signer));
             assert!(checks.iter().all(|c| c.ok), "{checks:?}");

@@ -362,6 +362,7 @@ mod tests {
                 session_id: Some(session.into()),
                 manifest_id: None,
                 actor_id: "a".into(),
+                principal: None,
                 turn_id: None,
                 invocation_id: None,
                 tool: Some("t".into()),

@@ -341,6 +341,11 @@ pub struct Receipt {
     pub manifest_id: Option<String>,
     /// The authenticated actor (for admin records: the principal that made the change).
     pub actor_id: String,
+    /// Who exactly acted (CONTRACT §15): the token (`tok_…`), the dashboard user (`usr_…`),
+    /// `operator` for the command line and the server's own actions, `anonymous` for a sign-in
+    /// that did not authenticate. Absent in receipts made before it existed (they still verify).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<String>,
     /// The hosted agent's turn, when the call belongs to one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn_id: Option<String>,
@@ -785,10 +790,10 @@ fn write_receipt(r: &Receipt, signed: bool, out: &mut impl canonical::Sink) {
 }
 
 /// Position of `signature` among [`receipt_fields`].
-const SIGNATURE_FIELD: usize = 21;
+const SIGNATURE_FIELD: usize = 22;
 
 /// A receipt's members in canonical order (`signature` only when `signed`).
-fn receipt_fields(r: &Receipt, signed: bool) -> [(&'static str, canonical::Field<'_>); 27] {
+fn receipt_fields(r: &Receipt, signed: bool) -> [(&'static str, canonical::Field<'_>); 28] {
     use canonical::Field;
     fn opt(v: &Option<Value>) -> Field<'_> {
         match v {
@@ -824,6 +829,7 @@ fn receipt_fields(r: &Receipt, signed: bool) -> [(&'static str, canonical::Field
             r.policy_version.map_or(Field::Absent, Field::U64),
         ),
         ("prev_hash", Field::str_or_null(r.prev_hash.as_deref())),
+        ("principal", Field::str_or_absent(r.principal.as_deref())),
         ("reason", Field::Str(r.reason.as_str())),
         ("receipt_id", Field::Str(&r.receipt_id)),
         ("redaction", opt(&r.redaction)),
@@ -1360,6 +1366,7 @@ mod tests {
             session_id: Some("ses_5f2c9a7e1d3b4c6a8e0f1a2b3c4d5e6f".into()),
             manifest_id: Some("man_9e8d7c6b5a4f3e2d1c0b9a8f7e6d5c4b".into()),
             actor_id: "agent-42".into(),
+            principal: Some("tok_0123456789abcdef0123456789abcdef".into()),
             turn_id: None,
             invocation_id: Some("inv_00112233445566778899aabbccddeeff".into()),
             tool: Some("mcp__github__list_issues".into()),
@@ -1525,7 +1532,7 @@ mod tests {
     proptest! {
         #[test]
         fn any_receipt_is_written_as_canonicalized(
-            opts in proptest::collection::vec(any::<bool>(), 14),
+            opts in proptest::collection::vec(any::<bool>(), 15),
             text in "\\PC{0,12}",
             number in any::<u64>(),
             float in -1.0e30f64..1.0e30,
@@ -1547,6 +1554,7 @@ mod tests {
             r.target = opts[12].then(|| json!({}));
             r.mode = pick(opts[13], text.clone());
             r.actor_id = text.clone();
+            r.principal = pick(opts[14], text.clone());
             for with_signature in [false, true] {
                 let mut out = Vec::new();
                 write_receipt(&r, with_signature, &mut out);
@@ -1573,6 +1581,26 @@ mod tests {
     }
 
     #[test]
+    fn receipts_made_before_principal_still_verify() {
+        // A receipt signed by a build without `principal`: its JSON has no such member, and it
+        // verifies typed and raw, as every verifier reads it.
+        let s = signer();
+        let mut r = unsigned(Some(1), Some(ZERO_HASH.into()));
+        r.principal = None;
+        let r = sign_receipt(r, &s).unwrap();
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(!text.contains("principal"));
+        let back: Receipt = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.principal, None);
+        verify_receipt(&back, &s.jwk()).unwrap();
+        verify_receipt_json(&serde_json::from_str(&text).unwrap(), &[s.jwk()]).unwrap();
+        // Adding the member afterwards breaks the signature: it is signed when present.
+        let mut forged: Value = serde_json::from_str(&text).unwrap();
+        forged["principal"] = json!("operator");
+        assert!(verify_receipt_json(&forged, &[s.jwk()]).is_err());
+    }
+
+    #[test]
     fn json_shape_is_the_contracts() {
         let r = signed();
         let v = serde_json::to_value(&r).unwrap();
@@ -1587,6 +1615,7 @@ mod tests {
             "session_id",
             "manifest_id",
             "actor_id",
+            "principal",
             "invocation_id",
             "tool",
             "tool_version",
@@ -2037,6 +2066,7 @@ mod tests {
                 session_id: None,
                 manifest_id: None,
                 actor_id: "admin".into(),
+                principal: None,
                 turn_id: None,
                 invocation_id: None,
                 tool: None,

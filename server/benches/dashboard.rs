@@ -78,6 +78,7 @@ async fn fill(journal: &Journal, n: usize) {
                     reason,
                     "default",
                     &format!("agent-{}", i % 50),
+                    "operator",
                 );
                 r.tool = Some(format!("mcp__srv{:02}__tool_{:03}", i % 7, i % 300));
                 r.session_id = Some(format!("ses_{:032x}", i % 2_000));

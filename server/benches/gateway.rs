@@ -446,6 +446,7 @@ async fn floor_call(
             ReasonCode::Ok,
             FLOOR_TENANT,
             "agent",
+            "operator",
         );
         let text = |key: &str| meta[key].as_str().map(str::to_owned);
         r.session_id = text("session_id");

@@ -57,6 +57,7 @@ async fn fill(journal: &Journal, n: usize) {
                     ReasonCode::Ok,
                     "default",
                     &format!("agent-{}", i % ACTORS),
+                    "operator",
                 );
                 r.tool = Some(format!("tool_{:03}", i % TOOLS));
                 r.tool_version = Some("1".into());
@@ -143,7 +144,7 @@ async fn main() -> anyhow::Result<()> {
         &store,
         &journal,
         "default",
-        "operator",
+        &aperture::journal::Author::operator(),
         &app::dto::CreateTokenRequest {
             actor_id: "auditor".into(),
             scopes: vec![engine::scope::READ.into()],

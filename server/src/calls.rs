@@ -135,6 +135,7 @@ pub async fn record_unchecked(
         call.reason,
         &principal.tenant_id,
         &principal.actor_id,
+        principal.principal_id(),
     );
     r.session_id = Some(call.session.id.clone());
     r.environment = Some(call.session.environment.clone());
@@ -295,6 +296,7 @@ async fn authorize(
         ReasonCode::ManifestBindingMismatch,
         &principal.tenant_id,
         &principal.actor_id,
+        principal.principal_id(),
     );
     r.session_id = session_id.clone();
     r.manifest_id = call.meta.manifest_id.clone();
@@ -747,6 +749,7 @@ async fn bind_invocation(
             .to_owned(),
             result: dry_run.as_ref().map(Value::to_string),
             decided_by: None,
+            decided_by_principal: None,
             decided_at: None,
             decision_comment: None,
             approval_receipt_id: None,

@@ -118,7 +118,7 @@ pub async fn put_drift_settings(
     journal
         .admin(
             &principal.tenant_id,
-            &principal.as_creator(),
+            &principal.author(),
             Decision::Allow,
             ReasonCode::Ok,
             "catalog.drift",
@@ -263,7 +263,7 @@ async fn decide(
             journal
                 .admin(
                     &principal.tenant_id,
-                    &principal.as_creator(),
+                    &principal.author(),
                     Decision::Allow,
                     ReasonCode::Ok,
                     if accept {
@@ -336,7 +336,7 @@ pub async fn describe(
             journal
                 .admin(
                     &principal.tenant_id,
-                    &principal.as_creator(),
+                    &principal.author(),
                     Decision::Allow,
                     ReasonCode::Ok,
                     "tool.describe",

@@ -559,7 +559,12 @@ pub async fn run() -> anyhow::Result<()> {
                 environments: (!environments.is_empty()).then_some(environments),
             };
             let user = crate::users::create_unchecked(
-                &store, &journal, &passwords, &tenant, "operator", &request,
+                &store,
+                &journal,
+                &passwords,
+                &tenant,
+                &crate::journal::Author::operator(),
+                &request,
             )
             .await
             .map_err(|e| anyhow::anyhow!(e.into_app_error()))?;
@@ -757,10 +762,15 @@ pub async fn run() -> anyhow::Result<()> {
                 expires_at,
                 environments: (!environments.is_empty()).then_some(environments),
             };
-            let created =
-                crate::tokens::create_unchecked(&store, &journal, &tenant, "operator", &request)
-                    .await
-                    .map_err(|e| anyhow::anyhow!(e.into_app_error()))?;
+            let created = crate::tokens::create_unchecked(
+                &store,
+                &journal,
+                &tenant,
+                &crate::journal::Author::operator(),
+                &request,
+            )
+            .await
+            .map_err(|e| anyhow::anyhow!(e.into_app_error()))?;
             println!(
                 "created token {} for actor {} in tenant {tenant} with scopes {}",
                 created.token.id,
@@ -1053,9 +1063,14 @@ async fn purge_disclosures(
     let days = i64::try_from(older_than_days).unwrap_or(36_500);
     let cutoff = store::now_ms() - days * 86_400_000;
     for tenant in tenants {
-        let purged =
-            crate::journal::purge_disclosures(&store, &journal, &tenant, "operator", cutoff)
-                .await?;
+        let purged = crate::journal::purge_disclosures(
+            &store,
+            &journal,
+            &tenant,
+            &crate::journal::Author::operator(),
+            cutoff,
+        )
+        .await?;
         println!(
             "tenant {tenant}: removed the disclosures of {purged} records issued before {}",
             store::rfc3339(cutoff)
@@ -1366,7 +1381,14 @@ async fn upstream_credentials(
     };
     let upstreams = crate::upstream::Upstreams::new(true, false, global.secrets()?);
     let view = upstreams
-        .set_credentials_unchecked(&store, &journal, tenant, "operator", &row.id, &request)
+        .set_credentials_unchecked(
+            &store,
+            &journal,
+            tenant,
+            &crate::journal::Author::operator(),
+            &row.id,
+            &request,
+        )
         .await
         .map_err(|e| anyhow::anyhow!(e.into_app_error()))?;
     println!(
@@ -1429,7 +1451,13 @@ async fn upstream_add(
     });
     let upstreams = crate::upstream::Upstreams::new(true, allow_private, global.secrets()?);
     let result = upstreams
-        .register_unchecked(&store, &journal, tenant, "operator", &request)
+        .register_unchecked(
+            &store,
+            &journal,
+            tenant,
+            &crate::journal::Author::operator(),
+            &request,
+        )
         .await;
     upstreams.close_all().await;
     let (view, report) = result.map_err(|e| anyhow::anyhow!(e.into_app_error()))?;

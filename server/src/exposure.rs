@@ -182,7 +182,7 @@ async fn grant_listed(
         document: to_json(&document)?,
         signature,
     };
-    record_grant(journal, &session, &row, &document, None).await?;
+    record_grant(journal, principal, &session, &row, &document, None).await?;
     store::exposure::insert_manifest(store, &row, listed_by).await?;
     Ok(Grant {
         session,
@@ -581,7 +581,7 @@ pub async fn revoke(
     journal
         .admin(
             &principal.tenant_id,
-            &principal.as_creator(),
+            &principal.author(),
             Decision::Allow,
             ReasonCode::Ok,
             "session.revoke",
@@ -772,7 +772,15 @@ async fn copy_grant(
         document: to_json(&document)?,
         signature,
     };
-    record_grant(journal, &session, &row, &document, Some(&parent.id)).await?;
+    record_grant(
+        journal,
+        principal,
+        &session,
+        &row,
+        &document,
+        Some(&parent.id),
+    )
+    .await?;
     store::exposure::insert_manifest(store, &row, listed_by).await?;
     Ok(Grant {
         session,
@@ -786,6 +794,7 @@ async fn copy_grant(
 /// never handed out). `copied_from`: the parent manifest a fork's grant copies.
 async fn record_grant(
     journal: &Journal,
+    principal: &Principal,
     session: &SessionRow,
     row: &ManifestRow,
     document: &ManifestDocument,
@@ -797,6 +806,7 @@ async fn record_grant(
         ReasonCode::Ok,
         &session.tenant_id,
         &session.actor_id,
+        principal.principal_id(),
     );
     r.environment = Some(session.environment.clone());
     r.session_id = Some(session.id.clone());

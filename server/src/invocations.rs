@@ -188,12 +188,21 @@ async fn decision_receipt(store: &Store, row: &InvocationRow) -> Result<Receipt,
 }
 
 /// A receipt about `row` (approval, rejection, expiry, execution) carrying the binding of its
-/// decision receipt.
-fn follow_up(decision: &Receipt, kind: ReceiptKind, actor_id: &str) -> Receipt {
+/// decision receipt. `principal`: who acted (an approver, a canceller, the server); `None`
+/// keeps the decision's, the caller's (what a released call executes, it executes for them).
+fn follow_up(
+    decision: &Receipt,
+    kind: ReceiptKind,
+    actor_id: &str,
+    principal: Option<&str>,
+) -> Receipt {
     let mut r = decision.clone();
     r.receipt_id = crate::ids::new_ordered_id("rcp");
     r.kind = kind;
     r.actor_id = actor_id.to_owned();
+    if let Some(principal) = principal {
+        r.principal = Some(principal.to_owned());
+    }
     r.seq = None;
     r.prev_hash = None;
     r.signature = String::new();
@@ -351,6 +360,7 @@ pub async fn decide(
         transient,
         &Change {
             decided_by: Some(&principal.as_creator()),
+            decided_by_principal: Some(principal.principal_id()),
             comment: request.comment.as_deref(),
             ..Change::default()
         },
@@ -362,7 +372,12 @@ pub async fn decide(
         );
     }
     let decision = decision_receipt(store, &row).await?;
-    let mut r = follow_up(&decision, ReceiptKind::Approval, &principal.actor_id);
+    let mut r = follow_up(
+        &decision,
+        ReceiptKind::Approval,
+        &principal.actor_id,
+        Some(principal.principal_id()),
+    );
     let mut d = journal::disclosures();
     d.insert_extra("invocation_id", Value::String(row.id.clone()))
         .ok();
@@ -614,6 +629,7 @@ async fn finish_drifted(
             reason: ReasonCode::ManifestDrift,
             detail: Some("the tool changed (or is gone) since the call was parked"),
             by: None,
+            principal: None,
             text: "The tool changed since this call was parked, so it was not run; call it again under a new grant.",
             from: "ending",
             to: "completed",
@@ -631,6 +647,9 @@ struct Denial<'a> {
     detail: Option<&'static str>,
     /// Who ended it, when a person did (disclosed as `by`).
     by: Option<&'a str>,
+    /// The principal the receipt names, when not the caller's: the canceller's, or the
+    /// server's own for an expiry.
+    principal: Option<&'a str>,
     /// The tool result's text, for the caller and the approver.
     text: &'static str,
     from: &'static str,
@@ -646,7 +665,7 @@ async fn finish_denied(
     denial: &Denial<'_>,
 ) -> Result<(), ServiceError> {
     let decision = decision_receipt(store, row).await?;
-    let mut r = follow_up(&decision, denial.kind, &row.actor_id);
+    let mut r = follow_up(&decision, denial.kind, &row.actor_id, denial.principal);
     r.decision = Decision::Deny;
     r.reason = denial.reason;
     let mut d = journal::disclosures();
@@ -719,6 +738,7 @@ async fn finish_expiry(
             reason: ReasonCode::ApprovalExpired,
             detail: None,
             by: None,
+            principal: Some(journal::OPERATOR),
             text: "Nobody approved or confirmed this call in time; nothing ran.",
             from: "expiring",
             to: "expired",
@@ -791,6 +811,7 @@ pub async fn cancel(
         "cancelling",
         &Change {
             decided_by: Some(&by),
+            decided_by_principal: Some(principal.principal_id()),
             ..Change::default()
         },
     )
@@ -802,7 +823,8 @@ pub async fn cancel(
         )
         .into());
     }
-    if let Err(e) = finish_cancellation(store, journal, &row, &by).await {
+    if let Err(e) = finish_cancellation(store, journal, &row, (&by, principal.principal_id())).await
+    {
         // Any other failure leaves it `cancelling`, which the worker finishes.
         if !matches!(&e, ServiceError::App(a) if a.code == ErrorCode::Unavailable) {
             return Err(e);
@@ -835,7 +857,7 @@ async fn finish_cancellation(
     store: &Store,
     journal: &Journal,
     row: &InvocationRow,
-    by: &str,
+    (by, principal): (&str, &str),
 ) -> Result<(), ServiceError> {
     finish_denied(
         store,
@@ -846,6 +868,7 @@ async fn finish_cancellation(
             reason: ReasonCode::Cancelled,
             detail: None,
             by: Some(by),
+            principal: Some(principal),
             text: "This call was cancelled before it ran; nothing ran.",
             from: "cancelling",
             to: "cancelled",
@@ -1000,7 +1023,11 @@ impl Worker {
         for row in rows::due(&self.store, "cancelling", stale, 32).await? {
             // A cancellation is final once claimed, as a rejection is.
             let by = row.decided_by.clone().unwrap_or_else(|| "unknown".into());
-            let done = finish_cancellation(&self.store, &self.journal, &row, &by)
+            let principal = row
+                .decided_by_principal
+                .as_deref()
+                .unwrap_or(journal::OPERATOR);
+            let done = finish_cancellation(&self.store, &self.journal, &row, (&by, principal))
                 .await
                 .map(|()| true);
             if matches!(done, Ok(true)) {
@@ -1030,7 +1057,16 @@ impl Worker {
     async fn finish_rejection(&self, row: &InvocationRow) -> Result<(), ServiceError> {
         let decision = decision_receipt(&self.store, row).await?;
         let approver = row.decided_by.clone().unwrap_or_else(|| "unknown".into());
-        let mut r = follow_up(&decision, ReceiptKind::Approval, &approver);
+        let mut r = follow_up(
+            &decision,
+            ReceiptKind::Approval,
+            &approver,
+            Some(
+                row.decided_by_principal
+                    .as_deref()
+                    .unwrap_or(journal::OPERATOR),
+            ),
+        );
         r.decision = Decision::Deny;
         r.reason = ReasonCode::ApprovalRejected;
         let mut d = journal::disclosures();
@@ -1059,7 +1095,7 @@ impl Worker {
     /// upstream, and it is never run a second time. Recorded as an upstream error.
     async fn interrupted(&self, row: &InvocationRow) -> Result<(), ServiceError> {
         let decision = decision_receipt(&self.store, row).await?;
-        let mut r = follow_up(&decision, ReceiptKind::Execution, &row.actor_id);
+        let mut r = follow_up(&decision, ReceiptKind::Execution, &row.actor_id, None);
         r.decision = Decision::Deny;
         r.reason = ReasonCode::UpstreamError;
         let mut d = journal::disclosures();
@@ -1125,7 +1161,7 @@ impl Worker {
                 let fresh = cache::fresh(&self.store).await?;
                 let tool = cache::tool(&self.store, &fresh, &row.tenant_id, &bound.tool).await?;
                 let tool = tool.filter(|t| t.tool.tool.name == bound.tool);
-                let r = follow_up(&decision, ReceiptKind::Execution, &row.actor_id);
+                let r = follow_up(&decision, ReceiptKind::Execution, &row.actor_id, None);
                 let mut extra = Map::new();
                 extra.insert("invocation_id".into(), Value::String(row.id.clone()));
                 if let Some(approval) = &row.approval_receipt_id {
@@ -1138,7 +1174,7 @@ impl Worker {
             }
             Err((reason, why)) => {
                 // Not what was authorized, or no longer authorized: refuse, never run it.
-                let mut r = follow_up(&decision, ReceiptKind::Execution, &row.actor_id);
+                let mut r = follow_up(&decision, ReceiptKind::Execution, &row.actor_id, None);
                 r.decision = Decision::Deny;
                 r.reason = reason;
                 let mut d = journal::disclosures();

@@ -135,7 +135,7 @@ pub async fn put(
     journal
         .admin(
             &principal.tenant_id,
-            &principal.as_creator(),
+            &principal.author(),
             Decision::Allow,
             ReasonCode::Ok,
             "policy.put",
@@ -328,7 +328,7 @@ pub async fn activate(
     journal
         .admin(
             &principal.tenant_id,
-            &principal.as_creator(),
+            &principal.author(),
             Decision::Allow,
             ReasonCode::Ok,
             "policy.activate",

@@ -531,7 +531,7 @@ pub async fn bootstrap(
         journal,
         passwords,
         DEFAULT_TENANT,
-        "bootstrap",
+        &crate::journal::Author::new("bootstrap", crate::journal::OPERATOR),
         &request,
     )
     .await

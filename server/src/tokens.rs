@@ -10,7 +10,7 @@ use crate::auth::Principal;
 use crate::auth::principal::secret_hash;
 use crate::error::ServiceError;
 use crate::ids;
-use crate::journal::Journal;
+use crate::journal::{Author, Journal};
 use crate::store::{self, Store, tokens::TokenRow};
 use engine::receipt::{Decision, ReasonCode};
 use serde_json::json;
@@ -122,7 +122,7 @@ pub async fn create_unchecked(
     store: &Store,
     journal: &Journal,
     tenant_id: &str,
-    created_by: &str,
+    by: &Author,
     request: &CreateTokenRequest,
 ) -> Result<CreatedToken, ServiceError> {
     let (scopes, expires_at, environments) = validate(request)?;
@@ -132,7 +132,7 @@ pub async fn create_unchecked(
     journal
         .admin(
             tenant_id,
-            created_by,
+            by,
             Decision::Allow,
             ReasonCode::Ok,
             "token.create",
@@ -153,13 +153,14 @@ pub async fn create_unchecked(
             name,
             scopes: &scopes,
             secret_sha256: &secret_hash(&secret),
-            created_by,
+            created_by: &by.principal,
+            created_by_actor: &by.actor_id,
             expires_at,
             environments: &environments,
         },
     )
     .await?;
-    tracing::info!(token = %row.id, tenant = %tenant_id, actor = %row.actor_id, %created_by, "token created");
+    tracing::info!(token = %row.id, tenant = %tenant_id, actor = %row.actor_id, created_by = %by.principal, "token created");
     Ok(CreatedToken {
         token: view(row),
         secret,
@@ -178,7 +179,7 @@ pub async fn create(
         store,
         journal,
         &principal.tenant_id,
-        &principal.as_creator(),
+        &principal.author(),
         request,
     )
     .await
@@ -211,7 +212,7 @@ pub async fn revoke(
     journal
         .admin(
             &principal.tenant_id,
-            &principal.as_creator(),
+            &principal.author(),
             Decision::Allow,
             ReasonCode::Ok,
             "token.revoke",

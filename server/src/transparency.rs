@@ -207,7 +207,7 @@ pub async fn add_witness(
         .journal
         .admin(
             &p.tenant_id,
-            &p.as_creator(),
+            &p.author(),
             Decision::Allow,
             ReasonCode::Ok,
             "witness.add",
@@ -259,7 +259,7 @@ pub async fn remove_witness(
         .journal
         .admin(
             &p.tenant_id,
-            &p.as_creator(),
+            &p.author(),
             Decision::Allow,
             ReasonCode::Ok,
             "witness.remove",

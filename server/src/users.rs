@@ -9,7 +9,7 @@ use app::error::{AppError, ErrorCode, FieldError};
 use crate::auth::Principal;
 use crate::auth::password::{self, Passwords};
 use crate::error::ServiceError;
-use crate::journal::Journal;
+use crate::journal::{Author, Journal};
 use crate::store::{self, Store, users::UserRow};
 use engine::receipt::{Decision, ReasonCode};
 use serde_json::json;
@@ -26,6 +26,7 @@ pub fn is_valid_username(name: &str) -> bool {
 /// A user as listed (never the hash).
 pub fn view(row: UserRow) -> UserView {
     UserView {
+        id: row.id,
         username: row.username,
         scopes: row.scopes,
         created_at: store::rfc3339(row.created_at),
@@ -54,7 +55,7 @@ pub async fn create_unchecked(
     journal: &Journal,
     passwords: &Passwords,
     tenant_id: &str,
-    created_by: &str,
+    by: &Author,
     request: &CreateUserRequest,
 ) -> Result<UserView, ServiceError> {
     let mut fields = Vec::new();
@@ -95,7 +96,7 @@ pub async fn create_unchecked(
     journal
         .admin(
             tenant_id,
-            created_by,
+            by,
             Decision::Allow,
             ReasonCode::Ok,
             "user.create",
@@ -109,12 +110,12 @@ pub async fn create_unchecked(
         &request.username,
         &hash,
         &scopes,
-        created_by,
+        &by.actor_id,
         &environments,
     )
     .await?
     .ok_or_else(|| username_taken(&request.username))?;
-    tracing::info!(tenant = %tenant_id, username = %row.username, %created_by, "user created");
+    tracing::info!(tenant = %tenant_id, username = %row.username, created_by = %by.actor_id, "user created");
     Ok(view(row))
 }
 
@@ -145,7 +146,7 @@ pub async fn create(
         journal,
         passwords,
         &principal.tenant_id,
-        &principal.as_creator(),
+        &principal.author(),
         request,
     )
     .await
@@ -188,7 +189,7 @@ pub async fn update_scopes(
     journal
         .admin(
             &principal.tenant_id,
-            &principal.as_creator(),
+            &principal.author(),
             Decision::Allow,
             ReasonCode::Ok,
             "user.scopes",

@@ -276,7 +276,7 @@ impl Webhooks {
         journal
             .admin(
                 tenant,
-                &row.created_by,
+                &principal.author(),
                 Decision::Allow,
                 ReasonCode::Ok,
                 "webhook.create",
@@ -320,7 +320,7 @@ impl Webhooks {
         journal
             .admin(
                 &principal.tenant_id,
-                &principal.as_creator(),
+                &principal.author(),
                 Decision::Allow,
                 ReasonCode::Ok,
                 "webhook.delete",

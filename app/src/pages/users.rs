@@ -214,7 +214,7 @@ fn UserRow(u: UserView, update: UpdateAction) -> impl IntoView {
     let environments_id = format!("edit-{}-environments", u.username);
     view! {
         <tr data-username=u.username.clone()>
-            <td>{u.username.clone()}</td>
+            <td>{u.username.clone()} <div class="muted"><code>{u.id.clone()}</code></div></td>
             <td>
                 <Show
                     when=move || editing.get()

@@ -61,8 +61,14 @@ pub async fn token(
         expires_at: None,
         environments: None,
     };
-    aperture::tokens::create_unchecked(store, journal, "default", "operator", &request)
-        .await
-        .map_err(|e| anyhow::anyhow!("{:?}", e.into_app_error()))
-        .map(|t| t.secret)
+    aperture::tokens::create_unchecked(
+        store,
+        journal,
+        "default",
+        &aperture::journal::Author::operator(),
+        &request,
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("{:?}", e.into_app_error()))
+    .map(|t| t.secret)
 }

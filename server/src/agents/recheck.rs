@@ -46,13 +46,14 @@ pub async fn caller(
                 .map_err(store_failed)?
                 .filter(|t| t.revoked_at.is_none() && t.actor_id == agent.actor_id)
                 .ok_or("the caller's token was revoked; nothing more runs in this turn")?;
+            let created_by = token.creating_person().to_owned();
             Principal {
                 tenant_id: agent.tenant_id.clone(),
                 actor_id: token.actor_id,
                 scopes: scope::ScopeSet::parse(&token.scopes).map_err(|e| e.to_string())?,
                 kind: PrincipalKind::Token {
                     token_id: token.id,
-                    created_by: token.created_by,
+                    created_by,
                 },
                 read_at: None,
                 environments: token.environments,
@@ -67,7 +68,7 @@ pub async fn caller(
                 tenant_id: agent.tenant_id.clone(),
                 actor_id: user.username,
                 scopes: scope::ScopeSet::parse(&user.scopes).map_err(|e| e.to_string())?,
-                kind: PrincipalKind::User,
+                kind: PrincipalKind::User { user_id: user.id },
                 read_at: None,
                 environments: user.environments,
             }
@@ -107,7 +108,14 @@ pub async fn again(
 ) -> Result<Principal, String> {
     match &principal.kind {
         PrincipalKind::Token { token_id, .. } => current(state, agent, Some(token_id)).await,
-        PrincipalKind::User => current(state, agent, None).await,
+        PrincipalKind::User { user_id } => {
+            let now = current(state, agent, None).await?;
+            // The same name made again is another person.
+            if now.principal_id() != user_id {
+                return Err("the caller's user was deleted; nothing more runs in this turn".into());
+            }
+            Ok(now)
+        }
         PrincipalKind::Operator => Ok(principal.clone()),
     }
 }

@@ -16,7 +16,7 @@ use app::error::{AppError, ErrorCode, FieldError};
 use super::password::Passwords;
 use super::principal::{Principal, PrincipalKind};
 use crate::error::ServiceError;
-use crate::journal::Journal;
+use crate::journal::{ANONYMOUS, Author, Journal};
 use crate::store::{self, DbSessionStore, Store};
 use engine::receipt::{Decision, ReasonCode};
 use serde_json::json;
@@ -55,6 +55,10 @@ struct SessionUser {
     tenant_id: String,
     username: String,
     signed_in_at: i64,
+    /// The user's `usr_…` id: a user deleted and made again under the same name is another
+    /// person, whose sessions these are not. Absent in sessions made before users had ids.
+    #[serde(default)]
+    user_id: Option<String>,
 }
 
 /// The session layer for the whole app.
@@ -178,7 +182,7 @@ pub async fn sign_in(
     journal
         .admin(
             &user.tenant_id,
-            &user.username,
+            &Author::new(user.username.clone(), user.id.clone()),
             Decision::Allow,
             ReasonCode::Ok,
             "sign_in",
@@ -193,6 +197,7 @@ pub async fn sign_in(
                 tenant_id: user.tenant_id.clone(),
                 username: user.username.clone(),
                 signed_in_at: store::now_ms(),
+                user_id: Some(user.id.clone()),
             },
         )
         .await
@@ -223,7 +228,7 @@ async fn journal_failure(
         journal
             .admin(
                 tenant,
-                username,
+                &Author::new(username, ANONYMOUS),
                 Decision::Deny,
                 ReasonCode::Unauthenticated,
                 "sign_in",
@@ -238,7 +243,7 @@ async fn journal_failure(
         journal
             .admin(
                 tenant,
-                "(unknown user)",
+                &Author::new("(unknown user)", ANONYMOUS),
                 Decision::Deny,
                 ReasonCode::Unauthenticated,
                 "sign_in",
@@ -264,7 +269,7 @@ pub async fn journal_unknown_user_hours(
         let written = journal
             .admin(
                 &tenant,
-                "(unknown user)",
+                &Author::new("(unknown user)", ANONYMOUS),
                 Decision::Deny,
                 ReasonCode::Unauthenticated,
                 "sign_in_failures",
@@ -309,7 +314,10 @@ pub async fn current(store: &Store, session: &Session) -> Result<Option<Principa
         session.flush().await.map_err(session_failure)?;
         return Ok(None);
     }
-    let Some(user) = store::users::find(store, &su.tenant_id, &su.username).await? else {
+    let user = store::users::find(store, &su.tenant_id, &su.username)
+        .await?
+        .filter(|u| su.user_id.as_ref().is_none_or(|id| *id == u.id));
+    let Some(user) = user else {
         session.flush().await.map_err(session_failure)?;
         return Ok(None);
     };
@@ -319,7 +327,7 @@ pub async fn current(store: &Store, session: &Session) -> Result<Option<Principa
         tenant_id: user.tenant_id,
         actor_id: user.username,
         scopes,
-        kind: PrincipalKind::User,
+        kind: PrincipalKind::User { user_id: user.id },
         read_at: None,
         environments: user.environments,
     }))

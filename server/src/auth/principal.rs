@@ -15,11 +15,15 @@ pub enum PrincipalKind {
     Token {
         /// `tok_…`
         token_id: String,
-        /// The principal that created the token (approvals refuse it, CONTRACT §1).
+        /// The person that created the token, an actor id or `user:<name>` (approvals of its
+        /// calls refuse them, CONTRACT §1).
         created_by: String,
     },
     /// A dashboard user with a cookie session.
-    User,
+    User {
+        /// `usr_…`, the user's immutable id.
+        user_id: String,
+    },
     /// The operator at the command line (`aperture policy apply`).
     Operator,
 }
@@ -109,19 +113,36 @@ impl Principal {
     pub fn caller_id(&self) -> String {
         match &self.kind {
             PrincipalKind::Token { token_id, .. } => token_id.clone(),
-            PrincipalKind::User => format!("user:{}", self.actor_id),
-            PrincipalKind::Operator => "operator".to_owned(),
+            PrincipalKind::User { .. } => format!("user:{}", self.actor_id),
+            PrincipalKind::Operator => OPERATOR.to_owned(),
         }
+    }
+
+    /// The principal receipts name (CONTRACT §15): the token (`tok_…`), the dashboard user
+    /// (`usr_…`) or `operator`.
+    pub fn principal_id(&self) -> &str {
+        match &self.kind {
+            PrincipalKind::Token { token_id, .. } => token_id,
+            PrincipalKind::User { user_id } => user_id,
+            PrincipalKind::Operator => OPERATOR,
+        }
+    }
+
+    /// Who its admin records are by: the person ([`Self::as_creator`]) and the principal.
+    pub fn author(&self) -> crate::journal::Author {
+        crate::journal::Author::new(self.as_creator(), self.principal_id())
     }
 
     /// What `created_by` records when this principal creates something.
     pub fn as_creator(&self) -> String {
         match &self.kind {
-            PrincipalKind::User => format!("user:{}", self.actor_id),
+            PrincipalKind::User { .. } => format!("user:{}", self.actor_id),
             PrincipalKind::Token { .. } | PrincipalKind::Operator => self.actor_id.clone(),
         }
     }
 }
+
+pub use crate::journal::{ANONYMOUS, OPERATOR};
 
 /// Every environment, in a token's or user's list.
 pub const ANY_ENVIRONMENT: &str = "*";
@@ -230,7 +251,7 @@ async fn authenticate_at(
         scopes,
         kind: PrincipalKind::Token {
             token_id: row.id.clone(),
-            created_by: row.created_by.clone(),
+            created_by: row.creating_person().to_owned(),
         },
         read_at: Some(fresh),
         environments: row.environments.clone(),

@@ -1132,6 +1132,37 @@ impl Pending {
     }
 }
 
+/// The principal of the command line and of what the server does on its own (CONTRACT §15).
+pub const OPERATOR: &str = "operator";
+
+/// The principal of a sign-in that did not authenticate.
+pub const ANONYMOUS: &str = "anonymous";
+
+/// Who an administrative record is by: the actor it is attributed to and the principal that
+/// acted (`tok_…`, `usr_…`, `operator`, `anonymous`; CONTRACT §15).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Author {
+    /// The actor (`actor_id` of the receipt).
+    pub actor_id: String,
+    /// The principal (`principal` of the receipt).
+    pub principal: String,
+}
+
+impl Author {
+    /// The operator at the command line, or the server acting on its own.
+    pub fn operator() -> Self {
+        Self::new(OPERATOR, OPERATOR)
+    }
+
+    /// `actor_id` acting as `principal`.
+    pub fn new(actor_id: impl Into<String>, principal: impl Into<String>) -> Self {
+        Self {
+            actor_id: actor_id.into(),
+            principal: principal.into(),
+        }
+    }
+}
+
 /// A receipt with nothing but what every record has; the caller fills in the rest.
 pub fn receipt(
     kind: ReceiptKind,
@@ -1139,6 +1170,7 @@ pub fn receipt(
     reason: ReasonCode,
     tenant_id: &str,
     actor_id: &str,
+    principal: &str,
 ) -> Receipt {
     Receipt {
         receipt_id: ids::new_ordered_id("rcp"),
@@ -1150,6 +1182,7 @@ pub fn receipt(
         session_id: None,
         manifest_id: None,
         actor_id: actor_id.to_owned(),
+        principal: Some(principal.to_owned()),
         turn_id: None,
         invocation_id: None,
         tool: None,
@@ -1792,13 +1825,13 @@ pub async fn purge_disclosures(
     store: &Store,
     journal: &Journal,
     tenant: &str,
-    actor: &str,
+    by: &Author,
     cutoff_ms: i64,
 ) -> Result<u64, JournalError> {
     journal
         .admin(
             tenant,
-            actor,
+            by,
             Decision::Allow,
             ReasonCode::Ok,
             PURGE_ACTION,
@@ -1815,7 +1848,7 @@ impl Journal {
     pub async fn admin(
         &self,
         tenant_id: &str,
-        actor_id: &str,
+        by: &Author,
         decision: Decision,
         reason: ReasonCode,
         action: &str,
@@ -1825,7 +1858,14 @@ impl Journal {
         d.insert_extra("action", serde_json::Value::String(action.to_owned()))?;
         d.insert_extra("subject", subject)?;
         self.append(
-            receipt(ReceiptKind::Admin, decision, reason, tenant_id, actor_id),
+            receipt(
+                ReceiptKind::Admin,
+                decision,
+                reason,
+                tenant_id,
+                &by.actor_id,
+                &by.principal,
+            ),
             &d,
         )
         .await

@@ -437,6 +437,7 @@ mod tests {
                 name: None,
                 scopes: vec![],
                 created_by: "ops".into(),
+                created_by_actor: None,
                 created_at: 0,
                 expires_at: None,
                 revoked_at: None,

@@ -52,6 +52,8 @@ pub struct InvocationRow {
     pub result: Option<String>,
     /// The approver or rejecter.
     pub decided_by: Option<String>,
+    /// The principal that decided (`tok_…`, `usr_…`), named by the receipt that records it.
+    pub decided_by_principal: Option<String>,
     /// Epoch ms.
     pub decided_at: Option<i64>,
     /// The approver's comment.
@@ -73,7 +75,7 @@ pub struct InvocationRow {
 const COLUMNS: &str = "id, tenant_id, session_id, manifest_id, client_key, turn_id, actor_id, token_id, \
      token_created_by, tool, tool_version, schema_hash, args_hash, mode, binding, policy_id, policy_version, \
      decision_receipt_id, status, result, decided_by, decided_at, decision_comment, approval_receipt_id, \
-     confirmation_sha256, created_at, expires_at, updated_at, output_to";
+     confirmation_sha256, created_at, expires_at, updated_at, output_to, decided_by_principal";
 
 fn from_row(row: &AnyRow) -> Result<InvocationRow, sqlx::Error> {
     Ok(InvocationRow {
@@ -106,6 +108,7 @@ fn from_row(row: &AnyRow) -> Result<InvocationRow, sqlx::Error> {
         expires_at: row.try_get("expires_at")?,
         updated_at: row.try_get("updated_at")?,
         output_to: row.try_get("output_to")?,
+        decided_by_principal: row.try_get("decided_by_principal")?,
     })
 }
 
@@ -131,7 +134,7 @@ pub async fn insert(store: &Store, r: &InvocationRow) -> Result<bool, sqlx::Erro
 async fn insert_on(conn: &mut sqlx::AnyConnection, r: &InvocationRow) -> Result<bool, sqlx::Error> {
     let done = sqlx::query(&format!(
         "INSERT INTO invocations ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, \
-         $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29) ON CONFLICT DO NOTHING"
+         $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, $29, $30) ON CONFLICT DO NOTHING"
     ))
     .bind(&r.id)
     .bind(&r.tenant_id)
@@ -162,6 +165,7 @@ async fn insert_on(conn: &mut sqlx::AnyConnection, r: &InvocationRow) -> Result<
     .bind(r.expires_at)
     .bind(r.updated_at)
     .bind(&r.output_to)
+    .bind(r.decided_by_principal.as_deref())
     .execute(&mut *conn)
     .await?;
     Ok(done.rows_affected() == 1)
@@ -317,6 +321,8 @@ pub async fn by_turn(
 pub struct Change<'a> {
     /// The approver or rejecter.
     pub decided_by: Option<&'a str>,
+    /// Their principal (set with `decided_by`).
+    pub decided_by_principal: Option<&'a str>,
     /// Their comment.
     pub comment: Option<&'a str>,
     /// The journaled approval or rejection.
@@ -345,7 +351,8 @@ pub async fn transition(
          decided_at = CASE WHEN $6 IS NULL THEN decided_at ELSE $5 END, \
          decision_comment = COALESCE($7, decision_comment), \
          approval_receipt_id = COALESCE($8, approval_receipt_id), \
-         result = COALESCE($9, result) \
+         result = COALESCE($9, result), \
+         decided_by_principal = COALESCE($10, decided_by_principal) \
          WHERE tenant_id = $1 AND id = $2 AND status = $3";
     let now = now_ms();
     let query = |sql: &'static str| {
@@ -359,6 +366,7 @@ pub async fn transition(
             .bind(change.comment)
             .bind(change.approval_receipt_id)
             .bind(change.result)
+            .bind(change.decided_by_principal)
     };
     let Some(kind) = change.announce else {
         let done = query(UPDATE).execute(store.pool()).await?;

@@ -18,8 +18,12 @@ pub struct TokenRow {
     pub name: Option<String>,
     /// Scopes.
     pub scopes: Vec<String>,
-    /// Creating principal.
+    /// The principal that created it (`tok_…`, `usr_…`, `operator`; tokens created before
+    /// principals were recorded hold the creating person: an actor id or `user:<name>`).
     pub created_by: String,
+    /// The person behind `created_by` (an actor id or `user:<name>`), `None` for tokens whose
+    /// `created_by` is that person already.
+    pub created_by_actor: Option<String>,
     /// Epoch ms.
     pub created_at: i64,
     /// Epoch ms.
@@ -32,7 +36,14 @@ pub struct TokenRow {
     pub environments: Vec<String>,
 }
 
-const COLUMNS: &str = "id, tenant_id, actor_id, name, scopes, created_by, created_at, expires_at, revoked_at, last_used_at, environments";
+const COLUMNS: &str = "id, tenant_id, actor_id, name, scopes, created_by, created_at, expires_at, revoked_at, last_used_at, environments, created_by_actor";
+
+impl TokenRow {
+    /// The person that created the token: an actor id or `user:<name>`.
+    pub fn creating_person(&self) -> &str {
+        self.created_by_actor.as_deref().unwrap_or(&self.created_by)
+    }
+}
 
 fn from_row(row: &AnyRow) -> Result<TokenRow, sqlx::Error> {
     Ok(TokenRow {
@@ -42,6 +53,7 @@ fn from_row(row: &AnyRow) -> Result<TokenRow, sqlx::Error> {
         name: row.try_get("name")?,
         scopes: decode_string_list(&row.try_get::<String, _>("scopes")?)?,
         created_by: row.try_get("created_by")?,
+        created_by_actor: row.try_get("created_by_actor")?,
         created_at: row.try_get("created_at")?,
         expires_at: row.try_get("expires_at")?,
         revoked_at: row.try_get("revoked_at")?,
@@ -65,8 +77,10 @@ pub struct NewToken<'a> {
     pub scopes: &'a [String],
     /// Hex SHA-256 of the secret.
     pub secret_sha256: &'a str,
-    /// Creating principal.
+    /// The creating principal (`tok_…`, `usr_…`, `operator`).
     pub created_by: &'a str,
+    /// The person behind it (an actor id or `user:<name>`).
+    pub created_by_actor: &'a str,
     /// Epoch ms.
     pub expires_at: Option<i64>,
     /// Environments it may open sessions in.
@@ -81,8 +95,8 @@ pub async fn insert(store: &Store, new: NewToken<'_>) -> Result<TokenRow, sqlx::
     let environments_json =
         serde_json::to_string(new.environments).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
     let row = sqlx::query(&format!(
-        "INSERT INTO api_tokens (id, tenant_id, actor_id, name, scopes, secret_sha256, created_by, created_at, expires_at, environments) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) RETURNING {COLUMNS}"
+        "INSERT INTO api_tokens (id, tenant_id, actor_id, name, scopes, secret_sha256, created_by, created_at, expires_at, environments, created_by_actor) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11) RETURNING {COLUMNS}"
     ))
     .bind(new.id)
     .bind(new.tenant_id)
@@ -94,6 +108,7 @@ pub async fn insert(store: &Store, new: NewToken<'_>) -> Result<TokenRow, sqlx::
     .bind(now_ms())
     .bind(new.expires_at)
     .bind(environments_json)
+    .bind(new.created_by_actor)
     .fetch_one(store.pool())
     .await?;
     from_row(&row)

@@ -8,6 +8,8 @@ use super::{Store, decode_string_list, now_ms};
 /// A user row. Stays inside the server; views are built from it.
 #[derive(Debug, Clone)]
 pub struct UserRow {
+    /// `usr_…`: the immutable public id receipts name as the principal (CONTRACT §15).
+    pub id: String,
     /// Tenant.
     pub tenant_id: String,
     /// Sign-in name.
@@ -26,6 +28,7 @@ pub struct UserRow {
 
 fn from_row(row: &AnyRow) -> Result<UserRow, sqlx::Error> {
     Ok(UserRow {
+        id: row.try_get("id")?,
         tenant_id: row.try_get("tenant_id")?,
         username: row.try_get("username")?,
         password_hash: row.try_get("password_hash")?,
@@ -37,7 +40,7 @@ fn from_row(row: &AnyRow) -> Result<UserRow, sqlx::Error> {
 }
 
 const COLUMNS: &str =
-    "tenant_id, username, password_hash, scopes, created_by, created_at, environments";
+    "tenant_id, username, password_hash, scopes, created_by, created_at, environments, id";
 
 /// Inserts a user; `Ok(None)` when the name is taken in the tenant.
 #[tracing::instrument(skip(store, password_hash))]
@@ -55,7 +58,7 @@ pub async fn insert(
     let environments_json =
         serde_json::to_string(environments).map_err(|e| sqlx::Error::Encode(Box::new(e)))?;
     let row = sqlx::query(&format!(
-        "INSERT INTO users ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7) \
+        "INSERT INTO users ({COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
          ON CONFLICT (tenant_id, username) DO NOTHING RETURNING {COLUMNS}"
     ))
     .bind(tenant_id)
@@ -65,6 +68,7 @@ pub async fn insert(
     .bind(created_by)
     .bind(now_ms())
     .bind(environments_json)
+    .bind(crate::ids::new_id("usr"))
     .fetch_optional(store.pool())
     .await?;
     row.as_ref().map(from_row).transpose()

@@ -25,7 +25,7 @@ use super::{Connection, Connector, UpstreamError, UpstreamSpec, check_url, impor
 use crate::auth::Principal;
 use crate::error::ServiceError;
 use crate::ids;
-use crate::journal::Journal;
+use crate::journal::{self, Author, Journal};
 use crate::store::catalog::{Drift, Revised};
 use crate::store::{self, Store, upstreams::UpstreamRow};
 
@@ -197,7 +197,7 @@ impl Upstreams {
             store,
             journal,
             &principal.tenant_id,
-            &principal.as_creator(),
+            &principal.author(),
             request,
         )
         .await
@@ -210,7 +210,7 @@ impl Upstreams {
         store: &Store,
         journal: &Journal,
         tenant_id: &str,
-        created_by: &str,
+        by: &Author,
         request: &RegisterUpstreamRequest,
     ) -> Result<(UpstreamView, SyncReport), ServiceError> {
         let stored = parse(request)?;
@@ -242,14 +242,14 @@ impl Upstreams {
             status: "registered".into(),
             last_error: None,
             last_synced_at: None,
-            created_by: created_by.to_owned(),
+            created_by: by.actor_id.clone(),
             created_at: store::now_ms(),
             credential_version: 0,
         };
         journal
             .admin(
                 tenant_id,
-                created_by,
+                by,
                 Decision::Allow,
                 ReasonCode::Ok,
                 "upstream.register",
@@ -292,7 +292,7 @@ impl Upstreams {
         journal
             .admin(
                 &principal.tenant_id,
-                &principal.as_creator(),
+                &principal.author(),
                 Decision::Allow,
                 ReasonCode::Ok,
                 "upstream.sync",
@@ -320,7 +320,7 @@ impl Upstreams {
         journal
             .admin(
                 &principal.tenant_id,
-                &principal.as_creator(),
+                &principal.author(),
                 Decision::Allow,
                 ReasonCode::Ok,
                 "upstream.remove",
@@ -379,7 +379,7 @@ impl Upstreams {
             store,
             journal,
             &principal.tenant_id,
-            &principal.as_creator(),
+            &principal.author(),
             id,
             request,
         )
@@ -393,7 +393,7 @@ impl Upstreams {
         store: &Store,
         journal: &Journal,
         tenant_id: &str,
-        by: &str,
+        by: &Author,
         id: &str,
         request: &CredentialsRequest,
     ) -> Result<UpstreamView, ServiceError> {
@@ -729,7 +729,7 @@ async fn apply_listing(
         journal
             .admin(
                 &row.tenant_id,
-                &format!("upstream:{}", row.name),
+                &Author::new(format!("upstream:{}", row.name), journal::OPERATOR),
                 Decision::Allow,
                 ReasonCode::Ok,
                 "tool.held",
@@ -787,7 +787,7 @@ async fn follow_list_changes(
                 let recorded = journal
                     .admin(
                         &row.tenant_id,
-                        &format!("upstream:{}", row.name),
+                        &Author::new(format!("upstream:{}", row.name), journal::OPERATOR),
                         Decision::Allow,
                         ReasonCode::Ok,
                         "upstream.sync",

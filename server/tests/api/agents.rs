@@ -1442,7 +1442,7 @@ async fn the_agent_tool_s_own_decisions_have_receipts() {
     let app = app_with_model(&model.base_url).await;
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     app.register_fixture(&admin, &[ECHO]).await;
-    let bot = app.token("default", "launcher", &[scope::RUN]).await;
+    let (bot_id, bot) = app.token_full("default", "launcher", &[scope::RUN]).await;
     let agent = create_agent(&app, &bot, json!({})).await;
     let (_, turned) = turn(&app, &bot, &agent, "Go.").await;
     assert_eq!(turned["status"], "completed", "{turned}");
@@ -1484,6 +1484,8 @@ async fn the_agent_tool_s_own_decisions_have_receipts() {
         let full: Value = app.get_json(&admin, &format!("/receipts/{id}")).await;
         assert_eq!(full["receipt"]["tool_version"], "builtin", "{full}");
         assert_eq!(full["receipt"]["schema_hash"], hash.as_str(), "{full}");
+        // Issue 45 item 2: the turn's caller, in the parent and in its fork.
+        assert_eq!(full["receipt"]["principal"], bot_id.as_str(), "{full}");
     }
     // The events name the receipts the model's answers came from.
     let launched: Vec<&Value> = turned["events"]

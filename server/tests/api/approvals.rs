@@ -947,7 +947,7 @@ async fn the_creator_of_the_callers_token_cannot_approve(db: Db) {
         &s.app.store,
         &s.app.journal,
         "default",
-        "user:alice",
+        &aperture::journal::Author::new("user:alice", "usr_00000000000000000000000000000001"),
         &request,
     )
     .await
@@ -977,9 +977,171 @@ async fn the_creator_of_the_callers_token_cannot_approve(db: Db) {
     assert_eq!(status, StatusCode::OK);
 }
 
+/// Issue 45 item 2: every receipt names the principal that acted (CONTRACT §15). The caller's
+/// token on its decision and on the execution of its released call; the dashboard user who
+/// approved (by the `usr_…` id `GET /users` shows) on the approval; the admin's token on its
+/// admin records; `operator` for the command line; `anonymous` for a failed sign-in. Tokens
+/// record the principal that created them.
+async fn receipts_name_the_principal_that_acted(db: Db) {
+    let Some(s) = setup_with(db, |_| {}).await else {
+        return;
+    };
+    let token_id = |secret: &str| {
+        let hash = aperture::auth::principal::secret_hash(secret);
+        let store = s.app.store.clone();
+        async move {
+            aperture::store::tokens::find_by_secret_hash(&store, &hash)
+                .await
+                .unwrap()
+                .unwrap()
+        }
+    };
+    let agent = token_id(&s.agent).await;
+    assert_eq!(agent.created_by, "operator", "made by the command line");
+    let admin = s.app.token("default", "ops2", &[scope::ADMIN]).await;
+    let admin_id = token_id(&admin).await.id;
+
+    // A token made by the admin's token records that token.
+    let made: Value = s
+        .app
+        .client
+        .post(s.app.api("/tokens"))
+        .bearer_auth(&admin)
+        .json(&json!({"actor_id": "helper", "scopes": [scope::RUN]}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(made["token"]["created_by"], admin_id.as_str(), "{made}");
+
+    // A user gets an immutable `usr_` id, shown by GET /users.
+    let created = s
+        .app
+        .client
+        .post(s.app.api("/users"))
+        .bearer_auth(&admin)
+        .json(&json!({"username": "carol", "password": "a long enough password", "scopes": [scope::APPROVE]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(created.status(), StatusCode::CREATED);
+    let carol: Value = created.json().await.unwrap();
+    let carol_id = carol["id"].as_str().unwrap().to_owned();
+    assert!(
+        carol_id.starts_with("usr_") && carol_id.len() == 36,
+        "{carol}"
+    );
+    let listed: Value = s
+        .app
+        .client
+        .get(s.app.api("/users"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let shown = listed["users"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["username"] == "carol")
+        .unwrap();
+    assert_eq!(shown["id"], carol_id.as_str());
+
+    // Someone guesses carol's password; carol signs in and approves the agent's parked call.
+    let browser = &s.app.browser;
+    let failed = s.app.sign_in(browser, "carol", "not her password").await;
+    assert_eq!(failed.status(), StatusCode::UNAUTHORIZED);
+    let signed_in = s
+        .app
+        .sign_in(browser, "carol", "a long enough password")
+        .await;
+    assert_eq!(signed_in.status(), StatusCode::OK);
+    let parked = s.call_echo("by carol's leave", None).await;
+    let id = parked_id(&parked);
+    assert_eq!(parked["_meta"]["receipt"]["principal"], agent.id.as_str());
+    let view = s.invocation(&s.approver, &id).await;
+    let decided = browser
+        .post(s.app.url("/ui/approvals/decide"))
+        .header("accept", "application/json")
+        .form(&[
+            ("id", id.as_str()),
+            ("action", "approve"),
+            ("args_hash", view["args_hash"].as_str().unwrap()),
+            ("definition_hash", view["definition_hash"].as_str().unwrap()),
+        ])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        decided.status(),
+        StatusCode::OK,
+        "{}",
+        decided.text().await.unwrap()
+    );
+    let done = s.settled(&id).await;
+    assert_eq!(done["status"], "completed", "{done}");
+    let execution = &done["result"]["_meta"]["receipt"];
+    assert_eq!(execution["kind"], "execution");
+    assert_eq!(
+        execution["principal"],
+        agent.id.as_str(),
+        "a released call executes for its caller"
+    );
+    s.verify(&done["result"]);
+
+    // Every record in the journal names its principal, and each the one that acted.
+    let rows: Vec<(String,)> =
+        sqlx::query_as("SELECT receipt FROM journal WHERE tenant_id = 'default' ORDER BY seq")
+            .fetch_all(s.app.store.pool())
+            .await
+            .unwrap();
+    let receipts: Vec<Value> = rows
+        .iter()
+        .map(|(r,)| serde_json::from_str(r).unwrap())
+        .collect();
+    for r in &receipts {
+        verify_receipt_json(r, &s.keys).unwrap();
+        let principal = r["principal"].as_str().unwrap_or_else(|| panic!("{r}"));
+        assert!(
+            principal.starts_with("tok_")
+                || principal.starts_with("usr_")
+                || ["operator", "anonymous"].contains(&principal),
+            "{r}"
+        );
+    }
+    let find = |pred: &dyn Fn(&Value) -> bool| -> &Value {
+        receipts
+            .iter()
+            .find(|r| pred(r))
+            .unwrap_or_else(|| panic!("no such record among {} records", receipts.len()))
+    };
+    let approval = find(&|r| r["receipt_id"] == done["approval_receipt_id"]);
+    assert_eq!(approval["kind"], "approval");
+    assert_eq!(approval["principal"], carol_id.as_str(), "the approver");
+    assert_eq!(approval["actor_id"], "carol");
+    let sign_in =
+        find(&|r| r["kind"] == "admin" && r["decision"] == "allow" && r["actor_id"] == "carol");
+    assert_eq!(sign_in["principal"], carol_id.as_str());
+    let failed =
+        find(&|r| r["kind"] == "admin" && r["decision"] == "deny" && r["actor_id"] == "carol");
+    assert_eq!(failed["principal"], "anonymous");
+    let by_admin = find(&|r| r["kind"] == "admin" && r["actor_id"] == "ops2");
+    assert_eq!(by_admin["principal"], admin_id.as_str());
+    let by_operator = find(&|r| r["kind"] == "admin" && r["actor_id"] == "operator");
+    assert_eq!(by_operator["principal"], "operator");
+    let grant = find(&|r| r["kind"] == "manifest" && r["actor_id"] == "agent");
+    assert_eq!(grant["principal"], agent.id.as_str());
+}
+
 on_both!(
     a_release_is_checked_again_when_it_runs,
     the_creator_of_the_callers_token_cannot_approve,
+    receipts_name_the_principal_that_acted,
 );
 
 /// `POST /invocations/{id}:cancel` as `token` (no body).

@@ -411,6 +411,25 @@ async fn background_forks_are_revived_after_a_kill_with_their_restriction() {
         "{kinds:?}"
     );
 
+    // Issue 45 item 2: a revived fork's records name the turn's caller, the bot's token.
+    let tokens = get(&client, &format!("{api}/tokens"), &admin).await;
+    let bot_id = tokens["tokens"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["actor_id"] == "bot")
+        .unwrap()["id"]
+        .clone();
+    for r in receipts["receipts"].as_array().unwrap() {
+        let one = get(
+            &client,
+            &format!("{api}/receipts/{}", r["receipt_id"].as_str().unwrap()),
+            &admin,
+        )
+        .await;
+        assert_eq!(one["receipt"]["principal"], bot_id, "{one}");
+    }
+
     // Revived from the live parent: its instruction and declarations, byte for byte; the
     // bootstrap history and the launch prompt from the records.
     let parent_sent = model.requests()[0].json();

@@ -332,6 +332,97 @@ async fn journal_verify_and_key_rotation_from_the_command_line() {
     store.close().await;
 }
 
+/// Issue 45 item 2: a journal whose first records were made before receipts named their
+/// principal, continued after: `aperture journal verify` verifies the whole chain, `aperture
+/// receipt verify` the old record, and so does Node's own Ed25519 (the browser's verifier is
+/// `app::verify`, tested with such a chain in its unit tests).
+#[tokio::test]
+async fn receipts_made_before_principals_still_verify() {
+    let db = TestDb::new(Db::Sqlite).await.unwrap();
+    crate::crash::token_in(&db, "acme", "a", "agent_tool_exposure:run");
+    let store = Store::connect(&db.url).await.unwrap();
+    let keys = aperture::keys::KeyRing::load(
+        &store,
+        &db.data_dir(),
+        None,
+        &aperture::keys::default_published_file(&db.data_dir()),
+    )
+    .await
+    .unwrap();
+    let journal = aperture::journal::Journal::new(store.clone(), keys);
+    // As an older build wrote it: no `principal` member at all.
+    let mut old = aperture::journal::receipt(
+        engine::receipt::ReceiptKind::Admin,
+        engine::receipt::Decision::Allow,
+        engine::receipt::ReasonCode::Ok,
+        "acme",
+        "ops",
+        "operator",
+    );
+    old.principal = None;
+    let old = journal
+        .append(old, &aperture::journal::disclosures())
+        .await
+        .unwrap();
+    drop(journal);
+    crate::crash::token_in(&db, "acme", "b", "agent_tool_exposure:run");
+    let rows: Vec<(String,)> =
+        sqlx::query_as("SELECT receipt FROM journal WHERE tenant_id = 'acme' ORDER BY seq")
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
+    let receipts: Vec<serde_json::Value> = rows
+        .iter()
+        .map(|(r,)| serde_json::from_str(r).unwrap())
+        .collect();
+    let has = |r: &serde_json::Value| r.get("principal").is_some();
+    assert_eq!(
+        receipts.iter().map(has).collect::<Vec<_>>(),
+        [true, false, true],
+        "new, old, new"
+    );
+    let out = aperture(&db, &["journal", "verify"], None);
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("verified 3 records"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let old_text = serde_json::to_string(&old).unwrap();
+    assert!(!old_text.contains("principal"));
+    let out = aperture(&db, &["receipt", "verify", "-"], Some(&old_text));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let published = aperture::keys::published(&store).await.unwrap();
+    let input = serde_json::json!({"keys": published.keys, "receipts": receipts});
+    let mut node = Command::new("node")
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/interop/verify_receipts.mjs"
+        ))
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("node (Node.js 18+) is needed for this test; scripts/ensure-tools checks for it");
+    node.stdin
+        .take()
+        .unwrap()
+        .write_all(input.to_string().as_bytes())
+        .unwrap();
+    let out = node.wait_with_output().unwrap();
+    let verdicts = String::from_utf8_lossy(&out.stdout);
+    let expected: Vec<String> = receipts
+        .iter()
+        .map(|r| format!("{} valid", r["receipt_id"].as_str().unwrap()))
+        .collect();
+    assert_eq!(verdicts.lines().collect::<Vec<_>>(), expected, "{verdicts}");
+    store.close().await;
+}
+
 /// CONTRACT §10: `aperture policy apply -f <file>` validates and stores a policy document
 /// (`--dry-run` only validates; problems are named by field path).
 #[tokio::test]

@@ -49,7 +49,7 @@ async fn fill_with(app: &TestApp, journal: &aperture::journal::Journal, tenant: 
             journal
                 .admin(
                     &tenant,
-                    "ops",
+                    &aperture::journal::Author::new("ops", "operator"),
                     Decision::Allow,
                     ReasonCode::Ok,
                     "test.fill",
@@ -576,7 +576,14 @@ async fn after_a_rotation_one_checkpoint_is_signed_by_both_keys() {
         async move {
             for _ in 0..n {
                 journal
-                    .admin("t", "ops", Decision::Allow, ReasonCode::Ok, "x", json!({}))
+                    .admin(
+                        "t",
+                        &aperture::journal::Author::new("ops", "operator"),
+                        Decision::Allow,
+                        ReasonCode::Ok,
+                        "x",
+                        json!({}),
+                    )
                     .await
                     .unwrap();
             }

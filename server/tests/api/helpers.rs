@@ -254,7 +254,7 @@ impl TestApp {
             &self.store,
             &self.journal,
             tenant,
-            "operator",
+            &aperture::journal::Author::operator(),
             &request,
         )
         .await

@@ -314,6 +314,7 @@ async fn the_journal_checkpoints_the_wal_in_the_background() {
                 ReasonCode::Ok,
                 "t",
                 &format!("actor-{n}"),
+                "operator",
             );
             j.append(r, &journal::disclosures()).await.unwrap()
         });
@@ -427,6 +428,7 @@ async fn grouped_commits_and_two_writers(store: &Store) {
                 ReasonCode::Ok,
                 "t",
                 &format!("actor-{n}"),
+                "operator",
             );
             j.append(r, &journal::disclosures()).await.unwrap()
         }
@@ -489,6 +491,7 @@ async fn small_batches_gather_what_is_ready(store: &Store) {
                 ReasonCode::Ok,
                 "t",
                 "agent",
+                "operator",
             );
             journal.append(r, &journal::disclosures()).await.unwrap()
         }
@@ -535,6 +538,7 @@ pub(crate) async fn append_together(
                 ReasonCode::Ok,
                 "t",
                 "agent",
+                "operator",
             );
             let outcome = journal
                 .append_at(decision, &journal::disclosures(), decided_at)
@@ -572,6 +576,7 @@ async fn decisions_on_moved_reads_are_not_recorded(store: &Store) {
             ReasonCode::Ok,
             "t",
             "agent",
+            "operator",
         )
     };
     cache::fresh(store).await.unwrap();
@@ -598,6 +603,7 @@ async fn decisions_on_moved_reads_are_not_recorded(store: &Store) {
             scopes: &["agent_tool_exposure:run".to_owned()],
             secret_sha256: "gen",
             created_by: "operator",
+            created_by_actor: "operator",
             expires_at: None,
             environments: &[],
         },
@@ -762,6 +768,7 @@ async fn rewritten_columns_are_found_and_named(store: &Store) {
             },
             "t",
             "agent",
+            "operator",
         );
         r.tool = Some(format!("mcp__files__tool_{i}"));
         r.session_id = Some(format!("ses_{i}"));
@@ -938,7 +945,14 @@ async fn facets_follow_the_journal(store: &Store) {
         } else {
             ReceiptKind::Decision
         };
-        let mut r = journal::receipt(kind, decision, reason, "t", &format!("actor-{}", n % 4));
+        let mut r = journal::receipt(
+            kind,
+            decision,
+            reason,
+            "t",
+            &format!("actor-{}", n % 4),
+            "operator",
+        );
         r.tool = (n % 5 != 4).then(|| format!("mcp__files__tool_{}", n % 5));
         r.session_id = Some(format!("ses_{}", n % 2));
         journal.append(r, &journal::disclosures()).await.unwrap();
@@ -1084,6 +1098,7 @@ async fn rewritten_facets_are_found_and_named(store: &Store) {
             ReasonCode::PolicyDenied,
             "t",
             "agent",
+            "operator",
         );
         r.tool = Some("mcp__files__delete".into());
         journal.append(r, &journal::disclosures()).await.unwrap();
@@ -1204,6 +1219,7 @@ async fn facet_rows_without_a_record_fail_verify(backend: Db) {
                     ReasonCode::Ok,
                     "t",
                     "agent",
+                    "operator",
                 ),
                 &journal::disclosures(),
             )
@@ -1330,6 +1346,7 @@ async fn purged_disclosures_still_verify(store: &Store) {
                         ReasonCode::Ok,
                         "t",
                         "a",
+                        "operator",
                     ),
                     &d,
                 )
@@ -1344,9 +1361,10 @@ async fn purged_disclosures_still_verify(store: &Store) {
     let cutoff = store::now_ms();
     tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     let newer = append().await;
-    let purged = journal::purge_disclosures(store, &journal, "t", "operator", cutoff)
-        .await
-        .unwrap();
+    let purged =
+        journal::purge_disclosures(store, &journal, "t", &journal::Author::operator(), cutoff)
+            .await
+            .unwrap();
     assert_eq!(purged, 4);
     let (markers,): (i64,) =
         sqlx::query_as("SELECT COUNT(*) FROM journal WHERE tenant_id = 't' AND disclosures = $1")
@@ -1414,6 +1432,7 @@ async fn the_background_verifier_sees_a_cut_tail(store: &Store) {
                     ReasonCode::Ok,
                     "t",
                     "a",
+                    "operator",
                 ),
                 &journal::disclosures(),
             )
@@ -1479,6 +1498,7 @@ async fn checkpoints_grown_from_kept_leaves_are_the_stored_journal_s(store: &Sto
                         ReasonCode::Ok,
                         tenant,
                         "a",
+                        "operator",
                     ),
                     &journal::disclosures(),
                 )

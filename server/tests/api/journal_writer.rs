@@ -36,6 +36,7 @@ fn decision(tenant: &str, n: usize) -> Receipt {
         ReasonCode::Ok,
         tenant,
         &format!("actor-{n}"),
+        "operator",
     )
 }
 

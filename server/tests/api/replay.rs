@@ -138,7 +138,7 @@ async fn a_draft_is_replayed_over_the_recorded_calls() {
         &app.store,
         &app.journal,
         "default",
-        "operator",
+        &aperture::journal::Author::operator(),
         aperture::store::now_ms() + 1_000,
     )
     .await

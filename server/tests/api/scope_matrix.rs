@@ -366,7 +366,9 @@ async fn fixtures(app: &TestApp) -> Fixtures {
         tenant_id: "default".into(),
         actor_id: "victim".into(),
         scopes: ScopeSet::parse([scope::RUN]).unwrap(),
-        kind: aperture::auth::PrincipalKind::User,
+        kind: aperture::auth::PrincipalKind::User {
+            user_id: "usr_00000000000000000000000000000000".into(),
+        },
         read_at: None,
         environments: vec!["*".into()],
     };
@@ -444,6 +446,7 @@ async fn fixtures(app: &TestApp) -> Fixtures {
                     status: status.into(),
                     result: None,
                     decided_by: None,
+                    decided_by_principal: None,
                     decided_at: None,
                     decision_comment: None,
                     approval_receipt_id: None,

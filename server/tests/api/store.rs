@@ -13,6 +13,98 @@ async fn migrations_are_idempotent(store: &Store) {
 }
 on_both_backends!(migrations_run_twice, migrations_are_idempotent);
 
+/// Issue 45 item 2, the upgrade: users made before users had ids get an immutable `usr_` id
+/// each (distinct, 128 bits as new ones), and tokens made before keep the person who made them,
+/// whom approvals still refuse.
+async fn upgraded(db: crate::helpers::Db) {
+    let Some(db) = crate::helpers::TestDb::new(db).await else {
+        return;
+    };
+    let store = Store::connect(&db.url).await.unwrap();
+    let folder = match store.kind() {
+        store::DbKind::Sqlite => "sqlite",
+        store::DbKind::Postgres => "postgres",
+    };
+    let all = sqlx::migrate::Migrator::new(std::path::PathBuf::from(format!(
+        "{}/../migrations/{folder}",
+        env!("CARGO_MANIFEST_DIR")
+    )))
+    .await
+    .unwrap();
+    let mut before = sqlx::migrate::Migrator::new(std::path::PathBuf::from(format!(
+        "{}/../migrations/{folder}",
+        env!("CARGO_MANIFEST_DIR")
+    )))
+    .await
+    .unwrap();
+    before.migrations = all
+        .migrations
+        .iter()
+        .filter(|m| m.version < 25)
+        .cloned()
+        .collect::<Vec<_>>()
+        .into();
+    before.run(store.pool()).await.unwrap();
+    sqlx::query("INSERT INTO tenants (id, created_at) VALUES ('a', 0)")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    for name in ["alice", "bob"] {
+        sqlx::query(
+            "INSERT INTO users (tenant_id, username, password_hash, scopes, created_by, created_at) \
+             VALUES ('a', $1, 'h', '[]', 'operator', 0)",
+        )
+        .bind(name)
+        .execute(store.pool())
+        .await
+        .unwrap();
+    }
+    sqlx::query(
+        "INSERT INTO api_tokens (id, tenant_id, actor_id, scopes, secret_sha256, created_by, created_at) \
+         VALUES ('tok_old', 'a', 'bot', '[]', 'old', 'user:alice', 0)",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    store.migrate().await.unwrap();
+    let alice = store::users::find(&store, "a", "alice")
+        .await
+        .unwrap()
+        .unwrap();
+    let bob = store::users::find(&store, "a", "bob")
+        .await
+        .unwrap()
+        .unwrap();
+    for id in [&alice.id, &bob.id] {
+        assert!(
+            id.starts_with("usr_")
+                && id.len() == 36
+                && id[4..]
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()),
+            "{id}"
+        );
+    }
+    assert_ne!(alice.id, bob.id);
+    let token = store::tokens::find_by_secret_hash(&store, "old")
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(token.created_by, "user:alice");
+    assert_eq!(token.creating_person(), "user:alice");
+    store.close().await;
+}
+
+#[tokio::test]
+async fn users_made_before_ids_get_one_on_sqlite() {
+    upgraded(crate::helpers::Db::Sqlite).await;
+}
+
+#[tokio::test]
+async fn users_made_before_ids_get_one_on_postgres() {
+    upgraded(crate::helpers::Db::Postgres).await;
+}
+
 async fn tenants(store: &Store) {
     assert!(store::tenants::ensure(store, "acme").await.unwrap());
     assert!(!store::tenants::ensure(store, "acme").await.unwrap());
@@ -181,7 +273,8 @@ async fn tokens(store: &Store) {
             name: Some("ci"),
             scopes: &scopes,
             secret_sha256: "ab",
-            created_by: "user:admin",
+            created_by: "usr_0123",
+            created_by_actor: "user:admin",
             expires_at: Some(now_ms() + 60_000),
             environments: &[],
         },
@@ -195,7 +288,8 @@ async fn tokens(store: &Store) {
         .unwrap()
         .unwrap();
     assert_eq!(found.id, "tok_1");
-    assert_eq!(found.created_by, "user:admin");
+    assert_eq!(found.created_by, "usr_0123");
+    assert_eq!(found.creating_person(), "user:admin");
     assert!(
         store::tokens::find_by_secret_hash(store, "cd")
             .await
@@ -250,6 +344,7 @@ async fn tokens(store: &Store) {
             scopes: &scopes,
             secret_sha256: "ab",
             created_by: "operator",
+            created_by_actor: "operator",
             expires_at: None,
             environments: &[],
         },
@@ -645,6 +740,7 @@ async fn read_cache(store: &Store) {
             scopes: &scopes,
             secret_sha256: "hash-1",
             created_by: "operator",
+            created_by_actor: "operator",
             expires_at: None,
             environments: &[],
         },

@@ -315,6 +315,7 @@ impl Suite {
                                 ReasonCode::Ok,
                                 "t",
                                 "intruder",
+                                "operator",
                             ),
                             &journal::disclosures(),
                         )
@@ -502,6 +503,7 @@ async fn tamper_suite(store: &Store, records: usize, mutations: usize) {
                     },
                     "t",
                     "agent",
+                    "operator",
                 );
                 r.tool = tool;
                 r.session_id = session;
@@ -523,6 +525,7 @@ async fn tamper_suite(store: &Store, records: usize, mutations: usize) {
                     ReasonCode::Ok,
                     "u",
                     "ops",
+                    "operator",
                 ),
                 &journal::disclosures(),
             )

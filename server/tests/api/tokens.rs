@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use crate::helpers::{Db, TestApp, error_code};
 
 async fn token_lifecycle(app: &TestApp) {
-    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    let (admin_id, admin) = app.token_full("default", "ops", &[scope::ADMIN]).await;
     let created = app
         .client
         .post(app.api("/tokens"))
@@ -21,7 +21,8 @@ async fn token_lifecycle(app: &TestApp) {
     let secret = created["secret"].as_str().unwrap().to_owned();
     assert!(secret.starts_with("apt_") && secret.len() == 47, "{secret}");
     let id = created["token"]["id"].as_str().unwrap().to_owned();
-    assert_eq!(created["token"]["created_by"], "ops");
+    // The principal that created it (issue 45 item 2): the admin's token.
+    assert_eq!(created["token"]["created_by"], admin_id.as_str());
     assert_eq!(created["token"]["status"], "active");
     assert_eq!(
         created["token"]["scopes"],

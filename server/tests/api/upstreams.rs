@@ -402,7 +402,7 @@ async fn a_stdio_environment_is_the_operator_s_unless_stdio_is_allowed() {
             &app.store,
             &app.journal,
             "default",
-            "operator",
+            &aperture::journal::Author::operator(),
             &app::dto::RegisterUpstreamRequest {
                 name: "fixture".into(),
                 transport: "stdio".into(),

@@ -664,6 +664,7 @@ async fn a_change_is_enqueued_once_by_whoever_wins_it(store: &aperture::store::S
         status: "input_required".into(),
         result: None,
         decided_by: None,
+        decided_by_principal: None,
         decided_at: None,
         decision_comment: None,
         approval_receipt_id: None,
