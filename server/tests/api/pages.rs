@@ -60,8 +60,8 @@ fn scripts_and_templates_are_not_shown() {
 }
 
 /// Issue 45 item 13: every signed-in page, fetched as plain HTTP, shows its data in the HTML —
-/// receipts (filtered by the query string too), the approval queue, and a known datum of each
-/// other page — and none is left saying "Loading…".
+/// receipts (filtered by the query string too, with the filter form showing the filter), the
+/// approval queue, and a known datum of each other page — and none is left saying "Loading…".
 #[tokio::test]
 async fn signed_in_pages_show_their_data_without_scripts() {
     let app = TestApp::spawn().await;
@@ -114,6 +114,15 @@ async fn signed_in_pages_show_their_data_without_scripts() {
         (
             "/receipts?decision=park".into(),
             vec![receipt_row(&parked_receipt)],
+            vec![receipt_row(&allowed_receipt)],
+        ),
+        (
+            // The filter form shows the filter it applied, so submitting it again keeps it.
+            format!("/receipts?tool={echo}"),
+            vec![
+                receipt_row(&parked_receipt),
+                format!("name=\"tool\" value=\"{echo}\""),
+            ],
             vec![receipt_row(&allowed_receipt)],
         ),
         (
