@@ -27,6 +27,7 @@ pub mod verify;
 use leptos::prelude::*;
 use leptos_meta::{MetaTags, Stylesheet, Title, provide_meta_context};
 use leptos_router::{
+    SsrMode,
     components::{ParentRoute, Route, Router, Routes},
     path,
 };
@@ -55,6 +56,11 @@ pub fn shell(options: LeptosOptions) -> impl IntoView {
 }
 
 /// The routed application.
+///
+/// Signed-in pages render `Async`: the server awaits the page's data and sends it in the HTML
+/// (the most restrictive mode of a nested route wins, so the frame's mode covers every page in
+/// it). Streamed out of order, the data would reach the page only through scripts, and a page
+/// read without them would say "Loading…" forever.
 #[component]
 pub fn App() -> impl IntoView {
     provide_meta_context();
@@ -65,7 +71,7 @@ pub fn App() -> impl IntoView {
         <Router>
             <Routes fallback=pages::not_found::NotFound>
                 <Route path=path!("/sign-in") view=pages::sign_in::SignInPage/>
-                <ParentRoute path=path!("") view=layout::SignedIn>
+                <ParentRoute path=path!("") view=layout::SignedIn ssr=SsrMode::Async>
                     <Route path=path!("") view=pages::overview::OverviewPage/>
                     <Route path=path!("policies") view=pages::policies::PoliciesPage/>
                     <Route path=path!("policies/:id") view=pages::policy_editor::PolicyEditorPage/>

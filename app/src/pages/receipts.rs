@@ -89,11 +89,11 @@ pub fn ReceiptsPage() -> impl IntoView {
                 </div>
                 <div class="field">
                     <label for="f-tool">"Tool"</label>
-                    <input type="text" id="f-tool" name="tool" prop:value=value(|q| &q.tool)/>
+                    <input type="text" id="f-tool" name="tool" value=value(|q| &q.tool) prop:value=value(|q| &q.tool)/>
                 </div>
                 <div class="field">
                     <label for="f-actor">"Actor"</label>
-                    <input type="text" id="f-actor" name="actor_id" prop:value=value(|q| &q.actor_id)/>
+                    <input type="text" id="f-actor" name="actor_id" value=value(|q| &q.actor_id) prop:value=value(|q| &q.actor_id)/>
                 </div>
                 <div class="field">
                     <label for="f-session">"Session"</label>
@@ -101,6 +101,7 @@ pub fn ReceiptsPage() -> impl IntoView {
                         type="text"
                         id="f-session"
                         name="session_id"
+                        value=value(|q| &q.session_id)
                         prop:value=value(|q| &q.session_id)
                     />
                 </div>
@@ -110,6 +111,7 @@ pub fn ReceiptsPage() -> impl IntoView {
                         type="datetime-local"
                         id="f-since"
                         name="since"
+                        value=value(|q| &q.since)
                         prop:value=value(|q| &q.since)
                     />
                 </div>
@@ -119,6 +121,7 @@ pub fn ReceiptsPage() -> impl IntoView {
                         type="datetime-local"
                         id="f-until"
                         name="until"
+                        value=value(|q| &q.until)
                         prop:value=value(|q| &q.until)
                     />
                 </div>

@@ -38,6 +38,7 @@ mod model;
 #[allow(dead_code, reason = "each test uses part of the fixture")]
 mod model_fixture;
 mod operations;
+mod pages;
 mod policies;
 mod proto;
 mod replay;
