@@ -19,6 +19,7 @@ pub mod budget;
 use std::convert::Infallible;
 use std::sync::OnceLock;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::IntoResponse;
@@ -61,8 +62,10 @@ pub fn is_grpc(headers: &axum::http::HeaderMap) -> bool {
 
 /// The gRPC router: the service and server reflection. Every method is served through the REST
 /// router; a request message over `max_message` bytes (the REST body limit) is refused with
-/// tonic's `out_of_range`, before it is read.
-pub fn router(state: AppState, max_message: usize) -> axum::Router {
+/// tonic's `out_of_range`, before it is read, and one that has not arrived within `body_read`
+/// (the REST body deadline, [`crate::deadline`]) with `deadline_exceeded`. Reflection is a
+/// stream, which stays open as long as its client keeps it.
+pub fn router(state: AppState, max_message: usize, body_read: Duration) -> axum::Router {
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .build_v1();
@@ -73,6 +76,7 @@ pub fn router(state: AppState, max_message: usize) -> axum::Router {
         rest: crate::api::router(state.clone()),
         state,
         max_message,
+        body_read,
     };
     let mut routes = tonic::service::Routes::new(service);
     match (reflection_v1, reflection_v1alpha) {
@@ -90,6 +94,7 @@ struct Service {
     rest: axum::Router,
     state: AppState,
     max_message: usize,
+    body_read: Duration,
 }
 
 impl tonic::server::NamedService for Service {
@@ -107,10 +112,11 @@ impl tower_service::Service<http::Request<tonic::body::Body>> for Service {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, mut request: http::Request<tonic::body::Body>) -> Self::Future {
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
         let rest = self.rest.clone();
         let state = self.state.clone();
         let max_message = self.max_message;
+        let body_read = self.body_read;
         Box::pin(async move {
             let name = request
                 .uri()
@@ -127,6 +133,9 @@ impl tower_service::Service<http::Request<tonic::body::Body>> for Service {
                 let status = Status::unimplemented(format!("no method {name}"));
                 return Ok(status.into_http());
             };
+            let (parts, body) = request.into_parts();
+            let (body, expired) = crate::deadline::DeadlineBody::new(body, body_read);
+            let mut request = http::Request::from_parts(parts, tonic::body::Body::new(body));
             if let Err(e) = connect::admit(&state, call, &mut request).await {
                 return Ok(status_from(e).into_http());
             }
@@ -134,7 +143,7 @@ impl tower_service::Service<http::Request<tonic::body::Body>> for Service {
                 input: descriptor.input(),
             };
             let mut grpc = tonic::server::Grpc::new(codec).max_decoding_message_size(max_message);
-            Ok(grpc
+            let answer = grpc
                 .unary(
                     Unary {
                         rest,
@@ -143,7 +152,12 @@ impl tower_service::Service<http::Request<tonic::body::Body>> for Service {
                     },
                     request,
                 )
-                .await)
+                .await;
+            if expired.passed() {
+                let late = crate::deadline::BodyTimedOut(body_read);
+                return Ok(Status::deadline_exceeded(late.to_string()).into_http());
+            }
+            Ok(answer)
         })
     }
 }
