@@ -17,7 +17,8 @@
 pub mod budget;
 
 use std::convert::Infallible;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -143,12 +144,14 @@ impl tower_service::Service<http::Request<tonic::body::Body>> for Service {
                 input: descriptor.input(),
             };
             let mut grpc = tonic::server::Grpc::new(codec).max_decoding_message_size(max_message);
+            let decoded = Arc::new(AtomicBool::new(false));
             let answer = grpc
                 .unary(
                     Unary {
                         rest,
                         call,
                         descriptor,
+                        decoded: decoded.clone(),
                     },
                     request,
                 )
@@ -157,8 +160,28 @@ impl tower_service::Service<http::Request<tonic::body::Body>> for Service {
                 let late = crate::deadline::BodyTimedOut(body_read);
                 return Ok(Status::deadline_exceeded(late.to_string()).into_http());
             }
-            Ok(answer)
+            if decoded.load(Ordering::Acquire) {
+                return Ok(answer);
+            }
+            Ok(malformed_as_invalid(answer))
         })
+    }
+}
+
+/// An answer given before the request message decoded: tonic reads the frames, and answers
+/// one with the compressed flag and no `grpc-encoding` (nothing is compressed here), a flag
+/// other than 0 and 1, a frame cut short, or no message at all, with `internal`. These are the
+/// client's mistakes, and said so: `invalid_argument`, the message kept.
+fn malformed_as_invalid(
+    answer: http::Response<tonic::body::Body>,
+) -> http::Response<tonic::body::Body> {
+    match answer.extensions().get::<Status>() {
+        Some(status) if status.code() == Code::Internal => Status::invalid_argument(format!(
+            "the request is not one well-formed gRPC message: {}",
+            status.message()
+        ))
+        .into_http(),
+        _ => answer,
     }
 }
 
@@ -217,6 +240,9 @@ struct Unary {
     rest: axum::Router,
     call: &'static ConnectMethod,
     descriptor: MethodDescriptor,
+    /// Set when the request message has decoded (this is called): what fails from here on is
+    /// the call's, not the request's framing.
+    decoded: Arc<AtomicBool>,
 }
 
 impl tonic::server::UnaryService<DynamicMessage> for Unary {
@@ -229,6 +255,7 @@ impl tonic::server::UnaryService<DynamicMessage> for Unary {
     >;
 
     fn call(&mut self, request: tonic::Request<DynamicMessage>) -> Self::Future {
+        self.decoded.store(true, Ordering::Release);
         let rest = self.rest.clone();
         let call = self.call;
         let output = self.descriptor.output();

@@ -368,7 +368,9 @@ const DRAIN_WORKER: Duration = Duration::from_secs(8);
 /// How long a stopping node waits for the journal writer to answer what it holds.
 const DRAIN_JOURNAL: Duration = Duration::from_secs(5);
 
-/// The whole HTTP surface: REST API, dashboard (pages, server functions, static files).
+/// The whole HTTP surface: REST API, dashboard (pages, server functions, static files), MCP
+/// and gRPC. Every request is logged (`TraceLayer`) and every response carries the security
+/// headers ([`crate::auth::headers`]), gRPC's included.
 pub fn router(state: AppState) -> Router {
     let backend = DashboardBackend::shared(state.clone());
     let routes = generate_route_list(app::App);
@@ -431,14 +433,12 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(BEARER_ROUTES, csrf::protect))
         .layer(dashboard::session_layer(state.store.clone(), secure))
         .layer(middleware::from_fn(move |request, next| {
-            crate::auth::headers::security_headers(secure, request, next)
-        }))
-        .layer(middleware::from_fn(move |request, next| {
             crate::auth::client::remember_client(trusted.clone(), request, next)
         }));
-    // gRPC (`content-type: application/grpc`) on the same listener, before every HTTP layer
-    // of the other routes (a message is held to the same size as a body, a unary call's
-    // message to the same deadline: crate::grpc).
+    // gRPC (`content-type: application/grpc`) on the same listener: it leaves the HTTP routes'
+    // layers after the request log and the security headers, before their body limits and
+    // deadline (a message is held to the same size as a body, a unary call's message to the
+    // same deadline: crate::grpc).
     let grpc = crate::grpc::router(state.clone(), max_body, body_read);
     mcp.merge(dashboard_and_api)
         .layer(DefaultBodyLimit::max(max_body))
@@ -449,10 +449,13 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn(move |request, next| {
             crate::deadline::limit(body_read, request, next)
         }))
-        .layer(TraceLayer::new_for_http())
         .layer(middleware::from_fn(move |request, next| {
             crate::grpc::dispatch(grpc.clone(), request, next)
         }))
+        .layer(middleware::from_fn(move |request, next| {
+            crate::auth::headers::security_headers(secure, request, next)
+        }))
+        .layer(TraceLayer::new_for_http())
         .with_state(state)
 }
 

@@ -459,6 +459,43 @@ fn frame(flag: u8, length: u32, message: &[u8]) -> Vec<u8> {
     bytes
 }
 
+/// `bytes` as a request body.
+fn body(bytes: Vec<u8>) -> tonic::body::Body {
+    tonic::body::Body::new(http_body_util::Full::new(bytes::Bytes::from(bytes)))
+}
+
+/// Issue 45 (item 12): a gRPC request whose frames are malformed is the client's mistake,
+/// `invalid_argument` (tonic answered `internal`, as for a bug of the server): the compressed
+/// flag without `grpc-encoding` (nothing is compressed here), a flag that is neither 0 nor 1, a
+/// frame cut short, no frame at all, and a frame whose bytes are no message of the method's.
+/// A well-formed one is served.
+#[tokio::test]
+async fn malformed_grpc_frames_are_invalid_argument() {
+    let server = Server::start().await;
+    let (url, reader) = (&server.url, &server.reader);
+    let message = validate_nulls(1);
+    let length = u32::try_from(message.len()).unwrap();
+    let served = raw_grpc(
+        url,
+        reader,
+        "ValidatePolicy",
+        body(frame(0, length, &message)),
+    )
+    .await;
+    assert_eq!(served.code(), Code::Ok, "{served:?}");
+    for (case, bytes) in [
+        ("compressed", frame(1, length, &message)),
+        ("flag 2", frame(2, length, &message)),
+        ("cut short", frame(0, length + 10, &message)),
+        ("header cut short", vec![0, 0, 0]),
+        ("no frame", Vec::new()),
+        ("not a message", frame(0, 4, &[0xff; 4])),
+    ] {
+        let status = raw_grpc(url, reader, "ValidatePolicy", body(bytes)).await;
+        assert_eq!(status.code(), Code::InvalidArgument, "{case}: {status:?}");
+    }
+}
+
 /// Issue 45 (item 12): a unary call's message that does not arrive within the body timeout is
 /// `deadline_exceeded`, as a REST body is `408`.
 #[tokio::test]
