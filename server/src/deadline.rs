@@ -168,7 +168,10 @@ mod tests {
     async fn a_body_that_stalls_fails_at_its_deadline_and_a_whole_one_never_does() {
         let timeout = Duration::from_millis(100);
         let (body, expired) = DeadlineBody::new(stalled(), timeout);
-        let error = body.collect().await.expect_err("the body fails");
+        let collected = tokio::time::timeout(timeout * 20, body.collect()).await;
+        let error = collected
+            .expect("ended by its deadline")
+            .expect_err("the body fails");
         assert!(error.to_string().contains("did not arrive"), "{error}");
         assert!(expired.passed());
 
