@@ -441,6 +441,17 @@ struct ServeArgs {
     /// client, for the sign-in limits per address. Nobody else's header is believed.
     #[arg(long, env = "APERTURE_TRUSTED_PROXIES", value_delimiter = ',')]
     trusted_proxies: Vec<String>,
+    /// Seconds a connection has to send a whole request head (and its first request); then it
+    /// is closed.
+    #[arg(long, env = "APERTURE_HEADER_READ_TIMEOUT_SECONDS",
+          default_value_t = crate::config::DEFAULT_HEADER_READ_TIMEOUT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    header_read_timeout_seconds: u64,
+    /// Seconds a request body has to arrive, from its head on; a slower one is answered 408.
+    #[arg(long, env = "APERTURE_BODY_READ_TIMEOUT_SECONDS",
+          default_value_t = crate::config::DEFAULT_BODY_READ_TIMEOUT.as_secs(),
+          value_parser = clap::value_parser!(u64).range(1..=3600))]
+    body_read_timeout_seconds: u64,
     /// Longest wait for one model completion, in seconds.
     #[arg(long, env = "APERTURE_MODEL_TIMEOUT_SECONDS", default_value_t = 120,
           value_parser = clap::value_parser!(u64).range(1..=3600))]
@@ -798,6 +809,8 @@ async fn serve(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<()> {
     config.allow_stdio_upstreams = args.allow_stdio_upstreams;
     config.allow_private_upstreams = args.allow_private_upstreams;
     config.parked_expiry = std::time::Duration::from_secs(args.parked_expiry_seconds);
+    config.header_read_timeout = std::time::Duration::from_secs(args.header_read_timeout_seconds);
+    config.body_read_timeout = std::time::Duration::from_secs(args.body_read_timeout_seconds);
     config.tools_page_size =
         usize::try_from(args.tools_page_size).unwrap_or(crate::config::DEFAULT_TOOLS_PAGE_SIZE);
     config.idempotency_retention =

@@ -21,6 +21,14 @@ pub struct Config {
     pub bootstrap_admin_password: Option<String>,
     /// Largest request body accepted, in bytes.
     pub max_body_bytes: usize,
+    /// `APERTURE_HEADER_READ_TIMEOUT_SECONDS`: how long a connection has to send a whole
+    /// request head (HTTP/1.1, its first one and each one after), or its first request (a
+    /// connection that sends nothing, or HTTP/2); then it is closed ([`crate::listener`]).
+    pub header_read_timeout: std::time::Duration,
+    /// `APERTURE_BODY_READ_TIMEOUT_SECONDS`: how long a request body has to arrive, from its
+    /// head on; a slower one is answered 408 (gRPC `deadline_exceeded`) ([`crate::deadline`]).
+    /// Streams (gRPC streaming calls) are not bodies that end, and are not timed.
+    pub body_read_timeout: std::time::Duration,
     /// Folder for local state: the SQLite database by default, signing keys (`APERTURE_DATA_DIR`).
     pub data_dir: PathBuf,
     /// Hex Ed25519 seed that signs receipts (`APERTURE_SIGNING_KEY`); default: a key file in
@@ -93,6 +101,14 @@ pub struct Config {
 /// Tools in one `tools/list` page unless `APERTURE_TOOLS_PAGE_SIZE` says otherwise: a catalog
 /// of this size or less is one page, as clients that do not page expect.
 pub const DEFAULT_TOOLS_PAGE_SIZE: usize = 1_000;
+
+/// How long a request head may take to arrive unless `APERTURE_HEADER_READ_TIMEOUT_SECONDS`
+/// says otherwise (hyper's own default).
+pub const DEFAULT_HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// How long a request body may take to arrive unless `APERTURE_BODY_READ_TIMEOUT_SECONDS` says
+/// otherwise: the default body limit (1 MiB) at 17 KB/s.
+pub const DEFAULT_BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Which spend gate checks `max_cost_cents`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -173,6 +189,8 @@ impl Config {
             secure_cookies: false,
             bootstrap_admin_password: None,
             max_body_bytes: 1024 * 1024,
+            header_read_timeout: DEFAULT_HEADER_READ_TIMEOUT,
+            body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
             data_dir: data_dir.to_path_buf(),
             signing_key: None,
             published_keys: crate::keys::default_published_file(data_dir),

@@ -17,8 +17,10 @@
 pub mod budget;
 
 use std::convert::Infallible;
-use std::sync::OnceLock;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum::http::{HeaderValue, StatusCode};
 use axum::response::IntoResponse;
@@ -61,8 +63,10 @@ pub fn is_grpc(headers: &axum::http::HeaderMap) -> bool {
 
 /// The gRPC router: the service and server reflection. Every method is served through the REST
 /// router; a request message over `max_message` bytes (the REST body limit) is refused with
-/// tonic's `out_of_range`, before it is read.
-pub fn router(state: AppState, max_message: usize) -> axum::Router {
+/// tonic's `out_of_range`, before it is read, and one that has not arrived within `body_read`
+/// (the REST body deadline, [`crate::deadline`]) with `deadline_exceeded`. Reflection is a
+/// stream, which stays open as long as its client keeps it.
+pub fn router(state: AppState, max_message: usize, body_read: Duration) -> axum::Router {
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(FILE_DESCRIPTOR_SET)
         .build_v1();
@@ -73,6 +77,7 @@ pub fn router(state: AppState, max_message: usize) -> axum::Router {
         rest: crate::api::router(state.clone()),
         state,
         max_message,
+        body_read,
     };
     let mut routes = tonic::service::Routes::new(service);
     match (reflection_v1, reflection_v1alpha) {
@@ -90,6 +95,7 @@ struct Service {
     rest: axum::Router,
     state: AppState,
     max_message: usize,
+    body_read: Duration,
 }
 
 impl tonic::server::NamedService for Service {
@@ -107,10 +113,11 @@ impl tower_service::Service<http::Request<tonic::body::Body>> for Service {
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, mut request: http::Request<tonic::body::Body>) -> Self::Future {
+    fn call(&mut self, request: http::Request<tonic::body::Body>) -> Self::Future {
         let rest = self.rest.clone();
         let state = self.state.clone();
         let max_message = self.max_message;
+        let body_read = self.body_read;
         Box::pin(async move {
             let name = request
                 .uri()
@@ -127,6 +134,9 @@ impl tower_service::Service<http::Request<tonic::body::Body>> for Service {
                 let status = Status::unimplemented(format!("no method {name}"));
                 return Ok(status.into_http());
             };
+            let (parts, body) = request.into_parts();
+            let (body, expired) = crate::deadline::DeadlineBody::new(body, body_read);
+            let mut request = http::Request::from_parts(parts, tonic::body::Body::new(body));
             if let Err(e) = connect::admit(&state, call, &mut request).await {
                 return Ok(status_from(e).into_http());
             }
@@ -134,17 +144,44 @@ impl tower_service::Service<http::Request<tonic::body::Body>> for Service {
                 input: descriptor.input(),
             };
             let mut grpc = tonic::server::Grpc::new(codec).max_decoding_message_size(max_message);
-            Ok(grpc
+            let decoded = Arc::new(AtomicBool::new(false));
+            let answer = grpc
                 .unary(
                     Unary {
                         rest,
                         call,
                         descriptor,
+                        decoded: decoded.clone(),
                     },
                     request,
                 )
-                .await)
+                .await;
+            if expired.passed() {
+                let late = crate::deadline::BodyTimedOut(body_read);
+                return Ok(Status::deadline_exceeded(late.to_string()).into_http());
+            }
+            if decoded.load(Ordering::Acquire) {
+                return Ok(answer);
+            }
+            Ok(malformed_as_invalid(answer))
         })
+    }
+}
+
+/// An answer given before the request message decoded: tonic reads the frames, and answers
+/// one with the compressed flag and no `grpc-encoding` (nothing is compressed here), a flag
+/// other than 0 and 1, a frame cut short, or no message at all, with `internal`. These are the
+/// client's mistakes, and said so: `invalid_argument`, the message kept.
+fn malformed_as_invalid(
+    answer: http::Response<tonic::body::Body>,
+) -> http::Response<tonic::body::Body> {
+    match answer.extensions().get::<Status>() {
+        Some(status) if status.code() == Code::Internal => Status::invalid_argument(format!(
+            "the request is not one well-formed gRPC message: {}",
+            status.message()
+        ))
+        .into_http(),
+        _ => answer,
     }
 }
 
@@ -203,6 +240,9 @@ struct Unary {
     rest: axum::Router,
     call: &'static ConnectMethod,
     descriptor: MethodDescriptor,
+    /// Set when the request message has decoded (this is called): what fails from here on is
+    /// the call's, not the request's framing.
+    decoded: Arc<AtomicBool>,
 }
 
 impl tonic::server::UnaryService<DynamicMessage> for Unary {
@@ -215,6 +255,7 @@ impl tonic::server::UnaryService<DynamicMessage> for Unary {
     >;
 
     fn call(&mut self, request: tonic::Request<DynamicMessage>) -> Self::Future {
+        self.decoded.store(true, Ordering::Release);
         let rest = self.rest.clone();
         let call = self.call;
         let output = self.descriptor.output();

@@ -3,7 +3,8 @@
 //! A tour, from the outside in:
 //! - [`cli`]: the `aperture` command line; `serve` builds an [`startup::Application`].
 //! - [`startup`]: wiring of the HTTP surface (REST API, dashboard) and start-up bootstrap;
-//!   [`listener`]: the TCP listener, with the HTTP parser's bare errors answered as JSON.
+//!   [`listener`]: the TCP listener and its connections (a request head has a deadline), with
+//!   the HTTP parser's bare errors answered as JSON; [`deadline`]: so has a request body.
 //! - [`config`]: what the server is configured with.
 //! - [`state`]: [`state::AppState`], shared by every handler.
 //! - [`api`]: the REST mount (`/api/v2/agent-tool-exposure`), every route with its scope.
@@ -29,6 +30,7 @@ pub mod catalog;
 pub mod cli;
 pub mod config;
 pub mod dashboard;
+pub mod deadline;
 pub mod error;
 pub mod events;
 pub mod evidence;

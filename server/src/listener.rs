@@ -1,5 +1,12 @@
-//! The listener the server accepts connections on: TCP, with the HTTP parser's own error answers
-//! given the API's JSON shape.
+//! The listener the server accepts connections on: TCP, each connection served by hyper-util's
+//! server (HTTP/1.1, and HTTP/2 for gRPC) with a deadline for request heads, and the HTTP
+//! parser's own error answers given the API's JSON shape.
+//!
+//! A connection has `APERTURE_HEADER_READ_TIMEOUT_SECONDS` to send a whole request head: hyper
+//! closes an HTTP/1.1 connection whose head (its first, or the next on a kept-alive connection)
+//! has not arrived by then. Before hyper knows the protocol (a client that sends nothing, or
+//! part of HTTP/2's preface) and on HTTP/2 there is no head to time, so [`serve`] also closes a
+//! connection that has not started a request by then: slow or silent sockets are not held.
 //!
 //! A request line longer than hyper accepts (64 KiB) or headers larger than its buffer never
 //! reach the router: hyper answers `414 URI Too Long` or `431 Request Header Fields Too Large`
@@ -9,11 +16,22 @@
 //! contract's code for a request that cannot be read; the status says which limit).
 
 use std::io;
+use std::net::SocketAddr;
 use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
+use std::time::Duration;
 
+use hyper::body::Incoming;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto::Builder;
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
+use tower::ServiceExt as _;
+use tower_service::Service as _;
 
 /// Accepts TCP connections as [`EdgeIo`].
 pub struct EdgeListener(pub TcpListener);
@@ -30,6 +48,70 @@ impl axum::serve::Listener for EdgeListener {
     fn local_addr(&self) -> io::Result<Self::Addr> {
         self.0.local_addr()
     }
+}
+
+/// Serves `router` on `listener` until `shutdown` completes; then accepts no more connections,
+/// tells every open one to finish the requests it has in flight and close (HTTP/2: `GOAWAY`),
+/// and returns when they all have. Handlers see the peer's address as
+/// `ConnectInfo<SocketAddr>` (the sign-in limits per address, [`crate::auth::client`]).
+pub async fn serve(
+    mut listener: EdgeListener,
+    router: axum::Router,
+    header_read: Duration,
+    shutdown: impl Future<Output = ()>,
+) {
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_read);
+    builder.http2().timer(TokioTimer::new());
+    let mut connect_info = router.into_make_service_with_connect_info::<SocketAddr>();
+    let graceful = GracefulShutdown::new();
+    let mut shutdown = std::pin::pin!(shutdown);
+    loop {
+        let (io, peer) = tokio::select! {
+            accepted = axum::serve::Listener::accept(&mut listener) => accepted,
+            () = &mut shutdown => break,
+        };
+        // Pages stream in several small writes; with Nagle's algorithm on, each write after the
+        // first waits for the client's delayed ACK (40 ms on Linux).
+        if let Err(e) = io.get_ref().set_nodelay(true) {
+            tracing::debug!(error = %e, "could not set TCP_NODELAY on a connection");
+        }
+        let Ok(service) = connect_info.call(peer).await;
+        let requested = Arc::new(AtomicBool::new(false));
+        let service = service.map_request({
+            let requested = requested.clone();
+            move |request: http::Request<Incoming>| {
+                requested.store(true, Ordering::Relaxed);
+                request.map(axum::body::Body::new)
+            }
+        });
+        let connection = graceful.watch(
+            builder
+                .serve_connection_with_upgrades(TokioIo::new(io), TowerToHyperService::new(service))
+                .into_owned(),
+        );
+        tokio::spawn(async move {
+            let mut connection = std::pin::pin!(connection);
+            let served = tokio::select! {
+                served = connection.as_mut() => served,
+                () = tokio::time::sleep(header_read) => {
+                    if !requested.load(Ordering::Relaxed) {
+                        tracing::debug!(%peer, "no request within the header read timeout; closing");
+                        return;
+                    }
+                    connection.await
+                }
+            };
+            if let Err(e) = served {
+                tracing::debug!(%peer, error = %e, "a connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
 }
 
 /// A connection whose bare `414`/`431` answers from the HTTP parser are rewritten as JSON.

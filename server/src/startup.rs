@@ -292,46 +292,32 @@ impl Application {
                 .clone()
                 .run(self.state.store.clone(), self.state.events.clone()),
         );
+        let header_read = self.state.config.header_read_timeout;
         let resumer = tokio::spawn(crate::agents::runtime::run_resumer(self.state));
-        // Pages stream in several small writes; with Nagle's algorithm on, each write after the
-        // first waits for the client's delayed ACK (40 ms on Linux).
-        use axum::serve::ListenerExt as _;
         // The HTTP parser's bare error answers get the API's JSON shape (crate::listener).
-        let listener = crate::listener::EdgeListener(self.listener).tap_io(|io| {
-            if let Err(e) = io.get_ref().set_nodelay(true) {
-                tracing::debug!(error = %e, "could not set TCP_NODELAY on a connection");
-            }
-        });
-        // The peer's address, for the sign-in limits per address (crate::auth::client).
+        let listener = crate::listener::EdgeListener(self.listener);
         let mut stopping = draining.subscribe();
         let stop_at_signal = stop_worker.clone();
-        let serve = axum::serve(
-            listener,
-            self.router
-                .into_make_service_with_connect_info::<std::net::SocketAddr>(),
-        )
-        .with_graceful_shutdown(async move {
+        let serve = crate::listener::serve(listener, self.router, header_read, async move {
             shutdown_signal().await;
             crate::metrics::draining();
             tracing::info!("stopping: no new requests; answering the ones in flight");
-            // Event streams end now (their clients reconnect to another node), and the worker
-            // claims nothing more (it finishes the invocation it runs).
+            // Event streams end now (their clients reconnect to another node), and the
+            // worker claims nothing more (it finishes the invocation it runs).
             draining.send_replace(true);
             stop_at_signal.stop();
-        })
-        .into_future();
+        });
         // Requests that do not end by themselves (a stuck upstream, a client that reads
         // nothing) get DRAIN_REQUESTS after the signal; then the node stops without them.
-        let served = tokio::select! {
-            served = serve => served,
+        tokio::select! {
+            () = serve => {}
             () = async {
                 let _ = stopping.wait_for(|d| *d).await;
                 tokio::time::sleep(DRAIN_REQUESTS).await;
             } => {
                 tracing::warn!("requests still open after the drain period; stopping without them");
-                Ok(())
             }
-        };
+        }
         // Draining: the listener is closed and every request taken was answered. The worker
         // finishes the invocation it runs (another node takes over what it cannot finish in
         // time: its heartbeat stops), then what the journal still holds is committed.
@@ -365,7 +351,7 @@ impl Application {
         {
             tracing::warn!(error = %e, "making checkpoints at shutdown");
         }
-        served.context("serving HTTP")
+        Ok(())
     }
 }
 
@@ -382,7 +368,9 @@ const DRAIN_WORKER: Duration = Duration::from_secs(8);
 /// How long a stopping node waits for the journal writer to answer what it holds.
 const DRAIN_JOURNAL: Duration = Duration::from_secs(5);
 
-/// The whole HTTP surface: REST API, dashboard (pages, server functions, static files).
+/// The whole HTTP surface: REST API, dashboard (pages, server functions, static files), MCP
+/// and gRPC. Every request is logged (`TraceLayer`) and every response carries the security
+/// headers ([`crate::auth::headers`]), gRPC's included.
 pub fn router(state: AppState) -> Router {
     let backend = DashboardBackend::shared(state.clone());
     let routes = generate_route_list(app::App);
@@ -392,6 +380,7 @@ pub fn router(state: AppState) -> Router {
         crate::auth::headers::leptos_nonce();
     };
     let max_body = state.config.max_body_bytes;
+    let body_read = state.config.body_read_timeout;
     let secure = state.config.secure_cookies;
     let trusted: Arc<[crate::auth::client::Cidr]> = state.config.trusted_proxies.clone().into();
     // `/mcp` authenticates by bearer token alone: it needs none of the dashboard's cookie
@@ -444,24 +433,29 @@ pub fn router(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(BEARER_ROUTES, csrf::protect))
         .layer(dashboard::session_layer(state.store.clone(), secure))
         .layer(middleware::from_fn(move |request, next| {
-            crate::auth::headers::security_headers(secure, request, next)
-        }))
-        .layer(middleware::from_fn(move |request, next| {
             crate::auth::client::remember_client(trusted.clone(), request, next)
         }));
-    // gRPC (`content-type: application/grpc`) on the same listener, before every HTTP layer
-    // of the other routes (a message is held to the same size as a body).
-    let grpc = crate::grpc::router(state.clone(), max_body);
+    // gRPC (`content-type: application/grpc`) on the same listener: it leaves the HTTP routes'
+    // layers after the request log and the security headers, before their body limits and
+    // deadline (a message is held to the same size as a body, a unary call's message to the
+    // same deadline: crate::grpc).
+    let grpc = crate::grpc::router(state.clone(), max_body, body_read);
     mcp.merge(dashboard_and_api)
         .layer(DefaultBodyLimit::max(max_body))
         .layer(RequestBodyLimitLayer::new(max_body))
         .layer(middleware::from_fn(move |request, next| {
             oversize_in_kind(request, next, max_body)
         }))
-        .layer(TraceLayer::new_for_http())
+        .layer(middleware::from_fn(move |request, next| {
+            crate::deadline::limit(body_read, request, next)
+        }))
         .layer(middleware::from_fn(move |request, next| {
             crate::grpc::dispatch(grpc.clone(), request, next)
         }))
+        .layer(middleware::from_fn(move |request, next| {
+            crate::auth::headers::security_headers(secure, request, next)
+        }))
+        .layer(TraceLayer::new_for_http())
         .with_state(state)
 }
 

@@ -1,4 +1,4 @@
-//! Security headers on every dashboard and API response.
+//! Security headers on every response: dashboard, API, MCP and gRPC.
 //!
 //! Pages get a `Content-Security-Policy` whose scripts must carry this response's nonce (Leptos
 //! puts it on the hydration script and on every streamed chunk's script): no inline script an

@@ -14,7 +14,7 @@ use serde_json::Value;
 use tonic::Code;
 
 use crate::cli::aperture;
-use crate::crash::{serve, token};
+use crate::crash::{serve_with, token};
 use crate::helpers::{Db, TestDb};
 
 /// `aperture serve` on a fresh SQLite database, killed when dropped.
@@ -28,10 +28,15 @@ struct Server {
 
 impl Server {
     async fn start() -> Self {
+        Self::start_with(&[]).await
+    }
+
+    /// With more environment variables.
+    async fn start_with(env: &[(&str, &str)]) -> Self {
         let db = TestDb::new(Db::Sqlite).await.unwrap();
         assert!(aperture(&db, &["migrate"], None).status.success());
         let reader = token(&db, "sec", scope::READ);
-        let (child, url) = serve(&db).await;
+        let (child, url) = serve_with(&db, env).await;
         Self {
             child,
             url,
@@ -414,4 +419,100 @@ async fn a_burst_of_null_bombs_leaves_the_server_s_memory_within_64_mib() {
         };
         assert_eq!(status, expected);
     }
+}
+
+/// `body` as it is, gRPC frames and all, as the request of `method` with `token`: the status
+/// of the answer (from its headers, or its trailers).
+async fn raw_grpc(url: &str, token: &str, method: &str, body: tonic::body::Body) -> tonic::Status {
+    use http_body_util::BodyExt as _;
+    use tower::ServiceExt as _;
+    let channel = tonic::transport::Channel::from_shared(url.to_owned())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let request = http::Request::post(format!("{url}{SERVICE}/{method}"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header("authorization", format!("Bearer {token}"))
+        .body(body)
+        .unwrap();
+    let response = channel.oneshot(request).await.unwrap();
+    if let Some(status) = tonic::Status::from_header_map(response.headers()) {
+        return status;
+    }
+    let trailers = response
+        .into_body()
+        .collect()
+        .await
+        .unwrap()
+        .trailers()
+        .cloned();
+    tonic::Status::from_header_map(&trailers.unwrap_or_default()).expect("a grpc-status")
+}
+
+/// `message` behind a gRPC frame header of `flag` and `length`.
+fn frame(flag: u8, length: u32, message: &[u8]) -> Vec<u8> {
+    let mut bytes = vec![flag];
+    bytes.extend_from_slice(&length.to_be_bytes());
+    bytes.extend_from_slice(message);
+    bytes
+}
+
+/// `bytes` as a request body.
+fn body(bytes: Vec<u8>) -> tonic::body::Body {
+    tonic::body::Body::new(http_body_util::Full::new(bytes::Bytes::from(bytes)))
+}
+
+/// Issue 45 (item 12): a gRPC request whose frames are malformed is the client's mistake,
+/// `invalid_argument` (tonic answered `internal`, as for a bug of the server): the compressed
+/// flag without `grpc-encoding` (nothing is compressed here), a flag that is neither 0 nor 1, a
+/// frame cut short, no frame at all, and a frame whose bytes are no message of the method's.
+/// A well-formed one is served.
+#[tokio::test]
+async fn malformed_grpc_frames_are_invalid_argument() {
+    let server = Server::start().await;
+    let (url, reader) = (&server.url, &server.reader);
+    let message = validate_nulls(1);
+    let length = u32::try_from(message.len()).unwrap();
+    let served = raw_grpc(
+        url,
+        reader,
+        "ValidatePolicy",
+        body(frame(0, length, &message)),
+    )
+    .await;
+    assert_eq!(served.code(), Code::Ok, "{served:?}");
+    for (case, bytes) in [
+        ("compressed", frame(1, length, &message)),
+        ("flag 2", frame(2, length, &message)),
+        ("cut short", frame(0, length + 10, &message)),
+        ("header cut short", vec![0, 0, 0]),
+        ("no frame", Vec::new()),
+        ("not a message", frame(0, 4, &[0xff; 4])),
+    ] {
+        let status = raw_grpc(url, reader, "ValidatePolicy", body(bytes)).await;
+        assert_eq!(status.code(), Code::InvalidArgument, "{case}: {status:?}");
+    }
+}
+
+/// Issue 45 (item 12): a unary call's message that does not arrive within the body timeout is
+/// `deadline_exceeded`, as a REST body is `408`.
+#[tokio::test]
+async fn a_grpc_message_that_does_not_arrive_in_time_is_deadline_exceeded() {
+    use futures_util::StreamExt as _;
+    let server = Server::start_with(&[("APERTURE_BODY_READ_TIMEOUT_SECONDS", "1")]).await;
+    let start = frame(0, 100, &[0x0a, 0x02]);
+    let stalled = futures_util::stream::iter([Ok::<_, std::convert::Infallible>(
+        hyper::body::Frame::data(bytes::Bytes::from(start)),
+    )])
+    .chain(futures_util::stream::pending());
+    let body = tonic::body::Body::new(http_body_util::StreamBody::new(stalled));
+    let status = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        raw_grpc(&server.url, &server.reader, "ValidatePolicy", body),
+    )
+    .await
+    .expect("answered once the deadline passed");
+    assert_eq!(status.code(), Code::DeadlineExceeded, "{status:?}");
 }

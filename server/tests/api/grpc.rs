@@ -518,3 +518,69 @@ async fn a_connect_client_generated_from_the_proto_calls_the_service() {
         assert_eq!(seen["priceCents"], 2, "{seen}");
     }
 }
+
+/// Issue 45 (item 12): gRPC goes through the layers every route does. Its answers carry the
+/// security headers a REST answer (and an MCP one) carries, and its requests are logged as
+/// the others are (they went around both: the request log and the header layer came after
+/// gRPC had been sent on its way).
+#[tokio::test]
+async fn grpc_answers_carry_the_security_headers_and_are_logged() {
+    use crate::cli::aperture;
+    use crate::crash::{serve_logged, token};
+    use crate::helpers::{Db, TestDb};
+    let db = TestDb::new(Db::Sqlite).await.unwrap();
+    assert!(aperture(&db, &["migrate"], None).status.success());
+    let reader = token(&db, "ops", scope::READ);
+    let log = db.data_dir().join("server.log");
+    let (mut server, url) =
+        serve_logged(&db, &[("APERTURE_LOG", "warn,tower_http=debug")], &log).await;
+    let rest = reqwest::get(format!("{url}/healthz")).await.unwrap();
+    let mcp = reqwest::Client::new()
+        .post(format!("{url}/mcp"))
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
+        .send()
+        .await
+        .unwrap();
+    let channel = tonic::transport::Channel::from_shared(url.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let listed = Client::new(channel)
+        .list_tools(authed(&reader, pb::ListToolsRequest {}))
+        .await
+        .unwrap();
+    let grpc = listed.metadata().clone().into_headers();
+    for name in [
+        "content-security-policy",
+        "x-content-type-options",
+        "referrer-policy",
+        "x-frame-options",
+    ] {
+        let expected = rest.headers().get(name).expect(name);
+        assert_eq!(grpc.get(name), Some(expected), "{name} on gRPC");
+        assert_eq!(mcp.headers().get(name), Some(expected), "{name} on /mcp");
+    }
+
+    let path = format!("{}/ListTools", aperture::grpc::SERVICE_NAME);
+    let logged = async {
+        loop {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            if text
+                .lines()
+                .any(|l| l.contains(&path) && l.contains("finished processing request"))
+            {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+    };
+    let found = tokio::time::timeout(std::time::Duration::from_secs(10), logged).await;
+    let _ = server.kill();
+    let _ = server.wait();
+    assert!(
+        found.is_ok(),
+        "the gRPC request is in the request log:\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+}
