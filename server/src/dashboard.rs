@@ -56,17 +56,21 @@ impl Backend for DashboardBackend {
         username: &str,
         password: &str,
     ) -> Result<Me, AppError> {
-        // The caller's address (crate::auth::client), from the request the server function
-        // answers; without one (no connection info) every caller shares one bucket.
-        let client = leptos::prelude::use_context::<axum::http::request::Parts>()
-            .and_then(|parts| {
-                parts
-                    .extensions
-                    .get::<crate::auth::client::ClientAddr>()
-                    .copied()
-            })
-            .map_or_else(|| "unknown".to_owned(), |c| c.0.to_string());
-        dashboard::sign_in(
+        // The caller's address (crate::auth::client) and device cookie (crate::auth::device),
+        // from the request the server function answers; without an address (no connection
+        // info) every caller shares one count.
+        let secure = self.state.config.secure_cookies;
+        let parts = leptos::prelude::use_context::<axum::http::request::Parts>();
+        let address = parts.as_ref().and_then(|parts| {
+            parts
+                .extensions
+                .get::<crate::auth::client::ClientAddr>()
+                .map(|c| c.0)
+        });
+        let device = parts
+            .as_ref()
+            .and_then(|parts| crate::auth::device::from_headers(&parts.headers, secure));
+        let signed_in = dashboard::sign_in(
             &self.state.store,
             &self.state.journal,
             &self.state.passwords,
@@ -74,10 +78,25 @@ impl Backend for DashboardBackend {
             tenant.trim(),
             username.trim(),
             password,
-            &client,
+            dashboard::Caller {
+                address,
+                device: device.as_deref(),
+            },
         )
         .await
-        .map_err(ServiceError::into_app_error)
+        .map_err(ServiceError::into_app_error)?;
+        let cookie = crate::auth::device::set_cookie(&signed_in.device, secure);
+        match (
+            leptos::prelude::use_context::<leptos_axum::ResponseOptions>(),
+            axum::http::HeaderValue::from_str(&cookie),
+        ) {
+            (Some(response), Ok(value)) => {
+                response.append_header(axum::http::header::SET_COOKIE, value);
+            }
+            // Signed in all the same; the browser is known by its address only.
+            _ => tracing::warn!("the device cookie could not be set"),
+        }
+        Ok(signed_in.me)
     }
 
     async fn sign_out(&self, session: &Session) -> Result<(), AppError> {

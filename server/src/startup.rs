@@ -249,6 +249,14 @@ impl Application {
                 {
                     tracing::warn!(error = %e, "deleting old sign-in throttles");
                 }
+                if let Err(e) = store::users::delete_sign_in_sources(
+                    &store,
+                    now - crate::auth::device::KNOWN_FOR_MS,
+                )
+                .await
+                {
+                    tracing::warn!(error = %e, "forgetting old sign-in addresses and devices");
+                }
             }
         });
         // Released, expired and interrupted invocations are handled here, with no request.

@@ -4,7 +4,7 @@
 //! added). A client that is not behind a trusted proxy cannot choose its own address by sending
 //! the header.
 
-use std::net::{IpAddr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 
 use axum::extract::{ConnectInfo, Request};
 use axum::middleware::Next;
@@ -56,6 +56,19 @@ fn canonical(ip: IpAddr) -> IpAddr {
     match ip {
         IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
         v4 => v4,
+    }
+}
+
+/// The key under which sign-in counts an address: an IPv4 address on its own (an IPv4-mapped
+/// IPv6 address as that IPv4 address), an IPv6 address by its /64, the smallest block a
+/// subscriber is usually given whole (one host could otherwise be a new address per guess).
+pub fn address_key(ip: IpAddr) -> String {
+    match canonical(ip) {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => {
+            let network = Ipv6Addr::from(u128::from(v6) & !(u128::from(u64::MAX)));
+            format!("{network}/64")
+        }
     }
 }
 
@@ -140,6 +153,28 @@ mod tests {
         for bad in ["", "10.0.0.0/33", "::/129", "example.com", "10.0.0.0/x"] {
             assert_eq!(Cidr::parse(bad), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn ipv6_addresses_count_per_64_and_mapped_ipv4_as_ipv4() {
+        assert_eq!(address_key(ip("203.0.113.7")), "203.0.113.7");
+        assert_ne!(
+            address_key(ip("203.0.113.7")),
+            address_key(ip("203.0.113.8"))
+        );
+        assert_eq!(address_key(ip("::ffff:203.0.113.7")), "203.0.113.7");
+        assert_eq!(
+            address_key(ip("2001:db8:1:2:aaaa:bbbb:cccc:dddd")),
+            "2001:db8:1:2::/64"
+        );
+        assert_eq!(
+            address_key(ip("2001:db8:1:2::1")),
+            address_key(ip("2001:db8:1:2:ffff:ffff:ffff:ffff"))
+        );
+        assert_ne!(
+            address_key(ip("2001:db8:1:2::1")),
+            address_key(ip("2001:db8:1:3::1"))
+        );
     }
 
     #[test]

@@ -5,6 +5,8 @@
 //! request, and 12 hours after sign-in whatever the activity. The id is rotated at sign-in (no
 //! fixation) and the record deleted at sign-out.
 
+use std::net::IpAddr;
+
 use engine::scope::ScopeSet;
 use serde::{Deserialize, Serialize};
 use tower_sessions::cookie::SameSite;
@@ -15,8 +17,10 @@ use app::error::{AppError, ErrorCode, FieldError};
 
 use super::password::Passwords;
 use super::principal::{Principal, PrincipalKind};
+use super::{client, device};
 use crate::error::ServiceError;
 use crate::journal::{ANONYMOUS, Author, Journal};
+use crate::store::users::SignInSource;
 use crate::store::{self, DbSessionStore, Store};
 use engine::receipt::{Decision, ReasonCode};
 use serde_json::json;
@@ -25,15 +29,17 @@ use serde_json::json;
 pub const IDLE_MINUTES: i64 = 30;
 /// Absolute lifetime of a sign-in.
 pub const ABSOLUTE_MS: i64 = 12 * 60 * 60 * 1000;
-/// Failed sign-ins at one account from one client address after which that pair is refused for
-/// the rest of the window. Never a lockout of the account: other addresses still get through.
+/// Failed sign-ins at one account from one client address (or, for a device the account knows,
+/// from that device) after which that pair is refused for the rest of the window. Never a
+/// lockout of the account: other addresses still get through.
 pub const MAX_FAILURES_PER_ADDRESS: i64 = 100;
 /// The failure-counting window.
 pub const FAILURE_WINDOW_MS: i64 = 60 * 60 * 1000;
 /// Failures of an account (from any address) within the window that cost no delay.
 pub const FREE_FAILURES: i64 = 5;
-/// The longest delay between two attempts at one account: whatever the addresses, guessing
-/// stays near 3,600 / 30 = 120 tries an hour, and the rightful user waits at most this long.
+/// The longest delay between two attempts at one account from the addresses and devices it does
+/// not know: whatever their number, their guessing stays near 3,600 / 30 = 120 tries an hour,
+/// and the rightful user from a new address waits at most this long.
 pub const MAX_DELAY_MS: i64 = 30_000;
 
 /// The delay before the next attempt at an account with `failures` failures in the window:
@@ -81,16 +87,43 @@ fn session_failure(e: tower_sessions::session::Error) -> ServiceError {
     ServiceError::Other(anyhow::anyhow!("session store: {e}"))
 }
 
+/// Who is signing in, as far as the request tells.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Caller<'a> {
+    /// The caller's address (see [`crate::auth::client`]); `None` when the server was not given
+    /// it, and then every such caller shares one count and is never a known address.
+    pub address: Option<IpAddr>,
+    /// The well-formed id in the caller's device cookie ([`super::device`]), if it sent one.
+    pub device: Option<&'a str>,
+}
+
+/// A successful sign-in: the person, and the device id the browser keeps for
+/// [`device::KNOWN_FOR_MS`] (the caller's own when the server issued it, else a fresh one).
+#[derive(Debug, Clone)]
+pub struct SignedIn {
+    /// The person.
+    pub me: Me,
+    /// The id for the device cookie.
+    pub device: String,
+}
+
 /// Checks the password and signs the person in. Every failure looks the same ("wrong username or
 /// password"), whether the tenant or user exists or not, and takes the same time.
 ///
-/// Guessing is slowed, never turned into a lockout: `client` (the caller's address, see
-/// [`crate::auth::client`]) is refused after [`MAX_FAILURES_PER_ADDRESS`] failures at one
-/// account within the hour, and every attempt at an account waits [`delay_after`] its failures
-/// from any address (at most [`MAX_DELAY_MS`]). Failures for usernames the tenant does not have
-/// are journaled once per tenant and hour and counted; the count is journaled when the hour
-/// ends ([`journal_unknown_user_hours`]).
-#[tracing::instrument(skip(store, journal, passwords, session, password))]
+/// Guessing is slowed, never turned into a lockout of the rightful user:
+/// - an attempt from an address (an IPv6 address per /64, [`client::address_key`]) or a device
+///   cookie that signed in to the account within [`device::KNOWN_FOR_MS`] is never delayed by
+///   other people's failures: it waits only [`delay_after`] its own failures (the device's,
+///   counted from any address, when the device is known; else the address's), in a slot of its
+///   own, and is refused after [`MAX_FAILURES_PER_ADDRESS`] of them within the hour;
+/// - every other attempt is refused after [`MAX_FAILURES_PER_ADDRESS`] failures at the account
+///   from its address within the hour, and waits [`delay_after`] the account's failures from
+///   any address (at most [`MAX_DELAY_MS`]) in the slot all of them share, so guessing from
+///   unknown addresses stays near 120 an hour however many there are.
+///
+/// Failures for usernames the tenant does not have are journaled once per tenant and hour and
+/// counted; the count is journaled when the hour ends ([`journal_unknown_user_hours`]).
+#[tracing::instrument(skip(store, journal, passwords, session, password, caller))]
 #[allow(clippy::too_many_arguments)]
 pub async fn sign_in(
     store: &Store,
@@ -100,8 +133,8 @@ pub async fn sign_in(
     tenant: &str,
     username: &str,
     password: &str,
-    client: &str,
-) -> Result<Me, ServiceError> {
+    caller: Caller<'_>,
+) -> Result<SignedIn, ServiceError> {
     let mut fields = Vec::new();
     for (path, value) in [
         ("tenant", tenant),
@@ -122,27 +155,60 @@ pub async fn sign_in(
         return Err(wrong_credentials().into());
     }
     let now = store::now_ms();
-    let failures =
-        store::users::sign_in_failures(store, tenant, username, client, now - FAILURE_WINDOW_MS)
-            .await?;
-    if failures.pair >= MAX_FAILURES_PER_ADDRESS {
-        crate::metrics::sign_in_failure("throttled");
-        return Err(AppError::new(
-            ErrorCode::TooManyRequests,
-            "too many failed sign-ins at this account from your address; try again later \
-             (within the hour) or from another network",
-        )
-        .into());
-    }
-    if let Some(wait) = store::users::claim_sign_in_slot(
+    let address = caller.address.map(client::address_key);
+    let client = address.as_deref().unwrap_or("unknown");
+    let device_hash = caller.device.map(device::hash);
+    let known = known_source(
         store,
         tenant,
         username,
+        address.as_deref(),
+        device_hash.as_deref(),
         now,
-        delay_after(failures.account),
     )
-    .await?
-    {
+    .await?;
+    let since = now - FAILURE_WINDOW_MS;
+    let failures = store::users::sign_in_failures(store, tenant, username, client, since).await?;
+    // The attempt's own failures: its device's when that is what the account knows it by.
+    let own = match &known {
+        Some(SignInSource::Device(hash)) => {
+            store::users::device_sign_in_failures(store, tenant, username, hash, since).await?
+        }
+        _ => failures.pair,
+    };
+    if own >= MAX_FAILURES_PER_ADDRESS {
+        crate::metrics::sign_in_failure("throttled");
+        return Err(AppError::new(
+            ErrorCode::TooManyRequests,
+            "too many failed sign-ins at this account from your address or device; try again \
+             later (within the hour) or from another network",
+        )
+        .into());
+    }
+    let wait = match &known {
+        Some(source) => {
+            store::users::claim_sign_in_source_slot(
+                store,
+                tenant,
+                username,
+                source,
+                now,
+                delay_after(own),
+            )
+            .await?
+        }
+        None => {
+            store::users::claim_sign_in_slot(
+                store,
+                tenant,
+                username,
+                now,
+                delay_after(failures.account),
+            )
+            .await?
+        }
+    };
+    if let Some(wait) = wait {
         crate::metrics::sign_in_failure("throttled");
         return Err(AppError::new(
             ErrorCode::TooManyRequests,
@@ -160,21 +226,22 @@ pub async fn sign_in(
             user.as_ref().map(|u| u.password_hash.clone()),
         )
         .await?;
-    let known = user.is_some();
+    let known_user = user.is_some();
     let Some(user) = user.filter(|_| ok) else {
         crate::metrics::sign_in_failure("wrong_credentials");
-        store::users::record_sign_in_failure(
+        store::users::record_device_sign_in_failure(
             store,
             tenant,
             username,
             client,
+            device_hash.as_deref(),
             store::now_ms(),
             FAILURE_WINDOW_MS,
         )
         .await?;
         // Failures are journaled in tenants that exist; nothing runs on a failure, so a journal
         // outage is logged rather than turned into another error.
-        if let Err(e) = journal_failure(store, journal, tenant, username, known, now).await {
+        if let Err(e) = journal_failure(store, journal, tenant, username, known_user, now).await {
             tracing::error!(error = %e, "a failed sign-in could not be journaled");
         }
         return Err(wrong_credentials().into());
@@ -189,6 +256,7 @@ pub async fn sign_in(
             json!({"username": user.username}),
         )
         .await?;
+    let device = remember_source(store, tenant, username, address, caller.device, now).await?;
     session.cycle_id().await.map_err(session_failure)?;
     session
         .insert(
@@ -203,11 +271,67 @@ pub async fn sign_in(
         .await
         .map_err(session_failure)?;
     tracing::info!(tenant = %user.tenant_id, username = %user.username, "signed in");
-    Ok(Me {
-        tenant_id: user.tenant_id,
-        username: user.username,
-        scopes: user.scopes,
+    Ok(SignedIn {
+        me: Me {
+            tenant_id: user.tenant_id,
+            username: user.username,
+            scopes: user.scopes,
+        },
+        device,
     })
+}
+
+/// The source by which the account knows the attempt, if it does: its device (counted
+/// wherever it connects from) before its address.
+async fn known_source(
+    store: &Store,
+    tenant: &str,
+    username: &str,
+    address: Option<&str>,
+    device_hash: Option<&str>,
+    now: i64,
+) -> Result<Option<SignInSource>, ServiceError> {
+    let since = now - device::KNOWN_FOR_MS;
+    let candidates = [
+        device_hash.map(|h| SignInSource::Device(h.to_owned())),
+        address.map(|a| SignInSource::Address(a.to_owned())),
+    ];
+    for source in candidates.into_iter().flatten() {
+        if store::users::sign_in_source_known(store, tenant, username, &source, since).await? {
+            return Ok(Some(source));
+        }
+    }
+    Ok(None)
+}
+
+/// Remembers the address and device of a successful sign-in; returns the device id the browser
+/// keeps. A presented id is kept only when the server issued it (some account signed in with it
+/// within [`device::KNOWN_FOR_MS`]), so nobody can plant an id of their choosing in someone
+/// else's browser and have it become known to that person's account.
+async fn remember_source(
+    store: &Store,
+    tenant: &str,
+    username: &str,
+    address: Option<String>,
+    presented: Option<&str>,
+    now: i64,
+) -> Result<String, ServiceError> {
+    let mut id = None;
+    if let Some(presented) = presented {
+        let source = SignInSource::Device(device::hash(presented));
+        if store::users::sign_in_source_issued(store, &source, now - device::KNOWN_FOR_MS).await? {
+            id = Some(presented.to_owned());
+        }
+    }
+    let id = id.unwrap_or_else(device::new_id);
+    let sources = [
+        Some(SignInSource::Device(device::hash(&id))),
+        address.map(SignInSource::Address),
+    ];
+    for source in sources.into_iter().flatten() {
+        store::users::remember_sign_in_source(store, tenant, username, &source, now).await?;
+    }
+    Ok(id)
 }
 
 /// Journals a failed sign-in in a tenant that exists: each one for a user the tenant has (they

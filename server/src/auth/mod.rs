@@ -5,6 +5,7 @@
 //! - [`dashboard`]: cookie sessions for people: sign-in with its failure limit, sign-out, the
 //!   idle and absolute timeouts.
 //! - [`client`]: the caller's address (behind trusted proxies too), for sign-in limits.
+//! - [`device`]: the long-lived device cookie by which a browser that signed in is known.
 //! - [`csrf`]: origin checks for state-changing browser requests.
 //! - [`headers`]: the Content-Security-Policy with its per-response nonce, and the other
 //!   security headers of every dashboard and API response.
@@ -12,6 +13,7 @@
 pub mod client;
 pub mod csrf;
 pub mod dashboard;
+pub mod device;
 pub mod headers;
 pub mod password;
 pub mod principal;

@@ -1,4 +1,4 @@
-//! Dashboard users and their failed sign-ins.
+//! Dashboard users, their failed sign-ins and the addresses and devices they signed in from.
 
 use sqlx::Row;
 use sqlx::any::AnyRow;
@@ -165,12 +165,28 @@ pub async fn record_sign_in_failure(
     now: i64,
     window_ms: i64,
 ) -> Result<(), sqlx::Error> {
+    record_device_sign_in_failure(store, tenant_id, username, client, None, now, window_ms).await
+}
+
+/// [`record_sign_in_failure`], from the device whose id hashes to `device` when the attempt
+/// sent one.
+pub async fn record_device_sign_in_failure(
+    store: &Store,
+    tenant_id: &str,
+    username: &str,
+    client: &str,
+    device: Option<&str>,
+    now: i64,
+    window_ms: i64,
+) -> Result<(), sqlx::Error> {
     sqlx::query(
-        "INSERT INTO sign_in_failures (tenant_id, username, client, failed_at) VALUES ($1, $2, $3, $4)",
+        "INSERT INTO sign_in_failures (tenant_id, username, client, device, failed_at) \
+         VALUES ($1, $2, $3, $4, $5)",
     )
     .bind(tenant_id)
     .bind(username)
     .bind(client)
+    .bind(device.unwrap_or(""))
     .bind(now)
     .execute(store.pool())
     .await?;
@@ -217,6 +233,119 @@ pub async fn sign_in_failures(
         pair,
         last_at,
     })
+}
+
+/// Failed sign-ins of `username` since `since` (ms) from the device whose id hashes to `device`,
+/// whatever the address.
+pub async fn device_sign_in_failures(
+    store: &Store,
+    tenant_id: &str,
+    username: &str,
+    device: &str,
+    since: i64,
+) -> Result<i64, sqlx::Error> {
+    let (n,): (i64,) = sqlx::query_as(
+        "SELECT COUNT(*) FROM sign_in_failures \
+         WHERE tenant_id = $1 AND username = $2 AND device = $3 AND failed_at >= $4",
+    )
+    .bind(tenant_id)
+    .bind(username)
+    .bind(device)
+    .bind(since)
+    .fetch_one(store.pool())
+    .await?;
+    Ok(n)
+}
+
+/// Where a successful sign-in came from, as its account remembers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SignInSource {
+    /// A client address key (an IPv4 address, or an IPv6 /64).
+    Address(String),
+    /// The SHA-256 (hex) of a device id.
+    Device(String),
+}
+
+impl SignInSource {
+    /// The source as stored (`address:…`, `device:…`).
+    pub fn key(&self) -> String {
+        match self {
+            Self::Address(address) => format!("address:{address}"),
+            Self::Device(hash) => format!("device:{hash}"),
+        }
+    }
+}
+
+/// Remembers that `username` signed in from `source` at `now`.
+pub async fn remember_sign_in_source(
+    store: &Store,
+    tenant_id: &str,
+    username: &str,
+    source: &SignInSource,
+    now: i64,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO sign_in_sources (tenant_id, username, source, signed_in_at) \
+         VALUES ($1, $2, $3, $4) ON CONFLICT (tenant_id, username, source) DO UPDATE \
+         SET signed_in_at = excluded.signed_in_at",
+    )
+    .bind(tenant_id)
+    .bind(username)
+    .bind(source.key())
+    .bind(now)
+    .execute(store.pool())
+    .await?;
+    Ok(())
+}
+
+/// `username` signed in from `source` at or after `since` (ms).
+pub async fn sign_in_source_known(
+    store: &Store,
+    tenant_id: &str,
+    username: &str,
+    source: &SignInSource,
+    since: i64,
+) -> Result<bool, sqlx::Error> {
+    let found: Option<(i64,)> = sqlx::query_as(
+        "SELECT signed_in_at FROM sign_in_sources \
+         WHERE tenant_id = $1 AND username = $2 AND source = $3 AND signed_in_at >= $4",
+    )
+    .bind(tenant_id)
+    .bind(username)
+    .bind(source.key())
+    .bind(since)
+    .fetch_optional(store.pool())
+    .await?;
+    Ok(found.is_some())
+}
+
+/// Some account signed in from `source` at or after `since` (ms): the server issued that device
+/// id itself, rather than someone choosing it.
+pub async fn sign_in_source_issued(
+    store: &Store,
+    source: &SignInSource,
+    since: i64,
+) -> Result<bool, sqlx::Error> {
+    let found: Option<(i64,)> = sqlx::query_as(
+        "SELECT signed_in_at FROM sign_in_sources WHERE source = $1 AND signed_in_at >= $2 \
+         LIMIT 1",
+    )
+    .bind(source.key())
+    .bind(since)
+    .fetch_optional(store.pool())
+    .await?;
+    Ok(found.is_some())
+}
+
+/// Forgets sources whose latest sign-in was before `before`.
+pub async fn delete_sign_in_sources(store: &Store, before: i64) -> Result<u64, sqlx::Error> {
+    Ok(
+        sqlx::query("DELETE FROM sign_in_sources WHERE signed_in_at < $1")
+            .bind(before)
+            .execute(store.pool())
+            .await?
+            .rows_affected(),
+    )
 }
 
 /// Counts a failed sign-in for a username `tenant_id` does not have, in the hour starting at
@@ -299,53 +428,107 @@ pub async fn claim_sign_in_slot(
     now: i64,
     spacing_ms: i64,
 ) -> Result<Option<i64>, sqlx::Error> {
-    if spacing_ms <= 0 {
-        // No delay to hold (too few failures): only a slot another attempt still holds waits.
-        let next = sign_in_slot_ends(store, tenant_id, username).await?;
-        return Ok(next.map(|at| at - now).filter(|wait| *wait > 0));
-    }
-    let claimed = sqlx::query(
-        "INSERT INTO sign_in_throttle (tenant_id, username, next_at) VALUES ($1, $2, $3) \
-         ON CONFLICT (tenant_id, username) DO UPDATE SET next_at = excluded.next_at \
-         WHERE sign_in_throttle.next_at <= $4",
-    )
-    .bind(tenant_id)
-    .bind(username)
-    .bind(now + spacing_ms)
-    .bind(now)
-    .execute(store.pool())
-    .await?
-    .rows_affected();
-    if claimed > 0 {
-        return Ok(None);
-    }
-    let next = sign_in_slot_ends(store, tenant_id, username).await?;
-    Ok(Some(next.map_or(1, |at| (at - now).max(1))))
+    claim_slot(store, tenant_id, username, None, now, spacing_ms).await
 }
 
-/// When the slot another attempt at an account holds ends (ms), if there is one.
-async fn sign_in_slot_ends(
+/// [`claim_sign_in_slot`] for attempts from one known `source` of the account: a slot of its
+/// own, which nobody else's attempts hold.
+pub async fn claim_sign_in_source_slot(
     store: &Store,
     tenant_id: &str,
     username: &str,
+    source: &SignInSource,
+    now: i64,
+    spacing_ms: i64,
 ) -> Result<Option<i64>, sqlx::Error> {
-    let next: Option<(i64,)> = sqlx::query_as(
-        "SELECT next_at FROM sign_in_throttle WHERE tenant_id = $1 AND username = $2",
-    )
-    .bind(tenant_id)
-    .bind(username)
-    .fetch_optional(store.pool())
-    .await?;
+    let key = source.key();
+    claim_slot(store, tenant_id, username, Some(&key), now, spacing_ms).await
+}
+
+/// The account's shared slot (`source` `None`) or a known source's.
+async fn claim_slot(
+    store: &Store,
+    tenant_id: &str,
+    username: &str,
+    source: Option<&str>,
+    now: i64,
+    spacing_ms: i64,
+) -> Result<Option<i64>, sqlx::Error> {
+    if spacing_ms <= 0 {
+        // No delay to hold (too few failures): only a slot another attempt still holds waits.
+        let next = slot_ends(store, tenant_id, username, source).await?;
+        return Ok(next.map(|at| at - now).filter(|wait| *wait > 0));
+    }
+    let query = match source {
+        None => sqlx::query(
+            "INSERT INTO sign_in_throttle (tenant_id, username, next_at) VALUES ($1, $2, $3) \
+             ON CONFLICT (tenant_id, username) DO UPDATE SET next_at = excluded.next_at \
+             WHERE sign_in_throttle.next_at <= $4",
+        ),
+        Some(_) => sqlx::query(
+            "INSERT INTO sign_in_source_throttle (tenant_id, username, next_at, source) \
+             VALUES ($1, $2, $3, $5) \
+             ON CONFLICT (tenant_id, username, source) DO UPDATE SET next_at = excluded.next_at \
+             WHERE sign_in_source_throttle.next_at <= $4",
+        ),
+    };
+    let mut query = query
+        .bind(tenant_id)
+        .bind(username)
+        .bind(now + spacing_ms)
+        .bind(now);
+    if let Some(source) = source {
+        query = query.bind(source);
+    }
+    let claimed = query.execute(store.pool()).await?.rows_affected();
+    if claimed > 0 {
+        return Ok(None);
+    }
+    let next = slot_ends(store, tenant_id, username, source).await?;
+    Ok(Some(next.map_or(1, |at| (at - now).max(1))))
+}
+
+/// When the slot another attempt holds ends (ms), if there is one.
+async fn slot_ends(
+    store: &Store,
+    tenant_id: &str,
+    username: &str,
+    source: Option<&str>,
+) -> Result<Option<i64>, sqlx::Error> {
+    let next: Option<(i64,)> = match source {
+        None => {
+            sqlx::query_as(
+                "SELECT next_at FROM sign_in_throttle WHERE tenant_id = $1 AND username = $2",
+            )
+            .bind(tenant_id)
+            .bind(username)
+            .fetch_optional(store.pool())
+            .await?
+        }
+        Some(source) => {
+            sqlx::query_as(
+                "SELECT next_at FROM sign_in_source_throttle \
+                 WHERE tenant_id = $1 AND username = $2 AND source = $3",
+            )
+            .bind(tenant_id)
+            .bind(username)
+            .bind(source)
+            .fetch_optional(store.pool())
+            .await?
+        }
+    };
     Ok(next.map(|(at,)| at))
 }
 
-/// Forgets throttles that ended before `before`.
+/// Forgets throttles (the account's and its known sources') that ended before `before`.
 pub async fn delete_sign_in_throttles(store: &Store, before: i64) -> Result<u64, sqlx::Error> {
-    Ok(
-        sqlx::query("DELETE FROM sign_in_throttle WHERE next_at < $1")
+    let mut deleted = 0;
+    for table in ["sign_in_throttle", "sign_in_source_throttle"] {
+        deleted += sqlx::query(&format!("DELETE FROM {table} WHERE next_at < $1"))
             .bind(before)
             .execute(store.pool())
             .await?
-            .rows_affected(),
-    )
+            .rows_affected();
+    }
+    Ok(deleted)
 }

@@ -676,3 +676,275 @@ async fn every_response_carries_the_security_headers_and_page_scripts_the_nonce(
         Some("max-age=31536000")
     );
 }
+
+/// Issue 45 (item 9): the sign-ins of the tests below, at `admin` from `address` (through a
+/// trusted proxy), with `cookie` when given.
+struct Proxied {
+    app: TestApp,
+}
+
+impl Proxied {
+    async fn spawn() -> Self {
+        Self::spawn_on(Db::Sqlite).await.unwrap()
+    }
+
+    async fn spawn_on(db: Db) -> Option<Self> {
+        let app = TestApp::spawn_with(db, |c| {
+            c.trusted_proxies = vec![aperture::auth::client::Cidr::parse("127.0.0.1").unwrap()];
+        })
+        .await?;
+        Some(Self { app })
+    }
+
+    async fn attempt(
+        &self,
+        address: &str,
+        cookie: Option<&str>,
+        password: &str,
+    ) -> reqwest::Response {
+        let mut request = self
+            .app
+            .client
+            .post(self.app.url("/ui/sign-in"))
+            .header("origin", &self.app.address)
+            .header("accept", "application/json")
+            .header("x-forwarded-for", address)
+            .form(&[
+                ("tenant", "default"),
+                ("username", "admin"),
+                ("password", password),
+            ]);
+        if let Some(cookie) = cookie {
+            request = request.header("cookie", cookie);
+        }
+        request.send().await.unwrap()
+    }
+
+    /// Signs in from `address` with the right password; the device cookie it is given
+    /// (`name=value`).
+    async fn sign_in_from(&self, address: &str, cookie: Option<&str>) -> String {
+        let response = self.attempt(address, cookie, ADMIN_PASSWORD).await;
+        assert_eq!(response.status(), StatusCode::OK, "{address}");
+        cookie_value(&device_cookie(&response).expect("a device cookie"))
+    }
+
+    /// The attacker at `attacker`: the account's failures (20 in the last minute, from there)
+    /// and then wrong passwords until the account-wide delay refuses them.
+    async fn hold_the_account_in_backoff(&self, attacker: &str) {
+        let now = aperture::store::now_ms();
+        for i in 0..20 {
+            aperture::store::users::record_sign_in_failure(
+                &self.app.store,
+                "default",
+                "admin",
+                attacker,
+                now - 60_000 + i,
+                3_600_000,
+            )
+            .await
+            .unwrap();
+        }
+        let mut refused = false;
+        for i in 0..3 {
+            let response = self.attempt(attacker, None, &format!("guess-{i}")).await;
+            assert_ne!(response.status(), StatusCode::OK);
+            refused = response.status() == StatusCode::TOO_MANY_REQUESTS;
+        }
+        assert!(
+            refused,
+            "the attacker holds the account in its 30 s backoff"
+        );
+    }
+}
+
+fn device_cookie(response: &reqwest::Response) -> Option<String> {
+    response
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with("aperture_device=") || v.starts_with("__Host-aperture_device="))
+        .map(str::to_owned)
+}
+
+/// Issue 45 (item 9): the attacker polling from A holds the account's shared slot; the user from
+/// B, where they signed in before, gets in with the right password at once.
+#[tokio::test]
+async fn a_known_address_signs_in_while_others_hold_the_account_in_backoff() {
+    let app = Proxied::spawn().await;
+    app.sign_in_from("203.0.113.10", None).await;
+    app.hold_the_account_in_backoff("198.51.100.66").await;
+    let response = app.attempt("203.0.113.10", None, ADMIN_PASSWORD).await;
+    assert_eq!(response.status(), StatusCode::OK);
+}
+
+/// Issue 45 (item 9): the user's browser, known by its device cookie, gets in at once from an
+/// address never seen before while the attacker holds the account in backoff.
+#[tokio::test]
+async fn a_known_device_signs_in_from_a_new_address_while_others_hold_the_account_in_backoff() {
+    let app = Proxied::spawn().await;
+    let cookie = app.sign_in_from("203.0.113.10", None).await;
+    app.hold_the_account_in_backoff("198.51.100.66").await;
+    let response = app
+        .attempt("192.0.2.30", Some(&cookie), ADMIN_PASSWORD)
+        .await;
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        device_cookie(&response).map(|c| cookie_value(&c)),
+        Some(cookie),
+        "the issued id is kept, for another 30 days"
+    );
+}
+
+/// Issue 45 (item 9): everyone the account does not know shares its backoff, the right
+/// password or a made-up device cookie notwithstanding.
+#[tokio::test]
+async fn a_new_address_without_a_known_device_shares_the_backoff() {
+    let app = Proxied::spawn().await;
+    app.sign_in_from("203.0.113.10", None).await;
+    app.hold_the_account_in_backoff("198.51.100.66").await;
+    let made_up = format!("aperture_device={}", aperture::auth::device::new_id());
+    for cookie in [None, Some(made_up.as_str())] {
+        let (status, code) =
+            error_code(app.attempt("192.0.2.40", cookie, ADMIN_PASSWORD).await).await;
+        assert_eq!(
+            (status, code.as_str()),
+            (StatusCode::TOO_MANY_REQUESTS, "too_many_requests"),
+            "{cookie:?}"
+        );
+    }
+}
+
+/// Issue 45 (item 9): a copied device cookie does not buy unbounded guesses: the device's own
+/// failures, from any address, back it off like the account's; the user's known address is
+/// not held up by them.
+#[tokio::test]
+async fn a_known_device_is_backed_off_by_its_own_failures_from_any_address() {
+    let app = Proxied::spawn().await;
+    let cookie = app.sign_in_from("203.0.113.10", None).await;
+    let mut refused = false;
+    for i in 0..12 {
+        let response = app
+            .attempt(&format!("192.0.2.{}", 50 + i), Some(&cookie), "a-guess")
+            .await;
+        assert_ne!(response.status(), StatusCode::OK);
+        if response.status() == StatusCode::TOO_MANY_REQUESTS {
+            refused = true;
+            break;
+        }
+    }
+    assert!(refused, "the device's guesses are slowed down");
+    let response = app.attempt("203.0.113.10", None, ADMIN_PASSWORD).await;
+    assert_eq!(response.status(), StatusCode::OK);
+}
+
+/// Issue 45 (item 9): an IPv6 client counts per /64, both as a known address and toward the
+/// per-address limit (one host has a whole /64 to pick new addresses from).
+#[tokio::test]
+async fn ipv6_addresses_in_one_64_count_as_one() {
+    let app = Proxied::spawn().await;
+    app.sign_in_from("2001:db8:1:2::10", None).await;
+    app.hold_the_account_in_backoff("198.51.100.66").await;
+    let same = app.attempt("2001:db8:1:2::99", None, ADMIN_PASSWORD).await;
+    assert_eq!(same.status(), StatusCode::OK, "the /64 signed in before");
+    let other = app.attempt("2001:db8:1:3::10", None, ADMIN_PASSWORD).await;
+    assert_eq!(other.status(), StatusCode::TOO_MANY_REQUESTS, "another /64");
+
+    // A hundred failures from one /64 refuse every address in it.
+    let key = aperture::auth::client::address_key("2001:db8:6:6::1".parse().unwrap());
+    let now = aperture::store::now_ms();
+    for i in 0..100 {
+        aperture::store::users::record_sign_in_failure(
+            &app.app.store,
+            "default",
+            "admin",
+            &key,
+            now - 1_800_000 - i * 1_000,
+            3_600_000,
+        )
+        .await
+        .unwrap();
+    }
+    let response = app
+        .attempt("2001:db8:6:6:abcd::1", None, ADMIN_PASSWORD)
+        .await;
+    let body: serde_json::Value = response.json().await.unwrap();
+    assert!(
+        body["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("from your address"),
+        "{body}"
+    );
+}
+
+/// Issue 45 (item 9): the device cookie is `HttpOnly`, `SameSite=Lax`, for the whole site and
+/// 30 days, `__Host-` and `Secure` over TLS; an id the server did not issue is replaced.
+#[tokio::test]
+async fn the_device_cookie_is_hardened_and_only_issued_ids_are_kept() {
+    let app = Proxied::spawn().await;
+    let planted = format!("aperture_device={}", aperture::auth::device::new_id());
+    let response = app
+        .attempt("203.0.113.10", Some(&planted), ADMIN_PASSWORD)
+        .await;
+    let set = device_cookie(&response).expect("a device cookie");
+    for part in ["HttpOnly", "SameSite=Lax", "Path=/", "Max-Age=2592000"] {
+        assert!(set.contains(part), "{part} in {set}");
+    }
+    assert!(!set.contains("Secure"), "{set}");
+    assert_ne!(cookie_value(&set), planted, "a planted id is not adopted");
+    let issued = cookie_value(&set);
+    assert_eq!(
+        app.sign_in_from("203.0.113.11", Some(&issued)).await,
+        issued
+    );
+    let sources: Vec<(String,)> = sqlx::query_as("SELECT source FROM sign_in_sources")
+        .fetch_all(app.app.store.pool())
+        .await
+        .unwrap();
+    let id = issued.trim_start_matches("aperture_device=");
+    let hashed = format!("device:{}", aperture::auth::device::hash(id));
+    assert!(sources.iter().any(|(s,)| *s == hashed), "{sources:?}");
+    assert!(
+        sources.iter().all(|(s,)| !s.contains(id)),
+        "only a hash of the id is stored: {sources:?}"
+    );
+
+    let tls = TestApp::spawn_with(Db::Sqlite, |c| c.secure_cookies = true)
+        .await
+        .unwrap();
+    let response = tls.sign_in(&tls.client, "admin", ADMIN_PASSWORD).await;
+    let set = device_cookie(&response).expect("a device cookie");
+    assert!(set.starts_with("__Host-aperture_device="), "{set}");
+    assert!(set.contains("Secure"), "{set}");
+}
+
+/// Issue 45 (item 9): known addresses and devices, and a device's own slot, on PostgreSQL.
+#[tokio::test]
+async fn known_sources_work_on_postgres_too() {
+    let Some(app) = Proxied::spawn_on(Db::Postgres).await else {
+        eprintln!("APERTURE_TEST_POSTGRES_URL not set: PostgreSQL variant not run");
+        return;
+    };
+    let cookie = app.sign_in_from("203.0.113.10", None).await;
+    app.hold_the_account_in_backoff("198.51.100.66").await;
+    for (address, cookie, expected) in [
+        ("203.0.113.10", None, StatusCode::OK),
+        ("192.0.2.30", Some(cookie.as_str()), StatusCode::OK),
+        ("192.0.2.40", None, StatusCode::TOO_MANY_REQUESTS),
+    ] {
+        let response = app.attempt(address, cookie, ADMIN_PASSWORD).await;
+        assert_eq!(response.status(), expected, "{address}");
+    }
+    let mut refused = false;
+    for i in 0..12 {
+        let response = app
+            .attempt(&format!("192.0.2.{}", 50 + i), Some(&cookie), "a-guess")
+            .await;
+        refused = response.status() == StatusCode::TOO_MANY_REQUESTS;
+        if refused {
+            break;
+        }
+    }
+    assert!(refused, "the device's guesses are slowed down");
+}
