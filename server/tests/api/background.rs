@@ -744,3 +744,108 @@ async fn a_run_that_lost_its_agent_cannot_record_anything() {
     assert!(refused.is_err());
     assert!(agents::records(store, id).await.unwrap().is_empty());
 }
+
+/// Issue 45 item 3, revival: a background fork revived after a restart reads its parent's live
+/// grant and never grants the parent anything. When the parent's lease ended while the server
+/// was down, the fork pauses with `lease_expired` (it goes on once the parent lists again), and
+/// the parent's session has no manifest more than before.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revived_fork_whose_parent_s_lease_ended_pauses_and_grants_nothing() {
+    let db = TestDb::new(Db::Sqlite).await.unwrap();
+    assert!(aperture(&db, &["migrate"], None).status.success());
+    let admin = token(&db, "ops", scope::ADMIN);
+    let bot = token(&db, "bot", scope::RUN);
+    add_fixture_upstream(&db, &[]);
+    let model = ScriptedModel::start(vec![
+        Step::calls(&[("a1", "agent", &background_fork("TASK-LATE", None))]),
+        Step::text("One fork started."),
+    ])
+    .await;
+    model.route("TASK-LATE", vec![hang(), Step::text("late done")]);
+    let env = [
+        ("APERTURE_MODEL_BASE_URL", model.base_url.as_str()),
+        ("APERTURE_MODEL", "scripted-1"),
+    ];
+    let (mut server, url) = serve_with(&db, &env).await;
+    let api = format!("{url}{}", aperture::api::PREFIX);
+    let client = Client::new();
+    let described = client
+        .put(format!("{api}/tools/{ECHO}"))
+        .bearer_auth(&admin)
+        .json(&json!({"risk": ["read"]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(described.status(), StatusCode::OK);
+    // Every grant under this policy lasts 3 s (the shortest `expires_after_seconds` of its
+    // listed tools bounds the lease).
+    let policy = json!({"rules": [{"id": "short", "match": {"name": ECHO}, "mode": "allow",
+                                   "invocation": {"expires_after_seconds": 3}}]});
+    let put = client
+        .put(format!("{api}/policies/short"))
+        .bearer_auth(&admin)
+        .json(&policy)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(put.status(), StatusCode::OK);
+    let (status, _) = post(
+        &client,
+        &format!("{api}/policies/short:activate"),
+        &admin,
+        json!({}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, created) = post(&client, &format!("{api}/agents"), &bot, json!({})).await;
+    let parent = created["agent_id"].as_str().unwrap().to_owned();
+    let (status, turned) = post(
+        &client,
+        &format!("{api}/agents/{parent}/turns"),
+        &bot,
+        json!({"message": "Start a fork."}),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{turned}");
+    let fork = started(&turned).remove(0);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while sent_with(&model, "TASK-LATE").is_empty() {
+        assert!(Instant::now() < deadline, "the fork never asked its model");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    server.kill().expect("SIGKILL");
+    let _ = server.wait();
+    let manifests_of = |session: String| {
+        let url = db.url.clone();
+        async move {
+            let store = aperture::store::Store::connect(&url).await.unwrap();
+            let (n,): (i64,) =
+                sqlx::query_as("SELECT COUNT(*) FROM manifests WHERE session_id = $1")
+                    .bind(session)
+                    .fetch_one(store.pool())
+                    .await
+                    .unwrap();
+            store.close().await;
+            n
+        }
+    };
+    let parent_manifests = manifests_of(parent.clone()).await;
+    assert_eq!(parent_manifests, 1, "the parent's turn listed once");
+    // The parent's (and so the fork's) lease ends while the server is down.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+
+    let (mut server, url) = serve_with(&db, &env).await;
+    let api = format!("{url}{}", aperture::api::PREFIX);
+    let paused = settled(&client, &api, &bot, &fork).await;
+    assert_eq!(paused["agent"]["status"], "paused", "{paused}");
+    let reason = paused["agent"]["status_reason"].as_str().unwrap();
+    assert!(reason.starts_with("lease_expired"), "{reason}");
+    assert_eq!(
+        manifests_of(parent.clone()).await,
+        parent_manifests,
+        "reviving the fork granted its parent nothing"
+    );
+    assert_eq!(sent_with(&model, "TASK-LATE").len(), 1, "nothing more ran");
+    server.kill().expect("SIGKILL");
+    let _ = server.wait();
+}
