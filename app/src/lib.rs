@@ -3,14 +3,17 @@
 //!
 //! Leptos components rendered on the server and hydrated in the browser.
 //!
+//! Modules by floor, ground floor first (a module uses only modules on floors below it; the
+//! `floors` crate's tests keep it so):
 //! - [`error`]: [`error::AppError`], the one error shape of the dashboard and the REST API.
-//! - [`dto`]: requests and views exchanged with the server (never database rows).
+//! - [`dto`]: requests and views exchanged with the server (never database rows);
+//!   [`policy_draft`]: the policy editor's model (a policy as typed) and its diff.
+//! - [`backend`]: what the server provides the server functions (`ssr` only); [`verify`]: a
+//!   receipt's signature and chain links, checked in the browser.
 //! - [`api`]: the `#[server]` functions; each authenticates and authorizes inside, through the
-//!   [`backend::Backend`] the server provides (`ssr` only).
+//!   [`backend::Backend`].
 //! - [`layout`]: the signed-in frame (header, navigation) and the sign-in guard.
 //! - [`pages`]: one module per page.
-//! - [`verify`]: a receipt's signature and chain links, checked in the browser.
-//! - [`policy_draft`]: the policy editor's model (a policy as typed) and its diff.
 //!
 //! Features: `ssr` for the server build, `hydrate` for the wasm build.
 

@@ -549,6 +549,31 @@ impl<'de> Visitor<'de> for Strict<'_> {
     }
 }
 
+/// The `schemaHash` of the advertised tool (a manifest's `AdvertisedTool`) made of these parts,
+/// written field by field in canonical key order (as `serde` names them) straight into the hash.
+pub fn advertised_schema_hash(
+    name: &str,
+    title: Option<&str>,
+    description: Option<&str>,
+    input_schema: &Value,
+    output_schema: Option<&Value>,
+    annotations: Option<&Value>,
+) -> String {
+    let mut h = HashSink::new();
+    write_fields(
+        &[
+            ("annotations", Field::json_or_absent(annotations)),
+            ("description", Field::str_or_absent(description)),
+            ("inputSchema", Field::Json(input_schema)),
+            ("name", Field::Str(name)),
+            ("outputSchema", Field::json_or_absent(output_schema)),
+            ("title", Field::str_or_absent(title)),
+        ],
+        &mut h,
+    );
+    h.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

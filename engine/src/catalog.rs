@@ -3,8 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::canonical::advertised_schema_hash;
 use crate::descriptor::ToolDescriptor;
-use crate::manifest::advertised_schema_hash;
 
 /// The hashes of a tool's own definition.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -5,7 +5,6 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::canonical;
 use crate::catalog::CatalogTool;
 use crate::descriptor::{ToolDescriptor, ToolSource};
 use crate::fork::ToolIdentity;
@@ -50,31 +49,7 @@ impl AdvertisedTool {
     }
 }
 
-/// The `schemaHash` of the [`AdvertisedTool`] made of these parts, written field by field in
-/// canonical key order (as `serde` names them) straight into the hash.
-pub fn advertised_schema_hash(
-    name: &str,
-    title: Option<&str>,
-    description: Option<&str>,
-    input_schema: &Value,
-    output_schema: Option<&Value>,
-    annotations: Option<&Value>,
-) -> String {
-    use canonical::Field;
-    let mut h = canonical::HashSink::new();
-    canonical::write_fields(
-        &[
-            ("annotations", Field::json_or_absent(annotations)),
-            ("description", Field::str_or_absent(description)),
-            ("inputSchema", Field::Json(input_schema)),
-            ("name", Field::Str(name)),
-            ("outputSchema", Field::json_or_absent(output_schema)),
-            ("title", Field::str_or_absent(title)),
-        ],
-        &mut h,
-    );
-    h.finish()
-}
+pub use crate::canonical::advertised_schema_hash;
 
 /// One tool of a manifest, listed or not.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -319,6 +294,7 @@ fn entry(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::canonical;
     use serde_json::json;
 
     fn tool(name: &str, risk: &[&str]) -> ToolDescriptor {

@@ -1,0 +1,44 @@
+//! `cargo run -p floors -- <crate>/src…`: each crate's module graph, its cycles, its floors
+//! and the modules its tour leaves out.
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let mut broken = false;
+    for src in std::env::args().skip(1) {
+        println!("# {src}");
+        let krate = match floors::Crate::read(&src) {
+            Ok(krate) => krate,
+            Err(e) => {
+                eprintln!("{e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let edges = match krate.edges() {
+            Ok(edges) => edges,
+            Err(e) => {
+                eprintln!("{e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        for cycle in floors::cycles(&krate.modules, &edges) {
+            broken = true;
+            print!("{cycle}");
+        }
+        if let Some(floors) = floors::floors(&krate.modules, &edges) {
+            for (height, modules) in floors.iter().enumerate().rev() {
+                println!("floor {height}: {}", modules.join(", "));
+            }
+        }
+        let missing = floors::tour::missing(&krate);
+        if !missing.is_empty() {
+            broken = true;
+            println!("not in the tour: {}", missing.join(", "));
+        }
+    }
+    if broken {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
