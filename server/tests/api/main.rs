@@ -41,6 +41,7 @@ mod operations;
 mod pages;
 mod policies;
 mod proto;
+mod readme;
 mod replay;
 mod scope_matrix;
 mod sessions;
