@@ -10,7 +10,8 @@
 //!   scope vocabulary of principals (`agent_tool_exposure:read|write|run|admin|approve` plus the
 //!   free-form scopes tools may require), how scopes are validated and which scope implies
 //!   which; [`fork`]: fork execution allowlists (`fork_tools`); [`merkle`]: the journal as an
-//!   RFC 6962 Merkle tree, inclusion and consistency proofs.
+//!   RFC 6962 Merkle tree, inclusion and consistency proofs; [`environment`]: the rule of
+//!   environment names (also policy and tenant ids), the default environment and `*`.
 //! - [`descriptor`]: tools and their server-owned security descriptors, canonical MCP names;
 //!   [`receipt`]: receipts, disclosures, Ed25519 signatures, the hash chain, manifest documents.
 //! - [`policy`]: policies (rules → modes, redaction profiles, invocation policies) and the one
@@ -30,6 +31,7 @@ pub mod catalog;
 pub mod decision;
 pub mod descriptor;
 pub mod drift;
+pub mod environment;
 pub mod evidence;
 pub mod fork;
 pub mod manifest;

@@ -1,11 +1,16 @@
-//! `cargo run -p floors -- <crate>/src…`: each crate's module graph, its cycles, its floors
-//! and the modules its tour leaves out.
+//! `cargo run -p floors -- [--edges] <crate>/src…`: each crate's cycles, its floors and the
+//! modules its tour leaves out (`--edges`: every edge too, with the path that makes it).
 
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
     let mut broken = false;
+    let mut show_edges = false;
     for src in std::env::args().skip(1) {
+        if src == "--edges" {
+            show_edges = true;
+            continue;
+        }
         println!("# {src}");
         let krate = match floors::Crate::read(&src) {
             Ok(krate) => krate,
@@ -21,6 +26,11 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
+        if show_edges {
+            for edge in &edges {
+                println!("{edge}");
+            }
+        }
         for cycle in floors::cycles(&krate.modules, &edges) {
             broken = true;
             print!("{cycle}");

@@ -47,3 +47,9 @@ fn the_checker_has_floors() {
     assert_acyclic("floors");
     assert_toured("floors");
 }
+
+#[test]
+fn the_server_has_floors() {
+    assert_acyclic("server");
+    assert_toured("server");
+}

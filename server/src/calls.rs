@@ -19,10 +19,10 @@ use engine::receipt::{Decision, ReasonCode, Receipt, ReceiptKind};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::auth::Principal;
 use crate::error::ServiceError;
-use crate::execution::{CallContext, execute, record, short, target_json, tool_result, unrecorded};
+use crate::execution::{CallContext, execute, short, target_json, tool_result};
 use crate::journal::{self, Journal};
+use crate::principal::Principal;
 use crate::store::{self, cache};
 
 /// What a `tools/call` carries besides the tool and its arguments (CONTRACT §4).
@@ -61,24 +61,6 @@ pub struct ToolCall {
     pub meta: CallMeta,
 }
 
-/// [`record`] of a decision taken on reads at the store's generation `decided_at` (when not yet
-/// confirmed, [`cache::Fresh::unconfirmed`]): [`ServiceError::StaleRead`] when the generation
-/// moved before the record was committed (nothing recorded; the call is decided again).
-/// `r` is copied once for the journal, which signs its copy; the unrecorded denial, when the
-/// journal fails, is made from `r` again.
-async fn record_at(
-    journal: &Journal,
-    r: &Receipt,
-    d: &engine::receipt::Disclosures,
-    decided_at: Option<i64>,
-) -> Result<(Receipt, bool), ServiceError> {
-    match journal.append_at(r.clone(), d, decided_at).await {
-        Ok(signed) => Ok((signed, true)),
-        Err(journal::JournalError::Stale) => Err(ServiceError::StaleRead),
-        Err(e) => Ok((unrecorded(journal, r.clone(), d, &e), false)),
-    }
-}
-
 /// Journals a denial decided at `decided_at` and answers it.
 async fn denial_at(
     journal: &Journal,
@@ -86,7 +68,7 @@ async fn denial_at(
     d: &engine::receipt::Disclosures,
     decided_at: Option<i64>,
 ) -> Result<Value, ServiceError> {
-    let (receipt, _) = record_at(journal, &r, d, decided_at).await?;
+    let (receipt, _) = journal.record_decision_at(&r, d, decided_at).await?;
     Ok(tool_result(
         &receipt,
         true,
@@ -151,7 +133,7 @@ pub async fn record_unchecked(
     let mut d = journal::disclosures();
     d.insert_extra("detail", Value::String(call.detail.to_owned()))
         .ok();
-    record(cx.journal, r, &d).await.0
+    cx.journal.record_decision(&r, &d).await.0
 }
 
 /// The `tool_version` receipts give a built-in tool (the hosted runtime's `agent` tool).
@@ -227,6 +209,23 @@ struct Authorized {
     confirmation: Option<String>,
 }
 
+/// A call the engine allowed, with what it was decided on ([`decide`]), for the binding's
+/// checks ([`check_binding`]).
+struct Decided {
+    /// The decision receipt, unsigned.
+    r: Receipt,
+    d: engine::receipt::Disclosures,
+    /// The store generation the decision read at, when the record must confirm it.
+    decided_at: Option<i64>,
+    /// The generation everything was read at.
+    fresh: cache::Fresh,
+    bound: BoundCall,
+    /// The tool as the catalog has it now (its upstream, its dry-run argument).
+    tool: Option<std::sync::Arc<cache::Tool>>,
+    /// The session the grant belongs to.
+    bound_session: String,
+}
+
 /// How a deferred mode is stored and answered.
 #[derive(Debug, Clone, Copy)]
 struct Deferred {
@@ -271,6 +270,23 @@ async fn authorize(
     path_session: Option<&str>,
     call: &ToolCall,
 ) -> Result<Stage<Authorized>, ServiceError> {
+    match decide(cx, principal, path_session, call).await? {
+        Stage::Next(decided) => check_binding(cx, principal, call, decided).await,
+        Stage::Answered(answer) => Ok(Stage::Answered(answer)),
+    }
+}
+
+/// Stage one, first half: what the call is decided on, gathered — the store's generation, the
+/// grant it presents (if it is one of this tenant's, in an environment the caller may use) and
+/// the tool as the catalog has it now — and the engine's checks of CONTRACT §5 run on it
+/// ([`decision::decide`]). A call the engine refuses is journaled and answered here; one it
+/// allows comes back bound, with its receipt and disclosures not yet journaled.
+async fn decide(
+    cx: &CallContext<'_>,
+    principal: &Principal,
+    path_session: Option<&str>,
+    call: &ToolCall,
+) -> Result<Stage<Decided>, ServiceError> {
     let session_id = call
         .meta
         .session_id
@@ -284,7 +300,7 @@ async fn authorize(
         Some(at) => at,
         None => cache::fresh(cx.store).await?,
     };
-    let mut decided_at = fresh.unconfirmed();
+    let decided_at = fresh.unconfirmed();
     // The grant the call presents, if it is one of this tenant's.
     let grant = match &call.meta.manifest_id {
         Some(id) => cache::grant(cx.store, &fresh, &principal.tenant_id, id).await?,
@@ -425,6 +441,36 @@ async fn authorize(
         .and_then(|g| g.session.as_ref())
         .map(|s| s.id.clone())
         .unwrap_or_default();
+    Ok(Stage::Next(Decided {
+        r,
+        d,
+        decided_at,
+        fresh,
+        bound,
+        tool,
+        bound_session,
+    }))
+}
+
+/// Stage one, second half: the binding's checks on a call the engine allowed, in CONTRACT §5's
+/// order after the arguments — a confirmation presented, the caller's retry key, the tool's
+/// idempotency key, rate limits and the spend gate — and how it proceeds (run now, dry run,
+/// or carried by the durable runtime). A refusal is journaled and answered here.
+async fn check_binding(
+    cx: &CallContext<'_>,
+    principal: &Principal,
+    call: &ToolCall,
+    decided: Decided,
+) -> Result<Stage<Authorized>, ServiceError> {
+    let Decided {
+        mut r,
+        mut d,
+        mut decided_at,
+        fresh,
+        bound,
+        tool,
+        bound_session,
+    } = decided;
     // What follows may write before the decision is journaled (a confirmation spent, a rate
     // bucket counted) or answer from a stored invocation: only on reads confirmed current now.
     // A generation that moved means deciding again.
@@ -659,7 +705,10 @@ async fn record_decision(
     cx: &CallContext<'_>,
     a: &Authorized,
 ) -> Result<Stage<Receipt>, ServiceError> {
-    let recorded = record_at(cx.journal, &a.r, &a.d, a.decided_at).await;
+    let recorded = cx
+        .journal
+        .record_decision_at(&a.r, &a.d, a.decided_at)
+        .await;
     if !matches!(recorded, Ok((_, true))) {
         // Never recorded, so never run: the key is free again.
         release_idempotency(cx, a.idempotency.as_ref()).await?;
@@ -699,7 +748,7 @@ async fn bind_invocation(
     if let Some(id) = &a.invocation_id {
         let now = store::now_ms();
         let (token_id, token_created_by) = match &principal.kind {
-            crate::auth::PrincipalKind::Token {
+            crate::principal::PrincipalKind::Token {
                 token_id,
                 created_by,
             } => (Some(token_id.clone()), Some(created_by.clone())),
@@ -755,7 +804,7 @@ async fn bind_invocation(
             approval_receipt_id: None,
             confirmation_sha256: confirmation
                 .as_ref()
-                .map(|t| crate::auth::principal::secret_hash(t)),
+                .map(|t| crate::principal::secret_hash(t)),
             created_at: now,
             expires_at: waits
                 .map(|w| now.saturating_add(i64::try_from(w.as_millis()).unwrap_or(i64::MAX))),
@@ -979,7 +1028,7 @@ async fn confirm(
     let found = rows::find_by_confirmation(
         cx.store,
         &principal.tenant_id,
-        &crate::auth::principal::secret_hash(token),
+        &crate::principal::secret_hash(token),
     )
     .await?;
     let refuse = |mut r: Receipt, mut d: engine::receipt::Disclosures, reason, detail: &str| {
@@ -1077,7 +1126,7 @@ async fn confirm(
         Value::String(row.decision_receipt_id.clone()),
     )
     .ok();
-    let (decision_receipt, recorded) = record(cx.journal, r.clone(), &d).await;
+    let (decision_receipt, recorded) = cx.journal.record_decision(&r, &d).await;
     if !recorded {
         rows::transition(
             cx.store,
@@ -1125,7 +1174,7 @@ pub const MAX_CLIENT_ID_BYTES: usize = 256;
 
 /// Journals a denial and answers it.
 async fn denial(journal: &Journal, r: Receipt, d: &engine::receipt::Disclosures) -> Value {
-    let (receipt, _) = record(journal, r, d).await;
+    let (receipt, _) = journal.record_decision(&r, d).await;
     tool_result(&receipt, true, short(receipt.reason), Map::new())
 }
 

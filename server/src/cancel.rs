@@ -28,7 +28,7 @@ pub const EVENT: &str = "call.cancel";
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Key {
     tenant: String,
-    /// The caller ([`crate::auth::Principal::caller_id`]).
+    /// The caller ([`crate::principal::Principal::caller_id`]).
     actor: String,
     /// A digest of the client's MCP session and its JSON-RPC request id: the same size
     /// whatever the client chose.

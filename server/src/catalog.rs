@@ -13,9 +13,9 @@ use app::dto::{
 };
 use app::error::{AppError, ErrorCode, FieldError};
 
-use crate::auth::Principal;
 use crate::error::ServiceError;
 use crate::journal::Journal;
+use crate::principal::Principal;
 use crate::store::catalog::{Drift, Held, Revised};
 use crate::store::{self, Store};
 

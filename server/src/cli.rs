@@ -867,7 +867,7 @@ async fn serve(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<()> {
         .collect::<anyhow::Result<_>>()?;
     config.model = args
         .model_base_url
-        .map(|base_url| crate::agents::model::ModelConfig {
+        .map(|base_url| crate::config::ModelConfig {
             base_url,
             api_key: args.model_api_key,
             model: args.model.unwrap_or_else(|| "default".into()),
@@ -926,7 +926,7 @@ async fn policy_apply(
             .map_err(|e| anyhow::anyhow!("{e}"))?,
         kind: crate::auth::principal::PrincipalKind::Operator,
         read_at: None,
-        environments: vec![crate::auth::principal::ANY_ENVIRONMENT.to_owned()],
+        environments: vec![engine::environment::ANY_ENVIRONMENT.to_owned()],
     };
     let fail = |e: crate::error::ServiceError| {
         let e = e.into_app_error();

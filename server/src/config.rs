@@ -1,7 +1,8 @@
 //! Configuration, from the command line and `APERTURE_*` environment variables.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// Everything `aperture serve` needs to start.
 #[derive(Debug, Clone)]
@@ -11,7 +12,7 @@ pub struct Config {
     /// `sqlite://…` or `postgres://…` (`APERTURE_DATABASE_URL`).
     pub database_url: String,
     /// How durable a SQLite commit is (`APERTURE_JOURNAL_SYNC=normal|full`).
-    pub durability: crate::store::Durability,
+    pub durability: Durability,
     /// Folder with the built dashboard (`pkg/` inside) (`APERTURE_SITE_ROOT`).
     pub site_root: PathBuf,
     /// Set cookies `Secure` with the `__Host-` prefix (`APERTURE_SECURE_COOKIES`, or an https
@@ -58,7 +59,7 @@ pub struct Config {
     pub spend_gate: SpendGate,
     /// The model server hosted agents use (`APERTURE_MODEL_BASE_URL`, `APERTURE_MODEL_API_KEY`,
     /// `APERTURE_MODEL`, `APERTURE_MODEL_TIMEOUT_SECONDS`); `None`: turns are refused.
-    pub model: Option<crate::agents::model::ModelConfig>,
+    pub model: Option<ModelConfig>,
     /// `APERTURE_CHECKPOINT_INTERVAL_SECONDS`: how often a grown journal tree is checkpointed.
     pub checkpoint_interval: std::time::Duration,
     /// `APERTURE_CHECKPOINT_DIR`: the sink checkpoints are appended to (`<data dir>/checkpoints`).
@@ -75,8 +76,8 @@ pub struct Config {
     /// `Origin`; anything else is refused, against DNS rebinding).
     pub allowed_origins: Vec<String>,
     /// `APERTURE_TRUSTED_PROXIES`: peers (addresses and CIDR ranges) whose `X-Forwarded-For`
-    /// names the client ([`crate::auth::client`]); nobody else's is believed.
-    pub trusted_proxies: Vec<crate::auth::client::Cidr>,
+    /// names the client; nobody else's is believed.
+    pub trusted_proxies: Vec<Cidr>,
     /// `APERTURE_SECRETS_KEY`: the key(s) upstream credentials are encrypted with at rest
     /// ([`crate::secrets`]); default: the key file `<data dir>/secrets.key`.
     pub secrets_key: Option<String>,
@@ -90,17 +91,112 @@ pub struct Config {
     /// ends with `nextCursor`.
     pub tools_page_size: usize,
     /// `APERTURE_WEBHOOK_RETRY_SECONDS`: the waits after each failed webhook attempt
-    /// (default [`crate::webhooks::DEFAULT_RETRY_SECONDS`]); when they are used up, the
+    /// (default [`DEFAULT_WEBHOOK_RETRY_SECONDS`]); when they are used up, the
     /// delivery has failed.
     pub webhook_retry: Vec<std::time::Duration>,
     /// `APERTURE_READ_CACHE_MIB`: what the read cache of tokens, grants and tools may weigh
-    /// ([`crate::store::cache`]), in bytes.
+    /// (`crate::store::cache`), in bytes.
     pub read_cache_bytes: usize,
 }
 
 /// Tools in one `tools/list` page unless `APERTURE_TOOLS_PAGE_SIZE` says otherwise: a catalog
 /// of this size or less is one page, as clients that do not page expect.
 pub const DEFAULT_TOOLS_PAGE_SIZE: usize = 1_000;
+
+/// How long a parked invocation waits for an approver unless `APERTURE_PARKED_EXPIRY_HOURS`
+/// says otherwise.
+pub const DEFAULT_PARKED_EXPIRY: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// Default of `APERTURE_IDEMPOTENCY_RETENTION_HOURS`.
+pub const DEFAULT_IDEMPOTENCY_RETENTION: Duration = Duration::from_secs(24 * 3_600);
+
+/// Default of `APERTURE_CHECKPOINT_INTERVAL_SECONDS`.
+pub const DEFAULT_CHECKPOINT_INTERVAL: Duration = Duration::from_secs(60);
+
+/// Seconds to wait after each failed webhook attempt before the next (the Standard Webhooks
+/// specification's suggested schedule): eight attempts over about a day and a half, then the
+/// delivery is `failed`. Default of `APERTURE_WEBHOOK_RETRY_SECONDS`.
+pub const DEFAULT_WEBHOOK_RETRY_SECONDS: [u64; 7] = [5, 300, 1_800, 7_200, 18_000, 36_000, 36_000];
+
+/// What the read cache may weigh unless `APERTURE_READ_CACHE_MIB` says otherwise: 256 MiB.
+pub const DEFAULT_READ_CACHE_BYTES: usize = 256 * 1024 * 1024;
+
+/// Longest wait for one model completion unless `APERTURE_MODEL_TIMEOUT_SECONDS` says
+/// otherwise.
+pub const DEFAULT_MODEL_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Where the model server hosted agents use is and how to talk to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelConfig {
+    /// Base URL, e.g. `http://127.0.0.1:8080/v1` (`APERTURE_MODEL_BASE_URL`).
+    pub base_url: String,
+    /// Bearer key, when the server wants one (`APERTURE_MODEL_API_KEY`).
+    pub api_key: Option<String>,
+    /// Model name (`APERTURE_MODEL`).
+    pub model: String,
+    /// Longest wait for one completion (`APERTURE_MODEL_TIMEOUT_SECONDS`, default 120).
+    pub timeout: Duration,
+}
+
+/// The folder of a data directory that holds the signing keys.
+pub fn keys_dir(data_dir: &Path) -> PathBuf {
+    data_dir.join("keys")
+}
+
+/// Where the extra published keys are when `APERTURE_PUBLISHED_KEYS` names no file.
+pub fn default_published_file(data_dir: &Path) -> PathBuf {
+    keys_dir(data_dir).join("published.jwks")
+}
+
+/// An address or a CIDR range (`APERTURE_TRUSTED_PROXIES`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cidr {
+    network: IpAddr,
+    prefix: u8,
+}
+
+impl Cidr {
+    /// `203.0.113.7`, `10.0.0.0/8`, `::1`, `fd00::/8`.
+    pub fn parse(text: &str) -> Option<Self> {
+        let text = text.trim();
+        let (address, prefix) = match text.split_once('/') {
+            Some((a, p)) => (a, Some(p.parse::<u8>().ok()?)),
+            None => (text, None),
+        };
+        let network: IpAddr = address.parse().ok()?;
+        let max = if network.is_ipv4() { 32 } else { 128 };
+        let prefix = prefix.unwrap_or(max);
+        (prefix <= max).then_some(Self { network, prefix })
+    }
+
+    /// `ip` is in this range (an IPv4-mapped IPv6 address counts as its IPv4 address).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = canonical_ip(ip);
+        match (self.network, ip) {
+            (IpAddr::V4(net), IpAddr::V4(ip)) => {
+                let mask = u32::MAX
+                    .checked_shl(32 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u32::from(net) & mask == u32::from(ip) & mask
+            }
+            (IpAddr::V6(net), IpAddr::V6(ip)) => {
+                let mask = u128::MAX
+                    .checked_shl(128 - u32::from(self.prefix))
+                    .unwrap_or(0);
+                u128::from(net) & mask == u128::from(ip) & mask
+            }
+            _ => false,
+        }
+    }
+}
+
+/// An IPv4-mapped IPv6 address as its IPv4 address; any other address as it is.
+pub fn canonical_ip(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+        v4 => v4,
+    }
+}
 
 /// How long a request head may take to arrive unless `APERTURE_HEADER_READ_TIMEOUT_SECONDS`
 /// says otherwise (hyper's own default).
@@ -109,6 +205,20 @@ pub const DEFAULT_HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration
 /// How long a request body may take to arrive unless `APERTURE_BODY_READ_TIMEOUT_SECONDS` says
 /// otherwise: the default body limit (1 MiB) at 17 KB/s.
 pub const DEFAULT_BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// How durable a committed SQLite write is (`APERTURE_JOURNAL_SYNC`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Durability {
+    /// `normal`: WAL with `synchronous = NORMAL`: a commit survives a crash of the process
+    /// (the operating system still has it), not necessarily a power loss.
+    #[default]
+    #[value(name = "normal")]
+    Crash,
+    /// `full`: `synchronous = FULL`: the WAL is synced at every commit, so a commit survives a
+    /// power loss too.
+    #[value(name = "full")]
+    PowerLoss,
+}
 
 /// Which spend gate checks `max_cost_cents`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -184,7 +294,7 @@ impl Config {
         Self {
             addr: SocketAddr::from(([127, 0, 0, 1], 3000)),
             database_url: format!("sqlite://{}", data_dir.join("aperture.db").display()),
-            durability: crate::store::Durability::default(),
+            durability: Durability::default(),
             site_root: PathBuf::from("target/site"),
             secure_cookies: false,
             bootstrap_admin_password: None,
@@ -193,15 +303,15 @@ impl Config {
             body_read_timeout: DEFAULT_BODY_READ_TIMEOUT,
             data_dir: data_dir.to_path_buf(),
             signing_key: None,
-            published_keys: crate::keys::default_published_file(data_dir),
+            published_keys: default_published_file(data_dir),
             allow_stdio_upstreams: false,
             allow_private_upstreams: false,
-            parked_expiry: crate::invocations::DEFAULT_EXPIRY,
-            idempotency_retention: crate::execution::DEFAULT_IDEMPOTENCY_RETENTION,
+            parked_expiry: DEFAULT_PARKED_EXPIRY,
+            idempotency_retention: DEFAULT_IDEMPOTENCY_RETENTION,
             rate_limiter: RateLimiter::None,
             spend_gate: SpendGate::None,
             model: None,
-            checkpoint_interval: crate::journal::checkpoints::DEFAULT_INTERVAL,
+            checkpoint_interval: DEFAULT_CHECKPOINT_INTERVAL,
             checkpoint_dir: data_dir.join("checkpoints"),
             log_origin_host: None,
             public_url: None,
@@ -212,11 +322,11 @@ impl Config {
             public_checkpoints: false,
             metrics_token: None,
             tools_page_size: DEFAULT_TOOLS_PAGE_SIZE,
-            webhook_retry: crate::webhooks::DEFAULT_RETRY_SECONDS
+            webhook_retry: DEFAULT_WEBHOOK_RETRY_SECONDS
                 .iter()
-                .map(|s| std::time::Duration::from_secs(*s))
+                .map(|s| Duration::from_secs(*s))
                 .collect(),
-            read_cache_bytes: crate::store::cache::DEFAULT_BUDGET,
+            read_cache_bytes: DEFAULT_READ_CACHE_BYTES,
         }
     }
 }

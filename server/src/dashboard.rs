@@ -701,6 +701,60 @@ async fn overview(state: &AppState, p: &Principal) -> Result<Overview, ServiceEr
     Ok(o)
 }
 
+/// `GET /ui/receipts/export.jsonl?<filters>`: every receipt matching the dashboard's filters,
+/// newest first, one signed receipt per line, streamed page by page (at most
+/// [`receipts::MAX_EXPORT`]). Signed-in dashboard users with the read scope.
+pub async fn export_receipts(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    session: Session,
+    query: Result<axum::extract::Query<ReceiptQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<axum::response::Response, crate::reply::ApiError> {
+    use axum::http::header;
+    let principal = dashboard::require(&state.store, &session).await?;
+    let axum::extract::Query(query) =
+        query.map_err(|e| AppError::new(app::error::ErrorCode::BadRequest, e.body_text()))?;
+    let stream = receipts::export(state.store.clone(), principal, query)?;
+    Ok(axum::response::Response::builder()
+        .header(header::CONTENT_TYPE, "application/x-ndjson")
+        .header(
+            header::CONTENT_DISPOSITION,
+            "attachment; filename=\"aperture-receipts.jsonl\"",
+        )
+        .body(axum::body::Body::from_stream(stream))
+        .map_err(|e| ServiceError::Other(e.into()))?)
+}
+
+/// `GET /ui/sessions/{id}/evidence.json[?disclosures=true]`: the bundle as a download for
+/// signed-in dashboard users (read, or run for their own sessions).
+pub async fn download_evidence(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    session: Session,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    axum::extract::Query(query): axum::extract::Query<std::collections::HashMap<String, String>>,
+) -> Result<axum::response::Response, crate::reply::ApiError> {
+    use axum::http::header;
+    use axum::response::IntoResponse as _;
+    let principal = dashboard::require(&state.store, &session).await?;
+    let disclosures =
+        crate::api::sessions::disclosures_flag(query.get("disclosures").map(String::as_str))?;
+    let bytes = crate::evidence::bundle(&state, &principal, &id, disclosures).await?;
+    let name: String = id
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
+        .collect();
+    Ok((
+        [
+            (header::CONTENT_TYPE, "application/json".to_owned()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"evidence-{name}.json\""),
+            ),
+        ],
+        bytes,
+    )
+        .into_response())
+}
+
 #[cfg(test)]
 mod tests {
     use super::activity;

@@ -1,4 +1,4 @@
-//! The error of the server's services, and how it reaches each boundary.
+//! The error of the services (how it reaches an HTTP caller: `crate::reply`).
 //!
 //! Services return [`ServiceError`]: either an [`AppError`] meant for the caller (a 4xx with a
 //! message and field paths) or an internal failure (database, I/O, a bug). Internal failures are
@@ -6,8 +6,6 @@
 //! reaches the caller.
 
 use app::error::{AppError, ErrorCode};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 
 /// What a service can fail with.
 #[derive(Debug, thiserror::Error)]
@@ -26,16 +24,6 @@ pub enum ServiceError {
     /// again on a confirmed read. Should it escape, 503.
     #[error("the call was decided on out-of-date reads")]
     StaleRead,
-}
-
-impl From<crate::journal::JournalError> for ServiceError {
-    fn from(e: crate::journal::JournalError) -> Self {
-        tracing::error!(error = %e, "the journal cannot record");
-        Self::App(AppError::new(
-            ErrorCode::Unavailable,
-            "the journal cannot record right now, so nothing was changed; try again shortly",
-        ))
-    }
 }
 
 impl ServiceError {
@@ -65,41 +53,5 @@ impl ServiceError {
                 "what this call depends on changed while it was decided; try again",
             ),
         }
-    }
-}
-
-/// The `WWW-Authenticate` challenge of a 401 for want of a bearer token: REST, Connect and gRPC
-/// (as metadata) give the same.
-pub const BEARER_CHALLENGE: &str = "Bearer realm=\"aperture\"";
-
-/// An [`AppError`] as a REST response: `{"error": {...}}` with its status.
-#[derive(Debug)]
-pub struct ApiError(pub AppError);
-
-impl From<ServiceError> for ApiError {
-    fn from(e: ServiceError) -> Self {
-        Self(e.into_app_error())
-    }
-}
-
-impl From<AppError> for ApiError {
-    fn from(e: AppError) -> Self {
-        Self(e)
-    }
-}
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let status = StatusCode::from_u16(self.0.code.http_status())
-            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        let mut response =
-            (status, axum::Json(serde_json::json!({ "error": self.0 }))).into_response();
-        if status == StatusCode::UNAUTHORIZED {
-            response.headers_mut().insert(
-                axum::http::header::WWW_AUTHENTICATE,
-                axum::http::HeaderValue::from_static(BEARER_CHALLENGE),
-            );
-        }
-        response
     }
 }

@@ -10,10 +10,10 @@ use serde_json::{Map, Value, json};
 
 use app::error::{AppError, ErrorCode};
 
-use crate::auth::Principal;
 use crate::error::ServiceError;
 use crate::journal::tree;
-use crate::state::AppState;
+use crate::principal::Principal;
+use crate::services::Services;
 use crate::store;
 
 /// Most receipts one bundle holds.
@@ -22,7 +22,7 @@ pub const MAX_RECEIPTS: usize = 100_000;
 /// The bundle of session `id` as RFC 8785 bytes: read, or run for one's own session;
 /// disclosures only for `:read` callers who ask.
 pub async fn bundle(
-    state: &AppState,
+    state: &Services,
     p: &Principal,
     id: &str,
     disclosures: bool,
@@ -144,35 +144,4 @@ pub async fn bundle(
     };
     let value = serde_json::to_value(&bundle).map_err(|e| ServiceError::Other(e.into()))?;
     Ok(engine::canonical::value_bytes(&value))
-}
-
-/// `GET /ui/sessions/{id}/evidence.json[?disclosures=true]`: the bundle as a download for
-/// signed-in dashboard users (read, or run for their own sessions).
-pub async fn download(
-    axum::extract::State(state): axum::extract::State<AppState>,
-    session: tower_sessions::Session,
-    axum::extract::Path(id): axum::extract::Path<String>,
-    axum::extract::Query(query): axum::extract::Query<std::collections::HashMap<String, String>>,
-) -> Result<axum::response::Response, crate::error::ApiError> {
-    use axum::http::header;
-    use axum::response::IntoResponse as _;
-    let principal = crate::auth::dashboard::require(&state.store, &session).await?;
-    let disclosures =
-        crate::api::sessions::disclosures_flag(query.get("disclosures").map(String::as_str))?;
-    let bytes = bundle(&state, &principal, &id, disclosures).await?;
-    let name: String = id
-        .chars()
-        .filter(|c| c.is_ascii_alphanumeric() || *c == '_')
-        .collect();
-    Ok((
-        [
-            (header::CONTENT_TYPE, "application/json".to_owned()),
-            (
-                header::CONTENT_DISPOSITION,
-                format!("attachment; filename=\"evidence-{name}.json\""),
-            ),
-        ],
-        bytes,
-    )
-        .into_response())
 }

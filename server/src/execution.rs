@@ -80,9 +80,6 @@ fn relayable(
     progress
 }
 
-/// Default of `APERTURE_IDEMPOTENCY_RETENTION_HOURS`.
-pub const DEFAULT_IDEMPOTENCY_RETENTION: Duration = Duration::from_secs(24 * 3_600);
-
 /// Where a call's result goes (CONTRACT §11 destinations): what a redaction profile must list
 /// for the output to pass.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -184,33 +181,6 @@ fn result_with_meta(text: &str, is_error: bool, meta: Map<String, Value>) -> Val
     result.insert("isError".into(), Value::Bool(is_error));
     result.insert("_meta".into(), Value::Object(meta));
     Value::Object(result)
-}
-
-/// Journals `r`; when the journal cannot record, a signed unrecorded `journal_unavailable`
-/// denial replaces it (and nothing may run).
-pub(crate) async fn record(
-    journal: &Journal,
-    r: Receipt,
-    d: &engine::receipt::Disclosures,
-) -> (Receipt, bool) {
-    match journal.append(r.clone(), d).await {
-        Ok(signed) => (signed, true),
-        Err(e) => (unrecorded(journal, r, d, &e), false),
-    }
-}
-
-/// The signed, unrecorded `journal_unavailable` denial that replaces `r` when the journal
-/// failed with `e`.
-pub(crate) fn unrecorded(
-    journal: &Journal,
-    mut r: Receipt,
-    d: &engine::receipt::Disclosures,
-    e: &journal::JournalError,
-) -> Receipt {
-    tracing::error!(error = %e, "a decision could not be journaled; nothing runs");
-    r.decision = Decision::Deny;
-    r.reason = ReasonCode::JournalUnavailable;
-    journal.sign_unrecorded(r.clone(), d).unwrap_or(r)
 }
 
 /// A pinned execution target as receipts show it.
@@ -401,38 +371,29 @@ pub async fn execute(
     }
 }
 
-/// Records an execution receipt, which (unlike a decision) describes what already happened:
-/// the `_meta` members that say where it went. Journaled: `receipt`. Refused by the journal:
-/// spooled to be journaled later, `receipt_pending: true` and its `receipt_id` (never a denial
-/// attached to what ran). Neither: the signed, unrecorded `journal_unavailable` receipt.
+/// Records an execution receipt ([`Journal::record_outcome`]), which (unlike a decision)
+/// describes what already happened, as the `_meta` members that say where it went: journaled,
+/// `receipt`; spooled, `receipt_pending: true` and its `receipt_id` (never a denial attached to
+/// what ran); neither, the signed, unrecorded `journal_unavailable` receipt.
 async fn record_execution(
     journal: &Journal,
     r: Receipt,
     d: &engine::receipt::Disclosures,
 ) -> Map<String, Value> {
     let mut meta = Map::new();
-    // One copy of the receipt per execution, made by the journal for its writer (as `record`
-    // does); a receipt neither journal nor spool took comes back to be signed unrecorded.
     let started = std::time::Instant::now();
-    let recorded = journal.append_or_spool(r, d).await;
+    let recorded = journal.record_outcome(r, d).await;
     crate::metrics::stage("journal", started);
     match recorded {
-        journal::Recorded::Journaled(signed) => {
+        journal::Recorded::Journaled(receipt) | journal::Recorded::Unrecorded(receipt) => {
             meta.insert(
                 "receipt".into(),
-                serde_json::to_value(&signed).unwrap_or(Value::Null),
+                serde_json::to_value(&receipt).unwrap_or(Value::Null),
             );
         }
         journal::Recorded::Spooled(receipt_id) => {
             meta.insert("receipt_pending".into(), Value::Bool(true));
             meta.insert("receipt_id".into(), Value::String(receipt_id));
-        }
-        journal::Recorded::Lost(e, r) => {
-            let unrecorded = unrecorded(journal, *r, d, &e);
-            meta.insert(
-                "receipt".into(),
-                serde_json::to_value(&unrecorded).unwrap_or(Value::Null),
-            );
         }
     }
     meta

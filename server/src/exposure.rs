@@ -14,15 +14,16 @@ use serde_json::{Map, Value, json};
 use app::dto::{CreateSessionRequest, SessionView};
 use app::error::AppError;
 
-use crate::auth::Principal;
 use crate::error::ServiceError;
 use crate::ids;
 use crate::journal::{self, Journal};
-use crate::policies::{self, DEFAULT_ENVIRONMENT};
+use crate::policies;
+use crate::principal::Principal;
 use crate::store::{
     self, Store,
     exposure::{ManifestRow, SessionRow},
 };
+use engine::environment::{DEFAULT_ENVIRONMENT, is_environment};
 
 /// A granted manifest, as stored and as signed.
 #[derive(Debug, Clone)]
@@ -44,15 +45,6 @@ fn hint(field: &str, value: &Option<String>) -> Result<(), AppError> {
         }
         _ => Ok(()),
     }
-}
-
-/// Whether `env` is an environment name: 1–64 characters of `a-z`, `0-9`, `_` and `-`.
-pub fn is_environment(env: &str) -> bool {
-    !env.is_empty()
-        && env.len() <= 64
-        && env
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
 }
 
 /// Whether `principal` may read `session`: `:read` reads all, `:run` its own; either only in

@@ -24,16 +24,13 @@ use tokio::sync::Notify;
 
 use app::error::{AppError, ErrorCode};
 
-use crate::auth::{Principal, PrincipalKind};
 use crate::error::ServiceError;
 use crate::execution::{self, CallContext};
 use crate::journal::{self, Journal};
+use crate::principal::{Principal, PrincipalKind};
 use crate::store::invocations::{self as rows, Change, InvocationRow};
 use crate::store::{self, Store, cache};
 use crate::upstream::Upstreams;
-
-/// How long a parked invocation waits for an approver unless configured otherwise.
-pub const DEFAULT_EXPIRY: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// An invocation left in a transient status (`approving`, `rejecting`, `expiring`) by a
 /// process that stopped is taken up again after this long.
@@ -1147,7 +1144,7 @@ impl Worker {
             // Redacted for where the result goes, as the call that bound it said.
             output_to: execution::OutputTo::parse(&row.output_to),
             // Claimed when the call was authorized.
-            idempotency_retention: execution::DEFAULT_IDEMPOTENCY_RETENTION,
+            idempotency_retention: crate::config::DEFAULT_IDEMPOTENCY_RETENTION,
             // Cancelled while it runs by `:cancel` / `tasks/cancel`, on any node.
             cancelled: Some(registered.cancelled.clone()),
             // Nobody waits on a released invocation's stream.
@@ -1378,4 +1375,23 @@ impl Worker {
         }
         Ok(bound)
     }
+}
+
+/// Stored statuses that wait, and their label.
+pub const WAITING: &[(&str, &str)] = &[
+    ("input_required", "parked"),
+    ("staged", "staged"),
+    ("confirmation_required", "confirmation"),
+    ("approved", "queued"),
+];
+
+/// Per waiting status: how many and when the oldest was made (every tenant).
+pub async fn waiting(store: &Store) -> Result<Vec<(String, i64, Option<i64>)>, sqlx::Error> {
+    sqlx::query_as(
+        "SELECT status, COUNT(*), MIN(created_at) FROM invocations \
+         WHERE status IN ('input_required', 'staged', 'confirmation_required', 'approved') \
+         GROUP BY status",
+    )
+    .fetch_all(store.pool())
+    .await
 }

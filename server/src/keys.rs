@@ -20,14 +20,7 @@ use rand::rngs::OsRng;
 
 use crate::store::{self, Store};
 
-fn keys_dir(data_dir: &Path) -> PathBuf {
-    data_dir.join("keys")
-}
-
-/// Where the extra published keys are when `APERTURE_PUBLISHED_KEYS` names no file.
-pub fn default_published_file(data_dir: &Path) -> PathBuf {
-    keys_dir(data_dir).join("published.jwks")
-}
+pub use crate::config::{default_published_file, keys_dir};
 
 /// The keys of the JWKS file `path` (none when there is no such file).
 fn read_published(path: &Path) -> anyhow::Result<Vec<Jwk>> {

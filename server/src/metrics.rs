@@ -1,4 +1,5 @@
-//! `GET /metrics`: what happens inside a node, in the Prometheus text format, for the operator.
+//! What happens inside a node, recorded for the operator's `GET /metrics` (served by
+//! `crate::scrape`) in the Prometheus text format.
 //!
 //! Recorded where it happens, through the `metrics` crate's macros (no-ops until a recorder is
 //! installed, as in every process without `APERTURE_METRICS_TOKEN`); rendered by
@@ -34,14 +35,7 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
-use sha2::{Digest, Sha256};
-
-use crate::state::AppState;
-use crate::store::{self, Store};
 
 /// Seconds: from 100 µs (a decision from the read cache) to 30 s (a slow upstream).
 const SECONDS: &[f64] = &[
@@ -219,105 +213,4 @@ pub fn sign_in_failure(reason: &'static str) {
 /// The node stops taking requests.
 pub fn draining() {
     metrics::gauge!("aperture_draining").set(1.0);
-}
-
-/// `GET /metrics`: the node's metrics for `Authorization: Bearer <APERTURE_METRICS_TOKEN>`;
-/// `401` for any other credential (a tenant's token included), `404` when no metrics token is
-/// configured (the endpoint is off).
-pub async fn serve(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    let Some(expected) = state.config.metrics_token.as_deref() else {
-        return crate::error::ApiError(app::error::AppError::new(
-            app::error::ErrorCode::NotFound,
-            "metrics are off: the operator sets APERTURE_METRICS_TOKEN to serve them",
-        ))
-        .into_response();
-    };
-    let presented = crate::api::bearer(&headers);
-    // Compared as digests: the time taken says nothing about how much of the token matched.
-    let matches = presented
-        .is_some_and(|p| Sha256::digest(p.as_bytes()) == Sha256::digest(expected.as_bytes()));
-    if !matches {
-        let mut response = crate::error::ApiError(app::error::AppError::new(
-            app::error::ErrorCode::Unauthenticated,
-            "metrics answer only the operator's APERTURE_METRICS_TOKEN, as a bearer token",
-        ))
-        .into_response();
-        response.headers_mut().insert(
-            header::WWW_AUTHENTICATE,
-            header::HeaderValue::from_static("Bearer realm=\"aperture-metrics\""),
-        );
-        return response;
-    }
-    let Some(handle) = install() else {
-        return (
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the metrics recorder is not installed",
-        )
-            .into_response();
-    };
-    refresh(&state).await;
-    (
-        [(
-            header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
-        handle.render(),
-    )
-        .into_response()
-}
-
-/// Sets the gauges read at scrape time. A database that does not answer leaves the last values
-/// (the readiness check says the database is down).
-async fn refresh(state: &AppState) {
-    metrics::gauge!("aperture_journal_queue_depth").set(state.journal.queue_depth() as f64);
-    match waiting(&state.store).await {
-        Ok(rows) => {
-            let now = store::now_ms();
-            for (status, label) in WAITING {
-                let (count, oldest) = rows
-                    .iter()
-                    .find(|(s, _, _)| s == status)
-                    .map_or((0, None), |(_, c, o)| (*c, *o));
-                metrics::gauge!("aperture_invocations_waiting", "status" => *label)
-                    .set(count as f64);
-                let age = oldest.map_or(0.0, |o| (now - o).max(0) as f64 / 1000.0);
-                metrics::gauge!("aperture_invocations_oldest_waiting_seconds", "status" => *label)
-                    .set(age);
-            }
-        }
-        Err(e) => tracing::warn!(error = %e, "reading waiting invocations for /metrics"),
-    }
-    match store::journal::tenants(&state.store).await {
-        Ok(tenants) => {
-            for tenant in tenants {
-                if let Some(status) = state.chain.status(&tenant) {
-                    let ok = if status.first_bad.is_none() { 1.0 } else { 0.0 };
-                    metrics::gauge!("aperture_journal_chain_verified", "tenant" => tenant.clone())
-                        .set(ok);
-                    metrics::gauge!("aperture_journal_chain_verified_records", "tenant" => tenant)
-                        .set(status.verified as f64);
-                }
-            }
-        }
-        Err(e) => tracing::warn!(error = %e, "reading the journal's tenants for /metrics"),
-    }
-}
-
-/// Stored statuses that wait, and their label.
-const WAITING: &[(&str, &str)] = &[
-    ("input_required", "parked"),
-    ("staged", "staged"),
-    ("confirmation_required", "confirmation"),
-    ("approved", "queued"),
-];
-
-/// Per waiting status: how many and when the oldest was made (every tenant).
-async fn waiting(store: &Store) -> Result<Vec<(String, i64, Option<i64>)>, sqlx::Error> {
-    sqlx::query_as(
-        "SELECT status, COUNT(*), MIN(created_at) FROM invocations \
-         WHERE status IN ('input_required', 'staged', 'confirmation_required', 'approved') \
-         GROUP BY status",
-    )
-    .fetch_all(store.pool())
-    .await
 }

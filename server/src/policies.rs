@@ -2,6 +2,7 @@
 //! the dashboard's editor). Validation is the engine's, against what this deployment can
 //! enforce.
 
+use engine::environment;
 use engine::policy::{BUILTIN_SAFE_READ, ExposureContext, Policy};
 use engine::receipt::{Decision, ReasonCode};
 use engine::scope;
@@ -14,25 +15,10 @@ use app::dto::{
 };
 use app::error::{AppError, FieldError};
 
-use crate::auth::Principal;
 use crate::error::ServiceError;
 use crate::journal::Journal;
+use crate::principal::Principal;
 use crate::store::{self, Store, policies::VersionRow};
-
-/// The environment of sessions that name none.
-pub const DEFAULT_ENVIRONMENT: &str = "default";
-
-fn is_policy_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 64
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
-}
-
-fn is_environment(env: &str) -> bool {
-    is_policy_id(env)
-}
 
 fn field_errors(errors: Vec<validate::FieldError>) -> Vec<FieldError> {
     errors
@@ -116,7 +102,7 @@ pub async fn put(
     caps: &RuntimeCapabilities,
 ) -> Result<PolicyVersionView, ServiceError> {
     principal.require(scope::WRITE)?;
-    if !is_policy_id(id) {
+    if !environment::is_name(id) {
         return Err(AppError::invalid_field(
             "id",
             "policy ids are 1–64 characters of a-z, 0-9, _ and -",
@@ -206,7 +192,7 @@ pub async fn editor(
     caps: &RuntimeCapabilities,
 ) -> Result<PolicyEditorData, ServiceError> {
     principal.require(scope::READ)?;
-    if !is_policy_id(id) {
+    if !environment::is_name(id) {
         return Err(AppError::invalid_field("id", "1–64 characters of a-z, 0-9, _ and -").into());
     }
     let builtin = id == BUILTIN_SAFE_READ;
@@ -312,8 +298,8 @@ pub async fn activate(
     let environment = request
         .environment
         .clone()
-        .unwrap_or_else(|| DEFAULT_ENVIRONMENT.to_owned());
-    if !is_environment(&environment) {
+        .unwrap_or_else(|| environment::DEFAULT_ENVIRONMENT.to_owned());
+    if !environment::is_environment(&environment) {
         return Err(
             AppError::invalid_field("environment", "1–64 characters of a-z, 0-9, _ and -").into(),
         );
@@ -393,7 +379,7 @@ pub fn preview(
         environment: request
             .context
             .environment
-            .unwrap_or_else(|| DEFAULT_ENVIRONMENT.to_owned()),
+            .unwrap_or_else(|| environment::DEFAULT_ENVIRONMENT.to_owned()),
         actor: request
             .context
             .actor

@@ -6,9 +6,9 @@ use app::error::AppError;
 use engine::scope;
 use serde_json::Value;
 
-use crate::auth::Principal;
 use crate::error::ServiceError;
 use crate::journal::Journal;
+use crate::principal::Principal;
 use crate::store::{self, Store, journal::ReceiptFilter, journal::RecordRow};
 
 /// Largest page.
@@ -202,19 +202,15 @@ pub async fn detail(
 /// Most records one export holds.
 pub const MAX_EXPORT: usize = 100_000;
 
-/// `GET /ui/receipts/export.jsonl?<filters>`: every receipt matching the dashboard's filters,
-/// newest first, one signed receipt per line, streamed page by page (at most
-/// [`MAX_EXPORT`]). Signed-in dashboard users with the read scope.
-pub async fn export(
-    axum::extract::State(state): axum::extract::State<crate::state::AppState>,
-    session: tower_sessions::Session,
-    query: Result<axum::extract::Query<ReceiptQuery>, axum::extract::rejection::QueryRejection>,
-) -> Result<axum::response::Response, crate::error::ApiError> {
-    use axum::http::header;
-    let principal = crate::auth::dashboard::require(&state.store, &session).await?;
+/// Every receipt `principal` may see matching `query`, newest first, one signed receipt per
+/// line, read page by page as the stream is polled (at most [`MAX_EXPORT`]). A failure midway
+/// ends the stream with an error (the download is visibly short) and is logged.
+pub fn export(
+    store: Store,
+    principal: Principal,
+    query: ReceiptQuery,
+) -> Result<impl futures_util::Stream<Item = Result<Vec<u8>, std::io::Error>> + Send, AppError> {
     principal.require(scope::READ)?;
-    let axum::extract::Query(query) =
-        query.map_err(|e| AppError::new(app::error::ErrorCode::BadRequest, e.body_text()))?;
     let first = filter(query)?;
     struct Cursor {
         filter: Option<ReceiptFilter>,
@@ -224,8 +220,8 @@ pub async fn export(
         filter: Some(first),
         sent: 0,
     };
-    let stream = futures_util::stream::unfold(start, move |mut cursor| {
-        let state = state.clone();
+    Ok(futures_util::stream::unfold(start, move |mut cursor| {
+        let store = store.clone();
         let principal = principal.clone();
         async move {
             let filter = cursor.filter.take()?;
@@ -233,7 +229,7 @@ pub async fn export(
                 return None;
             }
             let room = i64::try_from((MAX_EXPORT - cursor.sent).min(500)).unwrap_or(500);
-            match search(&state.store, &principal, &filter, room).await {
+            match search(&store, &principal, &filter, room).await {
                 Ok((rows, next)) => {
                     let mut chunk = Vec::new();
                     for row in &rows {
@@ -257,13 +253,5 @@ pub async fn export(
                 }
             }
         }
-    });
-    Ok(axum::response::Response::builder()
-        .header(header::CONTENT_TYPE, "application/x-ndjson")
-        .header(
-            header::CONTENT_DISPOSITION,
-            "attachment; filename=\"aperture-receipts.jsonl\"",
-        )
-        .body(axum::body::Body::from_stream(stream))
-        .map_err(|e| ServiceError::Other(e.into()))?)
+    }))
 }

@@ -29,8 +29,8 @@ use engine::scope;
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::auth::Principal;
 use crate::error::ServiceError;
+use crate::principal::Principal;
 use crate::store::{self, Store};
 
 /// Receipts read per page.
@@ -297,7 +297,7 @@ impl Replayer {
             recorded
                 .environment
                 .clone()
-                .unwrap_or_else(|| crate::policies::DEFAULT_ENVIRONMENT.to_owned()),
+                .unwrap_or_else(|| engine::environment::DEFAULT_ENVIRONMENT.to_owned()),
             recorded.actor_id.clone(),
             preset,
             entity,

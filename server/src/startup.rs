@@ -152,7 +152,7 @@ impl Application {
             Some(config.checkpoint_dir.clone()),
             config.checkpoint_interval,
         );
-        let state = AppState::new(crate::state::Shared {
+        let services = crate::services::Services::new(crate::services::Parts {
             store: store.clone(),
             passwords,
             journal,
@@ -160,21 +160,24 @@ impl Application {
             upstreams: upstreams.clone(),
             webhooks,
             config: Arc::new(config),
-            leptos_options,
             draining: tokio::sync::watch::Sender::new(false),
             events: crate::events::Bus::new(store.clone(), Arc::new(tokio::sync::Notify::new())),
             in_flight: Arc::new(crate::cancel::InFlight::default()),
-            streams: Arc::default(),
-            watchers: Arc::default(),
             chain: crate::journal::watch::ChainWatch::new(store.clone()),
             checkpoints,
             model: match &config_model {
                 Some(m) => Some(Arc::new(
-                    crate::agents::model::ModelClient::new(m.clone())
+                    crate::model::ModelClient::new(m.clone())
                         .context("the model server configuration")?,
                 )),
                 None => None,
             },
+        });
+        let state = AppState::new(crate::state::Shared {
+            services,
+            leptos_options,
+            streams: Arc::default(),
+            watchers: Arc::default(),
         });
         let chain = state.chain.clone();
         let resumer_state = state.clone();
@@ -301,7 +304,9 @@ impl Application {
                 .run(self.state.store.clone(), self.state.events.clone()),
         );
         let header_read = self.state.config.header_read_timeout;
-        let resumer = tokio::spawn(crate::agents::runtime::run_resumer(self.state));
+        let resumer = tokio::spawn(crate::agents::runtime::run_resumer(
+            self.state.services.clone(),
+        ));
         // The HTTP parser's bare error answers get the API's JSON shape (crate::listener).
         let listener = crate::listener::EdgeListener(self.listener);
         let mut stopping = draining.subscribe();
@@ -401,7 +406,7 @@ pub fn router(state: AppState) -> Router {
     let dashboard_and_api = Router::new()
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(crate::metrics::serve))
+        .route("/metrics", get(crate::scrape::serve))
         .route("/.well-known/aperture/keys", get(api::receipts::keys))
         .route(
             "/.well-known/aperture/checkpoints/{tenant}",
@@ -411,14 +416,17 @@ pub fn router(state: AppState) -> Router {
             "/.well-known/oauth-protected-resource",
             get(crate::mcp::protected_resource),
         )
-        .route("/ui/receipts/export.jsonl", get(crate::receipts::export))
+        .route(
+            "/ui/receipts/export.jsonl",
+            get(crate::dashboard::export_receipts),
+        )
         .route(
             "/ui/approvals/events",
             get(api::invocations::dashboard_events),
         )
         .route(
             "/ui/sessions/{id}/evidence.json",
-            get(crate::evidence::download),
+            get(crate::dashboard::download_evidence),
         )
         .nest_service(api::PREFIX, api::router(state.clone()))
         .nest_service(api::connect::SERVICE, api::connect::router(state.clone()))
@@ -498,7 +506,7 @@ async fn oversize_in_kind(
         )
             .into_response();
     }
-    crate::error::ApiError(app::error::AppError {
+    crate::reply::ApiError(app::error::AppError {
         code: app::error::ErrorCode::PayloadTooLarge,
         message,
         details: None,
@@ -526,7 +534,7 @@ pub async fn bootstrap(
         password: password.to_owned(),
         scopes: engine::scope::ScopeSet::all_aperture().into(),
         // The installation's first admin, like everything made before environments: all of them.
-        environments: Some(vec![crate::auth::principal::ANY_ENVIRONMENT.to_owned()]),
+        environments: Some(vec![engine::environment::ANY_ENVIRONMENT.to_owned()]),
     };
     users::create_unchecked(
         store,

@@ -6,11 +6,11 @@ use engine::scope::{self, ScopeSet};
 use app::dto::{CreateTokenRequest, CreatedToken, TokenStatus, TokenView};
 use app::error::{AppError, FieldError};
 
-use crate::auth::Principal;
-use crate::auth::principal::secret_hash;
 use crate::error::ServiceError;
 use crate::ids;
 use crate::journal::{Author, Journal};
+use crate::principal::Principal;
+use crate::principal::secret_hash;
 use crate::store::{self, Store, tokens::TokenRow};
 use engine::receipt::{Decision, ReasonCode};
 use serde_json::json;
@@ -54,7 +54,7 @@ fn validate(
     request: &CreateTokenRequest,
 ) -> Result<(ScopeSet, Option<i64>, Vec<String>), AppError> {
     let mut fields = Vec::new();
-    let environments = crate::auth::principal::environments_of(
+    let environments = crate::principal::environments_of(
         request.environments.as_deref(),
         "environments",
         &mut fields,

@@ -11,10 +11,10 @@ use serde_json::json;
 
 use app::error::{AppError, ErrorCode};
 
-use crate::auth::Principal;
 use crate::error::ServiceError;
 use crate::journal::tree::{self, TreeError};
-use crate::state::AppState;
+use crate::principal::Principal;
+use crate::services::Services;
 use crate::store;
 
 /// Who may read checkpoints and proofs.
@@ -58,7 +58,7 @@ async fn with_cosignatures(
 /// `GET /journal/checkpoints`: newest first, at most `limit` (1–500), before tree size
 /// `before`.
 pub async fn list(
-    state: &AppState,
+    state: &Services,
     p: &Principal,
     before: Option<i64>,
     limit: i64,
@@ -79,7 +79,7 @@ pub async fn list(
 }
 
 /// The latest checkpoint note of `tenant`, cosignatures included (`None`: it has none).
-pub async fn latest_note(state: &AppState, tenant: &str) -> Result<Option<String>, ServiceError> {
+pub async fn latest_note(state: &Services, tenant: &str) -> Result<Option<String>, ServiceError> {
     let Some(c) = store::checkpoints::latest(&state.store, tenant).await? else {
         return Ok(None);
     };
@@ -107,7 +107,7 @@ fn positive(field: &str, value: Option<i64>) -> Result<u64, AppError> {
 
 /// `GET /journal/proofs/inclusion?seq&tree_size`.
 pub async fn inclusion(
-    state: &AppState,
+    state: &Services,
     p: &Principal,
     seq: Option<i64>,
     tree_size: Option<i64>,
@@ -128,7 +128,7 @@ pub async fn inclusion(
 
 /// `GET /journal/proofs/consistency?from&to`.
 pub async fn consistency(
-    state: &AppState,
+    state: &Services,
     p: &Principal,
     from: Option<i64>,
     to: Option<i64>,
@@ -178,7 +178,7 @@ fn view(w: store::checkpoints::Witness) -> WitnessView {
 
 /// `POST /journal/witnesses` (admin, journaled).
 pub async fn add_witness(
-    state: &AppState,
+    state: &Services,
     p: &Principal,
     request: NewWitness,
 ) -> Result<WitnessView, ServiceError> {
@@ -232,7 +232,7 @@ pub async fn add_witness(
 }
 
 /// `GET /journal/witnesses` (admin).
-pub async fn witnesses(state: &AppState, p: &Principal) -> Result<Vec<WitnessView>, ServiceError> {
+pub async fn witnesses(state: &Services, p: &Principal) -> Result<Vec<WitnessView>, ServiceError> {
     p.require(scope::ADMIN)?;
     Ok(store::checkpoints::witnesses(&state.store, &p.tenant_id)
         .await?
@@ -243,7 +243,7 @@ pub async fn witnesses(state: &AppState, p: &Principal) -> Result<Vec<WitnessVie
 
 /// `DELETE /journal/witnesses/{name}` (admin, journaled).
 pub async fn remove_witness(
-    state: &AppState,
+    state: &Services,
     p: &Principal,
     name: &str,
 ) -> Result<(), ServiceError> {
@@ -293,7 +293,7 @@ pub struct Cosigned {
 /// or that carries a cosignature line of no registered witness (or one that does not verify),
 /// is refused as a whole.
 pub async fn cosign(
-    state: &AppState,
+    state: &Services,
     p: &Principal,
     request: CosignedNote,
 ) -> Result<Cosigned, ServiceError> {
@@ -364,7 +364,7 @@ pub async fn cosign(
 
 /// The newest `limit` checkpoints of `tenant` as the dashboard shows them.
 pub async fn rows(
-    state: &AppState,
+    state: &Services,
     tenant: &str,
     limit: i64,
 ) -> Result<Vec<app::dto::CheckpointRow>, ServiceError> {
@@ -387,7 +387,7 @@ pub async fn rows(
 
 /// The dashboard's Journal page (read or witness; witnesses listed for admins).
 pub async fn journal_view(
-    state: &AppState,
+    state: &Services,
     p: &Principal,
 ) -> Result<app::dto::JournalView, ServiceError> {
     p.require_any(READERS)?;

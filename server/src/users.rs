@@ -6,10 +6,10 @@ use engine::scope::{self, ScopeSet};
 use app::dto::{CreateUserRequest, UpdateScopesRequest, UserView};
 use app::error::{AppError, ErrorCode, FieldError};
 
-use crate::auth::Principal;
-use crate::auth::password::{self, Passwords};
 use crate::error::ServiceError;
 use crate::journal::{Author, Journal};
+use crate::password::{self, Passwords};
+use crate::principal::Principal;
 use crate::store::{self, Store, users::UserRow};
 use engine::receipt::{Decision, ReasonCode};
 use serde_json::json;
@@ -78,7 +78,7 @@ pub async fn create_unchecked(
         });
     }
     let scopes = parse_scopes(&request.scopes, &mut fields);
-    let environments = crate::auth::principal::environments_of(
+    let environments = crate::principal::environments_of(
         request.environments.as_deref(),
         "environments",
         &mut fields,
@@ -174,7 +174,7 @@ pub async fn update_scopes(
     let mut fields = Vec::new();
     let scopes = parse_scopes(&request.scopes, &mut fields);
     let environments = request.environments.as_deref().map(|requested| {
-        crate::auth::principal::environments_of(Some(requested), "environments", &mut fields)
+        crate::principal::environments_of(Some(requested), "environments", &mut fields)
     });
     let (true, Some(scopes)) = (fields.is_empty(), scopes) else {
         return Err(AppError::invalid(fields).into());

@@ -28,9 +28,9 @@ use rand::RngCore as _;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 
-use crate::auth::Principal;
 use crate::error::ServiceError;
 use crate::journal::Journal;
+use crate::principal::Principal;
 use crate::secrets::{SecretBox, webhook_aad};
 use crate::store::webhooks::{self as rows, Attempt, DeliveryRow, WebhookRow};
 use crate::store::{self, Store};
@@ -47,10 +47,6 @@ pub const EVENTS: [&str; 4] = [
     "invocation.cancelled",
 ];
 
-/// Seconds to wait after each failed attempt before the next (the Standard Webhooks
-/// specification's suggested schedule): eight attempts over about a day and a half, then the
-/// delivery is `failed`.
-pub const DEFAULT_RETRY_SECONDS: [u64; 7] = [5, 300, 1_800, 7_200, 18_000, 36_000, 36_000];
 /// One attempt's limit (connecting, sending, the receiver's answer).
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long a claimed delivery is held by its sender: longer than an attempt can take; one

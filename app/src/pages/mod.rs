@@ -102,7 +102,7 @@ pub fn field_error(
 }
 
 /// The environment new tokens and users get unless told otherwise.
-pub const DEFAULT_ENVIRONMENT: &str = "default";
+pub use engine::environment::DEFAULT_ENVIRONMENT;
 
 /// A list typed into one field, separated by commas or white space.
 pub fn split_list(text: &str) -> Vec<String> {

@@ -96,10 +96,7 @@ fn NewPolicy() -> impl IntoView {
     let on_submit = move |ev: leptos::ev::SubmitEvent| {
         ev.prevent_default();
         let v = id.get().trim().to_owned();
-        let ok = !v.is_empty()
-            && v.len() <= 64
-            && v.bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-');
+        let ok = engine::environment::is_name(&v);
         if ok {
             error.set(None);
             navigate(&format!("/policies/{v}"), Default::default());

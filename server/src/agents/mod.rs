@@ -5,6 +5,6 @@
 //! - [`runtime`]: agents, turns and `process_function_calls`.
 //! - [`recheck`]: who a turn runs as, read again before each new step.
 
-pub mod model;
+pub use crate::model;
 pub mod recheck;
 pub mod runtime;

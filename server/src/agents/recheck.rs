@@ -12,8 +12,8 @@
 
 use engine::scope;
 
-use crate::auth::{Principal, PrincipalKind};
-use crate::state::AppState;
+use crate::principal::{Principal, PrincipalKind};
+use crate::services::Services;
 use crate::store::{self, agents::AgentRow};
 
 /// The status of a turn that ended because its caller's rights were withdrawn.
@@ -23,7 +23,7 @@ pub const REVOKED: &str = "revoked";
 /// a turn started with a token, `None` for a dashboard user (the agent's actor). `Err` says why
 /// the turn cannot go on.
 pub async fn current(
-    state: &AppState,
+    state: &Services,
     agent: &AgentRow,
     token_id: Option<&str>,
 ) -> Result<Principal, String> {
@@ -34,7 +34,7 @@ pub async fn current(
 
 /// The caller part of [`current`]: the token (or user) still there, not revoked, with `:run`.
 pub async fn caller(
-    state: &AppState,
+    state: &Services,
     agent: &AgentRow,
     token_id: Option<&str>,
 ) -> Result<Principal, String> {
@@ -90,7 +90,7 @@ pub async fn caller(
 }
 
 /// The session part of [`current`]: the agent's exposure session not revoked.
-pub async fn session_open(state: &AppState, agent: &AgentRow) -> Result<(), String> {
+pub async fn session_open(state: &Services, agent: &AgentRow) -> Result<(), String> {
     let session = store::exposure::find_session(&state.store, &agent.tenant_id, &agent.id)
         .await
         .map_err(|e| format!("the store failed: {e}"))?;
@@ -102,7 +102,7 @@ pub async fn session_open(state: &AppState, agent: &AgentRow) -> Result<(), Stri
 
 /// [`current`] for the principal a running turn holds (the operator has nothing to withdraw).
 pub async fn again(
-    state: &AppState,
+    state: &Services,
     agent: &AgentRow,
     principal: &Principal,
 ) -> Result<Principal, String> {

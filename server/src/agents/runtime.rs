@@ -23,17 +23,16 @@ use engine::scope;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use app::error::{AppError, ErrorCode};
+use app::error::AppError;
 
 use super::model::{Message, ModelClient, ToolCall, ToolDeclaration};
 use super::recheck;
-use crate::auth::Principal;
 use crate::calls::{self, CallMeta};
 use crate::error::ServiceError;
-use crate::exposure::{self, Grant};
-use crate::heartbeat::{self, Heartbeat};
+use crate::exposure::Grant;
 use crate::ids;
-use crate::state::AppState;
+use crate::principal::Principal;
+use crate::services::Services;
 use crate::store::{self, agents::AgentRow, exposure::SessionRow};
 
 mod revival;
@@ -41,12 +40,8 @@ mod subagents;
 mod turn;
 
 pub use revival::{resume, run_resumer};
+use subagents::run_subagent;
 pub use turn::{Events, StartedTurn, run_turn, start_turn};
-#[allow(
-    clippy::wildcard_imports,
-    reason = "the runtime's parts call each other"
-)]
-use {subagents::*, turn::*};
 
 /// Model calls a turn may make unless the agent says otherwise.
 pub const DEFAULT_MAX_TURNS: i64 = 10;
@@ -170,7 +165,7 @@ fn view(a: &AgentRow) -> AgentView {
 
 /// `POST /agents` (run): a new agent with its own exposure session (same id).
 pub async fn create(
-    state: &AppState,
+    state: &Services,
     principal: &Principal,
     request: CreateAgentRequest,
 ) -> Result<AgentView, ServiceError> {
@@ -178,8 +173,8 @@ pub async fn create(
     let mut fields = Vec::new();
     let environment = request
         .environment
-        .unwrap_or_else(|| crate::policies::DEFAULT_ENVIRONMENT.to_owned());
-    if !exposure::is_environment(&environment) {
+        .unwrap_or_else(|| engine::environment::DEFAULT_ENVIRONMENT.to_owned());
+    if !engine::environment::is_environment(&environment) {
         fields.push((
             "environment",
             "1–64 characters of a-z, 0-9, _ and -".to_owned(),
@@ -254,7 +249,7 @@ pub async fn create(
 
 /// An agent `principal` may see: `:read` sees all, `:run` its own (others look missing).
 async fn readable(
-    state: &AppState,
+    state: &Services,
     principal: &Principal,
     id: &str,
 ) -> Result<AgentRow, ServiceError> {
@@ -273,7 +268,7 @@ async fn readable(
 }
 
 /// `GET /agents` (read): newest first.
-pub async fn list(state: &AppState, principal: &Principal) -> Result<Vec<AgentView>, ServiceError> {
+pub async fn list(state: &Services, principal: &Principal) -> Result<Vec<AgentView>, ServiceError> {
     principal.require(scope::READ)?;
     Ok(store::agents::list(&state.store, &principal.tenant_id, 500)
         .await?
@@ -286,7 +281,7 @@ pub async fn list(state: &AppState, principal: &Principal) -> Result<Vec<AgentVi
 /// `GET /agents/{id}` (read, or run for one's own): the agent, its transcript, turns, forks and
 /// invocations.
 pub async fn get(
-    state: &AppState,
+    state: &Services,
     principal: &Principal,
     id: &str,
 ) -> Result<AgentDetail, ServiceError> {
@@ -473,7 +468,7 @@ fn result_text(result: &Value) -> String {
 /// ends `revoked`.
 #[allow(clippy::too_many_arguments, reason = "the turn's parts, passed once")]
 pub async fn process_function_calls(
-    state: &AppState,
+    state: &Services,
     model: &ModelClient,
     principal: &Principal,
     agent: &AgentRow,
@@ -730,7 +725,7 @@ fn allowlist_of(agent: &AgentRow) -> Result<Option<ExecutionAllowlist>, String> 
 /// The token a turn runs as (`None` for a dashboard user): a continued turn runs as it again.
 fn token_of(principal: &Principal) -> Option<String> {
     match &principal.kind {
-        crate::auth::PrincipalKind::Token { token_id, .. } => Some(token_id.clone()),
+        crate::principal::PrincipalKind::Token { token_id, .. } => Some(token_id.clone()),
         _ => None,
     }
 }

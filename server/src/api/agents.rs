@@ -14,7 +14,7 @@ use app::error::AppError;
 
 use super::{ApiJson, Caller};
 use crate::agents::runtime::{self, AgentView, CreateAgentRequest, Events, TurnRequest};
-use crate::error::ApiError;
+use crate::reply::ApiError;
 use crate::state::AppState;
 
 /// `POST /agents` → 201.

@@ -6,7 +6,7 @@
 //! message's fields, the rest as the JSON body (or, for reads, the query) — and served by the
 //! very same router, with the same scope guard, validation and errors. The caller is
 //! authenticated, and the method's scope (its route's) checked, before the body is read
-//! ([`admit`]); a binary message is then held to the value budget of [`crate::grpc::budget`]
+//! ([`admit`]); a binary message is then held to the value budget of [`crate::proto::budget`]
 //! before it is decoded. A success answers 200 with the REST response's JSON. Errors are
 //! answered in the Connect protocol's shape ([`in_connect_shape`]): `{"code", "message",
 //! "details"?}` with Connect's code names and HTTP statuses; a validation error's field paths
@@ -22,7 +22,8 @@ use tower::ServiceExt;
 use app::error::{AppError, ErrorCode};
 
 use super::Authenticated;
-use crate::error::ApiError;
+use crate::proto::proto_bytes;
+use crate::reply::ApiError;
 use crate::state::AppState;
 
 /// The service's Connect path prefix.
@@ -725,7 +726,7 @@ pub fn connect_error(code: &str, message: &str, fields: &[app::error::FieldError
     if code == "unauthenticated" {
         response.headers_mut().insert(
             header::WWW_AUTHENTICATE,
-            HeaderValue::from_static(crate::error::BEARER_CHALLENGE),
+            HeaderValue::from_static(crate::reply::BEARER_CHALLENGE),
         );
     }
     response
@@ -760,21 +761,6 @@ pub(crate) fn bad_request_bytes(fields: &[app::error::FieldError]) -> Vec<u8> {
         proto_bytes(&mut message, 1, &violation);
     }
     message
-}
-
-/// Appends a length-delimited protobuf field.
-pub(crate) fn proto_bytes(out: &mut Vec<u8>, field: u32, bytes: &[u8]) {
-    proto_varint(out, u64::from(field << 3 | 2));
-    proto_varint(out, bytes.len() as u64);
-    out.extend_from_slice(bytes);
-}
-
-pub(crate) fn proto_varint(out: &mut Vec<u8>, mut v: u64) {
-    while v >= 0x80 {
-        out.push((v as u8 & 0x7f) | 0x80);
-        v >>= 7;
-    }
-    out.push(v as u8);
 }
 
 /// Middleware of the Connect mount: an error answer of the REST routes (or of the mount itself)
@@ -861,7 +847,7 @@ async fn serve(mount: Mount, name: &str, mut request: Request) -> Result<Respons
         .await
         .map_err(|e| bad(format!("reading the body: {e}")).into_response())?;
     let mut message = if binary {
-        crate::grpc::proto_request_as_json(call.name, bytes)
+        crate::proto::proto_request_as_json(call.name, bytes)
             .map_err(|e| ApiError(e).into_response())?
     } else if bytes.iter().all(u8::is_ascii_whitespace) {
         Map::new()
@@ -873,7 +859,7 @@ async fn serve(mount: Mount, name: &str, mut request: Request) -> Result<Respons
         }
     };
     // Clients generated from the .proto write 64-bit integers as strings.
-    crate::grpc::integers_as_numbers(call.name, &mut message);
+    crate::proto::integers_as_numbers(call.name, &mut message);
     let answer = call_rest(mount.rest, call, message, authorization, caller).await?;
     if !binary || !answer.status().is_success() {
         // Errors are JSON in both formats (the Connect protocol's error shape).
@@ -883,7 +869,7 @@ async fn serve(mount: Mount, name: &str, mut request: Request) -> Result<Respons
     let json = axum::body::to_bytes(body, usize::MAX)
         .await
         .map_err(|e| bad(format!("reading the answer: {e}")).into_response())?;
-    let encoded = crate::grpc::json_answer_as_proto(call.name, &json)
+    let encoded = crate::proto::json_answer_as_proto(call.name, &json)
         .map_err(|e| ApiError(AppError::new(ErrorCode::Internal, e)).into_response())?;
     parts.headers.insert(
         header::CONTENT_TYPE,
@@ -967,7 +953,7 @@ mod tests {
         expected.extend_from_slice(b"bad");
         assert_eq!(bytes, expected);
         let mut long = Vec::new();
-        proto_varint(&mut long, 300);
+        crate::proto::proto_varint(&mut long, 300);
         assert_eq!(long, [0xac, 0x02]);
     }
 

@@ -12,8 +12,9 @@ use app::error::{AppError, ErrorCode};
 
 use super::{ApiJson, Caller};
 use crate::auth::Principal;
-use crate::error::{ApiError, ServiceError};
+use crate::error::ServiceError;
 use crate::invocations::{self, Action, DecideRequest};
+use crate::reply::ApiError;
 use crate::state::AppState;
 use crate::store::invocations as rows;
 
@@ -235,7 +236,7 @@ fn visible(event: &crate::events::Event, listener: &Listener) -> Option<(String,
     // Another environment's invocation is not this listener's to hear of.
     if let Some(allowed) = &listener.environments {
         let environment = event.data.get("environment").and_then(Value::as_str);
-        if !environment.is_some_and(|e| crate::auth::principal::environment_allowed(allowed, e)) {
+        if !environment.is_some_and(|e| engine::environment::environment_allowed(allowed, e)) {
             return None;
         }
     }

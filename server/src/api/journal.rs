@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use app::error::{AppError, ErrorCode};
 
 use super::{ApiJson, Caller};
-use crate::error::ApiError;
+use crate::reply::ApiError;
 use crate::state::AppState;
 use crate::transparency::{self, CosignedNote, NewWitness};
 

@@ -7,7 +7,7 @@ use serde::de::DeserializeOwned;
 
 use app::error::{AppError, ErrorCode};
 
-use crate::error::ApiError;
+use crate::reply::ApiError;
 
 /// Like `axum::Json`, but a body that cannot be read answers `{"error": …}`: 413 when too large,
 /// 400 for malformed JSON or a wrong content type, 422 (with the field path) when the JSON does

@@ -36,7 +36,8 @@ use app::error::{AppError, ErrorCode};
 pub use json::ApiJson;
 
 use crate::auth::{Principal, principal::authenticate_bearer};
-use crate::error::{ApiError, ServiceError};
+use crate::error::ServiceError;
+use crate::reply::ApiError;
 use crate::state::AppState;
 
 /// Where the REST API is mounted.

@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 use app::dto::{ActivateRequest, PolicySummary, PolicyVersionView, ValidationResult};
 
 use super::{ApiJson, Caller};
-use crate::error::ApiError;
 use crate::policies;
+use crate::reply::ApiError;
 use crate::state::AppState;
 
 /// `GET /policies`

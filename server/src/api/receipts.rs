@@ -8,8 +8,9 @@ use serde_json::{Value, json};
 use app::error::AppError;
 
 use super::Caller;
-use crate::error::{ApiError, ServiceError};
+use crate::error::ServiceError;
 use crate::receipts;
+use crate::reply::ApiError;
 use crate::state::AppState;
 use crate::store;
 use app::dto::ReceiptQuery;

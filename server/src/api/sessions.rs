@@ -9,8 +9,8 @@ use serde_json::{Value, json};
 use app::dto::{CreateSessionRequest, SessionView};
 
 use super::{ApiJson, Caller};
-use crate::error::ApiError;
 use crate::exposure;
+use crate::reply::ApiError;
 use crate::state::AppState;
 
 /// `GET /sessions`

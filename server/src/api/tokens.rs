@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use app::dto::{CreateTokenRequest, CreatedToken, TokenView};
 
 use super::{ApiJson, Caller};
-use crate::error::ApiError;
+use crate::reply::ApiError;
 use crate::state::AppState;
 use crate::tokens;
 

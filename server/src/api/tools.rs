@@ -9,7 +9,7 @@ use app::dto::{DescribeToolRequest, DriftDecisionRequest, DriftDecisionView, Too
 
 use super::{ApiJson, Caller};
 use crate::catalog;
-use crate::error::ApiError;
+use crate::reply::ApiError;
 use crate::state::AppState;
 
 /// `GET /tools`: the catalog with every descriptor, held tools with their triage.

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use app::dto::{RegisterUpstreamRequest, SyncReport};
 
 use super::{ApiJson, Caller};
-use crate::error::ApiError;
+use crate::reply::ApiError;
 use crate::state::AppState;
 use crate::upstream;
 

@@ -10,7 +10,7 @@ use app::dto::{CreateWebhookRequest, CreatedWebhook};
 use app::error::{AppError, ErrorCode};
 
 use super::{ApiJson, Caller};
-use crate::error::ApiError;
+use crate::reply::ApiError;
 use crate::state::AppState;
 
 /// `GET /webhooks` → `{"webhooks": [...]}`: never the secrets.

@@ -10,54 +10,8 @@ use axum::extract::{ConnectInfo, Request};
 use axum::middleware::Next;
 use axum::response::Response;
 
-/// An address or a CIDR range.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cidr {
-    network: IpAddr,
-    prefix: u8,
-}
-
-impl Cidr {
-    /// `203.0.113.7`, `10.0.0.0/8`, `::1`, `fd00::/8`.
-    pub fn parse(text: &str) -> Option<Self> {
-        let text = text.trim();
-        let (address, prefix) = match text.split_once('/') {
-            Some((a, p)) => (a, Some(p.parse::<u8>().ok()?)),
-            None => (text, None),
-        };
-        let network: IpAddr = address.parse().ok()?;
-        let max = if network.is_ipv4() { 32 } else { 128 };
-        let prefix = prefix.unwrap_or(max);
-        (prefix <= max).then_some(Self { network, prefix })
-    }
-
-    /// `ip` is in this range (an IPv4-mapped IPv6 address counts as its IPv4 address).
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        let ip = canonical(ip);
-        match (self.network, ip) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                let mask = u32::MAX
-                    .checked_shl(32 - u32::from(self.prefix))
-                    .unwrap_or(0);
-                u32::from(net) & mask == u32::from(ip) & mask
-            }
-            (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                let mask = u128::MAX
-                    .checked_shl(128 - u32::from(self.prefix))
-                    .unwrap_or(0);
-                u128::from(net) & mask == u128::from(ip) & mask
-            }
-            _ => false,
-        }
-    }
-}
-
-fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-        v4 => v4,
-    }
-}
+pub use crate::config::Cidr;
+use crate::config::canonical_ip as canonical;
 
 /// The key under which sign-in counts an address: an IPv4 address on its own (an IPv4-mapped
 /// IPv6 address as that IPv4 address), an IPv6 address by its /64, the smallest block a

@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 
 use app::error::{AppError, ErrorCode};
 
-use crate::error::ApiError;
+use crate::reply::ApiError;
 
 /// The middleware; `bearer_routes`: the path prefixes of the routes that authenticate by
 /// bearer token alone.

@@ -1,7 +1,7 @@
-//! Who is calling, and what they may do.
+//! Who is calling over HTTP, and what they may do. The caller itself, a
+//! [`Principal`], and password hashing live below the surfaces (`crate::principal`,
+//! `crate::password`, re-exported here).
 //!
-//! - [`password`]: argon2id hashing off the async runtime, with a dummy hash for unknown users.
-//! - [`principal`]: the authenticated caller (token or user) and bearer-token authentication.
 //! - [`dashboard`]: cookie sessions for people: sign-in with its failure limit, sign-out, the
 //!   idle and absolute timeouts.
 //! - [`client`]: the caller's address (behind trusted proxies too), for sign-in limits.
@@ -15,7 +15,6 @@ pub mod csrf;
 pub mod dashboard;
 pub mod device;
 pub mod headers;
-pub mod password;
-pub mod principal;
 
-pub use principal::{Principal, PrincipalKind};
+pub use crate::password;
+pub use crate::principal::{self, Principal, PrincipalKind};

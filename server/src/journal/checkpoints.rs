@@ -25,9 +25,6 @@ use crate::keys::KeyRing;
 use crate::store::checkpoints::{Grown, StoredCheckpoint};
 use crate::store::{self, Store};
 
-/// Default of `APERTURE_CHECKPOINT_INTERVAL_SECONDS`.
-pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(60);
-
 /// The origin of `tenant`'s log on `host` (`APERTURE_LOG_ORIGIN_HOST`, or the listen address).
 pub fn origin(host: &str, tenant: &str) -> String {
     format!("{host}/aperture/{tenant}")

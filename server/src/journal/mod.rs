@@ -929,23 +929,35 @@ pub struct Journal {
     keys: KeyRing,
     queue: mpsc::Sender<Pending>,
     stats: Arc<Stats>,
-    /// Where execution receipts go while the journal refuses them ([`Journal::append_or_spool`]).
+    /// Where execution receipts go while the journal refuses them ([`Journal::record_outcome`]).
     spool: Option<Arc<spool::Spool>>,
     /// SQLite: the writer, which an append that finds nothing queued and the writer idle
     /// uses itself.
     shared: Option<SharedWriter>,
 }
 
-/// Where an execution receipt went ([`Journal::append_or_spool`]).
+/// Where an outcome's receipt went ([`Journal::record_outcome`]).
 #[derive(Debug)]
 pub enum Recorded {
-    /// Journaled: the signed receipt.
+    /// Journaled: the signed receipt as stored.
     Journaled(Box<Receipt>),
-    /// The journal refused it; it waits in the spool under this receipt id and is journaled
-    /// when the journal records again.
+    /// An outcome the journal refused: it waits in the spool under this receipt id and is
+    /// journaled when the journal records again.
     Spooled(String),
-    /// Neither the journal nor the spool took it: why, and the receipt as it was handed in.
-    Lost(JournalError, Box<Receipt>),
+    /// Not recorded: the signed, unrecorded `journal_unavailable` denial that stands for it
+    /// (`seq` and `prev_hash` null). Nothing may run on it.
+    Unrecorded(Box<Receipt>),
+}
+
+/// A decision taken on reads the store has moved past since ([`Journal::record_decision`]):
+/// nothing was recorded, and the call is decided again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stale;
+
+impl From<Stale> for crate::error::ServiceError {
+    fn from(_: Stale) -> Self {
+        crate::error::ServiceError::StaleRead
+    }
 }
 
 /// One append in [`Stats::unanswered`] until it is queued (then the writer uncounts it once it
@@ -1292,35 +1304,90 @@ impl Journal {
         self.spool.as_ref()
     }
 
-    /// Journals the receipt of something that already happened (an execution): when the
-    /// journal refuses it, it goes to the spool (durably, before this returns) to be journaled
-    /// later, since what happened cannot be undone by refusing to record it.
-    pub async fn append_or_spool(&self, unsigned: Receipt, disclosures: &Disclosures) -> Recorded {
+    /// Records a decision, which nothing may act on unless it is journaled (CONTRACT §6, fail
+    /// closed): the signed receipt and whether it was journaled — when the journal cannot
+    /// record, the signed, unrecorded `journal_unavailable` denial that answers instead.
+    pub async fn record_decision(
+        &self,
+        unsigned: &Receipt,
+        disclosures: &Disclosures,
+    ) -> (Receipt, bool) {
+        match self.record_decision_at(unsigned, disclosures, None).await {
+            Ok(recorded) => recorded,
+            // Held to no generation, a decision is never stale; were it, it is not recorded.
+            Err(Stale) => (
+                self.unrecorded(unsigned.clone(), disclosures, &JournalError::Stale),
+                false,
+            ),
+        }
+    }
+
+    /// [`Journal::record_decision`] of a decision taken on reads at the store's generation `decided_at`
+    /// ([`crate::store::cache::Fresh::unconfirmed`]): [`Stale`] when the generation moved
+    /// before the record was committed (nothing recorded; the call is decided again).
+    pub async fn record_decision_at(
+        &self,
+        unsigned: &Receipt,
+        disclosures: &Disclosures,
+        decided_at: Option<i64>,
+    ) -> Result<(Receipt, bool), Stale> {
+        // One copy for the journal, which signs its copy; the unrecorded denial, when the
+        // journal fails, is made from `unsigned` again.
+        match self
+            .append_at(unsigned.clone(), disclosures, decided_at)
+            .await
+        {
+            Ok(signed) => Ok((signed, true)),
+            Err(JournalError::Stale) => Err(Stale),
+            Err(e) => Ok((self.unrecorded(unsigned.clone(), disclosures, &e), false)),
+        }
+    }
+
+    /// Records the receipt of something that already happened (an execution), which refusing
+    /// to record cannot undo: [`Recorded::Journaled`]; when the journal refuses it,
+    /// [`Recorded::Spooled`] (durably, before this returns) to be journaled later; when the
+    /// spool cannot take it either, the signed [`Recorded::Unrecorded`] receipt.
+    pub async fn record_outcome(&self, unsigned: Receipt, disclosures: &Disclosures) -> Recorded {
         let error = match self.append(unsigned.clone(), disclosures).await {
             Ok(signed) => return Recorded::Journaled(Box::new(signed)),
             Err(e) => e,
         };
         let Some(spool) = &self.spool else {
-            return Recorded::Lost(error, Box::new(unsigned));
+            return Recorded::Unrecorded(Box::new(self.unrecorded(unsigned, disclosures, &error)));
         };
         tracing::error!(error = %error, receipt_id = %unsigned.receipt_id, "an execution receipt could not be journaled; it is spooled");
-        let mut disclosures = disclosures.clone();
-        if disclosures
+        let mut spooled = disclosures.clone();
+        if spooled
             .insert_extra(
                 "spooled_at",
                 serde_json::Value::String(store::rfc3339(store::now_ms())),
             )
             .is_err()
         {
-            return Recorded::Lost(error, Box::new(unsigned));
+            return Recorded::Unrecorded(Box::new(self.unrecorded(unsigned, disclosures, &error)));
         }
-        match spool.push(&unsigned, &disclosures).await {
+        match spool.push(&unsigned, &spooled).await {
             Ok(()) => Recorded::Spooled(unsigned.receipt_id),
             Err(e) => {
                 tracing::error!(error = %e, "an execution receipt could not be spooled either");
-                Recorded::Lost(error, Box::new(unsigned))
+                Recorded::Unrecorded(Box::new(self.unrecorded(unsigned, disclosures, &error)))
             }
         }
+    }
+
+    /// The signed, unrecorded `journal_unavailable` denial that stands for `unsigned` when the
+    /// journal failed with `error`.
+    fn unrecorded(
+        &self,
+        mut unsigned: Receipt,
+        disclosures: &Disclosures,
+        error: &JournalError,
+    ) -> Receipt {
+        tracing::error!(error = %error, "a decision could not be journaled; nothing runs");
+        unsigned.decision = Decision::Deny;
+        unsigned.reason = ReasonCode::JournalUnavailable;
+        self.sign_unrecorded(unsigned.clone(), disclosures)
+            .unwrap_or(unsigned)
     }
 
     /// Whether the writer task still takes records (it ends only when it fails for good).
@@ -1869,5 +1936,15 @@ impl Journal {
             &d,
         )
         .await
+    }
+}
+
+impl From<JournalError> for crate::error::ServiceError {
+    fn from(e: JournalError) -> Self {
+        tracing::error!(error = %e, "the journal cannot record");
+        Self::App(app::error::AppError::new(
+            app::error::ErrorCode::Unavailable,
+            "the journal cannot record right now, so nothing was changed; try again shortly",
+        ))
     }
 }

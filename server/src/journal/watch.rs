@@ -68,6 +68,14 @@ impl ChainWatch {
         self.lock().get(tenant).map(|t| t.status.clone())
     }
 
+    /// The cached status of every tenant verified so far.
+    pub fn statuses(&self) -> Vec<(String, ChainStatus)> {
+        self.lock()
+            .iter()
+            .map(|(tenant, t)| (tenant.clone(), t.status.clone()))
+            .collect()
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, Tenant>> {
         self.tenants
             .lock()

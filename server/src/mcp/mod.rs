@@ -34,8 +34,7 @@ use crate::exposure;
 use crate::state::AppState;
 use crate::store;
 
-pub mod listing;
-pub mod streams;
+pub use crate::live::{listing, streams};
 mod tasks;
 
 /// The requests `/mcp` answers (notifications aside): dispatch refuses any other method before
@@ -61,8 +60,7 @@ pub const STATELESS_VERSION: &str = "2026-07-28";
 
 const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
-/// 2026-07-28: the `subscriptions/listen` request a notification belongs to.
-pub const META_SUBSCRIPTION: &str = "io.modelcontextprotocol/subscriptionId";
+pub use crate::live::listing::META_SUBSCRIPTION;
 /// A protocol header is missing or does not mirror the body.
 const HEADER_MISMATCH: i64 = -32020;
 /// The requested revision is not supported.

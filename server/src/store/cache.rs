@@ -16,7 +16,7 @@
 //! the loader saw). A change that lands while an entry is loaded moves the counter, so the next
 //! call's read discards the entry even if it was loaded from the older state.
 //!
-//! The cache is bounded by bytes (`APERTURE_READ_CACHE_MIB`, [`DEFAULT_BUDGET`]): each entry is
+//! The cache is bounded by bytes (`APERTURE_READ_CACHE_MIB`, `config::DEFAULT_READ_CACHE_BYTES`): each entry is
 //! weighed when it is kept (the heap its parts take, estimated from their JSON form with
 //! [`json_bytes`], which errs on the large side), and the least recently used entries go when a
 //! new one does not fit. A cached grant keeps only the tools its manifest lists: a call of any
@@ -36,8 +36,6 @@ use super::tokens::TokenRow;
 use super::upstreams::UpstreamRow;
 use super::{Store, catalog, exposure, tokens, upstreams};
 
-/// The budget unless `APERTURE_READ_CACHE_MIB` says otherwise: 256 MiB.
-pub const DEFAULT_BUDGET: usize = 256 * 1024 * 1024;
 /// What an entry costs besides its parts: the map's slot, the key, the `Arc` and the struct.
 const ENTRY_OVERHEAD: usize = 256;
 
@@ -171,7 +169,7 @@ impl Default for ReadCache {
     fn default() -> Self {
         Self {
             entries: Mutex::default(),
-            budget: AtomicUsize::new(DEFAULT_BUDGET),
+            budget: AtomicUsize::new(crate::config::DEFAULT_READ_CACHE_BYTES),
         }
     }
 }

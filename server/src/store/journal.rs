@@ -843,7 +843,7 @@ pub struct ReceiptFilter {
     pub before_seq: Option<i64>,
     /// Only records of no session, of no session that exists, or of a session in one of these
     /// environments (`None`: every one): a confined reader's own
-    /// ([`crate::auth::Principal::confined_to`]).
+    /// ([`crate::principal::Principal::confined_to`]).
     pub environments: Option<Vec<String>>,
 }
 

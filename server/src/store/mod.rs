@@ -59,19 +59,7 @@ pub struct Store {
 static SQLITE_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/sqlite");
 static POSTGRES_MIGRATIONS: sqlx::migrate::Migrator = sqlx::migrate!("../migrations/postgres");
 
-/// How durable a committed SQLite write is (`APERTURE_JOURNAL_SYNC`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
-pub enum Durability {
-    /// `normal`: WAL with `synchronous = NORMAL`: a commit survives a crash of the process
-    /// (the operating system still has it), not necessarily a power loss.
-    #[default]
-    #[value(name = "normal")]
-    Crash,
-    /// `full`: `synchronous = FULL`: the WAL is synced at every commit, so a commit survives a
-    /// power loss too.
-    #[value(name = "full")]
-    PowerLoss,
-}
+pub use crate::config::Durability;
 
 /// What every SQLite connection runs first.
 fn sqlite_pragmas(durability: Durability) -> &'static str {

@@ -7,11 +7,7 @@ pub const DEFAULT_TENANT: &str = "default";
 
 /// Whether `id` is a readable tenant name (`[a-z0-9_-]{1,64}`).
 pub fn is_valid_id(id: &str) -> bool {
-    !id.is_empty()
-        && id.len() <= 64
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_' || b == b'-')
+    engine::environment::is_name(id)
 }
 
 /// Creates the tenant unless it exists. Returns whether it was created.

@@ -22,10 +22,10 @@ use app::dto::{RegisterUpstreamRequest, SyncReport, UpstreamView};
 use app::error::{AppError, ErrorCode, FieldError};
 
 use super::{Connection, Connector, UpstreamError, UpstreamSpec, check_url, import};
-use crate::auth::Principal;
 use crate::error::ServiceError;
 use crate::ids;
 use crate::journal::{self, Author, Journal};
+use crate::principal::Principal;
 use crate::store::catalog::{Drift, Revised};
 use crate::store::{self, Store, upstreams::UpstreamRow};
 

@@ -6,7 +6,7 @@
 use std::process::Child;
 
 use aperture::api::connect::SERVICE;
-use aperture::grpc::budget::MAX_VALUES;
+use aperture::proto::budget::MAX_VALUES;
 use engine::scope;
 use prost_types::value::Kind;
 use reqwest::StatusCode;

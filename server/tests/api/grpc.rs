@@ -368,7 +368,7 @@ async fn server_reflection_describes_the_service() {
     let mut reflection = ServerReflectionClient::new(channel);
     let requests = [
         MessageRequest::ListServices(String::new()),
-        MessageRequest::FileContainingSymbol(aperture::grpc::SERVICE_NAME.into()),
+        MessageRequest::FileContainingSymbol(aperture::proto::SERVICE_NAME.into()),
     ]
     .map(|m| ServerReflectionRequest {
         host: String::new(),
@@ -384,7 +384,7 @@ async fn server_reflection_describes_the_service() {
         panic!("{first:?}");
     };
     let names: Vec<&str> = list.service.iter().map(|s| s.name.as_str()).collect();
-    assert!(names.contains(&aperture::grpc::SERVICE_NAME), "{names:?}");
+    assert!(names.contains(&aperture::proto::SERVICE_NAME), "{names:?}");
     assert!(
         names.contains(&"grpc.reflection.v1.ServerReflection"),
         "{names:?}"
@@ -562,7 +562,7 @@ async fn grpc_answers_carry_the_security_headers_and_are_logged() {
         assert_eq!(mcp.headers().get(name), Some(expected), "{name} on /mcp");
     }
 
-    let path = format!("{}/ListTools", aperture::grpc::SERVICE_NAME);
+    let path = format!("{}/ListTools", aperture::proto::SERVICE_NAME);
     let logged = async {
         loop {
             let text = std::fs::read_to_string(&log).unwrap_or_default();

@@ -16,7 +16,7 @@ use crate::helpers::{Db, TestApp, WebhookReceiver};
 
 /// The service's `.proto`, as `build.rs` compiled it into the server.
 fn pool() -> DescriptorPool {
-    aperture::grpc::descriptor_pool().clone()
+    aperture::proto::descriptor_pool().clone()
 }
 
 fn service(pool: &DescriptorPool) -> ServiceDescriptor {

@@ -2,11 +2,24 @@
 //! ([`resume`]); after a restart, turns a stopped node was running are revived or closed
 //! ([`recover`]), and [`run_resumer`] keeps doing both in the background.
 
-#[allow(
-    clippy::wildcard_imports,
-    reason = "a part of the runtime, split from it for reading"
-)]
-use super::*;
+use serde_json::Value;
+
+use app::error::ErrorCode;
+
+use super::subagents::run_detached;
+use super::turn::{
+    Claim, Events, Run, Stop, close_open_batch, finish, model_loop, open_batch, record,
+};
+use super::{Event, ToolConfig, allowlist_of, invocation_key, result_text};
+
+use crate::agents::recheck;
+use crate::error::ServiceError;
+use crate::exposure::Grant;
+use crate::model::{Message, ToolCall};
+use crate::principal::Principal;
+use crate::services::Services;
+use crate::store::agents::AgentRow;
+use crate::{exposure, heartbeat, ids, store};
 
 /// Invocation statuses after which nothing more happens.
 pub(super) const FINAL: [&str; 5] = [
@@ -21,7 +34,7 @@ pub(super) const FINAL: [&str; 5] = [
 /// outcome (the upstream's result, or the durable `approval_rejected` / expiry result) as its
 /// answer, in call order, and the model loop goes on. `Ok(false)` while something still waits
 /// (or another node took the agent first).
-pub async fn resume(state: &AppState, agent: AgentRow) -> Result<bool, ServiceError> {
+pub async fn resume(state: &Services, agent: AgentRow) -> Result<bool, ServiceError> {
     let turns = store::agents::turns(&state.store, &agent.id).await?;
     let Some(turn) = turns
         .last()
@@ -91,7 +104,7 @@ pub async fn resume(state: &AppState, agent: AgentRow) -> Result<bool, ServiceEr
 
 /// The rest of [`resume`], as run `runner`: records the decided calls' answers and goes on.
 pub(super) async fn continue_parked(
-    state: &AppState,
+    state: &Services,
     agent: AgentRow,
     turn: store::agents::TurnRow,
     answers: Vec<(ToolCall, String)>,
@@ -143,14 +156,16 @@ pub(super) async fn continue_parked(
         })?;
         let (rebound, grant, tools) = rebind(state, &principal, &agent).await?;
         Ok(model_loop(
-            state,
-            &model,
-            &principal,
-            &rebound,
-            &grant,
-            &tools,
-            &turn.id,
-            &claim,
+            Run {
+                state,
+                model: &model,
+                principal: &principal,
+                agent: &rebound,
+                grant: &grant,
+                tools: &tools,
+                turn_id: &turn.id,
+                claim: &claim,
+            },
             calls,
             &mut events,
         )
@@ -184,7 +199,7 @@ pub(super) enum Halt {
 /// changed, since the parent's revocation also revoked the fork's session); an agent whose own
 /// session was revoked ends as [`recheck::REVOKED`]; anything else fails.
 pub(super) async fn rebind(
-    state: &AppState,
+    state: &Services,
     principal: &Principal,
     agent: &AgentRow,
 ) -> Result<(AgentRow, Grant, ToolConfig), (Halt, String)> {
@@ -200,7 +215,7 @@ pub(super) async fn rebind(
 
 /// A fork whose parent is gone stays `paused` with `reason` (its turn too).
 pub(super) async fn pause(
-    state: &AppState,
+    state: &Services,
     agent: &AgentRow,
     runner: &str,
     turn_id: &str,
@@ -235,7 +250,7 @@ const PARENT_LEASE_ENDED: &str = "lease_expired: the parent agent's grant has en
 /// (launch-time policy, reapplied; none means unrestricted); its calls run under a copy of the
 /// parent's current grant (a fork's, as a REST fork's) or a fresh manifest of its own session. `Err((paused, why))`: `paused` when the parent is gone.
 pub(super) async fn bind(
-    state: &AppState,
+    state: &Services,
     principal: &Principal,
     agent: &AgentRow,
 ) -> Result<(AgentRow, Grant, ToolConfig), (bool, String)> {
@@ -303,7 +318,7 @@ pub(super) async fn bind(
 /// did so far) with the live parent's instruction and tools and the sidecar's restriction
 /// ([`bind`]). A fork whose parent is gone stays `paused`, with the reason.
 pub(super) async fn revive(
-    state: &AppState,
+    state: &Services,
     agent: AgentRow,
     runner: String,
 ) -> Result<(), ServiceError> {
@@ -386,7 +401,7 @@ pub(super) async fn revive(
 /// (its caller is gone); it ends as failed, every call it left unanswered gets an error answer,
 /// and the agent is free again.
 pub(super) async fn interrupted(
-    state: &AppState,
+    state: &Services,
     agent: &AgentRow,
     runner: &str,
 ) -> Result<(), ServiceError> {
@@ -434,7 +449,7 @@ pub(super) async fn interrupted(
 
 /// Takes over agents left `running` by a process that stopped (their heartbeat is stale):
 /// background sub-agents are revived, foreground turns end as interrupted.
-pub(super) async fn recover(state: &AppState) -> Result<(), ServiceError> {
+pub(super) async fn recover(state: &Services) -> Result<(), ServiceError> {
     let now = store::now_ms();
     let stale = now - heartbeat::STALE_MS;
     for agent in store::agents::stale_running(&state.store, stale).await? {
@@ -458,7 +473,7 @@ pub(super) async fn recover(state: &AppState) -> Result<(), ServiceError> {
 /// Continues every turn whose parked calls are all decided, and recovers agents whose process
 /// stopped ([`recover`]); runs forever (spawned by the server). One agent's failure does not
 /// stop the others.
-pub async fn run_resumer(state: AppState) {
+pub async fn run_resumer(state: Services) {
     loop {
         if let Err(e) = recover(&state).await {
             tracing::warn!(error = ?e.into_app_error(), "recovering agents whose process stopped");

@@ -3,11 +3,22 @@
 //! sub-agent starts from its prompt. Foreground ones answer the calling model; background ones
 //! run detached ([`run_detached`]) and report when they end.
 
-#[allow(
-    clippy::wildcard_imports,
-    reason = "a part of the runtime, split from it for reading"
-)]
-use super::*;
+use engine::fork::ExecutionAllowlist;
+use serde::Deserialize;
+
+use app::error::AppError;
+
+use super::turn::{Claim, Events, Run, finish, model_loop, record};
+use super::{DEFAULT_MAX_TURNS, Event, ToolConfig, token_of};
+
+use crate::error::ServiceError;
+use crate::exposure::Grant;
+use crate::model::{Message, ModelClient};
+use crate::principal::Principal;
+use crate::services::Services;
+use crate::store::agents::AgentRow;
+use crate::store::exposure::SessionRow;
+use crate::{exposure, ids, store};
 
 /// What running a sub-agent resolves to: the outcome and the text the calling model reads.
 pub(super) type SubagentFuture<'a> = std::pin::Pin<
@@ -81,7 +92,7 @@ pub(super) fn check(arguments: &str) -> Result<Launch, String> {
 /// session), and its grant is a copy of the parent's. A `general-purpose` sub-agent starts
 /// from the prompt alone.
 pub(super) fn run_subagent<'a>(
-    state: &'a AppState,
+    state: &'a Services,
     model: &'a ModelClient,
     principal: &'a Principal,
     parent: &'a AgentRow,
@@ -102,7 +113,7 @@ pub(super) fn run_subagent<'a>(
 }
 
 pub(super) async fn subagent(
-    state: &AppState,
+    state: &Services,
     model: &ModelClient,
     principal: &Principal,
     parent: &AgentRow,
@@ -269,14 +280,16 @@ pub(super) async fn subagent(
     let claim = Claim::hold(state, &child.id, runner);
     let mut events = Events::default();
     let outcome = model_loop(
-        state,
-        model,
-        principal,
-        &child,
-        &grant,
-        &tools,
-        &turn_id,
-        &claim,
+        Run {
+            state,
+            model,
+            principal,
+            agent: &child,
+            grant: &grant,
+            tools: &tools,
+            turn_id: &turn_id,
+            claim: &claim,
+        },
         0,
         &mut events,
     )
@@ -318,7 +331,7 @@ pub(super) async fn subagent(
     reason = "the turn's parts, owned by the task"
 )]
 pub(super) async fn run_detached(
-    state: AppState,
+    state: Services,
     model: ModelClient,
     principal: Principal,
     agent: AgentRow,
@@ -331,14 +344,16 @@ pub(super) async fn run_detached(
     let claim = Claim::hold(&state, &agent.id, runner);
     let mut events = Events::default();
     let outcome = model_loop(
-        &state,
-        &model,
-        &principal,
-        &agent,
-        &grant,
-        &tools,
-        &turn_id,
-        &claim,
+        Run {
+            state: &state,
+            model: &model,
+            principal: &principal,
+            agent: &agent,
+            grant: &grant,
+            tools: &tools,
+            turn_id: &turn_id,
+            claim: &claim,
+        },
         calls,
         &mut events,
     )

@@ -3,11 +3,26 @@
 //! made its model calls; [`finish`] records how it ended. A batch of calls the model made is
 //! answered in call order, and one cut short by a restart is closed on the next start.
 
-#[allow(
-    clippy::wildcard_imports,
-    reason = "a part of the runtime, split from it for reading"
-)]
-use super::*;
+use std::collections::HashSet;
+
+use engine::scope;
+
+use app::error::{AppError, ErrorCode};
+
+use super::{
+    Event, MAX_MESSAGE, ToolConfig, TurnRequest, TurnView, allowlist_of, process_function_calls,
+    readable, token_of,
+};
+
+use crate::agents::recheck;
+use crate::error::ServiceError;
+use crate::exposure::Grant;
+use crate::heartbeat::Heartbeat;
+use crate::model::{Message, ModelClient, ToolCall};
+use crate::principal::Principal;
+use crate::services::Services;
+use crate::store::agents::AgentRow;
+use crate::{exposure, ids, store};
 
 /// The conversation so far, as the model sees it.
 pub(super) fn conversation(agent: &AgentRow, records: &[store::agents::RecordRow]) -> Vec<Message> {
@@ -28,7 +43,7 @@ pub(super) fn conversation(agent: &AgentRow, records: &[store::agents::RecordRow
 
 /// `POST /agents/{id}/turns` (run, own agent): runs one turn to its end.
 pub async fn run_turn(
-    state: &AppState,
+    state: &Services,
     model: Option<&ModelClient>,
     principal: &Principal,
     id: &str,
@@ -42,7 +57,7 @@ pub async fn run_turn(
 
 /// A turn that was accepted (the agent was idle and is now `running`) and has not run yet.
 pub struct StartedTurn {
-    pub(super) state: AppState,
+    pub(super) state: Services,
     pub(super) model: ModelClient,
     pub(super) principal: Principal,
     pub(super) agent: AgentRow,
@@ -57,7 +72,7 @@ pub struct StartedTurn {
 /// Checks and starts a turn of agent `id`: everything that can refuse it (404, 409, 422, 503)
 /// happens here, before anything streams.
 pub async fn start_turn(
-    state: &AppState,
+    state: &Services,
     model: Option<&ModelClient>,
     principal: &Principal,
     id: &str,
@@ -217,14 +232,16 @@ impl StartedTurn {
             .await
             .map_err(|e| (0, format!("the store failed: {e}")))?;
             model_loop(
-                state,
-                &model,
-                &principal,
-                &agent,
-                &grant,
-                &tools,
-                &turn_id,
-                &claim,
+                Run {
+                    state,
+                    model: &model,
+                    principal: &principal,
+                    agent: &agent,
+                    grant: &grant,
+                    tools: &tools,
+                    turn_id: &turn_id,
+                    claim: &claim,
+                },
                 0,
                 &mut events,
             )
@@ -279,7 +296,7 @@ impl Events {
 /// What `agent`'s background sub-agents answered and was not reported yet, as `(agent, status,
 /// text for the model)`; the caller records them with [`store::agents::append_reporting`].
 pub(super) async fn reports(
-    state: &AppState,
+    state: &Services,
     agent: &AgentRow,
 ) -> Result<Vec<(String, String, String)>, ServiceError> {
     let mut out = Vec::new();
@@ -354,7 +371,7 @@ impl Stop {
 /// model calls. A turn that failed gets an error answer for each call it left unanswered, so the
 /// transcript stays a valid conversation for the next turn.
 pub(super) async fn finish(
-    state: &AppState,
+    state: &Services,
     agent: &AgentRow,
     runner: &str,
     turn_id: &str,
@@ -407,7 +424,7 @@ pub(super) async fn finish(
 /// Answers every call of the transcript's last batch that has no answer with an error naming
 /// `why` (a turn that failed or was interrupted mid-batch).
 pub(super) async fn close_open_batch(
-    state: &AppState,
+    state: &Services,
     agent: &AgentRow,
     turn_id: &str,
     why: &str,
@@ -475,7 +492,7 @@ pub(super) struct Claim {
 
 impl Claim {
     /// Starts beating for `agent_id`, held by `runner`.
-    pub(super) fn hold(state: &AppState, agent_id: &str, runner: String) -> Self {
+    pub(super) fn hold(state: &Services, agent_id: &str, runner: String) -> Self {
         Self {
             beat: Heartbeat::agent(&state.store, agent_id, &runner),
             runner,
@@ -488,6 +505,20 @@ impl Claim {
     }
 }
 
+/// What one run of [`model_loop`] works on: the services, the model server, who the turn runs
+/// as, the agent, the grant and tools it was declared, the turn, and the claim that keeps the
+/// agent this runner's.
+pub(super) struct Run<'a> {
+    pub state: &'a Services,
+    pub model: &'a ModelClient,
+    pub principal: &'a Principal,
+    pub agent: &'a AgentRow,
+    pub grant: &'a Grant,
+    pub tools: &'a ToolConfig,
+    pub turn_id: &'a str,
+    pub claim: &'a Claim,
+}
+
 /// The model loop of a turn, from `calls` model calls already made. `Ok((status, model
 /// calls))`, or `Err((model calls, why))` when the model server or the store failed (the turn
 /// fails; what was recorded stays). A batch of calls the transcript shows unanswered (its
@@ -495,17 +526,20 @@ impl Claim {
 /// its invocation key, so one that already ran returns its recorded outcome and does not run again.
 #[allow(clippy::too_many_arguments, reason = "the turn's parts, passed once")]
 pub(super) async fn model_loop(
-    state: &AppState,
-    model: &ModelClient,
-    principal: &Principal,
-    agent: &AgentRow,
-    grant: &Grant,
-    tools: &ToolConfig,
-    turn_id: &str,
-    claim: &Claim,
+    run: Run<'_>,
     mut calls: i64,
     events: &mut Events,
 ) -> Result<(&'static str, i64), Stop> {
+    let Run {
+        state,
+        model,
+        principal,
+        agent,
+        grant,
+        tools,
+        turn_id,
+        claim,
+    } = run;
     const TAKEN: &str = "another runner took this agent over";
     let store_error = |calls: i64| move |e: sqlx::Error| (calls, format!("the store failed: {e}"));
     // The transcript is read once; what the loop records it also keeps here.
@@ -598,7 +632,7 @@ pub(super) fn record(m: &Message) -> String {
 
 /// The parts of a running turn.
 pub(super) struct Turn<'a> {
-    pub(super) state: &'a AppState,
+    pub(super) state: &'a Services,
     pub(super) model: &'a ModelClient,
     pub(super) agent: &'a AgentRow,
     pub(super) grant: &'a Grant,

@@ -28,6 +28,9 @@ use super::streams::{Log, Streams};
 use crate::store::{self, Store, exposure::ManifestRow};
 use crate::sync::lock;
 
+/// 2026-07-28: the `subscriptions/listen` request a notification belongs to.
+pub const META_SUBSCRIPTION: &str = "io.modelcontextprotocol/subscriptionId";
+
 /// How often the node looks for changes while a stream listens.
 pub const CHECK_EVERY: Duration = Duration::from_millis(500);
 /// How often a stream's watched manifests are read again.
@@ -263,7 +266,7 @@ async fn check(
 pub fn list_changed(session_ids: &[String], subscription_id: Option<&Value>) -> Value {
     let mut meta = json!({"session_ids": session_ids});
     if let Some(id) = subscription_id {
-        meta[super::META_SUBSCRIPTION] = id.clone();
+        meta[META_SUBSCRIPTION] = id.clone();
     }
     json!({
         "jsonrpc": "2.0",

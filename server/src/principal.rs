@@ -1,5 +1,8 @@
 //! The authenticated caller.
 
+use engine::environment::{
+    ANY_ENVIRONMENT, DEFAULT_ENVIRONMENT, environment_allowed, is_environment,
+};
 use engine::scope::ScopeSet;
 use sha2::{Digest, Sha256};
 
@@ -144,16 +147,6 @@ impl Principal {
 
 pub use crate::journal::{ANONYMOUS, OPERATOR};
 
-/// Every environment, in a token's or user's list.
-pub const ANY_ENVIRONMENT: &str = "*";
-
-/// Whether a list of environments (as tokens and users carry it) admits `environment`.
-pub fn environment_allowed(allowed: &[String], environment: &str) -> bool {
-    allowed
-        .iter()
-        .any(|e| e == ANY_ENVIRONMENT || e == environment)
-}
-
 /// The environments a new token or user may use: `requested`, or the tenant's default
 /// environment when not given. Each is `*` or an environment name; problems are pushed to
 /// `fields` under `path`.
@@ -163,7 +156,7 @@ pub fn environments_of(
     fields: &mut Vec<app::error::FieldError>,
 ) -> Vec<String> {
     let Some(requested) = requested else {
-        return vec![crate::policies::DEFAULT_ENVIRONMENT.to_owned()];
+        return vec![DEFAULT_ENVIRONMENT.to_owned()];
     };
     if requested.is_empty() {
         fields.push(app::error::FieldError {
@@ -174,7 +167,7 @@ pub fn environments_of(
     let mut out: Vec<String> = Vec::new();
     for (i, e) in requested.iter().enumerate() {
         let e = e.trim();
-        if e != ANY_ENVIRONMENT && !crate::exposure::is_environment(e) {
+        if e != ANY_ENVIRONMENT && !is_environment(e) {
             fields.push(app::error::FieldError {
                 path: format!("{path}[{i}]"),
                 message: "an environment: 1–64 characters of a-z, 0-9, _ and -, or *".into(),

@@ -160,21 +160,7 @@ pub enum ModelError {
     Malformed(String),
 }
 
-/// Where the model server is and how to talk to it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ModelConfig {
-    /// Base URL, e.g. `http://127.0.0.1:8080/v1` (`APERTURE_MODEL_BASE_URL`).
-    pub base_url: String,
-    /// Bearer key, when the server wants one (`APERTURE_MODEL_API_KEY`).
-    pub api_key: Option<String>,
-    /// Model name (`APERTURE_MODEL`).
-    pub model: String,
-    /// Longest wait for one completion (`APERTURE_MODEL_TIMEOUT_SECONDS`, default 120).
-    pub timeout: Duration,
-}
-
-/// Longest wait for one completion unless configured.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+pub use crate::config::ModelConfig;
 
 /// Most bytes of an error body quoted in a [`ModelError::Status`].
 const QUOTED: usize = 300;

@@ -201,7 +201,7 @@ mod tests {
     use super::*;
 
     fn message(name: &str) -> MessageDescriptor {
-        crate::grpc::descriptor_pool()
+        crate::proto::descriptor_pool()
             .get_message_by_name(name)
             .unwrap()
     }
@@ -238,7 +238,7 @@ mod tests {
 
     #[test]
     fn a_megabyte_of_nulls_is_refused_before_it_is_all_read() {
-        use crate::api::connect::proto_bytes;
+        use crate::proto::proto_bytes;
         let request = message("agent_tool_exposure.v1.ValidatePolicyRequest");
         // policy (1) { fields (1) { key (1) "x" value (2) { list_value (6) { 250,000 nulls } } } }
         let mut value = Vec::new();
@@ -317,7 +317,7 @@ mod tests {
             syntax: Some("proto3".into()),
             ..Default::default()
         };
-        let mut pool: DescriptorPool = crate::grpc::descriptor_pool().clone();
+        let mut pool: DescriptorPool = crate::proto::descriptor_pool().clone();
         pool.add_file_descriptor_proto(file).unwrap();
         pool.get_message_by_name("probe.Probe").unwrap()
     }
@@ -432,7 +432,7 @@ mod tests {
         let mut bytes = Vec::new();
         for _ in 0..200 {
             let mut outer = Vec::new();
-            crate::api::connect::proto_bytes(&mut outer, 5, &bytes);
+            crate::proto::proto_bytes(&mut outer, 5, &bytes);
             bytes = outer;
         }
         assert!(malformed(&bytes), "children nested 200 deep");
@@ -443,7 +443,7 @@ mod tests {
         let mut bytes = Vec::new();
         for _ in 0..MAX_DEPTH {
             let mut outer = Vec::new();
-            crate::api::connect::proto_bytes(&mut outer, 5, &bytes);
+            crate::proto::proto_bytes(&mut outer, 5, &bytes);
             bytes = outer;
         }
         assert_eq!(

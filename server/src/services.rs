@@ -1,0 +1,81 @@
+//! [`Services`]: what one node's services run with — the database, the journal, the upstream
+//! connections, the event bus, the model client — made once at start-up and shared by every
+//! surface (REST, Connect, gRPC, `/mcp`, the dashboard) and every background task. Nothing
+//! here knows HTTP: the surfaces keep their own state (`crate::state`) around it.
+
+use std::sync::Arc;
+
+use crate::config::{Config, RateLimiter, SpendGate};
+use crate::execution::{CallContext, OutputTo};
+use crate::journal::Journal;
+use crate::password::Passwords;
+use crate::store::Store;
+
+/// A handle on a node's services; cheap to clone (one reference count).
+#[derive(Clone)]
+pub struct Services(Arc<Parts>);
+
+impl Services {
+    /// The services made of `parts`.
+    pub fn new(parts: Parts) -> Self {
+        Services(Arc::new(parts))
+    }
+}
+
+impl std::ops::Deref for Services {
+    type Target = Parts;
+
+    fn deref(&self) -> &Parts {
+        &self.0
+    }
+}
+
+/// What [`Services`] hold.
+pub struct Parts {
+    /// The database.
+    pub store: Store,
+    /// Password hashing with its concurrency cap.
+    pub passwords: Passwords,
+    /// The configuration the server started with.
+    pub config: Arc<Config>,
+    /// Compiled validators of advertised schemas, by `schemaHash`.
+    pub validators: Arc<engine::narrow::ValidatorCache>,
+    /// Registered upstream MCP servers and their live connections.
+    pub upstreams: Arc<crate::upstream::Upstreams>,
+    /// The tamper-evident journal (and the signing keys).
+    pub journal: Journal,
+    /// Set when the node was asked to stop: long-lived streams end.
+    pub draining: tokio::sync::watch::Sender<bool>,
+    /// Events to and from every node (crate::events); wakes the invocation worker.
+    pub events: Arc<crate::events::Bus>,
+    /// Calls in flight, which their callers may cancel.
+    pub in_flight: Arc<crate::cancel::InFlight>,
+    /// Makes the journal trees' signed checkpoints.
+    pub checkpoints: Arc<crate::journal::checkpoints::Checkpointer>,
+    /// The journal verified in the background (the overview's chain status).
+    pub chain: Arc<crate::journal::watch::ChainWatch>,
+    /// Webhooks: their secrets, address rule and sender.
+    pub webhooks: Arc<crate::webhooks::Webhooks>,
+    /// The model server hosted agents use, when one is configured.
+    pub model: Option<Arc<crate::model::ModelClient>>,
+}
+
+impl Parts {
+    /// What a `tools/call` needs, borrowed from the services.
+    pub fn call_context(&self) -> CallContext<'_> {
+        CallContext {
+            store: &self.store,
+            journal: &self.journal,
+            upstreams: &self.upstreams,
+            validators: &self.validators,
+            parked_expiry: self.config.parked_expiry,
+            events: &self.events,
+            rate_limiter: self.config.rate_limiter != RateLimiter::None,
+            spend_gate: self.config.spend_gate != SpendGate::None,
+            output_to: OutputTo::Mcp,
+            idempotency_retention: self.config.idempotency_retention,
+            cancelled: None,
+            progress: None,
+        }
+    }
+}
