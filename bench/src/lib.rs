@@ -342,6 +342,7 @@ pub fn context() -> ExposureContext {
         environment: "default".into(),
         actor: "bot".into(),
         preset: None,
+        entity: None,
     }
 }
 

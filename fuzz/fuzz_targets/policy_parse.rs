@@ -68,11 +68,13 @@ fn contexts() -> [ExposureContext; 2] {
             environment: "default".into(),
             actor: "bot".into(),
             preset: None,
+            entity: None,
         },
         ExposureContext {
             environment: "prod".into(),
             actor: "support-agent".into(),
             preset: Some("triage".into()),
+            entity: None,
         },
     ]
 }

@@ -277,16 +277,70 @@ fn cpu_time_of_tree(pid: u32) -> Option<Duration> {
     Some(Duration::from_millis(total * 10))
 }
 
-/// A plain reverse proxy (nginx) in front of `upstream` (`http://127.0.0.1:<port>/mcp`), in a
-/// folder of its own; killed when dropped. `None` when nginx is not installed.
+/// The processes whose parent is `pid` (nginx's workers, when `pid` is its master), from `/proc`.
+fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat")).is_ok_and(|stat| {
+                stat.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok())
+                    == Some(pid)
+            })
+        })
+        .collect()
+}
+
+/// A plain reverse proxy (nginx: a master and its workers) in front of `upstream`
+/// (`http://127.0.0.1:<port>/mcp`), in a folder of its own; stopped, workers and all, when
+/// dropped. `None` when nginx is not installed.
 struct Proxy {
     child: std::process::Child,
     url: String,
-    _dir: tempfile::TempDir,
+    nginx: &'static str,
+    dir: tempfile::TempDir,
 }
 
 impl Drop for Proxy {
     fn drop(&mut self) {
+        // Not `Child::kill` alone: SIGKILL stops the master, and its workers live on (adopted by
+        // init, still listening: two more after each run on two cores). `nginx -s stop` sends
+        // the master SIGTERM (through its pid file), nginx's fast shutdown: the master stops its
+        // workers and waits for them before it exits.
+        if let Ok(Some(_)) = self.child.try_wait() {
+            return;
+        }
+        let workers = children_of(self.child.id());
+        let signalled = std::process::Command::new(self.nginx)
+            .arg("-p")
+            .arg(self.dir.path())
+            .arg("-c")
+            .arg(self.dir.path().join("nginx.conf"))
+            .args(["-s", "stop"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while signalled && Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Not stopped (no pid file yet, or a master that hangs): every process it started killed.
+        eprintln!("nginx did not stop: killing its master and workers {workers:?}");
+        if !workers.is_empty() {
+            let _ = std::process::Command::new("kill")
+                .arg("-KILL")
+                .args(workers.iter().map(u32::to_string))
+                .stderr(std::process::Stdio::null())
+                .status();
+        }
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -349,7 +403,8 @@ async fn proxy(upstream: &str) -> anyhow::Result<Option<Proxy>> {
     let proxy = Proxy {
         child,
         url: format!("http://127.0.0.1:{port}/mcp"),
-        _dir: dir,
+        nginx,
+        dir,
     };
     for _ in 0..100 {
         if tokio::net::TcpStream::connect(("127.0.0.1", port))
@@ -362,7 +417,7 @@ async fn proxy(upstream: &str) -> anyhow::Result<Option<Proxy>> {
     }
     anyhow::bail!(
         "nginx did not start: {}",
-        std::fs::read_to_string(proxy._dir.path().join("error.log")).unwrap_or_default()
+        std::fs::read_to_string(proxy.dir.path().join("error.log")).unwrap_or_default()
     )
 }
 
