@@ -35,23 +35,15 @@ use crate::state::AppState;
 use crate::store;
 
 pub use crate::live::{listing, streams};
+pub mod request;
 mod tasks;
 
-/// The requests `/mcp` answers (notifications aside): dispatch refuses any other method before
-/// it is matched, so a method answered below is one listed here, and the tests that are
-/// generated from this table (the environment matrix) reach it.
-pub const METHODS: &[&str] = &[
-    "initialize",
-    "ping",
-    "server/discover",
-    "tools/list",
-    "tools/call",
-    "subscriptions/listen",
-    "tasks/get",
-    "tasks/result",
-    "tasks/cancel",
-    "tasks/list",
-];
+use request::{Message, Method};
+
+/// The requests `/mcp` answers (notifications aside), by name: [`Method`]'s. A method answered
+/// is one listed here, and the tests that are generated from this table (the environment
+/// matrix) reach it.
+pub const METHODS: &[&str] = &request::NAMES;
 
 /// Protocol revisions `initialize` negotiates, newest first.
 pub const PROTOCOL_VERSIONS: [&str; 2] = ["2025-11-25", "2025-06-18"];
@@ -144,41 +136,18 @@ pub async fn handle(
         Ok(p) => p,
         Err(_) => return unauthorized(&state.config),
     };
-    let message: Value = match serde_json::from_slice(&body) {
-        Ok(v) => v,
-        Err(e) => {
-            return Json(error(&Value::Null, PARSE_ERROR, format!("not JSON: {e}")))
-                .into_response();
+    let request = match request::parse(&body) {
+        Ok(Message::Request(request)) => request,
+        Ok(Message::Notification { method, params }) => {
+            return notification(&state, &principal, &headers, &method, params.as_ref()).await;
         }
+        // The gateway sends no requests to clients yet: no answer is awaited.
+        Ok(Message::Response { id }) => {
+            return Json(error(&id, INVALID_REQUEST, "a request needs a method")).into_response();
+        }
+        Ok(Message::Empty) => return StatusCode::ACCEPTED.into_response(),
+        Err(answer) => return Json(answer).into_response(),
     };
-    let Value::Object(mut obj) = message else {
-        return Json(error(
-            &Value::Null,
-            INVALID_REQUEST,
-            "batches and non-objects are not accepted",
-        ))
-        .into_response();
-    };
-    let id = obj.get("id").cloned();
-    // Taken, not copied: a call's arguments and `_meta` are read from here on.
-    let params = obj.remove("params");
-    let Some(method) = obj.get("method").and_then(Value::as_str) else {
-        // A response or garbage: nothing to answer for a response.
-        return match id {
-            Some(id) => {
-                Json(error(&id, INVALID_REQUEST, "a request needs a method")).into_response()
-            }
-            None => StatusCode::ACCEPTED.into_response(),
-        };
-    };
-    if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-        return Json(error(
-            &id.unwrap_or(Value::Null),
-            INVALID_REQUEST,
-            "jsonrpc must be \"2.0\"",
-        ))
-        .into_response();
-    }
     // The client's MCP session (2025 era), part of how it names its requests.
     let mcp_session = match mcp_session_id(&headers) {
         Ok(s) => s,
@@ -187,23 +156,8 @@ pub async fn handle(
             return (StatusCode::BAD_REQUEST, Json(answer)).into_response();
         }
     };
-    let Some(id) = id else {
-        // Notifications need no answer; a cancellation stops the caller's call in flight (an
-        // oversized request id names no call the gateway would have taken).
-        if method == "notifications/cancelled"
-            && let Some(request) = params.as_ref().and_then(|p| p.get("requestId"))
-            && fits(request)
-        {
-            let key = crate::cancel::Key::new(
-                &principal.tenant_id,
-                &principal.caller_id(),
-                mcp_session.as_deref(),
-                request,
-            );
-            crate::cancel::cancel(&state.in_flight, &state.events, &key).await;
-        }
-        return StatusCode::ACCEPTED.into_response();
-    };
+    let request::Request { id, method, params } = request;
+    let method = method.as_str();
     if !fits(&id) {
         let answer = error(
             &Value::Null,
@@ -224,7 +178,7 @@ pub async fn handle(
     // 2025 era: after `initialize`, requests name the negotiated revision in
     // `MCP-Protocol-Version`; one this server does not speak is a 400.
     if !stateless
-        && method != "initialize"
+        && method != Method::Initialize.name()
         && let Some(version) = headers.get("mcp-protocol-version")
     {
         let version = version.to_str().unwrap_or("");
@@ -240,7 +194,8 @@ pub async fn handle(
             return (StatusCode::BAD_REQUEST, Json(answer)).into_response();
         }
     }
-    if method != "tools/call"
+    let known = Method::parse(method);
+    if known != Some(Method::ToolsCall)
         && principal
             .read_at
             .is_some_and(|at| at.unconfirmed().is_some())
@@ -250,68 +205,90 @@ pub async fn handle(
             Err(_) => return unauthorized(&state.config),
         };
     }
-    if !METHODS.contains(&method) {
+    // A method this era does not have is unknown: `initialize` in 2026-07-28,
+    // `subscriptions/listen` before it. Stateless requests answer it 404.
+    let served = known.filter(|m| match m {
+        Method::Initialize => !stateless,
+        Method::SubscriptionsListen => stateless,
+        _ => true,
+    });
+    let Some(method) = served else {
         let answer = error(&id, METHOD_NOT_FOUND, format!("unknown method {method}"));
         return match stateless {
             true => (StatusCode::NOT_FOUND, Json(answer)).into_response(),
             false => Json(answer).into_response(),
         };
-    }
-    if stateless || method == "server/discover" {
-        let answer = match method {
-            "server/discover" => ok(&id, discover()),
-            "ping" => ok(&id, json!({})),
-            "tools/list" => tools_list(&state, &principal, &id, &params, None).await,
-            "tools/call" if accepts_stream(&headers) && progress_token(&params).is_some() => {
-                return stream_call(&state, principal, secret, id, params, None, true);
-            }
-            "tools/call" => {
-                match tools_call(&state, &principal, secret, &id, params, mcp_session, None).await {
-                    Ok(answer) => answer,
-                    Err(()) => return unauthorized(&state.config),
-                }
-            }
-            "subscriptions/listen" => {
-                return listen(&state, &principal, secret, &headers, id, &params);
-            }
-            "tasks/get" => tasks::get(&state, &principal, &id, &params).await,
-            "tasks/result" => tasks::result(&state, &principal, &id, &params).await,
-            "tasks/cancel" => tasks::cancel(&state, &principal, &id, &params).await,
-            "tasks/list" => tasks::list(&state, &principal, &id, &params).await,
-            other => {
-                let answer = error(&id, METHOD_NOT_FOUND, format!("unknown method {other}"));
-                return (StatusCode::NOT_FOUND, Json(answer)).into_response();
-            }
-        };
-        return Json(complete(answer, method == "tools/list")).into_response();
-    }
+    };
+    // 2025 era: the client's MCP session names its listings and calls; 2026-07-28 has none.
+    let listing_session = mcp_session.as_deref().filter(|_| !stateless);
     let answer = match method {
-        "initialize" => initialize(&id, &params),
-        "ping" => ok(&id, json!({})),
-        "tools/list" => tools_list(&state, &principal, &id, &params, mcp_session.as_deref()).await,
-        "tools/call" if accepts_stream(&headers) && progress_token(&params).is_some() => {
-            return stream_call(&state, principal, secret, id, params, mcp_session, false);
+        Method::Initialize => initialize(&id, &params),
+        Method::Ping => ok(&id, json!({})),
+        Method::Discover => ok(&id, discover()),
+        Method::ToolsList => tools_list(&state, &principal, &id, &params, listing_session).await,
+        Method::ToolsCall if accepts_stream(&headers) && progress_token(&params).is_some() => {
+            let session = mcp_session.filter(|_| !stateless);
+            return stream_call(&state, principal, secret, id, params, session, stateless);
         }
-        "tools/call" => {
+        Method::ToolsCall => {
             match tools_call(&state, &principal, secret, &id, params, mcp_session, None).await {
                 Ok(answer) => answer,
                 Err(()) => return unauthorized(&state.config),
             }
         }
-        "tasks/get" => tasks::get(&state, &principal, &id, &params).await,
-        "tasks/result" => tasks::result(&state, &principal, &id, &params).await,
-        "tasks/cancel" => tasks::cancel(&state, &principal, &id, &params).await,
-        "tasks/list" => tasks::list(&state, &principal, &id, &params).await,
-        other => error(&id, METHOD_NOT_FOUND, format!("unknown method {other}")),
+        Method::SubscriptionsListen => {
+            return listen(&state, &principal, secret, &headers, id, &params);
+        }
+        Method::TasksGet => tasks::get(&state, &principal, &id, &params).await,
+        Method::TasksResult => tasks::result(&state, &principal, &id, &params).await,
+        Method::TasksCancel => tasks::cancel(&state, &principal, &id, &params).await,
+        Method::TasksList => tasks::list(&state, &principal, &id, &params).await,
     };
+    // 2026-07-28 results carry what the era adds (and `server/discover` is answered so in
+    // either era).
+    if stateless || method == Method::Discover {
+        return Json(complete(answer, method == Method::ToolsList)).into_response();
+    }
     let mut response = Json(answer).into_response();
-    if method == "initialize" {
+    if method == Method::Initialize {
         let session = crate::ids::new_id("mcp");
         if let Ok(v) = HeaderValue::from_str(&session) {
             response.headers_mut().insert("mcp-session-id", v);
         }
     }
     response
+}
+
+/// A notification: never answered (202). A cancellation stops the caller's call in flight (an
+/// oversized request id names no call the gateway would have taken).
+async fn notification(
+    state: &AppState,
+    principal: &Principal,
+    headers: &HeaderMap,
+    method: &str,
+    params: Option<&Value>,
+) -> Response {
+    // The client's MCP session (2025 era), part of how it names its requests.
+    let mcp_session = match mcp_session_id(headers) {
+        Ok(s) => s,
+        Err(why) => {
+            let answer = error(&Value::Null, INVALID_PARAMS, why);
+            return (StatusCode::BAD_REQUEST, Json(answer)).into_response();
+        }
+    };
+    if method == "notifications/cancelled"
+        && let Some(request) = params.and_then(|p| p.get("requestId"))
+        && fits(request)
+    {
+        let key = crate::cancel::Key::new(
+            &principal.tenant_id,
+            &principal.caller_id(),
+            mcp_session.as_deref(),
+            request,
+        );
+        crate::cancel::cancel(&state.in_flight, &state.events, &key).await;
+    }
+    StatusCode::ACCEPTED.into_response()
 }
 
 /// Whether an identifier the client chose (any JSON value) is at most
