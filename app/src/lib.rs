@@ -5,8 +5,8 @@
 //!
 //! Modules by floor, ground floor first (a module uses only modules on floors below it; the
 //! `floors` crate's tests keep it so):
-//! - [`error`]: [`error::AppError`], the one error shape of the dashboard and the REST API.
-//! - [`dto`]: requests and views exchanged with the server (never database rows);
+//! - [`error`]: [`error::AppError`], the one error shape of the dashboard and the REST API, and
+//!   [`dto`]: requests and views exchanged with the server — both from `aperture-types`;
 //!   [`policy_draft`]: the policy editor's model (a policy as typed) and its diff.
 //! - [`backend`]: what the server provides the server functions (`ssr` only); [`verify`]: a
 //!   receipt's signature and chain links, checked in the browser.
@@ -20,8 +20,7 @@
 pub mod api;
 #[cfg(feature = "ssr")]
 pub mod backend;
-pub mod dto;
-pub mod error;
+pub use aperture_types::{dto, error};
 pub mod layout;
 pub mod pages;
 pub mod policy_draft;

@@ -37,6 +37,12 @@ fn the_engine_has_floors() {
 }
 
 #[test]
+fn the_shared_types_have_floors() {
+    assert_acyclic("types");
+    assert_toured("types");
+}
+
+#[test]
 fn the_dashboard_has_floors() {
     assert_acyclic("app");
     assert_toured("app");

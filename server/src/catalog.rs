@@ -8,10 +8,10 @@ use engine::receipt::{Decision, ReasonCode};
 use engine::scope;
 use serde_json::{Value, json};
 
-use app::dto::{
+use aperture_types::dto::{
     DescribeToolRequest, DriftDecisionRequest, DriftDecisionView, HeldView, ToolRowView,
 };
-use app::error::{AppError, ErrorCode, FieldError};
+use aperture_types::error::{AppError, ErrorCode, FieldError};
 
 use crate::error::ServiceError;
 use crate::journal::Journal;
@@ -235,7 +235,7 @@ async fn decide(
                 message: format!(
                     "{name} changed since it was reviewed: its held definition is now {definition_hash}"
                 ),
-                details: Some(app::error::ErrorDetails {
+                details: Some(aperture_types::error::ErrorDetails {
                     fields: vec![FieldError {
                         path: "definition_hash".into(),
                         message: "not the held definition's hash".into(),

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
 
-use app::dto::{CreateTokenRequest, CreateUserRequest};
+use aperture_types::dto::{CreateTokenRequest, CreateUserRequest};
 
 use crate::auth::password::Passwords;
 use crate::config::Config;
@@ -958,7 +958,7 @@ async fn policy_apply(
             &journal,
             &operator,
             &id,
-            &app::dto::ActivateRequest {
+            &aperture_types::dto::ActivateRequest {
                 environment: Some(environment.clone()),
             },
         )
@@ -1434,7 +1434,7 @@ async fn upstream_add(
         "--env is for --stdio upstreams; a --url upstream takes its credentials in --header"
     );
     let request = if stdio {
-        app::dto::RegisterUpstreamRequest {
+        aperture_types::dto::RegisterUpstreamRequest {
             name,
             transport: "stdio".into(),
             command: Some(command),
@@ -1445,7 +1445,7 @@ async fn upstream_add(
     } else {
         let url =
             url.ok_or_else(|| anyhow::anyhow!("give --url <endpoint> or --stdio -- <command…>"))?;
-        app::dto::RegisterUpstreamRequest {
+        aperture_types::dto::RegisterUpstreamRequest {
             name,
             transport: "streamable_http".into(),
             command: None,

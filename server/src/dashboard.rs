@@ -3,17 +3,17 @@
 
 use std::sync::Arc;
 
-use app::backend::{Backend, SharedBackend};
-use app::dto::{
+use aperture_types::dto::{
     ActivateRequest, AgentDetail, AgentView, ApprovalsView, CreateTokenRequest, CreateUserRequest,
     CreatedToken, InvocationView, Me, Overview, PolicyEditorData, PolicySummary, PolicyVersionView,
     ReceiptDetail, ReceiptPage, ReceiptQuery, TokenView, UpdateScopesRequest, UserView,
 };
-use app::dto::{
+use aperture_types::dto::{
     DescribeToolRequest, DriftDecisionRequest, DriftDecisionView, SessionDetail, SessionView,
     SyncReport, ToolsView,
 };
-use app::error::AppError;
+use aperture_types::error::AppError;
+use app::backend::{Backend, SharedBackend};
 use tower_sessions::Session;
 
 use crate::auth::{Principal, dashboard};
@@ -228,8 +228,8 @@ impl Backend for DashboardBackend {
     async fn replay_policy(
         &self,
         session: &Session,
-        request: app::dto::ReplayRequest,
-    ) -> Result<app::dto::ReplayReport, AppError> {
+        request: aperture_types::dto::ReplayRequest,
+    ) -> Result<aperture_types::dto::ReplayReport, AppError> {
         let p = self.principal(session).await?;
         crate::replay::replay(&self.state.store, &p, request)
             .await
@@ -470,7 +470,10 @@ impl Backend for DashboardBackend {
             .map_err(ServiceError::into_app_error)
     }
 
-    async fn webhooks(&self, session: &Session) -> Result<app::dto::WebhooksView, AppError> {
+    async fn webhooks(
+        &self,
+        session: &Session,
+    ) -> Result<aperture_types::dto::WebhooksView, AppError> {
         let p = self.principal(session).await?;
         self.state
             .webhooks
@@ -482,8 +485,8 @@ impl Backend for DashboardBackend {
     async fn create_webhook(
         &self,
         session: &Session,
-        request: app::dto::CreateWebhookRequest,
-    ) -> Result<app::dto::CreatedWebhook, AppError> {
+        request: aperture_types::dto::CreateWebhookRequest,
+    ) -> Result<aperture_types::dto::CreatedWebhook, AppError> {
         let p = self.principal(session).await?;
         self.state
             .webhooks
@@ -496,7 +499,7 @@ impl Backend for DashboardBackend {
         &self,
         session: &Session,
         id: &str,
-    ) -> Result<app::dto::WebhookView, AppError> {
+    ) -> Result<aperture_types::dto::WebhookView, AppError> {
         let p = self.principal(session).await?;
         self.state
             .webhooks
@@ -505,7 +508,10 @@ impl Backend for DashboardBackend {
             .map_err(ServiceError::into_app_error)
     }
 
-    async fn journal(&self, session: &Session) -> Result<app::dto::JournalView, AppError> {
+    async fn journal(
+        &self,
+        session: &Session,
+    ) -> Result<aperture_types::dto::JournalView, AppError> {
         let p = self.principal(session).await?;
         crate::transparency::journal_view(&self.state, &p)
             .await
@@ -602,11 +608,12 @@ fn activity(
     now: i64,
     bucket_ms: i64,
     buckets: i64,
-) -> app::dto::Activity {
+) -> aperture_types::dto::Activity {
     const HOUR: i64 = 3_600_000;
     let last = now / bucket_ms;
     let first = last - buckets + 1;
-    let mut out = vec![app::dto::ActivityBucket::default(); usize::try_from(buckets).unwrap_or(0)];
+    let mut out =
+        vec![aperture_types::dto::ActivityBucket::default(); usize::try_from(buckets).unwrap_or(0)];
     for (hour, decision, n) in hours {
         let bucket = hour * HOUR / bucket_ms;
         let Some(b) = usize::try_from(bucket - first)
@@ -622,7 +629,7 @@ fn activity(
             _ => b.allowed += n,
         }
     }
-    app::dto::Activity {
+    aperture_types::dto::Activity {
         bucket_seconds: u64::try_from(bucket_ms / 1000).unwrap_or(0),
         start: store::rfc3339(first * bucket_ms),
         buckets: out,
@@ -643,8 +650,8 @@ async fn overview(state: &AppState, p: &Principal) -> Result<Overview, ServiceEr
         active_tokens,
         users,
         can_read,
-        last_day: app::dto::Activity::default(),
-        last_week: app::dto::Activity::default(),
+        last_day: aperture_types::dto::Activity::default(),
+        last_week: aperture_types::dto::Activity::default(),
         top_deny_reasons: vec![],
         waiting: 0,
         oldest_waiting_at: None,
@@ -668,7 +675,7 @@ async fn overview(state: &AppState, p: &Principal) -> Result<Overview, ServiceEr
         store::journal::top_deny_reasons(s, tenant, now - 7 * 24 * HOUR, 5, confined)
             .await?
             .into_iter()
-            .map(|(reason, n)| app::dto::ReasonCount {
+            .map(|(reason, n)| aperture_types::dto::ReasonCount {
                 reason,
                 count: u64::try_from(n).unwrap_or(0),
             })
@@ -679,7 +686,7 @@ async fn overview(state: &AppState, p: &Principal) -> Result<Overview, ServiceEr
     if waiting > 0 {
         o.oldest_waiting = store::invocations::oldest_waiting(s, tenant, confined)
             .await?
-            .map(|r| app::dto::WaitingCall {
+            .map(|r| aperture_types::dto::WaitingCall {
                 invocation_id: r.id,
                 tool: r.tool,
                 actor_id: r.actor_id,
@@ -688,12 +695,15 @@ async fn overview(state: &AppState, p: &Principal) -> Result<Overview, ServiceEr
                 expires_at: r.expires_at.map(store::rfc3339),
             });
     }
-    o.chain = state.chain.status(tenant).map(|c| app::dto::ChainView {
-        verified: c.verified,
-        first_bad: c.first_bad.as_ref().map(|(seq, _)| *seq),
-        problem: c.first_bad.map(|(_, problem)| problem),
-        checked_at: store::rfc3339(c.checked_at),
-    });
+    o.chain = state
+        .chain
+        .status(tenant)
+        .map(|c| aperture_types::dto::ChainView {
+            verified: c.verified,
+            first_bad: c.first_bad.as_ref().map(|(seq, _)| *seq),
+            problem: c.first_bad.map(|(_, problem)| problem),
+            checked_at: store::rfc3339(c.checked_at),
+        });
     o.checkpoint = crate::transparency::rows(state, tenant, 1)
         .await?
         .into_iter()
@@ -711,8 +721,8 @@ pub async fn export_receipts(
 ) -> Result<axum::response::Response, crate::reply::ApiError> {
     use axum::http::header;
     let principal = dashboard::require(&state.store, &session).await?;
-    let axum::extract::Query(query) =
-        query.map_err(|e| AppError::new(app::error::ErrorCode::BadRequest, e.body_text()))?;
+    let axum::extract::Query(query) = query
+        .map_err(|e| AppError::new(aperture_types::error::ErrorCode::BadRequest, e.body_text()))?;
     let stream = receipts::export(state.store.clone(), principal, query)?;
     Ok(axum::response::Response::builder()
         .header(header::CONTENT_TYPE, "application/x-ndjson")

@@ -134,7 +134,10 @@ pub async fn limit(timeout: Duration, request: Request, next: Next) -> Response 
         )
             .into_response()
     } else {
-        let error = app::error::AppError::new(app::error::ErrorCode::BadRequest, message);
+        let error = aperture_types::error::AppError::new(
+            aperture_types::error::ErrorCode::BadRequest,
+            message,
+        );
         (
             StatusCode::REQUEST_TIMEOUT,
             axum::Json(serde_json::json!({ "error": error })),

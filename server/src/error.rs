@@ -5,7 +5,7 @@
 //! logged and become a generic 500 (or 503 when the database is unreachable): their text never
 //! reaches the caller.
 
-use app::error::{AppError, ErrorCode};
+use aperture_types::error::{AppError, ErrorCode};
 
 /// What a service can fail with.
 #[derive(Debug, thiserror::Error)]

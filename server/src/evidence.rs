@@ -8,7 +8,7 @@ use engine::evidence::{Bundle, FORMAT, ReceiptProof, SignedManifest};
 use engine::scope;
 use serde_json::{Map, Value, json};
 
-use app::error::{AppError, ErrorCode};
+use aperture_types::error::{AppError, ErrorCode};
 
 use crate::error::ServiceError;
 use crate::journal::tree;

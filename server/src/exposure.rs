@@ -11,8 +11,8 @@ use engine::receipt::{self, Decision, ManifestDocTool, ManifestDocument, ReasonC
 use engine::scope;
 use serde_json::{Map, Value, json};
 
-use app::dto::{CreateSessionRequest, SessionView};
-use app::error::AppError;
+use aperture_types::dto::{CreateSessionRequest, SessionView};
+use aperture_types::error::AppError;
 
 use crate::error::ServiceError;
 use crate::ids;
@@ -499,7 +499,7 @@ pub async fn detail(
     store: &Store,
     principal: &Principal,
     id: &str,
-) -> Result<app::dto::SessionDetail, ServiceError> {
+) -> Result<aperture_types::dto::SessionDetail, ServiceError> {
     principal.require(scope::READ)?;
     let s = readable(store, principal, id).await?;
     let latest = store::exposure::latest_manifest(store, &s.tenant_id, &s.id).await?;
@@ -528,7 +528,7 @@ pub async fn detail(
     for f in forks {
         fork_views.push(view(store, f).await?);
     }
-    Ok(app::dto::SessionDetail {
+    Ok(aperture_types::dto::SessionDetail {
         session: view(store, s).await?,
         manifest,
         forks: fork_views,
@@ -593,7 +593,7 @@ pub async fn fork(
     journal: &Journal,
     principal: &Principal,
     parent_id: &str,
-    request: &app::dto::ForkRequest,
+    request: &aperture_types::dto::ForkRequest,
 ) -> Result<Grant, ServiceError> {
     principal.require(scope::RUN)?;
     let parent = match store::exposure::find_session(store, &principal.tenant_id, parent_id).await?
@@ -603,7 +603,7 @@ pub async fn fork(
     };
     if parent.parent_id.is_some() {
         return Err(AppError::new(
-            app::error::ErrorCode::Conflict,
+            aperture_types::error::ErrorCode::Conflict,
             "a fork cannot create forks",
         )
         .into());
@@ -668,7 +668,7 @@ pub async fn list_grant(
         .filter(|p| p.revoked_at.is_none())
         .ok_or_else(|| {
             AppError::new(
-                app::error::ErrorCode::Conflict,
+                aperture_types::error::ErrorCode::Conflict,
                 "the fork's parent session was revoked; a fork lists only its parent's grant",
             )
         })?;
@@ -695,7 +695,7 @@ pub async fn live_grant(store: &Store, session: SessionRow) -> Result<Option<Gra
 /// again first).
 async fn current_grant_of(store: &Store, parent: &SessionRow) -> Result<ManifestRow, ServiceError> {
     let conflict = |why: &str| -> ServiceError {
-        AppError::new(app::error::ErrorCode::Conflict, why.to_owned()).into()
+        AppError::new(aperture_types::error::ErrorCode::Conflict, why.to_owned()).into()
     };
     let Some(latest) =
         store::exposure::latest_manifest(store, &parent.tenant_id, &parent.id).await?

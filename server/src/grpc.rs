@@ -27,7 +27,7 @@ use prost_reflect::{DynamicMessage, MessageDescriptor, MethodDescriptor};
 use tonic::codec::{BufferSettings, Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 use tonic::{Code, Status};
 
-use app::error::AppError;
+use aperture_types::error::AppError;
 
 use crate::api::Authenticated;
 use crate::api::connect::{self, ConnectMethod};
@@ -270,7 +270,7 @@ impl tonic::server::UnaryService<DynamicMessage> for Unary {
 fn status_of(status: StatusCode, bytes: &[u8]) -> Status {
     #[derive(serde::Deserialize)]
     struct Envelope {
-        error: app::error::AppError,
+        error: aperture_types::error::AppError,
     }
     let Ok(Envelope { error }) = serde_json::from_slice::<Envelope>(bytes) else {
         let code = match status {

@@ -22,7 +22,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use tokio::sync::Notify;
 
-use app::error::{AppError, ErrorCode};
+use aperture_types::error::{AppError, ErrorCode};
 
 use crate::error::ServiceError;
 use crate::execution::{self, CallContext};
@@ -105,9 +105,9 @@ pub fn view(row: &InvocationRow) -> Value {
 }
 
 /// [`view`] as the dashboard's type; the rule is left out (callers never see it).
-pub fn typed_view(row: &InvocationRow) -> app::dto::InvocationView {
+pub fn typed_view(row: &InvocationRow) -> aperture_types::dto::InvocationView {
     let bound = serde_json::from_str::<BoundCall>(&row.binding).ok();
-    app::dto::InvocationView {
+    aperture_types::dto::InvocationView {
         invocation_id: row.id.clone(),
         status: row.status.clone(),
         caller_status: caller_status(&row.status).to_owned(),
@@ -557,7 +557,7 @@ async fn still_defined(
 pub async fn granted_tool(
     store: &Store,
     row: &InvocationRow,
-) -> Result<Option<app::dto::GrantedToolView>, ServiceError> {
+) -> Result<Option<aperture_types::dto::GrantedToolView>, ServiceError> {
     let fresh = cache::fresh(store).await?;
     let Some(grant) = cache::grant(store, &fresh, &row.tenant_id, &row.manifest_id).await? else {
         return Ok(None);
@@ -574,7 +574,7 @@ pub async fn granted_tool(
         annotations: a.annotations.clone(),
     };
     let bound = bound_definition_hash(store, row).await?;
-    Ok(Some(app::dto::GrantedToolView {
+    Ok(Some(aperture_types::dto::GrantedToolView {
         title: a.title.clone(),
         description: a.description.clone(),
         flags: engine::drift::flags(&definition)

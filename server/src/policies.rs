@@ -9,11 +9,11 @@ use engine::scope;
 use engine::validate::{self, RuntimeCapabilities};
 use serde_json::{Value, json};
 
-use app::dto::{
+use aperture_types::dto::{
     ActivateRequest, PolicyEditorData, PolicySummary, PolicyVersionView, PreviewRequest,
     ValidationResult,
 };
-use app::error::{AppError, FieldError};
+use aperture_types::error::{AppError, FieldError};
 
 use crate::error::ServiceError;
 use crate::journal::Journal;

@@ -6,7 +6,7 @@ use engine::environment::{
 use engine::scope::ScopeSet;
 use sha2::{Digest, Sha256};
 
-use app::error::AppError;
+use aperture_types::error::AppError;
 
 use crate::error::ServiceError;
 use crate::store::{self, Store};
@@ -76,7 +76,7 @@ impl Principal {
             Ok(())
         } else {
             Err(AppError::new(
-                app::error::ErrorCode::PermissionDenied,
+                aperture_types::error::ErrorCode::PermissionDenied,
                 format!(
                     "this caller may not use environment {environment:?} (it may use {})",
                     self.environments.join(", ")
@@ -153,13 +153,13 @@ pub use crate::journal::{ANONYMOUS, OPERATOR};
 pub fn environments_of(
     requested: Option<&[String]>,
     path: &str,
-    fields: &mut Vec<app::error::FieldError>,
+    fields: &mut Vec<aperture_types::error::FieldError>,
 ) -> Vec<String> {
     let Some(requested) = requested else {
         return vec![DEFAULT_ENVIRONMENT.to_owned()];
     };
     if requested.is_empty() {
-        fields.push(app::error::FieldError {
+        fields.push(aperture_types::error::FieldError {
             path: path.into(),
             message: "name at least one environment (or * for every one)".into(),
         });
@@ -168,7 +168,7 @@ pub fn environments_of(
     for (i, e) in requested.iter().enumerate() {
         let e = e.trim();
         if e != ANY_ENVIRONMENT && !is_environment(e) {
-            fields.push(app::error::FieldError {
+            fields.push(aperture_types::error::FieldError {
                 path: format!("{path}[{i}]"),
                 message: "an environment: 1–64 characters of a-z, 0-9, _ and -, or *".into(),
             });
@@ -213,15 +213,27 @@ async fn authenticate_at(
     fresh: store::cache::Fresh,
 ) -> Result<Principal, ServiceError> {
     let Some(token) = store::cache::token(store, &fresh, &secret_hash(secret)).await? else {
-        return Err(AppError::new(app::error::ErrorCode::Unauthenticated, "unknown token").into());
+        return Err(AppError::new(
+            aperture_types::error::ErrorCode::Unauthenticated,
+            "unknown token",
+        )
+        .into());
     };
     let row = &token.row;
     if row.revoked_at.is_some() {
-        return Err(AppError::new(app::error::ErrorCode::Unauthenticated, "token revoked").into());
+        return Err(AppError::new(
+            aperture_types::error::ErrorCode::Unauthenticated,
+            "token revoked",
+        )
+        .into());
     }
     let now = store::now_ms();
     if row.expires_at.is_some_and(|at| at <= now) {
-        return Err(AppError::new(app::error::ErrorCode::Unauthenticated, "token expired").into());
+        return Err(AppError::new(
+            aperture_types::error::ErrorCode::Unauthenticated,
+            "token expired",
+        )
+        .into());
     }
     let scopes = ScopeSet::parse(&row.scopes).map_err(|e| {
         ServiceError::Other(anyhow::anyhow!(

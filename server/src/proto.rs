@@ -11,7 +11,7 @@ use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor};
 use serde_json::{Map, Value};
 use tonic::Status;
 
-use app::error::{AppError, ErrorCode};
+use aperture_types::error::{AppError, ErrorCode};
 
 /// The encoded `FileDescriptorSet` of the service's `.proto` (and what it imports).
 pub const FILE_DESCRIPTOR_SET: &[u8] =

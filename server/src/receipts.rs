@@ -1,8 +1,10 @@
 //! Receipts as a service: the filtered, cursor-paginated search behind `GET /receipts` and the
 //! dashboard's browser, one record with its chain neighbours, and the JSON-lines export.
 
-use app::dto::{ChainNeighbour, ReceiptDetail, ReceiptPage, ReceiptQuery, ReceiptRowView};
-use app::error::AppError;
+use aperture_types::dto::{
+    ChainNeighbour, ReceiptDetail, ReceiptPage, ReceiptQuery, ReceiptRowView,
+};
+use aperture_types::error::AppError;
 use engine::scope;
 use serde_json::Value;
 

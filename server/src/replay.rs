@@ -20,7 +20,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use app::error::AppError;
+use aperture_types::error::AppError;
 use engine::catalog::CatalogTool;
 use engine::manifest::{self, Manifest};
 use engine::narrow::ValidatorCache;
@@ -42,7 +42,7 @@ pub const DEFAULT_WINDOW_MS: i64 = 7 * 24 * 3_600 * 1_000;
 /// The longest window a replay covers.
 pub const MAX_WINDOW_MS: i64 = 92 * 24 * 3_600 * 1_000;
 
-pub use app::dto::{PolicyChange as Change, ReplayReport, ReplayRequest};
+pub use aperture_types::dto::{PolicyChange as Change, ReplayReport, ReplayRequest};
 
 /// The members of a decision receipt the replay reads.
 #[derive(Debug, Deserialize)]
@@ -85,7 +85,7 @@ pub async fn replay(
         AppError::invalid(
             errors
                 .into_iter()
-                .map(|e| app::error::FieldError {
+                .map(|e| aperture_types::error::FieldError {
                     path: if e.path.is_empty() {
                         "policy".into()
                     } else {

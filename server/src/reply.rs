@@ -1,7 +1,7 @@
 //! How service errors reach an HTTP caller: [`ApiError`], a REST response
 //! `{"error": {...}}` with its status, and the bearer challenge of a 401.
 
-use app::error::AppError;
+use aperture_types::error::AppError;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 

@@ -18,8 +18,8 @@ use crate::state::AppState;
 /// configured (the endpoint is off).
 pub async fn serve(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let Some(expected) = state.config.metrics_token.as_deref() else {
-        return crate::reply::ApiError(app::error::AppError::new(
-            app::error::ErrorCode::NotFound,
+        return crate::reply::ApiError(aperture_types::error::AppError::new(
+            aperture_types::error::ErrorCode::NotFound,
             "metrics are off: the operator sets APERTURE_METRICS_TOKEN to serve them",
         ))
         .into_response();
@@ -29,8 +29,8 @@ pub async fn serve(State(state): State<AppState>, headers: HeaderMap) -> Respons
     let matches = presented
         .is_some_and(|p| Sha256::digest(p.as_bytes()) == Sha256::digest(expected.as_bytes()));
     if !matches {
-        let mut response = crate::reply::ApiError(app::error::AppError::new(
-            app::error::ErrorCode::Unauthenticated,
+        let mut response = crate::reply::ApiError(aperture_types::error::AppError::new(
+            aperture_types::error::ErrorCode::Unauthenticated,
             "metrics answer only the operator's APERTURE_METRICS_TOKEN, as a bearer token",
         ))
         .into_response();

@@ -17,7 +17,7 @@ use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::trace::TraceLayer;
 use tower_sessions::ExpiredDeletion;
 
-use app::dto::CreateUserRequest;
+use aperture_types::dto::CreateUserRequest;
 
 use crate::auth::password::Passwords;
 use crate::auth::{csrf, dashboard};
@@ -506,8 +506,8 @@ async fn oversize_in_kind(
         )
             .into_response();
     }
-    crate::reply::ApiError(app::error::AppError {
-        code: app::error::ErrorCode::PayloadTooLarge,
+    crate::reply::ApiError(aperture_types::error::AppError {
+        code: aperture_types::error::ErrorCode::PayloadTooLarge,
         message,
         details: None,
     })

@@ -3,8 +3,8 @@
 
 use engine::scope::{self, ScopeSet};
 
-use app::dto::{CreateTokenRequest, CreatedToken, TokenStatus, TokenView};
-use app::error::{AppError, FieldError};
+use aperture_types::dto::{CreateTokenRequest, CreatedToken, TokenStatus, TokenView};
+use aperture_types::error::{AppError, FieldError};
 
 use crate::error::ServiceError;
 use crate::ids;

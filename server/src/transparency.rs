@@ -9,7 +9,7 @@ use engine::scope;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use app::error::{AppError, ErrorCode};
+use aperture_types::error::{AppError, ErrorCode};
 
 use crate::error::ServiceError;
 use crate::journal::tree::{self, TreeError};
@@ -367,7 +367,7 @@ pub async fn rows(
     state: &Services,
     tenant: &str,
     limit: i64,
-) -> Result<Vec<app::dto::CheckpointRow>, ServiceError> {
+) -> Result<Vec<aperture_types::dto::CheckpointRow>, ServiceError> {
     let mut out = Vec::new();
     for c in store::checkpoints::list(&state.store, tenant, None, limit).await? {
         let cosigners = store::checkpoints::cosignatures(&state.store, tenant, c.tree_size)
@@ -375,7 +375,7 @@ pub async fn rows(
             .into_iter()
             .map(|c| c.witness)
             .collect();
-        out.push(app::dto::CheckpointRow {
+        out.push(aperture_types::dto::CheckpointRow {
             tree_size: c.tree_size,
             made_at: store::rfc3339(c.made_at),
             cosigners,
@@ -389,7 +389,7 @@ pub async fn rows(
 pub async fn journal_view(
     state: &Services,
     p: &Principal,
-) -> Result<app::dto::JournalView, ServiceError> {
+) -> Result<aperture_types::dto::JournalView, ServiceError> {
     p.require_any(READERS)?;
     let origin = state.checkpoints.origin_of(&p.tenant_id).await?;
     let verifier_key =
@@ -400,7 +400,7 @@ pub async fn journal_view(
         witnesses(state, p)
             .await?
             .into_iter()
-            .map(|w| app::dto::WitnessRow {
+            .map(|w| aperture_types::dto::WitnessRow {
                 name: w.name,
                 key: w.key,
                 created_at: w.created_at,
@@ -409,7 +409,7 @@ pub async fn journal_view(
     } else {
         Vec::new()
     };
-    Ok(app::dto::JournalView {
+    Ok(aperture_types::dto::JournalView {
         origin,
         verifier_key,
         checkpoints: rows(state, &p.tenant_id, 20).await?,

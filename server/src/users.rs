@@ -3,8 +3,8 @@
 
 use engine::scope::{self, ScopeSet};
 
-use app::dto::{CreateUserRequest, UpdateScopesRequest, UserView};
-use app::error::{AppError, ErrorCode, FieldError};
+use aperture_types::dto::{CreateUserRequest, UpdateScopesRequest, UserView};
+use aperture_types::error::{AppError, ErrorCode, FieldError};
 
 use crate::error::ServiceError;
 use crate::journal::{Author, Journal};
@@ -123,7 +123,7 @@ fn username_taken(name: &str) -> AppError {
     AppError {
         code: ErrorCode::Conflict,
         message: format!("the username {name} is taken"),
-        details: Some(app::error::ErrorDetails {
+        details: Some(aperture_types::error::ErrorDetails {
             fields: vec![FieldError {
                 path: "username".into(),
                 message: "already taken".into(),

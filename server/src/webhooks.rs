@@ -16,11 +16,11 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use app::dto::{
+use aperture_types::dto::{
     CreateWebhookRequest, CreatedWebhook, WebhookAttemptView, WebhookDeliveryView, WebhookPanel,
     WebhookView, WebhooksView,
 };
-use app::error::{AppError, ErrorCode};
+use aperture_types::error::{AppError, ErrorCode};
 use base64::Engine as _;
 use engine::receipt::{Decision, ReasonCode};
 use engine::scope;

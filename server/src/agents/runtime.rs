@@ -23,7 +23,7 @@ use engine::scope;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use app::error::AppError;
+use aperture_types::error::AppError;
 
 use super::model::{Message, ModelClient, ToolCall, ToolDeclaration};
 use super::recheck;
@@ -78,7 +78,7 @@ pub struct TurnRequest {
     pub message: String,
 }
 
-pub use app::dto::{AgentDetail, AgentView};
+pub use aperture_types::dto::{AgentDetail, AgentView};
 
 /// One thing that happened in a turn.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -197,7 +197,7 @@ pub async fn create(
         return Err(AppError::invalid(
             fields
                 .into_iter()
-                .map(|(path, message)| app::error::FieldError {
+                .map(|(path, message)| aperture_types::error::FieldError {
                     path: path.into(),
                     message,
                 })
@@ -289,7 +289,7 @@ pub async fn get(
     let transcript = store::agents::records(&state.store, &agent.id)
         .await?
         .into_iter()
-        .map(|r| app::dto::TranscriptRecord {
+        .map(|r| aperture_types::dto::TranscriptRecord {
             seq: r.seq,
             kind: r.kind,
             turn_id: r.turn_id,
@@ -300,7 +300,7 @@ pub async fn get(
     let turns = store::agents::turns(&state.store, &agent.id)
         .await?
         .into_iter()
-        .map(|t| app::dto::AgentTurnView {
+        .map(|t| aperture_types::dto::AgentTurnView {
             turn_id: t.id,
             status: t.status,
             model_calls: t.model_calls,

@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::{StreamExt, stream};
 use serde_json::{Value, json};
 
-use app::error::AppError;
+use aperture_types::error::AppError;
 
 use super::{ApiJson, Caller};
 use crate::agents::runtime::{self, AgentView, CreateAgentRequest, Events, TurnRequest};

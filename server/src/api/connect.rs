@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
 use tower::ServiceExt;
 
-use app::error::{AppError, ErrorCode};
+use aperture_types::error::{AppError, ErrorCode};
 
 use super::Authenticated;
 use crate::proto::proto_bytes;
@@ -717,7 +717,11 @@ pub fn connect_status(code: &str) -> StatusCode {
 }
 
 /// An error in the Connect protocol's shape; `unauthenticated` with the REST API's challenge.
-pub fn connect_error(code: &str, message: &str, fields: &[app::error::FieldError]) -> Response {
+pub fn connect_error(
+    code: &str,
+    message: &str,
+    fields: &[aperture_types::error::FieldError],
+) -> Response {
     let mut body = serde_json::json!({"code": code, "message": message});
     if !fields.is_empty() {
         body["details"] = serde_json::json!([bad_request_detail(fields)]);
@@ -735,7 +739,7 @@ pub fn connect_error(code: &str, message: &str, fields: &[app::error::FieldError
 /// A `google.rpc.BadRequest` error detail: `{"type", "value"}` with the message's protobuf
 /// bytes in unpadded standard base64, as Connect carries details, and `debug` with the same
 /// in JSON for people reading it.
-fn bad_request_detail(fields: &[app::error::FieldError]) -> Value {
+fn bad_request_detail(fields: &[aperture_types::error::FieldError]) -> Value {
     use base64::Engine as _;
     let message = bad_request_bytes(fields);
     let debug: Vec<Value> = fields
@@ -750,7 +754,7 @@ fn bad_request_detail(fields: &[app::error::FieldError]) -> Value {
 }
 
 /// A `google.rpc.BadRequest` message, encoded: one field violation per field error.
-pub(crate) fn bad_request_bytes(fields: &[app::error::FieldError]) -> Vec<u8> {
+pub(crate) fn bad_request_bytes(fields: &[aperture_types::error::FieldError]) -> Vec<u8> {
     // message FieldViolation { string field = 1; string description = 2; }
     // message BadRequest { repeated FieldViolation field_violations = 1; }
     let mut message = Vec::new();
@@ -937,7 +941,7 @@ mod tests {
 
     #[test]
     fn field_paths_travel_as_a_google_rpc_bad_request() {
-        let detail = bad_request_detail(&[app::error::FieldError {
+        let detail = bad_request_detail(&[aperture_types::error::FieldError {
             path: "rules[0].mode".into(),
             message: "bad".into(),
         }]);

@@ -8,7 +8,7 @@ use engine::scope;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use app::error::{AppError, ErrorCode};
+use aperture_types::error::{AppError, ErrorCode};
 
 use super::{ApiJson, Caller};
 use crate::auth::Principal;

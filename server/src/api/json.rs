@@ -5,7 +5,7 @@ use axum::extract::{FromRequest, Request};
 use axum::http::StatusCode;
 use serde::de::DeserializeOwned;
 
-use app::error::{AppError, ErrorCode};
+use aperture_types::error::{AppError, ErrorCode};
 
 use crate::reply::ApiError;
 

@@ -4,7 +4,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use serde_json::{Value, json};
 
-use app::dto::{ActivateRequest, PolicySummary, PolicyVersionView, ValidationResult};
+use aperture_types::dto::{ActivateRequest, PolicySummary, PolicyVersionView, ValidationResult};
 
 use super::{ApiJson, Caller};
 use crate::policies;
@@ -90,7 +90,7 @@ pub async fn validate(
 pub async fn preview(
     State(state): State<AppState>,
     Caller(p): Caller,
-    ApiJson(request): ApiJson<app::dto::PreviewRequest>,
+    ApiJson(request): ApiJson<aperture_types::dto::PreviewRequest>,
 ) -> Result<Json<engine::preview::Preview>, ApiError> {
     Ok(Json(policies::preview(
         &p,

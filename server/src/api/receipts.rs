@@ -5,7 +5,7 @@ use axum::extract::{Path, Query, State};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use app::error::AppError;
+use aperture_types::error::AppError;
 
 use super::Caller;
 use crate::error::ServiceError;
@@ -13,7 +13,7 @@ use crate::receipts;
 use crate::reply::ApiError;
 use crate::state::AppState;
 use crate::store;
-use app::dto::ReceiptQuery;
+use aperture_types::dto::ReceiptQuery;
 
 /// `GET /.well-known/aperture/keys`: every public key that ever signed (JWK set).
 pub async fn keys(
@@ -49,8 +49,8 @@ pub async fn list(
     Caller(p): Caller,
     query: Result<Query<ListQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<Value>, ApiError> {
-    let Query(q) =
-        query.map_err(|e| AppError::new(app::error::ErrorCode::BadRequest, e.body_text()))?;
+    let Query(q) = query
+        .map_err(|e| AppError::new(aperture_types::error::ErrorCode::BadRequest, e.body_text()))?;
     let limit = q.limit.unwrap_or(50);
     let filter = receipts::filter(ReceiptQuery {
         decision: q.decision,

@@ -6,7 +6,7 @@ use axum::http::StatusCode;
 use axum::response::IntoResponse as _;
 use serde_json::{Value, json};
 
-use app::dto::{CreateSessionRequest, SessionView};
+use aperture_types::dto::{CreateSessionRequest, SessionView};
 
 use super::{ApiJson, Caller};
 use crate::exposure;
@@ -92,7 +92,7 @@ pub async fn fork(
     Path(id): Path<String>,
     body: axum::body::Bytes,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
-    let request: app::dto::ForkRequest = super::json::optional_json(&body)?;
+    let request: aperture_types::dto::ForkRequest = super::json::optional_json(&body)?;
     let grant = exposure::fork(&state.store, &state.journal, &p, &id, &request).await?;
     Ok((StatusCode::CREATED, Json(grant.list_result())))
 }
@@ -110,7 +110,7 @@ pub(crate) fn disclosures_flag(value: Option<&str>) -> Result<bool, ApiError> {
     match value.map(str::to_ascii_lowercase).as_deref() {
         None | Some("false" | "0" | "no" | "off") => Ok(false),
         Some("true" | "1" | "yes" | "on") => Ok(true),
-        Some(_) => Err(ApiError(app::error::AppError::invalid_field(
+        Some(_) => Err(ApiError(aperture_types::error::AppError::invalid_field(
             "disclosures",
             "true or false",
         ))),
@@ -125,8 +125,8 @@ pub async fn evidence(
     query: Result<axum::extract::Query<EvidenceQuery>, axum::extract::rejection::QueryRejection>,
 ) -> Result<axum::response::Response, ApiError> {
     let axum::extract::Query(q) = query.map_err(|e| {
-        ApiError(app::error::AppError::new(
-            app::error::ErrorCode::BadRequest,
+        ApiError(aperture_types::error::AppError::new(
+            aperture_types::error::ErrorCode::BadRequest,
             e.body_text(),
         ))
     })?;

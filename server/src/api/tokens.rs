@@ -4,7 +4,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 
-use app::dto::{CreateTokenRequest, CreatedToken, TokenView};
+use aperture_types::dto::{CreateTokenRequest, CreatedToken, TokenView};
 
 use super::{ApiJson, Caller};
 use crate::reply::ApiError;

@@ -5,7 +5,9 @@ use axum::extract::{Path, State};
 use engine::descriptor::ToolDescriptor;
 use serde_json::{Value, json};
 
-use app::dto::{DescribeToolRequest, DriftDecisionRequest, DriftDecisionView, ToolRowView};
+use aperture_types::dto::{
+    DescribeToolRequest, DriftDecisionRequest, DriftDecisionView, ToolRowView,
+};
 
 use super::{ApiJson, Caller};
 use crate::catalog;

@@ -5,7 +5,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use app::dto::{RegisterUpstreamRequest, SyncReport};
+use aperture_types::dto::{RegisterUpstreamRequest, SyncReport};
 
 use super::{ApiJson, Caller};
 use crate::reply::ApiError;

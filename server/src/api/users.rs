@@ -4,7 +4,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 
-use app::dto::{CreateUserRequest, UpdateScopesRequest, UserView};
+use aperture_types::dto::{CreateUserRequest, UpdateScopesRequest, UserView};
 
 use super::{ApiJson, Caller};
 use crate::reply::ApiError;

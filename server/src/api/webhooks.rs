@@ -6,8 +6,8 @@ use axum::http::StatusCode;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use app::dto::{CreateWebhookRequest, CreatedWebhook};
-use app::error::{AppError, ErrorCode};
+use aperture_types::dto::{CreateWebhookRequest, CreatedWebhook};
+use aperture_types::error::{AppError, ErrorCode};
 
 use super::{ApiJson, Caller};
 use crate::reply::ApiError;

@@ -13,7 +13,7 @@ use axum::http::{Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use app::error::{AppError, ErrorCode};
+use aperture_types::error::{AppError, ErrorCode};
 
 use crate::reply::ApiError;
 

@@ -12,8 +12,8 @@ use serde::{Deserialize, Serialize};
 use tower_sessions::cookie::SameSite;
 use tower_sessions::{Expiry, Session, SessionManagerLayer};
 
-use app::dto::Me;
-use app::error::{AppError, ErrorCode, FieldError};
+use aperture_types::dto::Me;
+use aperture_types::error::{AppError, ErrorCode, FieldError};
 
 use super::password::Passwords;
 use super::principal::{Principal, PrincipalKind};

@@ -1942,8 +1942,8 @@ impl Journal {
 impl From<JournalError> for crate::error::ServiceError {
     fn from(e: JournalError) -> Self {
         tracing::error!(error = %e, "the journal cannot record");
-        Self::App(app::error::AppError::new(
-            app::error::ErrorCode::Unavailable,
+        Self::App(aperture_types::error::AppError::new(
+            aperture_types::error::ErrorCode::Unavailable,
             "the journal cannot record right now, so nothing was changed; try again shortly",
         ))
     }

@@ -23,7 +23,7 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
-use app::dto::CreateSessionRequest;
+use aperture_types::dto::CreateSessionRequest;
 use engine::scope;
 
 use crate::auth::Principal;
@@ -572,7 +572,7 @@ async fn tools_list(
         },
         Err(e) => {
             let e = e.into_app_error();
-            let code = if e.code == app::error::ErrorCode::Internal {
+            let code = if e.code == aperture_types::error::ErrorCode::Internal {
                 INTERNAL_ERROR
             } else {
                 INVALID_PARAMS

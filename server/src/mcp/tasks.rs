@@ -221,8 +221,8 @@ pub async fn cancel(state: &AppState, principal: &Principal, id: &Value, params:
         },
         Err(e) => {
             let e = e.into_app_error();
-            let code = if e.code == app::error::ErrorCode::Unavailable
-                || e.code == app::error::ErrorCode::Internal
+            let code = if e.code == aperture_types::error::ErrorCode::Unavailable
+                || e.code == aperture_types::error::ErrorCode::Internal
             {
                 INTERNAL_ERROR
             } else {

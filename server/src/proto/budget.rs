@@ -10,7 +10,7 @@
 //! field. Bytes the walk cannot follow (a varint or a length past the end, an unknown wire
 //! type, a group left open, nesting deeper than prost decodes) are malformed.
 
-use app::error::{AppError, ErrorCode};
+use aperture_types::error::{AppError, ErrorCode};
 use prost::encoding::{WireType, decode_key, decode_varint};
 use prost_reflect::{Kind, MessageDescriptor};
 

@@ -18,8 +18,8 @@ use engine::scope;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use app::dto::{RegisterUpstreamRequest, SyncReport, UpstreamView};
-use app::error::{AppError, ErrorCode, FieldError};
+use aperture_types::dto::{RegisterUpstreamRequest, SyncReport, UpstreamView};
+use aperture_types::error::{AppError, ErrorCode, FieldError};
 
 use super::{Connection, Connector, UpstreamError, UpstreamSpec, check_url, import};
 use crate::error::ServiceError;
@@ -260,7 +260,7 @@ impl Upstreams {
             return Err(AppError {
                 code: ErrorCode::Conflict,
                 message: format!("an upstream is already called {}", row.name),
-                details: Some(app::error::ErrorDetails {
+                details: Some(aperture_types::error::ErrorDetails {
                     fields: vec![FieldError {
                         path: "name".into(),
                         message: "already taken".into(),
@@ -602,7 +602,7 @@ async fn apply_listing(
                         // Nothing to write: an unchanged row is not rewritten on every sync. A
                         // tool still held is still reported.
                         if let Some(held) = &drift.held {
-                            report.held.push(app::dto::HeldChangeView {
+                            report.held.push(aperture_types::dto::HeldChangeView {
                                 tool: tool.name.clone(),
                                 changes: held.changes.iter().map(|c| c.as_str().into()).collect(),
                             });
@@ -622,7 +622,7 @@ async fn apply_listing(
                             report.changed.push(tool.name.clone());
                         }
                         if let Some(held) = &drift.held {
-                            report.held.push(app::dto::HeldChangeView {
+                            report.held.push(aperture_types::dto::HeldChangeView {
                                 tool: tool.name.clone(),
                                 changes: held.changes.iter().map(|c| c.as_str().into()).collect(),
                             });
@@ -680,7 +680,7 @@ async fn apply_listing(
                 .await?;
                 if written {
                     report.removed.push(name.clone());
-                    report.held.push(app::dto::HeldChangeView {
+                    report.held.push(aperture_types::dto::HeldChangeView {
                         tool: name.clone(),
                         changes: vec![DriftClass::Removed.as_str().into()],
                     });
@@ -710,7 +710,7 @@ async fn apply_listing(
     report.skipped = imported
         .skipped
         .into_iter()
-        .map(|s| app::dto::SkippedToolView {
+        .map(|s| aperture_types::dto::SkippedToolView {
             raw_name: s.raw_name,
             reason: s.reason.to_string(),
         })

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use app::error::ErrorCode;
+use aperture_types::error::ErrorCode;
 
 use super::subagents::run_detached;
 use super::turn::{

@@ -6,7 +6,7 @@
 use engine::fork::ExecutionAllowlist;
 use serde::Deserialize;
 
-use app::error::AppError;
+use aperture_types::error::AppError;
 
 use super::turn::{Claim, Events, Run, finish, model_loop, record};
 use super::{DEFAULT_MAX_TURNS, Event, ToolConfig, token_of};

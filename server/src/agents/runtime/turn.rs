@@ -7,7 +7,7 @@ use std::collections::HashSet;
 
 use engine::scope;
 
-use app::error::{AppError, ErrorCode};
+use aperture_types::error::{AppError, ErrorCode};
 
 use super::{
     Event, MAX_MESSAGE, ToolConfig, TurnRequest, TurnView, allowlist_of, process_function_calls,

@@ -160,11 +160,12 @@ impl AppError {
     }
 }
 
-impl leptos::server_fn::error::FromServerFnError for AppError {
-    type Encoder = leptos::server_fn::codec::JsonEncoding;
+#[cfg(feature = "server-fn")]
+impl server_fn::error::FromServerFnError for AppError {
+    type Encoder = server_fn::codec::JsonEncoding;
 
-    fn from_server_fn_error(value: leptos::server_fn::error::ServerFnErrorErr) -> Self {
-        use leptos::server_fn::error::ServerFnErrorErr as E;
+    fn from_server_fn_error(value: server_fn::error::ServerFnErrorErr) -> Self {
+        use server_fn::error::ServerFnErrorErr as E;
         let code = match &value {
             E::Args(_) | E::Deserialization(_) | E::MissingArg(_) => ErrorCode::BadRequest,
             E::Request(_) | E::Registration(_) | E::Response(_) => ErrorCode::Unavailable,
