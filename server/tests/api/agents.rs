@@ -10,7 +10,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Db, TestApp, error_code};
+use crate::helpers::{Db, Requests, TestApp};
 use crate::model_fixture::{ScriptedModel, Step};
 
 const ECHO: &str = "mcp__fixture__echo";
@@ -34,32 +34,17 @@ async fn app_with_model_on(db: Db, base_url: &str) -> Option<TestApp> {
 }
 
 async fn create_agent(app: &TestApp, token: &str, body: Value) -> String {
-    let response = app
-        .client
-        .post(app.api("/agents"))
-        .bearer_auth(token)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::CREATED);
-    let agent: Value = response.json().await.unwrap();
+    let agent = app.post("/agents").as_(token).json(body).await;
+    let agent = agent.expect_created();
     let id = agent["agent_id"].as_str().unwrap().to_owned();
     assert!(id.starts_with("agt_"), "{agent}");
     id
 }
 
 async fn turn(app: &TestApp, token: &str, agent: &str, message: &str) -> (StatusCode, Value) {
-    let response = app
-        .client
-        .post(app.api(&format!("/agents/{agent}/turns")))
-        .bearer_auth(token)
-        .json(&json!({ "message": message }))
-        .send()
-        .await
-        .unwrap();
-    let status = response.status();
-    (status, response.json().await.unwrap())
+    let turn = app.post(format!("/agents/{agent}/turns")).as_(token);
+    let response = turn.json(json!({ "message": message })).await;
+    (response.status(), response.json())
 }
 
 #[tokio::test]
@@ -131,15 +116,10 @@ async fn declares_runs_and_answers_in_order(db: Db) {
     // Refused before the checks of `tools/call`, and journaled all the same (issue 23).
     let refusal = result("c2")["receipt_id"].as_str().unwrap().to_owned();
     let stored: Value = app
-        .client
-        .get(app.api(&format!("/receipts/{refusal}")))
-        .bearer_auth(&admin)
-        .send()
+        .get(format!("/receipts/{refusal}"))
+        .as_(&admin)
         .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json();
     assert_eq!(stored["receipt"]["decision"], "deny", "{stored}");
     assert_eq!(stored["receipt"]["reason"], "not_callable", "{stored}");
     assert_eq!(stored["receipt"]["tool"], "mcp__fixture__getenv");
@@ -192,17 +172,12 @@ async fn declares_runs_and_answers_in_order(db: Db) {
 
     // The calls' receipts name the agent as session and carry the turn.
     let receipts: Value = app
-        .client
-        .get(app.api(&format!(
+        .get(format!(
             "/receipts?session_id={agent}&decision=allow&tool={ECHO}"
-        )))
-        .bearer_auth(&admin)
-        .send()
+        ))
+        .as_(&admin)
         .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json();
     let found = receipts["receipts"].as_array().unwrap();
     assert!(!found.is_empty(), "{receipts}");
     assert!(found.iter().all(|r| r["turn_id"] == turn_id), "{receipts}");
@@ -248,16 +223,11 @@ async fn turns_end_clearly_when_the_model_is_down_loops_or_is_missing() {
     assert_eq!(shown["agent"]["status"], "idle");
 
     // Bad input and no model configured are refused with clear errors.
-    let response = app
-        .client
-        .post(app.api("/agents"))
-        .bearer_auth(&bot)
-        .json(&json!({"max_turns": 0, "environment": "Not An Env"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
-    let body: Value = response.json().await.unwrap();
+    let bad = json!({"max_turns": 0, "environment": "Not An Env"});
+    let response = app.post("/agents").as_(&bot).json(bad).await;
+    let body = response
+        .expect_status(StatusCode::UNPROCESSABLE_ENTITY)
+        .json();
     let paths: Vec<&str> = body["error"]["details"]["fields"]
         .as_array()
         .unwrap()
@@ -269,19 +239,9 @@ async fn turns_end_clearly_when_the_model_is_down_loops_or_is_missing() {
     let bare = TestApp::spawn().await;
     let bot = bare.token("default", "bot", &[scope::RUN]).await;
     let agent = create_agent(&bare, &bot, json!({})).await;
-    let response = bare
-        .client
-        .post(bare.api(&format!("/agents/{agent}/turns")))
-        .bearer_auth(&bot)
-        .json(&json!({"message": "hi"}))
-        .send()
-        .await
-        .unwrap();
-    let (status, code) = error_code(response).await;
-    assert_eq!(
-        (status, code.as_str()),
-        (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
-    );
+    let response = bare.post(format!("/agents/{agent}/turns")).as_(&bot);
+    let response = response.json(json!({"message": "hi"})).await;
+    response.expect_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
 }
 
 /// Issue 7: "A parked call ends the turn as `input_required`; after the approver acts, the
@@ -312,15 +272,10 @@ async fn a_parked_turn_continues_by_itself_once_its_calls_are_decided() {
     assert_eq!(status, StatusCode::CONFLICT);
 
     let listed: Value = app
-        .client
-        .get(app.api("/invocations?status=input_required"))
-        .bearer_auth(&admin)
-        .send()
+        .get("/invocations?status=input_required")
+        .as_(&admin)
         .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json();
     let waiting: Vec<&Value> = listed["invocations"]
         .as_array()
         .unwrap()
@@ -336,30 +291,19 @@ async fn a_parked_turn_continues_by_itself_once_its_calls_are_decided() {
     };
     let approve = by_text("approved words");
     let reject = by_text("rejected words");
-    let approved = app
-        .client
-        .post(app.api(&format!(
-            "/invocations/{}:approve",
-            approve["invocation_id"].as_str().unwrap()
-        )))
-        .bearer_auth(&admin)
-        .json(&json!({"args_hash": approve["args_hash"], "definition_hash": approve["definition_hash"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(approved.status(), StatusCode::OK);
-    let rejected = app
-        .client
-        .post(app.api(&format!(
-            "/invocations/{}:reject",
-            reject["invocation_id"].as_str().unwrap()
-        )))
-        .bearer_auth(&admin)
-        .json(&json!({"comment": "not this one"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(rejected.status(), StatusCode::OK);
+    let decide = |invocation: &Value, verb: &str, body: Value| {
+        let id = invocation["invocation_id"].as_str().unwrap();
+        app.post(format!("/invocations/{id}:{verb}"))
+            .as_(&admin)
+            .json(body)
+    };
+    let hashes =
+        json!({"args_hash": approve["args_hash"], "definition_hash": approve["definition_hash"]});
+    let approved = decide(approve, "approve", hashes).await;
+    approved.expect_status(StatusCode::OK);
+    let comment = json!({"comment": "not this one"});
+    let rejected = decide(reject, "reject", comment).await;
+    rejected.expect_status(StatusCode::OK);
 
     // Nobody calls again: the runtime continues the turn once both are decided.
     let mut shown = Value::Null;
@@ -723,26 +667,14 @@ async fn fork_patterns_match_the_raw_server_and_tool_across_two_upstreams() {
     let app = app_with_model(&model.base_url).await;
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     for name in ["alpha", "alpha-beta"] {
-        let registered = app
-            .client
-            .post(app.api("/upstreams"))
-            .bearer_auth(&admin)
-            .json(&json!({"name": name, "transport": "stdio", "command": crate::helpers::fixture_command()}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(registered.status(), StatusCode::CREATED);
+        app.post("/upstreams").as_(&admin).json(json!({"name": name, "transport": "stdio", "command": crate::helpers::fixture_command()})).await.expect_status(StatusCode::CREATED);
     }
     for tool in [alpha_echo, beta_echo, alpha_add, beta_add] {
-        let described = app
-            .client
-            .put(app.api(&format!("/tools/{tool}")))
-            .bearer_auth(&admin)
-            .json(&json!({"risk": ["read"]}))
-            .send()
+        app.put(format!("/tools/{tool}"))
+            .as_(&admin)
+            .json(json!({"risk": ["read"]}))
             .await
-            .unwrap();
-        assert_eq!(described.status(), StatusCode::OK, "{tool}");
+            .expect_status(StatusCode::OK);
     }
     let bot = app.token("default", "two-servers", &[scope::RUN]).await;
     let agent = create_agent(&app, &bot, json!({})).await;
@@ -790,15 +722,9 @@ async fn a_turn_streams_its_events_as_server_sent_events() {
     let bot = app.token("default", "streamer", &[scope::RUN]).await;
     let agent = create_agent(&app, &bot, json!({})).await;
 
-    let mut response = app
-        .client
-        .post(app.api(&format!("/agents/{agent}/turns")))
-        .bearer_auth(&bot)
-        .header("accept", "text/event-stream")
-        .json(&json!({"message": "Stream it."}))
-        .send()
-        .await
-        .unwrap();
+    let turn = app.post(format!("/agents/{agent}/turns")).as_(&bot);
+    let turn = turn.header("accept", "text/event-stream");
+    let mut response = turn.json(json!({"message": "Stream it."})).open().await;
     assert_eq!(response.status(), StatusCode::OK);
     assert!(
         response.headers()["content-type"]
@@ -812,16 +738,7 @@ async fn a_turn_streams_its_events_as_server_sent_events() {
         text.push_str(std::str::from_utf8(&chunk).unwrap());
         if text.contains("event: tool_result") && !seen_running {
             // The tool's result reached the client while the turn was still running.
-            let shown: Value = app
-                .client
-                .get(app.api(&format!("/agents/{agent}")))
-                .bearer_auth(&bot)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let shown: Value = app.get(format!("/agents/{agent}")).as_(&bot).await.json();
             assert_eq!(shown["agent"]["status"], "running", "{shown}");
             seen_running = true;
         }
@@ -862,20 +779,10 @@ async fn a_turn_streams_its_events_as_server_sent_events() {
     assert_eq!(events[5].1["status"], "completed");
 
     // A turn that is refused is refused before anything streams: a plain JSON error.
-    let refused = app
-        .client
-        .post(app.api("/agents/agt_nobody/turns"))
-        .bearer_auth(&bot)
-        .header("accept", "text/event-stream")
-        .json(&json!({"message": "Anyone?"}))
-        .send()
-        .await
-        .unwrap();
-    let (status, code) = error_code(refused).await;
-    assert_eq!(
-        (status, code.as_str()),
-        (StatusCode::NOT_FOUND, "not_found")
-    );
+    let refused = app.post("/agents/agt_nobody/turns").as_(&bot);
+    let refused = refused.header("accept", "text/event-stream");
+    let refused = refused.json(json!({"message": "Anyone?"})).await;
+    refused.expect_error(StatusCode::NOT_FOUND, "not_found");
 }
 
 /// Issue 23 (CONTRACT §11): output is redacted for the destination it goes to. A hosted agent's
@@ -889,26 +796,18 @@ async fn tool_output_is_redacted_for_the_destination_it_goes_to() {
     let model = ScriptedModel::start(vec![]).await;
     let app = app_with_model(&model.base_url).await;
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
-    let registered = app
-        .client
-        .post(app.api("/upstreams"))
-        .bearer_auth(&admin)
-        .json(&json!({"name": "fixture", "transport": "stdio",
+    app.post("/upstreams")
+        .as_(&admin)
+        .json(json!({"name": "fixture", "transport": "stdio",
                       "command": crate::helpers::fixture_command(),
                       "env": {"FIXTURE_CANARY": CANARY}}))
-        .send()
         .await
-        .unwrap();
-    assert_eq!(registered.status(), StatusCode::CREATED);
-    let described = app
-        .client
-        .put(app.api(&format!("/tools/{GETENV}")))
-        .bearer_auth(&admin)
-        .json(&json!({"risk": ["read"]}))
-        .send()
+        .expect_status(StatusCode::CREATED);
+    app.put(format!("/tools/{GETENV}"))
+        .as_(&admin)
+        .json(json!({"risk": ["read"]}))
         .await
-        .unwrap();
-    assert_eq!(described.status(), StatusCode::OK);
+        .expect_status(StatusCode::OK);
     let use_profile = |destinations: Value| {
         let app = &app;
         let admin = &admin;
@@ -942,15 +841,10 @@ async fn tool_output_is_redacted_for_the_destination_it_goes_to() {
             assert_eq!(turned["status"], "completed", "{turned}");
             let sent = model.requests().last().unwrap().json();
             let shown: Value = app
-                .client
-                .get(app.api(&format!("/agents/{agent}")))
-                .bearer_auth(agent_token)
-                .send()
+                .get(format!("/agents/{agent}"))
+                .as_(agent_token)
                 .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+                .json();
             (sent.to_string(), shown["transcript"].to_string())
         }
     };
@@ -961,24 +855,19 @@ async fn tool_output_is_redacted_for_the_destination_it_goes_to() {
             let tool = &session["tools"][0];
             let m = &session["_meta"];
             let answer: Value = app
-                .client
-                .post(app.url("/mcp"))
-                .bearer_auth(agent_token)
+                .post_raw("/mcp")
+                .as_(agent_token)
                 .header("accept", "application/json, text/event-stream")
                 .json(
-                    &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+                    json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
                     "name": GETENV, "arguments": {"name": "FIXTURE_CANARY"},
                     "_meta": {"session_id": m["session_id"], "manifest_id": m["manifest_id"],
                               "lease_id": m["lease_id"],
                               "tool_version": tool["_meta"]["toolVersion"],
                               "expected_schema_hash": tool["_meta"]["schemaHash"]}}}),
                 )
-                .send()
                 .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+                .json();
             assert_eq!(answer["result"]["isError"], false, "{answer}");
             answer["result"].to_string()
         }
@@ -1079,18 +968,10 @@ async fn waiting_of(app: &TestApp, approver: &str, agent: &str) -> Vec<Value> {
 }
 
 async fn approve(app: &TestApp, approver: &str, invocation: &Value) {
-    let approved = app
-        .client
-        .post(app.api(&format!(
+    app.post(format!(
             "/invocations/{}:approve",
             invocation["invocation_id"].as_str().unwrap()
-        )))
-        .bearer_auth(approver)
-        .json(&json!({"args_hash": invocation["args_hash"], "definition_hash": invocation["definition_hash"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(approved.status(), StatusCode::OK);
+        )).as_(approver).json(json!({"args_hash": invocation["args_hash"], "definition_hash": invocation["definition_hash"]})).await.expect_status(StatusCode::OK);
 }
 
 /// Issue 23 (seed: request-context RBAC before each durable receipt, never as another actor):
@@ -1145,13 +1026,7 @@ async fn a_continued_turn_runs_as_its_caller_is_now() {
     );
 
     // Now the token is revoked while the next call waits; the approver releases that one too.
-    let revoked = app
-        .client
-        .delete(app.api(&format!("/tokens/{bot_id}")))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap();
+    let revoked = app.delete(format!("/tokens/{bot_id}")).as_(&admin).await;
     assert!(revoked.status().is_success(), "{}", revoked.status());
     let waiting = waiting_of(&app, &admin, &agent).await;
     assert_eq!(waiting.len(), 1);
@@ -1172,18 +1047,13 @@ async fn a_continued_turn_runs_as_its_caller_is_now() {
         "no model call after the revocation"
     );
     let invocation: Value = app
-        .client
-        .get(app.api(&format!(
+        .get(format!(
             "/invocations/{}",
             waiting[0]["invocation_id"].as_str().unwrap()
-        )))
-        .bearer_auth(&admin)
-        .send()
+        ))
+        .as_(&admin)
         .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json();
     assert_eq!(invocation["result"]["isError"], true, "{invocation}");
     assert_eq!(
         invocation["result"]["_meta"]["receipt"]["reason"], "manifest_binding_mismatch",
@@ -1206,14 +1076,8 @@ async fn a_revoked_agent_session_ends_the_continued_turn() {
         Step::text("never sent"),
     ])
     .await;
-    let revoked = app
-        .client
-        .post(app.api(&format!("/sessions/{agent}:revoke")))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(revoked.status(), StatusCode::OK);
+    let revoked = app.post(format!("/sessions/{agent}:revoke")).as_(&admin);
+    revoked.await.expect_status(StatusCode::OK);
     let waiting = waiting_of(&app, &admin, &agent).await;
     approve(&app, &admin, &waiting[0]).await;
     let shown = agent_until(&app, &admin, &agent, |s| s["agent"]["status"] == "idle").await;
@@ -1252,23 +1116,11 @@ async fn a_token_revoked_mid_batch_runs_nothing_more() {
     app.register_fixture(&admin, &[ECHO, SLOW]).await;
     let (bot_id, bot) = app.token_full("default", "batch-bot", &[scope::RUN]).await;
     let agent = create_agent(&app, &bot, json!({"max_turns": 5})).await;
-    let revoke = {
-        let (client, url, admin) = (
-            app.client.clone(),
-            app.api(&format!("/tokens/{bot_id}")),
-            admin.clone(),
-        );
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(400)).await;
-            client
-                .delete(url)
-                .bearer_auth(admin)
-                .send()
-                .await
-                .unwrap()
-                .status()
-        })
-    };
+    let revoke = app.delete(format!("/tokens/{bot_id}")).as_(&admin);
+    let revoke = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        revoke.await.status()
+    });
     let (status, ended) = turn(&app, &bot, &agent, "Wait, then echo.").await;
     assert!(revoke.await.unwrap().is_success());
     assert_eq!(status, StatusCode::OK, "{ended}");
@@ -1311,15 +1163,10 @@ async fn assert_unrun_with_receipt(app: &TestApp, admin: &str, agent: &str, resu
         .as_str()
         .unwrap_or_else(|| panic!("the unrun call has a receipt: {result}"));
     let receipt: Value = app
-        .client
-        .get(app.api(&format!("/receipts/{receipt_id}")))
-        .bearer_auth(admin)
-        .send()
+        .get(format!("/receipts/{receipt_id}"))
+        .as_(admin)
         .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json();
     let signed = &receipt["receipt"];
     assert_eq!(signed["decision"], "deny", "{receipt}");
     assert_eq!(signed["reason"], "cancelled", "{receipt}");
@@ -1530,30 +1377,14 @@ async fn a_hosted_fork_executes_on_its_parent_s_grant() {
     .await;
     let bot = app.token("default", "copier", &[scope::RUN]).await;
     let agent = create_agent(&app, &bot, json!({})).await;
-    let loosen = {
-        let (app_url, admin) = (app.api(""), admin.clone());
-        let client = app.client.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(400)).await;
-            let put = client
-                .put(format!("{app_url}/policies/loose"))
-                .bearer_auth(&admin)
-                .json(
-                    &json!({"rules": [{"id": "all", "match": {"risk": "read"}, "mode": "allow"}]}),
-                )
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(put.status(), StatusCode::OK);
-            let activated = client
-                .post(format!("{app_url}/policies/loose:activate"))
-                .bearer_auth(&admin)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(activated.status(), StatusCode::OK);
-        })
-    };
+    let loose = json!({"rules": [{"id": "all", "match": {"risk": "read"}, "mode": "allow"}]});
+    let put = app.put("/policies/loose").as_(&admin).json(loose);
+    let activate = app.post("/policies/loose:activate").as_(&admin);
+    let loosen = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        put.await.expect_status(StatusCode::OK);
+        activate.await.expect_status(StatusCode::OK);
+    });
     let (_, turned) = turn(&app, &bot, &agent, "Slowly, then delegate.").await;
     loosen.await.unwrap();
     let shown: Value = app.get_json(&bot, &format!("/agents/{agent}")).await;

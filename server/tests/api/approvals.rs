@@ -11,7 +11,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Db, TestApp};
+use crate::helpers::{Db, Requests, TestApp};
 
 struct Setup {
     app: TestApp,
@@ -56,15 +56,7 @@ async fn setup_mode(
     }
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let approver = app.token("default", "alice", &[scope::APPROVE]).await;
-    let keys: Value = app
-        .client
-        .get(app.url("/.well-known/aperture/keys"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let keys: Value = app.get_raw("/.well-known/aperture/keys").await.json();
     let keys = serde_json::from_value(keys["keys"].clone()).unwrap();
     let mut s = Setup {
         app,
@@ -81,16 +73,13 @@ impl Setup {
     async fn rpc(&self, token: &str, method: &str, params: Value) -> Value {
         let response = self
             .app
-            .client
-            .post(self.app.url("/mcp"))
-            .bearer_auth(token)
+            .post_raw("/mcp")
+            .as_(token)
             .header("accept", "application/json, text/event-stream")
-            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
-            .send()
+            .json(json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
             .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-        let answer: Value = response.json().await.unwrap();
+            .expect_status(StatusCode::OK);
+        let answer: Value = response.json();
         answer["result"].clone()
     }
 
@@ -182,28 +171,22 @@ impl Setup {
         }
         let response = self
             .app
-            .client
-            .post(self.app.api(&format!("/invocations/{id}:{verb}")))
-            .bearer_auth(token)
+            .post(format!("/invocations/{id}:{verb}"))
+            .as_(token)
             .json(&body)
-            .send()
-            .await
-            .unwrap();
+            .await;
         let status = response.status();
-        (status, response.json().await.unwrap_or(Value::Null))
+        (status, response.json_or_null())
     }
 
     async fn invocation(&self, token: &str, id: &str) -> Value {
         let response = self
             .app
-            .client
-            .get(self.app.api(&format!("/invocations/{id}")))
-            .bearer_auth(token)
-            .send()
+            .get(format!("/invocations/{id}"))
+            .as_(token)
             .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-        response.json().await.unwrap()
+            .expect_status(StatusCode::OK);
+        response.json()
     }
 
     /// Waits (up to 15 s) until the invocation has a final status.
@@ -398,15 +381,11 @@ async fn a_rejection_is_a_stored_tool_result_and_retries_return_it(db: Db) {
 
     // Another agent's run token does not see it.
     let stranger = s.app.token("default", "stranger", &[scope::RUN]).await;
-    let response = s
-        .app
-        .client
-        .get(s.app.api(&format!("/invocations/{id}")))
-        .bearer_auth(&stranger)
-        .send()
+    s.app
+        .get(format!("/invocations/{id}"))
+        .as_(&stranger)
         .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+        .expect_status(StatusCode::NOT_FOUND);
 }
 
 async fn a_keyed_allowed_call_runs_once_and_retries_get_its_result(db: Db) {
@@ -549,39 +528,21 @@ async fn an_upstream_re_registered_while_parked_is_target_drift(db: Db) {
     };
     let admin = s.app.token("default", "ops2", &[scope::ADMIN]).await;
     let id = parked_id(&s.call_echo("pinned", None).await);
-    let upstreams: Value = s
-        .app
-        .client
-        .get(s.app.api("/upstreams"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let upstreams: Value = s.app.get("/upstreams").as_(&admin).await.json();
     let upstream = upstreams["upstreams"][0]["id"].as_str().unwrap().to_owned();
-    let removed = s
-        .app
-        .client
-        .delete(s.app.api(&format!("/upstreams/{upstream}")))
-        .bearer_auth(&admin)
-        .send()
+    s.app
+        .delete(format!("/upstreams/{upstream}"))
+        .as_(&admin)
         .await
-        .unwrap();
-    assert_eq!(removed.status(), StatusCode::OK);
+        .expect_status(StatusCode::OK);
     let mut command = crate::helpers::fixture_command();
     command.push("--registration-b".into());
-    let again = s
-        .app
-        .client
-        .post(s.app.api("/upstreams"))
-        .bearer_auth(&admin)
-        .json(&json!({"name": "fixture", "transport": "stdio", "command": command}))
-        .send()
+    s.app
+        .post("/upstreams")
+        .as_(&admin)
+        .json(json!({"name": "fixture", "transport": "stdio", "command": command}))
         .await
-        .unwrap();
-    assert_eq!(again.status(), StatusCode::CREATED);
+        .expect_status(StatusCode::CREATED);
     let args_hash = s.invocation(&s.approver, &id).await["args_hash"].clone();
     let (status, _) = s
         .decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
@@ -899,15 +860,11 @@ async fn a_release_is_checked_again_when_it_runs(db: Db) {
     // The session revoked between parking and approval: the approval releases nothing.
     let admin = s.app.token("default", "sec", &[scope::ADMIN]).await;
     let sid = s.list["_meta"]["session_id"].as_str().unwrap();
-    let revoked = s
-        .app
-        .client
-        .post(s.app.api(&format!("/sessions/{sid}:revoke")))
-        .bearer_auth(&admin)
-        .send()
+    s.app
+        .post(format!("/sessions/{sid}:revoke"))
+        .as_(&admin)
         .await
-        .unwrap();
-    assert_eq!(revoked.status(), StatusCode::OK);
+        .expect_status(StatusCode::OK);
     let args_hash = s.invocation(&s.approver, &parked).await["args_hash"].clone();
     let (status, _) = s
         .decide(
@@ -1004,46 +961,22 @@ async fn receipts_name_the_principal_that_acted(db: Db) {
     // A token made by the admin's token records that token.
     let made: Value = s
         .app
-        .client
-        .post(s.app.api("/tokens"))
-        .bearer_auth(&admin)
-        .json(&json!({"actor_id": "helper", "scopes": [scope::RUN]}))
-        .send()
+        .post("/tokens")
+        .as_(&admin)
+        .json(json!({"actor_id": "helper", "scopes": [scope::RUN]}))
         .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json();
     assert_eq!(made["token"]["created_by"], admin_id.as_str(), "{made}");
 
     // A user gets an immutable `usr_` id, shown by GET /users.
-    let created = s
-        .app
-        .client
-        .post(s.app.api("/users"))
-        .bearer_auth(&admin)
-        .json(&json!({"username": "carol", "password": "a long enough password", "scopes": [scope::APPROVE]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), StatusCode::CREATED);
-    let carol: Value = created.json().await.unwrap();
+    let created = s.app.post("/users").as_(&admin).json(json!({"username": "carol", "password": "a long enough password", "scopes": [scope::APPROVE]})).await.expect_status(StatusCode::CREATED);
+    let carol: Value = created.json();
     let carol_id = carol["id"].as_str().unwrap().to_owned();
     assert!(
         carol_id.starts_with("usr_") && carol_id.len() == 36,
         "{carol}"
     );
-    let listed: Value = s
-        .app
-        .client
-        .get(s.app.api("/users"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed: Value = s.app.get("/users").as_(&admin).await.json();
     let shown = listed["users"]
         .as_array()
         .unwrap()
@@ -1148,14 +1081,11 @@ on_both!(
 async fn cancel(s: &Setup, token: &str, id: &str) -> (StatusCode, Value) {
     let response = s
         .app
-        .client
-        .post(s.app.api(&format!("/invocations/{id}:cancel")))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap();
+        .post(format!("/invocations/{id}:cancel"))
+        .as_(token)
+        .await;
     let status = response.status();
-    (status, response.json().await.unwrap_or(Value::Null))
+    (status, response.json_or_null())
 }
 
 /// Issue 27 (cancellation): a caller cancels its own parked call. Another actor cannot (it

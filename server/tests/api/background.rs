@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::cli::aperture;
 use crate::crash::{add_fixture_upstream, serve_with, token};
-use crate::helpers::{Db, TestApp, TestDb};
+use crate::helpers::{Db, Requests, TestApp, TestDb};
 use crate::model_fixture::{ScriptedModel, Step};
 
 const ECHO: &str = "mcp__fixture__echo";
@@ -549,15 +549,7 @@ async fn a_fork_left_waiting_for_an_approval_reports_when_it_finishes() {
     .unwrap();
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     app.register_fixture(&admin, &[ECHO]).await;
-    let put = app
-        .client
-        .put(app.api("/policies/fork-approve"))
-        .bearer_auth(&admin)
-        .json(&json!({"rules": [{"id": "echo-needs-a-person", "match": {"name": ECHO}, "mode": "approval_required"}]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(put.status(), StatusCode::OK);
+    app.put("/policies/fork-approve").as_(&admin).json(json!({"rules": [{"id": "echo-needs-a-person", "match": {"name": ECHO}, "mode": "approval_required"}]})).await.expect_status(StatusCode::OK);
     let (status, _) = post(
         &app.client,
         &app.api("/policies/fork-approve:activate"),
@@ -588,18 +580,10 @@ async fn a_fork_left_waiting_for_an_approval_reports_when_it_finishes() {
     let shown = get(&app.client, &app.api(&format!("/agents/{fork}")), &bot).await;
     assert_eq!(shown["agent"]["status"], "input_required", "{shown}");
     let invocation = &shown["invocations"][0];
-    let approved = app
-        .client
-        .post(app.api(&format!(
-            "/invocations/{}:approve",
-            invocation["invocation_id"].as_str().unwrap()
-        )))
-        .bearer_auth(&admin)
-        .json(&json!({"args_hash": invocation["args_hash"], "definition_hash": invocation["definition_hash"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(approved.status(), StatusCode::OK);
+    let id = invocation["invocation_id"].as_str().unwrap();
+    let hashes = json!({"args_hash": invocation["args_hash"], "definition_hash": invocation["definition_hash"]});
+    let approved = app.post(format!("/invocations/{id}:approve")).as_(&admin);
+    approved.json(hashes).await.expect_status(StatusCode::OK);
     let done = settled_idle(&app, &bot, &fork).await;
     assert_eq!(
         answers(&done),

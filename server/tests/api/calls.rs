@@ -7,7 +7,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::TestApp;
+use crate::helpers::{Requests, TestApp, rpc};
 
 struct Setup {
     app: TestApp,
@@ -39,15 +39,7 @@ async fn setup_on(app: TestApp) -> Setup {
     app.activate_policy(&admin, "p", policy).await;
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let session: Value = app.post_empty(&agent, "/sessions").await;
-    let set: Value = app
-        .client
-        .get(app.url("/.well-known/aperture/keys"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let set: Value = app.get_raw("/.well-known/aperture/keys").await.json();
     let keys = serde_json::from_value(set["keys"].clone()).unwrap();
     Setup {
         app,
@@ -76,17 +68,14 @@ impl Setup {
     async fn call_as(&self, token: &str, tool: &str, arguments: Value, meta: Value) -> Value {
         let response = self
             .app
-            .client
-            .post(self.app.url("/mcp"))
-            .bearer_auth(token)
+            .post_raw("/mcp")
+            .as_(token)
             .header("accept", "application/json, text/event-stream")
-            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            .json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                 "params": {"name": tool, "arguments": arguments, "_meta": meta}}))
-            .send()
             .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-        let answer: Value = response.json().await.unwrap();
+            .expect_status(StatusCode::OK);
+        let answer: Value = response.json();
         let result = answer["result"].clone();
         verify_receipt_json(&result["_meta"]["receipt"], &self.keys).unwrap_or_else(|e| {
             panic!("every answer carries a receipt that verifies: {e}: {answer}")
@@ -115,15 +104,12 @@ impl Setup {
         let sid = self.session["_meta"]["session_id"].as_str().unwrap();
         let response = self
             .app
-            .client
-            .post(self.app.api(&format!("/sessions/{sid}/calls")))
-            .bearer_auth(token)
-            .json(&json!({"name": tool, "arguments": arguments, "_meta": meta}))
-            .send()
+            .post(format!("/sessions/{sid}/calls"))
+            .as_(token)
+            .json(json!({"name": tool, "arguments": arguments, "_meta": meta}))
             .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-        let result: Value = response.json().await.unwrap();
+            .expect_status(StatusCode::OK);
+        let result: Value = response.json();
         verify_receipt_json(&result["_meta"]["receipt"], &self.keys)
             .expect("every answer carries a receipt that verifies");
         result
@@ -210,16 +196,11 @@ async fn a_session_revoked_after_calls_refuses_the_next_call() {
     // A fork of the session, which the revocation must stop too.
     let fork: Value = s
         .app
-        .client
-        .post(s.app.api(&format!("/sessions/{sid}/forks")))
-        .bearer_auth(&s.agent)
-        .json(&json!({}))
-        .send()
+        .post(format!("/sessions/{sid}/forks"))
+        .as_(&s.agent)
+        .json(json!({}))
         .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json();
     let fork_meta = {
         let mut m = s.echo("mcp__fixture__echo");
         for k in ["session_id", "manifest_id", "lease_id"] {
@@ -227,15 +208,11 @@ async fn a_session_revoked_after_calls_refuses_the_next_call() {
         }
         m
     };
-    let revoked = s
-        .app
-        .client
-        .post(s.app.api(&format!("/sessions/{sid}:revoke")))
-        .bearer_auth(&admin)
-        .send()
+    s.app
+        .post(format!("/sessions/{sid}:revoke"))
+        .as_(&admin)
         .await
-        .unwrap();
-    assert_eq!(revoked.status(), StatusCode::OK);
+        .expect_status(StatusCode::OK);
     let refused = s
         .call(
             "mcp__fixture__echo",
@@ -290,18 +267,11 @@ async fn a_token_revoked_by_another_node_is_refused_on_its_next_call() {
         .await
         .unwrap()
         .expect("revoked");
-    let refused = s
-        .app
-        .client
-        .post(s.app.url("/mcp"))
-        .bearer_auth(&secret)
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "mcp__fixture__echo", "arguments": {"text": "hi"},
-                "_meta": s.echo("mcp__fixture__echo")}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+    let params = json!({"name": "mcp__fixture__echo", "arguments": {"text": "hi"},
+        "_meta": s.echo("mcp__fixture__echo")});
+    let refused = s.app.post_raw("/mcp").as_(&secret);
+    let refused = refused.json(rpc(1, "tools/call", params)).await;
+    refused.expect_status(StatusCode::UNAUTHORIZED);
     assert_eq!(
         journaled().await,
         records,
@@ -386,13 +356,10 @@ async fn every_check_denies_with_a_verifiable_receipt() {
     // Drift: an admin's version change after the grant.
     let admin = s.app.token("default", "ops2", &[scope::ADMIN]).await;
     s.app
-        .client
-        .put(s.app.api("/tools/mcp__fixture__add"))
-        .bearer_auth(&admin)
-        .json(&json!({"risk": ["read"], "version": "2"}))
-        .send()
-        .await
-        .unwrap();
+        .put("/tools/mcp__fixture__add")
+        .as_(&admin)
+        .json(json!({"risk": ["read"], "version": "2"}))
+        .await;
     let drifted = s
         .call(
             "mcp__fixture__add",
@@ -420,23 +387,14 @@ async fn a_capped_rule_without_a_spend_gate_is_refused_not_run_uncapped() {
     ]});
     assert_eq!(
         s.app
-            .client
-            .put(s.app.api("/policies/capped"))
-            .bearer_auth(&admin)
+            .put("/policies/capped")
+            .as_(&admin)
             .json(&policy)
-            .send()
             .await
-            .unwrap()
             .status(),
         StatusCode::OK
     );
-    s.app
-        .client
-        .post(s.app.api("/policies/capped:activate"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap();
+    s.app.post("/policies/capped:activate").as_(&admin).await;
     s.session = s.app.post_empty(&s.agent, "/sessions").await;
     let result = s
         .call(
@@ -518,13 +476,7 @@ async fn send(
     path: &str,
     body: Option<Value>,
 ) -> (StatusCode, Value) {
-    let mut rb = app.client.request(method, app.api(path)).bearer_auth(token);
-    if let Some(b) = body {
-        rb = rb.json(&b);
-    }
-    let response = rb.send().await.unwrap();
-    let status = response.status();
-    (status, response.json().await.unwrap_or(Value::Null))
+    app.rest(method, token, path, body.as_ref()).await
 }
 
 /// Issue 5: "`rate_bucket` enforced by a limiter shared between server processes … refused at
@@ -616,14 +568,10 @@ async fn a_re_registered_upstream_is_target_drift_not_a_silent_retarget() {
     assert_eq!(json!(id), pinned);
     let removed = s
         .app
-        .client
-        .delete(s.app.api(&format!("/upstreams/{id}")))
-        .bearer_auth(&admin)
-        .send()
+        .delete(format!("/upstreams/{id}"))
+        .as_(&admin)
         .await
-        .unwrap();
-    assert_eq!(removed.status(), StatusCode::OK);
-    let removed: Value = removed.json().await.unwrap();
+        .expect_ok();
     assert!(
         removed["removed_tools"]
             .as_array()
@@ -641,26 +589,18 @@ async fn a_re_registered_upstream_is_target_drift_not_a_silent_retarget() {
     command.push("--registration-b".into());
     let again = s
         .app
-        .client
-        .post(s.app.api("/upstreams"))
-        .bearer_auth(&admin)
-        .json(&json!({"name": "fixture", "transport": "stdio", "command": command}))
-        .send()
+        .post("/upstreams")
+        .as_(&admin)
+        .json(json!({"name": "fixture", "transport": "stdio", "command": command}))
         .await
-        .unwrap();
-    assert_eq!(again.status(), StatusCode::CREATED);
-    let again: Value = again.json().await.unwrap();
+        .expect_created();
     assert_ne!(again["upstream"]["id"], pinned);
-    let described = s
-        .app
-        .client
-        .put(s.app.api("/tools/mcp__fixture__echo"))
-        .bearer_auth(&admin)
-        .json(&json!({"risk": ["read"]}))
-        .send()
+    s.app
+        .put("/tools/mcp__fixture__echo")
+        .as_(&admin)
+        .json(json!({"risk": ["read"]}))
         .await
-        .unwrap();
-    assert_eq!(described.status(), StatusCode::OK);
+        .expect_status(StatusCode::OK);
 
     let drifted = s
         .call("mcp__fixture__echo", json!({"text": "three"}), meta)
@@ -674,17 +614,7 @@ async fn a_re_registered_upstream_is_target_drift_not_a_silent_retarget() {
     assert!(drifted["structuredContent"].is_null() && !drifted.to_string().contains("three"));
 
     // A new grant pins the new registration, and its calls run there.
-    let fresh: Value = s
-        .app
-        .client
-        .post(s.app.api("/sessions"))
-        .bearer_auth(&s.agent)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let fresh: Value = s.app.post("/sessions").as_(&s.agent).await.json();
     let s2 = Setup {
         app: s.app,
         agent: s.agent,
@@ -909,16 +839,7 @@ async fn receipts_verify_with_nodes_own_ed25519() {
     let mut forged = ok["_meta"]["receipt"].clone();
     forged["receipt_id"] = json!("rcp_forged");
     forged["decision"] = json!("deny");
-    let set: Value = s
-        .app
-        .client
-        .get(s.app.url("/.well-known/aperture/keys"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let set: Value = s.app.get_raw("/.well-known/aperture/keys").await.json();
     let input = json!({
         "keys": set["keys"],
         "receipts": [ok["_meta"]["receipt"], denied["_meta"]["receipt"], forged],
@@ -1052,16 +973,12 @@ async fn an_upstream_that_announces_a_change_is_synced_at_once() {
 async fn dry_run_only_runs_with_the_dry_run_argument_fixed_and_says_so() {
     let s = setup().await;
     let admin = s.app.token("default", "ops2", &[scope::ADMIN]).await;
-    let described = s
-        .app
-        .client
-        .put(s.app.api("/tools/mcp__fixture__deploy"))
-        .bearer_auth(&admin)
-        .json(&json!({"risk": ["write"], "dry_run_argument": "dry_run"}))
-        .send()
+    s.app
+        .put("/tools/mcp__fixture__deploy")
+        .as_(&admin)
+        .json(json!({"risk": ["write"], "dry_run_argument": "dry_run"}))
         .await
-        .unwrap();
-    assert_eq!(described.status(), StatusCode::OK);
+        .expect_status(StatusCode::OK);
     let policy = json!({"rules": [
         {"id": "deploys", "match": {"name": "mcp__fixture__deploy"}, "mode": "dry_run_only"},
         {"id": "reads", "match": {"risk_exactly": ["read"]}, "mode": "allow"}

@@ -6,7 +6,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Db, TestApp};
+use crate::helpers::{Db, Requests, TestApp};
 
 fn tool(name: &str, risk: &[&str]) -> ToolDescriptor {
     ToolDescriptor {
@@ -44,15 +44,7 @@ async fn seed_catalog(app: &TestApp) {
 }
 
 async fn keys(app: &TestApp) -> Vec<Jwk> {
-    let set: Value = app
-        .client
-        .get(app.url("/.well-known/aperture/keys"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let set: Value = app.get_raw("/.well-known/aperture/keys").await.json();
     serde_json::from_value(set["keys"].clone()).unwrap()
 }
 
@@ -71,14 +63,11 @@ async fn sessions_grant_signed_manifests(app: &TestApp) {
     app.activate_policy(&admin, "agents", policy).await;
 
     let created = app
-        .client
-        .post(app.api("/sessions"))
-        .bearer_auth(&agent)
-        .send()
+        .post("/sessions")
+        .as_(&agent)
         .await
-        .unwrap();
-    assert_eq!(created.status(), StatusCode::CREATED);
-    let list: Value = created.json().await.unwrap();
+        .expect_status(StatusCode::CREATED);
+    let list: Value = created.json();
     let meta = &list["_meta"];
     for key in [
         "session_id",
@@ -182,12 +171,9 @@ async fn sessions_grant_signed_manifests(app: &TestApp) {
     // Own sessions only, for `:run`; all for `:read`.
     let other = app.token("default", "agent-2", &[scope::RUN]).await;
     assert_eq!(
-        app.client
-            .get(app.api(&format!("/sessions/{sid}")))
-            .bearer_auth(&other)
-            .send()
+        app.get(format!("/sessions/{sid}"))
+            .as_(&other)
             .await
-            .unwrap()
             .status(),
         StatusCode::NOT_FOUND
     );
@@ -197,12 +183,9 @@ async fn sessions_grant_signed_manifests(app: &TestApp) {
 
     // Revoked by its own actor.
     assert_eq!(
-        app.client
-            .post(app.api(&format!("/sessions/{sid}:revoke")))
-            .bearer_auth(&other)
-            .send()
+        app.post(format!("/sessions/{sid}:revoke"))
+            .as_(&other)
             .await
-            .unwrap()
             .status(),
         StatusCode::NOT_FOUND
     );
@@ -247,16 +230,7 @@ async fn descriptors_decide_what_the_default_policy_exposes() {
         json!({"risk": ["read"], "family": "github", "version": "2"}),
     )
     .await;
-    let second: Value = app
-        .client
-        .post(app.api("/sessions"))
-        .bearer_auth(&agent)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let second: Value = app.post("/sessions").as_(&agent).await.json();
     assert_eq!(
         names(&second),
         vec!["mcp__github__list_issues", "mcp__github__undescribed"]
@@ -287,37 +261,22 @@ async fn descriptors_decide_what_the_default_policy_exposes() {
         ),
     ] {
         let response = app
-            .client
-            .put(app.api("/tools/mcp__github__list_issues"))
-            .bearer_auth(&admin)
+            .put("/tools/mcp__github__list_issues")
+            .as_(&admin)
             .json(&body)
-            .send()
             .await
-            .unwrap();
-        assert_eq!(
-            response.status(),
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "{body}"
-        );
-        let err: Value = response.json().await.unwrap();
+            .expect_status(StatusCode::UNPROCESSABLE_ENTITY);
+        let err: Value = response.json();
         assert_eq!(err["error"]["details"]["fields"][0]["path"], path, "{err}");
     }
-    let missing = app
-        .client
-        .put(app.api("/tools/nope"))
-        .bearer_auth(&admin)
-        .json(&json!({"risk": ["read"]}))
-        .send()
+    app.put("/tools/nope")
+        .as_(&admin)
+        .json(json!({"risk": ["read"]}))
         .await
-        .unwrap();
-    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
-    let bad_env = app
-        .client
-        .post(app.api("/sessions"))
-        .bearer_auth(&agent)
-        .json(&json!({"environment": "Prod!"}))
-        .send()
+        .expect_status(StatusCode::NOT_FOUND);
+    app.post("/sessions")
+        .as_(&agent)
+        .json(json!({"environment": "Prod!"}))
         .await
-        .unwrap();
-    assert_eq!(bad_env.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        .expect_status(StatusCode::UNPROCESSABLE_ENTITY);
 }

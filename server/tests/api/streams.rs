@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::cli::aperture;
 use crate::crash::{activate, add_fixture_upstream, describe_read, serve, token};
-use crate::helpers::{Db, TestApp, TestDb};
+use crate::helpers::{Db, Requests, TestApp, TestDb};
 
 const ECHO: &str = "mcp__fixture__echo";
 const SLOW: &str = "mcp__fixture__slow";
@@ -94,21 +94,18 @@ impl Stream {
 /// A 2025-era MCP connection: `initialize` gave it an `Mcp-Session-Id`.
 async fn connect(app: &TestApp, token: &str) -> String {
     let response = app
-        .client
-        .post(app.url("/mcp"))
-        .bearer_auth(token)
+        .post_raw("/mcp")
+        .as_(token)
         .header("accept", "application/json, text/event-stream")
-        .json(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
+        .json(json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
                       "params": {"protocolVersion": "2025-11-25", "capabilities": {},
                                  "clientInfo": {"name": "streams-test", "version": "1"}}}))
-        .send()
-        .await
-        .unwrap();
+        .await;
     let session = response.headers()["mcp-session-id"]
         .to_str()
         .unwrap()
         .to_owned();
-    let body: Value = response.json().await.unwrap();
+    let body: Value = response.json();
     assert_eq!(
         body["result"]["capabilities"]["tools"]["listChanged"], true,
         "{body}"
@@ -119,19 +116,14 @@ async fn connect(app: &TestApp, token: &str) -> String {
 /// `tools/list` on the connection `mcp_session`: the result.
 async fn list_on(app: &TestApp, token: &str, mcp_session: &str) -> Value {
     let body: Value = app
-        .client
-        .post(app.url("/mcp"))
-        .bearer_auth(token)
+        .post_raw("/mcp")
+        .as_(token)
         .header("accept", "application/json, text/event-stream")
         .header("mcp-session-id", mcp_session)
         .header("mcp-protocol-version", "2025-11-25")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
-        .send()
+        .json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
         .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json();
     body["result"].clone()
 }
 
@@ -376,16 +368,12 @@ async fn a_connection_hears_that_its_listing_changed() {
 
     let refused = get_mcp(&app, &agent, &[]).await;
     assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
-    let not_a_stream = app
-        .client
-        .get(app.url("/mcp"))
-        .bearer_auth(&agent)
+    app.get_raw("/mcp")
+        .as_(&agent)
         .header("accept", "application/json")
         .header("mcp-session-id", &mcp)
-        .send()
         .await
-        .unwrap();
-    assert_eq!(not_a_stream.status(), StatusCode::NOT_ACCEPTABLE);
+        .expect_status(StatusCode::NOT_ACCEPTABLE);
     let unauthenticated = app
         .client
         .get(app.url("/mcp"))
@@ -588,13 +576,7 @@ async fn a_revoked_token_s_stream_ends() {
         listening.next(Duration::from_secs(5)).await.is_some(),
         "primed"
     );
-    let revoked = app
-        .client
-        .delete(app.api(&format!("/tokens/{token_id}")))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap();
+    let revoked = app.delete(format!("/tokens/{token_id}")).as_(&admin).await;
     assert!(revoked.status().is_success(), "{}", revoked.status());
     let ended = tokio::time::timeout(
         Duration::from_secs(20),
@@ -812,15 +794,11 @@ async fn a_confined_listener_never_hears_another_environment() {
     }
     // A catalog change both listings see (`slow` is no longer read-only: both environments'
     // builtin_safe_read hides it now).
-    let described = app
-        .client
-        .put(app.api(&format!("/tools/{SLOW}")))
-        .bearer_auth(&admin)
-        .json(&json!({"risk": ["write"]}))
-        .send()
+    app.put(format!("/tools/{SLOW}"))
+        .as_(&admin)
+        .json(json!({"risk": ["write"]}))
         .await
-        .unwrap();
-    assert_eq!(described.status(), StatusCode::OK);
+        .expect_status(StatusCode::OK);
     for (stream, session) in streams.iter_mut().zip(&sessions) {
         let (_, changed) = stream.message(Duration::from_secs(10)).await.unwrap();
         assert_eq!(changed["method"], "notifications/tools/list_changed");

@@ -10,7 +10,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use standardwebhooks::Webhook;
 
-use crate::helpers::{Db, Received, TestApp, WebhookReceiver, error_code};
+use crate::helpers::{Db, Received, Requests, TestApp, WebhookReceiver, error_code};
 
 /// What only the call's arguments hold: it must never reach a webhook.
 const SECRET_ARGUMENT: &str = "argument-value-7f3e91-never-in-a-webhook";
@@ -79,17 +79,9 @@ impl Setup {
     }
 
     async fn create(&self, token: &str, body: Value) -> (StatusCode, Value) {
-        let response = self
-            .app
-            .client
-            .post(self.app.api("/webhooks"))
-            .bearer_auth(token)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
+        let response = self.app.post("/webhooks").as_(token).json(&body).await;
         let status = response.status();
-        (status, response.json().await.unwrap_or(Value::Null))
+        (status, response.json_or_null())
     }
 
     async fn decide(&self, id: &str, verb: &str) -> Value {
@@ -284,24 +276,13 @@ async fn only_admins_create_webhooks_to_public_addresses_and_the_secret_is_shown
     );
 
     // Deleted once (journaled); then gone.
-    let response = s
-        .app
-        .client
-        .delete(s.app.api(&format!("/webhooks/{id}")))
-        .bearer_auth(&s.admin)
-        .send()
+    s.app
+        .delete(format!("/webhooks/{id}"))
+        .as_(&s.admin)
         .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
+        .expect_status(StatusCode::OK);
     assert_eq!(journaled(&s.app, "webhook.delete").await, 1);
-    let response = s
-        .app
-        .client
-        .delete(s.app.api(&format!("/webhooks/{id}")))
-        .bearer_auth(&s.admin)
-        .send()
-        .await
-        .unwrap();
+    let response = s.app.delete(format!("/webhooks/{id}")).as_(&s.admin).await;
     assert_eq!(error_code(response).await.0, StatusCode::NOT_FOUND);
     let listed = s.app.get_json(&s.admin, "/webhooks").await;
     assert_eq!(listed["webhooks"], json!([]));
@@ -415,15 +396,11 @@ async fn parked_decided_and_cancelled_calls_reach_a_signed_webhook(db: Db) {
     let listed = s.app.get_json(&s.admin, "/webhooks").await;
     assert_eq!(listed["webhooks"][0]["delivered"], 6, "{listed}");
     // Not for approvers: deliveries are an admin's view.
-    let response = s
-        .app
-        .client
-        .get(s.app.api(&format!("/webhooks/{webhook_id}/deliveries")))
-        .bearer_auth(&s.approver)
-        .send()
+    s.app
+        .get(format!("/webhooks/{webhook_id}/deliveries"))
+        .as_(&s.approver)
         .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+        .expect_status(StatusCode::FORBIDDEN);
 }
 
 #[tokio::test]
