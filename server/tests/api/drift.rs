@@ -7,7 +7,7 @@ use engine::scope;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::helpers::TestApp;
+use crate::helpers::{Requests, TestApp};
 
 const ECHO: &str = "mcp__fixture__echo";
 const MUTATE: &str = "mcp__fixture__mutate";

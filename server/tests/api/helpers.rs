@@ -7,7 +7,7 @@ use aperture::{Application, Config};
 use app::dto::CreateTokenRequest;
 use reqwest::{Client, Method, Response, StatusCode};
 
-pub use crate::requests::{Call, Reply, Requests};
+pub use crate::requests::{Call, Remote, Reply, Requests};
 
 pub const ADMIN_PASSWORD: &str = "bootstrap-admin-password";
 /// The signing key of every test server (hex Ed25519 seed).
@@ -325,15 +325,6 @@ impl TestApp {
             .collect()
     }
 
-    /// Puts policy `id` (rules and the rest of the body as given) and activates it, as an admin
-    /// would; both must succeed.
-    pub async fn activate_policy(&self, admin: &str, id: &str, policy: serde_json::Value) {
-        let put = self.put(format!("/policies/{id}")).as_(admin).json(policy);
-        put.await.expect_status(StatusCode::OK);
-        let activate = self.post(format!("/policies/{id}:activate")).as_(admin);
-        activate.await.expect_status(StatusCode::OK);
-    }
-
     /// `POST /sessions` as `token` with `body`: the new session's list result.
     pub async fn new_session(&self, token: &str, body: serde_json::Value) -> serde_json::Value {
         let created = self.post("/sessions").as_(token).json(body).await;
@@ -402,15 +393,6 @@ impl TestApp {
         let body = self.mcp(token, rpc(2, "tools/call", params)).await;
         assert!(body.get("error").is_none(), "tools/call: {body}");
         body["result"].clone()
-    }
-
-    /// Sets the descriptor of `tool` (`PUT /tools/{name}`) as `admin`; must succeed.
-    pub async fn describe(&self, admin: &str, tool: &str, descriptor: serde_json::Value) {
-        let put = self
-            .put(format!("/tools/{tool}"))
-            .as_(admin)
-            .json(descriptor);
-        put.await.expect_status(StatusCode::OK);
     }
 
     /// The published signing keys (`/.well-known/aperture/keys`), as a verifier pins them.
@@ -538,15 +520,11 @@ pub struct SseReader {
 }
 
 impl SseReader {
-    /// `GET url` as `token` with `Accept: text/event-stream`; must answer 200 with a stream.
-    pub async fn open(client: &Client, url: &str, token: &str) -> Self {
-        let response = client
-            .get(url)
-            .bearer_auth(token)
-            .header("accept", "text/event-stream")
-            .send()
-            .await
-            .expect("open the stream");
+    /// `call` (a `GET` with its token) with `Accept: text/event-stream`; must answer 200 with a
+    /// stream.
+    pub async fn open(call: Call) -> Self {
+        let response = call.header("accept", "text/event-stream").open().await;
+        let url = response.url().clone();
         assert_eq!(response.status(), StatusCode::OK, "{url}");
         assert!(
             response.headers()["content-type"]

@@ -12,7 +12,7 @@ use reqwest::header::HeaderMap;
 use reqwest::{Client, Method, StatusCode};
 use serde_json::Value;
 
-/// A server the test talks to.
+/// A server the test talks to: the test app, or another process ([`Remote`]).
 pub trait Requests {
     /// The client requests go out with.
     fn http(&self) -> &Client;
@@ -67,6 +67,54 @@ pub trait Requests {
         self.post_raw("/mcp")
             .as_(token)
             .header("accept", "application/json, text/event-stream")
+    }
+
+    /// Sets the descriptor of `tool` (`PUT /tools/{name}`) as `admin`; must succeed.
+    fn describe(&self, admin: &str, tool: &str, descriptor: Value) -> impl Future<Output = ()> {
+        let put = self
+            .put(format!("/tools/{tool}"))
+            .as_(admin)
+            .json(descriptor);
+        async move {
+            put.await.expect_status(StatusCode::OK);
+        }
+    }
+
+    /// Puts policy `id` (rules and the rest of the body as given) and activates it, as an admin
+    /// would; both must succeed.
+    fn activate_policy(&self, admin: &str, id: &str, policy: Value) -> impl Future<Output = ()> {
+        let put = self.put(format!("/policies/{id}")).as_(admin).json(policy);
+        let activate = self.post(format!("/policies/{id}:activate")).as_(admin);
+        async move {
+            put.await.expect_status(StatusCode::OK);
+            activate.await.expect_status(StatusCode::OK);
+        }
+    }
+}
+
+/// A server in another process (`aperture serve`) at `base`, asked with a plain client.
+#[derive(Clone)]
+pub struct Remote {
+    pub base: String,
+    pub client: Client,
+}
+
+impl Remote {
+    pub fn new(base: impl Into<String>) -> Self {
+        Self {
+            base: base.into(),
+            client: Client::new(),
+        }
+    }
+}
+
+impl Requests for Remote {
+    fn http(&self) -> &Client {
+        &self.client
+    }
+
+    fn base(&self) -> &str {
+        &self.base
     }
 }
 
