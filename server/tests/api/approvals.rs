@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use engine::receipt::{Jwk, verify_receipt_json};
 use engine::scope;
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::helpers::{Db, Requests, TestApp};
+use crate::helpers::{Db, Reply, Requests, TestApp, echo_of, rpc};
 
 struct Setup {
     app: TestApp,
@@ -39,21 +39,7 @@ async fn setup_mode(
         {"id": "echo-rule", "match": {"name": "mcp__fixture__echo"}, "mode": mode, "reason": "a person looks first"},
         {"id": "reads", "match": {"risk_exactly": ["read"]}, "mode": "allow"}
     ]});
-    for (path, body) in [
-        ("/policies/p", Some(policy)),
-        ("/policies/p:activate", None),
-    ] {
-        let mut rb = if body.is_some() {
-            app.client.put(app.api(path))
-        } else {
-            app.client.post(app.api(path))
-        };
-        if let Some(b) = body {
-            rb = rb.json(&b);
-        }
-        let response = rb.bearer_auth(&admin).send().await.unwrap();
-        assert_eq!(response.status(), StatusCode::OK, "{path}");
-    }
+    app.activate_policy(&admin, "p", policy).await;
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let approver = app.token("default", "alice", &[scope::APPROVE]).await;
     let keys: Value = app.get_raw("/.well-known/aperture/keys").await.json();
@@ -71,16 +57,8 @@ async fn setup_mode(
 
 impl Setup {
     async fn rpc(&self, token: &str, method: &str, params: Value) -> Value {
-        let response = self
-            .app
-            .post_raw("/mcp")
-            .as_(token)
-            .header("accept", "application/json, text/event-stream")
-            .json(json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
-            .await
-            .expect_status(StatusCode::OK);
-        let answer: Value = response.json();
-        answer["result"].clone()
+        let answer = self.app.mcp_post(token).json(rpc(1, method, params)).await;
+        answer.expect_ok()["result"].clone()
     }
 
     /// A JSON-RPC request to `/mcp` as `token`: the whole answer (result or error). Owns what
@@ -91,34 +69,12 @@ impl Setup {
         method: &'static str,
         params: Value,
     ) -> impl std::future::Future<Output = Value> + Send + 'static {
-        let (client, url) = (self.app.client.clone(), self.app.url("/mcp"));
-        async move {
-            client
-                .post(url)
-                .bearer_auth(token)
-                .header("accept", "application/json, text/event-stream")
-                .json(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}))
-                .send()
-                .await
-                .unwrap()
-                .json::<Value>()
-                .await
-                .unwrap()
-        }
+        let call = self.app.mcp_post(token).json(rpc(7, method, params));
+        async move { call.await.json() }
     }
 
     fn echo(&self, tool: &str) -> Value {
-        let t = self.list["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|t| t["name"] == tool)
-            .unwrap_or_else(|| panic!("{tool} listed: {}", self.list));
-        let m = &self.list["_meta"];
-        json!({
-            "session_id": m["session_id"], "manifest_id": m["manifest_id"], "lease_id": m["lease_id"],
-            "tool_version": t["_meta"]["toolVersion"], "expected_schema_hash": t["_meta"]["schemaHash"]
-        })
+        echo_of(&self.list, tool)
     }
 
     /// `tools/call` of `echo` as the agent, with `key` as `_meta.invocation_id` when given.
@@ -160,7 +116,7 @@ impl Setup {
     /// `POST /invocations/{id}:{verb}` with `body`; an approval or application that echoes an
     /// `args_hash` also echoes the `definition_hash` the invocation shows (as the approvals page
     /// does), unless the body names one itself.
-    async fn decide(&self, token: &str, id: &str, verb: &str, body: Value) -> (StatusCode, Value) {
+    async fn decide(&self, token: &str, id: &str, verb: &str, body: Value) -> Reply {
         let mut body = body;
         if verb != "reject"
             && body.get("args_hash").is_some()
@@ -169,14 +125,8 @@ impl Setup {
             let shown = self.invocation(&self.approver, id).await;
             body["definition_hash"] = shown["definition_hash"].clone();
         }
-        let response = self
-            .app
-            .post(format!("/invocations/{id}:{verb}"))
-            .as_(token)
-            .json(&body)
-            .await;
-        let status = response.status();
-        (status, response.json_or_null())
+        let decide = self.app.post(format!("/invocations/{id}:{verb}"));
+        decide.as_(token).json(&body).await
     }
 
     async fn invocation(&self, token: &str, id: &str) -> Value {
@@ -238,41 +188,38 @@ async fn an_approval_releases_exactly_the_bound_call_once(db: Db) {
 
     // An args_hash other than the one shown releases nothing.
     let wrong = engine::canonical::args_hash(&json!({"text": "something else"})).unwrap();
-    let (status, _) = s
-        .decide(&s.approver, &id, "approve", json!({"args_hash": wrong}))
-        .await;
-    assert_eq!(status, StatusCode::CONFLICT);
+    s.decide(&s.approver, &id, "approve", json!({"args_hash": wrong}))
+        .await
+        .expect_status(StatusCode::CONFLICT);
     // Without one, the request is incomplete.
-    let (status, body) = s.decide(&s.approver, &id, "approve", json!({})).await;
-    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
-    assert_eq!(body["error"]["details"]["fields"][0]["path"], "args_hash");
+    let incomplete = s.decide(&s.approver, &id, "approve", json!({})).await;
+    let incomplete = incomplete.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
+    incomplete.expect_field_error("args_hash");
     // The agent cannot approve (no scope), nor can an approver acting as the agent, nor the
     // principal that created the agent's token.
-    let (status, _) = s
-        .decide(&s.agent, &id, "approve", json!({"args_hash": args_hash}))
-        .await;
-    assert_eq!(status, StatusCode::FORBIDDEN);
+    s.decide(&s.agent, &id, "approve", json!({"args_hash": args_hash}))
+        .await
+        .expect_status(StatusCode::FORBIDDEN);
     for actor in ["agent", "operator"] {
         let own = s.app.token("default", actor, &[scope::APPROVE]).await;
-        let (status, body) = s
-            .decide(&own, &id, "approve", json!({"args_hash": args_hash}))
-            .await;
-        assert_eq!(status, StatusCode::FORBIDDEN, "{actor}: {body}");
+        s.decide(&own, &id, "approve", json!({"args_hash": args_hash}))
+            .await
+            .expect_status(StatusCode::FORBIDDEN);
     }
     assert_eq!(
         s.invocation(&s.approver, &id).await["status"],
         "input_required"
     );
 
-    let (status, approved) = s
+    let approved = s
         .decide(
             &s.approver,
             &id,
             "approve",
             json!({"args_hash": args_hash, "comment": "checked"}),
         )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{approved}");
+        .await
+        .expect_ok();
     assert_eq!(approved["decided_by"], "alice");
     let done = s.settled(&id).await;
     assert_eq!(done["status"], "completed", "{done}");
@@ -296,10 +243,9 @@ async fn an_approval_releases_exactly_the_bound_call_once(db: Db) {
     );
 
     // Exactly one execution; a second approval is refused and runs nothing.
-    let (status, _) = s
-        .decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
-        .await;
-    assert_eq!(status, StatusCode::CONFLICT);
+    s.decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
+        .await
+        .expect_status(StatusCode::CONFLICT);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(s.upstream_calls().await, before + 3);
 
@@ -340,15 +286,15 @@ async fn a_rejection_is_a_stored_tool_result_and_retries_return_it(db: Db) {
         "manifest_binding_mismatch"
     );
 
-    let (status, rejected) = s
+    let rejected = s
         .decide(
             &s.approver,
             &id,
             "reject",
             json!({"comment": "use a migration instead"}),
         )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{rejected}");
+        .await
+        .expect_ok();
     assert_eq!(rejected["status"], "rejected");
     let result = &rejected["result"];
     assert_eq!(result["isError"], true);
@@ -367,15 +313,14 @@ async fn a_rejection_is_a_stored_tool_result_and_retries_return_it(db: Db) {
     let retry = s.call_echo("drop the table", Some("turn-1-call-1")).await;
     assert_eq!(retry, *result);
     // Approving afterwards is refused; nothing ever reached the upstream.
-    let (status, _) = s
-        .decide(
-            &s.approver,
-            &id,
-            "approve",
-            json!({"args_hash": own["args_hash"]}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CONFLICT);
+    s.decide(
+        &s.approver,
+        &id,
+        "approve",
+        json!({"args_hash": own["args_hash"]}),
+    )
+    .await
+    .expect_status(StatusCode::CONFLICT);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(s.upstream_calls().await, before + 1);
 
@@ -426,15 +371,14 @@ async fn a_parked_call_expires_into_a_stored_result(db: Db) {
         "approval_expired"
     );
     s.verify(&done["result"]);
-    let (status, _) = s
-        .decide(
-            &s.approver,
-            &id,
-            "approve",
-            json!({"args_hash": done["args_hash"]}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CONFLICT);
+    s.decide(
+        &s.approver,
+        &id,
+        "approve",
+        json!({"args_hash": done["args_hash"]}),
+    )
+    .await
+    .expect_status(StatusCode::CONFLICT);
 }
 
 async fn racing_approvals(db: Db, races: usize) {
@@ -453,12 +397,12 @@ async fn racing_approvals(db: Db, races: usize) {
             s.decide(&s.approver, &id, "approve", body.clone()),
             s.decide(&bob, &id, "approve", body.clone()),
         );
-        let mut statuses = [a.0, b.0];
+        let mut statuses = [a.status(), b.status()];
         statuses.sort();
         assert_eq!(
             statuses,
             [StatusCode::OK, StatusCode::CONFLICT],
-            "race {n}: exactly one approval wins ({a:?} / {b:?})"
+            "race {n}: exactly one approval wins ({a} / {b})"
         );
         ids.push(id);
     }
@@ -506,10 +450,9 @@ async fn a_binding_changed_while_parked_is_refused_not_run(db: Db) {
         .await
         .unwrap();
     let args_hash = s.invocation(&s.approver, &id).await["args_hash"].clone();
-    let (status, _) = s
-        .decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
-        .await;
-    assert_eq!(status, StatusCode::OK);
+    s.decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
+        .await
+        .expect_status(StatusCode::OK);
     let done = s.settled(&id).await;
     assert_eq!(done["result"]["isError"], true, "{done}");
     assert_eq!(
@@ -544,10 +487,9 @@ async fn an_upstream_re_registered_while_parked_is_target_drift(db: Db) {
         .await
         .expect_status(StatusCode::CREATED);
     let args_hash = s.invocation(&s.approver, &id).await["args_hash"].clone();
-    let (status, _) = s
-        .decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
-        .await;
-    assert_eq!(status, StatusCode::OK);
+    s.decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
+        .await
+        .expect_status(StatusCode::OK);
     let done = s.settled(&id).await;
     assert_eq!(done["result"]["isError"], true, "{done}");
     assert_eq!(done["result"]["_meta"]["receipt"]["reason"], "target_drift");
@@ -608,16 +550,14 @@ async fn a_staged_change_runs_only_when_applied(db: Db) {
     assert_eq!(view["status"], "staged");
     let args_hash = view["args_hash"].clone();
     // A staged change is applied, not approved.
-    let (status, _) = s
-        .decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
-        .await;
-    assert_eq!(status, StatusCode::CONFLICT);
+    s.decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
+        .await
+        .expect_status(StatusCode::CONFLICT);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(s.upstream_calls().await, before + 1, "nothing ran yet");
-    let (status, applied) = s
-        .decide(&s.approver, &id, "apply", json!({"args_hash": args_hash}))
-        .await;
-    assert_eq!(status, StatusCode::OK, "{applied}");
+    s.decide(&s.approver, &id, "apply", json!({"args_hash": args_hash}))
+        .await
+        .expect_status(StatusCode::OK);
     let done = s.settled(&id).await;
     assert_eq!(done["result"]["isError"], false, "{done}");
     s.verify(&done["result"]);
@@ -626,8 +566,10 @@ async fn a_staged_change_runs_only_when_applied(db: Db) {
     // Another one, rejected: nothing runs.
     let other = s.call_echo("delete the bucket", None).await;
     let other = other["_meta"]["invocation_id"].as_str().unwrap().to_owned();
-    let (status, rejected) = s.decide(&s.approver, &other, "reject", json!({})).await;
-    assert_eq!(status, StatusCode::OK, "{rejected}");
+    let rejected = s
+        .decide(&s.approver, &other, "reject", json!({}))
+        .await
+        .expect_ok();
     assert_eq!(
         rejected["result"]["_meta"]["receipt"]["reason"],
         "approval_rejected"
@@ -798,15 +740,14 @@ async fn parked_calls_are_mcp_tasks(db: Db) {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!waiting.is_finished(), "tasks/result waits for the outcome");
     let args_hash = s.invocation(&s.approver, &task_id).await["args_hash"].clone();
-    let (status, _) = s
-        .decide(
-            &s.approver,
-            &task_id,
-            "approve",
-            json!({"args_hash": args_hash}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK);
+    s.decide(
+        &s.approver,
+        &task_id,
+        "approve",
+        json!({"args_hash": args_hash}),
+    )
+    .await
+    .expect_status(StatusCode::OK);
     let answer = tokio::time::timeout(Duration::from_secs(15), waiting)
         .await
         .expect("tasks/result answered")
@@ -866,15 +807,14 @@ async fn a_release_is_checked_again_when_it_runs(db: Db) {
         .await
         .expect_status(StatusCode::OK);
     let args_hash = s.invocation(&s.approver, &parked).await["args_hash"].clone();
-    let (status, _) = s
-        .decide(
-            &s.approver,
-            &parked,
-            "approve",
-            json!({"args_hash": args_hash}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK);
+    s.decide(
+        &s.approver,
+        &parked,
+        "approve",
+        json!({"args_hash": args_hash}),
+    )
+    .await
+    .expect_status(StatusCode::OK);
     let done = s.settled(&parked).await;
     assert_eq!(done["result"]["isError"], true, "{done}");
     assert_eq!(
@@ -923,15 +863,13 @@ async fn the_creator_of_the_callers_token_cannot_approve(db: Db) {
     let id = parked_id(&parked);
     let args_hash = s.invocation(&s.approver, &id).await["args_hash"].clone();
     // `s.approver` is alice's approve token.
-    let (status, body) = s
-        .decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
-        .await;
-    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    s.decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
+        .await
+        .expect_status(StatusCode::FORBIDDEN);
     let bob = s.app.token("default", "bob", &[scope::APPROVE]).await;
-    let (status, _) = s
-        .decide(&bob, &id, "approve", json!({"args_hash": args_hash}))
-        .await;
-    assert_eq!(status, StatusCode::OK);
+    s.decide(&bob, &id, "approve", json!({"args_hash": args_hash}))
+        .await
+        .expect_status(StatusCode::OK);
 }
 
 /// Issue 45 item 2: every receipt names the principal that acted (CONTRACT §15). The caller's
@@ -959,18 +897,14 @@ async fn receipts_name_the_principal_that_acted(db: Db) {
     let admin_id = token_id(&admin).await.id;
 
     // A token made by the admin's token records that token.
-    let made: Value = s
-        .app
-        .post("/tokens")
-        .as_(&admin)
-        .json(json!({"actor_id": "helper", "scopes": [scope::RUN]}))
-        .await
-        .json();
+    let helper = json!({"actor_id": "helper", "scopes": [scope::RUN]});
+    let made = s.app.post("/tokens").as_(&admin).json(helper).await.json();
     assert_eq!(made["token"]["created_by"], admin_id.as_str(), "{made}");
 
     // A user gets an immutable `usr_` id, shown by GET /users.
-    let created = s.app.post("/users").as_(&admin).json(json!({"username": "carol", "password": "a long enough password", "scopes": [scope::APPROVE]})).await.expect_status(StatusCode::CREATED);
-    let carol: Value = created.json();
+    let carol = json!({"username": "carol", "password": "a long enough password", "scopes": [scope::APPROVE]});
+    let carol = s.app.post("/users").as_(&admin).json(carol).await;
+    let carol = carol.expect_created();
     let carol_id = carol["id"].as_str().unwrap().to_owned();
     assert!(
         carol_id.starts_with("usr_") && carol_id.len() == 36,
@@ -988,34 +922,22 @@ async fn receipts_name_the_principal_that_acted(db: Db) {
     // Someone guesses carol's password; carol signs in and approves the agent's parked call.
     let browser = &s.app.browser;
     let failed = s.app.sign_in(browser, "carol", "not her password").await;
-    assert_eq!(failed.status(), StatusCode::UNAUTHORIZED);
-    let signed_in = s
-        .app
-        .sign_in(browser, "carol", "a long enough password")
-        .await;
-    assert_eq!(signed_in.status(), StatusCode::OK);
+    failed.expect_status(StatusCode::UNAUTHORIZED);
+    let signed_in = s.app.sign_in(browser, "carol", "a long enough password");
+    signed_in.await.expect_status(StatusCode::OK);
     let parked = s.call_echo("by carol's leave", None).await;
     let id = parked_id(&parked);
     assert_eq!(parked["_meta"]["receipt"]["principal"], agent.id.as_str());
     let view = s.invocation(&s.approver, &id).await;
-    let decided = browser
-        .post(s.app.url("/ui/approvals/decide"))
-        .header("accept", "application/json")
-        .form(&[
-            ("id", id.as_str()),
-            ("action", "approve"),
-            ("args_hash", view["args_hash"].as_str().unwrap()),
-            ("definition_hash", view["definition_hash"].as_str().unwrap()),
-        ])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        decided.status(),
-        StatusCode::OK,
-        "{}",
-        decided.text().await.unwrap()
-    );
+    let form = [
+        ("id", id.as_str()),
+        ("action", "approve"),
+        ("args_hash", view["args_hash"].as_str().unwrap()),
+        ("definition_hash", view["definition_hash"].as_str().unwrap()),
+    ];
+    let decided = s.app.in_browser(Method::POST, "/ui/approvals/decide");
+    let decided = decided.header("accept", "application/json").form(&form);
+    decided.await.expect_status(StatusCode::OK);
     let done = s.settled(&id).await;
     assert_eq!(done["status"], "completed", "{done}");
     let execution = &done["result"]["_meta"]["receipt"];
@@ -1078,14 +1000,11 @@ on_both!(
 );
 
 /// `POST /invocations/{id}:cancel` as `token` (no body).
-async fn cancel(s: &Setup, token: &str, id: &str) -> (StatusCode, Value) {
-    let response = s
-        .app
+async fn cancel(s: &Setup, token: &str, id: &str) -> Reply {
+    s.app
         .post(format!("/invocations/{id}:cancel"))
         .as_(token)
-        .await;
-    let status = response.status();
-    (status, response.json_or_null())
+        .await
 }
 
 /// Issue 27 (cancellation): a caller cancels its own parked call. Another actor cannot (it
@@ -1101,17 +1020,14 @@ async fn a_caller_cancels_its_own_parked_call(db: Db) {
     let parked = s.call_echo("never mind", Some("cancel-me")).await;
     let id = parked_id(&parked);
     let stranger = s.app.token("default", "stranger", &[scope::RUN]).await;
-    let (status, _) = cancel(&s, &stranger, &id).await;
-    assert_eq!(
-        status,
-        StatusCode::NOT_FOUND,
-        "another actor's looks missing"
-    );
-    let (status, still) = cancel(&s, &s.agent, "inv_nope").await;
-    assert_eq!(status, StatusCode::NOT_FOUND, "{still}");
+    cancel(&s, &stranger, &id)
+        .await
+        .expect_status(StatusCode::NOT_FOUND);
+    cancel(&s, &s.agent, "inv_nope")
+        .await
+        .expect_status(StatusCode::NOT_FOUND);
 
-    let (status, cancelled) = cancel(&s, &s.agent, &id).await;
-    assert_eq!(status, StatusCode::OK, "{cancelled}");
+    let cancelled = cancel(&s, &s.agent, &id).await.expect_ok();
     assert_eq!(cancelled["status"], "cancelled");
     assert_eq!(cancelled["caller_status"], "cancelled");
     let result = &cancelled["result"];
@@ -1130,23 +1046,15 @@ async fn a_caller_cancels_its_own_parked_call(db: Db) {
         "{retried}"
     );
     let args_hash = s.invocation(&s.approver, &id).await["args_hash"].clone();
-    let (status, _) = s
-        .decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
-        .await;
-    assert_eq!(status, StatusCode::CONFLICT);
-    let (status, _) = cancel(&s, &s.agent, &id).await;
-    assert_eq!(status, StatusCode::CONFLICT);
-    let listed = s
-        .app
-        .rest(
-            reqwest::Method::GET,
-            &s.approver,
-            "/invocations?status=cancelled",
-            None,
-        )
-        .await;
-    assert_eq!(listed.0, StatusCode::OK);
-    assert_eq!(listed.1["invocations"][0]["invocation_id"], id.as_str());
+    s.decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
+        .await
+        .expect_status(StatusCode::CONFLICT);
+    cancel(&s, &s.agent, &id)
+        .await
+        .expect_status(StatusCode::CONFLICT);
+    let listed = s.app.get("/invocations?status=cancelled").as_(&s.approver);
+    let listed = listed.await.expect_status(StatusCode::OK).json_or_null();
+    assert_eq!(listed["invocations"][0]["invocation_id"], id.as_str());
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(s.upstream_calls().await, before + 1, "nothing ran");
 }
@@ -1163,29 +1071,24 @@ async fn an_approver_cancels_a_staged_change(db: Db) {
         .unwrap()
         .to_owned();
     let reader = s.app.token("default", "auditor", &[scope::READ]).await;
-    let (status, _) = cancel(&s, &reader, &id).await;
-    assert_eq!(status, StatusCode::FORBIDDEN, "reading is not cancelling");
-    let (status, cancelled) = cancel(&s, &s.approver, &id).await;
-    assert_eq!(status, StatusCode::OK, "{cancelled}");
+    cancel(&s, &reader, &id)
+        .await
+        .expect_status(StatusCode::FORBIDDEN);
+    let cancelled = cancel(&s, &s.approver, &id).await.expect_ok();
     assert_eq!(cancelled["status"], "cancelled");
     assert_eq!(
         cancelled["result"]["_meta"]["receipt"]["reason"],
         "cancelled"
     );
     s.verify(&cancelled["result"]);
-    let (status, _) = s
-        .decide(
-            &s.approver,
-            &id,
-            "apply",
-            json!({"args_hash": cancelled["args_hash"]}),
-        )
-        .await;
-    assert_eq!(
-        status,
-        StatusCode::CONFLICT,
-        "a cancelled change is not applied"
-    );
+    s.decide(
+        &s.approver,
+        &id,
+        "apply",
+        json!({"args_hash": cancelled["args_hash"]}),
+    )
+    .await
+    .expect_status(StatusCode::CONFLICT);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(s.upstream_calls().await, before + 1, "nothing ran");
 }
@@ -1311,18 +1214,8 @@ async fn a_running_job_is_cancelled_by_its_caller(db: Db) {
         .unwrap()
         .to_owned();
     let status = |token: String| {
-        let app = &app;
-        let id = id.clone();
-        async move {
-            app.rest(
-                reqwest::Method::GET,
-                &token,
-                &format!("/invocations/{id}"),
-                None,
-            )
-            .await
-            .1
-        }
+        let view = app.get(format!("/invocations/{id}")).as_(token);
+        async move { view.await.json_or_null() }
     };
     let mut seen = Value::Null;
     for _ in 0..100 {
@@ -1334,15 +1227,17 @@ async fn a_running_job_is_cancelled_by_its_caller(db: Db) {
     }
     assert_eq!(seen["status"], "running", "{seen}");
     let path = format!("/invocations/{id}:cancel");
-    let (code, _) = app
-        .rest(reqwest::Method::POST, &stranger, &path, None)
-        .await;
-    assert_eq!(code, StatusCode::NOT_FOUND, "another actor's looks missing");
+    app.post(&path)
+        .as_(&stranger)
+        .await
+        .expect_status(StatusCode::NOT_FOUND);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(status(agent.clone()).await["status"], "running");
     let started = std::time::Instant::now();
-    let (code, answered) = app.rest(reqwest::Method::POST, &agent, &path, None).await;
-    assert_eq!(code, StatusCode::OK, "{answered}");
+    app.post(&path)
+        .as_(&agent)
+        .await
+        .expect_status(StatusCode::OK);
     let mut done = Value::Null;
     for _ in 0..200 {
         done = status(agent.clone()).await;
