@@ -115,11 +115,8 @@ async fn declares_runs_and_answers_in_order(db: Db) {
     );
     // Refused before the checks of `tools/call`, and journaled all the same (issue 23).
     let refusal = result("c2")["receipt_id"].as_str().unwrap().to_owned();
-    let stored: Value = app
-        .get(format!("/receipts/{refusal}"))
-        .as_(&admin)
-        .await
-        .json();
+    let stored = app.get(format!("/receipts/{refusal}")).as_(&admin).await;
+    let stored = stored.json();
     assert_eq!(stored["receipt"]["decision"], "deny", "{stored}");
     assert_eq!(stored["receipt"]["reason"], "not_callable", "{stored}");
     assert_eq!(stored["receipt"]["tool"], "mcp__fixture__getenv");
@@ -171,21 +168,20 @@ async fn declares_runs_and_answers_in_order(db: Db) {
     assert_eq!(second["messages"][3]["content"], "hi there");
 
     // The calls' receipts name the agent as session and carry the turn.
-    let receipts: Value = app
+    let receipts = app
         .get(format!(
             "/receipts?session_id={agent}&decision=allow&tool={ECHO}"
         ))
         .as_(&admin)
-        .await
-        .json();
+        .await;
+    let receipts = receipts.json();
     let found = receipts["receipts"].as_array().unwrap();
     assert!(!found.is_empty(), "{receipts}");
     assert!(found.iter().all(|r| r["turn_id"] == turn_id), "{receipts}");
 
     // The transcript and the turn are stored; the agent is idle again.
-    let shown: Value = app
-        .get_json(&agent_token, &format!("/agents/{agent}"))
-        .await;
+    let shown = app.get(format!("/agents/{agent}")).as_(&agent_token).await;
+    let shown = shown.json();
     assert_eq!(shown["agent"]["status"], "idle");
     assert_eq!(shown["transcript"].as_array().unwrap().len(), 6, "{shown}");
     assert_eq!(shown["turns"][0]["status"], "completed");
@@ -219,7 +215,7 @@ async fn turns_end_clearly_when_the_model_is_down_loops_or_is_missing() {
         .to_owned();
     assert!(error.contains("answered 500"), "{error}");
     // The agent can take the next turn.
-    let shown: Value = app.get_json(&bot, &format!("/agents/{agent}")).await;
+    let shown: Value = app.get(format!("/agents/{agent}")).as_(&bot).await.json();
     assert_eq!(shown["agent"]["status"], "idle");
 
     // Bad input and no model configured are refused with clear errors.
@@ -271,11 +267,11 @@ async fn a_parked_turn_continues_by_itself_once_its_calls_are_decided() {
     let (status, _) = turn(&app, &bot, &agent, "Hello?").await;
     assert_eq!(status, StatusCode::CONFLICT);
 
-    let listed: Value = app
+    let listed = app
         .get("/invocations?status=input_required")
         .as_(&admin)
-        .await
-        .json();
+        .await;
+    let listed = listed.json();
     let waiting: Vec<&Value> = listed["invocations"]
         .as_array()
         .unwrap()
@@ -308,7 +304,7 @@ async fn a_parked_turn_continues_by_itself_once_its_calls_are_decided() {
     // Nobody calls again: the runtime continues the turn once both are decided.
     let mut shown = Value::Null;
     for _ in 0..150 {
-        shown = app.get_json(&bot, &format!("/agents/{agent}")).await;
+        shown = app.get(format!("/agents/{agent}")).as_(&bot).await.json();
         if shown["agent"]["status"] == "idle" {
             break;
         }
@@ -507,15 +503,17 @@ async fn forks_share_the_parents_prefix_and_are_narrowed_only_in_execution() {
 
     // The disallowed call was never authorized: the fork's journal has echo executed, and add
     // only refused, with its reason (every decision is journaled, issue 23).
-    let shown: Value = app.get_json(&bot, &format!("/agents/{agent}")).await;
+    let shown: Value = app.get(format!("/agents/{agent}")).as_(&bot).await.json();
     let forks = shown["forks"].as_array().unwrap();
     assert_eq!(forks.len(), 2, "{shown}");
     assert_eq!(forks[0]["execution_allowed_tools"], json!([ECHO]));
     assert!(forks[1]["execution_allowed_tools"].is_null());
     let fork_a = forks[0]["agent_id"].as_str().unwrap();
-    let receipts: Value = app
-        .get_json(&admin, &format!("/receipts?session_id={fork_a}"))
+    let receipts = app
+        .get(format!("/receipts?session_id={fork_a}"))
+        .as_(&admin)
         .await;
+    let receipts = receipts.json();
     let tools: Vec<&str> = receipts["receipts"]
         .as_array()
         .unwrap()
@@ -608,12 +606,14 @@ async fn an_empty_fork_tools_denies_everything_and_bad_ones_are_refused_distinct
     assert!(parent[1].contains("bare `*`"), "{}", parent[1]);
     assert_eq!(parent[2], "I could not run anything.");
     // Nothing ran in the restricted fork.
-    let shown: Value = app.get_json(&bot, &format!("/agents/{agent}")).await;
+    let shown: Value = app.get(format!("/agents/{agent}")).as_(&bot).await.json();
     let fork = shown["forks"][0]["agent_id"].as_str().unwrap().to_owned();
     assert_eq!(shown["forks"][0]["execution_allowed_tools"], json!([]));
-    let receipts: Value = app
-        .get_json(&admin, &format!("/receipts?session_id={fork}"))
+    let receipts = app
+        .get(format!("/receipts?session_id={fork}"))
+        .as_(&admin)
         .await;
+    let receipts = receipts.json();
     // Nothing authorized: every call of the `[]` fork is a journaled `execution_allowlist`
     // denial (issue 23: every decision is journaled), the rest are its manifests.
     let calls: Vec<(&str, &str, &str)> = receipts["receipts"]
@@ -670,11 +670,12 @@ async fn fork_patterns_match_the_raw_server_and_tool_across_two_upstreams() {
         app.post("/upstreams").as_(&admin).json(json!({"name": name, "transport": "stdio", "command": crate::helpers::fixture_command()})).await.expect_status(StatusCode::CREATED);
     }
     for tool in [alpha_echo, beta_echo, alpha_add, beta_add] {
-        app.put(format!("/tools/{tool}"))
+        let reply = app
+            .put(format!("/tools/{tool}"))
             .as_(&admin)
             .json(json!({"risk": ["read"]}))
-            .await
-            .expect_status(StatusCode::OK);
+            .await;
+        reply.expect_status(StatusCode::OK);
     }
     let bot = app.token("default", "two-servers", &[scope::RUN]).await;
     let agent = create_agent(&app, &bot, json!({})).await;
@@ -796,18 +797,14 @@ async fn tool_output_is_redacted_for_the_destination_it_goes_to() {
     let model = ScriptedModel::start(vec![]).await;
     let app = app_with_model(&model.base_url).await;
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
-    app.post("/upstreams")
-        .as_(&admin)
-        .json(json!({"name": "fixture", "transport": "stdio",
-                      "command": crate::helpers::fixture_command(),
-                      "env": {"FIXTURE_CANARY": CANARY}}))
-        .await
-        .expect_status(StatusCode::CREATED);
-    app.put(format!("/tools/{GETENV}"))
+    let reply = app.post("/upstreams").as_(&admin).json(json!({"name": "fixture", "transport": "stdio", "command": crate::helpers::fixture_command(), "env": {"FIXTURE_CANARY": CANARY}})).await;
+    reply.expect_status(StatusCode::CREATED);
+    let reply = app
+        .put(format!("/tools/{GETENV}"))
         .as_(&admin)
         .json(json!({"risk": ["read"]}))
-        .await
-        .expect_status(StatusCode::OK);
+        .await;
+    reply.expect_status(StatusCode::OK);
     let use_profile = |destinations: Value| {
         let app = &app;
         let admin = &admin;
@@ -840,34 +837,19 @@ async fn tool_output_is_redacted_for_the_destination_it_goes_to() {
             assert_eq!(status, StatusCode::OK, "{turned}");
             assert_eq!(turned["status"], "completed", "{turned}");
             let sent = model.requests().last().unwrap().json();
-            let shown: Value = app
-                .get(format!("/agents/{agent}"))
-                .as_(agent_token)
-                .await
-                .json();
+            let shown = app.get(format!("/agents/{agent}")).as_(agent_token).await;
+            let shown = shown.json();
             (sent.to_string(), shown["transcript"].to_string())
         }
     };
     let over_mcp = || {
         let (app, agent_token) = (&app, &agent_token);
         async move {
-            let session: Value = app.post_empty(agent_token, "/sessions").await;
+            let session: Value = app.post("/sessions").as_(agent_token).await.json();
             let tool = &session["tools"][0];
             let m = &session["_meta"];
-            let answer: Value = app
-                .post_raw("/mcp")
-                .as_(agent_token)
-                .header("accept", "application/json, text/event-stream")
-                .json(
-                    json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-                    "name": GETENV, "arguments": {"name": "FIXTURE_CANARY"},
-                    "_meta": {"session_id": m["session_id"], "manifest_id": m["manifest_id"],
-                              "lease_id": m["lease_id"],
-                              "tool_version": tool["_meta"]["toolVersion"],
-                              "expected_schema_hash": tool["_meta"]["schemaHash"]}}}),
-                )
-                .await
-                .json();
+            let answer = app.post_raw("/mcp").as_(agent_token).header("accept", "application/json, text/event-stream").json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": GETENV, "arguments": {"name": "FIXTURE_CANARY"}, "_meta": {"session_id": m["session_id"], "manifest_id": m["manifest_id"], "lease_id": m["lease_id"], "tool_version": tool["_meta"]["toolVersion"], "expected_schema_hash": tool["_meta"]["schemaHash"]}}})).await;
+            let answer = answer.json();
             assert_eq!(answer["result"]["isError"], false, "{answer}");
             answer["result"].to_string()
         }
@@ -944,7 +926,7 @@ async fn agent_until(
 ) -> Value {
     let mut shown = Value::Null;
     for _ in 0..150 {
-        shown = app.get_json(reader, &format!("/agents/{agent}")).await;
+        shown = app.get(format!("/agents/{agent}")).as_(reader).await.json();
         if done(&shown) {
             break;
         }
@@ -955,9 +937,11 @@ async fn agent_until(
 
 /// The parked invocations of `agent`'s session, as an approver lists them.
 async fn waiting_of(app: &TestApp, approver: &str, agent: &str) -> Vec<Value> {
-    let listed: Value = app
-        .get_json(approver, "/invocations?status=input_required")
+    let listed = app
+        .get("/invocations?status=input_required")
+        .as_(approver)
         .await;
+    let listed = listed.json();
     listed["invocations"]
         .as_array()
         .unwrap()
@@ -968,10 +952,8 @@ async fn waiting_of(app: &TestApp, approver: &str, agent: &str) -> Vec<Value> {
 }
 
 async fn approve(app: &TestApp, approver: &str, invocation: &Value) {
-    app.post(format!(
-            "/invocations/{}:approve",
-            invocation["invocation_id"].as_str().unwrap()
-        )).as_(approver).json(json!({"args_hash": invocation["args_hash"], "definition_hash": invocation["definition_hash"]})).await.expect_status(StatusCode::OK);
+    let reply = app.post(format!("/invocations/{}:approve", invocation["invocation_id"].as_str().unwrap())).as_(approver).json(json!({"args_hash": invocation["args_hash"], "definition_hash": invocation["definition_hash"]})).await;
+    reply.expect_status(StatusCode::OK);
 }
 
 /// Issue 23 (seed: request-context RBAC before each durable receipt, never as another actor):
@@ -1046,14 +1028,14 @@ async fn a_continued_turn_runs_as_its_caller_is_now() {
         2,
         "no model call after the revocation"
     );
-    let invocation: Value = app
+    let invocation = app
         .get(format!(
             "/invocations/{}",
             waiting[0]["invocation_id"].as_str().unwrap()
         ))
         .as_(&admin)
-        .await
-        .json();
+        .await;
+    let invocation = invocation.json();
     assert_eq!(invocation["result"]["isError"], true, "{invocation}");
     assert_eq!(
         invocation["result"]["_meta"]["receipt"]["reason"], "manifest_binding_mismatch",
@@ -1162,11 +1144,8 @@ async fn assert_unrun_with_receipt(app: &TestApp, admin: &str, agent: &str, resu
     let receipt_id = result["receipt_id"]
         .as_str()
         .unwrap_or_else(|| panic!("the unrun call has a receipt: {result}"));
-    let receipt: Value = app
-        .get(format!("/receipts/{receipt_id}"))
-        .as_(admin)
-        .await
-        .json();
+    let receipt = app.get(format!("/receipts/{receipt_id}")).as_(admin).await;
+    let receipt = receipt.json();
     let signed = &receipt["receipt"];
     assert_eq!(signed["decision"], "deny", "{receipt}");
     assert_eq!(signed["reason"], "cancelled", "{receipt}");
@@ -1241,12 +1220,11 @@ async fn a_caller_narrowed_mid_turn_runs_nothing_more() {
 
 /// The decision receipts of `tool` in `session`, oldest first.
 async fn decisions_of(app: &TestApp, admin: &str, session: &str, tool: &str) -> Vec<Value> {
-    let receipts: Value = app
-        .get_json(
-            admin,
-            &format!("/receipts?session_id={session}&tool={tool}"),
-        )
+    let receipts = app
+        .get(format!("/receipts?session_id={session}&tool={tool}"))
+        .as_(admin)
         .await;
+    let receipts = receipts.json();
     let mut out: Vec<Value> = receipts["receipts"]
         .as_array()
         .unwrap_or_else(|| panic!("{receipts}"))
@@ -1320,7 +1298,7 @@ async fn the_agent_tool_s_own_decisions_have_receipts() {
         [("deny", "arguments_invalid"), ("allow", "ok")],
         "{parent:?}"
     );
-    let shown: Value = app.get_json(&bot, &format!("/agents/{agent}")).await;
+    let shown: Value = app.get(format!("/agents/{agent}")).as_(&bot).await.json();
     let fork = shown["forks"][0]["agent_id"].as_str().unwrap().to_owned();
     let forked = decisions_of(&app, &admin, &fork, "agent").await;
     assert_eq!(forked.len(), 1, "{forked:?}");
@@ -1328,7 +1306,7 @@ async fn the_agent_tool_s_own_decisions_have_receipts() {
     assert_eq!(forked[0]["reason"], "execution_allowlist");
     for r in parent.iter().chain(&forked) {
         let id = r["receipt_id"].as_str().unwrap();
-        let full: Value = app.get_json(&admin, &format!("/receipts/{id}")).await;
+        let full: Value = app.get(format!("/receipts/{id}")).as_(&admin).await.json();
         assert_eq!(full["receipt"]["tool_version"], "builtin", "{full}");
         assert_eq!(full["receipt"]["schema_hash"], hash.as_str(), "{full}");
         // Issue 45 item 2: the turn's caller, in the parent and in its fork.
@@ -1387,7 +1365,7 @@ async fn a_hosted_fork_executes_on_its_parent_s_grant() {
     });
     let (_, turned) = turn(&app, &bot, &agent, "Slowly, then delegate.").await;
     loosen.await.unwrap();
-    let shown: Value = app.get_json(&bot, &format!("/agents/{agent}")).await;
+    let shown: Value = app.get(format!("/agents/{agent}")).as_(&bot).await.json();
     let fork = shown["forks"][0]["agent_id"]
         .as_str()
         .unwrap_or_else(|| panic!("{shown} {turned}"))
@@ -1404,12 +1382,16 @@ async fn a_hosted_fork_executes_on_its_parent_s_grant() {
             .unwrap();
     assert_eq!(executed, 0, "nothing reached the upstream");
     // Its manifest is a signed copy of the parent's.
-    let parent_doc: Value = app
-        .get_json(&admin, &format!("/sessions/{agent}/manifest"))
+    let parent_doc = app
+        .get(format!("/sessions/{agent}/manifest"))
+        .as_(&admin)
         .await;
-    let fork_doc: Value = app
-        .get_json(&admin, &format!("/sessions/{fork}/manifest"))
+    let parent_doc = parent_doc.json();
+    let fork_doc = app
+        .get(format!("/sessions/{fork}/manifest"))
+        .as_(&admin)
         .await;
+    let fork_doc = fork_doc.json();
     let (p, f) = (&parent_doc["document"], &fork_doc["document"]);
     assert_eq!(f["copied_from"], p["manifest_id"], "{fork_doc}");
     assert_eq!(f["policy_id"], "careful", "{fork_doc}");

@@ -130,12 +130,8 @@ impl Setup {
     }
 
     async fn invocation(&self, token: &str, id: &str) -> Value {
-        let response = self
-            .app
-            .get(format!("/invocations/{id}"))
-            .as_(token)
-            .await
-            .expect_status(StatusCode::OK);
+        let response = self.app.get(format!("/invocations/{id}")).as_(token).await;
+        let response = response.expect_status(StatusCode::OK);
         response.json()
     }
 
@@ -326,11 +322,8 @@ async fn a_rejection_is_a_stored_tool_result_and_retries_return_it(db: Db) {
 
     // Another agent's run token does not see it.
     let stranger = s.app.token("default", "stranger", &[scope::RUN]).await;
-    s.app
-        .get(format!("/invocations/{id}"))
-        .as_(&stranger)
-        .await
-        .expect_status(StatusCode::NOT_FOUND);
+    let reply = s.app.get(format!("/invocations/{id}")).as_(&stranger).await;
+    reply.expect_status(StatusCode::NOT_FOUND);
 }
 
 async fn a_keyed_allowed_call_runs_once_and_retries_get_its_result(db: Db) {
@@ -473,19 +466,21 @@ async fn an_upstream_re_registered_while_parked_is_target_drift(db: Db) {
     let id = parked_id(&s.call_echo("pinned", None).await);
     let upstreams: Value = s.app.get("/upstreams").as_(&admin).await.json();
     let upstream = upstreams["upstreams"][0]["id"].as_str().unwrap().to_owned();
-    s.app
+    let reply = s
+        .app
         .delete(format!("/upstreams/{upstream}"))
         .as_(&admin)
-        .await
-        .expect_status(StatusCode::OK);
+        .await;
+    reply.expect_status(StatusCode::OK);
     let mut command = crate::helpers::fixture_command();
     command.push("--registration-b".into());
-    s.app
+    let reply = s
+        .app
         .post("/upstreams")
         .as_(&admin)
         .json(json!({"name": "fixture", "transport": "stdio", "command": command}))
-        .await
-        .expect_status(StatusCode::CREATED);
+        .await;
+    reply.expect_status(StatusCode::CREATED);
     let args_hash = s.invocation(&s.approver, &id).await["args_hash"].clone();
     s.decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
         .await
@@ -801,11 +796,12 @@ async fn a_release_is_checked_again_when_it_runs(db: Db) {
     // The session revoked between parking and approval: the approval releases nothing.
     let admin = s.app.token("default", "sec", &[scope::ADMIN]).await;
     let sid = s.list["_meta"]["session_id"].as_str().unwrap();
-    s.app
+    let reply = s
+        .app
         .post(format!("/sessions/{sid}:revoke"))
         .as_(&admin)
-        .await
-        .expect_status(StatusCode::OK);
+        .await;
+    reply.expect_status(StatusCode::OK);
     let args_hash = s.invocation(&s.approver, &parked).await["args_hash"].clone();
     s.decide(
         &s.approver,
@@ -1227,17 +1223,13 @@ async fn a_running_job_is_cancelled_by_its_caller(db: Db) {
     }
     assert_eq!(seen["status"], "running", "{seen}");
     let path = format!("/invocations/{id}:cancel");
-    app.post(&path)
-        .as_(&stranger)
-        .await
-        .expect_status(StatusCode::NOT_FOUND);
+    let reply = app.post(&path).as_(&stranger).await;
+    reply.expect_status(StatusCode::NOT_FOUND);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(status(agent.clone()).await["status"], "running");
     let started = std::time::Instant::now();
-    app.post(&path)
-        .as_(&agent)
-        .await
-        .expect_status(StatusCode::OK);
+    let reply = app.post(&path).as_(&agent).await;
+    reply.expect_status(StatusCode::OK);
     let mut done = Value::Null;
     for _ in 0..200 {
         done = status(agent.clone()).await;

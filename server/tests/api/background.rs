@@ -48,10 +48,8 @@ pub(crate) fn turn(node: &impl Requests, token: &str, id: &str, message: &str) -
 
 /// `GET /agents/{id}` as `token`, which must answer 200.
 pub(crate) async fn agent_view(node: &impl Requests, token: &str, id: &str) -> Value {
-    node.get(format!("/agents/{id}"))
-        .as_(token)
-        .await
-        .expect_ok()
+    let reply = node.get(format!("/agents/{id}")).as_(token).await;
+    reply.expect_ok()
 }
 
 /// Waits until agent `id` is no longer running; returns `GET /agents/{id}`.

@@ -198,10 +198,8 @@ async fn call(node: &Remote, agent: &str, session: &Value, tool: &str, arguments
 
 /// `GET /invocations/{id}` on `node` as `token`, which must answer 200.
 async fn invocation(node: &Remote, token: &str, id: &str) -> Value {
-    node.get(format!("/invocations/{id}"))
-        .as_(token)
-        .await
-        .expect_ok()
+    let reply = node.get(format!("/invocations/{id}")).as_(token).await;
+    reply.expect_ok()
 }
 
 /// Approves invocation `id` on `node` as `approver`, with the hashes `GET` shows there.
@@ -398,12 +396,8 @@ async fn two_nodes_share_everything_and_survive_losing_one() {
 
     // A token revoked on A is refused at its next call on B.
     let temp = json!({"actor_id": "temp", "scopes": [scope::RUN]});
-    let created = a
-        .post("/tokens")
-        .as_(&admin)
-        .json(temp)
-        .await
-        .expect_created();
+    let created = a.post("/tokens").as_(&admin).json(temp).await;
+    let created = created.expect_created();
     let temp = created["secret"].as_str().unwrap().to_owned();
     let temp_session = session(&b, &temp).await;
     let temp_id = created["token"]["id"].as_str().unwrap();

@@ -129,12 +129,8 @@ async fn connect_serves_the_same_service_with_the_same_errors() {
         "id"
     );
     // The REST mount keeps the contract's envelope for the same error.
-    let rest = app
-        .get("/policies/nope")
-        .as_(&admin)
-        .await
-        .expect_status(StatusCode::NOT_FOUND)
-        .json();
+    let rest = app.get("/policies/nope").as_(&admin).await;
+    let rest = rest.expect_status(StatusCode::NOT_FOUND).json();
     assert_eq!(rest["error"]["code"], "not_found");
 
     // Protocol errors: unknown method, not JSON, not an object, GET.
@@ -146,8 +142,8 @@ async fn connect_serves_the_same_service_with_the_same_errors() {
         .as_(&admin)
         .header("content-type", "text/plain")
         .body("{}")
-        .await
-        .expect_status(StatusCode::BAD_REQUEST);
+        .await;
+    let response = response.expect_status(StatusCode::BAD_REQUEST);
     let body: Value = response.json();
     assert_eq!(body["code"], "invalid_argument");
     for bad in ["{", "[1]"] {
@@ -156,16 +152,16 @@ async fn connect_serves_the_same_service_with_the_same_errors() {
             .as_(&admin)
             .header("content-type", "application/json")
             .body(bad)
-            .await
-            .expect_status(StatusCode::BAD_REQUEST);
+            .await;
+        let response = response.expect_status(StatusCode::BAD_REQUEST);
         let body: Value = response.json();
         assert_eq!(body["code"], "invalid_argument", "{bad}");
     }
     let response = app
         .get_raw(format!("{SERVICE}/ListTokens"))
         .as_(&admin)
-        .await
-        .expect_status(StatusCode::METHOD_NOT_ALLOWED);
+        .await;
+    let response = response.expect_status(StatusCode::METHOD_NOT_ALLOWED);
     let body: Value = response.json();
     assert_eq!(body["code"], "unimplemented");
 

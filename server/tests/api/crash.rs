@@ -267,11 +267,8 @@ async fn expect_approval_for(node: &Remote, admin: &str, tool: &str, millis: u64
 
 /// Approves invocation `id` on `node` as `approver`, with the hashes its view shows.
 async fn expect_approved(node: &Remote, approver: &str, id: &str) {
-    let view = node
-        .get(format!("/invocations/{id}"))
-        .as_(approver)
-        .await
-        .json();
+    let view = node.get(format!("/invocations/{id}")).as_(approver).await;
+    let view = view.json();
     let hashes =
         json!({"args_hash": view["args_hash"], "definition_hash": view["definition_hash"]});
     let approve = node

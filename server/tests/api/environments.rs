@@ -28,11 +28,12 @@ async fn a_token_opens_sessions_only_in_its_environments() {
         .as_(&admin)
         .json(json!({"rules": [{"id": "all", "mode": "allow"}]}))
         .await;
-    app.post("/policies/open:activate")
+    let reply = app
+        .post("/policies/open:activate")
         .as_(&admin)
         .json(json!({"environment": "prod"}))
-        .await
-        .expect_status(StatusCode::OK);
+        .await;
+    reply.expect_status(StatusCode::OK);
 
     let (status, plain) = create_token(
         &app,
@@ -136,8 +137,8 @@ async fn earlier_tokens_keep_every_environment_and_users_can_be_narrowed() {
         .put("/users/dana/scopes")
         .as_(&admin)
         .json(json!({"scopes": [scope::RUN], "environments": ["staging"]}))
-        .await
-        .expect_status(StatusCode::OK);
+        .await;
+    let narrowed = narrowed.expect_status(StatusCode::OK);
     let dana: Value = narrowed.json();
     assert_eq!(dana["environments"], json!(["staging"]));
     let listed: Value = app.get("/users").as_(&admin).await.json();
@@ -210,10 +211,8 @@ async fn hints_only_narrow_and_are_signed_into_the_manifest() {
     ]}))
     .await;
     assert_eq!(narrowing.status(), StatusCode::OK);
-    app.post("/policies/hinted:activate")
-        .as_(&admin)
-        .await
-        .expect_status(StatusCode::OK);
+    let reply = app.post("/policies/hinted:activate").as_(&admin).await;
+    reply.expect_status(StatusCode::OK);
 
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let mode_of = |list: &Value| {
@@ -232,9 +231,11 @@ async fn hints_only_narrow_and_are_signed_into_the_manifest() {
     assert_eq!(mode_of(&acme), Some(json!("approval_required")));
 
     let sid = acme["_meta"]["session_id"].as_str().unwrap();
-    let doc: Value = app
-        .get_json(&agent, &format!("/sessions/{sid}/manifest"))
+    let doc = app
+        .get(format!("/sessions/{sid}/manifest"))
+        .as_(&agent)
         .await;
+    let doc = doc.json();
     assert_eq!(doc["document"]["entity"], "acme", "{doc}");
     assert_eq!(doc["document"]["preset"], "triage", "{doc}");
     let document: ManifestDocument = serde_json::from_value(doc["document"].clone()).unwrap();
@@ -248,14 +249,14 @@ async fn hints_only_narrow_and_are_signed_into_the_manifest() {
         "the hint is signed"
     );
     // Without hints, the document has neither member (documents signed before still verify).
-    let plain_doc: Value = app
+    let plain_doc = app
         .get(format!(
             "/sessions/{}/manifest",
             plain["_meta"]["session_id"].as_str().unwrap()
         ))
         .as_(&agent)
-        .await
-        .json();
+        .await;
+    let plain_doc = plain_doc.json();
     assert!(plain_doc["document"].get("entity").is_none());
     assert!(plain_doc["document"].get("preset").is_none());
 }

@@ -68,14 +68,14 @@ async fn approvers_hear_of_parked_calls_as_they_happen() {
         "another actor's call is not the stranger's to hear of"
     );
 
-    let view = app.get_json(&approver, &format!("/invocations/{id}")).await;
+    let view = app.get(format!("/invocations/{id}")).as_(&approver).await;
+    let view = view.json();
     let approved = app
-        .post_json(
-            &approver,
-            &format!("/invocations/{id}:approve"),
-            json!({"args_hash": view["args_hash"], "definition_hash": view["definition_hash"]}),
-        )
+        .post(format!("/invocations/{id}:approve"))
+        .as_(&approver)
+        .json(json!({"args_hash": view["args_hash"], "definition_hash": view["definition_hash"]}))
         .await;
+    let approved = approved.json();
     assert_eq!(approved["status"], "approved", "{approved}");
     let decided = queue
         .expect("invocation.decided", &id, Duration::from_secs(5))

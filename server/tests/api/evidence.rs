@@ -259,10 +259,11 @@ async fn checkpoints_and_proofs_verify_against_the_journal() {
     )
     .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
-    app.get("/journal/proofs/inclusion?seq=x")
+    let reply = app
+        .get("/journal/proofs/inclusion?seq=x")
         .as_(&witness)
-        .await
-        .expect_status(StatusCode::BAD_REQUEST);
+        .await;
+    reply.expect_status(StatusCode::BAD_REQUEST);
     // `:witness` reads checkpoints and proofs and nothing else.
     let (status, _) = get_json(&app, &witness, "/receipts").await;
     assert_eq!(status, StatusCode::FORBIDDEN);
@@ -359,11 +360,12 @@ async fn a_witness_cosigns_a_consistent_log_and_refuses_a_rewritten_one() {
         .and_then(|l| l.split(' ').next())
         .expect("the witness prints its key")
         .to_owned();
-    app.post("/journal/witnesses")
+    let reply = app
+        .post("/journal/witnesses")
         .as_(&admin)
         .json(json!({"name": "witness.example/w1", "key": vkey}))
-        .await
-        .expect_status(StatusCode::CREATED);
+        .await;
+    reply.expect_status(StatusCode::CREATED);
     // A key whose name is not the witness's, a note key, garbage: refused by field.
     for bad in [
         json!({"name": "other", "key": vkey}),
@@ -397,8 +399,8 @@ async fn a_witness_cosigns_a_consistent_log_and_refuses_a_rewritten_one() {
     let served = app
         .get_raw("/.well-known/aperture/checkpoints/default")
         .as_(&admin)
-        .await
-        .text();
+        .await;
+    let served = served.text();
     let served = Note::parse(&served).unwrap();
     let cosigner = VerifierKey::parse(&vkey).unwrap();
     served.verify_cosignature(&cosigner).unwrap();
@@ -687,11 +689,12 @@ async fn witnessed(app: &TestApp) -> Witnessed {
         .and_then(|l| l.split(' ').next())
         .expect("the witness prints its key")
         .to_owned();
-    app.post("/journal/witnesses")
+    let reply = app
+        .post("/journal/witnesses")
         .as_(&admin)
         .json(json!({"name": "witness.example/w1", "key": vkey}))
-        .await
-        .expect_status(StatusCode::CREATED);
+        .await;
+    reply.expect_status(StatusCode::CREATED);
     let sink = app.data_dir.join("checkpoints").join("default.checkpoints");
     let mut sizes = Vec::new();
     let mut sink_after_first = String::new();
@@ -982,11 +985,12 @@ async fn rest_call(
     } else {
         json!({"text": "hi"})
     };
-    app.post(format!("/sessions/{sid}/calls"))
+    let reply = app
+        .post(format!("/sessions/{sid}/calls"))
         .as_(token)
         .json(json!({"name": tool, "arguments": arguments, "_meta": meta}))
-        .await
-        .json()
+        .await;
+    reply.json()
 }
 
 /// Evidence bundles (issue 22, item 7): a session with allowed, denied and parked calls and a
@@ -1008,7 +1012,7 @@ async fn a_session_s_evidence_bundle_verifies_offline_and_any_change_fails() {
     let activated = app.post("/policies/p:activate").as_(&admin).await;
     assert!(activated.status().is_success(), "{activated}");
     let agent = app.token("default", "agent", &[scope::RUN]).await;
-    let list: Value = app.post_empty(&agent, "/sessions").await;
+    let list: Value = app.post("/sessions").as_(&agent).await.json();
     let sid = list["_meta"]["session_id"].as_str().unwrap().to_owned();
     let allowed = rest_call(&app, &agent, &list, "mcp__fixture__add", |_| {}).await;
     assert_eq!(
@@ -1022,13 +1026,12 @@ async fn a_session_s_evidence_bundle_verifies_offline_and_any_change_fails() {
     })
     .await;
     assert_eq!(denied["_meta"]["receipt"]["decision"], "deny", "{denied}");
-    let fork: Value = app
-        .post_json(
-            &agent,
-            &format!("/sessions/{sid}/forks"),
-            json!({"fork_tools": ["mcp__fixture__add"]}),
-        )
+    let fork = app
+        .post(format!("/sessions/{sid}/forks"))
+        .as_(&agent)
+        .json(json!({"fork_tools": ["mcp__fixture__add"]}))
         .await;
+    let fork = fork.json();
     let fork_id = fork["_meta"]["session_id"].as_str().unwrap().to_owned();
     let refused = rest_call(&app, &agent, &fork, "mcp__fixture__echo", |_| {}).await;
     assert_eq!(refused["_meta"]["receipt"]["decision"], "deny", "{refused}");

@@ -13,7 +13,7 @@ async fn setup() -> (TestApp, String, Value) {
     app.register_fixture(&admin, &["mcp__fixture__echo", "mcp__fixture__add"])
         .await;
     let agent = app.token("default", "agent", &[scope::RUN]).await;
-    let parent: Value = app.post_empty(&agent, "/sessions").await;
+    let parent: Value = app.post("/sessions").as_(&agent).await.json();
     (app, agent, parent)
 }
 

@@ -295,26 +295,6 @@ impl TestApp {
         (reply.status(), reply.json_or_null())
     }
 
-    /// `GET path` on the REST mount as `token`: the JSON answer, whatever the status.
-    pub async fn get_json(&self, token: impl std::fmt::Display, path: &str) -> serde_json::Value {
-        self.get(path).as_(token).await.json_or_null()
-    }
-
-    /// `POST path` with a JSON `body` as `token`: the JSON answer, whatever the status.
-    pub async fn post_json(
-        &self,
-        token: impl std::fmt::Display,
-        path: &str,
-        body: serde_json::Value,
-    ) -> serde_json::Value {
-        self.post(path).as_(token).json(body).await.json_or_null()
-    }
-
-    /// `POST path` without a body as `token`: the JSON answer, whatever the status.
-    pub async fn post_empty(&self, token: impl std::fmt::Display, path: &str) -> serde_json::Value {
-        self.post(path).as_(token).await.json_or_null()
-    }
-
     /// The names of the tools of a list result (`{"tools": [...]}`), in order.
     pub fn tool_names(list: &serde_json::Value) -> Vec<String> {
         list["tools"]

@@ -44,13 +44,12 @@ async fn all_receipts(app: &TestApp, token: &str, query: &str) -> Vec<Value> {
 
 async fn admin_changes_are_journaled_and_verify(app: &TestApp) {
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
-    let created: Value = app
-        .post_json(
-            &admin,
-            "/tokens",
-            json!({"actor_id": "bot", "scopes": [scope::RUN]}),
-        )
+    let created = app
+        .post("/tokens")
+        .as_(&admin)
+        .json(json!({"actor_id": "bot", "scopes": [scope::RUN]}))
         .await;
+    let created = created.json();
     let id = created["token"]["id"].as_str().unwrap();
     app.delete(format!("/tokens/{id}")).as_(&admin).await;
     app.sign_in(&app.browser, "admin", ADMIN_PASSWORD).await;
@@ -95,7 +94,7 @@ async fn admin_changes_are_journaled_and_verify(app: &TestApp) {
 
     // Detail with disclosures, which match the receipt's digest.
     let rid = receipts[3]["receipt_id"].as_str().unwrap();
-    let detail: Value = app.get_json(&admin, &format!("/receipts/{rid}")).await;
+    let detail: Value = app.get(format!("/receipts/{rid}")).as_(&admin).await.json();
     assert_eq!(detail["disclosures"]["action"], "token.create");
     let d: engine::receipt::Disclosures =
         serde_json::from_value(detail["disclosures"].clone()).unwrap();
@@ -366,10 +365,8 @@ async fn receipt_queries_are_checked() {
         assert_eq!(got, code, "{query}");
         assert!(status.is_client_error(), "{query}: {status}");
     }
-    app.get("/receipts/rcp_nope")
-        .as_(&reader)
-        .await
-        .expect_status(StatusCode::NOT_FOUND);
+    let reply = app.get("/receipts/rcp_nope").as_(&reader).await;
+    reply.expect_status(StatusCode::NOT_FOUND);
 }
 
 /// Tenant `t` and the server's signing key, for journals made directly over `store` (the

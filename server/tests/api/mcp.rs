@@ -176,9 +176,11 @@ async fn a_journal_that_cannot_record_stops_calls_until_it_recovers() {
         .await
         .unwrap();
     // Nothing ran: the upstream's echo still has its own description.
-    let report: Value = app
-        .post_empty(&admin, &format!("/upstreams/{upstream_id}:sync"))
+    let report = app
+        .post(format!("/upstreams/{upstream_id}:sync"))
+        .as_(&admin)
         .await;
+    let report = report.json();
     assert_eq!(report["changed"], json!([]), "{report}");
 
     // Service resumed by itself, on the same grant, and the chain is whole.
@@ -492,9 +494,11 @@ async fn the_public_url_names_the_server_and_a_forged_host_never_comes_back() {
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let list = app.mcp_list(&agent, json!({})).await;
     let session = list["_meta"]["session_id"].as_str().unwrap();
-    let bundle: Value = app
-        .get_json(&agent, &format!("/sessions/{session}/evidence"))
+    let bundle = app
+        .get(format!("/sessions/{session}/evidence"))
+        .as_(&agent)
         .await;
+    let bundle = bundle.json();
     let note = bundle["checkpoint"].as_str().unwrap_or_default();
     assert!(
         note.starts_with("gateway.example/aperture/default\n"),

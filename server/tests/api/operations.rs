@@ -27,10 +27,8 @@ async fn readyz_says_whether_this_node_can_take_calls_and_why_not() {
     .execute(app.store.pool())
     .await
     .unwrap();
-    let behind = app
-        .get_raw("/readyz")
-        .await
-        .expect_status(StatusCode::SERVICE_UNAVAILABLE);
+    let behind = app.get_raw("/readyz").await;
+    let behind = behind.expect_status(StatusCode::SERVICE_UNAVAILABLE);
     let body: Value = behind.json();
     assert_eq!(body["status"], "not_ready");
     assert!(
@@ -210,11 +208,8 @@ async fn metrics_answer_only_the_operator_and_count_what_happened() {
     // The background verifier's first pass runs at start-up; wait for its gauge.
     let mut body = String::new();
     for _ in 0..200 {
-        let response = app
-            .get_raw("/metrics")
-            .as_(METRICS_TOKEN)
-            .await
-            .expect_status(StatusCode::OK);
+        let response = app.get_raw("/metrics").as_(METRICS_TOKEN).await;
+        let response = response.expect_status(StatusCode::OK);
         assert!(
             response.headers()["content-type"]
                 .to_str()

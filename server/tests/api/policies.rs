@@ -43,11 +43,11 @@ async fn versions_and_activation(app: &TestApp) {
     let second: Value = put(changed).await.json().await.unwrap();
     assert_eq!(second["version"], 2);
 
-    let versions: Value = app
+    let versions = app
         .get("/policies/support-agents/versions")
         .as_(&writer)
-        .await
-        .json();
+        .await;
+    let versions = versions.json();
     let numbers: Vec<u64> = versions["versions"]
         .as_array()
         .unwrap()
@@ -71,8 +71,8 @@ async fn versions_and_activation(app: &TestApp) {
         .post("/policies/support-agents:activate")
         .as_(&writer)
         .json(json!({"environment": "prod"}))
-        .await
-        .expect_ok();
+        .await;
+    let activated = activated.expect_ok();
     assert_eq!(activated["active_in"], json!(["prod"]));
     let (policy, version) = aperture::policies::effective(&app.store, "default", "prod")
         .await
@@ -87,10 +87,11 @@ async fn versions_and_activation(app: &TestApp) {
     );
 
     // No body: the default environment.
-    app.post("/policies/support-agents:activate")
+    let reply = app
+        .post("/policies/support-agents:activate")
         .as_(&writer)
-        .await
-        .expect_status(StatusCode::OK);
+        .await;
+    reply.expect_status(StatusCode::OK);
     let list: Value = app.get("/policies").as_(&writer).await.json();
     let support = list["policies"]
         .as_array()
@@ -102,10 +103,8 @@ async fn versions_and_activation(app: &TestApp) {
     assert_eq!(support["latest_version"], 2);
     assert_eq!(list["policies"][0]["policy_id"], "builtin_safe_read");
 
-    app.post("/policies/nope:activate")
-        .as_(&writer)
-        .await
-        .expect_status(StatusCode::NOT_FOUND);
+    let reply = app.post("/policies/nope:activate").as_(&writer).await;
+    reply.expect_status(StatusCode::NOT_FOUND);
 }
 
 #[tokio::test]
@@ -149,31 +148,29 @@ async fn invalid_policies_get_422_with_field_paths_and_store_nothing() {
         (json!({"name": "other-name"}), "name"),
     ];
     for (doc, path) in cases {
-        let response = app
-            .put("/policies/p1")
-            .as_(&writer)
-            .json(&doc)
-            .await
-            .expect_status(StatusCode::UNPROCESSABLE_ENTITY);
+        let response = app.put("/policies/p1").as_(&writer).json(&doc).await;
+        let response = response.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
         let err: Value = response.json();
         assert_eq!(err["error"]["details"]["fields"][0]["path"], path, "{err}");
     }
     // max_cost_cents is accepted (enforced at execution).
-    app.put("/policies/p1")
+    let reply = app
+        .put("/policies/p1")
         .as_(&writer)
         .json(json!({"rules": [{"id": "a", "mode": "allow", "invocation": {"max_cost_cents": 5}}]}))
-        .await
-        .expect_status(StatusCode::OK);
+        .await;
+    reply.expect_status(StatusCode::OK);
     let versions = aperture::store::policies::versions(&app.store, "default", "p1")
         .await
         .unwrap();
     assert_eq!(versions.len(), 1, "only the valid document was stored");
 
-    app.put("/policies/builtin_safe_read")
+    let reply = app
+        .put("/policies/builtin_safe_read")
         .as_(&writer)
         .json(json!({}))
-        .await
-        .expect_status(StatusCode::UNPROCESSABLE_ENTITY);
+        .await;
+    reply.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
     let bad_id = app
         .put("/policies/Bad%20Id")
         .as_(&writer)
@@ -189,12 +186,8 @@ async fn validate_reports_every_problem_without_storing() {
     let doc = json!({"name": "draft", "rules": [
         {"id": "a", "mode": "allow", "invocation": {"max_result_bytes": -1, "expires_after_seconds": 100000}}
     ]});
-    let result: Value = app
-        .post("/policies:validate")
-        .as_(&reader)
-        .json(&doc)
-        .await
-        .json();
+    let result = app.post("/policies:validate").as_(&reader).json(&doc).await;
+    let result = result.json();
     assert_eq!(result["valid"], false);
     let paths: Vec<&str> = result["errors"]
         .as_array()
@@ -209,9 +202,12 @@ async fn validate_reports_every_problem_without_storing() {
             "rules[0].invocation.expires_after_seconds"
         ]
     );
-    let fine: Value = app
-        .post_json(&reader, "/policies:validate", json!({"name": "draft"}))
+    let fine = app
+        .post("/policies:validate")
+        .as_(&reader)
+        .json(json!({"name": "draft"}))
         .await;
+    let fine = fine.json();
     assert_eq!(fine["valid"], true);
     assert!(
         aperture::store::policies::list_latest(&app.store, "default")
@@ -225,7 +221,8 @@ async fn validate_reports_every_problem_without_storing() {
 async fn the_builtin_policy_is_always_readable() {
     let app = TestApp::spawn().await;
     let reader = app.token("default", "auditor", &[scope::READ]).await;
-    let builtin: Value = app.get_json(&reader, "/policies/builtin_safe_read").await;
+    let builtin = app.get("/policies/builtin_safe_read").as_(&reader).await;
+    let builtin = builtin.json();
     assert_eq!(
         builtin["document"]["rules"][0]["match"]["risk_exactly"],
         json!(["read"])
@@ -256,8 +253,8 @@ async fn a_draft_is_previewed_over_tools_without_being_stored() {
         .post("/policies:preview")
         .as_(&reader)
         .json(&request)
-        .await
-        .expect_status(StatusCode::OK);
+        .await;
+    let response = response.expect_status(StatusCode::OK);
     let preview: Value = response.json();
     assert_eq!(preview["valid"], true);
     assert_eq!(preview["lease_seconds"], 300);

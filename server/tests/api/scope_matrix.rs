@@ -982,10 +982,11 @@ async fn every_route_enforces_its_scope() {
         let fx = fixtures(&app).await;
         let (path, body) = request(case, &fx, n);
         let (name, message) = connect_message(case, &path, body);
-        app.post_raw(format!("{}/{name}", aperture::api::connect::SERVICE))
+        let reply = app
+            .post_raw(format!("{}/{name}", aperture::api::connect::SERVICE))
             .json(&message)
-            .await
-            .expect_status(StatusCode::UNAUTHORIZED);
+            .await;
+        reply.expect_status(StatusCode::UNAUTHORIZED);
 
         // Another tenant's admin: authenticated, but sees and touches only its own tenant.
         n += 1;

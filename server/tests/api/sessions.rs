@@ -62,11 +62,8 @@ async fn sessions_grant_signed_manifests(app: &TestApp) {
     ]});
     app.activate_policy(&admin, "agents", policy).await;
 
-    let created = app
-        .post("/sessions")
-        .as_(&agent)
-        .await
-        .expect_status(StatusCode::CREATED);
+    let created = app.post("/sessions").as_(&agent).await;
+    let created = created.expect_status(StatusCode::CREATED);
     let list: Value = created.json();
     let meta = &list["_meta"];
     for key in [
@@ -143,9 +140,11 @@ async fn sessions_grant_signed_manifests(app: &TestApp) {
 
     // The manifest document is signed, verifies with the published keys, and matches the list.
     let sid = meta["session_id"].as_str().unwrap();
-    let doc: Value = app
-        .get_json(&agent, &format!("/sessions/{sid}/manifest"))
+    let doc = app
+        .get(format!("/sessions/{sid}/manifest"))
+        .as_(&agent)
         .await;
+    let doc = doc.json();
     let document: ManifestDocument = serde_json::from_value(doc["document"].clone()).unwrap();
     let signature = doc["manifest_signature"].as_str().unwrap();
     assert_eq!(signature, meta["manifest_signature"]);
@@ -162,36 +161,34 @@ async fn sessions_grant_signed_manifests(app: &TestApp) {
 
     // The grant is journaled as a manifest receipt.
     let reader = app.token("default", "auditor", &[scope::READ]).await;
-    let receipts: Value = app
-        .get_json(&reader, &format!("/receipts?session_id={sid}"))
+    let receipts = app
+        .get(format!("/receipts?session_id={sid}"))
+        .as_(&reader)
         .await;
+    let receipts = receipts.json();
     assert_eq!(receipts["receipts"][0]["kind"], "manifest");
     assert_eq!(receipts["receipts"][0]["manifest_id"], meta["manifest_id"]);
 
     // Own sessions only, for `:run`; all for `:read`.
     let other = app.token("default", "agent-2", &[scope::RUN]).await;
-    assert_eq!(
-        app.get(format!("/sessions/{sid}"))
-            .as_(&other)
-            .await
-            .status(),
-        StatusCode::NOT_FOUND
-    );
-    let seen: Value = app.get_json(&reader, &format!("/sessions/{sid}")).await;
+    let theirs = app.get(format!("/sessions/{sid}")).as_(&other).await;
+    theirs.expect_status(StatusCode::NOT_FOUND);
+    let seen = app.get(format!("/sessions/{sid}")).as_(&reader).await;
+    let seen = seen.json();
     assert_eq!(seen["actor_id"], "agent-1");
     assert_eq!(seen["manifest_id"], meta["manifest_id"]);
 
     // Revoked by its own actor.
-    assert_eq!(
-        app.post(format!("/sessions/{sid}:revoke"))
-            .as_(&other)
-            .await
-            .status(),
-        StatusCode::NOT_FOUND
-    );
-    let revoked: Value = app
-        .post_empty(&agent, &format!("/sessions/{sid}:revoke"))
+    let revoke = app
+        .post(format!("/sessions/{sid}:revoke"))
+        .as_(&other)
         .await;
+    revoke.expect_status(StatusCode::NOT_FOUND);
+    let revoked = app
+        .post(format!("/sessions/{sid}:revoke"))
+        .as_(&agent)
+        .await;
+    let revoked = revoked.json();
     assert!(revoked["revoked_at"].is_string());
 }
 
@@ -220,7 +217,7 @@ async fn descriptors_decide_what_the_default_policy_exposes() {
     let agent = app.token("default", "agent-1", &[scope::RUN]).await;
     let names = TestApp::tool_names;
 
-    let first: Value = app.post_empty(&agent, "/sessions").await;
+    let first: Value = app.post("/sessions").as_(&agent).await.json();
     assert_eq!(names(&first), vec!["mcp__github__list_issues"]);
     assert_eq!(first["_meta"]["policy_id"], "builtin_safe_read");
 
@@ -237,7 +234,7 @@ async fn descriptors_decide_what_the_default_policy_exposes() {
     );
     assert_eq!(second["tools"][1]["_meta"]["toolVersion"], "2");
 
-    let tools: Value = app.get_json(&admin, "/tools").await;
+    let tools: Value = app.get("/tools").as_(&admin).await.json();
     let undescribed = tools["tools"]
         .as_array()
         .unwrap()
@@ -264,19 +261,21 @@ async fn descriptors_decide_what_the_default_policy_exposes() {
             .put("/tools/mcp__github__list_issues")
             .as_(&admin)
             .json(&body)
-            .await
-            .expect_status(StatusCode::UNPROCESSABLE_ENTITY);
+            .await;
+        let response = response.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
         let err: Value = response.json();
         assert_eq!(err["error"]["details"]["fields"][0]["path"], path, "{err}");
     }
-    app.put("/tools/nope")
+    let reply = app
+        .put("/tools/nope")
         .as_(&admin)
         .json(json!({"risk": ["read"]}))
-        .await
-        .expect_status(StatusCode::NOT_FOUND);
-    app.post("/sessions")
+        .await;
+    reply.expect_status(StatusCode::NOT_FOUND);
+    let reply = app
+        .post("/sessions")
         .as_(&agent)
         .json(json!({"environment": "Prod!"}))
-        .await
-        .expect_status(StatusCode::UNPROCESSABLE_ENTITY);
+        .await;
+    reply.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
 }

@@ -356,10 +356,8 @@ async fn a_burst_of_sign_ins_does_not_block_other_requests() {
     }
     // While the hashes run, a health check and a database-backed API call are answered.
     app.get_raw("/healthz").await.expect_status(StatusCode::OK);
-    app.get("/tokens")
-        .as_(&token)
-        .await
-        .expect_status(StatusCode::OK);
+    let reply = app.get("/tokens").as_(&token).await;
+    reply.expect_status(StatusCode::OK);
     let mut ok = 0;
     let mut finished_before = 0;
     while let Some(r) = logins.try_join_next() {
@@ -531,10 +529,8 @@ async fn every_response_carries_the_security_headers_and_page_scripts_the_nonce(
     }
     assert_ne!(nonces[0], nonces[1], "a fresh nonce per response");
 
-    let api = app
-        .get("/policies")
-        .await
-        .expect_status(StatusCode::UNAUTHORIZED);
+    let api = app.get("/policies").await;
+    let api = api.expect_status(StatusCode::UNAUTHORIZED);
     let policy = header(&api, "content-security-policy").expect("a policy");
     assert!(policy.starts_with("default-src 'none'"), "{policy}");
     assert!(policy.contains("frame-ancestors 'none'"), "{policy}");

@@ -664,11 +664,12 @@ async fn a_confined_listener_never_hears_another_environment() {
     }
     // A catalog change both listings see (`slow` is no longer read-only: both environments'
     // builtin_safe_read hides it now).
-    app.put(format!("/tools/{SLOW}"))
+    let reply = app
+        .put(format!("/tools/{SLOW}"))
         .as_(&admin)
         .json(json!({"risk": ["write"]}))
-        .await
-        .expect_status(StatusCode::OK);
+        .await;
+    reply.expect_status(StatusCode::OK);
     for (stream, session) in streams.iter_mut().zip(&sessions) {
         let (_, changed) = stream.message(Duration::from_secs(10)).await.unwrap();
         assert_eq!(changed["method"], "notifications/tools/list_changed");

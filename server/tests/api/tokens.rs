@@ -44,19 +44,15 @@ async fn token_lifecycle(app: &TestApp) {
     assert!(!list.contains(&secret));
 
     // The new token authenticates with its own scopes: run is not admin.
-    app.get("/tokens")
-        .as_(&secret)
-        .await
-        .expect_status(StatusCode::FORBIDDEN);
+    let reply = app.get("/tokens").as_(&secret).await;
+    reply.expect_status(StatusCode::FORBIDDEN);
 
     // Revoked: it no longer authenticates, and it says so in the list.
     let revoked = app.delete(format!("/tokens/{id}")).as_(&admin).await;
     let revoked = revoked.expect_ok();
     assert_eq!(revoked["status"], "revoked");
-    app.get("/tokens")
-        .as_(&secret)
-        .await
-        .expect_status(StatusCode::UNAUTHORIZED);
+    let reply = app.get("/tokens").as_(&secret).await;
+    reply.expect_status(StatusCode::UNAUTHORIZED);
     let missing = app.delete("/tokens/tok_doesnotexist").as_(&admin).await;
     missing.expect_error(StatusCode::NOT_FOUND, "not_found");
 }
@@ -147,10 +143,8 @@ async fn expired_tokens_do_not_authenticate() {
     let listed = app.get("/tokens").as_(secret).await;
     listed.expect_status(StatusCode::OK);
     tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
-    app.get("/tokens")
-        .as_(secret)
-        .await
-        .expect_error(StatusCode::UNAUTHORIZED, "unauthenticated");
+    let reply = app.get("/tokens").as_(secret).await;
+    reply.expect_error(StatusCode::UNAUTHORIZED, "unauthenticated");
 }
 
 #[tokio::test]
@@ -175,15 +169,11 @@ async fn a_tokens_use_is_noted_at_most_once_a_minute() {
     };
     assert_eq!(used().await, None);
     for _ in 0..2 {
-        app.get("/policies")
-            .as_(&secret)
-            .await
-            .expect_status(StatusCode::OK);
+        let reply = app.get("/policies").as_(&secret).await;
+        reply.expect_status(StatusCode::OK);
     }
     let first = used().await.expect("noted");
-    app.get("/policies")
-        .as_(&secret)
-        .await
-        .expect_status(StatusCode::OK);
+    let reply = app.get("/policies").as_(&secret).await;
+    reply.expect_status(StatusCode::OK);
     assert_eq!(used().await, Some(first), "not again within the minute");
 }

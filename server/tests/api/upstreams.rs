@@ -33,7 +33,7 @@ async fn a_registered_upstream_is_imported_with_its_raw_identity_and_unknown_ris
     assert_eq!(body["upstream"]["status"], "connected");
     let upstream_id = body["upstream"]["id"].as_str().unwrap().to_owned();
 
-    let tools: Value = app.get_json(&admin, "/tools").await;
+    let tools: Value = app.get("/tools").as_(&admin).await.json();
     let read_file = tools["tools"]
         .as_array()
         .unwrap()
@@ -62,7 +62,7 @@ async fn a_registered_upstream_is_imported_with_its_raw_identity_and_unknown_ris
     // the admin's descriptor.
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let names = TestApp::tool_names;
-    let before: Value = app.post_empty(&agent, "/sessions").await;
+    let before: Value = app.post("/sessions").as_(&agent).await.json();
     assert!(names(&before).is_empty());
     app.describe(&admin, "mcp__fixture__echo", json!({"risk": ["read"]}))
         .await;
@@ -87,7 +87,7 @@ async fn registration_works_on_postgres_too() {
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     let registered = register(&app, &admin, "fixture").await;
     registered.expect_status(StatusCode::CREATED);
-    let tools: Value = app.get_json(&admin, "/tools").await;
+    let tools: Value = app.get("/tools").as_(&admin).await.json();
     assert!(
         tools["tools"]
             .as_array()
