@@ -10,7 +10,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Db, TestApp, error_code};
+use crate::helpers::{Db, Requests, TestApp};
 use crate::model_fixture::{ScriptedModel, Step};
 
 const ECHO: &str = "mcp__fixture__echo";
@@ -34,32 +34,17 @@ async fn app_with_model_on(db: Db, base_url: &str) -> Option<TestApp> {
 }
 
 async fn create_agent(app: &TestApp, token: &str, body: Value) -> String {
-    let response = app
-        .client
-        .post(app.api("/agents"))
-        .bearer_auth(token)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::CREATED);
-    let agent: Value = response.json().await.unwrap();
+    let agent = app.post("/agents").as_(token).json(body).await;
+    let agent = agent.expect_created();
     let id = agent["agent_id"].as_str().unwrap().to_owned();
     assert!(id.starts_with("agt_"), "{agent}");
     id
 }
 
 async fn turn(app: &TestApp, token: &str, agent: &str, message: &str) -> (StatusCode, Value) {
-    let response = app
-        .client
-        .post(app.api(&format!("/agents/{agent}/turns")))
-        .bearer_auth(token)
-        .json(&json!({ "message": message }))
-        .send()
-        .await
-        .unwrap();
-    let status = response.status();
-    (status, response.json().await.unwrap())
+    let turn = app.post(format!("/agents/{agent}/turns")).as_(token);
+    let response = turn.json(json!({ "message": message })).await;
+    (response.status(), response.json())
 }
 
 #[tokio::test]
@@ -130,16 +115,8 @@ async fn declares_runs_and_answers_in_order(db: Db) {
     );
     // Refused before the checks of `tools/call`, and journaled all the same (issue 23).
     let refusal = result("c2")["receipt_id"].as_str().unwrap().to_owned();
-    let stored: Value = app
-        .client
-        .get(app.api(&format!("/receipts/{refusal}")))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let stored = app.get(format!("/receipts/{refusal}")).as_(&admin).await;
+    let stored = stored.json();
     assert_eq!(stored["receipt"]["decision"], "deny", "{stored}");
     assert_eq!(stored["receipt"]["reason"], "not_callable", "{stored}");
     assert_eq!(stored["receipt"]["tool"], "mcp__fixture__getenv");
@@ -191,26 +168,20 @@ async fn declares_runs_and_answers_in_order(db: Db) {
     assert_eq!(second["messages"][3]["content"], "hi there");
 
     // The calls' receipts name the agent as session and carry the turn.
-    let receipts: Value = app
-        .client
-        .get(app.api(&format!(
+    let receipts = app
+        .get(format!(
             "/receipts?session_id={agent}&decision=allow&tool={ECHO}"
-        )))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        ))
+        .as_(&admin)
+        .await;
+    let receipts = receipts.json();
     let found = receipts["receipts"].as_array().unwrap();
     assert!(!found.is_empty(), "{receipts}");
     assert!(found.iter().all(|r| r["turn_id"] == turn_id), "{receipts}");
 
     // The transcript and the turn are stored; the agent is idle again.
-    let shown: Value = app
-        .get_json(&agent_token, &format!("/agents/{agent}"))
-        .await;
+    let shown = app.get(format!("/agents/{agent}")).as_(&agent_token).await;
+    let shown = shown.json();
     assert_eq!(shown["agent"]["status"], "idle");
     assert_eq!(shown["transcript"].as_array().unwrap().len(), 6, "{shown}");
     assert_eq!(shown["turns"][0]["status"], "completed");
@@ -244,20 +215,15 @@ async fn turns_end_clearly_when_the_model_is_down_loops_or_is_missing() {
         .to_owned();
     assert!(error.contains("answered 500"), "{error}");
     // The agent can take the next turn.
-    let shown: Value = app.get_json(&bot, &format!("/agents/{agent}")).await;
+    let shown: Value = app.get(format!("/agents/{agent}")).as_(&bot).await.json();
     assert_eq!(shown["agent"]["status"], "idle");
 
     // Bad input and no model configured are refused with clear errors.
-    let response = app
-        .client
-        .post(app.api("/agents"))
-        .bearer_auth(&bot)
-        .json(&json!({"max_turns": 0, "environment": "Not An Env"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
-    let body: Value = response.json().await.unwrap();
+    let bad = json!({"max_turns": 0, "environment": "Not An Env"});
+    let response = app.post("/agents").as_(&bot).json(bad).await;
+    let body = response
+        .expect_status(StatusCode::UNPROCESSABLE_ENTITY)
+        .json();
     let paths: Vec<&str> = body["error"]["details"]["fields"]
         .as_array()
         .unwrap()
@@ -269,19 +235,9 @@ async fn turns_end_clearly_when_the_model_is_down_loops_or_is_missing() {
     let bare = TestApp::spawn().await;
     let bot = bare.token("default", "bot", &[scope::RUN]).await;
     let agent = create_agent(&bare, &bot, json!({})).await;
-    let response = bare
-        .client
-        .post(bare.api(&format!("/agents/{agent}/turns")))
-        .bearer_auth(&bot)
-        .json(&json!({"message": "hi"}))
-        .send()
-        .await
-        .unwrap();
-    let (status, code) = error_code(response).await;
-    assert_eq!(
-        (status, code.as_str()),
-        (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
-    );
+    let response = bare.post(format!("/agents/{agent}/turns")).as_(&bot);
+    let response = response.json(json!({"message": "hi"})).await;
+    response.expect_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
 }
 
 /// Issue 7: "A parked call ends the turn as `input_required`; after the approver acts, the
@@ -311,16 +267,11 @@ async fn a_parked_turn_continues_by_itself_once_its_calls_are_decided() {
     let (status, _) = turn(&app, &bot, &agent, "Hello?").await;
     assert_eq!(status, StatusCode::CONFLICT);
 
-    let listed: Value = app
-        .client
-        .get(app.api("/invocations?status=input_required"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed = app
+        .get("/invocations?status=input_required")
+        .as_(&admin)
+        .await;
+    let listed = listed.json();
     let waiting: Vec<&Value> = listed["invocations"]
         .as_array()
         .unwrap()
@@ -336,35 +287,24 @@ async fn a_parked_turn_continues_by_itself_once_its_calls_are_decided() {
     };
     let approve = by_text("approved words");
     let reject = by_text("rejected words");
-    let approved = app
-        .client
-        .post(app.api(&format!(
-            "/invocations/{}:approve",
-            approve["invocation_id"].as_str().unwrap()
-        )))
-        .bearer_auth(&admin)
-        .json(&json!({"args_hash": approve["args_hash"], "definition_hash": approve["definition_hash"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(approved.status(), StatusCode::OK);
-    let rejected = app
-        .client
-        .post(app.api(&format!(
-            "/invocations/{}:reject",
-            reject["invocation_id"].as_str().unwrap()
-        )))
-        .bearer_auth(&admin)
-        .json(&json!({"comment": "not this one"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(rejected.status(), StatusCode::OK);
+    let decide = |invocation: &Value, verb: &str, body: Value| {
+        let id = invocation["invocation_id"].as_str().unwrap();
+        app.post(format!("/invocations/{id}:{verb}"))
+            .as_(&admin)
+            .json(body)
+    };
+    let hashes =
+        json!({"args_hash": approve["args_hash"], "definition_hash": approve["definition_hash"]});
+    let approved = decide(approve, "approve", hashes).await;
+    approved.expect_status(StatusCode::OK);
+    let comment = json!({"comment": "not this one"});
+    let rejected = decide(reject, "reject", comment).await;
+    rejected.expect_status(StatusCode::OK);
 
     // Nobody calls again: the runtime continues the turn once both are decided.
     let mut shown = Value::Null;
     for _ in 0..150 {
-        shown = app.get_json(&bot, &format!("/agents/{agent}")).await;
+        shown = app.get(format!("/agents/{agent}")).as_(&bot).await.json();
         if shown["agent"]["status"] == "idle" {
             break;
         }
@@ -563,15 +503,17 @@ async fn forks_share_the_parents_prefix_and_are_narrowed_only_in_execution() {
 
     // The disallowed call was never authorized: the fork's journal has echo executed, and add
     // only refused, with its reason (every decision is journaled, issue 23).
-    let shown: Value = app.get_json(&bot, &format!("/agents/{agent}")).await;
+    let shown: Value = app.get(format!("/agents/{agent}")).as_(&bot).await.json();
     let forks = shown["forks"].as_array().unwrap();
     assert_eq!(forks.len(), 2, "{shown}");
     assert_eq!(forks[0]["execution_allowed_tools"], json!([ECHO]));
     assert!(forks[1]["execution_allowed_tools"].is_null());
     let fork_a = forks[0]["agent_id"].as_str().unwrap();
-    let receipts: Value = app
-        .get_json(&admin, &format!("/receipts?session_id={fork_a}"))
+    let receipts = app
+        .get(format!("/receipts?session_id={fork_a}"))
+        .as_(&admin)
         .await;
+    let receipts = receipts.json();
     let tools: Vec<&str> = receipts["receipts"]
         .as_array()
         .unwrap()
@@ -664,12 +606,14 @@ async fn an_empty_fork_tools_denies_everything_and_bad_ones_are_refused_distinct
     assert!(parent[1].contains("bare `*`"), "{}", parent[1]);
     assert_eq!(parent[2], "I could not run anything.");
     // Nothing ran in the restricted fork.
-    let shown: Value = app.get_json(&bot, &format!("/agents/{agent}")).await;
+    let shown: Value = app.get(format!("/agents/{agent}")).as_(&bot).await.json();
     let fork = shown["forks"][0]["agent_id"].as_str().unwrap().to_owned();
     assert_eq!(shown["forks"][0]["execution_allowed_tools"], json!([]));
-    let receipts: Value = app
-        .get_json(&admin, &format!("/receipts?session_id={fork}"))
+    let receipts = app
+        .get(format!("/receipts?session_id={fork}"))
+        .as_(&admin)
         .await;
+    let receipts = receipts.json();
     // Nothing authorized: every call of the `[]` fork is a journaled `execution_allowlist`
     // denial (issue 23: every decision is journaled), the rest are its manifests.
     let calls: Vec<(&str, &str, &str)> = receipts["receipts"]
@@ -723,26 +667,15 @@ async fn fork_patterns_match_the_raw_server_and_tool_across_two_upstreams() {
     let app = app_with_model(&model.base_url).await;
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     for name in ["alpha", "alpha-beta"] {
-        let registered = app
-            .client
-            .post(app.api("/upstreams"))
-            .bearer_auth(&admin)
-            .json(&json!({"name": name, "transport": "stdio", "command": crate::helpers::fixture_command()}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(registered.status(), StatusCode::CREATED);
+        app.post("/upstreams").as_(&admin).json(json!({"name": name, "transport": "stdio", "command": crate::helpers::fixture_command()})).await.expect_status(StatusCode::CREATED);
     }
     for tool in [alpha_echo, beta_echo, alpha_add, beta_add] {
-        let described = app
-            .client
-            .put(app.api(&format!("/tools/{tool}")))
-            .bearer_auth(&admin)
-            .json(&json!({"risk": ["read"]}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(described.status(), StatusCode::OK, "{tool}");
+        let reply = app
+            .put(format!("/tools/{tool}"))
+            .as_(&admin)
+            .json(json!({"risk": ["read"]}))
+            .await;
+        reply.expect_status(StatusCode::OK);
     }
     let bot = app.token("default", "two-servers", &[scope::RUN]).await;
     let agent = create_agent(&app, &bot, json!({})).await;
@@ -790,15 +723,9 @@ async fn a_turn_streams_its_events_as_server_sent_events() {
     let bot = app.token("default", "streamer", &[scope::RUN]).await;
     let agent = create_agent(&app, &bot, json!({})).await;
 
-    let mut response = app
-        .client
-        .post(app.api(&format!("/agents/{agent}/turns")))
-        .bearer_auth(&bot)
-        .header("accept", "text/event-stream")
-        .json(&json!({"message": "Stream it."}))
-        .send()
-        .await
-        .unwrap();
+    let turn = app.post(format!("/agents/{agent}/turns")).as_(&bot);
+    let turn = turn.header("accept", "text/event-stream");
+    let mut response = turn.json(json!({"message": "Stream it."})).open().await;
     assert_eq!(response.status(), StatusCode::OK);
     assert!(
         response.headers()["content-type"]
@@ -812,16 +739,7 @@ async fn a_turn_streams_its_events_as_server_sent_events() {
         text.push_str(std::str::from_utf8(&chunk).unwrap());
         if text.contains("event: tool_result") && !seen_running {
             // The tool's result reached the client while the turn was still running.
-            let shown: Value = app
-                .client
-                .get(app.api(&format!("/agents/{agent}")))
-                .bearer_auth(&bot)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let shown: Value = app.get(format!("/agents/{agent}")).as_(&bot).await.json();
             assert_eq!(shown["agent"]["status"], "running", "{shown}");
             seen_running = true;
         }
@@ -862,20 +780,10 @@ async fn a_turn_streams_its_events_as_server_sent_events() {
     assert_eq!(events[5].1["status"], "completed");
 
     // A turn that is refused is refused before anything streams: a plain JSON error.
-    let refused = app
-        .client
-        .post(app.api("/agents/agt_nobody/turns"))
-        .bearer_auth(&bot)
-        .header("accept", "text/event-stream")
-        .json(&json!({"message": "Anyone?"}))
-        .send()
-        .await
-        .unwrap();
-    let (status, code) = error_code(refused).await;
-    assert_eq!(
-        (status, code.as_str()),
-        (StatusCode::NOT_FOUND, "not_found")
-    );
+    let refused = app.post("/agents/agt_nobody/turns").as_(&bot);
+    let refused = refused.header("accept", "text/event-stream");
+    let refused = refused.json(json!({"message": "Anyone?"})).await;
+    refused.expect_error(StatusCode::NOT_FOUND, "not_found");
 }
 
 /// Issue 23 (CONTRACT §11): output is redacted for the destination it goes to. A hosted agent's
@@ -889,26 +797,14 @@ async fn tool_output_is_redacted_for_the_destination_it_goes_to() {
     let model = ScriptedModel::start(vec![]).await;
     let app = app_with_model(&model.base_url).await;
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
-    let registered = app
-        .client
-        .post(app.api("/upstreams"))
-        .bearer_auth(&admin)
-        .json(&json!({"name": "fixture", "transport": "stdio",
-                      "command": crate::helpers::fixture_command(),
-                      "env": {"FIXTURE_CANARY": CANARY}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(registered.status(), StatusCode::CREATED);
-    let described = app
-        .client
-        .put(app.api(&format!("/tools/{GETENV}")))
-        .bearer_auth(&admin)
-        .json(&json!({"risk": ["read"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(described.status(), StatusCode::OK);
+    let reply = app.post("/upstreams").as_(&admin).json(json!({"name": "fixture", "transport": "stdio", "command": crate::helpers::fixture_command(), "env": {"FIXTURE_CANARY": CANARY}})).await;
+    reply.expect_status(StatusCode::CREATED);
+    let reply = app
+        .put(format!("/tools/{GETENV}"))
+        .as_(&admin)
+        .json(json!({"risk": ["read"]}))
+        .await;
+    reply.expect_status(StatusCode::OK);
     let use_profile = |destinations: Value| {
         let app = &app;
         let admin = &admin;
@@ -941,44 +837,19 @@ async fn tool_output_is_redacted_for_the_destination_it_goes_to() {
             assert_eq!(status, StatusCode::OK, "{turned}");
             assert_eq!(turned["status"], "completed", "{turned}");
             let sent = model.requests().last().unwrap().json();
-            let shown: Value = app
-                .client
-                .get(app.api(&format!("/agents/{agent}")))
-                .bearer_auth(agent_token)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let shown = app.get(format!("/agents/{agent}")).as_(agent_token).await;
+            let shown = shown.json();
             (sent.to_string(), shown["transcript"].to_string())
         }
     };
     let over_mcp = || {
         let (app, agent_token) = (&app, &agent_token);
         async move {
-            let session: Value = app.post_empty(agent_token, "/sessions").await;
+            let session: Value = app.post("/sessions").as_(agent_token).await.json();
             let tool = &session["tools"][0];
             let m = &session["_meta"];
-            let answer: Value = app
-                .client
-                .post(app.url("/mcp"))
-                .bearer_auth(agent_token)
-                .header("accept", "application/json, text/event-stream")
-                .json(
-                    &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
-                    "name": GETENV, "arguments": {"name": "FIXTURE_CANARY"},
-                    "_meta": {"session_id": m["session_id"], "manifest_id": m["manifest_id"],
-                              "lease_id": m["lease_id"],
-                              "tool_version": tool["_meta"]["toolVersion"],
-                              "expected_schema_hash": tool["_meta"]["schemaHash"]}}}),
-                )
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let answer = app.post_raw("/mcp").as_(agent_token).header("accept", "application/json, text/event-stream").json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": GETENV, "arguments": {"name": "FIXTURE_CANARY"}, "_meta": {"session_id": m["session_id"], "manifest_id": m["manifest_id"], "lease_id": m["lease_id"], "tool_version": tool["_meta"]["toolVersion"], "expected_schema_hash": tool["_meta"]["schemaHash"]}}})).await;
+            let answer = answer.json();
             assert_eq!(answer["result"]["isError"], false, "{answer}");
             answer["result"].to_string()
         }
@@ -1055,7 +926,7 @@ async fn agent_until(
 ) -> Value {
     let mut shown = Value::Null;
     for _ in 0..150 {
-        shown = app.get_json(reader, &format!("/agents/{agent}")).await;
+        shown = app.get(format!("/agents/{agent}")).as_(reader).await.json();
         if done(&shown) {
             break;
         }
@@ -1066,9 +937,11 @@ async fn agent_until(
 
 /// The parked invocations of `agent`'s session, as an approver lists them.
 async fn waiting_of(app: &TestApp, approver: &str, agent: &str) -> Vec<Value> {
-    let listed: Value = app
-        .get_json(approver, "/invocations?status=input_required")
+    let listed = app
+        .get("/invocations?status=input_required")
+        .as_(approver)
         .await;
+    let listed = listed.json();
     listed["invocations"]
         .as_array()
         .unwrap()
@@ -1079,18 +952,8 @@ async fn waiting_of(app: &TestApp, approver: &str, agent: &str) -> Vec<Value> {
 }
 
 async fn approve(app: &TestApp, approver: &str, invocation: &Value) {
-    let approved = app
-        .client
-        .post(app.api(&format!(
-            "/invocations/{}:approve",
-            invocation["invocation_id"].as_str().unwrap()
-        )))
-        .bearer_auth(approver)
-        .json(&json!({"args_hash": invocation["args_hash"], "definition_hash": invocation["definition_hash"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(approved.status(), StatusCode::OK);
+    let reply = app.post(format!("/invocations/{}:approve", invocation["invocation_id"].as_str().unwrap())).as_(approver).json(json!({"args_hash": invocation["args_hash"], "definition_hash": invocation["definition_hash"]})).await;
+    reply.expect_status(StatusCode::OK);
 }
 
 /// Issue 23 (seed: request-context RBAC before each durable receipt, never as another actor):
@@ -1145,13 +1008,7 @@ async fn a_continued_turn_runs_as_its_caller_is_now() {
     );
 
     // Now the token is revoked while the next call waits; the approver releases that one too.
-    let revoked = app
-        .client
-        .delete(app.api(&format!("/tokens/{bot_id}")))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap();
+    let revoked = app.delete(format!("/tokens/{bot_id}")).as_(&admin).await;
     assert!(revoked.status().is_success(), "{}", revoked.status());
     let waiting = waiting_of(&app, &admin, &agent).await;
     assert_eq!(waiting.len(), 1);
@@ -1171,19 +1028,14 @@ async fn a_continued_turn_runs_as_its_caller_is_now() {
         2,
         "no model call after the revocation"
     );
-    let invocation: Value = app
-        .client
-        .get(app.api(&format!(
+    let invocation = app
+        .get(format!(
             "/invocations/{}",
             waiting[0]["invocation_id"].as_str().unwrap()
-        )))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        ))
+        .as_(&admin)
+        .await;
+    let invocation = invocation.json();
     assert_eq!(invocation["result"]["isError"], true, "{invocation}");
     assert_eq!(
         invocation["result"]["_meta"]["receipt"]["reason"], "manifest_binding_mismatch",
@@ -1206,14 +1058,8 @@ async fn a_revoked_agent_session_ends_the_continued_turn() {
         Step::text("never sent"),
     ])
     .await;
-    let revoked = app
-        .client
-        .post(app.api(&format!("/sessions/{agent}:revoke")))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(revoked.status(), StatusCode::OK);
+    let revoked = app.post(format!("/sessions/{agent}:revoke")).as_(&admin);
+    revoked.await.expect_status(StatusCode::OK);
     let waiting = waiting_of(&app, &admin, &agent).await;
     approve(&app, &admin, &waiting[0]).await;
     let shown = agent_until(&app, &admin, &agent, |s| s["agent"]["status"] == "idle").await;
@@ -1252,23 +1098,11 @@ async fn a_token_revoked_mid_batch_runs_nothing_more() {
     app.register_fixture(&admin, &[ECHO, SLOW]).await;
     let (bot_id, bot) = app.token_full("default", "batch-bot", &[scope::RUN]).await;
     let agent = create_agent(&app, &bot, json!({"max_turns": 5})).await;
-    let revoke = {
-        let (client, url, admin) = (
-            app.client.clone(),
-            app.api(&format!("/tokens/{bot_id}")),
-            admin.clone(),
-        );
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(400)).await;
-            client
-                .delete(url)
-                .bearer_auth(admin)
-                .send()
-                .await
-                .unwrap()
-                .status()
-        })
-    };
+    let revoke = app.delete(format!("/tokens/{bot_id}")).as_(&admin);
+    let revoke = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        revoke.await.status()
+    });
     let (status, ended) = turn(&app, &bot, &agent, "Wait, then echo.").await;
     assert!(revoke.await.unwrap().is_success());
     assert_eq!(status, StatusCode::OK, "{ended}");
@@ -1310,16 +1144,8 @@ async fn assert_unrun_with_receipt(app: &TestApp, admin: &str, agent: &str, resu
     let receipt_id = result["receipt_id"]
         .as_str()
         .unwrap_or_else(|| panic!("the unrun call has a receipt: {result}"));
-    let receipt: Value = app
-        .client
-        .get(app.api(&format!("/receipts/{receipt_id}")))
-        .bearer_auth(admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let receipt = app.get(format!("/receipts/{receipt_id}")).as_(admin).await;
+    let receipt = receipt.json();
     let signed = &receipt["receipt"];
     assert_eq!(signed["decision"], "deny", "{receipt}");
     assert_eq!(signed["reason"], "cancelled", "{receipt}");
@@ -1394,12 +1220,11 @@ async fn a_caller_narrowed_mid_turn_runs_nothing_more() {
 
 /// The decision receipts of `tool` in `session`, oldest first.
 async fn decisions_of(app: &TestApp, admin: &str, session: &str, tool: &str) -> Vec<Value> {
-    let receipts: Value = app
-        .get_json(
-            admin,
-            &format!("/receipts?session_id={session}&tool={tool}"),
-        )
+    let receipts = app
+        .get(format!("/receipts?session_id={session}&tool={tool}"))
+        .as_(admin)
         .await;
+    let receipts = receipts.json();
     let mut out: Vec<Value> = receipts["receipts"]
         .as_array()
         .unwrap_or_else(|| panic!("{receipts}"))
@@ -1473,7 +1298,7 @@ async fn the_agent_tool_s_own_decisions_have_receipts() {
         [("deny", "arguments_invalid"), ("allow", "ok")],
         "{parent:?}"
     );
-    let shown: Value = app.get_json(&bot, &format!("/agents/{agent}")).await;
+    let shown: Value = app.get(format!("/agents/{agent}")).as_(&bot).await.json();
     let fork = shown["forks"][0]["agent_id"].as_str().unwrap().to_owned();
     let forked = decisions_of(&app, &admin, &fork, "agent").await;
     assert_eq!(forked.len(), 1, "{forked:?}");
@@ -1481,7 +1306,7 @@ async fn the_agent_tool_s_own_decisions_have_receipts() {
     assert_eq!(forked[0]["reason"], "execution_allowlist");
     for r in parent.iter().chain(&forked) {
         let id = r["receipt_id"].as_str().unwrap();
-        let full: Value = app.get_json(&admin, &format!("/receipts/{id}")).await;
+        let full: Value = app.get(format!("/receipts/{id}")).as_(&admin).await.json();
         assert_eq!(full["receipt"]["tool_version"], "builtin", "{full}");
         assert_eq!(full["receipt"]["schema_hash"], hash.as_str(), "{full}");
         // Issue 45 item 2: the turn's caller, in the parent and in its fork.
@@ -1530,33 +1355,17 @@ async fn a_hosted_fork_executes_on_its_parent_s_grant() {
     .await;
     let bot = app.token("default", "copier", &[scope::RUN]).await;
     let agent = create_agent(&app, &bot, json!({})).await;
-    let loosen = {
-        let (app_url, admin) = (app.api(""), admin.clone());
-        let client = app.client.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(400)).await;
-            let put = client
-                .put(format!("{app_url}/policies/loose"))
-                .bearer_auth(&admin)
-                .json(
-                    &json!({"rules": [{"id": "all", "match": {"risk": "read"}, "mode": "allow"}]}),
-                )
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(put.status(), StatusCode::OK);
-            let activated = client
-                .post(format!("{app_url}/policies/loose:activate"))
-                .bearer_auth(&admin)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(activated.status(), StatusCode::OK);
-        })
-    };
+    let loose = json!({"rules": [{"id": "all", "match": {"risk": "read"}, "mode": "allow"}]});
+    let put = app.put("/policies/loose").as_(&admin).json(loose);
+    let activate = app.post("/policies/loose:activate").as_(&admin);
+    let loosen = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        put.await.expect_status(StatusCode::OK);
+        activate.await.expect_status(StatusCode::OK);
+    });
     let (_, turned) = turn(&app, &bot, &agent, "Slowly, then delegate.").await;
     loosen.await.unwrap();
-    let shown: Value = app.get_json(&bot, &format!("/agents/{agent}")).await;
+    let shown: Value = app.get(format!("/agents/{agent}")).as_(&bot).await.json();
     let fork = shown["forks"][0]["agent_id"]
         .as_str()
         .unwrap_or_else(|| panic!("{shown} {turned}"))
@@ -1573,12 +1382,16 @@ async fn a_hosted_fork_executes_on_its_parent_s_grant() {
             .unwrap();
     assert_eq!(executed, 0, "nothing reached the upstream");
     // Its manifest is a signed copy of the parent's.
-    let parent_doc: Value = app
-        .get_json(&admin, &format!("/sessions/{agent}/manifest"))
+    let parent_doc = app
+        .get(format!("/sessions/{agent}/manifest"))
+        .as_(&admin)
         .await;
-    let fork_doc: Value = app
-        .get_json(&admin, &format!("/sessions/{fork}/manifest"))
+    let parent_doc = parent_doc.json();
+    let fork_doc = app
+        .get(format!("/sessions/{fork}/manifest"))
+        .as_(&admin)
         .await;
+    let fork_doc = fork_doc.json();
     let (p, f) = (&parent_doc["document"], &fork_doc["document"]);
     assert_eq!(f["copied_from"], p["manifest_id"], "{fork_doc}");
     assert_eq!(f["policy_id"], "careful", "{fork_doc}");

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use engine::receipt::{Jwk, verify_receipt_json};
 use engine::scope;
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::helpers::{Db, TestApp};
+use crate::helpers::{Db, Reply, Requests, TestApp, echo_of, rpc};
 
 struct Setup {
     app: TestApp,
@@ -39,32 +39,10 @@ async fn setup_mode(
         {"id": "echo-rule", "match": {"name": "mcp__fixture__echo"}, "mode": mode, "reason": "a person looks first"},
         {"id": "reads", "match": {"risk_exactly": ["read"]}, "mode": "allow"}
     ]});
-    for (path, body) in [
-        ("/policies/p", Some(policy)),
-        ("/policies/p:activate", None),
-    ] {
-        let mut rb = if body.is_some() {
-            app.client.put(app.api(path))
-        } else {
-            app.client.post(app.api(path))
-        };
-        if let Some(b) = body {
-            rb = rb.json(&b);
-        }
-        let response = rb.bearer_auth(&admin).send().await.unwrap();
-        assert_eq!(response.status(), StatusCode::OK, "{path}");
-    }
+    app.activate_policy(&admin, "p", policy).await;
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let approver = app.token("default", "alice", &[scope::APPROVE]).await;
-    let keys: Value = app
-        .client
-        .get(app.url("/.well-known/aperture/keys"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let keys: Value = app.get_raw("/.well-known/aperture/keys").await.json();
     let keys = serde_json::from_value(keys["keys"].clone()).unwrap();
     let mut s = Setup {
         app,
@@ -79,19 +57,8 @@ async fn setup_mode(
 
 impl Setup {
     async fn rpc(&self, token: &str, method: &str, params: Value) -> Value {
-        let response = self
-            .app
-            .client
-            .post(self.app.url("/mcp"))
-            .bearer_auth(token)
-            .header("accept", "application/json, text/event-stream")
-            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-        let answer: Value = response.json().await.unwrap();
-        answer["result"].clone()
+        let answer = self.app.mcp_post(token).json(rpc(1, method, params)).await;
+        answer.expect_ok()["result"].clone()
     }
 
     /// A JSON-RPC request to `/mcp` as `token`: the whole answer (result or error). Owns what
@@ -102,34 +69,12 @@ impl Setup {
         method: &'static str,
         params: Value,
     ) -> impl std::future::Future<Output = Value> + Send + 'static {
-        let (client, url) = (self.app.client.clone(), self.app.url("/mcp"));
-        async move {
-            client
-                .post(url)
-                .bearer_auth(token)
-                .header("accept", "application/json, text/event-stream")
-                .json(&json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}))
-                .send()
-                .await
-                .unwrap()
-                .json::<Value>()
-                .await
-                .unwrap()
-        }
+        let call = self.app.mcp_post(token).json(rpc(7, method, params));
+        async move { call.await.json() }
     }
 
     fn echo(&self, tool: &str) -> Value {
-        let t = self.list["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|t| t["name"] == tool)
-            .unwrap_or_else(|| panic!("{tool} listed: {}", self.list));
-        let m = &self.list["_meta"];
-        json!({
-            "session_id": m["session_id"], "manifest_id": m["manifest_id"], "lease_id": m["lease_id"],
-            "tool_version": t["_meta"]["toolVersion"], "expected_schema_hash": t["_meta"]["schemaHash"]
-        })
+        echo_of(&self.list, tool)
     }
 
     /// `tools/call` of `echo` as the agent, with `key` as `_meta.invocation_id` when given.
@@ -171,7 +116,7 @@ impl Setup {
     /// `POST /invocations/{id}:{verb}` with `body`; an approval or application that echoes an
     /// `args_hash` also echoes the `definition_hash` the invocation shows (as the approvals page
     /// does), unless the body names one itself.
-    async fn decide(&self, token: &str, id: &str, verb: &str, body: Value) -> (StatusCode, Value) {
+    async fn decide(&self, token: &str, id: &str, verb: &str, body: Value) -> Reply {
         let mut body = body;
         if verb != "reject"
             && body.get("args_hash").is_some()
@@ -180,30 +125,14 @@ impl Setup {
             let shown = self.invocation(&self.approver, id).await;
             body["definition_hash"] = shown["definition_hash"].clone();
         }
-        let response = self
-            .app
-            .client
-            .post(self.app.api(&format!("/invocations/{id}:{verb}")))
-            .bearer_auth(token)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        let status = response.status();
-        (status, response.json().await.unwrap_or(Value::Null))
+        let decide = self.app.post(format!("/invocations/{id}:{verb}"));
+        decide.as_(token).json(&body).await
     }
 
     async fn invocation(&self, token: &str, id: &str) -> Value {
-        let response = self
-            .app
-            .client
-            .get(self.app.api(&format!("/invocations/{id}")))
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-        response.json().await.unwrap()
+        let response = self.app.get(format!("/invocations/{id}")).as_(token).await;
+        let response = response.expect_status(StatusCode::OK);
+        response.json()
     }
 
     /// Waits (up to 15 s) until the invocation has a final status.
@@ -255,41 +184,38 @@ async fn an_approval_releases_exactly_the_bound_call_once(db: Db) {
 
     // An args_hash other than the one shown releases nothing.
     let wrong = engine::canonical::args_hash(&json!({"text": "something else"})).unwrap();
-    let (status, _) = s
-        .decide(&s.approver, &id, "approve", json!({"args_hash": wrong}))
-        .await;
-    assert_eq!(status, StatusCode::CONFLICT);
+    s.decide(&s.approver, &id, "approve", json!({"args_hash": wrong}))
+        .await
+        .expect_status(StatusCode::CONFLICT);
     // Without one, the request is incomplete.
-    let (status, body) = s.decide(&s.approver, &id, "approve", json!({})).await;
-    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
-    assert_eq!(body["error"]["details"]["fields"][0]["path"], "args_hash");
+    let incomplete = s.decide(&s.approver, &id, "approve", json!({})).await;
+    let incomplete = incomplete.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
+    incomplete.expect_field_error("args_hash");
     // The agent cannot approve (no scope), nor can an approver acting as the agent, nor the
     // principal that created the agent's token.
-    let (status, _) = s
-        .decide(&s.agent, &id, "approve", json!({"args_hash": args_hash}))
-        .await;
-    assert_eq!(status, StatusCode::FORBIDDEN);
+    s.decide(&s.agent, &id, "approve", json!({"args_hash": args_hash}))
+        .await
+        .expect_status(StatusCode::FORBIDDEN);
     for actor in ["agent", "operator"] {
         let own = s.app.token("default", actor, &[scope::APPROVE]).await;
-        let (status, body) = s
-            .decide(&own, &id, "approve", json!({"args_hash": args_hash}))
-            .await;
-        assert_eq!(status, StatusCode::FORBIDDEN, "{actor}: {body}");
+        s.decide(&own, &id, "approve", json!({"args_hash": args_hash}))
+            .await
+            .expect_status(StatusCode::FORBIDDEN);
     }
     assert_eq!(
         s.invocation(&s.approver, &id).await["status"],
         "input_required"
     );
 
-    let (status, approved) = s
+    let approved = s
         .decide(
             &s.approver,
             &id,
             "approve",
             json!({"args_hash": args_hash, "comment": "checked"}),
         )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{approved}");
+        .await
+        .expect_ok();
     assert_eq!(approved["decided_by"], "alice");
     let done = s.settled(&id).await;
     assert_eq!(done["status"], "completed", "{done}");
@@ -313,10 +239,9 @@ async fn an_approval_releases_exactly_the_bound_call_once(db: Db) {
     );
 
     // Exactly one execution; a second approval is refused and runs nothing.
-    let (status, _) = s
-        .decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
-        .await;
-    assert_eq!(status, StatusCode::CONFLICT);
+    s.decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
+        .await
+        .expect_status(StatusCode::CONFLICT);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(s.upstream_calls().await, before + 3);
 
@@ -357,15 +282,15 @@ async fn a_rejection_is_a_stored_tool_result_and_retries_return_it(db: Db) {
         "manifest_binding_mismatch"
     );
 
-    let (status, rejected) = s
+    let rejected = s
         .decide(
             &s.approver,
             &id,
             "reject",
             json!({"comment": "use a migration instead"}),
         )
-        .await;
-    assert_eq!(status, StatusCode::OK, "{rejected}");
+        .await
+        .expect_ok();
     assert_eq!(rejected["status"], "rejected");
     let result = &rejected["result"];
     assert_eq!(result["isError"], true);
@@ -384,29 +309,21 @@ async fn a_rejection_is_a_stored_tool_result_and_retries_return_it(db: Db) {
     let retry = s.call_echo("drop the table", Some("turn-1-call-1")).await;
     assert_eq!(retry, *result);
     // Approving afterwards is refused; nothing ever reached the upstream.
-    let (status, _) = s
-        .decide(
-            &s.approver,
-            &id,
-            "approve",
-            json!({"args_hash": own["args_hash"]}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CONFLICT);
+    s.decide(
+        &s.approver,
+        &id,
+        "approve",
+        json!({"args_hash": own["args_hash"]}),
+    )
+    .await
+    .expect_status(StatusCode::CONFLICT);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(s.upstream_calls().await, before + 1);
 
     // Another agent's run token does not see it.
     let stranger = s.app.token("default", "stranger", &[scope::RUN]).await;
-    let response = s
-        .app
-        .client
-        .get(s.app.api(&format!("/invocations/{id}")))
-        .bearer_auth(&stranger)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    let reply = s.app.get(format!("/invocations/{id}")).as_(&stranger).await;
+    reply.expect_status(StatusCode::NOT_FOUND);
 }
 
 async fn a_keyed_allowed_call_runs_once_and_retries_get_its_result(db: Db) {
@@ -447,15 +364,14 @@ async fn a_parked_call_expires_into_a_stored_result(db: Db) {
         "approval_expired"
     );
     s.verify(&done["result"]);
-    let (status, _) = s
-        .decide(
-            &s.approver,
-            &id,
-            "approve",
-            json!({"args_hash": done["args_hash"]}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CONFLICT);
+    s.decide(
+        &s.approver,
+        &id,
+        "approve",
+        json!({"args_hash": done["args_hash"]}),
+    )
+    .await
+    .expect_status(StatusCode::CONFLICT);
 }
 
 async fn racing_approvals(db: Db, races: usize) {
@@ -474,12 +390,12 @@ async fn racing_approvals(db: Db, races: usize) {
             s.decide(&s.approver, &id, "approve", body.clone()),
             s.decide(&bob, &id, "approve", body.clone()),
         );
-        let mut statuses = [a.0, b.0];
+        let mut statuses = [a.status(), b.status()];
         statuses.sort();
         assert_eq!(
             statuses,
             [StatusCode::OK, StatusCode::CONFLICT],
-            "race {n}: exactly one approval wins ({a:?} / {b:?})"
+            "race {n}: exactly one approval wins ({a} / {b})"
         );
         ids.push(id);
     }
@@ -527,10 +443,9 @@ async fn a_binding_changed_while_parked_is_refused_not_run(db: Db) {
         .await
         .unwrap();
     let args_hash = s.invocation(&s.approver, &id).await["args_hash"].clone();
-    let (status, _) = s
-        .decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
-        .await;
-    assert_eq!(status, StatusCode::OK);
+    s.decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
+        .await
+        .expect_status(StatusCode::OK);
     let done = s.settled(&id).await;
     assert_eq!(done["result"]["isError"], true, "{done}");
     assert_eq!(
@@ -549,44 +464,27 @@ async fn an_upstream_re_registered_while_parked_is_target_drift(db: Db) {
     };
     let admin = s.app.token("default", "ops2", &[scope::ADMIN]).await;
     let id = parked_id(&s.call_echo("pinned", None).await);
-    let upstreams: Value = s
-        .app
-        .client
-        .get(s.app.api("/upstreams"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let upstreams: Value = s.app.get("/upstreams").as_(&admin).await.json();
     let upstream = upstreams["upstreams"][0]["id"].as_str().unwrap().to_owned();
-    let removed = s
+    let reply = s
         .app
-        .client
-        .delete(s.app.api(&format!("/upstreams/{upstream}")))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(removed.status(), StatusCode::OK);
+        .delete(format!("/upstreams/{upstream}"))
+        .as_(&admin)
+        .await;
+    reply.expect_status(StatusCode::OK);
     let mut command = crate::helpers::fixture_command();
     command.push("--registration-b".into());
-    let again = s
+    let reply = s
         .app
-        .client
-        .post(s.app.api("/upstreams"))
-        .bearer_auth(&admin)
-        .json(&json!({"name": "fixture", "transport": "stdio", "command": command}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(again.status(), StatusCode::CREATED);
-    let args_hash = s.invocation(&s.approver, &id).await["args_hash"].clone();
-    let (status, _) = s
-        .decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
+        .post("/upstreams")
+        .as_(&admin)
+        .json(json!({"name": "fixture", "transport": "stdio", "command": command}))
         .await;
-    assert_eq!(status, StatusCode::OK);
+    reply.expect_status(StatusCode::CREATED);
+    let args_hash = s.invocation(&s.approver, &id).await["args_hash"].clone();
+    s.decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
+        .await
+        .expect_status(StatusCode::OK);
     let done = s.settled(&id).await;
     assert_eq!(done["result"]["isError"], true, "{done}");
     assert_eq!(done["result"]["_meta"]["receipt"]["reason"], "target_drift");
@@ -647,16 +545,14 @@ async fn a_staged_change_runs_only_when_applied(db: Db) {
     assert_eq!(view["status"], "staged");
     let args_hash = view["args_hash"].clone();
     // A staged change is applied, not approved.
-    let (status, _) = s
-        .decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
-        .await;
-    assert_eq!(status, StatusCode::CONFLICT);
+    s.decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
+        .await
+        .expect_status(StatusCode::CONFLICT);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(s.upstream_calls().await, before + 1, "nothing ran yet");
-    let (status, applied) = s
-        .decide(&s.approver, &id, "apply", json!({"args_hash": args_hash}))
-        .await;
-    assert_eq!(status, StatusCode::OK, "{applied}");
+    s.decide(&s.approver, &id, "apply", json!({"args_hash": args_hash}))
+        .await
+        .expect_status(StatusCode::OK);
     let done = s.settled(&id).await;
     assert_eq!(done["result"]["isError"], false, "{done}");
     s.verify(&done["result"]);
@@ -665,8 +561,10 @@ async fn a_staged_change_runs_only_when_applied(db: Db) {
     // Another one, rejected: nothing runs.
     let other = s.call_echo("delete the bucket", None).await;
     let other = other["_meta"]["invocation_id"].as_str().unwrap().to_owned();
-    let (status, rejected) = s.decide(&s.approver, &other, "reject", json!({})).await;
-    assert_eq!(status, StatusCode::OK, "{rejected}");
+    let rejected = s
+        .decide(&s.approver, &other, "reject", json!({}))
+        .await
+        .expect_ok();
     assert_eq!(
         rejected["result"]["_meta"]["receipt"]["reason"],
         "approval_rejected"
@@ -837,15 +735,14 @@ async fn parked_calls_are_mcp_tasks(db: Db) {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!waiting.is_finished(), "tasks/result waits for the outcome");
     let args_hash = s.invocation(&s.approver, &task_id).await["args_hash"].clone();
-    let (status, _) = s
-        .decide(
-            &s.approver,
-            &task_id,
-            "approve",
-            json!({"args_hash": args_hash}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK);
+    s.decide(
+        &s.approver,
+        &task_id,
+        "approve",
+        json!({"args_hash": args_hash}),
+    )
+    .await
+    .expect_status(StatusCode::OK);
     let answer = tokio::time::timeout(Duration::from_secs(15), waiting)
         .await
         .expect("tasks/result answered")
@@ -899,25 +796,21 @@ async fn a_release_is_checked_again_when_it_runs(db: Db) {
     // The session revoked between parking and approval: the approval releases nothing.
     let admin = s.app.token("default", "sec", &[scope::ADMIN]).await;
     let sid = s.list["_meta"]["session_id"].as_str().unwrap();
-    let revoked = s
+    let reply = s
         .app
-        .client
-        .post(s.app.api(&format!("/sessions/{sid}:revoke")))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(revoked.status(), StatusCode::OK);
-    let args_hash = s.invocation(&s.approver, &parked).await["args_hash"].clone();
-    let (status, _) = s
-        .decide(
-            &s.approver,
-            &parked,
-            "approve",
-            json!({"args_hash": args_hash}),
-        )
+        .post(format!("/sessions/{sid}:revoke"))
+        .as_(&admin)
         .await;
-    assert_eq!(status, StatusCode::OK);
+    reply.expect_status(StatusCode::OK);
+    let args_hash = s.invocation(&s.approver, &parked).await["args_hash"].clone();
+    s.decide(
+        &s.approver,
+        &parked,
+        "approve",
+        json!({"args_hash": args_hash}),
+    )
+    .await
+    .expect_status(StatusCode::OK);
     let done = s.settled(&parked).await;
     assert_eq!(done["result"]["isError"], true, "{done}");
     assert_eq!(
@@ -966,15 +859,13 @@ async fn the_creator_of_the_callers_token_cannot_approve(db: Db) {
     let id = parked_id(&parked);
     let args_hash = s.invocation(&s.approver, &id).await["args_hash"].clone();
     // `s.approver` is alice's approve token.
-    let (status, body) = s
-        .decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
-        .await;
-    assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
+    s.decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
+        .await
+        .expect_status(StatusCode::FORBIDDEN);
     let bob = s.app.token("default", "bob", &[scope::APPROVE]).await;
-    let (status, _) = s
-        .decide(&bob, &id, "approve", json!({"args_hash": args_hash}))
-        .await;
-    assert_eq!(status, StatusCode::OK);
+    s.decide(&bob, &id, "approve", json!({"args_hash": args_hash}))
+        .await
+        .expect_status(StatusCode::OK);
 }
 
 /// Issue 45 item 2: every receipt names the principal that acted (CONTRACT §15). The caller's
@@ -1002,48 +893,20 @@ async fn receipts_name_the_principal_that_acted(db: Db) {
     let admin_id = token_id(&admin).await.id;
 
     // A token made by the admin's token records that token.
-    let made: Value = s
-        .app
-        .client
-        .post(s.app.api("/tokens"))
-        .bearer_auth(&admin)
-        .json(&json!({"actor_id": "helper", "scopes": [scope::RUN]}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let helper = json!({"actor_id": "helper", "scopes": [scope::RUN]});
+    let made = s.app.post("/tokens").as_(&admin).json(helper).await.json();
     assert_eq!(made["token"]["created_by"], admin_id.as_str(), "{made}");
 
     // A user gets an immutable `usr_` id, shown by GET /users.
-    let created = s
-        .app
-        .client
-        .post(s.app.api("/users"))
-        .bearer_auth(&admin)
-        .json(&json!({"username": "carol", "password": "a long enough password", "scopes": [scope::APPROVE]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), StatusCode::CREATED);
-    let carol: Value = created.json().await.unwrap();
+    let carol = json!({"username": "carol", "password": "a long enough password", "scopes": [scope::APPROVE]});
+    let carol = s.app.post("/users").as_(&admin).json(carol).await;
+    let carol = carol.expect_created();
     let carol_id = carol["id"].as_str().unwrap().to_owned();
     assert!(
         carol_id.starts_with("usr_") && carol_id.len() == 36,
         "{carol}"
     );
-    let listed: Value = s
-        .app
-        .client
-        .get(s.app.api("/users"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed: Value = s.app.get("/users").as_(&admin).await.json();
     let shown = listed["users"]
         .as_array()
         .unwrap()
@@ -1055,34 +918,22 @@ async fn receipts_name_the_principal_that_acted(db: Db) {
     // Someone guesses carol's password; carol signs in and approves the agent's parked call.
     let browser = &s.app.browser;
     let failed = s.app.sign_in(browser, "carol", "not her password").await;
-    assert_eq!(failed.status(), StatusCode::UNAUTHORIZED);
-    let signed_in = s
-        .app
-        .sign_in(browser, "carol", "a long enough password")
-        .await;
-    assert_eq!(signed_in.status(), StatusCode::OK);
+    failed.expect_status(StatusCode::UNAUTHORIZED);
+    let signed_in = s.app.sign_in(browser, "carol", "a long enough password");
+    signed_in.await.expect_status(StatusCode::OK);
     let parked = s.call_echo("by carol's leave", None).await;
     let id = parked_id(&parked);
     assert_eq!(parked["_meta"]["receipt"]["principal"], agent.id.as_str());
     let view = s.invocation(&s.approver, &id).await;
-    let decided = browser
-        .post(s.app.url("/ui/approvals/decide"))
-        .header("accept", "application/json")
-        .form(&[
-            ("id", id.as_str()),
-            ("action", "approve"),
-            ("args_hash", view["args_hash"].as_str().unwrap()),
-            ("definition_hash", view["definition_hash"].as_str().unwrap()),
-        ])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        decided.status(),
-        StatusCode::OK,
-        "{}",
-        decided.text().await.unwrap()
-    );
+    let form = [
+        ("id", id.as_str()),
+        ("action", "approve"),
+        ("args_hash", view["args_hash"].as_str().unwrap()),
+        ("definition_hash", view["definition_hash"].as_str().unwrap()),
+    ];
+    let decided = s.app.in_browser(Method::POST, "/ui/approvals/decide");
+    let decided = decided.header("accept", "application/json").form(&form);
+    decided.await.expect_status(StatusCode::OK);
     let done = s.settled(&id).await;
     assert_eq!(done["status"], "completed", "{done}");
     let execution = &done["result"]["_meta"]["receipt"];
@@ -1145,17 +996,11 @@ on_both!(
 );
 
 /// `POST /invocations/{id}:cancel` as `token` (no body).
-async fn cancel(s: &Setup, token: &str, id: &str) -> (StatusCode, Value) {
-    let response = s
-        .app
-        .client
-        .post(s.app.api(&format!("/invocations/{id}:cancel")))
-        .bearer_auth(token)
-        .send()
+async fn cancel(s: &Setup, token: &str, id: &str) -> Reply {
+    s.app
+        .post(format!("/invocations/{id}:cancel"))
+        .as_(token)
         .await
-        .unwrap();
-    let status = response.status();
-    (status, response.json().await.unwrap_or(Value::Null))
 }
 
 /// Issue 27 (cancellation): a caller cancels its own parked call. Another actor cannot (it
@@ -1171,17 +1016,14 @@ async fn a_caller_cancels_its_own_parked_call(db: Db) {
     let parked = s.call_echo("never mind", Some("cancel-me")).await;
     let id = parked_id(&parked);
     let stranger = s.app.token("default", "stranger", &[scope::RUN]).await;
-    let (status, _) = cancel(&s, &stranger, &id).await;
-    assert_eq!(
-        status,
-        StatusCode::NOT_FOUND,
-        "another actor's looks missing"
-    );
-    let (status, still) = cancel(&s, &s.agent, "inv_nope").await;
-    assert_eq!(status, StatusCode::NOT_FOUND, "{still}");
+    cancel(&s, &stranger, &id)
+        .await
+        .expect_status(StatusCode::NOT_FOUND);
+    cancel(&s, &s.agent, "inv_nope")
+        .await
+        .expect_status(StatusCode::NOT_FOUND);
 
-    let (status, cancelled) = cancel(&s, &s.agent, &id).await;
-    assert_eq!(status, StatusCode::OK, "{cancelled}");
+    let cancelled = cancel(&s, &s.agent, &id).await.expect_ok();
     assert_eq!(cancelled["status"], "cancelled");
     assert_eq!(cancelled["caller_status"], "cancelled");
     let result = &cancelled["result"];
@@ -1200,23 +1042,15 @@ async fn a_caller_cancels_its_own_parked_call(db: Db) {
         "{retried}"
     );
     let args_hash = s.invocation(&s.approver, &id).await["args_hash"].clone();
-    let (status, _) = s
-        .decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
-        .await;
-    assert_eq!(status, StatusCode::CONFLICT);
-    let (status, _) = cancel(&s, &s.agent, &id).await;
-    assert_eq!(status, StatusCode::CONFLICT);
-    let listed = s
-        .app
-        .rest(
-            reqwest::Method::GET,
-            &s.approver,
-            "/invocations?status=cancelled",
-            None,
-        )
-        .await;
-    assert_eq!(listed.0, StatusCode::OK);
-    assert_eq!(listed.1["invocations"][0]["invocation_id"], id.as_str());
+    s.decide(&s.approver, &id, "approve", json!({"args_hash": args_hash}))
+        .await
+        .expect_status(StatusCode::CONFLICT);
+    cancel(&s, &s.agent, &id)
+        .await
+        .expect_status(StatusCode::CONFLICT);
+    let listed = s.app.get("/invocations?status=cancelled").as_(&s.approver);
+    let listed = listed.await.expect_status(StatusCode::OK).json_or_null();
+    assert_eq!(listed["invocations"][0]["invocation_id"], id.as_str());
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(s.upstream_calls().await, before + 1, "nothing ran");
 }
@@ -1233,29 +1067,24 @@ async fn an_approver_cancels_a_staged_change(db: Db) {
         .unwrap()
         .to_owned();
     let reader = s.app.token("default", "auditor", &[scope::READ]).await;
-    let (status, _) = cancel(&s, &reader, &id).await;
-    assert_eq!(status, StatusCode::FORBIDDEN, "reading is not cancelling");
-    let (status, cancelled) = cancel(&s, &s.approver, &id).await;
-    assert_eq!(status, StatusCode::OK, "{cancelled}");
+    cancel(&s, &reader, &id)
+        .await
+        .expect_status(StatusCode::FORBIDDEN);
+    let cancelled = cancel(&s, &s.approver, &id).await.expect_ok();
     assert_eq!(cancelled["status"], "cancelled");
     assert_eq!(
         cancelled["result"]["_meta"]["receipt"]["reason"],
         "cancelled"
     );
     s.verify(&cancelled["result"]);
-    let (status, _) = s
-        .decide(
-            &s.approver,
-            &id,
-            "apply",
-            json!({"args_hash": cancelled["args_hash"]}),
-        )
-        .await;
-    assert_eq!(
-        status,
-        StatusCode::CONFLICT,
-        "a cancelled change is not applied"
-    );
+    s.decide(
+        &s.approver,
+        &id,
+        "apply",
+        json!({"args_hash": cancelled["args_hash"]}),
+    )
+    .await
+    .expect_status(StatusCode::CONFLICT);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(s.upstream_calls().await, before + 1, "nothing ran");
 }
@@ -1381,18 +1210,8 @@ async fn a_running_job_is_cancelled_by_its_caller(db: Db) {
         .unwrap()
         .to_owned();
     let status = |token: String| {
-        let app = &app;
-        let id = id.clone();
-        async move {
-            app.rest(
-                reqwest::Method::GET,
-                &token,
-                &format!("/invocations/{id}"),
-                None,
-            )
-            .await
-            .1
-        }
+        let view = app.get(format!("/invocations/{id}")).as_(token);
+        async move { view.await.json_or_null() }
     };
     let mut seen = Value::Null;
     for _ in 0..100 {
@@ -1404,15 +1223,13 @@ async fn a_running_job_is_cancelled_by_its_caller(db: Db) {
     }
     assert_eq!(seen["status"], "running", "{seen}");
     let path = format!("/invocations/{id}:cancel");
-    let (code, _) = app
-        .rest(reqwest::Method::POST, &stranger, &path, None)
-        .await;
-    assert_eq!(code, StatusCode::NOT_FOUND, "another actor's looks missing");
+    let reply = app.post(&path).as_(&stranger).await;
+    reply.expect_status(StatusCode::NOT_FOUND);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(status(agent.clone()).await["status"], "running");
     let started = std::time::Instant::now();
-    let (code, answered) = app.rest(reqwest::Method::POST, &agent, &path, None).await;
-    assert_eq!(code, StatusCode::OK, "{answered}");
+    let reply = app.post(&path).as_(&agent).await;
+    reply.expect_status(StatusCode::OK);
     let mut done = Value::Null;
     for _ in 0..200 {
         done = status(agent.clone()).await;

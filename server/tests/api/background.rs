@@ -8,12 +8,12 @@ use std::time::{Duration, Instant};
 
 use aperture::agents::model::ModelConfig;
 use engine::scope;
-use reqwest::{Client, StatusCode};
+use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::cli::aperture;
 use crate::crash::{add_fixture_upstream, serve_with, token};
-use crate::helpers::{Db, TestApp, TestDb};
+use crate::helpers::{Call, Db, Requests, TestApp, TestDb};
 use crate::model_fixture::{ScriptedModel, Step};
 
 const ECHO: &str = "mcp__fixture__echo";
@@ -35,34 +35,28 @@ pub(crate) fn hang() -> Step {
     Step::Delay(Duration::from_secs(600), Box::new(Step::text("too late")))
 }
 
-pub(crate) async fn post(
-    client: &Client,
-    url: &str,
-    token: &str,
-    body: Value,
-) -> (StatusCode, Value) {
-    let response = client
-        .post(url)
-        .bearer_auth(token)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    let status = response.status();
-    (status, response.json().await.unwrap_or(Value::Null))
+/// `POST /agents` (with no settings) as `token`.
+pub(crate) fn new_agent(node: &impl Requests, token: &str) -> Call {
+    node.post("/agents").as_(token).json(json!({}))
 }
 
-pub(crate) async fn get(client: &Client, url: &str, token: &str) -> Value {
-    let response = client.get(url).bearer_auth(token).send().await.unwrap();
-    assert_eq!(response.status(), StatusCode::OK, "{url}");
-    response.json().await.unwrap()
+/// A turn of agent `id` saying `message`, as `token`.
+pub(crate) fn turn(node: &impl Requests, token: &str, id: &str, message: &str) -> Call {
+    let turns = node.post(format!("/agents/{id}/turns")).as_(token);
+    turns.json(json!({ "message": message }))
+}
+
+/// `GET /agents/{id}` as `token`, which must answer 200.
+pub(crate) async fn agent_view(node: &impl Requests, token: &str, id: &str) -> Value {
+    let reply = node.get(format!("/agents/{id}")).as_(token).await;
+    reply.expect_ok()
 }
 
 /// Waits until agent `id` is no longer running; returns `GET /agents/{id}`.
-async fn settled(client: &Client, api: &str, token: &str, id: &str) -> Value {
+async fn settled(node: &impl Requests, token: &str, id: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let agent = get(client, &format!("{api}/agents/{id}"), token).await;
+        let agent = agent_view(node, token, id).await;
         if agent["agent"]["status"] != "running" {
             return agent;
         }
@@ -157,18 +151,14 @@ async fn a_background_fork_runs_apart_and_reports_to_the_parents_next_turn() {
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     app.register_fixture(&admin, &[ECHO, ADD]).await;
     let bot = app.token("default", "bot", &[scope::RUN]).await;
-    let (status, created) = post(&app.client, &app.api("/agents"), &bot, json!({})).await;
-    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let created = new_agent(&app, &bot).await.expect_created();
     let parent = created["agent_id"].as_str().unwrap().to_owned();
-    let turns = app.api(&format!("/agents/{parent}/turns"));
 
     // The parent's turn does not wait for the fork.
-    let (status, turned) = post(&app.client, &turns, &bot, json!({"message": "Delegate."})).await;
-    assert_eq!(status, StatusCode::OK, "{turned}");
+    let turned = turn(&app, &bot, &parent, "Delegate.").await.expect_ok();
     assert_eq!(turned["status"], "completed", "{turned}");
     let fork = started(&turned).remove(0);
-    let api = app.api("");
-    let done = settled(&app.client, &api, &bot, &fork).await;
+    let done = settled(&app, &bot, &fork).await;
     assert_eq!(done["agent"]["background"], true, "{done}");
     assert_eq!(done["agent"]["status"], "idle", "{done}");
     assert_eq!(done["turns"][0]["status"], "completed", "{done}");
@@ -178,7 +168,7 @@ async fn a_background_fork_runs_apart_and_reports_to_the_parents_next_turn() {
     assert!(answered[1].1.contains(RESTRICTED), "{}", answered[1].1);
 
     // The parent's next turn starts with the fork's answer, once.
-    let (_, next) = post(&app.client, &turns, &bot, json!({"message": "Any news?"})).await;
+    let next = turn(&app, &bot, &parent, "Any news?").await.json();
     assert_eq!(next["status"], "completed", "{next}");
     let events = next["events"].as_array().unwrap();
     assert_eq!(events[0]["type"], "subagent_report", "{next}");
@@ -196,7 +186,7 @@ async fn a_background_fork_runs_apart_and_reports_to_the_parents_next_turn() {
             .contains("Echoed; add was not mine to run."),
         "{report}"
     );
-    let (_, again) = post(&app.client, &turns, &bot, json!({"message": "And now?"})).await;
+    let again = turn(&app, &bot, &parent, "And now?").await.json();
     assert!(
         again["events"]
             .as_array()
@@ -267,59 +257,27 @@ async fn background_forks_are_revived_after_a_kill_with_their_restriction() {
         ("APERTURE_MODEL", "scripted-1"),
     ];
 
-    let (mut server, url) = serve_with(&db, &env).await;
-    let api = format!("{url}{}", aperture::api::PREFIX);
-    let client = Client::new();
+    let (mut server, node) = serve_with(&db, &env).await;
     for tool in [ECHO, ADD, SLOW] {
-        let described = client
-            .put(format!("{api}/tools/{tool}"))
-            .bearer_auth(&admin)
-            .json(&json!({"risk": ["read"]}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(described.status(), StatusCode::OK);
+        let read = json!({"risk": ["read"]});
+        let described = node.put(format!("/tools/{tool}")).as_(&admin).json(read);
+        described.await.expect_status(StatusCode::OK);
     }
-    let (_, created) = post(&client, &format!("{api}/agents"), &bot, json!({})).await;
+    let created = new_agent(&node, &bot).await.json();
     let parent = created["agent_id"].as_str().unwrap().to_owned();
-    let (status, turned) = post(
-        &client,
-        &format!("{api}/agents/{parent}/turns"),
-        &bot,
-        json!({"message": "Start three forks."}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{turned}");
+    let turned = turn(&node, &bot, &parent, "Start three forks.").await;
+    let turned = turned.expect_ok();
     let forks = started(&turned);
     assert_eq!(forks.len(), 3, "{turned}");
-    let (_, created) = post(&client, &format!("{api}/agents"), &bot, json!({})).await;
+    let created = new_agent(&node, &bot).await.json();
     let orphan_parent = created["agent_id"].as_str().unwrap().to_owned();
-    let (_, turned) = post(
-        &client,
-        &format!("{api}/agents/{orphan_parent}/turns"),
-        &bot,
-        json!({"message": "Start one fork."}),
-    )
-    .await;
-    let orphan = started(&turned).remove(0);
+    let turned = turn(&node, &bot, &orphan_parent, "Start one fork.").await;
+    let orphan = started(&turned.json()).remove(0);
     // A third agent's turn is in the middle of a long call when the server dies.
-    let (_, created) = post(&client, &format!("{api}/agents"), &bot, json!({})).await;
+    let created = new_agent(&node, &bot).await.json();
     let cut_off = created["agent_id"].as_str().unwrap().to_owned();
-    let cut_turn = {
-        let (client, url, bot) = (
-            client.clone(),
-            format!("{api}/agents/{cut_off}/turns"),
-            bot.clone(),
-        );
-        tokio::spawn(async move {
-            client
-                .post(url)
-                .bearer_auth(bot)
-                .json(&json!({"message": "Take your time."}))
-                .send()
-                .await
-        })
-    };
+    let cut_turn = turn(&node, &bot, &cut_off, "Take your time.");
+    let cut_turn = tokio::spawn(cut_turn.try_send());
     // Every fork is waiting for its model when the server dies.
     let deadline = Instant::now() + Duration::from_secs(20);
     for marker in ["TASK-NONE", "TASK-ECHO", "TASK-FREE", "TASK-ORPHAN"] {
@@ -329,13 +287,8 @@ async fn background_forks_are_revived_after_a_kill_with_their_restriction() {
         }
     }
     // The orphan's parent goes away (its session is revoked) before the restart.
-    let revoke = client
-        .post(format!("{api}/sessions/{orphan_parent}:revoke"))
-        .bearer_auth(&bot)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(revoke.status(), StatusCode::OK);
+    let revoke = node.post(format!("/sessions/{orphan_parent}:revoke"));
+    revoke.as_(&bot).await.expect_status(StatusCode::OK);
     let deadline = Instant::now() + Duration::from_secs(20);
     while !std::fs::read_to_string(&log)
         .unwrap_or_default()
@@ -345,7 +298,7 @@ async fn background_forks_are_revived_after_a_kill_with_their_restriction() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     for running in forks.iter().chain([&orphan, &cut_off]) {
-        let agent = get(&client, &format!("{api}/agents/{running}"), &bot).await;
+        let agent = agent_view(&node, &bot, running).await;
         assert_eq!(agent["agent"]["status"], "running", "{agent}");
     }
     server.kill().expect("SIGKILL");
@@ -355,12 +308,11 @@ async fn background_forks_are_revived_after_a_kill_with_their_restriction() {
         "the cut-off turn had no answer"
     );
 
-    let (mut server, url) = serve_with(&db, &env).await;
-    let api = format!("{url}{}", aperture::api::PREFIX);
-    let none = settled(&client, &api, &bot, &forks[0]).await;
-    let echo = settled(&client, &api, &bot, &forks[1]).await;
-    let free = settled(&client, &api, &bot, &forks[2]).await;
-    let paused = settled(&client, &api, &bot, &orphan).await;
+    let (mut server, node) = serve_with(&db, &env).await;
+    let none = settled(&node, &bot, &forks[0]).await;
+    let echo = settled(&node, &bot, &forks[1]).await;
+    let free = settled(&node, &bot, &forks[2]).await;
+    let paused = settled(&node, &bot, &orphan).await;
 
     // `[]` still denies everything; the list still allows only its tool; no field: unrestricted.
     for (agent, answer) in [
@@ -390,12 +342,8 @@ async fn background_forks_are_revived_after_a_kill_with_their_restriction() {
     assert!(!calls.contains(r#""a":1"#), "{calls}");
     // Nor was a restricted call authorized: the `[]` fork's journal holds its manifests and,
     // for each call, an `execution_allowlist` denial (every decision is journaled, issue 23).
-    let receipts = get(
-        &client,
-        &format!("{api}/receipts?session_id={}", forks[0]),
-        &admin,
-    )
-    .await;
+    let receipts = node.get(format!("/receipts?session_id={}", forks[0]));
+    let receipts = receipts.as_(&admin).await.expect_ok();
     let kinds: Vec<(&str, &str)> = receipts["receipts"]
         .as_array()
         .unwrap()
@@ -412,7 +360,7 @@ async fn background_forks_are_revived_after_a_kill_with_their_restriction() {
     );
 
     // Issue 45 item 2: a revived fork's records name the turn's caller, the bot's token.
-    let tokens = get(&client, &format!("{api}/tokens"), &admin).await;
+    let tokens = node.get("/tokens").as_(&admin).await.expect_ok();
     let bot_id = tokens["tokens"]
         .as_array()
         .unwrap()
@@ -421,12 +369,8 @@ async fn background_forks_are_revived_after_a_kill_with_their_restriction() {
         .unwrap()["id"]
         .clone();
     for r in receipts["receipts"].as_array().unwrap() {
-        let one = get(
-            &client,
-            &format!("{api}/receipts/{}", r["receipt_id"].as_str().unwrap()),
-            &admin,
-        )
-        .await;
+        let one = node.get(format!("/receipts/{}", r["receipt_id"].as_str().unwrap()));
+        let one = one.as_(&admin).await.expect_ok();
         assert_eq!(one["receipt"]["principal"], bot_id, "{one}");
     }
 
@@ -458,13 +402,7 @@ async fn background_forks_are_revived_after_a_kill_with_their_restriction() {
     assert_eq!(sent_with(&model, "TASK-ORPHAN").len(), 1);
 
     // The parent hears of all three at its next turn.
-    let (_, next) = post(
-        &client,
-        &format!("{api}/agents/{parent}/turns"),
-        &bot,
-        json!({"message": "What happened?"}),
-    )
-    .await;
+    let next = turn(&node, &bot, &parent, "What happened?").await.json();
     let reported: Vec<&str> = next["events"]
         .as_array()
         .unwrap()
@@ -479,7 +417,7 @@ async fn background_forks_are_revived_after_a_kill_with_their_restriction() {
 
     // The cut-off turn ended as failed; its call got an error answer; the next turn works and
     // sends the model a conversation in which every call is answered.
-    let interrupted = settled(&client, &api, &bot, &cut_off).await;
+    let interrupted = settled(&node, &bot, &cut_off).await;
     assert_eq!(interrupted["agent"]["status"], "idle", "{interrupted}");
     assert!(
         interrupted["agent"]["status_reason"]
@@ -489,13 +427,7 @@ async fn background_forks_are_revived_after_a_kill_with_their_restriction() {
         "{interrupted}"
     );
     assert_eq!(interrupted["turns"][0]["status"], "failed", "{interrupted}");
-    let (_, again) = post(
-        &client,
-        &format!("{api}/agents/{cut_off}/turns"),
-        &bot,
-        json!({"message": "Are you there?"}),
-    )
-    .await;
+    let again = turn(&node, &bot, &cut_off, "Are you there?").await.json();
     assert_eq!(again["status"], "completed", "{again}");
     let sent = model.requests().last().unwrap().json();
     let messages = sent["messages"].as_array().unwrap();
@@ -549,29 +481,20 @@ async fn a_fork_left_waiting_for_an_approval_reports_when_it_finishes() {
     .unwrap();
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     app.register_fixture(&admin, &[ECHO]).await;
+    let park = json!({"rules": [{"id": "echo-needs-a-person", "match": {"name": ECHO}, "mode": "approval_required"}]});
     let put = app
-        .client
-        .put(app.api("/policies/fork-approve"))
-        .bearer_auth(&admin)
-        .json(&json!({"rules": [{"id": "echo-needs-a-person", "match": {"name": ECHO}, "mode": "approval_required"}]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(put.status(), StatusCode::OK);
-    let (status, _) = post(
-        &app.client,
-        &app.api("/policies/fork-approve:activate"),
-        &admin,
-        json!({}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK);
+        .put("/policies/fork-approve")
+        .as_(&admin)
+        .json(park)
+        .await;
+    put.expect_status(StatusCode::OK);
+    let activate = app.post("/policies/fork-approve:activate").as_(&admin);
+    activate.json(json!({})).await.expect_status(StatusCode::OK);
     let bot = app.token("default", "bot", &[scope::RUN]).await;
-    let (_, created) = post(&app.client, &app.api("/agents"), &bot, json!({})).await;
+    let created = new_agent(&app, &bot).await.json();
     let parent = created["agent_id"].as_str().unwrap().to_owned();
-    let turns = app.api(&format!("/agents/{parent}/turns"));
 
-    let (_, turned) = post(&app.client, &turns, &bot, json!({"message": "Delegate."})).await;
+    let turned = turn(&app, &bot, &parent, "Delegate.").await.json();
     assert_eq!(turned["status"], "completed", "{turned}");
     let fork = started(&turned).remove(0);
     let waiting = turned["events"]
@@ -585,28 +508,20 @@ async fn a_fork_left_waiting_for_an_approval_reports_when_it_finishes() {
         waiting.as_str().unwrap().contains("waiting for a person"),
         "{waiting}"
     );
-    let shown = get(&app.client, &app.api(&format!("/agents/{fork}")), &bot).await;
+    let shown = agent_view(&app, &bot, &fork).await;
     assert_eq!(shown["agent"]["status"], "input_required", "{shown}");
     let invocation = &shown["invocations"][0];
-    let approved = app
-        .client
-        .post(app.api(&format!(
-            "/invocations/{}:approve",
-            invocation["invocation_id"].as_str().unwrap()
-        )))
-        .bearer_auth(&admin)
-        .json(&json!({"args_hash": invocation["args_hash"], "definition_hash": invocation["definition_hash"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(approved.status(), StatusCode::OK);
+    let id = invocation["invocation_id"].as_str().unwrap();
+    let hashes = json!({"args_hash": invocation["args_hash"], "definition_hash": invocation["definition_hash"]});
+    let approved = app.post(format!("/invocations/{id}:approve")).as_(&admin);
+    approved.json(hashes).await.expect_status(StatusCode::OK);
     let done = settled_idle(&app, &bot, &fork).await;
     assert_eq!(
         answers(&done),
         [("f1".to_owned(), "approved in the fork".to_owned())]
     );
 
-    let (_, next) = post(&app.client, &turns, &bot, json!({"message": "And?"})).await;
+    let next = turn(&app, &bot, &parent, "And?").await.json();
     let report = &next["events"][0];
     assert_eq!(report["type"], "subagent_report", "{next}");
     assert_eq!(report["agent_id"], fork.as_str());
@@ -623,7 +538,7 @@ async fn a_fork_left_waiting_for_an_approval_reports_when_it_finishes() {
 async fn settled_idle(app: &TestApp, token: &str, id: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let agent = get(&app.client, &app.api(&format!("/agents/{id}")), token).await;
+        let agent = agent_view(app, token, id).await;
         if agent["agent"]["status"] == "idle" {
             return agent;
         }
@@ -639,7 +554,7 @@ async fn a_run_that_lost_its_agent_cannot_record_anything() {
     use aperture::store::agents::{self, TurnEnd};
     let app = TestApp::spawn().await;
     let bot = app.token("default", "bot", &[scope::RUN]).await;
-    let (_, created) = post(&app.client, &app.api("/agents"), &bot, json!({})).await;
+    let created = new_agent(&app, &bot).await.json();
     let id = created["agent_id"].as_str().unwrap();
     let store = &app.store;
     assert!(
@@ -766,47 +681,23 @@ async fn a_revived_fork_whose_parent_s_lease_ended_pauses_and_grants_nothing() {
         ("APERTURE_MODEL_BASE_URL", model.base_url.as_str()),
         ("APERTURE_MODEL", "scripted-1"),
     ];
-    let (mut server, url) = serve_with(&db, &env).await;
-    let api = format!("{url}{}", aperture::api::PREFIX);
-    let client = Client::new();
-    let described = client
-        .put(format!("{api}/tools/{ECHO}"))
-        .bearer_auth(&admin)
-        .json(&json!({"risk": ["read"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(described.status(), StatusCode::OK);
+    let (mut server, node) = serve_with(&db, &env).await;
+    let read = json!({"risk": ["read"]});
+    let described = node.put(format!("/tools/{ECHO}")).as_(&admin).json(read);
+    described.await.expect_status(StatusCode::OK);
     // Every grant under this policy lasts 3 s (the shortest `expires_after_seconds` of its
     // listed tools bounds the lease).
     let policy = json!({"rules": [{"id": "short", "match": {"name": ECHO}, "mode": "allow",
                                    "invocation": {"expires_after_seconds": 3}}]});
-    let put = client
-        .put(format!("{api}/policies/short"))
-        .bearer_auth(&admin)
-        .json(&policy)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(put.status(), StatusCode::OK);
-    let (status, _) = post(
-        &client,
-        &format!("{api}/policies/short:activate"),
-        &admin,
-        json!({}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK);
-    let (_, created) = post(&client, &format!("{api}/agents"), &bot, json!({})).await;
+    let put = node.put("/policies/short").as_(&admin).json(policy).await;
+    put.expect_status(StatusCode::OK);
+    let activate = node.post("/policies/short:activate").as_(&admin);
+    activate.json(json!({})).await.expect_status(StatusCode::OK);
+    let created = new_agent(&node, &bot).await.json();
     let parent = created["agent_id"].as_str().unwrap().to_owned();
-    let (status, turned) = post(
-        &client,
-        &format!("{api}/agents/{parent}/turns"),
-        &bot,
-        json!({"message": "Start a fork."}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{turned}");
+    let turned = turn(&node, &bot, &parent, "Start a fork.")
+        .await
+        .expect_ok();
     let fork = started(&turned).remove(0);
     let deadline = Instant::now() + Duration::from_secs(20);
     while sent_with(&model, "TASK-LATE").is_empty() {
@@ -834,9 +725,8 @@ async fn a_revived_fork_whose_parent_s_lease_ended_pauses_and_grants_nothing() {
     // The parent's (and so the fork's) lease ends while the server is down.
     tokio::time::sleep(Duration::from_secs(4)).await;
 
-    let (mut server, url) = serve_with(&db, &env).await;
-    let api = format!("{url}{}", aperture::api::PREFIX);
-    let paused = settled(&client, &api, &bot, &fork).await;
+    let (mut server, node) = serve_with(&db, &env).await;
+    let paused = settled(&node, &bot, &fork).await;
     assert_eq!(paused["agent"]["status"], "paused", "{paused}");
     let reason = paused["agent"]["status_reason"].as_str().unwrap();
     assert!(reason.starts_with("lease_expired"), "{reason}");

@@ -7,7 +7,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::TestApp;
+use crate::helpers::{Call, Requests, TestApp, echo_of, rpc};
 
 struct Setup {
     app: TestApp,
@@ -38,16 +38,8 @@ async fn setup_on(app: TestApp) -> Setup {
     ]});
     app.activate_policy(&admin, "p", policy).await;
     let agent = app.token("default", "agent", &[scope::RUN]).await;
-    let session: Value = app.post_empty(&agent, "/sessions").await;
-    let set: Value = app
-        .client
-        .get(app.url("/.well-known/aperture/keys"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let session: Value = app.post("/sessions").as_(&agent).await.json();
+    let set: Value = app.get_raw("/.well-known/aperture/keys").await.json();
     let keys = serde_json::from_value(set["keys"].clone()).unwrap();
     Setup {
         app,
@@ -59,34 +51,14 @@ async fn setup_on(app: TestApp) -> Setup {
 
 impl Setup {
     fn echo(&self, tool: &str) -> Value {
-        let t = self.session["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|t| t["name"] == tool)
-            .unwrap_or_else(|| panic!("{tool} listed"));
-        let m = &self.session["_meta"];
-        json!({
-            "session_id": m["session_id"], "manifest_id": m["manifest_id"], "lease_id": m["lease_id"],
-            "tool_version": t["_meta"]["toolVersion"], "expected_schema_hash": t["_meta"]["schemaHash"]
-        })
+        echo_of(&self.session, tool)
     }
 
     /// `tools/call` over `/mcp` (JSON-RPC), as MCP clients send it.
     async fn call_as(&self, token: &str, tool: &str, arguments: Value, meta: Value) -> Value {
-        let response = self
-            .app
-            .client
-            .post(self.app.url("/mcp"))
-            .bearer_auth(token)
-            .header("accept", "application/json, text/event-stream")
-            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                "params": {"name": tool, "arguments": arguments, "_meta": meta}}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-        let answer: Value = response.json().await.unwrap();
+        let params = json!({"name": tool, "arguments": arguments, "_meta": meta});
+        let call = self.app.mcp_post(token).json(rpc(1, "tools/call", params));
+        let answer = call.await.expect_ok();
         let result = answer["result"].clone();
         verify_receipt_json(&result["_meta"]["receipt"], &self.keys).unwrap_or_else(|e| {
             panic!("every answer carries a receipt that verifies: {e}: {answer}")
@@ -97,40 +69,34 @@ impl Setup {
     /// Calls the upstream has received so far (its `stats` tool, called through the gateway,
     /// counts itself).
     async fn upstream_calls(&self) -> u64 {
-        let stats = self
-            .call(
-                "mcp__fixture__stats",
-                json!({}),
-                self.echo("mcp__fixture__stats"),
-            )
-            .await;
+        let stats = self.call("mcp__fixture__stats", json!({})).await;
         stats["structuredContent"]["calls"]
             .as_u64()
             .unwrap_or_else(|| panic!("{stats}"))
     }
 
-    /// `tools/call` through the REST route.
-    async fn call_rest(&self, tool: &str, arguments: Value, meta: Value) -> Value {
-        let token = &self.agent;
+    /// `tools/call` of `tool` with the grant's echo through the REST route.
+    async fn call_rest(&self, tool: &str, arguments: Value) -> Value {
         let sid = self.session["_meta"]["session_id"].as_str().unwrap();
-        let response = self
+        let body = json!({"name": tool, "arguments": arguments, "_meta": self.echo(tool)});
+        let call = self
             .app
-            .client
-            .post(self.app.api(&format!("/sessions/{sid}/calls")))
-            .bearer_auth(token)
-            .json(&json!({"name": tool, "arguments": arguments, "_meta": meta}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-        let result: Value = response.json().await.unwrap();
+            .post(format!("/sessions/{sid}/calls"))
+            .as_(&self.agent);
+        let result = call.json(body).await.expect_ok();
         verify_receipt_json(&result["_meta"]["receipt"], &self.keys)
             .expect("every answer carries a receipt that verifies");
         result
     }
 
-    async fn call(&self, tool: &str, arguments: Value, meta: Value) -> Value {
+    /// `tools/call` of `tool` as the agent, with `meta` as `_meta`.
+    async fn call_with(&self, tool: &str, arguments: Value, meta: Value) -> Value {
         self.call_as(&self.agent, tool, arguments, meta).await
+    }
+
+    /// `tools/call` of `tool` as the agent, with the grant's echo as `_meta`.
+    async fn call(&self, tool: &str, arguments: Value) -> Value {
+        self.call_with(tool, arguments, self.echo(tool)).await
     }
 }
 
@@ -142,19 +108,9 @@ fn reason(result: &Value) -> &str {
 async fn an_allowed_call_runs_upstream_and_returns_an_execution_receipt() {
     let s = setup().await;
     let over_rest = s
-        .call_rest(
-            "mcp__fixture__echo",
-            json!({"text": "hello"}),
-            s.echo("mcp__fixture__echo"),
-        )
+        .call_rest("mcp__fixture__echo", json!({"text": "hello"}))
         .await;
-    let result = s
-        .call(
-            "mcp__fixture__echo",
-            json!({"text": "hello"}),
-            s.echo("mcp__fixture__echo"),
-        )
-        .await;
+    let result = s.call("mcp__fixture__echo", json!({"text": "hello"})).await;
     // Both routes give the same kind of answer.
     assert_eq!(over_rest["isError"], result["isError"]);
     assert_eq!(over_rest["content"], result["content"]);
@@ -195,31 +151,20 @@ async fn an_allowed_call_runs_upstream_and_returns_an_execution_receipt() {
 async fn a_session_revoked_after_calls_refuses_the_next_call() {
     let s = setup().await;
     for _ in 0..3 {
-        let ok = s
-            .call(
-                "mcp__fixture__echo",
-                json!({"text": "hi"}),
-                s.echo("mcp__fixture__echo"),
-            )
-            .await;
+        let ok = s.call("mcp__fixture__echo", json!({"text": "hi"})).await;
         assert_eq!(ok["isError"], false, "{ok}");
     }
     let before = s.upstream_calls().await;
     let admin = s.app.token("default", "sec", &[scope::ADMIN]).await;
     let sid = s.session["_meta"]["session_id"].as_str().unwrap();
     // A fork of the session, which the revocation must stop too.
-    let fork: Value = s
+    let fork = s
         .app
-        .client
-        .post(s.app.api(&format!("/sessions/{sid}/forks")))
-        .bearer_auth(&s.agent)
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .post(format!("/sessions/{sid}/forks"))
+        .as_(&s.agent)
+        .json(json!({}))
+        .await;
+    let fork = fork.json();
     let fork_meta = {
         let mut m = s.echo("mcp__fixture__echo");
         for k in ["session_id", "manifest_id", "lease_id"] {
@@ -227,26 +172,17 @@ async fn a_session_revoked_after_calls_refuses_the_next_call() {
         }
         m
     };
-    let revoked = s
+    let reply = s
         .app
-        .client
-        .post(s.app.api(&format!("/sessions/{sid}:revoke")))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(revoked.status(), StatusCode::OK);
-    let refused = s
-        .call(
-            "mcp__fixture__echo",
-            json!({"text": "hi"}),
-            s.echo("mcp__fixture__echo"),
-        )
+        .post(format!("/sessions/{sid}:revoke"))
+        .as_(&admin)
         .await;
+    reply.expect_status(StatusCode::OK);
+    let refused = s.call("mcp__fixture__echo", json!({"text": "hi"})).await;
     assert_eq!(refused["isError"], true, "{refused}");
     assert_eq!(reason(&refused), "manifest_binding_mismatch");
     let forked = s
-        .call("mcp__fixture__echo", json!({"text": "hi"}), fork_meta)
+        .call_with("mcp__fixture__echo", json!({"text": "hi"}), fork_meta)
         .await;
     assert_eq!(reason(&forked), "manifest_binding_mismatch", "{forked}");
     // The stats call itself is refused now too, so count through the store's journal instead:
@@ -290,18 +226,11 @@ async fn a_token_revoked_by_another_node_is_refused_on_its_next_call() {
         .await
         .unwrap()
         .expect("revoked");
-    let refused = s
-        .app
-        .client
-        .post(s.app.url("/mcp"))
-        .bearer_auth(&secret)
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "mcp__fixture__echo", "arguments": {"text": "hi"},
-                "_meta": s.echo("mcp__fixture__echo")}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+    let params = json!({"name": "mcp__fixture__echo", "arguments": {"text": "hi"},
+        "_meta": s.echo("mcp__fixture__echo")});
+    let refused = s.app.post_raw("/mcp").as_(&secret);
+    let refused = refused.json(rpc(1, "tools/call", params)).await;
+    refused.expect_status(StatusCode::UNAUTHORIZED);
     assert_eq!(
         journaled().await,
         records,
@@ -346,14 +275,14 @@ async fn every_check_denies_with_a_verifiable_receipt() {
     let reached_before = s.upstream_calls().await;
     for (meta, want) in cases {
         let result = s
-            .call("mcp__fixture__echo", args.clone(), meta.clone())
+            .call_with("mcp__fixture__echo", args.clone(), meta.clone())
             .await;
         assert_eq!(result["isError"], true);
         assert_eq!(reason(&result), want, "{meta}");
         assert_eq!(result["_meta"]["receipt"]["decision"], "deny");
     }
     let unknown = s
-        .call("mcp__fixture__slow", args.clone(), good.clone())
+        .call_with("mcp__fixture__slow", args.clone(), good.clone())
         .await;
     assert_eq!(
         reason(&unknown),
@@ -361,7 +290,7 @@ async fn every_check_denies_with_a_verifiable_receipt() {
         "hidden looks like unknown"
     );
     let bad_args = s
-        .call("mcp__fixture__echo", json!({"text": 5}), good.clone())
+        .call_with("mcp__fixture__echo", json!({"text": 5}), good.clone())
         .await;
     assert_eq!(reason(&bad_args), "arguments_invalid");
     let other = s.app.token("default", "intruder", &[scope::RUN]).await;
@@ -373,33 +302,18 @@ async fn every_check_denies_with_a_verifiable_receipt() {
     assert_eq!(s.upstream_calls().await, reached_before + 1);
 
     // Oversize output is rejected before it reaches the journal or the caller.
-    let big = s
-        .call(
-            "mcp__fixture__big",
-            json!({"bytes": 5000}),
-            s.echo("mcp__fixture__big"),
-        )
-        .await;
+    let big = s.call("mcp__fixture__big", json!({"bytes": 5000})).await;
     assert_eq!(reason(&big), "result_too_large", "{big}");
     assert!(!big.to_string().contains("xxxxxxxxxx"));
 
     // Drift: an admin's version change after the grant.
     let admin = s.app.token("default", "ops2", &[scope::ADMIN]).await;
     s.app
-        .client
-        .put(s.app.api("/tools/mcp__fixture__add"))
-        .bearer_auth(&admin)
-        .json(&json!({"risk": ["read"], "version": "2"}))
-        .send()
-        .await
-        .unwrap();
-    let drifted = s
-        .call(
-            "mcp__fixture__add",
-            json!({"a": 1, "b": 2}),
-            s.echo("mcp__fixture__add"),
-        )
+        .put("/tools/mcp__fixture__add")
+        .as_(&admin)
+        .json(json!({"risk": ["read"], "version": "2"}))
         .await;
+    let drifted = s.call("mcp__fixture__add", json!({"a": 1, "b": 2})).await;
     assert_eq!(reason(&drifted), "manifest_drift");
     // Oversize output reached the upstream (and was stopped on its way back); drift did not.
     assert_eq!(s.upstream_calls().await, reached_before + 3);
@@ -418,33 +332,16 @@ async fn a_capped_rule_without_a_spend_gate_is_refused_not_run_uncapped() {
     let policy = json!({"rules": [
         {"id": "capped", "match": {"name": "mcp__fixture__echo"}, "mode": "allow", "invocation": {"max_cost_cents": 5}}
     ]});
-    assert_eq!(
-        s.app
-            .client
-            .put(s.app.api("/policies/capped"))
-            .bearer_auth(&admin)
-            .json(&policy)
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        StatusCode::OK
-    );
-    s.app
-        .client
-        .post(s.app.api("/policies/capped:activate"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap();
-    s.session = s.app.post_empty(&s.agent, "/sessions").await;
-    let result = s
-        .call(
-            "mcp__fixture__echo",
-            json!({"text": "spend"}),
-            s.echo("mcp__fixture__echo"),
-        )
+    let put = s
+        .app
+        .put("/policies/capped")
+        .as_(&admin)
+        .json(&policy)
         .await;
+    put.expect_status(StatusCode::OK);
+    s.app.post("/policies/capped:activate").as_(&admin).await;
+    s.session = s.app.post("/sessions").as_(&s.agent).await.json();
+    let result = s.call("mcp__fixture__echo", json!({"text": "spend"})).await;
     assert_eq!(result["isError"], true);
     assert_eq!(reason(&result), "spend_gate_unavailable");
     assert_eq!(
@@ -473,33 +370,15 @@ async fn a_spend_gate_holds_calls_to_the_rules_cap_by_the_tools_price() {
     s.app.activate_policy(&admin, "capped", policy).await;
     // echo costs 3 cents, add 9; stats has no cap.
     for (tool, price) in [("mcp__fixture__echo", 3), ("mcp__fixture__add", 9)] {
-        let (status, body) = send(
-            &s.app,
-            &admin,
-            reqwest::Method::PUT,
-            &format!("/tools/{tool}"),
-            Some(json!({"risk": ["read"], "price_cents": price})),
-        )
-        .await;
-        assert_eq!(status, StatusCode::OK, "{body}");
+        let priced = json!({"risk": ["read"], "price_cents": price});
+        let described = s.app.put(format!("/tools/{tool}")).as_(&admin).json(priced);
+        described.await.expect_status(StatusCode::OK);
     }
     s = s.relist().await;
     let before = s.upstream_calls().await;
-    let cheap = s
-        .call(
-            "mcp__fixture__echo",
-            json!({"text": "ok"}),
-            s.echo("mcp__fixture__echo"),
-        )
-        .await;
+    let cheap = s.call("mcp__fixture__echo", json!({"text": "ok"})).await;
     assert_eq!(reason(&cheap), "ok", "{cheap}");
-    let dear = s
-        .call(
-            "mcp__fixture__add",
-            json!({"a": 1, "b": 2}),
-            s.echo("mcp__fixture__add"),
-        )
-        .await;
+    let dear = s.call("mcp__fixture__add", json!({"a": 1, "b": 2})).await;
     assert_eq!(dear["isError"], true);
     assert_eq!(reason(&dear), "policy_denied", "{dear}");
     assert_eq!(dear["_meta"]["receipt"]["kind"], "decision");
@@ -508,23 +387,6 @@ async fn a_spend_gate_holds_calls_to_the_rules_cap_by_the_tools_price() {
         before + 2,
         "only the cheap call ran"
     );
-}
-
-/// A REST request; its status and JSON body.
-async fn send(
-    app: &TestApp,
-    token: &str,
-    method: reqwest::Method,
-    path: &str,
-    body: Option<Value>,
-) -> (StatusCode, Value) {
-    let mut rb = app.client.request(method, app.api(path)).bearer_auth(token);
-    if let Some(b) = body {
-        rb = rb.json(&b);
-    }
-    let response = rb.send().await.unwrap();
-    let status = response.status();
-    (status, response.json().await.unwrap_or(Value::Null))
 }
 
 /// Issue 5: "`rate_bucket` enforced by a limiter shared between server processes … refused at
@@ -539,19 +401,14 @@ async fn rate_buckets_are_enforced_by_the_shared_limiter_or_refused_at_write() {
     // Without a limiter the policy is refused, naming the field.
     let s = setup().await;
     let admin = s.app.token("default", "ops5", &[scope::ADMIN]).await;
-    let (status, body) = send(
-        &s.app,
-        &admin,
-        reqwest::Method::PUT,
-        "/policies/limited",
-        Some(policy.clone()),
-    )
-    .await;
-    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
-    assert_eq!(
-        body["error"]["details"]["fields"][0]["path"],
-        "rules[0].invocation.rate_bucket"
-    );
+    let refused = s
+        .app
+        .put("/policies/limited")
+        .as_(&admin)
+        .json(&policy)
+        .await;
+    let refused = refused.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
+    refused.expect_field_error("rules[0].invocation.rate_bucket");
 
     // With the database limiter: two calls a minute, the third refused before the upstream.
     let app = crate::helpers::TestApp::spawn_with(crate::helpers::Db::Sqlite, |c| {
@@ -574,21 +431,11 @@ async fn rate_buckets_are_enforced_by_the_shared_limiter_or_refused_at_write() {
     }
     for n in 0..2 {
         let ok = s
-            .call(
-                "mcp__fixture__echo",
-                json!({"text": format!("{n}")}),
-                s.echo("mcp__fixture__echo"),
-            )
+            .call("mcp__fixture__echo", json!({"text": format!("{n}")}))
             .await;
         assert_eq!(reason(&ok), "ok", "{ok}");
     }
-    let limited = s
-        .call(
-            "mcp__fixture__echo",
-            json!({"text": "3"}),
-            s.echo("mcp__fixture__echo"),
-        )
-        .await;
+    let limited = s.call("mcp__fixture__echo", json!({"text": "3"})).await;
     assert_eq!(limited["isError"], true);
     assert_eq!(reason(&limited), "rate_limited");
     assert_eq!(limited["_meta"]["receipt"]["kind"], "decision");
@@ -605,25 +452,17 @@ async fn a_re_registered_upstream_is_target_drift_not_a_silent_retarget() {
     let admin = s.app.token("default", "ops4", &[scope::ADMIN]).await;
     let meta = s.echo("mcp__fixture__echo");
     let before = s
-        .call("mcp__fixture__echo", json!({"text": "one"}), meta.clone())
+        .call_with("mcp__fixture__echo", json!({"text": "one"}), meta.clone())
         .await;
     assert_eq!(reason(&before), "ok", "{before}");
     assert_eq!(before["_meta"]["receipt"]["kind"], "execution");
     let pinned = before["_meta"]["receipt"]["target"]["upstream_id"].clone();
 
-    let list: Value = s.app.get_json(&admin, "/upstreams").await;
+    let list: Value = s.app.get("/upstreams").as_(&admin).await.json();
     let id = list["upstreams"][0]["id"].as_str().unwrap().to_owned();
     assert_eq!(json!(id), pinned);
-    let removed = s
-        .app
-        .client
-        .delete(s.app.api(&format!("/upstreams/{id}")))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(removed.status(), StatusCode::OK);
-    let removed: Value = removed.json().await.unwrap();
+    let removed = s.app.delete(format!("/upstreams/{id}")).as_(&admin).await;
+    let removed = removed.expect_ok();
     assert!(
         removed["removed_tools"]
             .as_array()
@@ -633,7 +472,7 @@ async fn a_re_registered_upstream_is_target_drift_not_a_silent_retarget() {
     );
     // Gone from the catalog: the old grant's call is drift, and nothing runs.
     let gone = s
-        .call("mcp__fixture__echo", json!({"text": "two"}), meta.clone())
+        .call_with("mcp__fixture__echo", json!({"text": "two"}), meta.clone())
         .await;
     assert_eq!(reason(&gone), "manifest_drift", "{gone}");
 
@@ -641,29 +480,22 @@ async fn a_re_registered_upstream_is_target_drift_not_a_silent_retarget() {
     command.push("--registration-b".into());
     let again = s
         .app
-        .client
-        .post(s.app.api("/upstreams"))
-        .bearer_auth(&admin)
-        .json(&json!({"name": "fixture", "transport": "stdio", "command": command}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(again.status(), StatusCode::CREATED);
-    let again: Value = again.json().await.unwrap();
+        .post("/upstreams")
+        .as_(&admin)
+        .json(json!({"name": "fixture", "transport": "stdio", "command": command}))
+        .await;
+    let again = again.expect_created();
     assert_ne!(again["upstream"]["id"], pinned);
-    let described = s
+    let reply = s
         .app
-        .client
-        .put(s.app.api("/tools/mcp__fixture__echo"))
-        .bearer_auth(&admin)
-        .json(&json!({"risk": ["read"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(described.status(), StatusCode::OK);
+        .put("/tools/mcp__fixture__echo")
+        .as_(&admin)
+        .json(json!({"risk": ["read"]}))
+        .await;
+    reply.expect_status(StatusCode::OK);
 
     let drifted = s
-        .call("mcp__fixture__echo", json!({"text": "three"}), meta)
+        .call_with("mcp__fixture__echo", json!({"text": "three"}), meta)
         .await;
     assert_eq!(reason(&drifted), "target_drift", "{drifted}");
     assert_eq!(drifted["_meta"]["receipt"]["decision"], "deny");
@@ -674,30 +506,14 @@ async fn a_re_registered_upstream_is_target_drift_not_a_silent_retarget() {
     assert!(drifted["structuredContent"].is_null() && !drifted.to_string().contains("three"));
 
     // A new grant pins the new registration, and its calls run there.
-    let fresh: Value = s
-        .app
-        .client
-        .post(s.app.api("/sessions"))
-        .bearer_auth(&s.agent)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let fresh: Value = s.app.post("/sessions").as_(&s.agent).await.json();
     let s2 = Setup {
         app: s.app,
         agent: s.agent,
         session: fresh,
         keys: s.keys,
     };
-    let after = s2
-        .call(
-            "mcp__fixture__echo",
-            json!({"text": "four"}),
-            s2.echo("mcp__fixture__echo"),
-        )
-        .await;
+    let after = s2.call("mcp__fixture__echo", json!({"text": "four"})).await;
     assert_eq!(reason(&after), "ok", "{after}");
     assert_eq!(
         after["_meta"]["receipt"]["target"]["upstream_id"],
@@ -708,24 +524,16 @@ async fn a_re_registered_upstream_is_target_drift_not_a_silent_retarget() {
 impl Setup {
     /// A new session of the agent (a fresh grant under the catalog and policy as they are now).
     async fn relist(self) -> Self {
-        let session: Value = self.app.post_empty(&self.agent, "/sessions").await;
+        let session: Value = self.app.post("/sessions").as_(&self.agent).await.json();
         Self { session, ..self }
     }
+}
 
-    async fn admin_json(
-        &self,
-        admin: &str,
-        method: reqwest::Method,
-        path: &str,
-        body: Value,
-    ) -> Value {
-        let (status, answer) = self
-            .app
-            .rest(method, admin, path, (!body.is_null()).then_some(&body))
-            .await;
-        assert!(status.is_success(), "{path}: {status} {answer}");
-        answer
-    }
+/// `call` (an admin's), which must succeed: its JSON answer.
+async fn succeeded(call: Call) -> Value {
+    let reply = call.await;
+    assert!(reply.status().is_success(), "{reply}");
+    reply.json_or_null()
 }
 
 /// Issue 4, drift: "when an upstream tool's definition changes after a manifest was granted,
@@ -737,18 +545,18 @@ impl Setup {
 async fn an_upstream_that_changes_a_tool_is_drift_until_the_next_list() {
     let s = setup().await;
     let admin = s.app.token("default", "ops5", &[scope::ADMIN]).await;
-    s.admin_json(
-        &admin,
-        reqwest::Method::PUT,
-        "/catalog/drift",
-        json!({"description": "accept"}),
+    succeeded(
+        s.app
+            .put("/catalog/drift")
+            .as_(&admin)
+            .json(json!({"description": "accept"})),
     )
     .await;
-    s.admin_json(
-        &admin,
-        reqwest::Method::PUT,
-        "/tools/mcp__fixture__mutate",
-        json!({"risk": ["read"]}),
+    succeeded(
+        s.app
+            .put("/tools/mcp__fixture__mutate")
+            .as_(&admin)
+            .json(json!({"risk": ["read"]})),
     )
     .await;
     let s = s.relist().await;
@@ -757,27 +565,17 @@ async fn an_upstream_that_changes_a_tool_is_drift_until_the_next_list() {
         .call(
             "mcp__fixture__mutate",
             json!({"description": "Returns its text, louder.", "notify": false}),
-            s.echo("mcp__fixture__mutate"),
         )
         .await;
     assert_eq!(reason(&changed), "ok", "{changed}");
-    let upstreams = s
-        .admin_json(&admin, reqwest::Method::GET, "/upstreams", Value::Null)
-        .await;
+    let upstreams = succeeded(s.app.get("/upstreams").as_(&admin)).await;
     let id = upstreams["upstreams"][0]["id"].as_str().unwrap().to_owned();
-    let report = s
-        .admin_json(
-            &admin,
-            reqwest::Method::POST,
-            &format!("/upstreams/{id}:sync"),
-            Value::Null,
-        )
-        .await;
+    let report = succeeded(s.app.post(format!("/upstreams/{id}:sync")).as_(&admin)).await;
     assert_eq!(report["changed"], json!(["mcp__fixture__echo"]), "{report}");
     assert_eq!(report["held"], json!([]), "{report}");
 
     let drifted = s
-        .call("mcp__fixture__echo", json!({"text": "x"}), old_echo.clone())
+        .call_with("mcp__fixture__echo", json!({"text": "x"}), old_echo.clone())
         .await;
     assert_eq!(reason(&drifted), "manifest_drift", "{drifted}");
     assert!(
@@ -800,7 +598,7 @@ async fn an_upstream_that_changes_a_tool_is_drift_until_the_next_list() {
         old_echo["expected_schema_hash"]
     );
     let ran = s
-        .call("mcp__fixture__echo", json!({"text": "x"}), new_echo)
+        .call_with("mcp__fixture__echo", json!({"text": "x"}), new_echo)
         .await;
     assert_eq!(reason(&ran), "ok", "{ran}");
     assert_eq!(ran["content"][0]["text"], "x");
@@ -813,19 +611,18 @@ async fn two_upstreams_with_the_same_raw_tool_name_stay_apart() {
     let admin = s.app.token("default", "ops6", &[scope::ADMIN]).await;
     let mut command = crate::helpers::fixture_command();
     command.push("--second".into());
-    let second = s
-        .admin_json(
-            &admin,
-            reqwest::Method::POST,
-            "/upstreams",
-            json!({"name": "fixture-two", "transport": "stdio", "command": command}),
-        )
-        .await;
-    s.admin_json(
-        &admin,
-        reqwest::Method::PUT,
-        "/tools/mcp__fixture-two__echo",
-        json!({"risk": ["read"]}),
+    let second = succeeded(
+        s.app
+            .post("/upstreams")
+            .as_(&admin)
+            .json(json!({"name": "fixture-two", "transport": "stdio", "command": command})),
+    )
+    .await;
+    succeeded(
+        s.app
+            .put("/tools/mcp__fixture-two__echo")
+            .as_(&admin)
+            .json(json!({"risk": ["read"]})),
     )
     .await;
     let s = s.relist().await;
@@ -839,18 +636,10 @@ async fn two_upstreams_with_the_same_raw_tool_name_stay_apart() {
     assert_eq!(names, vec!["mcp__fixture-two__echo", "mcp__fixture__echo"]);
 
     let one = s
-        .call(
-            "mcp__fixture__echo",
-            json!({"text": "to one"}),
-            s.echo("mcp__fixture__echo"),
-        )
+        .call("mcp__fixture__echo", json!({"text": "to one"}))
         .await;
     let two = s
-        .call(
-            "mcp__fixture-two__echo",
-            json!({"text": "to two"}),
-            s.echo("mcp__fixture-two__echo"),
-        )
+        .call("mcp__fixture-two__echo", json!({"text": "to two"}))
         .await;
     assert_eq!((reason(&one), reason(&two)), ("ok", "ok"));
     assert_eq!(
@@ -863,27 +652,17 @@ async fn two_upstreams_with_the_same_raw_tool_name_stay_apart() {
     );
 
     // Changing one upstream's echo is drift for that tool only.
-    s.admin_json(
-        &admin,
-        reqwest::Method::PUT,
-        "/tools/mcp__fixture-two__echo",
-        json!({"risk": ["read"], "version": "2"}),
+    succeeded(
+        s.app
+            .put("/tools/mcp__fixture-two__echo")
+            .as_(&admin)
+            .json(json!({"risk": ["read"], "version": "2"})),
     )
     .await;
     let one_again = s
-        .call(
-            "mcp__fixture__echo",
-            json!({"text": "still one"}),
-            s.echo("mcp__fixture__echo"),
-        )
+        .call("mcp__fixture__echo", json!({"text": "still one"}))
         .await;
-    let two_again = s
-        .call(
-            "mcp__fixture-two__echo",
-            json!({"text": "x"}),
-            s.echo("mcp__fixture-two__echo"),
-        )
-        .await;
+    let two_again = s.call("mcp__fixture-two__echo", json!({"text": "x"})).await;
     assert_eq!(reason(&one_again), "ok");
     assert_eq!(reason(&two_again), "manifest_drift");
 }
@@ -898,27 +677,17 @@ async fn receipts_verify_with_nodes_own_ed25519() {
         .call(
             "mcp__fixture__echo",
             json!({"text": "caf\u{e9} \u{1f600} \"q\"\n"}),
-            s.echo("mcp__fixture__echo"),
         )
         .await;
     let mut wrong = s.echo("mcp__fixture__echo");
     wrong["tool_version"] = json!("0");
     let denied = s
-        .call("mcp__fixture__echo", json!({"text": "x"}), wrong)
+        .call_with("mcp__fixture__echo", json!({"text": "x"}), wrong)
         .await;
     let mut forged = ok["_meta"]["receipt"].clone();
     forged["receipt_id"] = json!("rcp_forged");
     forged["decision"] = json!("deny");
-    let set: Value = s
-        .app
-        .client
-        .get(s.app.url("/.well-known/aperture/keys"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let set: Value = s.app.get_raw("/.well-known/aperture/keys").await.json();
     let input = json!({
         "keys": set["keys"],
         "receipts": [ok["_meta"]["receipt"], denied["_meta"]["receipt"], forged],
@@ -973,28 +742,22 @@ async fn receipts_verify_with_nodes_own_ed25519() {
 async fn an_upstream_that_announces_a_change_is_synced_at_once() {
     let s = setup().await;
     let admin = s.app.token("default", "ops7", &[scope::ADMIN]).await;
-    s.admin_json(
-        &admin,
-        reqwest::Method::PUT,
-        "/tools/mcp__fixture__mutate",
-        json!({"risk": ["read"]}),
+    succeeded(
+        s.app
+            .put("/tools/mcp__fixture__mutate")
+            .as_(&admin)
+            .json(json!({"risk": ["read"]})),
     )
     .await;
     let s = s.relist().await;
     let old_echo = s.echo("mcp__fixture__echo");
     let changed = s
-        .call(
-            "mcp__fixture__mutate",
-            json!({"description": "Announced."}),
-            s.echo("mcp__fixture__mutate"),
-        )
+        .call("mcp__fixture__mutate", json!({"description": "Announced."}))
         .await;
     assert_eq!(reason(&changed), "ok", "{changed}");
     let mut synced = false;
     for _ in 0..100 {
-        let tools = s
-            .admin_json(&admin, reqwest::Method::GET, "/tools", Value::Null)
-            .await;
+        let tools = succeeded(s.app.get("/tools").as_(&admin)).await;
         synced = tools["tools"]
             .as_array()
             .unwrap()
@@ -1007,7 +770,7 @@ async fn an_upstream_that_announces_a_change_is_synced_at_once() {
     }
     assert!(synced, "the catalog followed the upstream's announcement");
     let drifted = s
-        .call("mcp__fixture__echo", json!({"text": "x"}), old_echo)
+        .call_with("mcp__fixture__echo", json!({"text": "x"}), old_echo)
         .await;
     assert_eq!(reason(&drifted), "manifest_drift", "{drifted}");
     // The automatic re-sync is journaled, attributed to the upstream, naming what changed.
@@ -1052,29 +815,22 @@ async fn an_upstream_that_announces_a_change_is_synced_at_once() {
 async fn dry_run_only_runs_with_the_dry_run_argument_fixed_and_says_so() {
     let s = setup().await;
     let admin = s.app.token("default", "ops2", &[scope::ADMIN]).await;
-    let described = s
+    let reply = s
         .app
-        .client
-        .put(s.app.api("/tools/mcp__fixture__deploy"))
-        .bearer_auth(&admin)
-        .json(&json!({"risk": ["write"], "dry_run_argument": "dry_run"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(described.status(), StatusCode::OK);
+        .put("/tools/mcp__fixture__deploy")
+        .as_(&admin)
+        .json(json!({"risk": ["write"], "dry_run_argument": "dry_run"}))
+        .await;
+    reply.expect_status(StatusCode::OK);
     let policy = json!({"rules": [
         {"id": "deploys", "match": {"name": "mcp__fixture__deploy"}, "mode": "dry_run_only"},
         {"id": "reads", "match": {"risk_exactly": ["read"]}, "mode": "allow"}
     ]});
-    for (method, path) in [("PUT", "/policies/p"), ("POST", "/policies/p:activate")] {
-        let rb = match method {
-            "PUT" => s.app.client.put(s.app.api(path)).json(&policy),
-            _ => s.app.client.post(s.app.api(path)),
-        };
-        let response = rb.bearer_auth(&admin).send().await.unwrap();
-        assert_eq!(response.status(), StatusCode::OK, "{path}");
-    }
-    let session: Value = s.app.post_empty(&s.agent, "/sessions").await;
+    let put = s.app.put("/policies/p").as_(&admin).json(&policy).await;
+    put.expect_status(StatusCode::OK);
+    let activated = s.app.post("/policies/p:activate").as_(&admin).await;
+    activated.expect_status(StatusCode::OK);
+    let session: Value = s.app.post("/sessions").as_(&s.agent).await.json();
     let s = Setup { session, ..s };
     let deploy = s.session["tools"]
         .as_array()
@@ -1091,11 +847,7 @@ async fn dry_run_only_runs_with_the_dry_run_argument_fixed_and_says_so() {
     let before = s.upstream_calls().await;
 
     let result = s
-        .call(
-            "mcp__fixture__deploy",
-            json!({"service": "api"}),
-            s.echo("mcp__fixture__deploy"),
-        )
+        .call("mcp__fixture__deploy", json!({"service": "api"}))
         .await;
     assert_eq!(result["isError"], false, "{result}");
     assert_eq!(
@@ -1113,7 +865,6 @@ async fn dry_run_only_runs_with_the_dry_run_argument_fixed_and_says_so() {
         .call(
             "mcp__fixture__deploy",
             json!({"service": "api", "dry_run": false}),
-            s.echo("mcp__fixture__deploy"),
         )
         .await;
     assert_eq!(refused["isError"], true, "{refused}");
@@ -1123,10 +874,12 @@ async fn dry_run_only_runs_with_the_dry_run_argument_fixed_and_says_so() {
 
     // Both receipts of the call are dry runs in the journal.
     let reader = s.app.token("default", "auditor", &[scope::READ]).await;
-    let receipts: Value = s
+    let receipts = s
         .app
-        .get_json(&reader, "/receipts?tool=mcp__fixture__deploy")
+        .get("/receipts?tool=mcp__fixture__deploy")
+        .as_(&reader)
         .await;
+    let receipts = receipts.json();
     let decisions: Vec<(&str, &str)> = receipts["receipts"]
         .as_array()
         .unwrap()
@@ -1161,47 +914,25 @@ async fn session_under(app: &TestApp, admin: &str, agent: &str, id: &str, rule: 
                                                 "destinations": ["llm", "mcp", "transcript"]}}}),
     )
     .await;
-    app.post_empty(agent, "/sessions").await
+    app.post("/sessions").as_(agent).await.json()
 }
 
-/// The echo of `tool` in `session` (a list result), for a call's `_meta`.
-fn echo_of(session: &Value, tool: &str) -> Value {
-    let t = session["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["name"] == tool)
-        .unwrap_or_else(|| panic!("{tool} listed: {session}"));
-    let m = &session["_meta"];
-    json!({
-        "session_id": m["session_id"], "manifest_id": m["manifest_id"], "lease_id": m["lease_id"],
-        "tool_version": t["_meta"]["toolVersion"], "expected_schema_hash": t["_meta"]["schemaHash"]
-    })
-}
-
-/// `tools/call` over `/mcp`: the result.
-async fn mcp_call(app: &TestApp, token: &str, tool: &str, arguments: Value, meta: Value) -> Value {
-    let answer = app
-        .mcp(
-            token,
-            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-                   "params": {"name": tool, "arguments": arguments, "_meta": meta}}),
-        )
-        .await;
-    answer["result"].clone()
+/// `tools/call` of `tool` over `/mcp` as `token`, with `session`'s grant: the result.
+async fn mcp_call(
+    app: &TestApp,
+    token: &str,
+    session: &Value,
+    tool: &str,
+    arguments: Value,
+) -> Value {
+    let params = json!({"name": tool, "arguments": arguments, "_meta": echo_of(session, tool)});
+    app.mcp(token, rpc(1, "tools/call", params)).await["result"].clone()
 }
 
 /// The calls the fixture upstream has received (its own count, read through `session`'s
 /// `stats`).
 async fn upstream_count(app: &TestApp, token: &str, session: &Value) -> u64 {
-    let stats = mcp_call(
-        app,
-        token,
-        "mcp__fixture__stats",
-        json!({}),
-        echo_of(session, "mcp__fixture__stats"),
-    )
-    .await;
+    let stats = mcp_call(app, token, session, "mcp__fixture__stats", json!({})).await;
     stats["structuredContent"]["calls"]
         .as_u64()
         .unwrap_or_else(|| panic!("{stats}"))
@@ -1235,14 +966,7 @@ async fn execution_receipts_snapshot_arguments_mode_limits_and_redaction() {
             "max_duration_millis": 5000, "max_result_bytes": 4000}}),
     )
     .await;
-    let result = mcp_call(
-        &app,
-        &agent,
-        DEPLOY,
-        json!({"dry_run": false}),
-        echo_of(&session, DEPLOY),
-    )
-    .await;
+    let result = mcp_call(&app, &agent, &session, DEPLOY, json!({"dry_run": false})).await;
     assert_eq!(result["isError"], false, "{result}");
     let effective =
         json!({"service": "billing", "connection_mode": "read_replica", "dry_run": false});
@@ -1276,7 +1000,7 @@ async fn execution_receipts_snapshot_arguments_mode_limits_and_redaction() {
     assert!(receipt["target"]["upstream_id"].is_string(), "{receipt}");
     let reader = app.token("default", "auditor", &[scope::READ]).await;
     let id = receipt["receipt_id"].as_str().unwrap();
-    let stored: Value = app.get_json(&reader, &format!("/receipts/{id}")).await;
+    let stored: Value = app.get(format!("/receipts/{id}")).as_(&reader).await.json();
     assert_eq!(
         stored["disclosures"]["effective_arguments"], effective,
         "{stored}"
@@ -1306,7 +1030,7 @@ async fn invocation_policies_shape_what_the_upstream_receives() {
                                               "connection_mode": "read_replica"}}),
     )
     .await;
-    let ran = mcp_call(&app, &agent, DEPLOY, json!({}), echo_of(&fixed, DEPLOY)).await;
+    let ran = mcp_call(&app, &agent, &fixed, DEPLOY, json!({})).await;
     assert_eq!(
         ran["structuredContent"]["received"],
         json!({"service": "billing", "connection_mode": "read_replica"}),
@@ -1319,14 +1043,7 @@ async fn invocation_policies_shape_what_the_upstream_receives() {
         json!({"service": "payroll"}),
         json!({"connection_mode": "primary"}),
     ] {
-        let refused = mcp_call(
-            &app,
-            &agent,
-            DEPLOY,
-            arguments.clone(),
-            echo_of(&fixed, DEPLOY),
-        )
-        .await;
+        let refused = mcp_call(&app, &agent, &fixed, DEPLOY, arguments.clone()).await;
         assert_eq!(
             refused["_meta"]["receipt"]["reason"], "arguments_invalid",
             "{arguments}: {refused}"
@@ -1347,9 +1064,9 @@ async fn invocation_policies_shape_what_the_upstream_receives() {
     let refused = mcp_call(
         &app,
         &agent,
+        &allowed,
         DEPLOY,
         json!({"service": "payroll"}),
-        echo_of(&allowed, DEPLOY),
     )
     .await;
     assert_eq!(
@@ -1357,14 +1074,7 @@ async fn invocation_policies_shape_what_the_upstream_receives() {
         "{refused}"
     );
     assert_eq!(upstream_count(&app, &agent, &allowed).await, before + 1);
-    let ran = mcp_call(
-        &app,
-        &agent,
-        DEPLOY,
-        json!({"service": "api"}),
-        echo_of(&allowed, DEPLOY),
-    )
-    .await;
+    let ran = mcp_call(&app, &agent, &allowed, DEPLOY, json!({"service": "api"})).await;
     assert_eq!(
         ran["structuredContent"]["received"],
         json!({"service": "api"}),
@@ -1381,14 +1091,7 @@ async fn dry_run_only_without_a_dry_run_argument_runs_nothing() {
     let (admin, agent) = deploy_fixture(&app).await;
     let session = session_under(&app, &admin, &agent, "dry", json!({"mode": "dry_run_only"})).await;
     let before = upstream_count(&app, &agent, &session).await;
-    let result = mcp_call(
-        &app,
-        &agent,
-        DEPLOY,
-        json!({"service": "web"}),
-        echo_of(&session, DEPLOY),
-    )
-    .await;
+    let result = mcp_call(&app, &agent, &session, DEPLOY, json!({"service": "web"})).await;
     assert_eq!(result["isError"], false, "{result}");
     assert_eq!(result["_meta"]["dry_run"], true, "{result}");
     let receipt = &result["_meta"]["receipt"];
@@ -1396,7 +1099,7 @@ async fn dry_run_only_without_a_dry_run_argument_runs_nothing() {
     assert_eq!(receipt["mode"], "dry_run_only");
     assert!(result.get("structuredContent").is_none(), "{result}");
     // Arguments are still checked.
-    let refused = mcp_call(&app, &agent, DEPLOY, json!({}), echo_of(&session, DEPLOY)).await;
+    let refused = mcp_call(&app, &agent, &session, DEPLOY, json!({})).await;
     assert_eq!(refused["_meta"]["receipt"]["reason"], "arguments_invalid");
     assert_eq!(
         upstream_count(&app, &agent, &session).await,

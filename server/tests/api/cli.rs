@@ -6,7 +6,7 @@ use std::process::{Command, Output, Stdio};
 use aperture::store::Store;
 use reqwest::StatusCode;
 
-use crate::helpers::{Db, TestDb};
+use crate::helpers::{Db, Requests, TestDb};
 
 pub(crate) fn aperture(db: &TestDb, args: &[&str], stdin: Option<&str>) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_aperture"))
@@ -729,7 +729,6 @@ async fn boolean_settings_and_old_names_take_the_operator_s_spellings() {
     assert!(aperture(&db, &["migrate"], None).status.success());
     let admin = crate::crash::token(&db, "ops", scope::ADMIN);
     let writer = crate::crash::token(&db, "author", scope::WRITE);
-    let client = reqwest::Client::new();
     let stdio = json!({"name": "fixture", "transport": "stdio",
                        "command": crate::helpers::fixture_command()});
     for (value, allowed, secure) in [
@@ -739,7 +738,7 @@ async fn boolean_settings_and_old_names_take_the_operator_s_spellings() {
         ("off", false, "off"),
         ("true", true, "no"),
     ] {
-        let (mut server, url) = crate::crash::serve_with(
+        let (mut server, node) = crate::crash::serve_with(
             &db,
             &[
                 ("APERTURE_ALLOW_STDIO_UPSTREAMS", value),
@@ -749,44 +748,25 @@ async fn boolean_settings_and_old_names_take_the_operator_s_spellings() {
             ],
         )
         .await;
-        let api = format!("{url}{}", aperture::api::PREFIX);
-        let registered = client
-            .post(format!("{api}/upstreams"))
-            .bearer_auth(&admin)
-            .json(&stdio)
-            .send()
-            .await
-            .unwrap();
+        let registered = node.post("/upstreams").as_(&admin).json(&stdio).await;
         let status = registered.status();
         if allowed {
             assert!(status.is_success(), "{value}: {status}");
-            let id = registered.json::<serde_json::Value>().await.unwrap()["upstream"]["id"]
+            let id = registered.json()["upstream"]["id"]
                 .as_str()
                 .unwrap()
                 .to_owned();
-            let deleted = client
-                .delete(format!("{api}/upstreams/{id}"))
-                .bearer_auth(&admin)
-                .send()
-                .await
-                .unwrap();
+            let deleted = node.delete(format!("/upstreams/{id}")).as_(&admin).await;
             assert!(deleted.status().is_success(), "{}", deleted.status());
         } else {
-            assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{value}");
+            registered.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
         }
         // `postgres` is the database limiter: a rate bucket is accepted; `descriptor` the
         // catalog's prices: a cost ceiling is.
-        let policy = client
-            .put(format!("{api}/policies/limits"))
-            .bearer_auth(&writer)
-            .json(
-                &json!({"rules": [{"id": "a", "mode": "allow", "invocation": {
-                    "rate_bucket": {"name": "b", "per_minute": 10}, "max_cost_cents": 5}}]}),
-            )
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(policy.status(), StatusCode::OK, "{value}");
+        let limits = json!({"rules": [{"id": "a", "mode": "allow", "invocation": {
+            "rate_bucket": {"name": "b", "per_minute": 10}, "max_cost_cents": 5}}]});
+        let policy = node.put("/policies/limits").as_(&writer).json(limits).await;
+        policy.expect_status(StatusCode::OK);
         server.kill().unwrap();
         let _ = server.wait();
     }

@@ -18,11 +18,11 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use engine::scope;
-use reqwest::{Client, StatusCode};
+use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::background::{background_fork, get, hang, post, sent_with, started};
-use crate::helpers::{SseReader, fixture_command};
+use crate::background::{agent_view, background_fork, hang, new_agent, sent_with, started, turn};
+use crate::helpers::{Remote, Requests, SseReader, echo_of, fixture_command};
 use crate::model_fixture::{ScriptedModel, Step};
 
 const ADMIN_PASSWORD: &str = "a-long-enough-password";
@@ -176,32 +176,10 @@ fn free_ports(n: u16) -> u16 {
     panic!("no {n} consecutive free ports");
 }
 
-fn api(base: &str) -> String {
-    format!("{base}{}", aperture::api::PREFIX)
-}
-
-/// A session of `agent` opened on `node`: the echo of its grant for `tool` and the session's
-/// calls path (relative to the API prefix).
-async fn session(client: &Client, node: &str, agent: &str) -> Value {
-    let (status, session) =
-        post(client, &format!("{}/sessions", api(node)), agent, json!({})).await;
-    assert_eq!(status, StatusCode::CREATED, "{session}");
-    session
-}
-
-fn echo_of(session: &Value, tool: &str) -> Value {
-    let listed = session["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["name"] == tool)
-        .unwrap_or_else(|| panic!("{tool} is not listed: {session}"));
-    let m = &session["_meta"];
-    json!({
-        "session_id": m["session_id"], "manifest_id": m["manifest_id"], "lease_id": m["lease_id"],
-        "tool_version": listed["_meta"]["toolVersion"],
-        "expected_schema_hash": listed["_meta"]["schemaHash"]
-    })
+/// A session of `agent` opened on `node`: its listing and grant.
+async fn session(node: &Remote, agent: &str) -> Value {
+    let session = node.post("/sessions").as_(agent).json(json!({})).await;
+    session.expect_created()
 }
 
 fn calls_path(session: &Value) -> String {
@@ -212,43 +190,34 @@ fn calls_path(session: &Value) -> String {
 }
 
 /// One call of `tool` with `arguments` on `node`: the HTTP status and the tool result.
-async fn call(
-    client: &Client,
-    node: &str,
-    agent: &str,
-    session: &Value,
-    tool: &str,
-    arguments: Value,
-) -> Value {
-    let (status, result) = post(
-        client,
-        &format!("{}{}", api(node), calls_path(session)),
-        agent,
-        json!({"name": tool, "arguments": arguments, "_meta": echo_of(session, tool)}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{result}");
-    result
+async fn call(node: &Remote, agent: &str, session: &Value, tool: &str, arguments: Value) -> Value {
+    let body = json!({"name": tool, "arguments": arguments, "_meta": echo_of(session, tool)});
+    let call = node.post(calls_path(session)).as_(agent).json(body);
+    call.await.expect_ok()
+}
+
+/// `GET /invocations/{id}` on `node` as `token`, which must answer 200.
+async fn invocation(node: &Remote, token: &str, id: &str) -> Value {
+    let reply = node.get(format!("/invocations/{id}")).as_(token).await;
+    reply.expect_ok()
 }
 
 /// Approves invocation `id` on `node` as `approver`, with the hashes `GET` shows there.
-async fn approve(client: &Client, node: &str, approver: &str, id: &str) {
-    let view = get(client, &format!("{}/invocations/{id}", api(node)), approver).await;
-    let (status, body) = post(
-        client,
-        &format!("{}/invocations/{id}:approve", api(node)),
-        approver,
-        json!({"args_hash": view["args_hash"], "definition_hash": view["definition_hash"]}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{body}");
+async fn approve(node: &Remote, approver: &str, id: &str) {
+    let view = invocation(node, approver, id).await;
+    let hashes =
+        json!({"args_hash": view["args_hash"], "definition_hash": view["definition_hash"]});
+    let approve = node
+        .post(format!("/invocations/{id}:approve"))
+        .as_(approver);
+    approve.json(hashes).await.expect_status(StatusCode::OK);
 }
 
 /// Waits until invocation `id` has a final status (read on `node`); its view.
-async fn finished(client: &Client, node: &str, token: &str, id: &str) -> Value {
+async fn finished(node: &Remote, token: &str, id: &str) -> Value {
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let view = get(client, &format!("{}/invocations/{id}", api(node)), token).await;
+        let view = invocation(node, token, id).await;
         if view["status"] == "completed" {
             return view;
         }
@@ -268,16 +237,8 @@ fn runs(log: &std::path::Path, tool: &str, arguments: &Value) -> usize {
 }
 
 /// `aperture_calls_total` of `decision="allow", reason="ok"` on one node's `/metrics`.
-async fn allowed_calls_on(client: &Client, node: &str) -> f64 {
-    let body = client
-        .get(format!("{node}/metrics"))
-        .bearer_auth(METRICS_TOKEN)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+async fn allowed_calls_on(node: &Remote) -> f64 {
+    let body = node.get_raw("/metrics").as_(METRICS_TOKEN).await.text();
     body.lines()
         .filter(|l| {
             l.starts_with("aperture_calls_total{")
@@ -318,9 +279,11 @@ async fn two_nodes_share_everything_and_survive_losing_one() {
             ("APERTURE_MODEL", "scripted-1"),
         ],
     );
-    let (a, b) = (cluster.nodes[0].0.clone(), cluster.nodes[1].0.clone());
-    let balancer = cluster.balancer.clone();
-    let client = Client::new();
+    let (a, b) = (
+        Remote::new(&cluster.nodes[0].0),
+        Remote::new(&cluster.nodes[1].0),
+    );
+    let balancer = Remote::new(&cluster.balancer);
     let admin = cluster.token("ops", scope::ADMIN);
     let agent = cluster.token("agent", scope::RUN);
     let approver = cluster.token("alice", scope::APPROVE);
@@ -331,23 +294,13 @@ async fn two_nodes_share_everything_and_survive_losing_one() {
     let log = cluster.dir.path().join("upstream-calls.log");
     let mut command = fixture_command();
     command.extend(["--call-log".to_owned(), log.display().to_string()]);
-    let (status, body) = post(
-        &client,
-        &format!("{}/upstreams", api(&balancer)),
-        &admin,
-        json!({"name": "fixture", "transport": "stdio", "command": command}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
+    let fixture = json!({"name": "fixture", "transport": "stdio", "command": command});
+    let registered = balancer.post("/upstreams").as_(&admin).json(fixture).await;
+    registered.expect_status(StatusCode::CREATED);
     for (tool, risk) in [(ECHO, "read"), (ADD, "read"), (SLOW, "write")] {
-        let described = client
-            .put(format!("{}/tools/{tool}", api(&balancer)))
-            .bearer_auth(&admin)
-            .json(&json!({"risk": [risk]}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(described.status(), StatusCode::OK, "{tool}");
+        let described = balancer.put(format!("/tools/{tool}")).as_(&admin);
+        let described = described.json(json!({"risk": [risk]})).await;
+        described.expect_status(StatusCode::OK);
     }
     let policy = json!({"rules": [
         {"id": "approve-slow", "match": {"name": SLOW}, "mode": "approval_required",
@@ -356,69 +309,29 @@ async fn two_nodes_share_everything_and_survive_losing_one() {
          "invocation": {"rate_bucket": {"name": "add", "per_minute": PER_MINUTE}}},
         {"id": "reads", "match": {"risk_exactly": ["read"]}, "mode": "allow"}
     ]});
-    let put = client
-        .put(format!("{}/policies/p", api(&a)))
-        .bearer_auth(&admin)
-        .json(&policy)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(put.status(), StatusCode::OK);
+    let put = a.put("/policies/p").as_(&admin).json(policy).await;
+    put.expect_status(StatusCode::OK);
     // Written on A, activated on B.
-    let activated = client
-        .post(format!("{}/policies/p:activate", api(&b)))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(activated.status(), StatusCode::OK);
+    let activated = b.post("/policies/p:activate").as_(&admin).await;
+    activated.expect_status(StatusCode::OK);
 
     // A session listed on A is called on B, and the other way round.
-    let on_a = session(&client, &a, &agent).await;
-    let called = call(
-        &client,
-        &b,
-        &agent,
-        &on_a,
-        ECHO,
-        json!({"text": "listed on A"}),
-    )
-    .await;
+    let on_a = session(&a, &agent).await;
+    let called = call(&b, &agent, &on_a, ECHO, json!({"text": "listed on A"})).await;
     assert_eq!(called["_meta"]["receipt"]["reason"], "ok", "{called}");
-    let on_b = session(&client, &b, &agent).await;
-    let called = call(
-        &client,
-        &a,
-        &agent,
-        &on_b,
-        ECHO,
-        json!({"text": "listed on B"}),
-    )
-    .await;
+    let on_b = session(&b, &agent).await;
+    let called = call(&a, &agent, &on_b, ECHO, json!({"text": "listed on B"})).await;
     assert_eq!(called["_meta"]["receipt"]["reason"], "ok", "{called}");
 
     // Calls through the balancer reach both nodes (each counts the calls it decided).
-    let before = (
-        allowed_calls_on(&client, &a).await,
-        allowed_calls_on(&client, &b).await,
-    );
-    let shared = session(&client, &balancer, &agent).await;
+    let before = (allowed_calls_on(&a).await, allowed_calls_on(&b).await);
+    let shared = session(&balancer, &agent).await;
     for n in 0..20 {
-        let r = call(
-            &client,
-            &balancer,
-            &agent,
-            &shared,
-            ECHO,
-            json!({"text": format!("spread {n}")}),
-        )
-        .await;
+        let spread = json!({"text": format!("spread {n}")});
+        let r = call(&balancer, &agent, &shared, ECHO, spread).await;
         assert_eq!(r["_meta"]["receipt"]["reason"], "ok", "{r}");
     }
-    let after = (
-        allowed_calls_on(&client, &a).await,
-        allowed_calls_on(&client, &b).await,
-    );
+    let after = (allowed_calls_on(&a).await, allowed_calls_on(&b).await);
     assert!(
         after.0 > before.0 && after.1 > before.1,
         "both nodes took calls: {before:?} → {after:?}"
@@ -427,15 +340,10 @@ async fn two_nodes_share_everything_and_survive_losing_one() {
 
     // Parked on A, heard of at once by an approver connected to B (NOTIFY), approved on B: it
     // runs once.
-    let mut queue_on_b = SseReader::open(
-        &client,
-        &format!("{}/invocations/events", api(&b)),
-        &approver,
-    )
-    .await;
+    let mut queue_on_b = SseReader::open(b.get("/invocations/events").as_(&approver)).await;
     let mut approved_ids = Vec::new();
     for n in 0..3u64 {
-        let parked = call(&client, &a, &agent, &on_a, SLOW, json!({"millis": 100 + n})).await;
+        let parked = call(&a, &agent, &on_a, SLOW, json!({"millis": 100 + n})).await;
         assert_eq!(parked["_meta"]["status"], "input_required", "{parked}");
         let id = parked["_meta"]["invocation_id"]
             .as_str()
@@ -445,11 +353,11 @@ async fn two_nodes_share_everything_and_survive_losing_one() {
             .expect("invocation.parked", &id, Duration::from_secs(5))
             .await;
         assert_eq!(heard["tool"], SLOW);
-        approve(&client, &b, &approver, &id).await;
+        approve(&b, &approver, &id).await;
         approved_ids.push((id, json!({"millis": 100 + n})));
     }
     for (id, arguments) in &approved_ids {
-        let view = finished(&client, &a, &approver, id).await;
+        let view = finished(&a, &approver, id).await;
         assert_eq!(view["result"]["_meta"]["receipt"]["reason"], "ok", "{view}");
         assert_eq!(runs(&log, "slow", arguments), 1, "{id} ran once");
     }
@@ -466,7 +374,7 @@ async fn two_nodes_share_everything_and_survive_losing_one() {
     let mut outcomes = Vec::new();
     for n in 0..(2 * PER_MINUTE) {
         let (node, s) = if n % 2 == 0 { (&a, &on_a) } else { (&b, &on_a) };
-        let r = call(&client, node, &agent, s, ADD, json!({"a": 1000, "b": n})).await;
+        let r = call(node, &agent, s, ADD, json!({"a": 1000, "b": n})).await;
         outcomes.push(r["_meta"]["receipt"]["reason"].as_str().unwrap().to_owned());
     }
     assert_eq!(
@@ -487,55 +395,34 @@ async fn two_nodes_share_everything_and_survive_losing_one() {
     assert_eq!(added, PER_MINUTE, "the refused calls never ran");
 
     // A token revoked on A is refused at its next call on B.
-    let (status, created) = post(
-        &client,
-        &format!("{}/tokens", api(&a)),
-        &admin,
-        json!({"actor_id": "temp", "scopes": [scope::RUN]}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let temp = json!({"actor_id": "temp", "scopes": [scope::RUN]});
+    let created = a.post("/tokens").as_(&admin).json(temp).await;
+    let created = created.expect_created();
     let temp = created["secret"].as_str().unwrap().to_owned();
-    let temp_session = session(&client, &b, &temp).await;
-    let revoked = client
-        .delete(format!(
-            "{}/tokens/{}",
-            api(&a),
-            created["token"]["id"].as_str().unwrap()
-        ))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap();
+    let temp_session = session(&b, &temp).await;
+    let temp_id = created["token"]["id"].as_str().unwrap();
+    let revoked = a.delete(format!("/tokens/{temp_id}")).as_(&admin).await;
     assert!(revoked.status().is_success(), "{}", revoked.status());
-    let refused = client
-        .post(format!("{}{}", api(&b), calls_path(&temp_session)))
-        .bearer_auth(&temp)
-        .json(&json!({"name": ECHO, "arguments": {"text": "after revocation"}, "_meta": echo_of(&temp_session, ECHO)}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(refused.status(), StatusCode::UNAUTHORIZED);
+    let after = json!({"name": ECHO, "arguments": {"text": "after revocation"}, "_meta": echo_of(&temp_session, ECHO)});
+    let refused = b
+        .post(calls_path(&temp_session))
+        .as_(&temp)
+        .json(after)
+        .await;
+    refused.expect_status(StatusCode::UNAUTHORIZED);
 
     // Node A now runs: a background hosted agent (waiting for its model), approved invocations
     // (released on A, whose worker is woken), and one call stays parked.
-    let (_, created) = post(&client, &format!("{}/agents", api(&a)), &bot, json!({})).await;
+    let created = new_agent(&a, &bot).await.json();
     let parent = created["agent_id"].as_str().unwrap().to_owned();
-    let (status, turned) = post(
-        &client,
-        &format!("{}/agents/{parent}/turns", api(&a)),
-        &bot,
-        json!({"message": "Start the fork."}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{turned}");
+    let turned = turn(&a, &bot, &parent, "Start the fork.").await.expect_ok();
     let fork = started(&turned).remove(0);
     let deadline = Instant::now() + Duration::from_secs(20);
     while sent_with(&model, "TASK-TAKEOVER").is_empty() {
         assert!(Instant::now() < deadline, "the fork never asked its model");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    let parked = call(&client, &a, &agent, &on_a, SLOW, json!({"millis": 1})).await;
+    let parked = call(&a, &agent, &on_a, SLOW, json!({"millis": 1})).await;
     let still_parked = parked["_meta"]["invocation_id"]
         .as_str()
         .unwrap()
@@ -543,12 +430,12 @@ async fn two_nodes_share_everything_and_survive_losing_one() {
     let mut in_flight = Vec::new();
     for n in 0..4u64 {
         let arguments = json!({"millis": 400 + n});
-        let parked = call(&client, &a, &agent, &on_a, SLOW, arguments.clone()).await;
+        let parked = call(&a, &agent, &on_a, SLOW, arguments.clone()).await;
         let id = parked["_meta"]["invocation_id"]
             .as_str()
             .unwrap()
             .to_owned();
-        approve(&client, &a, &approver, &id).await;
+        approve(&a, &approver, &id).await;
         in_flight.push((id, arguments));
     }
 
@@ -556,9 +443,9 @@ async fn two_nodes_share_everything_and_survive_losing_one() {
     let answered = Arc::new(AtomicUsize::new(0));
     let mut clients = tokio::task::JoinSet::new();
     for c in 0..16 {
-        let (client, url, agent, echo, answered) = (
-            client.clone(),
-            format!("{}{}", api(&balancer), calls_path(&shared)),
+        let (balancer, calls, agent, echo, answered) = (
+            balancer.clone(),
+            calls_path(&shared),
             agent.clone(),
             echo_of(&shared, ECHO),
             answered.clone(),
@@ -567,9 +454,9 @@ async fn two_nodes_share_everything_and_survive_losing_one() {
             let (mut received, mut failed) = (Vec::new(), 0);
             for n in 0..40 {
                 let body = json!({"name": ECHO, "arguments": {"text": format!("burst {c}-{n}")}, "_meta": echo});
-                let response = client.post(&url).bearer_auth(&agent).json(&body).send().await;
+                let response = balancer.post(&calls).as_(&agent).json(body).try_send().await;
                 let result = match response {
-                    Ok(r) if r.status() == StatusCode::OK => r.json::<Value>().await.ok(),
+                    Ok(r) if r.status() == StatusCode::OK => serde_json::from_str::<Value>(&r.text()).ok(),
                     _ => None,
                 };
                 match result {
@@ -609,19 +496,14 @@ async fn two_nodes_share_everything_and_survive_losing_one() {
     );
 
     // Every receipt a client received is in the journal, as signed.
-    crate::crash::assert_in_journal(&client, &api(&b), &admin, &received).await;
+    crate::crash::assert_in_journal(&b, &admin, &received).await;
 
     // The parked call survived; B finishes what A's worker had not; none ran twice and each
     // outcome agrees with what reached the upstream.
-    let view = get(
-        &client,
-        &format!("{}/invocations/{still_parked}", api(&b)),
-        &approver,
-    )
-    .await;
+    let view = invocation(&b, &approver, &still_parked).await;
     assert_eq!(view["status"], "input_required", "{view}");
     for (id, arguments) in &in_flight {
-        let view = finished(&client, &b, &approver, id).await;
+        let view = finished(&b, &approver, id).await;
         let reason = view["result"]["_meta"]["receipt"]["reason"]
             .as_str()
             .unwrap();
@@ -637,7 +519,7 @@ async fn two_nodes_share_everything_and_survive_losing_one() {
     // The fork A was running is taken over by B once A's heartbeat is stale.
     let deadline = Instant::now() + Duration::from_secs(60);
     let fork_view = loop {
-        let view = get(&client, &format!("{}/agents/{fork}", api(&b)), &bot).await;
+        let view = agent_view(&b, &bot, &fork).await;
         if view["agent"]["status"] == "idle" {
             break view;
         }

@@ -7,21 +7,15 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::TestApp;
+use crate::helpers::{Requests, TestApp};
 
 /// Issue 5: "an OpenAPI document served at `/api/v2/agent-tool-exposure/openapi.json` that
 /// matches the routes (a test checks it)".
 #[tokio::test]
 async fn the_openapi_document_lists_exactly_the_routes_and_their_connect_methods() {
     let app = TestApp::spawn().await;
-    let response = app
-        .client
-        .get(app.api("/openapi.json"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    let doc: Value = response.json().await.unwrap();
+    let response = app.get("/openapi.json").await.expect_status(StatusCode::OK);
+    let doc: Value = response.json();
     assert_eq!(doc["openapi"], "3.1.0");
     let mut documented = BTreeSet::new();
     let mut operations = BTreeSet::new();
@@ -66,13 +60,12 @@ async fn connect(
     method: &str,
     message: Value,
 ) -> (StatusCode, Value) {
-    let mut rb = app.client.post(app.url(&format!("{SERVICE}/{method}")));
+    let mut call = app.post_raw(format!("{SERVICE}/{method}")).json(message);
     if let Some(t) = token {
-        rb = rb.bearer_auth(t);
+        call = call.as_(t);
     }
-    let response = rb.json(&message).send().await.unwrap();
-    let status = response.status();
-    (status, response.json().await.unwrap_or(Value::Null))
+    let reply = call.await;
+    (reply.status(), reply.json_or_null())
 }
 
 #[tokio::test]
@@ -94,14 +87,8 @@ async fn connect_serves_the_same_service_with_the_same_errors() {
     assert_eq!(status, StatusCode::OK);
     assert!(listed.to_string().contains("\"bot\""), "{listed}");
     // The new token works over REST, as the same service.
-    let policies = app
-        .client
-        .get(app.api("/policies"))
-        .bearer_auth(&secret)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(policies.status(), StatusCode::OK);
+    let policies = app.get("/policies").as_(&secret).await;
+    policies.expect_status(StatusCode::OK);
 
     // The same errors as REST (scope, authentication, absence, invalid fields), in the Connect
     // protocol's shape (issue 24): `{"code", "message", "details"?}`, Connect's code names and
@@ -142,15 +129,8 @@ async fn connect_serves_the_same_service_with_the_same_errors() {
         "id"
     );
     // The REST mount keeps the contract's envelope for the same error.
-    let rest = app
-        .client
-        .get(app.api("/policies/nope"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(rest.status(), StatusCode::NOT_FOUND);
-    let rest: Value = rest.json().await.unwrap();
+    let rest = app.get("/policies/nope").as_(&admin).await;
+    let rest = rest.expect_status(StatusCode::NOT_FOUND).json();
     assert_eq!(rest["error"]["code"], "not_found");
 
     // Protocol errors: unknown method, not JSON, not an object, GET.
@@ -158,40 +138,31 @@ async fn connect_serves_the_same_service_with_the_same_errors() {
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(body["code"], "not_found");
     let response = app
-        .client
-        .post(app.url(&format!("{SERVICE}/ListTokens")))
-        .bearer_auth(&admin)
+        .post_raw(format!("{SERVICE}/ListTokens"))
+        .as_(&admin)
         .header("content-type", "text/plain")
         .body("{}")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
-    let body: Value = response.json().await.unwrap();
+        .await;
+    let response = response.expect_status(StatusCode::BAD_REQUEST);
+    let body: Value = response.json();
     assert_eq!(body["code"], "invalid_argument");
     for bad in ["{", "[1]"] {
         let response = app
-            .client
-            .post(app.url(&format!("{SERVICE}/ListTokens")))
-            .bearer_auth(&admin)
+            .post_raw(format!("{SERVICE}/ListTokens"))
+            .as_(&admin)
             .header("content-type", "application/json")
             .body(bad)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{bad}");
-        let body: Value = response.json().await.unwrap();
+            .await;
+        let response = response.expect_status(StatusCode::BAD_REQUEST);
+        let body: Value = response.json();
         assert_eq!(body["code"], "invalid_argument", "{bad}");
     }
     let response = app
-        .client
-        .get(app.url(&format!("{SERVICE}/ListTokens")))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::METHOD_NOT_ALLOWED);
-    let body: Value = response.json().await.unwrap();
+        .get_raw(format!("{SERVICE}/ListTokens"))
+        .as_(&admin)
+        .await;
+    let response = response.expect_status(StatusCode::METHOD_NOT_ALLOWED);
+    let body: Value = response.json();
     assert_eq!(body["code"], "unimplemented");
 
     // A tool call and the receipts it left, with filters as message fields.

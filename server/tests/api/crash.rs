@@ -10,15 +10,15 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::cli::aperture;
-use crate::helpers::{Db, SIGNING_KEY, TestDb, fixture_command};
+use crate::helpers::{Db, Remote, Requests, SIGNING_KEY, TestDb, echo_of, fixture_command};
 
-/// Starts `aperture serve` on a free port; returns the process and its base URL.
-pub(crate) async fn serve(db: &TestDb) -> (Child, String) {
+/// Starts `aperture serve` on a free port; returns the process and the server.
+pub(crate) async fn serve(db: &TestDb) -> (Child, Remote) {
     serve_with(db, &[]).await
 }
 
 /// [`serve`] with more environment variables.
-pub(crate) async fn serve_with(db: &TestDb, env: &[(&str, &str)]) -> (Child, String) {
+pub(crate) async fn serve_with(db: &TestDb, env: &[(&str, &str)]) -> (Child, Remote) {
     serve_into(db, env, Stdio::null()).await
 }
 
@@ -27,12 +27,12 @@ pub(crate) async fn serve_logged(
     db: &TestDb,
     env: &[(&str, &str)],
     log: &std::path::Path,
-) -> (Child, String) {
+) -> (Child, Remote) {
     let file = std::fs::File::create(log).expect("the log file");
     serve_into(db, env, Stdio::from(file)).await
 }
 
-async fn serve_into(db: &TestDb, env: &[(&str, &str)], stderr: Stdio) -> (Child, String) {
+async fn serve_into(db: &TestDb, env: &[(&str, &str)], stderr: Stdio) -> (Child, Remote) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_aperture"))
         .args(["serve", "--addr", "127.0.0.1:0"])
         .env("APERTURE_DATABASE_URL", &db.url)
@@ -68,7 +68,7 @@ async fn serve_into(db: &TestDb, env: &[(&str, &str)], stderr: Stdio) -> (Child,
     })
     .await
     .expect("reader");
-    (child, url)
+    (child, Remote::new(url))
 }
 
 /// Registers the fixture MCP server (stdio, with `extra` arguments) as upstream `fixture`, by the
@@ -117,24 +117,13 @@ pub(crate) fn token_in(db: &TestDb, tenant: &str, actor: &str, scope: &str) -> S
         .to_owned()
 }
 
-/// Every receipt a client `received` is in the journal at `api` (read by `admin`), exactly as
+/// Every receipt a client `received` is in the journal of `node` (read by `admin`), exactly as
 /// it was signed.
-pub(crate) async fn assert_in_journal(
-    client: &reqwest::Client,
-    api: &str,
-    admin: &str,
-    received: &[Value],
-) {
+pub(crate) async fn assert_in_journal(node: &Remote, admin: &str, received: &[Value]) {
     for receipt in received {
         let id = receipt["receipt_id"].as_str().unwrap();
-        let stored = client
-            .get(format!("{api}/receipts/{id}"))
-            .bearer_auth(admin)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(stored.status(), StatusCode::OK, "{id} lost");
-        let stored: Value = stored.json().await.unwrap();
+        let stored = node.get(format!("/receipts/{id}")).as_(admin).await;
+        let stored = stored.expect_ok();
         assert_eq!(&stored["receipt"], receipt, "{id} changed");
     }
 }
@@ -150,109 +139,45 @@ fn assert_verifies(db: &TestDb) {
     );
 }
 
-/// Describes `tool` as a read (`PUT /tools/{tool}` on the server at `api`) as `admin`.
-pub(crate) async fn describe_read(client: &reqwest::Client, api: &str, admin: &str, tool: &str) {
-    let described = client
-        .put(format!("{api}/tools/{tool}"))
-        .bearer_auth(admin)
-        .json(&json!({"risk": ["read"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(described.status(), StatusCode::OK, "describe {tool}");
+/// Describes `tool` as a read (`PUT /tools/{tool}`) on `node` as `admin`.
+pub(crate) async fn describe_read(node: &impl Requests, admin: &str, tool: &str) {
+    node.describe(admin, tool, json!({"risk": ["read"]})).await;
 }
 
-/// Puts policy `id` and activates it on the server at `api` as `admin`.
-pub(crate) async fn activate(
-    client: &reqwest::Client,
-    api: &str,
-    admin: &str,
-    id: &str,
-    policy: &Value,
-) {
-    let put = client
-        .put(format!("{api}/policies/{id}"))
-        .bearer_auth(admin)
-        .json(policy)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(put.status(), StatusCode::OK);
-    let activated = client
-        .post(format!("{api}/policies/{id}:activate"))
-        .bearer_auth(admin)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(activated.status(), StatusCode::OK);
+/// A new session of `agent` on `node`, whose first listed tool must be `tool`: the grant's echo
+/// for a call's `_meta` (as a well-behaved client sends it) and the session's calls path.
+pub(crate) async fn expect_grant(node: &Remote, agent: &str, tool: &str) -> (Value, String) {
+    let session = node.post("/sessions").as_(agent).await.json();
+    assert_eq!(session["tools"][0]["name"], tool, "{session}");
+    let calls = format!(
+        "/sessions/{}/calls",
+        session["_meta"]["session_id"].as_str().unwrap()
+    );
+    (echo_of(&session, tool), calls)
 }
 
-/// A new session of `agent` on the server at `api`, whose first listed tool must be `tool`:
-/// the grant's echo for a call's `_meta` (as a well-behaved client sends it) and the session's
-/// calls URL.
-pub(crate) async fn grant(
-    client: &reqwest::Client,
-    api: &str,
-    agent: &str,
-    tool: &str,
-) -> (Value, String) {
-    let session: Value = client
-        .post(format!("{api}/sessions"))
-        .bearer_auth(agent)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let listed = &session["tools"][0];
-    assert_eq!(listed["name"], tool, "{session}");
-    let m = &session["_meta"];
-    let meta = json!({
-        "session_id": m["session_id"], "manifest_id": m["manifest_id"], "lease_id": m["lease_id"],
-        "tool_version": listed["_meta"]["toolVersion"],
-        "expected_schema_hash": listed["_meta"]["schemaHash"]
-    });
-    let calls = format!("{api}/sessions/{}/calls", m["session_id"].as_str().unwrap());
-    (meta, calls)
-}
-
-/// Issue 4: "Killing the server (`kill -9`) during a burst of calls loses no receipt that a
-/// client received; `aperture journal verify` passes after restart."
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_killed_server_loses_no_receipt_a_client_received() {
-    let db = TestDb::new(Db::Sqlite).await.unwrap();
-    assert!(aperture(&db, &["migrate"], None).status.success());
-    let admin = token(&db, "ops", scope::ADMIN);
-    let agent = token(&db, "agent", scope::RUN);
-    add_fixture_upstream(&db, &[]);
-
-    let (mut server, url) = serve(&db).await;
-    let api = format!("{url}{}", aperture::api::PREFIX);
-    let client = reqwest::Client::new();
-    describe_read(&client, &api, &admin, "mcp__fixture__echo").await;
-    let (meta, calls) = grant(&client, &api, &agent, "mcp__fixture__echo").await;
-
-    // The burst: 32 clients calling in a loop; the server is killed after the 60th answer.
-    let answered = Arc::new(AtomicUsize::new(0));
-    let mut clients = tokio::task::JoinSet::new();
-    for c in 0..32 {
-        let (client, calls, agent, meta, answered) = (
-            client.clone(),
-            calls.clone(),
-            agent.clone(),
-            meta.clone(),
-            answered.clone(),
-        );
-        clients.spawn(async move {
+/// `clients` clients calling echo `each` times in a loop at `calls` on `node` as `agent` (with
+/// the grant's echo `meta`), counting their answers in `answered`: each ends with the receipts
+/// it got and whether the node cut it off.
+pub(crate) fn burst(
+    node: &Remote,
+    (calls, agent, meta): (&str, &str, &Value),
+    (clients, each): (usize, usize),
+    answered: &Arc<AtomicUsize>,
+) -> tokio::task::JoinSet<(Vec<Value>, bool)> {
+    let mut set = tokio::task::JoinSet::new();
+    for c in 0..clients {
+        let (node, answered) = (node.clone(), answered.clone());
+        let (calls, agent, meta) = (calls.to_owned(), agent.to_owned(), meta.clone());
+        set.spawn(async move {
             let mut received = Vec::new();
-            for n in 0..100 {
+            for n in 0..each {
                 let body = json!({"name": "mcp__fixture__echo", "arguments": {"text": format!("{c}-{n}")}, "_meta": meta});
-                let Ok(response) = client.post(&calls).bearer_auth(&agent).json(&body).send().await
-                else {
+                let call = node.post(&calls).as_(&agent).json(body);
+                let Ok(response) = call.try_send().await else {
                     return (received, true);
                 };
-                let Ok(result) = response.json::<Value>().await else {
+                let Ok(result) = serde_json::from_str::<Value>(&response.text()) else {
                     return (received, true);
                 };
                 answered.fetch_add(1, Ordering::SeqCst);
@@ -261,17 +186,55 @@ async fn a_killed_server_loses_no_receipt_a_client_received() {
             (received, false)
         });
     }
-    while answered.load(Ordering::SeqCst) < 60 {
+    set
+}
+
+/// Waits until `answered` counts `n` answers.
+pub(crate) async fn until_answered(answered: &AtomicUsize, n: usize) {
+    while answered.load(Ordering::SeqCst) < n {
         tokio::time::sleep(std::time::Duration::from_millis(1)).await;
     }
-    server.kill().expect("SIGKILL"); // std's kill is SIGKILL on Unix
-    let _ = server.wait();
+}
+
+/// What the clients of a [`burst`] got: every receipt, and how many were cut off.
+pub(crate) async fn gathered(
+    clients: tokio::task::JoinSet<(Vec<Value>, bool)>,
+) -> (Vec<Value>, usize) {
     let mut received = Vec::new();
     let mut cut_off = 0;
     for (r, interrupted) in clients.join_all().await {
         received.extend(r);
         cut_off += usize::from(interrupted);
     }
+    (received, cut_off)
+}
+
+/// `db`, migrated by `aperture migrate`, which must succeed.
+fn expect_migrated(db: &TestDb) {
+    assert!(aperture(db, &["migrate"], None).status.success());
+}
+
+/// Issue 4: "Killing the server (`kill -9`) during a burst of calls loses no receipt that a
+/// client received; `aperture journal verify` passes after restart."
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_server_loses_no_receipt_a_client_received() {
+    let db = TestDb::new(Db::Sqlite).await.unwrap();
+    expect_migrated(&db);
+    let admin = token(&db, "ops", scope::ADMIN);
+    let agent = token(&db, "agent", scope::RUN);
+    add_fixture_upstream(&db, &[]);
+
+    let (mut server, node) = serve(&db).await;
+    describe_read(&node, &admin, "mcp__fixture__echo").await;
+    let (meta, calls) = expect_grant(&node, &agent, "mcp__fixture__echo").await;
+
+    // The burst: 32 clients calling in a loop; the server is killed after the 60th answer.
+    let answered = Arc::new(AtomicUsize::new(0));
+    let clients = burst(&node, (&calls, &agent, &meta), (32, 100), &answered);
+    until_answered(&answered, 60).await;
+    server.kill().expect("SIGKILL"); // std's kill is SIGKILL on Unix
+    let _ = server.wait();
+    let (received, cut_off) = gathered(clients).await;
     assert!(cut_off > 0, "the kill happened during the burst");
     assert!(received.len() >= 60);
     assert!(
@@ -280,12 +243,38 @@ async fn a_killed_server_loses_no_receipt_a_client_received() {
     );
 
     // Started again on the same data: every receipt a client got is in the journal, as signed.
-    let (mut server, url) = serve(&db).await;
-    let api = format!("{url}{}", aperture::api::PREFIX);
-    assert_in_journal(&client, &api, &admin, &received).await;
+    let (mut server, node) = serve(&db).await;
+    assert_in_journal(&node, &admin, &received).await;
     assert_verifies(&db);
     server.kill().unwrap();
     let _ = server.wait();
+}
+
+/// `tool` described as a write and parked for approval (each approved run may take `millis`)
+/// by policy `p`, on `node` as `admin`; the described tool must be accepted.
+async fn expect_approval_for(node: &Remote, admin: &str, tool: &str, millis: u64) {
+    let write = json!({"risk": ["write"]});
+    let described = node
+        .put(format!("/tools/{tool}"))
+        .as_(admin)
+        .json(write)
+        .await;
+    described.expect_status(StatusCode::OK);
+    let policy = json!({"rules": [{"id": "approve-slow", "match": {"name": tool},
+        "mode": "approval_required", "invocation": {"max_duration_millis": millis}}]});
+    node.activate_policy(admin, "p", policy).await;
+}
+
+/// Approves invocation `id` on `node` as `approver`, with the hashes its view shows.
+async fn expect_approved(node: &Remote, approver: &str, id: &str) {
+    let view = node.get(format!("/invocations/{id}")).as_(approver).await;
+    let view = view.json();
+    let hashes =
+        json!({"args_hash": view["args_hash"], "definition_hash": view["definition_hash"]});
+    let approve = node
+        .post(format!("/invocations/{id}:approve"))
+        .as_(approver);
+    approve.json(hashes).await.expect_status(StatusCode::OK);
 }
 
 /// Issue 5: "parked and approved invocations survive `kill -9`; after restart each executes
@@ -297,42 +286,23 @@ async fn a_killed_server_loses_no_receipt_a_client_received() {
 async fn parked_and_approved_invocations_survive_a_kill_and_run_once() {
     const CALLS: usize = 20;
     let db = TestDb::new(Db::Sqlite).await.unwrap();
-    assert!(aperture(&db, &["migrate"], None).status.success());
+    expect_migrated(&db);
     let admin = token(&db, "ops", scope::ADMIN);
     let agent = token(&db, "agent", scope::RUN);
     let approver = token(&db, "alice", scope::APPROVE);
     let log = db.data_dir().join("upstream-calls.log");
     add_fixture_upstream(&db, &["--call-log".to_owned(), log.display().to_string()]);
 
-    let (mut server, url) = serve(&db).await;
-    let api = format!("{url}{}", aperture::api::PREFIX);
-    let client = reqwest::Client::new();
-    let described = client
-        .put(format!("{api}/tools/mcp__fixture__slow"))
-        .bearer_auth(&admin)
-        .json(&json!({"risk": ["write"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(described.status(), StatusCode::OK);
-    let policy = json!({"rules": [{"id": "approve-slow", "match": {"name": "mcp__fixture__slow"},
-        "mode": "approval_required", "invocation": {"max_duration_millis": 1000}}]});
-    activate(&client, &api, &admin, "p", &policy).await;
-    let (meta, calls) = grant(&client, &api, &agent, "mcp__fixture__slow").await;
+    let (mut server, node) = serve(&db).await;
+    expect_approval_for(&node, &admin, "mcp__fixture__slow", 1000).await;
+    let (meta, calls) = expect_grant(&node, &agent, "mcp__fixture__slow").await;
     let mut ids = Vec::new();
     for n in 0..CALLS {
-        let parked: Value = client
-            .post(&calls)
-            .bearer_auth(&agent)
-            // Each takes a while, so the worker is mid-queue when the server dies; the length
-            // also tells the calls apart in the upstream's log.
-            .json(&json!({"name": "mcp__fixture__slow", "arguments": {"millis": 150 + n}, "_meta": meta}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        // Each takes a while, so the worker is mid-queue when the server dies; the length also
+        // tells the calls apart in the upstream's log.
+        let slow =
+            json!({"name": "mcp__fixture__slow", "arguments": {"millis": 150 + n}, "_meta": meta});
+        let parked = node.post(&calls).as_(&agent).json(slow).await.json();
         assert_eq!(parked["_meta"]["status"], "input_required", "{parked}");
         ids.push(
             parked["_meta"]["invocation_id"]
@@ -345,41 +315,15 @@ async fn parked_and_approved_invocations_survive_a_kill_and_run_once() {
     // Killed with everything parked; started again, everything is still parked.
     server.kill().expect("SIGKILL");
     let _ = server.wait();
-    let (mut server, url) = serve(&db).await;
-    let api = format!("{url}{}", aperture::api::PREFIX);
-    let parked: Value = client
-        .get(format!("{api}/invocations?status=input_required&limit=500"))
-        .bearer_auth(&approver)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (mut server, node) = serve(&db).await;
+    let parked = node.get("/invocations?status=input_required&limit=500");
+    let parked = parked.as_(&approver).await.json();
     assert_eq!(parked["invocations"].as_array().unwrap().len(), CALLS);
 
     // Every one approved, then killed at once, while the worker is running them.
     let approvals = ids.iter().cloned().map(|id| {
-        let (client, api, approver) = (client.clone(), api.clone(), approver.clone());
-        async move {
-            let view: Value = client
-                .get(format!("{api}/invocations/{id}"))
-                .bearer_auth(&approver)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            let approved = client
-                .post(format!("{api}/invocations/{id}:approve"))
-                .bearer_auth(&approver)
-                .json(&json!({"args_hash": view["args_hash"], "definition_hash": view["definition_hash"]}))
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(approved.status(), StatusCode::OK);
-        }
+        let (node, approver) = (node.clone(), approver.clone());
+        async move { expect_approved(&node, &approver, &id).await }
     });
     futures_join_all(approvals).await;
     server.kill().expect("SIGKILL");
@@ -390,30 +334,15 @@ async fn parked_and_approved_invocations_survive_a_kill_and_run_once() {
         .count();
 
     // Started again: each approved invocation settles, none runs twice.
-    let (mut server, url) = serve(&db).await;
-    let api = format!("{url}{}", aperture::api::PREFIX);
-    let keys: Value = client
-        .get(format!("{url}/.well-known/aperture/keys"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (mut server, node) = serve(&db).await;
+    let keys = node.get_raw("/.well-known/aperture/keys").await.json();
     let keys: Vec<engine::receipt::Jwk> = serde_json::from_value(keys["keys"].clone()).unwrap();
     let mut results = Vec::new();
     for id in &ids {
         let mut settled = None;
         for _ in 0..400 {
-            let view: Value = client
-                .get(format!("{api}/invocations/{id}"))
-                .bearer_auth(&approver)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let view = node.get(format!("/invocations/{id}")).as_(&approver).await;
+            let view = view.json();
             if view["status"] == "completed" {
                 settled = Some(view);
                 break;
@@ -470,7 +399,7 @@ async fn futures_join_all<F: std::future::Future<Output = ()> + Send + 'static>(
 #[tokio::test]
 async fn an_idempotency_key_runs_a_call_once_across_relists_and_restarts() {
     let db = TestDb::new(Db::Sqlite).await.unwrap();
-    assert!(aperture(&db, &["migrate"], None).status.success());
+    expect_migrated(&db);
     let admin = token(&db, "ops", scope::ADMIN);
     let agent = token(&db, "agent", scope::RUN);
     let log = db.data_dir().join("calls.log");
@@ -482,80 +411,38 @@ async fn an_idempotency_key_runs_a_call_once_across_relists_and_restarts() {
             .filter(|l| l.starts_with("add "))
             .count()
     };
-    let client = reqwest::Client::new();
-    let (mut server, url) = serve(&db).await;
-    let api = format!("{url}{}", aperture::api::PREFIX);
-    for (path, body) in [
-        ("/tools/mcp__fixture__add", json!({"risk": ["write"]})),
-        (
-            "/policies/p",
-            json!({"rules": [{"id": "once", "match": {"name": "mcp__fixture__add"}, "mode": "allow",
-                              "invocation": {"requires_idempotency": true}}]}),
-        ),
-    ] {
-        let put = client
-            .put(format!("{api}{path}"))
-            .bearer_auth(&admin)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(put.status(), StatusCode::OK, "{path}");
-    }
-    let activated = client
-        .post(format!("{api}/policies/p:activate"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(activated.status(), StatusCode::OK);
+    let (mut server, node) = serve(&db).await;
+    let write = json!({"risk": ["write"]});
+    let described = node.put("/tools/mcp__fixture__add").as_(&admin).json(write);
+    described.await.expect_status(StatusCode::OK);
+    let once = json!({"rules": [{"id": "once", "match": {"name": "mcp__fixture__add"}, "mode": "allow",
+                                 "invocation": {"requires_idempotency": true}}]});
+    let put = node.put("/policies/p").as_(&admin).json(once).await;
+    put.expect_status(StatusCode::OK);
+    let activated = node.post("/policies/p:activate").as_(&admin).await;
+    activated.expect_status(StatusCode::OK);
     // A fresh session (a new manifest) for every call.
-    let call = |api: String, arguments: Value| {
-        let (client, agent) = (client.clone(), agent.clone());
+    let call = |node: Remote, arguments: Value| {
+        let agent = agent.clone();
         async move {
-            let session: Value = client
-                .post(format!("{api}/sessions"))
-                .bearer_auth(&agent)
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            let tool = &session["tools"][0];
-            assert_eq!(tool["name"], "mcp__fixture__add", "{session}");
-            let m = &session["_meta"];
-            let sid = m["session_id"].as_str().unwrap();
-            client
-                .post(format!("{api}/sessions/{sid}/calls"))
-                .bearer_auth(&agent)
-                .json(
-                    &json!({"name": "mcp__fixture__add", "arguments": arguments, "_meta": {
-                    "session_id": sid, "manifest_id": m["manifest_id"], "lease_id": m["lease_id"],
-                    "tool_version": tool["_meta"]["toolVersion"],
-                    "expected_schema_hash": tool["_meta"]["schemaHash"]}}),
-                )
-                .send()
-                .await
-                .unwrap()
-                .json::<Value>()
-                .await
-                .unwrap()
+            let (meta, calls) = expect_grant(&node, &agent, "mcp__fixture__add").await;
+            let add = json!({"name": "mcp__fixture__add", "arguments": arguments, "_meta": meta});
+            node.post(calls).as_(&agent).json(add).await.json()
         }
     };
     let k1 = json!({"a": 1, "b": 2, "idempotency_key": "k1"});
-    let first = call(api.clone(), k1.clone()).await;
+    let first = call(node.clone(), k1.clone()).await;
     assert_eq!(first["isError"], false, "{first}");
     assert_eq!(first["structuredContent"]["sum"], 3, "{first}");
     let receipt = first["_meta"]["receipt"]["receipt_id"].clone();
     assert_eq!(adds(), 1);
     // Again, under another manifest: the first outcome, and the upstream is not called.
-    let again = call(api.clone(), k1.clone()).await;
+    let again = call(node.clone(), k1.clone()).await;
     assert_eq!(again, first);
     assert_eq!(adds(), 1);
     // The same key with other arguments is refused, saying why.
     let other = call(
-        api.clone(),
+        node.clone(),
         json!({"a": 1, "b": 5, "idempotency_key": "k1"}),
     )
     .await;
@@ -566,20 +453,19 @@ async fn an_idempotency_key_runs_a_call_once_across_relists_and_restarts() {
     );
     assert_eq!(adds(), 1);
     // A key is required.
-    let keyless = call(api.clone(), json!({"a": 1, "b": 2})).await;
+    let keyless = call(node.clone(), json!({"a": 1, "b": 2})).await;
     assert_eq!(keyless["_meta"]["receipt"]["reason"], "arguments_invalid");
 
     server.kill().unwrap();
     let _ = server.wait();
-    let (mut server, url) = serve(&db).await;
-    let api = format!("{url}{}", aperture::api::PREFIX);
-    let after_restart = call(api.clone(), k1).await;
+    let (mut server, node) = serve(&db).await;
+    let after_restart = call(node.clone(), k1).await;
     assert_eq!(after_restart["_meta"]["receipt"]["receipt_id"], receipt);
     assert_eq!(after_restart["structuredContent"]["sum"], 3);
     assert_eq!(adds(), 1);
     // Another key runs.
     let k2 = call(
-        api.clone(),
+        node.clone(),
         json!({"a": 2, "b": 2, "idempotency_key": "k2"}),
     )
     .await;
@@ -598,7 +484,7 @@ async fn an_idempotency_key_runs_a_call_once_across_relists_and_restarts() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_executed_call_s_receipt_waits_in_the_spool_until_the_journal_records() {
     let db = TestDb::new(Db::Sqlite).await.unwrap();
-    assert!(aperture(&db, &["migrate"], None).status.success());
+    expect_migrated(&db);
     let admin = token(&db, "ops", scope::ADMIN);
     let agent = token(&db, "agent", scope::RUN);
     add_fixture_upstream(&db, &[]);
@@ -615,77 +501,58 @@ async fn an_executed_call_s_receipt_waits_in_the_spool_until_the_journal_records
             sqlx::query(sql).execute(store.pool()).await.unwrap();
         }
     };
-    let client = reqwest::Client::new();
-    let call_once = |url: String, text: &'static str| {
-        let (client, agent, admin) = (client.clone(), agent.clone(), admin.clone());
+    let call_once = |node: Remote, text: &'static str| {
+        let (agent, admin) = (agent.clone(), admin.clone());
         async move {
-            let api = format!("{url}{}", aperture::api::PREFIX);
-            describe_read(&client, &api, &admin, "mcp__fixture__echo").await;
-            let (meta, calls) = grant(&client, &api, &agent, "mcp__fixture__echo").await;
-            let result: Value = client
-                .post(&calls)
-                .bearer_auth(&agent)
-                .json(&json!({"name": "mcp__fixture__echo", "arguments": {"text": text}, "_meta": meta}))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
-            result
+            describe_read(&node, &admin, "mcp__fixture__echo").await;
+            let (meta, calls) = expect_grant(&node, &agent, "mcp__fixture__echo").await;
+            let echo =
+                json!({"name": "mcp__fixture__echo", "arguments": {"text": text}, "_meta": meta});
+            node.post(&calls).as_(&agent).json(echo).await.json()
         }
     };
-    let receipt = |url: String, id: String| {
-        let (client, admin) = (client.clone(), admin.clone());
+    let receipt = |node: &Remote, id: &str| node.get(format!("/receipts/{id}")).as_(&admin);
+    let recorded_within = |node: Remote, id: String| {
+        let receipt = &receipt;
         async move {
-            client
-                .get(format!("{url}{}/receipts/{id}", aperture::api::PREFIX))
-                .bearer_auth(&admin)
-                .send()
-                .await
-                .unwrap()
-        }
-    };
-    let recorded_within = |url: String, id: String| async move {
-        for _ in 0..100 {
-            let r = receipt(url.clone(), id.clone()).await;
-            if r.status() == StatusCode::OK {
-                return r.json::<Value>().await.unwrap();
+            for _ in 0..100 {
+                let r = receipt(&node, &id).await;
+                if r.status() == StatusCode::OK {
+                    return r.json();
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
             }
-            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            panic!("{id} was not journaled from the spool");
         }
-        panic!("{id} was not journaled from the spool");
     };
 
-    let (mut first, url) = serve(&db).await;
+    let (mut first, node) = serve(&db).await;
     refuse(true).await;
-    let ran = call_once(url.clone(), "ran while the journal was down").await;
+    let ran = call_once(node.clone(), "ran while the journal was down").await;
     assert_eq!(ran["isError"], false, "the result, not a denial: {ran}");
     assert_eq!(ran["content"][0]["text"], "ran while the journal was down");
     assert_eq!(ran["_meta"]["receipt_pending"], true, "{ran}");
     assert!(ran["_meta"].get("receipt").is_none(), "{ran}");
     let pending = ran["_meta"]["receipt_id"].as_str().unwrap().to_owned();
-    assert_eq!(
-        receipt(url.clone(), pending.clone()).await.status(),
-        StatusCode::NOT_FOUND
-    );
+    let unknown = receipt(&node, &pending).await;
+    unknown.expect_status(StatusCode::NOT_FOUND);
     // The journal records again: the running node moves the receipt in.
     refuse(false).await;
-    let shown = recorded_within(url.clone(), pending.clone()).await;
+    let shown = recorded_within(node.clone(), pending.clone()).await;
     assert_eq!(shown["receipt"]["kind"], "execution", "{shown}");
     assert_eq!(shown["receipt"]["decision"], "allow");
     assert_eq!(shown["receipt"]["reason"], "ok");
 
     // Down again; this time the node is killed before the journal comes back.
     refuse(true).await;
-    let ran = call_once(url.clone(), "ran before the kill").await;
+    let ran = call_once(node.clone(), "ran before the kill").await;
     assert_eq!(ran["_meta"]["receipt_pending"], true, "{ran}");
     let second = ran["_meta"]["receipt_id"].as_str().unwrap().to_owned();
     first.kill().unwrap();
     first.wait().unwrap();
     refuse(false).await;
-    let (mut again, url) = serve(&db).await;
-    let shown = recorded_within(url.clone(), second.clone()).await;
+    let (mut again, node) = serve(&db).await;
+    let shown = recorded_within(node.clone(), second.clone()).await;
     assert_eq!(shown["receipt"]["kind"], "execution", "{shown}");
     // Each once, and the chain is whole.
     let count: i64 =
@@ -725,95 +592,38 @@ async fn an_executed_call_s_receipt_waits_in_the_spool_until_the_journal_records
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_answers_calls_in_flight_and_loses_no_receipt() {
     let db = TestDb::new(Db::Sqlite).await.unwrap();
-    assert!(aperture(&db, &["migrate"], None).status.success());
+    expect_migrated(&db);
     let admin = token(&db, "ops", scope::ADMIN);
     let agent = token(&db, "agent", scope::RUN);
     add_fixture_upstream(&db, &[]);
-    let (mut server, url) = serve(&db).await;
-    let api = format!("{url}{}", aperture::api::PREFIX);
-    let client = reqwest::Client::new();
+    let (mut server, node) = serve(&db).await;
     for tool in ["mcp__fixture__echo", "mcp__fixture__slow"] {
-        describe_read(&client, &api, &admin, tool).await;
+        describe_read(&node, &admin, tool).await;
     }
-    let session: Value = client
-        .post(format!("{api}/sessions"))
-        .bearer_auth(&agent)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let m = &session["_meta"];
-    let meta_of = |tool: &str| {
-        let listed = session["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|t| t["name"] == tool)
-            .unwrap_or_else(|| panic!("{tool} listed: {session}"));
-        json!({
-            "session_id": m["session_id"], "manifest_id": m["manifest_id"], "lease_id": m["lease_id"],
-            "tool_version": listed["_meta"]["toolVersion"],
-            "expected_schema_hash": listed["_meta"]["schemaHash"]
-        })
-    };
-    let calls = format!("{api}/sessions/{}/calls", m["session_id"].as_str().unwrap());
+    let session = node.post("/sessions").as_(&agent).await.json();
+    let calls = format!(
+        "/sessions/{}/calls",
+        session["_meta"]["session_id"].as_str().unwrap()
+    );
 
     // A live event stream does not hold the node up: it ends when the node drains.
     let approver = token(&db, "alice", scope::APPROVE);
     let mut stream =
-        crate::helpers::SseReader::open(&client, &format!("{api}/invocations/events"), &approver)
-            .await;
+        crate::helpers::SseReader::open(node.get("/invocations/events").as_(&approver)).await;
 
-    // In flight when the signal arrives: takes 1.5 s at the upstream.
+    // In flight when the signal arrives: takes 1.5 s at the upstream (from a client of its own).
     let slow = {
-        let (client, calls, agent) = (reqwest::Client::new(), calls.clone(), agent.clone());
-        let body = json!({"name": "mcp__fixture__slow", "arguments": {"millis": 1500}, "_meta": meta_of("mcp__fixture__slow")});
+        let body = json!({"name": "mcp__fixture__slow", "arguments": {"millis": 1500}, "_meta": echo_of(&session, "mcp__fixture__slow")});
+        let slow = Remote::new(&node.base).post(&calls).as_(&agent).json(body);
         tokio::spawn(async move {
-            client
-                .post(&calls)
-                .bearer_auth(&agent)
-                .json(&body)
-                .send()
-                .await
-                .expect("a call in flight is answered")
-                .json::<Value>()
-                .await
-                .expect("its result")
+            let answered = slow.try_send().await.expect("a call in flight is answered");
+            serde_json::from_str::<Value>(&answered.text()).expect("its result")
         })
     };
     let answered = Arc::new(AtomicUsize::new(0));
-    let mut clients = tokio::task::JoinSet::new();
-    let echo = meta_of("mcp__fixture__echo");
-    for c in 0..16 {
-        let (client, calls, agent, meta, answered) = (
-            client.clone(),
-            calls.clone(),
-            agent.clone(),
-            echo.clone(),
-            answered.clone(),
-        );
-        clients.spawn(async move {
-            let mut received = Vec::new();
-            for n in 0..400 {
-                let body = json!({"name": "mcp__fixture__echo", "arguments": {"text": format!("{c}-{n}")}, "_meta": meta});
-                let Ok(response) = client.post(&calls).bearer_auth(&agent).json(&body).send().await
-                else {
-                    return (received, true);
-                };
-                let Ok(result) = response.json::<Value>().await else {
-                    return (received, true);
-                };
-                answered.fetch_add(1, Ordering::SeqCst);
-                received.push(result["_meta"]["receipt"].clone());
-            }
-            (received, false)
-        });
-    }
-    while answered.load(Ordering::SeqCst) < 60 {
-        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-    }
+    let echo = echo_of(&session, "mcp__fixture__echo");
+    let clients = burst(&node, (&calls, &agent, &echo), (16, 400), &answered);
+    until_answered(&answered, 60).await;
     let term = Command::new("kill")
         .args(["-TERM", &server.id().to_string()])
         .status()
@@ -845,21 +655,16 @@ async fn sigterm_answers_calls_in_flight_and_loses_no_receipt() {
     let slow = slow.await.unwrap();
     assert_eq!(slow["_meta"]["receipt"]["reason"], "ok", "{slow}");
     assert_eq!(slow["content"][0]["text"], "done", "{slow}");
-    let mut received = vec![slow["_meta"]["receipt"].clone()];
-    let mut cut_off = 0;
-    for (r, interrupted) in clients.join_all().await {
-        received.extend(r);
-        cut_off += usize::from(interrupted);
-    }
+    let (mut received, cut_off) = gathered(clients).await;
+    received.insert(0, slow["_meta"]["receipt"].clone());
     assert!(cut_off > 0, "calls after the signal found the node closed");
     assert!(
         received.iter().all(|r| r["reason"] == "ok"),
         "every answer a client got is a whole, allowed call"
     );
 
-    let (mut server, url) = serve(&db).await;
-    let api = format!("{url}{}", aperture::api::PREFIX);
-    assert_in_journal(&client, &api, &admin, &received).await;
+    let (mut server, node) = serve(&db).await;
+    assert_in_journal(&node, &admin, &received).await;
     assert_verifies(&db);
     server.kill().unwrap();
     let _ = server.wait();
@@ -871,58 +676,22 @@ async fn sigterm_answers_calls_in_flight_and_loses_no_receipt() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_lets_the_worker_finish_the_invocation_it_runs() {
     let db = TestDb::new(Db::Sqlite).await.unwrap();
-    assert!(aperture(&db, &["migrate"], None).status.success());
+    expect_migrated(&db);
     let admin = token(&db, "ops", scope::ADMIN);
     let agent = token(&db, "agent", scope::RUN);
     let approver = token(&db, "alice", scope::APPROVE);
     let log = db.data_dir().join("upstream-calls.log");
     add_fixture_upstream(&db, &["--call-log".to_owned(), log.display().to_string()]);
-    let (mut server, url) = serve(&db).await;
-    let api = format!("{url}{}", aperture::api::PREFIX);
-    let client = reqwest::Client::new();
-    let described = client
-        .put(format!("{api}/tools/mcp__fixture__slow"))
-        .bearer_auth(&admin)
-        .json(&json!({"risk": ["write"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(described.status(), StatusCode::OK);
-    let policy = json!({"rules": [{"id": "approve-slow", "match": {"name": "mcp__fixture__slow"},
-        "mode": "approval_required", "invocation": {"max_duration_millis": 10000}}]});
-    activate(&client, &api, &admin, "p", &policy).await;
-    let (meta, calls) = grant(&client, &api, &agent, "mcp__fixture__slow").await;
-    let parked: Value = client
-        .post(&calls)
-        .bearer_auth(&agent)
-        .json(&json!({"name": "mcp__fixture__slow", "arguments": {"millis": 2000}, "_meta": meta}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (mut server, node) = serve(&db).await;
+    expect_approval_for(&node, &admin, "mcp__fixture__slow", 10000).await;
+    let (meta, calls) = expect_grant(&node, &agent, "mcp__fixture__slow").await;
+    let slow = json!({"name": "mcp__fixture__slow", "arguments": {"millis": 2000}, "_meta": meta});
+    let parked = node.post(&calls).as_(&agent).json(slow).await.json();
     let id = parked["_meta"]["invocation_id"]
         .as_str()
         .unwrap()
         .to_owned();
-    let view: Value = client
-        .get(format!("{api}/invocations/{id}"))
-        .bearer_auth(&approver)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let approved = client
-        .post(format!("{api}/invocations/{id}:approve"))
-        .bearer_auth(&approver)
-        .json(&json!({"args_hash": view["args_hash"], "definition_hash": view["definition_hash"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(approved.status(), StatusCode::OK);
+    expect_approved(&node, &approver, &id).await;
     // Running at the upstream now.
     let line = format!("slow {}", json!({"millis": 2000}));
     for _ in 0..400 {
@@ -942,17 +711,9 @@ async fn sigterm_lets_the_worker_finish_the_invocation_it_runs() {
     assert!(status.success(), "{status}");
 
     // Started again: already completed, by the node that ran it.
-    let (mut server, url) = serve(&db).await;
-    let api = format!("{url}{}", aperture::api::PREFIX);
-    let view: Value = client
-        .get(format!("{api}/invocations/{id}"))
-        .bearer_auth(&approver)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (mut server, node) = serve(&db).await;
+    let view = node.get(format!("/invocations/{id}")).as_(&approver).await;
+    let view = view.json();
     assert_eq!(view["status"], "completed", "{view}");
     assert_eq!(view["result"]["_meta"]["receipt"]["reason"], "ok", "{view}");
     let runs = std::fs::read_to_string(&log)

@@ -4,7 +4,7 @@
 use engine::scope;
 use serde_json::{Value, json};
 
-use crate::helpers::TestApp;
+use crate::helpers::{Requests, TestApp};
 
 const ECHO: &str = "mcp__fixture__echo";
 const SLOW: &str = "mcp__fixture__slow";
@@ -220,18 +220,15 @@ async fn a_fork_s_allowlisted_approval_required_tool_still_parks() {
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let parent = app.mcp_list(&agent, json!({})).await;
     let forked = app
-        .client
-        .post(app.api(&format!(
+        .post(format!(
             "/sessions/{}/forks",
             parent["_meta"]["session_id"].as_str().unwrap()
-        )))
-        .bearer_auth(&agent)
-        .json(&json!({"fork_tools": [ECHO]}))
-        .send()
-        .await
-        .unwrap();
+        ))
+        .as_(&agent)
+        .json(json!({"fork_tools": [ECHO]}))
+        .await;
     assert_eq!(forked.status(), reqwest::StatusCode::CREATED);
-    let child: Value = forked.json().await.unwrap();
+    let child: Value = forked.json();
     let parked = app
         .mcp_call(
             &agent,

@@ -36,10 +36,10 @@ impl Server {
         let db = TestDb::new(Db::Sqlite).await.unwrap();
         assert!(aperture(&db, &["migrate"], None).status.success());
         let reader = token(&db, "sec", scope::READ);
-        let (child, url) = serve_with(&db, env).await;
+        let (child, node) = serve_with(&db, env).await;
         Self {
             child,
-            url,
+            url: node.base,
             reader,
             _db: db,
         }

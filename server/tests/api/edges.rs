@@ -6,7 +6,7 @@ use reqwest::StatusCode;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::helpers::TestApp;
+use crate::helpers::{Requests, TestApp};
 
 /// Sends `request` as raw bytes and reads the answer until the server closes.
 async fn raw(app: &TestApp, request: &[u8]) -> String {
@@ -67,14 +67,8 @@ async fn an_over_long_path_or_headers_get_the_json_error_shape() {
 
     // An ordinary request on a fresh connection still works, and a long path the parser
     // accepts is an ordinary JSON 404.
-    let ok = app.client.get(app.url("/healthz")).send().await.unwrap();
-    assert_eq!(ok.status(), StatusCode::OK);
-    let missing = app
-        .client
-        .get(app.api(&format!("/{}", "c".repeat(20_000))))
-        .send()
-        .await
-        .unwrap();
+    app.get_raw("/healthz").await.expect_status(StatusCode::OK);
+    let missing = app.get(format!("/{}", "c".repeat(20_000))).await;
     assert!(missing.status().is_client_error());
 }
 
@@ -345,8 +339,7 @@ async fn a_request_body_that_does_not_arrive_in_time_is_answered_408() {
     );
 
     // The server serves on.
-    let ok = app.client.get(app.url("/healthz")).send().await.unwrap();
-    assert_eq!(ok.status(), StatusCode::OK);
+    app.get_raw("/healthz").await.expect_status(StatusCode::OK);
 }
 
 /// Issue 45 (item 12): streams are not cut by the head and body deadlines. An MCP `GET` stream

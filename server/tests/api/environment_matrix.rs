@@ -14,7 +14,7 @@ use engine::scope;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::helpers::TestApp;
+use crate::helpers::{Requests, TestApp};
 
 const ECHO: &str = "mcp__fixture__echo";
 const ADD: &str = "mcp__fixture__add";
@@ -161,8 +161,8 @@ fn random() -> Random {
 }
 
 async fn token(app: &TestApp, admin: &str, body: Value) -> String {
-    let (status, created) = app.rest(Method::POST, admin, "/tokens", Some(&body)).await;
-    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let created = app.post("/tokens").as_(admin).json(&body).await;
+    let created = created.expect_created();
     created["secret"].as_str().unwrap().to_owned()
 }
 
@@ -176,27 +176,14 @@ async fn setup(app: &TestApp) -> (String, String, Victim) {
     )
     .await;
     app.register_fixture(&admin, &[ECHO, ADD]).await;
-    let (status, _) = app
-        .rest(
-            Method::PUT,
-            &admin,
-            "/policies/prod-open",
-            Some(&json!({"rules": [
-                {"id": "park-add", "match": {"name": ADD}, "mode": "approval_required"},
-                {"id": "all", "mode": "allow"}
-            ]})),
-        )
+    let reply = app.put("/policies/prod-open").as_(&admin).json(json!({"rules": [ {"id": "park-add", "match": {"name": ADD}, "mode": "approval_required"}, {"id": "all", "mode": "allow"} ]})).await;
+    reply.expect_status(StatusCode::OK);
+    let reply = app
+        .post("/policies/prod-open:activate")
+        .as_(&admin)
+        .json(json!({"environment": "prod"}))
         .await;
-    assert_eq!(status, StatusCode::OK);
-    let (status, _) = app
-        .rest(
-            Method::POST,
-            &admin,
-            "/policies/prod-open:activate",
-            Some(&json!({"environment": "prod"})),
-        )
-        .await;
-    assert_eq!(status, StatusCode::OK);
+    reply.expect_status(StatusCode::OK);
     let victim = token(
         app,
         &admin,
@@ -225,15 +212,12 @@ async fn setup(app: &TestApp) -> (String, String, Victim) {
         .mcp_call(&victim, &list, ADD, json!({"a": 1, "b": 2}), json!({}))
         .await;
     assert_eq!(parked["_meta"]["status"], "input_required", "{parked}");
-    let (status, agent) = app
-        .rest(
-            Method::POST,
-            &victim,
-            "/agents",
-            Some(&json!({"environment": "prod"})),
-        )
+    let agent = app
+        .post("/agents")
+        .as_(&victim)
+        .json(json!({"environment": "prod"}))
         .await;
-    assert_eq!(status, StatusCode::CREATED, "{agent}");
+    let agent = agent.expect_created();
     let m = &list["_meta"];
     let text = |v: &Value| v.as_str().unwrap().to_owned();
     let v = Victim {
@@ -431,15 +415,12 @@ async fn every_route_and_method_confines_environments() {
                 }
             }
             Class::Opens => {
-                let (status, answer) = app
-                    .rest(
-                        method.clone(),
-                        &attacker,
-                        path,
-                        Some(&json!({"environment": "prod"})),
-                    )
+                let answer = app
+                    .request(method.clone(), path)
+                    .as_(&attacker)
+                    .json(json!({"environment": "prod"}))
                     .await;
-                assert_eq!(status, StatusCode::FORBIDDEN, "{label}: {answer}");
+                let answer = answer.expect_status(StatusCode::FORBIDDEN).json_or_null();
                 assert_eq!(answer["error"]["code"], "permission_denied", "{label}");
             }
         }
@@ -588,15 +569,12 @@ async fn invocation_events_stay_in_their_environment() {
     let confined = poll(attacker.clone());
     let unconfined = poll(admin.clone());
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    let (status, rejected) = app
-        .rest(
-            Method::POST,
-            &approver,
-            &format!("/invocations/{}:reject", victim.invocation),
-            Some(&json!({"comment": "no"})),
-        )
+    let reply = app
+        .post(format!("/invocations/{}:reject", victim.invocation))
+        .as_(&approver)
+        .json(json!({"comment": "no"}))
         .await;
-    assert_eq!(status, StatusCode::OK, "{rejected}");
+    reply.expect_status(StatusCode::OK);
     let heard = unconfined.await.unwrap().to_string();
     assert!(heard.contains(&victim.invocation), "{heard}");
     assert!(heard.contains("\"environment\":\"prod\""), "{heard}");

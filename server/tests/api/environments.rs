@@ -6,23 +6,13 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, error_code};
+use crate::helpers::{Requests, TestApp};
 
 const ECHO: &str = "mcp__fixture__echo";
 
 async fn create_token(app: &TestApp, admin: &str, body: Value) -> (StatusCode, Value) {
-    let response = app
-        .client
-        .post(app.api("/tokens"))
-        .bearer_auth(admin)
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    (
-        response.status(),
-        response.json().await.unwrap_or(Value::Null),
-    )
+    let response = app.post("/tokens").as_(admin).json(&body).await;
+    (response.status(), response.json_or_null())
 }
 
 /// A plain `:run` token may not name a more permissive environment: new tokens get the
@@ -34,22 +24,16 @@ async fn a_token_opens_sessions_only_in_its_environments() {
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     app.register_fixture(&admin, &[ECHO]).await;
     // `prod` is where a permissive policy is active.
-    app.client
-        .put(app.api("/policies/open"))
-        .bearer_auth(&admin)
-        .json(&json!({"rules": [{"id": "all", "mode": "allow"}]}))
-        .send()
-        .await
-        .unwrap();
-    let activated = app
-        .client
-        .post(app.api("/policies/open:activate"))
-        .bearer_auth(&admin)
-        .json(&json!({"environment": "prod"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(activated.status(), StatusCode::OK);
+    app.put("/policies/open")
+        .as_(&admin)
+        .json(json!({"rules": [{"id": "all", "mode": "allow"}]}))
+        .await;
+    let reply = app
+        .post("/policies/open:activate")
+        .as_(&admin)
+        .json(json!({"environment": "prod"}))
+        .await;
+    reply.expect_status(StatusCode::OK);
 
     let (status, plain) = create_token(
         &app,
@@ -75,27 +59,11 @@ async fn a_token_opens_sessions_only_in_its_environments() {
             .contains("prod"),
         "{refused}"
     );
-    let rest = app
-        .client
-        .post(app.api("/sessions"))
-        .bearer_auth(&plain)
-        .json(&json!({"environment": "prod"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        error_code(rest).await,
-        (StatusCode::FORBIDDEN, "permission_denied".to_owned())
-    );
-    let agent = app
-        .client
-        .post(app.api("/agents"))
-        .bearer_auth(&plain)
-        .json(&json!({"environment": "prod"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(agent.status(), StatusCode::FORBIDDEN);
+    let prod = json!({"environment": "prod"});
+    let rest = app.post("/sessions").as_(&plain).json(&prod).await;
+    rest.expect_error(StatusCode::FORBIDDEN, "permission_denied");
+    let agent = app.post("/agents").as_(&plain).json(&prod).await;
+    agent.expect_status(StatusCode::FORBIDDEN);
     // Nothing was opened in `prod` by the refused attempts.
     let opened: i64 =
         sqlx::query_scalar("SELECT COUNT(*) FROM exposure_sessions WHERE environment = 'prod'")
@@ -162,38 +130,18 @@ async fn earlier_tokens_keep_every_environment_and_users_can_be_narrowed() {
         .await;
     assert_eq!(anywhere["_meta"]["environment"], "staging");
 
-    let created = app
-        .client
-        .post(app.api("/users"))
-        .bearer_auth(&admin)
-        .json(&json!({"username": "dana", "password": "a-long-enough-password", "scopes": [scope::RUN]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), StatusCode::CREATED);
-    let dana: Value = created.json().await.unwrap();
+    let created = app.post("/users").as_(&admin).json(json!({"username": "dana", "password": "a-long-enough-password", "scopes": [scope::RUN]})).await.expect_status(StatusCode::CREATED);
+    let dana: Value = created.json();
     assert_eq!(dana["environments"], json!(["default"]), "{dana}");
     let narrowed = app
-        .client
-        .put(app.api("/users/dana/scopes"))
-        .bearer_auth(&admin)
-        .json(&json!({"scopes": [scope::RUN], "environments": ["staging"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(narrowed.status(), StatusCode::OK);
-    let dana: Value = narrowed.json().await.unwrap();
+        .put("/users/dana/scopes")
+        .as_(&admin)
+        .json(json!({"scopes": [scope::RUN], "environments": ["staging"]}))
+        .await;
+    let narrowed = narrowed.expect_status(StatusCode::OK);
+    let dana: Value = narrowed.json();
     assert_eq!(dana["environments"], json!(["staging"]));
-    let listed: Value = app
-        .client
-        .get(app.api("/users"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let listed: Value = app.get("/users").as_(&admin).await.json();
     let admin_user = listed["users"]
         .as_array()
         .unwrap()
@@ -219,15 +167,7 @@ async fn hints_only_narrow_and_are_signed_into_the_manifest() {
         .await;
     let put = |body: Value| {
         let (app, admin) = (&app, &admin);
-        async move {
-            app.client
-                .put(app.api("/policies/hinted"))
-                .bearer_auth(admin)
-                .json(&body)
-                .send()
-                .await
-                .unwrap()
-        }
+        async move { app.put("/policies/hinted").as_(admin).json(&body).await }
     };
     // Naming preset `triage` would turn approval into allow, and entity `acme` would list what
     // the default hides: both refused.
@@ -249,7 +189,7 @@ async fn hints_only_narrow_and_are_signed_into_the_manifest() {
             StatusCode::UNPROCESSABLE_ENTITY,
             "{rules}"
         );
-        let body: Value = response.json().await.unwrap();
+        let body: Value = response.json();
         assert_eq!(
             body["error"]["details"]["fields"][0]["path"], path,
             "{body}"
@@ -271,18 +211,8 @@ async fn hints_only_narrow_and_are_signed_into_the_manifest() {
     ]}))
     .await;
     assert_eq!(narrowing.status(), StatusCode::OK);
-    let activated = app
-        .client
-        .post(app.api("/policies/hinted:activate"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        activated.status(),
-        StatusCode::OK,
-        "the narrowing version is active"
-    );
+    let reply = app.post("/policies/hinted:activate").as_(&admin).await;
+    reply.expect_status(StatusCode::OK);
 
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let mode_of = |list: &Value| {
@@ -301,9 +231,11 @@ async fn hints_only_narrow_and_are_signed_into_the_manifest() {
     assert_eq!(mode_of(&acme), Some(json!("approval_required")));
 
     let sid = acme["_meta"]["session_id"].as_str().unwrap();
-    let doc: Value = app
-        .get_json(&agent, &format!("/sessions/{sid}/manifest"))
+    let doc = app
+        .get(format!("/sessions/{sid}/manifest"))
+        .as_(&agent)
         .await;
+    let doc = doc.json();
     assert_eq!(doc["document"]["entity"], "acme", "{doc}");
     assert_eq!(doc["document"]["preset"], "triage", "{doc}");
     let document: ManifestDocument = serde_json::from_value(doc["document"].clone()).unwrap();
@@ -317,19 +249,14 @@ async fn hints_only_narrow_and_are_signed_into_the_manifest() {
         "the hint is signed"
     );
     // Without hints, the document has neither member (documents signed before still verify).
-    let plain_doc: Value = app
-        .client
-        .get(app.api(&format!(
+    let plain_doc = app
+        .get(format!(
             "/sessions/{}/manifest",
             plain["_meta"]["session_id"].as_str().unwrap()
-        )))
-        .bearer_auth(&agent)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        ))
+        .as_(&agent)
+        .await;
+    let plain_doc = plain_doc.json();
     assert!(plain_doc["document"].get("entity").is_none());
     assert!(plain_doc["document"].get("preset").is_none());
 }

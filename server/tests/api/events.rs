@@ -3,6 +3,7 @@
 //! processes on one SQLite file (polling); between nodes on PostgreSQL (`LISTEN`/`NOTIFY`) in
 //! `cluster.rs`.
 
+use std::future::IntoFuture;
 use std::time::Duration;
 
 use engine::scope;
@@ -10,8 +11,8 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::cli::aperture;
-use crate::crash::{activate, add_fixture_upstream, describe_read, grant, serve, token};
-use crate::helpers::{Db, SseReader, TestApp, TestDb};
+use crate::crash::{add_fixture_upstream, describe_read, expect_grant, serve, token};
+use crate::helpers::{Db, Remote, Requests, SseReader, TestApp, TestDb, echo_of, rpc};
 
 const SECRET_TEXT: &str = "an-argument-no-event-may-carry";
 
@@ -33,10 +34,10 @@ async fn approvers_hear_of_parked_calls_as_they_happen() {
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let stranger = app.token("default", "stranger", &[scope::RUN]).await;
     let approver = app.token("default", "alice", &[scope::APPROVE]).await;
-    let url = app.api("/invocations/events");
-    let mut queue = SseReader::open(&app.client, &url, &approver).await;
-    let mut own = SseReader::open(&app.client, &url, &agent).await;
-    let mut other = SseReader::open(&app.client, &url, &stranger).await;
+    let events = |token: &str| app.get("/invocations/events").as_(token);
+    let mut queue = SseReader::open(events(&approver)).await;
+    let mut own = SseReader::open(events(&agent)).await;
+    let mut other = SseReader::open(events(&stranger)).await;
 
     let list = app.mcp_list(&agent, json!({})).await;
     let parked = app
@@ -67,14 +68,14 @@ async fn approvers_hear_of_parked_calls_as_they_happen() {
         "another actor's call is not the stranger's to hear of"
     );
 
-    let view = app.get_json(&approver, &format!("/invocations/{id}")).await;
+    let view = app.get(format!("/invocations/{id}")).as_(&approver).await;
+    let view = view.json();
     let approved = app
-        .post_json(
-            &approver,
-            &format!("/invocations/{id}:approve"),
-            json!({"args_hash": view["args_hash"], "definition_hash": view["definition_hash"]}),
-        )
+        .post(format!("/invocations/{id}:approve"))
+        .as_(&approver)
+        .json(json!({"args_hash": view["args_hash"], "definition_hash": view["definition_hash"]}))
         .await;
+    let approved = approved.json();
     assert_eq!(approved["status"], "approved", "{approved}");
     let decided = queue
         .expect("invocation.decided", &id, Duration::from_secs(5))
@@ -87,19 +88,10 @@ async fn approvers_hear_of_parked_calls_as_they_happen() {
     assert!(!completed.to_string().contains(SECRET_TEXT), "{completed}");
 
     // The long poll: waits for the next event, then answers with it.
-    let poll = {
-        let (client, url, approver) = (app.client.clone(), url.clone(), approver.clone());
-        tokio::spawn(async move {
-            let response = client
-                .get(format!("{url}?wait_seconds=10"))
-                .bearer_auth(approver)
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(response.status(), StatusCode::OK);
-            response.json::<Value>().await.unwrap()
-        })
-    };
+    let poll = app
+        .get("/invocations/events?wait_seconds=10")
+        .as_(&approver);
+    let poll = tokio::spawn(async move { poll.await.expect_ok() });
     // Time for the poll to start waiting (it hears only what comes after).
     tokio::time::sleep(Duration::from_secs(1)).await;
     let again = app
@@ -121,19 +113,13 @@ async fn approvers_hear_of_parked_calls_as_they_happen() {
             .any(|e| e["type"] == "invocation.parked" && e["data"]["invocation_id"] == second),
         "{polled}"
     );
-    let (status, body) = app
-        .rest(
-            reqwest::Method::GET,
-            &approver,
-            "/invocations/events?wait_seconds=61",
-            None,
-        )
-        .await;
-    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
-    assert_eq!(
-        body["error"]["details"]["fields"][0]["path"],
-        "wait_seconds"
-    );
+    let too_long = app
+        .get("/invocations/events?wait_seconds=61")
+        .as_(&approver);
+    let too_long = too_long
+        .await
+        .expect_status(StatusCode::UNPROCESSABLE_ENTITY);
+    too_long.expect_field_error("wait_seconds");
 }
 
 /// Two `aperture serve` processes on one SQLite file: a call parked through one is heard of
@@ -146,33 +132,15 @@ async fn another_process_on_the_same_sqlite_file_hears_of_it() {
     let agent = token(&db, "agent", scope::RUN);
     let approver = token(&db, "alice", scope::APPROVE);
     add_fixture_upstream(&db, &[]);
-    let (mut one, url_one) = serve(&db).await;
-    let (mut two, url_two) = serve(&db).await;
-    let client = reqwest::Client::new();
-    let api_one = format!("{url_one}{}", aperture::api::PREFIX);
-    let api_two = format!("{url_two}{}", aperture::api::PREFIX);
-    describe_read(&client, &api_one, &admin, "mcp__fixture__echo").await;
-    activate(
-        &client,
-        &api_one,
-        &admin,
-        "p",
-        &json!({"rules": [{"id": "park-echo", "match": {"name": "mcp__fixture__echo"}, "mode": "approval_required"}]}),
-    )
-    .await;
-    let mut queue =
-        SseReader::open(&client, &format!("{api_two}/invocations/events"), &approver).await;
-    let (meta, calls) = grant(&client, &api_one, &agent, "mcp__fixture__echo").await;
-    let parked: Value = client
-        .post(&calls)
-        .bearer_auth(&agent)
-        .json(&json!({"name": "mcp__fixture__echo", "arguments": {"text": "hi"}, "_meta": meta}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (mut one, node_one) = serve(&db).await;
+    let (mut two, node_two) = serve(&db).await;
+    describe_read(&node_one, &admin, "mcp__fixture__echo").await;
+    let park = json!({"rules": [{"id": "park-echo", "match": {"name": "mcp__fixture__echo"}, "mode": "approval_required"}]});
+    node_one.activate_policy(&admin, "p", park).await;
+    let mut queue = SseReader::open(node_two.get("/invocations/events").as_(&approver)).await;
+    let (meta, calls) = expect_grant(&node_one, &agent, "mcp__fixture__echo").await;
+    let echo = json!({"name": "mcp__fixture__echo", "arguments": {"text": "hi"}, "_meta": meta});
+    let parked = node_one.post(&calls).as_(&agent).json(echo).await.json();
     let id = parked["_meta"]["invocation_id"].as_str().unwrap();
     let event = queue
         .expect("invocation.parked", id, Duration::from_secs(5))
@@ -195,52 +163,30 @@ async fn a_cancellation_sent_to_another_node_stops_the_call() {
     let admin = token(&db, "ops", scope::ADMIN);
     let agent = token(&db, "agent", scope::RUN);
     add_fixture_upstream(&db, &[]);
-    let (mut one, url_one) = serve(&db).await;
-    let (mut two, url_two) = serve(&db).await;
-    let client = reqwest::Client::new();
-    let api_one = format!("{url_one}{}", aperture::api::PREFIX);
-    describe_read(&client, &api_one, &admin, "mcp__fixture__slow").await;
-    let mcp = |url: &str| {
-        client
-            .post(format!("{url}/mcp"))
-            .bearer_auth(&agent)
-            .header("accept", "application/json")
-            .header("mcp-session-id", "mcp_two_nodes")
+    let (mut one, node_one) = serve(&db).await;
+    let (mut two, node_two) = serve(&db).await;
+    describe_read(&node_one, &admin, "mcp__fixture__slow").await;
+    let mcp = |node: &Remote| {
+        let mcp = node.post_raw("/mcp").as_(&agent);
+        let mcp = mcp.header("accept", "application/json");
+        mcp.header("mcp-session-id", "mcp_two_nodes")
     };
-    let listed: Value = mcp(&url_two)
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let m = &listed["result"]["_meta"];
+    let listed = mcp(&node_two).json(rpc(1, "tools/list", Value::Null)).await;
+    let listed = listed.json();
     let tool = &listed["result"]["tools"][0];
     assert_eq!(tool["name"], "mcp__fixture__slow", "{listed}");
-    let call = mcp(&url_two)
-        .json(
-            &json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {
-            "name": "mcp__fixture__slow", "arguments": {"millis": 20_000},
-            "_meta": {"session_id": m["session_id"], "manifest_id": m["manifest_id"],
-                      "lease_id": m["lease_id"], "tool_version": tool["_meta"]["toolVersion"],
-                      "expected_schema_hash": tool["_meta"]["schemaHash"]}}}),
-        )
-        .send();
+    let params = json!({"name": "mcp__fixture__slow", "arguments": {"millis": 20_000},
+        "_meta": echo_of(&listed["result"], "mcp__fixture__slow")});
+    let call = mcp(&node_two).json(rpc(5, "tools/call", params));
     let started = std::time::Instant::now();
-    let (answer, ()) = tokio::join!(call, async {
+    let (answer, ()) = tokio::join!(call.into_future(), async {
         tokio::time::sleep(Duration::from_millis(800)).await;
-        let sent = mcp(&url_one)
-            .json(
-                &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                          "params": {"requestId": 5}}),
-            )
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(sent.status(), StatusCode::ACCEPTED);
+        let cancelled = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                               "params": {"requestId": 5}});
+        let sent = mcp(&node_one).json(cancelled).await;
+        sent.expect_status(StatusCode::ACCEPTED);
     });
-    let answer: Value = answer.unwrap().json().await.unwrap();
+    let answer = answer.json();
     assert_eq!(
         answer["result"]["_meta"]["receipt"]["reason"], "cancelled",
         "{answer}"

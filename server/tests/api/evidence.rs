@@ -15,7 +15,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{SIGNING_KEY, TestApp, error_code};
+use crate::helpers::{Requests, SIGNING_KEY, TestApp};
 
 /// Appends `n` admin records to `tenant`'s journal, many at a time.
 async fn fill(app: &TestApp, tenant: &str, n: usize) {
@@ -101,15 +101,9 @@ fn hashes(v: &Value) -> Vec<merkle::Hash> {
 }
 
 async fn get_json(app: &TestApp, token: &str, path: &str) -> (StatusCode, Value) {
-    let response = app
-        .client
-        .get(app.api(path))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap();
+    let response = app.get(path).as_(token).await;
     let status = response.status();
-    (status, response.json().await.unwrap_or(Value::Null))
+    (status, response.json_or_null())
 }
 
 /// Checkpoints are signed notes of the tree's root; the latest is served as text to readers
@@ -150,56 +144,29 @@ async fn checkpoints_and_proofs_verify_against_the_journal() {
     assert_eq!(sink, first.note);
 
     // The latest checkpoint at the well-known URL.
-    let url = app.url("/.well-known/aperture/checkpoints/default");
-    let response = app.client.get(&url).send().await.unwrap();
-    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+    let latest = || app.get_raw("/.well-known/aperture/checkpoints/default");
+    let response = latest().await;
+    response.expect_status(StatusCode::UNAUTHORIZED);
     let witness = app.token("default", "w", &[scope::WITNESS]).await;
     let reader = app.token("default", "r", &[scope::READ]).await;
     let runner = app.token("default", "x", &[scope::RUN]).await;
     for token in [&witness, &reader] {
-        let response = app
-            .client
-            .get(&url)
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
-        assert!(
-            response.headers()["content-type"]
-                .to_str()
-                .unwrap()
-                .starts_with("text/plain")
-        );
-        assert_eq!(response.text().await.unwrap(), first.note);
+        let response = latest().as_(token).await.expect_status(StatusCode::OK);
+        assert!(response.header("content-type").starts_with("text/plain"));
+        assert_eq!(response.text(), first.note);
     }
-    let response = app
-        .client
-        .get(&url)
-        .bearer_auth(&runner)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+    let response = latest().as_(&runner).await;
+    response.expect_status(StatusCode::FORBIDDEN);
     // Another tenant's token, and a tenant that does not exist: the same answer.
     let other = app.token("other", "w", &[scope::WITNESS]).await;
-    let foreign = app
-        .client
-        .get(&url)
-        .bearer_auth(&other)
-        .send()
-        .await
-        .unwrap();
+    let foreign = latest().as_(&other).await;
     let unknown = app
-        .client
-        .get(app.url("/.well-known/aperture/checkpoints/nobody"))
-        .bearer_auth(&witness)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(foreign.status(), StatusCode::NOT_FOUND);
-    assert_eq!(unknown.status(), StatusCode::NOT_FOUND);
-    assert_eq!(foreign.text().await.unwrap(), unknown.text().await.unwrap());
+        .get_raw("/.well-known/aperture/checkpoints/nobody")
+        .as_(&witness)
+        .await;
+    let foreign = foreign.expect_status(StatusCode::NOT_FOUND);
+    let unknown = unknown.expect_status(StatusCode::NOT_FOUND);
+    assert_eq!(foreign.text(), unknown.text());
 
     // Inclusion proofs of records across tiles verify against the checkpoint's root.
     let size = u64::try_from(first.tree_size).unwrap();
@@ -273,14 +240,8 @@ async fn checkpoints_and_proofs_verify_against_the_journal() {
         ("/journal/proofs/consistency?from=5", "to"),
         ("/journal/proofs/consistency?from=6&to=5", "from"),
     ] {
-        let response = app
-            .client
-            .get(app.api(path))
-            .bearer_auth(&witness)
-            .send()
-            .await
-            .unwrap();
-        let (status, body) = (response.status(), response.json::<Value>().await.unwrap());
+        let response = app.get(path).as_(&witness).await;
+        let (status, body) = (response.status(), response.json());
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{path}: {body}");
         assert_eq!(
             body["error"]["details"]["fields"][0]["path"],
@@ -298,14 +259,11 @@ async fn checkpoints_and_proofs_verify_against_the_journal() {
     )
     .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
-    let response = app
-        .client
-        .get(app.api("/journal/proofs/inclusion?seq=x"))
-        .bearer_auth(&witness)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
+    let reply = app
+        .get("/journal/proofs/inclusion?seq=x")
+        .as_(&witness)
+        .await;
+    reply.expect_status(StatusCode::BAD_REQUEST);
     // `:witness` reads checkpoints and proofs and nothing else.
     let (status, _) = get_json(&app, &witness, "/receipts").await;
     assert_eq!(status, StatusCode::FORBIDDEN);
@@ -402,41 +360,20 @@ async fn a_witness_cosigns_a_consistent_log_and_refuses_a_rewritten_one() {
         .and_then(|l| l.split(' ').next())
         .expect("the witness prints its key")
         .to_owned();
-    let response = app
-        .client
-        .post(app.api("/journal/witnesses"))
-        .bearer_auth(&admin)
-        .json(&json!({"name": "witness.example/w1", "key": vkey}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        response.status(),
-        StatusCode::CREATED,
-        "{}",
-        response.text().await.unwrap_or_default()
-    );
+    let reply = app
+        .post("/journal/witnesses")
+        .as_(&admin)
+        .json(json!({"name": "witness.example/w1", "key": vkey}))
+        .await;
+    reply.expect_status(StatusCode::CREATED);
     // A key whose name is not the witness's, a note key, garbage: refused by field.
     for bad in [
         json!({"name": "other", "key": vkey}),
         json!({"name": "w2", "key": log_key("w2").to_string()}),
         json!({"name": "w3", "key": "w3+00000000+AAAA"}),
     ] {
-        let (status, code) = error_code(
-            app.client
-                .post(app.api("/journal/witnesses"))
-                .bearer_auth(&admin)
-                .json(&bad)
-                .send()
-                .await
-                .unwrap(),
-        )
-        .await;
-        assert_eq!(
-            (status, code.as_str()),
-            (StatusCode::UNPROCESSABLE_ENTITY, "invalid_argument"),
-            "{bad}"
-        );
+        let refused = app.post("/journal/witnesses").as_(&admin).json(&bad).await;
+        refused.expect_error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_argument");
     }
 
     // Rounds over a growing log: each cosigned, the gateway serves the cosignatures.
@@ -460,15 +397,10 @@ async fn a_witness_cosigns_a_consistent_log_and_refuses_a_rewritten_one() {
         );
     }
     let served = app
-        .client
-        .get(app.url("/.well-known/aperture/checkpoints/default"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+        .get_raw("/.well-known/aperture/checkpoints/default")
+        .as_(&admin)
+        .await;
+    let served = served.text();
     let served = Note::parse(&served).unwrap();
     let cosigner = VerifierKey::parse(&vkey).unwrap();
     served.verify_cosignature(&cosigner).unwrap();
@@ -757,15 +689,12 @@ async fn witnessed(app: &TestApp) -> Witnessed {
         .and_then(|l| l.split(' ').next())
         .expect("the witness prints its key")
         .to_owned();
-    let response = app
-        .client
-        .post(app.api("/journal/witnesses"))
-        .bearer_auth(&admin)
-        .json(&json!({"name": "witness.example/w1", "key": vkey}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::CREATED);
+    let reply = app
+        .post("/journal/witnesses")
+        .as_(&admin)
+        .json(json!({"name": "witness.example/w1", "key": vkey}))
+        .await;
+    reply.expect_status(StatusCode::CREATED);
     let sink = app.data_dir.join("checkpoints").join("default.checkpoints");
     let mut sizes = Vec::new();
     let mut sink_after_first = String::new();
@@ -1056,16 +985,12 @@ async fn rest_call(
     } else {
         json!({"text": "hi"})
     };
-    app.client
-        .post(app.api(&format!("/sessions/{sid}/calls")))
-        .bearer_auth(token)
-        .json(&json!({"name": tool, "arguments": arguments, "_meta": meta}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    let reply = app
+        .post(format!("/sessions/{sid}/calls"))
+        .as_(token)
+        .json(json!({"name": tool, "arguments": arguments, "_meta": meta}))
+        .await;
+    reply.json()
 }
 
 /// Evidence bundles (issue 22, item 7): a session with allowed, denied and parked calls and a
@@ -1082,25 +1007,12 @@ async fn a_session_s_evidence_bundle_verifies_offline_and_any_change_fails() {
         {"id": "park", "match": {"name": "mcp__fixture__echo"}, "mode": "approval_required"},
         {"id": "ok", "match": {"name": "mcp__fixture__add"}, "mode": "allow"}
     ]});
-    for (path, body) in [
-        ("/policies/p", Some(policy)),
-        ("/policies/p:activate", None),
-    ] {
-        let rb = match body {
-            Some(b) => app.client.put(app.api(path)).json(&b),
-            None => app.client.post(app.api(path)),
-        };
-        assert!(
-            rb.bearer_auth(&admin)
-                .send()
-                .await
-                .unwrap()
-                .status()
-                .is_success()
-        );
-    }
+    let put = app.put("/policies/p").as_(&admin).json(policy).await;
+    assert!(put.status().is_success(), "{put}");
+    let activated = app.post("/policies/p:activate").as_(&admin).await;
+    assert!(activated.status().is_success(), "{activated}");
     let agent = app.token("default", "agent", &[scope::RUN]).await;
-    let list: Value = app.post_empty(&agent, "/sessions").await;
+    let list: Value = app.post("/sessions").as_(&agent).await.json();
     let sid = list["_meta"]["session_id"].as_str().unwrap().to_owned();
     let allowed = rest_call(&app, &agent, &list, "mcp__fixture__add", |_| {}).await;
     assert_eq!(
@@ -1114,23 +1026,23 @@ async fn a_session_s_evidence_bundle_verifies_offline_and_any_change_fails() {
     })
     .await;
     assert_eq!(denied["_meta"]["receipt"]["decision"], "deny", "{denied}");
-    let fork: Value = app
-        .post_json(
-            &agent,
-            &format!("/sessions/{sid}/forks"),
-            json!({"fork_tools": ["mcp__fixture__add"]}),
-        )
+    let fork = app
+        .post(format!("/sessions/{sid}/forks"))
+        .as_(&agent)
+        .json(json!({"fork_tools": ["mcp__fixture__add"]}))
         .await;
+    let fork = fork.json();
     let fork_id = fork["_meta"]["session_id"].as_str().unwrap().to_owned();
     let refused = rest_call(&app, &agent, &fork, "mcp__fixture__echo", |_| {}).await;
     assert_eq!(refused["_meta"]["receipt"]["decision"], "deny", "{refused}");
 
     let fetch = |id: String, token: String, query: &'static str| {
-        let client = app.client.clone();
-        let url = app.api(&format!("/sessions/{id}/evidence{query}"));
+        let call = app
+            .get(format!("/sessions/{id}/evidence{query}"))
+            .as_(token);
         async move {
-            let response = client.get(url).bearer_auth(token).send().await.unwrap();
-            (response.status(), response.text().await.unwrap())
+            let response = call.await;
+            (response.status(), response.text())
         }
     };
     let (status, parent) = fetch(sid.clone(), agent.clone(), "").await;

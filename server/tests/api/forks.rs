@@ -5,7 +5,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::TestApp;
+use crate::helpers::{Reply, Requests, TestApp, rpc};
 
 async fn setup() -> (TestApp, String, Value) {
     let app = TestApp::spawn().await;
@@ -13,19 +13,20 @@ async fn setup() -> (TestApp, String, Value) {
     app.register_fixture(&admin, &["mcp__fixture__echo", "mcp__fixture__add"])
         .await;
     let agent = app.token("default", "agent", &[scope::RUN]).await;
-    let parent: Value = app.post_empty(&agent, "/sessions").await;
+    let parent: Value = app.post("/sessions").as_(&agent).await.json();
     (app, agent, parent)
 }
 
-async fn fork(app: &TestApp, token: &str, parent: &Value, body: Value) -> reqwest::Response {
+async fn fork(app: &TestApp, token: &str, parent: &Value, body: Value) -> Reply {
     let sid = parent["_meta"]["session_id"].as_str().unwrap();
-    app.client
-        .post(app.api(&format!("/sessions/{sid}/forks")))
-        .bearer_auth(token)
-        .json(&body)
-        .send()
-        .await
-        .unwrap()
+    let forks = app.post(format!("/sessions/{sid}/forks"));
+    forks.as_(token).json(body).await
+}
+
+/// `tools/list` over MCP in session `session` (a fork's, a parent's) as `token`.
+async fn list_in(app: &TestApp, token: &str, id: u64, session: &Value) -> Value {
+    let params = json!({"_meta": {"session_id": session}});
+    app.mcp(token, rpc(id, "tools/list", params)).await
 }
 
 async fn call(app: &TestApp, token: &str, list: &Value, tool: &str, arguments: Value) -> Value {
@@ -38,16 +39,9 @@ async fn call(app: &TestApp, token: &str, list: &Value, tool: &str, arguments: V
     let m = &list["_meta"];
     let sid = m["session_id"].as_str().unwrap();
     let meta = json!({"manifest_id": m["manifest_id"], "lease_id": m["lease_id"], "tool_version": t["_meta"]["toolVersion"], "expected_schema_hash": t["_meta"]["schemaHash"]});
-    app.client
-        .post(app.api(&format!("/sessions/{sid}/calls")))
-        .bearer_auth(token)
-        .json(&json!({"name": tool, "arguments": arguments, "_meta": meta}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap()
+    let body = json!({"name": tool, "arguments": arguments, "_meta": meta});
+    let calls = app.post(format!("/sessions/{sid}/calls"));
+    calls.as_(token).json(body).await.json()
 }
 
 /// Fork seed: "Keep the fork's current model-visible declarations unchanged" and "Reject
@@ -56,15 +50,9 @@ async fn call(app: &TestApp, token: &str, list: &Value, tool: &str, arguments: V
 #[tokio::test]
 async fn a_fork_keeps_the_declarations_and_narrows_execution() {
     let (app, agent, parent) = setup().await;
-    let response = fork(
-        &app,
-        &agent,
-        &parent,
-        json!({"fork_tools": ["mcp__fixture__echo"]}),
-    )
-    .await;
-    assert_eq!(response.status(), StatusCode::CREATED);
-    let child: Value = response.json().await.unwrap();
+    let echo_only = json!({"fork_tools": ["mcp__fixture__echo"]});
+    let child = fork(&app, &agent, &parent, echo_only).await;
+    let child = child.expect_created();
     assert_eq!(
         child["tools"], parent["tools"],
         "declarations are byte-identical to the parent's"
@@ -114,11 +102,8 @@ async fn a_fork_keeps_the_declarations_and_narrows_execution() {
 #[tokio::test]
 async fn an_empty_list_denies_all_and_omission_restricts_nothing() {
     let (app, agent, parent) = setup().await;
-    let none: Value = fork(&app, &agent, &parent, json!({"fork_tools": []}))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let none = fork(&app, &agent, &parent, json!({"fork_tools": []})).await;
+    let none = none.json();
     assert_eq!(
         call(
             &app,
@@ -130,11 +115,7 @@ async fn an_empty_list_denies_all_and_omission_restricts_nothing() {
         .await["_meta"]["receipt"]["reason"],
         "execution_allowlist"
     );
-    let open: Value = fork(&app, &agent, &parent, json!({}))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let open = fork(&app, &agent, &parent, json!({})).await.json();
     assert!(open["_meta"].get("restriction_notice").is_none());
     assert_eq!(
         call(
@@ -164,36 +145,21 @@ async fn invalid_fork_tools_and_forks_of_forks_are_refused() {
         (json!(["read_*"]), "fork_tools[0]"),
     ] {
         let response = fork(&app, &agent, &parent, json!({"fork_tools": entries})).await;
-        assert_eq!(
-            response.status(),
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "{entries}"
-        );
-        let err: Value = response.json().await.unwrap();
-        assert_eq!(err["error"]["details"]["fields"][0]["path"], path, "{err}");
-        messages.push(
-            err["error"]["details"]["fields"][0]["message"]
-                .as_str()
-                .unwrap()
-                .to_owned(),
-        );
+        let response = response.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
+        let field = response.expect_field_error(path);
+        messages.push(field["message"].as_str().unwrap().to_owned());
     }
     messages.sort();
     messages.dedup();
     assert_eq!(messages.len(), 5, "each rejection has its own message");
 
-    let child: Value = fork(&app, &agent, &parent, json!({"fork_tools": ["mcp__*"]}))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let all = json!({"fork_tools": ["mcp__*"]});
+    let child = fork(&app, &agent, &parent, all).await.json();
     let grandchild = fork(&app, &agent, &child, json!({})).await;
-    assert_eq!(grandchild.status(), StatusCode::CONFLICT);
+    grandchild.expect_status(StatusCode::CONFLICT);
     let other = app.token("default", "someone", &[scope::RUN]).await;
-    assert_eq!(
-        fork(&app, &other, &parent, json!({})).await.status(),
-        StatusCode::NOT_FOUND
-    );
+    let strange = fork(&app, &other, &parent, json!({})).await;
+    strange.expect_status(StatusCode::NOT_FOUND);
 }
 
 /// Issue 23: a fork copies its parent's current grant byte for byte, even after the policy and
@@ -233,15 +199,9 @@ async fn a_fork_copies_its_parent_s_grant_even_after_policy_and_catalog_changed(
     let fresh = app.new_session(&agent, json!({})).await;
     assert_ne!(fresh["tools"], parent["tools"], "a fresh grant differs now");
 
-    let response = fork(
-        &app,
-        &agent,
-        &parent,
-        json!({"fork_tools": ["mcp__fixture__*"]}),
-    )
-    .await;
-    assert_eq!(response.status(), StatusCode::CREATED);
-    let child: Value = response.json().await.unwrap();
+    let fixture_tools = json!({"fork_tools": ["mcp__fixture__*"]});
+    let child = fork(&app, &agent, &parent, fixture_tools).await;
+    let child = child.expect_created();
     assert_eq!(
         child["tools"], parent["tools"],
         "the parent's grant, byte for byte"
@@ -262,16 +222,8 @@ async fn a_fork_copies_its_parent_s_grant_even_after_policy_and_catalog_changed(
         "a fork's lease ends with its parent's"
     );
     // The copied grant is the fork's own signed manifest document.
-    let document: Value = app
-        .client
-        .get(app.api(&format!("/sessions/{fork_id}/manifest")))
-        .bearer_auth(&agent)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let document = app.get(format!("/sessions/{fork_id}/manifest"));
+    let document = document.as_(&agent).await.json();
     assert_eq!(document["document"]["session_id"], fork_id.as_str());
     assert_eq!(
         document["document"]["manifest_id"],
@@ -283,7 +235,7 @@ async fn a_fork_copies_its_parent_s_grant_even_after_policy_and_catalog_changed(
     );
 
     // The fork's own tools/list over MCP copies the parent's grant again.
-    let listed: Value = app.mcp(&agent, json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {"session_id": fork_id}}})).await;
+    let listed = list_in(&app, &agent, 1, &json!(fork_id)).await;
     assert_eq!(listed["result"]["tools"], parent["tools"], "{listed}");
     assert_eq!(listed["result"]["_meta"]["session_id"], fork_id.as_str());
     assert!(listed["result"]["_meta"]["restriction_notice"].is_string());
@@ -306,8 +258,7 @@ async fn a_fork_copies_its_parent_s_grant_even_after_policy_and_catalog_changed(
         .await
         .unwrap();
     let refused = fork(&app, &agent, &parent, json!({})).await;
-    assert_eq!(refused.status(), StatusCode::CONFLICT);
-    let err: Value = refused.json().await.unwrap();
+    let err = refused.expect_status(StatusCode::CONFLICT).json();
     assert!(
         err["error"]["message"]
             .as_str()
@@ -315,7 +266,7 @@ async fn a_fork_copies_its_parent_s_grant_even_after_policy_and_catalog_changed(
             .contains("lease has expired"),
         "{err}"
     );
-    let relisted: Value = app.mcp(&agent, json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": {"session_id": fork_id}}})).await;
+    let relisted = list_in(&app, &agent, 2, &json!(fork_id)).await;
     assert!(
         relisted["error"]["message"]
             .as_str()
@@ -323,16 +274,12 @@ async fn a_fork_copies_its_parent_s_grant_even_after_policy_and_catalog_changed(
             .contains("lease has expired"),
         "a fork cannot list past its parent's lease: {relisted}"
     );
-    let parent_again: Value = app.mcp(&agent, json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": {"session_id": parent["_meta"]["session_id"]}}})).await;
+    let parent_again = list_in(&app, &agent, 3, &parent["_meta"]["session_id"]).await;
     assert_eq!(
         parent_again["result"]["tools"], fresh["tools"],
         "the parent's new grant is fresh"
     );
-    let second: Value = fork(&app, &agent, &parent, json!({}))
-        .await
-        .json()
-        .await
-        .unwrap();
+    let second = fork(&app, &agent, &parent, json!({})).await.json();
     assert_eq!(
         second["tools"], fresh["tools"],
         "and its next fork copies that one"

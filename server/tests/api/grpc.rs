@@ -527,21 +527,19 @@ async fn a_connect_client_generated_from_the_proto_calls_the_service() {
 async fn grpc_answers_carry_the_security_headers_and_are_logged() {
     use crate::cli::aperture;
     use crate::crash::{serve_logged, token};
-    use crate::helpers::{Db, TestDb};
+    use crate::helpers::{Db, Requests, TestDb, rpc};
     let db = TestDb::new(Db::Sqlite).await.unwrap();
     assert!(aperture(&db, &["migrate"], None).status.success());
     let reader = token(&db, "ops", scope::READ);
     let log = db.data_dir().join("server.log");
-    let (mut server, url) =
+    let (mut server, node) =
         serve_logged(&db, &[("APERTURE_LOG", "warn,tower_http=debug")], &log).await;
-    let rest = reqwest::get(format!("{url}/healthz")).await.unwrap();
-    let mcp = reqwest::Client::new()
-        .post(format!("{url}/mcp"))
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
-        .send()
-        .await
-        .unwrap();
-    let channel = tonic::transport::Channel::from_shared(url.clone())
+    let rest = node.get_raw("/healthz").await;
+    let mcp = node
+        .post_raw("/mcp")
+        .json(rpc(1, "ping", Value::Null))
+        .await;
+    let channel = tonic::transport::Channel::from_shared(node.base.clone())
         .unwrap()
         .connect()
         .await

@@ -5,7 +5,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use aperture::store::{self, Store};
 use aperture::{Application, Config};
 use app::dto::CreateTokenRequest;
-use reqwest::{Client, Response, StatusCode};
+use reqwest::{Client, Method, Response, StatusCode};
+
+pub use crate::requests::{Call, Remote, Reply, Requests};
 
 pub const ADMIN_PASSWORD: &str = "bootstrap-admin-password";
 /// The signing key of every test server (hex Ed25519 seed).
@@ -266,28 +268,14 @@ impl TestApp {
     /// Registers the project's fixture MCP server as upstream `fixture` and describes `read`
     /// as read-only tools (so the default policy and read rules expose them).
     pub async fn register_fixture(&self, admin: &str, read: &[&str]) -> serde_json::Value {
-        let response = self
-            .client
-            .post(self.api("/upstreams"))
-            .bearer_auth(admin)
-            .json(&serde_json::json!({"name": "fixture", "transport": "stdio", "command": fixture_command()}))
-            .send()
-            .await
-            .expect("register");
-        assert_eq!(response.status(), StatusCode::CREATED);
-        let body = response.json().await.expect("json");
+        let body = serde_json::json!({"name": "fixture", "transport": "stdio", "command": fixture_command()});
+        let registered = self.post("/upstreams").as_(admin).json(body).await;
+        let registered = registered.expect_created();
         for tool in read {
-            let described = self
-                .client
-                .put(self.api(&format!("/tools/{tool}")))
-                .bearer_auth(admin)
-                .json(&serde_json::json!({"risk": ["read"]}))
-                .send()
-                .await
-                .expect("describe");
-            assert_eq!(described.status(), StatusCode::OK, "{tool}");
+            self.describe(admin, tool, serde_json::json!({"risk": ["read"]}))
+                .await;
         }
-        body
+        registered
     }
 
     /// `method path` on the REST mount as `token`, with `body` as JSON (`None`: no body): the
@@ -299,38 +287,12 @@ impl TestApp {
         path: &str,
         body: Option<&serde_json::Value>,
     ) -> (StatusCode, serde_json::Value) {
-        let mut request = self
-            .client
-            .request(method, self.api(path))
-            .bearer_auth(token);
+        let mut call = self.request(method, path).as_(token);
         if let Some(body) = body {
-            request = request.json(body);
+            call = call.json(body);
         }
-        let response = request.send().await.expect("REST request");
-        let status = response.status();
-        (status, response.json().await.unwrap_or_default())
-    }
-
-    /// `GET path` on the REST mount as `token`: the JSON answer, whatever the status.
-    pub async fn get_json(&self, token: impl std::fmt::Display, path: &str) -> serde_json::Value {
-        self.rest(reqwest::Method::GET, token, path, None).await.1
-    }
-
-    /// `POST path` with a JSON `body` as `token`: the JSON answer, whatever the status.
-    pub async fn post_json(
-        &self,
-        token: impl std::fmt::Display,
-        path: &str,
-        body: serde_json::Value,
-    ) -> serde_json::Value {
-        self.rest(reqwest::Method::POST, token, path, Some(&body))
-            .await
-            .1
-    }
-
-    /// `POST path` without a body as `token`: the JSON answer, whatever the status.
-    pub async fn post_empty(&self, token: impl std::fmt::Display, path: &str) -> serde_json::Value {
-        self.rest(reqwest::Method::POST, token, path, None).await.1
+        let reply = call.await;
+        (reply.status(), reply.json_or_null())
     }
 
     /// The names of the tools of a list result (`{"tools": [...]}`), in order.
@@ -343,66 +305,22 @@ impl TestApp {
             .collect()
     }
 
-    /// Puts policy `id` (rules and the rest of the body as given) and activates it, as an admin
-    /// would; both must succeed.
-    pub async fn activate_policy(&self, admin: &str, id: &str, policy: serde_json::Value) {
-        let put = self
-            .client
-            .put(self.api(&format!("/policies/{id}")))
-            .bearer_auth(admin)
-            .json(&policy)
-            .send()
-            .await
-            .expect("put policy");
-        assert_eq!(put.status(), StatusCode::OK, "PUT /policies/{id}");
-        let activated = self
-            .client
-            .post(self.api(&format!("/policies/{id}:activate")))
-            .bearer_auth(admin)
-            .send()
-            .await
-            .expect("activate policy");
-        assert_eq!(activated.status(), StatusCode::OK, "activate {id}");
-    }
-
     /// `POST /sessions` as `token` with `body`: the new session's list result.
     pub async fn new_session(&self, token: &str, body: serde_json::Value) -> serde_json::Value {
-        let created = self
-            .client
-            .post(self.api("/sessions"))
-            .bearer_auth(token)
-            .json(&body)
-            .send()
-            .await
-            .expect("create session");
-        assert_eq!(created.status(), StatusCode::CREATED, "POST /sessions");
-        created.json().await.expect("json")
+        let created = self.post("/sessions").as_(token).json(body).await;
+        created.expect_created()
     }
 
     /// One JSON-RPC request to `/mcp` as `token` (plain JSON, no MCP session): the response body.
     pub async fn mcp(&self, token: &str, body: serde_json::Value) -> serde_json::Value {
-        self.client
-            .post(self.url("/mcp"))
-            .bearer_auth(token)
-            .header("accept", "application/json, text/event-stream")
-            .json(&body)
-            .send()
-            .await
-            .expect("POST /mcp")
-            .json()
-            .await
-            .expect("a JSON-RPC body")
+        self.mcp_post(token).json(body).await.json()
     }
 
     /// MCP `tools/list` as `token` with `meta` as its `params._meta`: the result (panics on a
     /// JSON-RPC error).
     pub async fn mcp_list(&self, token: &str, meta: serde_json::Value) -> serde_json::Value {
-        let body = self
-            .mcp(
-                token,
-                serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}),
-            )
-            .await;
+        let params = serde_json::json!({"_meta": meta});
+        let body = self.mcp(token, rpc(1, "tools/list", params)).await;
         assert!(body.get("error").is_none(), "tools/list: {body}");
         body["result"].clone()
     }
@@ -447,95 +365,92 @@ impl TestApp {
         arguments: serde_json::Value,
         extra: serde_json::Value,
     ) -> serde_json::Value {
-        let listed = list["tools"]
-            .as_array()
-            .and_then(|tools| tools.iter().find(|t| t["name"] == tool))
-            .unwrap_or_else(|| panic!("{tool} is not listed: {list}"));
-        let m = &list["_meta"];
-        let mut meta = serde_json::json!({
-            "session_id": m["session_id"], "manifest_id": m["manifest_id"], "lease_id": m["lease_id"],
-            "tool_version": listed["_meta"]["toolVersion"],
-            "expected_schema_hash": listed["_meta"]["schemaHash"],
-        });
+        let mut meta = echo_of(list, tool);
         if let (Some(meta), Some(extra)) = (meta.as_object_mut(), extra.as_object()) {
             meta.extend(extra.clone());
         }
-        let body = self
-            .mcp(
-                token,
-                serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-                    "params": {"name": tool, "arguments": arguments, "_meta": meta}}),
-            )
-            .await;
+        let params = serde_json::json!({"name": tool, "arguments": arguments, "_meta": meta});
+        let body = self.mcp(token, rpc(2, "tools/call", params)).await;
         assert!(body.get("error").is_none(), "tools/call: {body}");
         body["result"].clone()
     }
 
-    /// Sets the descriptor of `tool` (`PUT /tools/{name}`) as `admin`; must succeed.
-    pub async fn describe(&self, admin: &str, tool: &str, descriptor: serde_json::Value) {
-        let described = self
-            .client
-            .put(self.api(&format!("/tools/{tool}")))
-            .bearer_auth(admin)
-            .json(&descriptor)
-            .send()
-            .await
-            .expect("describe");
-        assert_eq!(described.status(), StatusCode::OK, "PUT /tools/{tool}");
-    }
-
     /// The published signing keys (`/.well-known/aperture/keys`), as a verifier pins them.
     pub async fn keys(&self) -> Vec<engine::receipt::Jwk> {
-        let set: serde_json::Value = self
-            .client
-            .get(self.url("/.well-known/aperture/keys"))
-            .send()
-            .await
-            .expect("keys")
-            .json()
-            .await
-            .expect("a key set");
+        let set = self.get_raw("/.well-known/aperture/keys").await.json();
         serde_json::from_value(set["keys"].clone()).expect("JWKs")
     }
 
-    /// Signs in through the dashboard's server function, as a browser form would.
-    pub async fn sign_in(&self, client: &Client, username: &str, password: &str) -> Response {
-        client
-            .post(self.url("/ui/sign-in"))
+    /// Signs in through the dashboard's server function with `client`, as a browser form would.
+    pub fn sign_in(&self, client: &Client, username: &str, password: &str) -> Call {
+        let form = [
+            ("tenant", "default"),
+            ("username", username),
+            ("password", password),
+        ];
+        Call::new(client, Method::POST, self.url("/ui/sign-in"))
             .header("accept", "application/json")
-            .form(&[
-                ("tenant", "default"),
-                ("username", username),
-                ("password", password),
-            ])
-            .send()
-            .await
-            .expect("sign-in request")
+            .form(&form)
     }
 
-    /// Calls a dashboard server function with no arguments.
-    pub async fn server_fn(&self, client: &Client, endpoint: &str) -> Response {
-        client
-            .post(self.url(&format!("/ui/{endpoint}")))
+    /// `method path` from the server's root, sent by the browser client (its cookies, its
+    /// `Origin`).
+    pub fn in_browser(&self, method: Method, path: &str) -> Call {
+        Call::new(&self.browser, method, self.url(path))
+    }
+
+    /// Calls a dashboard server function with no arguments, with `client`.
+    pub fn server_fn(&self, client: &Client, endpoint: &str) -> Call {
+        Call::new(client, Method::POST, self.url(&format!("/ui/{endpoint}")))
             .header("accept", "application/json")
             .header("content-type", "application/x-www-form-urlencoded")
             .body("")
-            .send()
-            .await
-            .expect("server fn request")
     }
 }
 
-/// The `error.code` of an API error body.
-pub async fn error_code(response: Response) -> (StatusCode, String) {
-    let status = response.status();
-    let body: serde_json::Value = response.json().await.unwrap_or_default();
+impl Requests for TestApp {
+    fn http(&self) -> &Client {
+        &self.client
+    }
+
+    fn base(&self) -> &str {
+        &self.address
+    }
+}
+
+/// The status and `error.code` of an API error answer.
+pub async fn error_code(reply: Reply) -> (StatusCode, String) {
+    let body = reply.json_or_null();
     let code = body["error"]["code"]
         .as_str()
         .or(body["code"].as_str())
         .unwrap_or("")
         .to_owned();
-    (status, code)
+    (reply.status(), code)
+}
+
+/// A JSON-RPC request `method` with `id` (and `params`, left out when `Null`).
+pub fn rpc(id: u64, method: &str, params: serde_json::Value) -> serde_json::Value {
+    let mut request = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method});
+    if !params.is_null() {
+        request["params"] = params;
+    }
+    request
+}
+
+/// The echo of the grant of `list` (a `tools/list` result or a new REST session) for a call of
+/// `tool`, as a well-behaved client sends it in `_meta`; `tool` must be listed.
+pub fn echo_of(list: &serde_json::Value, tool: &str) -> serde_json::Value {
+    let listed = list["tools"]
+        .as_array()
+        .and_then(|tools| tools.iter().find(|t| t["name"] == tool))
+        .unwrap_or_else(|| panic!("{tool} is not listed: {list}"));
+    let m = &list["_meta"];
+    serde_json::json!({
+        "session_id": m["session_id"], "manifest_id": m["manifest_id"], "lease_id": m["lease_id"],
+        "tool_version": listed["_meta"]["toolVersion"],
+        "expected_schema_hash": listed["_meta"]["schemaHash"],
+    })
 }
 
 /// Runs a store test body on SQLite and, where configured, PostgreSQL.
@@ -585,15 +500,11 @@ pub struct SseReader {
 }
 
 impl SseReader {
-    /// `GET url` as `token` with `Accept: text/event-stream`; must answer 200 with a stream.
-    pub async fn open(client: &Client, url: &str, token: &str) -> Self {
-        let response = client
-            .get(url)
-            .bearer_auth(token)
-            .header("accept", "text/event-stream")
-            .send()
-            .await
-            .expect("open the stream");
+    /// `call` (a `GET` with its token) with `Accept: text/event-stream`; must answer 200 with a
+    /// stream.
+    pub async fn open(call: Call) -> Self {
+        let response = call.header("accept", "text/event-stream").open().await;
+        let url = response.url().clone();
         assert_eq!(response.status(), StatusCode::OK, "{url}");
         assert!(
             response.headers()["content-type"]

@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 
 use aperture::store::{self, Store};
 
-use crate::helpers::{ADMIN_PASSWORD, Db, TestApp, error_code};
+use crate::helpers::{ADMIN_PASSWORD, Db, Requests, TestApp, error_code};
 use crate::on_both_backends;
 
 async fn keys(app: &TestApp) -> Vec<Jwk> {
@@ -44,20 +44,14 @@ async fn all_receipts(app: &TestApp, token: &str, query: &str) -> Vec<Value> {
 
 async fn admin_changes_are_journaled_and_verify(app: &TestApp) {
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
-    let created: Value = app
-        .post_json(
-            &admin,
-            "/tokens",
-            json!({"actor_id": "bot", "scopes": [scope::RUN]}),
-        )
+    let created = app
+        .post("/tokens")
+        .as_(&admin)
+        .json(json!({"actor_id": "bot", "scopes": [scope::RUN]}))
         .await;
+    let created = created.json();
     let id = created["token"]["id"].as_str().unwrap();
-    app.client
-        .delete(app.api(&format!("/tokens/{id}")))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap();
+    app.delete(format!("/tokens/{id}")).as_(&admin).await;
     app.sign_in(&app.browser, "admin", ADMIN_PASSWORD).await;
     app.sign_in(&app.browser, "admin", "wrong-password").await;
 
@@ -100,7 +94,7 @@ async fn admin_changes_are_journaled_and_verify(app: &TestApp) {
 
     // Detail with disclosures, which match the receipt's digest.
     let rid = receipts[3]["receipt_id"].as_str().unwrap();
-    let detail: Value = app.get_json(&admin, &format!("/receipts/{rid}")).await;
+    let detail: Value = app.get(format!("/receipts/{rid}")).as_(&admin).await.json();
     assert_eq!(detail["disclosures"]["action"], "token.create");
     let d: engine::receipt::Disclosures =
         serde_json::from_value(detail["disclosures"].clone()).unwrap();
@@ -342,17 +336,11 @@ async fn a_change_the_journal_cannot_record_is_not_made() {
         .await
         .unwrap();
     let response = app
-        .client
-        .post(app.api("/tokens"))
-        .bearer_auth(&admin)
-        .json(&json!({"actor_id": "bot", "scopes": [scope::RUN]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        error_code(response).await,
-        (StatusCode::SERVICE_UNAVAILABLE, "unavailable".to_owned())
-    );
+        .post("/tokens")
+        .as_(&admin)
+        .json(json!({"actor_id": "bot", "scopes": [scope::RUN]}))
+        .await;
+    response.expect_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
     let tokens = aperture::store::tokens::list(&app.store, "default")
         .await
         .unwrap();
@@ -372,25 +360,13 @@ async fn receipt_queries_are_checked() {
         ("cursor=abc", "invalid_argument"),
         ("colour=red", "bad_request"),
     ] {
-        let response = app
-            .client
-            .get(app.api(&format!("/receipts?{query}")))
-            .bearer_auth(&reader)
-            .send()
-            .await
-            .unwrap();
+        let response = app.get(format!("/receipts?{query}")).as_(&reader).await;
         let (status, got) = error_code(response).await;
         assert_eq!(got, code, "{query}");
         assert!(status.is_client_error(), "{query}: {status}");
     }
-    let missing = app
-        .client
-        .get(app.api("/receipts/rcp_nope"))
-        .bearer_auth(&reader)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    let reply = app.get("/receipts/rcp_nope").as_(&reader).await;
+    reply.expect_status(StatusCode::NOT_FOUND);
 }
 
 /// Tenant `t` and the server's signing key, for journals made directly over `store` (the

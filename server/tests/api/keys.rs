@@ -7,18 +7,11 @@ use engine::receipt::{JwkSet, Signer};
 use serde_json::json;
 
 use crate::cli::aperture;
-use crate::helpers::{Db, SIGNING_KEY, TestApp, TestDb};
+use crate::helpers::{Db, Requests, SIGNING_KEY, TestApp, TestDb};
 
 async fn published(app: &TestApp) -> Vec<String> {
-    let set: JwkSet = app
-        .client
-        .get(app.url("/.well-known/aperture/keys"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let set = app.get_raw("/.well-known/aperture/keys").await.json();
+    let set: JwkSet = serde_json::from_value(set).unwrap();
     set.keys.into_iter().map(|k| k.kid).collect()
 }
 

@@ -5,12 +5,12 @@
 //! disclosures); with one that does, the profile's `max_bytes` applies.
 
 use engine::scope;
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use crate::cli::aperture;
 use crate::crash::{add_fixture_upstream, serve_logged, token};
-use crate::helpers::{Db, TestDb};
+use crate::helpers::{Call, Db, Requests, TestDb, echo_of};
 
 const ECHO: &str = "mcp__fixture__echo";
 /// What the fixture answers `FAIL:<x>` with; no argument contains it.
@@ -25,17 +25,14 @@ async fn an_upstream_s_error_text_reaches_logs_only_as_the_profile_lets_it() {
     add_fixture_upstream(&db, &[]);
     let log = db.data_dir().join("server.log");
     // The most the server ever logs.
-    let (mut server, url) = serve_logged(&db, &[("APERTURE_LOG", "debug")], &log).await;
-    let api = format!("{url}{}", aperture::api::PREFIX);
-    let client = reqwest::Client::new();
-    let put = client
-        .put(format!("{api}/tools/{ECHO}"))
-        .bearer_auth(&admin)
-        .json(&json!({"risk": ["read"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(put.status(), StatusCode::OK);
+    let (mut server, node) = serve_logged(&db, &[("APERTURE_LOG", "debug")], &log).await;
+    let read = json!({"risk": ["read"]});
+    let put = node
+        .put(format!("/tools/{ECHO}"))
+        .as_(&admin)
+        .json(read)
+        .await;
+    put.expect_status(StatusCode::OK);
     let policy = json!({
         "rules": [
             {"id": "quiet", "match": {"name": ECHO, "preset": "quiet"}, "mode": "allow",
@@ -49,17 +46,10 @@ async fn an_upstream_s_error_text_reaches_logs_only_as_the_profile_lets_it() {
                            "destinations": ["llm", "mcp", "transcript", "logs"]}
         }
     });
-    for (method, path, body) in [
-        ("PUT", "/policies/canary", Some(policy)),
-        ("POST", "/policies/canary:activate", None),
-    ] {
-        let mut rb = client.request(method.parse().unwrap(), format!("{api}{path}"));
-        if let Some(b) = body {
-            rb = rb.json(&b);
-        }
-        let response = rb.bearer_auth(&admin).send().await.unwrap();
-        assert_eq!(response.status(), StatusCode::OK, "{path}");
-    }
+    let put = node.put("/policies/canary").as_(&admin).json(policy).await;
+    put.expect_status(StatusCode::OK);
+    let activate = node.post("/policies/canary:activate").as_(&admin).await;
+    activate.expect_status(StatusCode::OK);
 
     // One call under each profile, each failing upstream with its own canary.
     let mut calls = Vec::new();
@@ -67,40 +57,16 @@ async fn an_upstream_s_error_text_reaches_logs_only_as_the_profile_lets_it() {
         ("quiet", "first-secret-0451"),
         ("loud", "second-secret-0452"),
     ] {
-        let session: Value = client
-            .post(format!("{api}/sessions"))
-            .bearer_auth(&agent)
-            .json(&json!({"preset": preset}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
-        let listed = session["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|t| t["name"] == ECHO)
-            .unwrap_or_else(|| panic!("{session}"));
-        let m = &session["_meta"];
-        let sid = m["session_id"].as_str().unwrap().to_owned();
-        let result: Value = client
-            .post(format!("{api}/sessions/{sid}/calls"))
-            .bearer_auth(&agent)
-            .json(
-                &json!({"name": ECHO, "arguments": {"text": format!("FAIL:{secret}")},
-                "_meta": {"session_id": sid, "manifest_id": m["manifest_id"],
-                          "lease_id": m["lease_id"],
-                          "tool_version": listed["_meta"]["toolVersion"],
-                          "expected_schema_hash": listed["_meta"]["schemaHash"]}}),
-            )
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let session = node
+            .post("/sessions")
+            .as_(&agent)
+            .json(json!({"preset": preset}));
+        let session = session.await.json();
+        let sid = session["_meta"]["session_id"].as_str().unwrap().to_owned();
+        let fail = json!({"name": ECHO, "arguments": {"text": format!("FAIL:{secret}")},
+                          "_meta": echo_of(&session, ECHO)});
+        let result = node.post(format!("/sessions/{sid}/calls")).as_(&agent);
+        let result = result.json(fail).await.json();
         let receipt = &result["_meta"]["receipt"];
         assert_eq!(receipt["reason"], "upstream_error", "{result}");
         assert!(!result.to_string().contains(CANARY), "{result}");
@@ -114,24 +80,10 @@ async fn an_upstream_s_error_text_reaches_logs_only_as_the_profile_lets_it() {
     // What a reader gets of each receipt, and of each session's evidence with disclosures.
     let mut texts = Vec::new();
     for (sid, receipt_id, _) in &calls {
-        let receipt = client
-            .get(format!("{api}/receipts/{receipt_id}"))
-            .bearer_auth(&admin)
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
-        let evidence = client
-            .get(format!("{api}/sessions/{sid}/evidence?disclosures=true"))
-            .bearer_auth(&admin)
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let receipt = node.get(format!("/receipts/{receipt_id}")).as_(&admin);
+        let receipt = receipt.await.text();
+        let evidence = node.get(format!("/sessions/{sid}/evidence?disclosures=true"));
+        let evidence = evidence.as_(&admin).await.text();
         assert!(evidence.contains(receipt_id.as_str()), "{evidence}");
         texts.push((receipt, evidence));
     }
@@ -140,29 +92,22 @@ async fn an_upstream_s_error_text_reaches_logs_only_as_the_profile_lets_it() {
         .cookie_store(true)
         .build()
         .unwrap();
-    let signed_in = browser
-        .post(format!("{url}/ui/sign-in"))
-        .header("accept", "application/json")
-        .form(&[
-            ("tenant", "default"),
-            ("username", "admin"),
-            ("password", "a-long-enough-password"),
-        ])
-        .send()
-        .await
-        .unwrap();
+    let dashboard = |endpoint: &str| {
+        let url = format!("{}/ui/{endpoint}", node.base);
+        Call::new(&browser, Method::POST, url).header("accept", "application/json")
+    };
+    let form = [
+        ("tenant", "default"),
+        ("username", "admin"),
+        ("password", "a-long-enough-password"),
+    ];
+    let signed_in = dashboard("sign-in").form(&form).await;
     assert!(signed_in.status().is_success(), "{}", signed_in.status());
     let mut pages = Vec::new();
     for (_, receipt_id, _) in &calls {
-        let page = browser
-            .post(format!("{url}/ui/receipts/get"))
-            .header("accept", "application/json")
-            .form(&[("id", receipt_id.as_str())])
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(page.status(), StatusCode::OK);
-        pages.push(page.text().await.unwrap());
+        let page = dashboard("receipts/get").form(&[("id", receipt_id.as_str())]);
+        let page = page.await.expect_status(StatusCode::OK);
+        pages.push(page.text());
     }
     server.kill().ok();
     server.wait().ok();

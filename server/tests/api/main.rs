@@ -8,6 +8,7 @@
 //! PostgreSQL variants run where `APERTURE_TEST_POSTGRES_URL` is set (`.ci/run` sets it).
 
 mod helpers;
+mod requests;
 
 mod agents;
 mod approvals;

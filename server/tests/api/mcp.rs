@@ -5,20 +5,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::TestApp;
-
-async fn rpc(app: &TestApp, token: Option<&str>, body: Value) -> (StatusCode, Value) {
-    let mut rb = app
-        .client
-        .post(app.url("/mcp"))
-        .header("accept", "application/json, text/event-stream");
-    if let Some(t) = token {
-        rb = rb.bearer_auth(t);
-    }
-    let response = rb.json(&body).send().await.unwrap();
-    let status = response.status();
-    (status, response.json().await.unwrap_or(Value::Null))
-}
+use crate::helpers::{Requests, TestApp, echo_of, rpc};
 
 #[tokio::test]
 async fn the_manifest_handshake_over_mcp() {
@@ -27,37 +14,28 @@ async fn the_manifest_handshake_over_mcp() {
     app.register_fixture(&admin, &["mcp__fixture__echo"]).await;
     let agent = app.token("default", "agent", &[scope::RUN]).await;
 
-    let (status, init) = rpc(&app, Some(&agent), json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})).await;
-    assert_eq!(status, StatusCode::OK);
+    let init = json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}});
+    let init = app.mcp_post(&agent).json(rpc(1, "initialize", init)).await;
+    let init = init.expect_ok();
     assert_eq!(init["result"]["protocolVersion"], "2025-11-25");
-    let (status, _) = rpc(
-        &app,
-        Some(&agent),
-        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::ACCEPTED);
+    let initialized = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let initialized = app.mcp_post(&agent).json(initialized).await;
+    initialized.expect_status(StatusCode::ACCEPTED);
 
-    let (_, list) = rpc(
-        &app,
-        Some(&agent),
-        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}}),
-    )
-    .await;
+    let list = app.mcp(&agent, rpc(2, "tools/list", json!({}))).await;
     let result = &list["result"];
     assert_eq!(result["_meta"]["environment"], "default");
     assert_eq!(result["_meta"]["policy_id"], "builtin_safe_read");
     let tools = result["tools"].as_array().unwrap();
     assert_eq!(tools.len(), 1, "only the described read tool: {list}");
-    let tool = &tools[0];
-    let meta = json!({
-        "session_id": result["_meta"]["session_id"], "manifest_id": result["_meta"]["manifest_id"],
-        "lease_id": result["_meta"]["lease_id"], "tool_version": tool["_meta"]["toolVersion"],
-        "expected_schema_hash": tool["_meta"]["schemaHash"]
-    });
+    let meta = echo_of(result, "mcp__fixture__echo");
     let keys: Vec<Jwk> = app.keys().await;
 
-    let (_, called) = rpc(&app, Some(&agent), json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "mcp__fixture__echo", "arguments": {"text": "over mcp"}, "_meta": meta}})).await;
+    let call = |id: u64, arguments: Value, meta: &Value| {
+        let params = json!({"name": "mcp__fixture__echo", "arguments": arguments, "_meta": meta});
+        app.mcp(&agent, rpc(id, "tools/call", params))
+    };
+    let called = call(3, json!({"text": "over mcp"}), &meta).await;
     assert_eq!(called["id"], 3);
     assert_eq!(called["result"]["isError"], false, "{called}");
     assert!(
@@ -70,7 +48,7 @@ async fn the_manifest_handshake_over_mcp() {
 
     let mut wrong = meta.clone();
     wrong["expected_schema_hash"] = json!("sha256:0000");
-    let (_, denied) = rpc(&app, Some(&agent), json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "mcp__fixture__echo", "arguments": {"text": "x"}, "_meta": wrong}})).await;
+    let denied = call(4, json!({"text": "x"}), &wrong).await;
     assert_eq!(denied["result"]["isError"], true);
     assert_eq!(
         denied["result"]["_meta"]["receipt"]["reason"],
@@ -83,7 +61,8 @@ async fn the_manifest_handshake_over_mcp() {
     verify_receipt_json(&denied["result"]["_meta"]["receipt"], &keys).unwrap();
 
     // Re-listing the same session grants a new manifest; the old lease no longer binds.
-    let (_, relist) = rpc(&app, Some(&agent), json!({"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": {"_meta": {"session_id": result["_meta"]["session_id"]}}})).await;
+    let again = json!({"_meta": {"session_id": result["_meta"]["session_id"]}});
+    let relist = app.mcp(&agent, rpc(5, "tools/list", again)).await;
     assert_eq!(
         relist["result"]["_meta"]["session_id"],
         result["_meta"]["session_id"]
@@ -98,64 +77,44 @@ async fn the_manifest_handshake_over_mcp() {
 async fn protocol_errors_are_json_rpc_errors_and_auth_is_a_401_challenge() {
     let app = TestApp::spawn().await;
     let agent = app.token("default", "agent", &[scope::RUN]).await;
-    let response = app
-        .client
-        .post(app.url("/mcp"))
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
-    let challenge = response.headers()["www-authenticate"]
-        .to_str()
-        .unwrap()
-        .to_owned();
+    let ping = rpc(1, "ping", Value::Null);
+    let response = app.post_raw("/mcp").json(ping).await;
+    let response = response.expect_status(StatusCode::UNAUTHORIZED);
+    let challenge = response.header("www-authenticate");
     assert!(challenge.contains("resource_metadata="), "{challenge}");
-    let metadata: Value = app
-        .client
-        .get(app.url("/.well-known/oauth-protected-resource"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let metadata = app.get_raw("/.well-known/oauth-protected-resource").await;
+    let metadata = metadata.json();
     assert!(metadata["resource"].as_str().unwrap().ends_with("/mcp"));
 
     let garbage = app
-        .client
-        .post(app.url("/mcp"))
-        .bearer_auth(&agent)
+        .post_raw("/mcp")
+        .as_(&agent)
         .header("content-type", "application/json")
         .body("{nope")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(garbage.status(), StatusCode::OK);
-    let garbage: Value = garbage.json().await.unwrap();
+        .await;
+    let garbage = garbage.expect_ok();
     assert_eq!(garbage["error"]["code"], -32700);
-    let (_, unknown) = rpc(
-        &app,
-        Some(&agent),
-        json!({"jsonrpc": "2.0", "id": 7, "method": "resources/list"}),
-    )
-    .await;
+    let unknown = app.mcp(&agent, rpc(7, "resources/list", Value::Null)).await;
     assert_eq!(
         (unknown["id"].clone(), unknown["error"]["code"].clone()),
         (json!(7), json!(-32601))
     );
-    let (_, bad_params) = rpc(
-        &app,
-        Some(&agent),
-        json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"arguments": 3}}),
-    )
-    .await;
+    let bad_params = rpc(8, "tools/call", json!({"arguments": 3}));
+    let bad_params = app.mcp(&agent, bad_params).await;
     assert_eq!(bad_params["error"]["code"], -32602);
-    let (_, bad_meta) = rpc(&app, Some(&agent), json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "x", "_meta": {"manifest_id": 5}}})).await;
+    let bad_meta = rpc(
+        9,
+        "tools/call",
+        json!({"name": "x", "_meta": {"manifest_id": 5}}),
+    );
+    let bad_meta = app.mcp(&agent, bad_meta).await;
     assert_eq!(bad_meta["error"]["code"], -32602);
-    let (_, no_version) = rpc(&app, Some(&agent), json!({"id": 10, "method": "ping"})).await;
+    let no_version = app.mcp(&agent, json!({"id": 10, "method": "ping"})).await;
     assert_eq!(no_version["error"]["code"], -32600);
-    let (_, unknown_session) = rpc(&app, Some(&agent), json!({"jsonrpc": "2.0", "id": 11, "method": "tools/list", "params": {"_meta": {"session_id": "ses_nope"}}})).await;
+    let unknown_session = json!({"_meta": {"session_id": "ses_nope"}});
+    let unknown_session = app
+        .mcp(&agent, rpc(11, "tools/list", unknown_session))
+        .await;
     assert_eq!(unknown_session["error"]["code"], -32602);
     // An oversize body is a JSON-RPC error too, not a bare 413.
     let huge = format!(
@@ -163,25 +122,16 @@ async fn protocol_errors_are_json_rpc_errors_and_auth_is_a_401_challenge() {
         "x".repeat(2 * 1024 * 1024)
     );
     let response = app
-        .client
-        .post(app.url("/mcp"))
-        .bearer_auth(&agent)
+        .post_raw("/mcp")
+        .as_(&agent)
         .header("content-type", "application/json")
         .body(huge)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
-    let body: Value = response.json().await.expect("a JSON-RPC body");
+        .await;
+    let body = response.expect_status(StatusCode::PAYLOAD_TOO_LARGE).json();
     assert_eq!(body["jsonrpc"], "2.0");
     assert_eq!(body["error"]["code"], -32600, "{body}");
     let reader = app.token("default", "reader", &[scope::READ]).await;
-    let (_, no_run) = rpc(
-        &app,
-        Some(&reader),
-        json!({"jsonrpc": "2.0", "id": 12, "method": "tools/list"}),
-    )
-    .await;
+    let no_run = app.mcp(&reader, rpc(12, "tools/list", Value::Null)).await;
     assert_eq!(no_run["error"]["code"], -32602);
 }
 
@@ -197,25 +147,11 @@ async fn a_journal_that_cannot_record_stops_calls_until_it_recovers() {
         .await;
     let upstream_id = registered["upstream"]["id"].as_str().unwrap().to_owned();
     let agent = app.token("default", "agent", &[scope::RUN]).await;
-    let (_, list) = rpc(
-        &app,
-        Some(&agent),
-        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}),
-    )
-    .await;
+    let list = app.mcp(&agent, rpc(1, "tools/list", json!({}))).await;
     let result = &list["result"];
-    let meta_of = |name: &str| {
-        let tool = result["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|t| t["name"] == name)
-            .unwrap_or_else(|| panic!("{name} in {list}"));
-        json!({
-            "session_id": result["_meta"]["session_id"], "manifest_id": result["_meta"]["manifest_id"],
-            "lease_id": result["_meta"]["lease_id"], "tool_version": tool["_meta"]["toolVersion"],
-            "expected_schema_hash": tool["_meta"]["schemaHash"]
-        })
+    let call = |id: u64, tool: &str, arguments: Value| {
+        let params = json!({"name": tool, "arguments": arguments, "_meta": echo_of(result, tool)});
+        app.mcp_post(&agent).json(rpc(id, "tools/call", params))
     };
     let keys: Vec<Jwk> = app.keys().await;
 
@@ -223,8 +159,8 @@ async fn a_journal_that_cannot_record_stops_calls_until_it_recovers() {
         .execute(app.store.pool())
         .await
         .unwrap();
-    let (status, denied) = rpc(&app, Some(&agent), json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "mcp__fixture__mutate", "arguments": {"description": "EXECUTED", "notify": false}, "_meta": meta_of("mcp__fixture__mutate")}})).await;
-    assert_eq!(status, StatusCode::OK);
+    let mutate = json!({"description": "EXECUTED", "notify": false});
+    let denied = call(2, "mcp__fixture__mutate", mutate).await.expect_ok();
     let receipt = &denied["result"]["_meta"]["receipt"];
     assert_eq!(denied["result"]["isError"], true, "{denied}");
     assert_eq!(receipt["reason"], "journal_unavailable", "{denied}");
@@ -240,13 +176,16 @@ async fn a_journal_that_cannot_record_stops_calls_until_it_recovers() {
         .await
         .unwrap();
     // Nothing ran: the upstream's echo still has its own description.
-    let report: Value = app
-        .post_empty(&admin, &format!("/upstreams/{upstream_id}:sync"))
+    let report = app
+        .post(format!("/upstreams/{upstream_id}:sync"))
+        .as_(&admin)
         .await;
+    let report = report.json();
     assert_eq!(report["changed"], json!([]), "{report}");
 
     // Service resumed by itself, on the same grant, and the chain is whole.
-    let (_, called) = rpc(&app, Some(&agent), json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "mcp__fixture__echo", "arguments": {"text": "back"}, "_meta": meta_of("mcp__fixture__echo")}})).await;
+    let called = call(3, "mcp__fixture__echo", json!({"text": "back"})).await;
+    let called = called.json();
     assert_eq!(called["result"]["isError"], false, "{called}");
     assert_eq!(called["result"]["_meta"]["receipt"]["reason"], "ok");
     verify_receipt_json(&called["result"]["_meta"]["receipt"], &keys).unwrap();
@@ -324,23 +263,22 @@ async fn an_rmcp_client_speaking_2026_07_28_lists_and_calls() {
     client.cancel().await.ok();
 
     // The same revision with headers that do not mirror the body is refused before anything.
+    let params = json!({"name": "mcp__fixture__echo", "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}});
     let response = app
-        .client
-        .post(app.url("/mcp"))
-        .bearer_auth(&admin)
-        .header("accept", "application/json, text/event-stream")
+        .mcp_post(&admin)
         .header("mcp-protocol-version", "2026-07-28")
         .header("mcp-method", "tools/call")
         .header("mcp-name", "something_else")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "mcp__fixture__echo", "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28", "io.modelcontextprotocol/clientCapabilities": {}}}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::BAD_REQUEST);
-    let body: Value = response.json().await.unwrap();
+        .json(rpc(1, "tools/call", params))
+        .await;
+    let body = response.expect_status(StatusCode::BAD_REQUEST).json();
     assert_eq!(body["error"]["code"], -32020, "{body}");
-    let (status, old) = rpc(&app, Some(&admin), json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2024-01-01", "io.modelcontextprotocol/clientCapabilities": {}}}})).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let params = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2024-01-01", "io.modelcontextprotocol/clientCapabilities": {}}});
+    let old = app
+        .mcp_post(&admin)
+        .json(rpc(2, "tools/list", params))
+        .await;
+    let old = old.expect_status(StatusCode::BAD_REQUEST).json_or_null();
     assert_eq!(old["error"]["code"], -32022);
     assert_eq!(old["error"]["data"]["supported"], json!(["2026-07-28"]));
 }
@@ -402,24 +340,11 @@ async fn the_typescript_sdk_calls_server_everything_through_the_gateway() {
     ];
     for upstream in upstreams {
         let name = upstream["name"].as_str().unwrap().to_owned();
-        let registered = app
-            .client
-            .post(app.api("/upstreams"))
-            .bearer_auth(&admin)
-            .json(&upstream)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(registered.status(), StatusCode::CREATED, "{name}");
-        let described = app
-            .client
-            .put(app.api(&format!("/tools/mcp__{name}__echo")))
-            .bearer_auth(&admin)
-            .json(&json!({"risk": ["read"]}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(described.status(), StatusCode::OK, "{name}");
+        let registered = app.post("/upstreams").as_(&admin).json(&upstream).await;
+        registered.expect_status(StatusCode::CREATED);
+        let read = json!({"risk": ["read"]});
+        let described = app.put(format!("/tools/mcp__{name}__echo")).as_(&admin);
+        described.json(read).await.expect_status(StatusCode::OK);
     }
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let keys: Vec<Jwk> = app.keys().await;
@@ -482,23 +407,22 @@ async fn mcp_refuses_foreign_origins_and_unknown_protocol_versions() {
     .await
     .unwrap();
     let agent = app.token("default", "agent", &[scope::RUN]).await;
-    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
+    let list = rpc(1, "tools/list", json!({}));
     let send = |origin: Option<&str>, token: Option<&str>, version: Option<&str>| {
-        let mut rb = app
-            .client
-            .post(app.url("/mcp"))
+        let mut call = app
+            .post_raw("/mcp")
             .header("accept", "application/json, text/event-stream")
             .json(&list);
         if let Some(o) = origin {
-            rb = rb.header("origin", o);
+            call = call.header("origin", o);
         }
         if let Some(t) = token {
-            rb = rb.bearer_auth(t);
+            call = call.as_(t);
         }
         if let Some(v) = version {
-            rb = rb.header("mcp-protocol-version", v);
+            call = call.header("mcp-protocol-version", v);
         }
-        async move { rb.send().await.unwrap().status() }
+        async move { call.await.status() }
     };
     for origin in [
         "http://attacker.example",
@@ -552,28 +476,14 @@ async fn the_public_url_names_the_server_and_a_forged_host_never_comes_back() {
     .await
     .unwrap();
     let evil = "evil.attacker.example";
-    let metadata: Value = app
-        .client
-        .get(app.url("/.well-known/oauth-protected-resource"))
-        .header("host", evil)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let metadata = app.get_raw("/.well-known/oauth-protected-resource");
+    let metadata = metadata.header("host", evil).await.json();
     assert_eq!(metadata["resource"], "https://gateway.example/edge/mcp");
-    let challenge = app
-        .client
-        .post(app.url("/mcp"))
-        .header("host", evil)
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(challenge.status(), StatusCode::UNAUTHORIZED);
+    let ping = rpc(1, "ping", Value::Null);
+    let challenge = app.post_raw("/mcp").header("host", evil).json(ping).await;
+    let challenge = challenge.expect_status(StatusCode::UNAUTHORIZED);
     assert_eq!(
-        challenge.headers()["www-authenticate"],
+        challenge.header("www-authenticate"),
         "Bearer resource_metadata=\"https://gateway.example/edge/.well-known/oauth-protected-resource\""
     );
 
@@ -584,9 +494,11 @@ async fn the_public_url_names_the_server_and_a_forged_host_never_comes_back() {
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let list = app.mcp_list(&agent, json!({})).await;
     let session = list["_meta"]["session_id"].as_str().unwrap();
-    let bundle: Value = app
-        .get_json(&agent, &format!("/sessions/{session}/evidence"))
+    let bundle = app
+        .get(format!("/sessions/{session}/evidence"))
+        .as_(&agent)
         .await;
+    let bundle = bundle.json();
     let note = bundle["checkpoint"].as_str().unwrap_or_default();
     assert!(
         note.starts_with("gateway.example/aperture/default\n"),
@@ -603,15 +515,9 @@ async fn the_public_url_names_the_server_and_a_forged_host_never_comes_back() {
         "/no/such/page",
         "/v1/policies",
     ] {
-        let response = app
-            .client
-            .get(app.url(path))
-            .header("host", evil)
-            .send()
-            .await
-            .unwrap();
+        let response = app.get_raw(path).header("host", evil).await;
         let headers = format!("{:?}", response.headers());
-        let body = response.text().await.unwrap();
+        let body = response.text();
         assert!(!headers.contains(evil), "{path}: {headers}");
         assert!(!body.contains(evil), "{path}: {body}");
     }
@@ -640,14 +546,8 @@ async fn tools_list_pages_through_one_grant() {
     let list = |token: String, params: Value| {
         let app = &app;
         async move {
-            let (status, body) = rpc(
-                app,
-                Some(&token),
-                json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": params}),
-            )
-            .await;
-            assert_eq!(status, StatusCode::OK, "{body}");
-            body
+            let list = app.mcp_post(&token).json(rpc(1, "tools/list", params));
+            list.await.expect_ok()
         }
     };
     let manifests = || async {
@@ -691,10 +591,10 @@ async fn tools_list_pages_through_one_grant() {
         .find(|t| t["name"] == "mcp__fixture__echo")
         .unwrap();
     let meta = &first["_meta"];
-    let (_, called) = rpc(&app, Some(&agent), json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
-        "name": "mcp__fixture__echo", "arguments": {"text": "paged"},
-        "_meta": {"session_id": meta["session_id"], "manifest_id": meta["manifest_id"], "lease_id": meta["lease_id"],
-                  "tool_version": echo["_meta"]["toolVersion"], "expected_schema_hash": echo["_meta"]["schemaHash"]}}})).await;
+    let paged = json!({"_meta": meta, "tools": [echo]});
+    let params = json!({"name": "mcp__fixture__echo", "arguments": {"text": "paged"},
+        "_meta": echo_of(&paged, "mcp__fixture__echo")});
+    let called = app.mcp(&agent, rpc(2, "tools/call", params)).await;
     assert_eq!(called["result"]["isError"], false, "{called}");
 
     // Not the lister's, or not a cursor.
@@ -754,27 +654,15 @@ async fn the_typescript_sdk_hears_progress_and_list_changed() {
     let app = TestApp::spawn().await;
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     let everything = end2end("node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    let registered = app
-        .client
-        .post(app.api("/upstreams"))
-        .bearer_auth(&admin)
-        .json(&json!({"name": "everything", "transport": "stdio", "command": ["node", everything, "stdio"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(registered.status(), StatusCode::CREATED);
+    let upstream = json!({"name": "everything", "transport": "stdio", "command": ["node", everything, "stdio"]});
+    let registered = app.post("/upstreams").as_(&admin).json(upstream).await;
+    registered.expect_status(StatusCode::CREATED);
     const LONG: &str = "mcp__everything__trigger-long-running-operation";
     const ECHO: &str = "mcp__everything__echo";
     for tool in [LONG, ECHO] {
-        let described = app
-            .client
-            .put(app.api(&format!("/tools/{tool}")))
-            .bearer_auth(&admin)
-            .json(&json!({"risk": ["read"]}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(described.status(), StatusCode::OK, "{tool}");
+        let described = app.put(format!("/tools/{tool}")).as_(&admin);
+        let read = json!({"risk": ["read"]});
+        described.json(read).await.expect_status(StatusCode::OK);
     }
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let mut child = tokio::process::Command::new("node")

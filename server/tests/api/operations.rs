@@ -6,16 +6,15 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Db, TestApp, TestDb};
+use crate::helpers::{Db, Requests, TestApp, TestDb};
 
 /// `/readyz` is 200 with every check `ok` on a node that can take calls, and 503 naming the
 /// check that fails (here: a migration the database lacks).
 #[tokio::test]
 async fn readyz_says_whether_this_node_can_take_calls_and_why_not() {
     let app = TestApp::spawn().await;
-    let ready = app.client.get(app.url("/readyz")).send().await.unwrap();
-    assert_eq!(ready.status(), StatusCode::OK);
-    let body: Value = ready.json().await.unwrap();
+    let ready = app.get_raw("/readyz").await.expect_status(StatusCode::OK);
+    let body: Value = ready.json();
     assert_eq!(body["status"], "ready", "{body}");
     for check in ["database", "migrations", "journal_writer"] {
         assert_eq!(body["checks"][check], "ok", "{body}");
@@ -28,9 +27,9 @@ async fn readyz_says_whether_this_node_can_take_calls_and_why_not() {
     .execute(app.store.pool())
     .await
     .unwrap();
-    let behind = app.client.get(app.url("/readyz")).send().await.unwrap();
-    assert_eq!(behind.status(), StatusCode::SERVICE_UNAVAILABLE);
-    let body: Value = behind.json().await.unwrap();
+    let behind = app.get_raw("/readyz").await;
+    let behind = behind.expect_status(StatusCode::SERVICE_UNAVAILABLE);
+    let body: Value = behind.json();
     assert_eq!(body["status"], "not_ready");
     assert!(
         body["checks"]["migrations"]
@@ -42,8 +41,7 @@ async fn readyz_says_whether_this_node_can_take_calls_and_why_not() {
     assert_eq!(body["checks"]["database"], "ok");
 
     // Liveness is another question: the process still answers.
-    let alive = app.client.get(app.url("/healthz")).send().await.unwrap();
-    assert_eq!(alive.status(), StatusCode::OK);
+    app.get_raw("/healthz").await.expect_status(StatusCode::OK);
 }
 
 /// `APERTURE_LOG_FORMAT=json`: every log line the server writes is one JSON object with its
@@ -197,35 +195,28 @@ async fn metrics_answer_only_the_operator_and_count_what_happened() {
         Some(admin.as_str()),
         Some("operator-metrics-token-wrong"),
     ] {
-        let mut request = app.client.get(app.url("/metrics"));
+        let mut request = app.get_raw("/metrics");
         if let Some(token) = token {
-            request = request.bearer_auth(token);
+            request = request.as_(token);
         }
-        let response = request.send().await.unwrap();
-        assert_eq!(response.status(), StatusCode::UNAUTHORIZED, "{token:?}");
+        let response = request.await.expect_status(StatusCode::UNAUTHORIZED);
         assert!(response.headers().contains_key("www-authenticate"));
-        let body = response.text().await.unwrap();
+        let body = response.text();
         assert!(!body.contains("aperture_calls_total"), "{body}");
     }
 
     // The background verifier's first pass runs at start-up; wait for its gauge.
     let mut body = String::new();
     for _ in 0..200 {
-        let response = app
-            .client
-            .get(app.url("/metrics"))
-            .bearer_auth(METRICS_TOKEN)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
+        let response = app.get_raw("/metrics").as_(METRICS_TOKEN).await;
+        let response = response.expect_status(StatusCode::OK);
         assert!(
             response.headers()["content-type"]
                 .to_str()
                 .unwrap()
                 .starts_with("text/plain"),
         );
-        body = response.text().await.unwrap();
+        body = response.text();
         if sample(
             &body,
             "aperture_journal_chain_verified",

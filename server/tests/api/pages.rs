@@ -5,7 +5,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::json;
 
-use crate::helpers::{ADMIN_PASSWORD, TestApp};
+use crate::helpers::{ADMIN_PASSWORD, Requests, TestApp};
 
 /// What follows the element that `from` opens with `open` (nested ones included), up to its
 /// matching `close`; empty when it is never closed.

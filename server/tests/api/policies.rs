@@ -4,7 +4,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Db, TestApp, error_code};
+use crate::helpers::{Db, Requests, TestApp, error_code};
 
 fn support_policy() -> Value {
     json!({
@@ -43,16 +43,11 @@ async fn versions_and_activation(app: &TestApp) {
     let second: Value = put(changed).await.json().await.unwrap();
     assert_eq!(second["version"], 2);
 
-    let versions: Value = app
-        .client
-        .get(app.api("/policies/support-agents/versions"))
-        .bearer_auth(&writer)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let versions = app
+        .get("/policies/support-agents/versions")
+        .as_(&writer)
+        .await;
+    let versions = versions.json();
     let numbers: Vec<u64> = versions["versions"]
         .as_array()
         .unwrap()
@@ -73,15 +68,11 @@ async fn versions_and_activation(app: &TestApp) {
     assert_eq!((policy.name.as_str(), version), ("builtin_safe_read", 1));
 
     let activated = app
-        .client
-        .post(app.api("/policies/support-agents:activate"))
-        .bearer_auth(&writer)
-        .json(&json!({"environment": "prod"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(activated.status(), StatusCode::OK);
-    let activated: Value = activated.json().await.unwrap();
+        .post("/policies/support-agents:activate")
+        .as_(&writer)
+        .json(json!({"environment": "prod"}))
+        .await;
+    let activated = activated.expect_ok();
     assert_eq!(activated["active_in"], json!(["prod"]));
     let (policy, version) = aperture::policies::effective(&app.store, "default", "prod")
         .await
@@ -96,24 +87,12 @@ async fn versions_and_activation(app: &TestApp) {
     );
 
     // No body: the default environment.
-    let no_body = app
-        .client
-        .post(app.api("/policies/support-agents:activate"))
-        .bearer_auth(&writer)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(no_body.status(), StatusCode::OK);
-    let list: Value = app
-        .client
-        .get(app.api("/policies"))
-        .bearer_auth(&writer)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let reply = app
+        .post("/policies/support-agents:activate")
+        .as_(&writer)
+        .await;
+    reply.expect_status(StatusCode::OK);
+    let list: Value = app.get("/policies").as_(&writer).await.json();
     let support = list["policies"]
         .as_array()
         .unwrap()
@@ -124,14 +103,8 @@ async fn versions_and_activation(app: &TestApp) {
     assert_eq!(support["latest_version"], 2);
     assert_eq!(list["policies"][0]["policy_id"], "builtin_safe_read");
 
-    let missing = app
-        .client
-        .post(app.api("/policies/nope:activate"))
-        .bearer_auth(&writer)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    let reply = app.post("/policies/nope:activate").as_(&writer).await;
+    reply.expect_status(StatusCode::NOT_FOUND);
 }
 
 #[tokio::test]
@@ -175,52 +148,34 @@ async fn invalid_policies_get_422_with_field_paths_and_store_nothing() {
         (json!({"name": "other-name"}), "name"),
     ];
     for (doc, path) in cases {
-        let response = app
-            .client
-            .put(app.api("/policies/p1"))
-            .bearer_auth(&writer)
-            .json(&doc)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY, "{doc}");
-        let err: Value = response.json().await.unwrap();
+        let response = app.put("/policies/p1").as_(&writer).json(&doc).await;
+        let response = response.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
+        let err: Value = response.json();
         assert_eq!(err["error"]["details"]["fields"][0]["path"], path, "{err}");
     }
     // max_cost_cents is accepted (enforced at execution).
-    let ok = app
-        .client
-        .put(app.api("/policies/p1"))
-        .bearer_auth(&writer)
-        .json(
-            &json!({"rules": [{"id": "a", "mode": "allow", "invocation": {"max_cost_cents": 5}}]}),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(ok.status(), StatusCode::OK);
+    let reply = app
+        .put("/policies/p1")
+        .as_(&writer)
+        .json(json!({"rules": [{"id": "a", "mode": "allow", "invocation": {"max_cost_cents": 5}}]}))
+        .await;
+    reply.expect_status(StatusCode::OK);
     let versions = aperture::store::policies::versions(&app.store, "default", "p1")
         .await
         .unwrap();
     assert_eq!(versions.len(), 1, "only the valid document was stored");
 
-    let reserved = app
-        .client
-        .put(app.api("/policies/builtin_safe_read"))
-        .bearer_auth(&writer)
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(reserved.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let reply = app
+        .put("/policies/builtin_safe_read")
+        .as_(&writer)
+        .json(json!({}))
+        .await;
+    reply.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
     let bad_id = app
-        .client
-        .put(app.api("/policies/Bad%20Id"))
-        .bearer_auth(&writer)
-        .json(&json!({}))
-        .send()
-        .await
-        .unwrap();
+        .put("/policies/Bad%20Id")
+        .as_(&writer)
+        .json(json!({}))
+        .await;
     assert_eq!(error_code(bad_id).await.1, "invalid_argument");
 }
 
@@ -231,17 +186,8 @@ async fn validate_reports_every_problem_without_storing() {
     let doc = json!({"name": "draft", "rules": [
         {"id": "a", "mode": "allow", "invocation": {"max_result_bytes": -1, "expires_after_seconds": 100000}}
     ]});
-    let result: Value = app
-        .client
-        .post(app.api("/policies:validate"))
-        .bearer_auth(&reader)
-        .json(&doc)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let result = app.post("/policies:validate").as_(&reader).json(&doc).await;
+    let result = result.json();
     assert_eq!(result["valid"], false);
     let paths: Vec<&str> = result["errors"]
         .as_array()
@@ -256,9 +202,12 @@ async fn validate_reports_every_problem_without_storing() {
             "rules[0].invocation.expires_after_seconds"
         ]
     );
-    let fine: Value = app
-        .post_json(&reader, "/policies:validate", json!({"name": "draft"}))
+    let fine = app
+        .post("/policies:validate")
+        .as_(&reader)
+        .json(json!({"name": "draft"}))
         .await;
+    let fine = fine.json();
     assert_eq!(fine["valid"], true);
     assert!(
         aperture::store::policies::list_latest(&app.store, "default")
@@ -272,7 +221,8 @@ async fn validate_reports_every_problem_without_storing() {
 async fn the_builtin_policy_is_always_readable() {
     let app = TestApp::spawn().await;
     let reader = app.token("default", "auditor", &[scope::READ]).await;
-    let builtin: Value = app.get_json(&reader, "/policies/builtin_safe_read").await;
+    let builtin = app.get("/policies/builtin_safe_read").as_(&reader).await;
+    let builtin = builtin.json();
     assert_eq!(
         builtin["document"]["rules"][0]["match"]["risk_exactly"],
         json!(["read"])
@@ -300,15 +250,12 @@ async fn a_draft_is_previewed_over_tools_without_being_stored() {
         "tools": [tool("mcp__github__list_issues", "read"), tool("mcp__github__close_issue", "write"), tool("shell", "destructive")]
     });
     let response = app
-        .client
-        .post(app.api("/policies:preview"))
-        .bearer_auth(&reader)
+        .post("/policies:preview")
+        .as_(&reader)
         .json(&request)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    let preview: Value = response.json().await.unwrap();
+        .await;
+    let response = response.expect_status(StatusCode::OK);
+    let preview: Value = response.json();
     assert_eq!(preview["valid"], true);
     assert_eq!(preview["lease_seconds"], 300);
     let tools = preview["tools"].as_array().unwrap();
@@ -332,15 +279,8 @@ async fn a_draft_is_previewed_over_tools_without_being_stored() {
     assert_eq!(by_name("shell")["mode"], "hide");
     assert_eq!(by_name("shell")["listed"], false);
 
-    let bad = app
-        .client
-        .post(app.api("/policies:preview"))
-        .bearer_auth(&reader)
-        .json(&json!({"policy": {"name": "d", "rules": [{"id": "x", "mode": "allow", "invocation": {"max_result_bytes": -1}}]}, "tools": []}))
-        .send()
-        .await
-        .unwrap();
-    let bad: Value = bad.json().await.unwrap();
+    let bad = app.post("/policies:preview").as_(&reader).json(json!({"policy": {"name": "d", "rules": [{"id": "x", "mode": "allow", "invocation": {"max_result_bytes": -1}}]}, "tools": []})).await;
+    let bad: Value = bad.json();
     assert_eq!(bad["valid"], false);
     assert_eq!(
         bad["errors"][0]["path"],

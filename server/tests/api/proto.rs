@@ -12,7 +12,7 @@ use prost_reflect::{DescriptorPool, DynamicMessage, MessageDescriptor, ServiceDe
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Db, TestApp, WebhookReceiver};
+use crate::helpers::{Db, Requests, TestApp, WebhookReceiver};
 
 /// The service's `.proto`, as `build.rs` compiled it into the server.
 fn pool() -> DescriptorPool {
@@ -149,15 +149,12 @@ impl Checked<'_> {
         fits(&rpc.input(), &message, &format!("the {method} request"));
         let response = self
             .app
-            .client
-            .post(self.app.url(&format!("{SERVICE}/{method}")))
-            .bearer_auth(token)
+            .post_raw(format!("{SERVICE}/{method}"))
+            .as_(token)
             .json(&message)
-            .send()
-            .await
-            .unwrap();
+            .await;
         let status = response.status();
-        let body: Value = response.json().await.unwrap_or(Value::Null);
+        let body: Value = response.json_or_null();
         assert_eq!(status, StatusCode::OK, "{method}: {body}");
         fits(&rpc.output(), &body, &format!("the {method} answer"));
         self.called.insert(method);

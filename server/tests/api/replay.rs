@@ -8,7 +8,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::TestApp;
+use crate::helpers::{Requests, TestApp};
 
 const ECHO: &str = "mcp__fixture__echo";
 const ADD: &str = "mcp__fixture__add";
@@ -89,15 +89,11 @@ async fn a_draft_is_replayed_over_the_recorded_calls() {
     let examples = echo["examples"].as_array().unwrap();
     assert_eq!(examples.len(), 3);
     for id in examples {
-        let (status, receipt) = app
-            .rest(
-                reqwest::Method::GET,
-                &reader,
-                &format!("/receipts/{}", id.as_str().unwrap()),
-                None,
-            )
+        let receipt = app
+            .get(format!("/receipts/{}", id.as_str().unwrap()))
+            .as_(&reader)
             .await;
-        assert_eq!(status, StatusCode::OK);
+        let receipt = receipt.expect_ok();
         assert_eq!(receipt["receipt"]["kind"], "decision");
         assert_eq!(receipt["receipt"]["tool"], ECHO);
     }
@@ -211,22 +207,19 @@ async fn a_tool_that_changed_since_is_marked() {
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     app.register_fixture(&admin, &[ECHO, MUTATE]).await;
     // Description changes are accepted (not held), so echo stays in the catalog, changed.
-    let (status, _) = app
-        .rest(
-            reqwest::Method::PUT,
-            &admin,
-            "/catalog/drift",
-            Some(&json!({"description": "accept"})),
-        )
+    let reply = app
+        .put("/catalog/drift")
+        .as_(&admin)
+        .json(json!({"description": "accept"}))
         .await;
-    assert_eq!(status, StatusCode::OK);
+    reply.expect_status(StatusCode::OK);
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let list = app.mcp_list(&agent, json!({})).await;
     let done = app
         .mcp_call(&agent, &list, ECHO, json!({"text": "before"}), json!({}))
         .await;
     assert_eq!(done["isError"], false, "{done}");
-    let before = app.get_json(&admin, "/tools").await;
+    let before = app.get("/tools").as_(&admin).await.json();
     let hash_of = |tools: &Value| {
         tools["tools"]
             .as_array()
@@ -247,7 +240,7 @@ async fn a_tool_that_changed_since_is_marked() {
     assert_eq!(mutated["content"][0]["text"], "mutated", "{mutated}");
     let mut synced = false;
     for _ in 0..100 {
-        if hash_of(&app.get_json(&admin, "/tools").await) != hash_of(&before) {
+        if hash_of(&app.get("/tools").as_(&admin).await.json()) != hash_of(&before) {
             synced = true;
             break;
         }

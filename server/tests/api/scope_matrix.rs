@@ -6,7 +6,7 @@ use engine::scope::{self, APERTURE_SCOPES, ScopeSet};
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, error_code};
+use crate::helpers::{Reply, Requests, TestApp};
 
 /// How to exercise one route: a concrete request, the success status, and what a foreign
 /// tenant's admin must (not) be able to see or change.
@@ -788,15 +788,15 @@ async fn send(
     path: &str,
     body: &Option<Value>,
     token: Option<&str>,
-) -> reqwest::Response {
-    let mut rb = app.client.request(case.method.clone(), app.api(path));
+) -> Reply {
+    let mut call = app.request(case.method.clone(), path);
     if let Some(t) = token {
-        rb = rb.bearer_auth(t);
+        call = call.as_(t);
     }
     if let Some(b) = body {
-        rb = rb.json(b);
+        call = call.json(b);
     }
-    rb.send().await.unwrap()
+    call.await
 }
 
 #[tokio::test]
@@ -859,12 +859,7 @@ async fn every_route_enforces_its_scope() {
                 response.headers().contains_key("www-authenticate"),
                 "{label}"
             );
-            let (status, code) = error_code(response).await;
-            assert_eq!(
-                (status, code.as_str()),
-                (StatusCode::UNAUTHORIZED, "unauthenticated"),
-                "{label} with {token:?}"
-            );
+            response.expect_error(StatusCode::UNAUTHORIZED, "unauthenticated");
         }
 
         // Each scope alone: allowed exactly when it satisfies the route's scope.
@@ -897,12 +892,7 @@ async fn every_route_enforces_its_scope() {
                     response.status()
                 );
             } else {
-                let (status, code) = error_code(response).await;
-                assert_eq!(
-                    (status, code.as_str()),
-                    (StatusCode::FORBIDDEN, "permission_denied"),
-                    "{label} with {held}"
-                );
+                response.expect_error(StatusCode::FORBIDDEN, "permission_denied");
             }
 
             // The same method over Connect, on fresh fixtures: the same answer (a created
@@ -912,20 +902,17 @@ async fn every_route_enforces_its_scope() {
                 let (path, body) = request(case, &fx, n + 100_000);
                 let response = send(&app, case, &path, &body, Some(&token)).await;
                 let status = response.status();
-                let body: Value = response.json().await.unwrap_or_default();
+                let body: Value = response.json_or_null();
                 (status, body["error"]["code"].clone())
             };
             let fx = fixtures(&app).await;
             let (path, body) = request(case, &fx, n + 200_000);
             let (name, message) = connect_message(case, &path, body);
             let response = app
-                .client
-                .post(app.url(&format!("{}/{name}", aperture::api::connect::SERVICE)))
-                .bearer_auth(&token)
+                .post_raw(format!("{}/{name}", aperture::api::connect::SERVICE))
+                .as_(&token)
                 .json(&message)
-                .send()
-                .await
-                .unwrap();
+                .await;
             // Connect's statuses: a success is 200; an invalid argument is 400 (not 422).
             let expected = match rest_status {
                 StatusCode::CREATED => StatusCode::OK,
@@ -939,7 +926,7 @@ async fn every_route_enforces_its_scope() {
             );
             if !expected.is_success() {
                 // The same error, in the Connect protocol's shape and code names.
-                let body: Value = response.json().await.unwrap();
+                let body: Value = response.json();
                 let code: app::error::ErrorCode =
                     serde_json::from_value(rest_code.clone()).unwrap();
                 assert_eq!(
@@ -966,14 +953,11 @@ async fn every_route_enforces_its_scope() {
                 let fx = fixtures(&app).await;
                 let (path, _) = request(case, &fx, n + 300_000);
                 let response = app
-                    .client
-                    .request(case.method.clone(), app.api(&path))
-                    .bearer_auth(&admin)
+                    .request(case.method.clone(), &path)
+                    .as_(&admin)
                     .header("content-type", "application/json")
                     .body(bad)
-                    .send()
-                    .await
-                    .unwrap();
+                    .await;
                 assert!(
                     !response.status().is_server_error(),
                     "{label} with {bad}: {}",
@@ -981,14 +965,11 @@ async fn every_route_enforces_its_scope() {
                 );
                 let (name, _) = connect_message(case, &path, None);
                 let response = app
-                    .client
-                    .post(app.url(&format!("{}/{name}", aperture::api::connect::SERVICE)))
-                    .bearer_auth(&admin)
+                    .post_raw(format!("{}/{name}", aperture::api::connect::SERVICE))
+                    .as_(&admin)
                     .header("content-type", "application/json")
                     .body(bad)
-                    .send()
-                    .await
-                    .unwrap();
+                    .await;
                 assert!(
                     !response.status().is_server_error(),
                     "Connect {name} with {bad}: {}",
@@ -1001,18 +982,11 @@ async fn every_route_enforces_its_scope() {
         let fx = fixtures(&app).await;
         let (path, body) = request(case, &fx, n);
         let (name, message) = connect_message(case, &path, body);
-        let response = app
-            .client
-            .post(app.url(&format!("{}/{name}", aperture::api::connect::SERVICE)))
+        let reply = app
+            .post_raw(format!("{}/{name}", aperture::api::connect::SERVICE))
             .json(&message)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(
-            response.status(),
-            StatusCode::UNAUTHORIZED,
-            "Connect {name}"
-        );
+            .await;
+        reply.expect_status(StatusCode::UNAUTHORIZED);
 
         // Another tenant's admin: authenticated, but sees and touches only its own tenant.
         n += 1;
@@ -1021,7 +995,7 @@ async fn every_route_enforces_its_scope() {
         let foreign = app.token("other", "intruder", &[scope::ADMIN]).await;
         let response = send(&app, case, &path, &body, Some(&foreign)).await;
         let status = response.status();
-        let text = response.text().await.unwrap();
+        let text = response.text();
         match (case.method.as_str(), case.path) {
             ("PUT", "/policies/{id}") => {
                 // Policy ids are per tenant: the intruder saved its own `victim-policy`.

@@ -6,7 +6,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Db, TestApp};
+use crate::helpers::{Db, Requests, TestApp};
 
 fn tool(name: &str, risk: &[&str]) -> ToolDescriptor {
     ToolDescriptor {
@@ -44,15 +44,7 @@ async fn seed_catalog(app: &TestApp) {
 }
 
 async fn keys(app: &TestApp) -> Vec<Jwk> {
-    let set: Value = app
-        .client
-        .get(app.url("/.well-known/aperture/keys"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let set: Value = app.get_raw("/.well-known/aperture/keys").await.json();
     serde_json::from_value(set["keys"].clone()).unwrap()
 }
 
@@ -70,15 +62,9 @@ async fn sessions_grant_signed_manifests(app: &TestApp) {
     ]});
     app.activate_policy(&admin, "agents", policy).await;
 
-    let created = app
-        .client
-        .post(app.api("/sessions"))
-        .bearer_auth(&agent)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), StatusCode::CREATED);
-    let list: Value = created.json().await.unwrap();
+    let created = app.post("/sessions").as_(&agent).await;
+    let created = created.expect_status(StatusCode::CREATED);
+    let list: Value = created.json();
     let meta = &list["_meta"];
     for key in [
         "session_id",
@@ -154,9 +140,11 @@ async fn sessions_grant_signed_manifests(app: &TestApp) {
 
     // The manifest document is signed, verifies with the published keys, and matches the list.
     let sid = meta["session_id"].as_str().unwrap();
-    let doc: Value = app
-        .get_json(&agent, &format!("/sessions/{sid}/manifest"))
+    let doc = app
+        .get(format!("/sessions/{sid}/manifest"))
+        .as_(&agent)
         .await;
+    let doc = doc.json();
     let document: ManifestDocument = serde_json::from_value(doc["document"].clone()).unwrap();
     let signature = doc["manifest_signature"].as_str().unwrap();
     assert_eq!(signature, meta["manifest_signature"]);
@@ -173,42 +161,34 @@ async fn sessions_grant_signed_manifests(app: &TestApp) {
 
     // The grant is journaled as a manifest receipt.
     let reader = app.token("default", "auditor", &[scope::READ]).await;
-    let receipts: Value = app
-        .get_json(&reader, &format!("/receipts?session_id={sid}"))
+    let receipts = app
+        .get(format!("/receipts?session_id={sid}"))
+        .as_(&reader)
         .await;
+    let receipts = receipts.json();
     assert_eq!(receipts["receipts"][0]["kind"], "manifest");
     assert_eq!(receipts["receipts"][0]["manifest_id"], meta["manifest_id"]);
 
     // Own sessions only, for `:run`; all for `:read`.
     let other = app.token("default", "agent-2", &[scope::RUN]).await;
-    assert_eq!(
-        app.client
-            .get(app.api(&format!("/sessions/{sid}")))
-            .bearer_auth(&other)
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        StatusCode::NOT_FOUND
-    );
-    let seen: Value = app.get_json(&reader, &format!("/sessions/{sid}")).await;
+    let theirs = app.get(format!("/sessions/{sid}")).as_(&other).await;
+    theirs.expect_status(StatusCode::NOT_FOUND);
+    let seen = app.get(format!("/sessions/{sid}")).as_(&reader).await;
+    let seen = seen.json();
     assert_eq!(seen["actor_id"], "agent-1");
     assert_eq!(seen["manifest_id"], meta["manifest_id"]);
 
     // Revoked by its own actor.
-    assert_eq!(
-        app.client
-            .post(app.api(&format!("/sessions/{sid}:revoke")))
-            .bearer_auth(&other)
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        StatusCode::NOT_FOUND
-    );
-    let revoked: Value = app
-        .post_empty(&agent, &format!("/sessions/{sid}:revoke"))
+    let revoke = app
+        .post(format!("/sessions/{sid}:revoke"))
+        .as_(&other)
         .await;
+    revoke.expect_status(StatusCode::NOT_FOUND);
+    let revoked = app
+        .post(format!("/sessions/{sid}:revoke"))
+        .as_(&agent)
+        .await;
+    let revoked = revoked.json();
     assert!(revoked["revoked_at"].is_string());
 }
 
@@ -237,7 +217,7 @@ async fn descriptors_decide_what_the_default_policy_exposes() {
     let agent = app.token("default", "agent-1", &[scope::RUN]).await;
     let names = TestApp::tool_names;
 
-    let first: Value = app.post_empty(&agent, "/sessions").await;
+    let first: Value = app.post("/sessions").as_(&agent).await.json();
     assert_eq!(names(&first), vec!["mcp__github__list_issues"]);
     assert_eq!(first["_meta"]["policy_id"], "builtin_safe_read");
 
@@ -247,23 +227,14 @@ async fn descriptors_decide_what_the_default_policy_exposes() {
         json!({"risk": ["read"], "family": "github", "version": "2"}),
     )
     .await;
-    let second: Value = app
-        .client
-        .post(app.api("/sessions"))
-        .bearer_auth(&agent)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let second: Value = app.post("/sessions").as_(&agent).await.json();
     assert_eq!(
         names(&second),
         vec!["mcp__github__list_issues", "mcp__github__undescribed"]
     );
     assert_eq!(second["tools"][1]["_meta"]["toolVersion"], "2");
 
-    let tools: Value = app.get_json(&admin, "/tools").await;
+    let tools: Value = app.get("/tools").as_(&admin).await.json();
     let undescribed = tools["tools"]
         .as_array()
         .unwrap()
@@ -287,37 +258,24 @@ async fn descriptors_decide_what_the_default_policy_exposes() {
         ),
     ] {
         let response = app
-            .client
-            .put(app.api("/tools/mcp__github__list_issues"))
-            .bearer_auth(&admin)
+            .put("/tools/mcp__github__list_issues")
+            .as_(&admin)
             .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(
-            response.status(),
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "{body}"
-        );
-        let err: Value = response.json().await.unwrap();
+            .await;
+        let response = response.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
+        let err: Value = response.json();
         assert_eq!(err["error"]["details"]["fields"][0]["path"], path, "{err}");
     }
-    let missing = app
-        .client
-        .put(app.api("/tools/nope"))
-        .bearer_auth(&admin)
-        .json(&json!({"risk": ["read"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
-    let bad_env = app
-        .client
-        .post(app.api("/sessions"))
-        .bearer_auth(&agent)
-        .json(&json!({"environment": "Prod!"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(bad_env.status(), StatusCode::UNPROCESSABLE_ENTITY);
+    let reply = app
+        .put("/tools/nope")
+        .as_(&admin)
+        .json(json!({"risk": ["read"]}))
+        .await;
+    reply.expect_status(StatusCode::NOT_FOUND);
+    let reply = app
+        .post("/sessions")
+        .as_(&agent)
+        .json(json!({"environment": "Prod!"}))
+        .await;
+    reply.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
 }

@@ -1,10 +1,10 @@
 //! Dashboard sign-in, sessions, sign-out and CSRF.
 
-use reqwest::{Client, StatusCode};
+use reqwest::{Client, Method, StatusCode};
 
-use crate::helpers::{ADMIN_PASSWORD, Db, TestApp, error_code};
+use crate::helpers::{ADMIN_PASSWORD, Call, Db, Reply, Requests, TestApp};
 
-fn session_cookie(response: &reqwest::Response) -> Option<String> {
+fn session_cookie(response: &Reply) -> Option<String> {
     response
         .headers()
         .get_all("set-cookie")
@@ -19,26 +19,23 @@ fn cookie_value(set_cookie: &str) -> String {
 }
 
 async fn me_with_cookie(app: &TestApp, cookie: &str) -> serde_json::Value {
-    let response = app
-        .client
-        .post(app.url("/ui/me"))
-        .header("accept", "application/json")
-        .header("origin", &app.address)
-        .header("cookie", cookie)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body("")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
-    response.json().await.unwrap()
+    let me = app
+        .server_fn(&app.client, "me")
+        .header("origin", &app.address);
+    me.header("cookie", cookie).await.expect_ok()
+}
+
+/// A sign-in as `username` from a page of the dashboard (no cookies kept).
+fn sign_in_page(app: &TestApp, username: &str, password: &str) -> Call {
+    let sign_in = app.sign_in(&app.client, username, password);
+    sign_in.header("origin", &app.address)
 }
 
 #[tokio::test]
 async fn sign_in_sets_a_hardened_cookie_and_rotates_the_id() {
     let app = TestApp::spawn().await;
     let response = app.sign_in(&app.browser, "admin", ADMIN_PASSWORD).await;
-    assert_eq!(response.status(), StatusCode::OK);
+    let response = response.expect_status(StatusCode::OK);
     let first = session_cookie(&response).expect("a session cookie");
     assert!(first.contains("HttpOnly"), "{first}");
     assert!(first.contains("SameSite=Lax"), "{first}");
@@ -46,7 +43,7 @@ async fn sign_in_sets_a_hardened_cookie_and_rotates_the_id() {
         !first.contains("Secure"),
         "plain HTTP must not mark the cookie Secure: {first}"
     );
-    let me: serde_json::Value = response.json().await.unwrap();
+    let me: serde_json::Value = response.json();
     assert_eq!(me["username"], "admin");
     assert_eq!(me["tenant_id"], "default");
 
@@ -77,26 +74,20 @@ async fn sign_out_invalidates_the_session_in_the_store() {
     );
     // Replaying the old cookie does not bring the session back.
     assert_eq!(me_with_cookie(&app, &cookie).await, serde_json::Value::Null);
-    let (status, code) = error_code(app.server_fn(&app.browser, "tokens/list").await).await;
-    assert_eq!(
-        (status, code.as_str()),
-        (StatusCode::UNAUTHORIZED, "unauthenticated")
-    );
+    app.server_fn(&app.browser, "tokens/list")
+        .await
+        .expect_error(StatusCode::UNAUTHORIZED, "unauthenticated");
 }
 
 #[tokio::test]
 async fn wrong_password_and_unknown_user_get_the_same_clear_401() {
     let app = TestApp::spawn().await;
     let wrong = app.sign_in(&app.browser, "admin", "not-the-password").await;
-    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+    let wrong = wrong.expect_status(StatusCode::UNAUTHORIZED);
     assert!(session_cookie(&wrong).is_none());
-    let wrong: serde_json::Value = wrong.json().await.unwrap();
-    let unknown: serde_json::Value = app
-        .sign_in(&app.browser, "nobody", "whatever-password")
-        .await
-        .json()
-        .await
-        .unwrap();
+    let wrong = wrong.json();
+    let unknown = app.sign_in(&app.browser, "nobody", "whatever-password");
+    let unknown = unknown.await.json();
     assert_eq!(wrong["message"], "wrong username or password");
     assert_eq!(wrong, unknown);
 }
@@ -104,26 +95,17 @@ async fn wrong_password_and_unknown_user_get_the_same_clear_401() {
 #[tokio::test]
 async fn malformed_and_oversize_sign_ins_are_client_errors() {
     let app = TestApp::spawn().await;
-    let missing = app
-        .browser
-        .post(app.url("/ui/sign-in"))
-        .header("accept", "application/json")
-        .form(&[("username", "admin")])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(missing.status(), StatusCode::BAD_REQUEST);
+    let missing = app.in_browser(Method::POST, "/ui/sign-in");
+    let missing = missing.header("accept", "application/json");
+    let missing = missing.form(&[("username", "admin")]).await;
+    missing.expect_status(StatusCode::BAD_REQUEST);
 
     let empty = app.sign_in(&app.browser, "", "").await;
-    let (status, code) = error_code(empty).await;
-    assert_eq!(
-        (status, code.as_str()),
-        (StatusCode::UNPROCESSABLE_ENTITY, "invalid_argument")
-    );
+    empty.expect_error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_argument");
 
     let huge = "x".repeat(200 * 1024);
     let oversize = app.sign_in(&app.browser, "admin", &huge).await;
-    assert_eq!(oversize.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    oversize.expect_status(StatusCode::PAYLOAD_TOO_LARGE);
 }
 
 /// Issue 24: never a lockout. A hundred failures at an account from one address refuse that
@@ -136,28 +118,12 @@ async fn a_hundred_failures_refuse_the_address_not_the_account() {
     })
     .await
     .unwrap();
-    let from = |address: &'static str, password: &'static str| {
-        let client = app.client.clone();
-        let url = app.url("/ui/sign-in");
-        let origin = app.address.clone();
-        async move {
-            client
-                .post(url)
-                .header("origin", origin)
-                .header("accept", "application/json")
-                .header("x-forwarded-for", address)
-                .form(&[
-                    ("tenant", "default"),
-                    ("username", "admin"),
-                    ("password", password),
-                ])
-                .send()
-                .await
-                .unwrap()
-        }
+    let from = |address: &str, password: &str| {
+        let sign_in = sign_in_page(&app, "admin", password);
+        sign_in.header("x-forwarded-for", address)
     };
     let bad = from("198.51.100.66", "wrong-password-1").await;
-    assert_eq!(bad.status(), StatusCode::UNAUTHORIZED);
+    bad.expect_status(StatusCode::UNAUTHORIZED);
     let hour = 3_600_000;
     let now = aperture::store::now_ms();
     let counts = |client: &'static str| {
@@ -192,32 +158,17 @@ async fn a_hundred_failures_refuse_the_address_not_the_account() {
         .execute(app.store.pool())
         .await
         .unwrap();
-    let (status, code) = error_code(from("198.51.100.66", ADMIN_PASSWORD).await).await;
-    assert_eq!(
-        (status, code.as_str()),
-        (StatusCode::TOO_MANY_REQUESTS, "too_many_requests"),
-        "the attacker's address is refused, even with the right password"
-    );
+    from("198.51.100.66", ADMIN_PASSWORD)
+        .await
+        .expect_error(StatusCode::TOO_MANY_REQUESTS, "too_many_requests");
     // The rightful user from elsewhere is not locked out.
     let ok = from("203.0.113.10", ADMIN_PASSWORD).await;
-    assert_eq!(ok.status(), StatusCode::OK);
+    ok.expect_status(StatusCode::OK);
     // Without a trusted proxy in front, a client cannot choose its address by the header.
     let direct = TestApp::spawn().await;
-    let bad = direct
-        .client
-        .post(direct.url("/ui/sign-in"))
-        .header("origin", &direct.address)
-        .header("accept", "application/json")
-        .header("x-forwarded-for", "203.0.113.99")
-        .form(&[
-            ("tenant", "default"),
-            ("username", "admin"),
-            ("password", "nope"),
-        ])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(bad.status(), StatusCode::UNAUTHORIZED);
+    let forged = sign_in_page(&direct, "admin", "nope");
+    let forged = forged.header("x-forwarded-for", "203.0.113.99").await;
+    forged.expect_status(StatusCode::UNAUTHORIZED);
     let recorded = aperture::store::users::sign_in_failures(
         &direct.store,
         "default",
@@ -267,33 +218,18 @@ async fn failures_delay_further_attempts_up_to_thirty_seconds() {
     // wait (never more than 30 s).
     let mut attempts = tokio::task::JoinSet::new();
     for i in 0..8 {
-        let client = Client::new();
-        let url = app.url("/ui/sign-in");
-        let origin = app.address.clone();
+        let password = if i == 0 {
+            ADMIN_PASSWORD.to_owned()
+        } else {
+            format!("guess-{i}")
+        };
+        let attempt = app.sign_in(&Client::new(), "admin", &password);
+        let attempt = attempt.header("origin", &app.address);
         attempts.spawn(async move {
-            let password = if i == 0 {
-                ADMIN_PASSWORD.to_owned()
-            } else {
-                format!("guess-{i}")
-            };
-            let response = client
-                .post(url)
-                .header("origin", origin)
-                .header("accept", "application/json")
-                .form(&[
-                    ("tenant", "default"),
-                    ("username", "admin"),
-                    ("password", password.as_str()),
-                ])
-                .send()
-                .await
-                .unwrap();
-            let status = response.status();
-            let body: serde_json::Value = response.json().await.unwrap_or_default();
-            (
-                status,
-                body["message"].as_str().unwrap_or_default().to_owned(),
-            )
+            let response = attempt.await;
+            let body = response.json_or_null();
+            let message = body["message"].as_str().unwrap_or_default().to_owned();
+            (response.status(), message)
         });
     }
     let mut taken = 0;
@@ -334,10 +270,9 @@ async fn failures_for_unknown_users_are_aggregated_in_the_journal() {
     };
     let before = records().await;
     for i in 0..25 {
-        let response = app
-            .sign_in(&app.client, &format!("made-up-{i}"), "whatever")
-            .await;
-        assert_eq!(response.status(), StatusCode::UNAUTHORIZED);
+        let username = format!("made-up-{i}");
+        let response = app.sign_in(&app.client, &username, "whatever").await;
+        response.expect_status(StatusCode::UNAUTHORIZED);
     }
     assert_eq!(
         records().await,
@@ -346,38 +281,25 @@ async fn failures_for_unknown_users_are_aggregated_in_the_journal() {
     );
     // A known user's failure is journaled each time (bounded by the per-account delay).
     let bad = app.sign_in(&app.client, "admin", "wrong").await;
-    assert_eq!(bad.status(), StatusCode::UNAUTHORIZED);
+    bad.expect_status(StatusCode::UNAUTHORIZED);
     assert_eq!(records().await, before + 2);
 }
 #[tokio::test]
 async fn cross_site_state_changes_are_refused() {
     let app = TestApp::spawn().await;
     app.sign_in(&app.browser, "admin", ADMIN_PASSWORD).await;
-    let evil = app
-        .browser
-        .post(app.url("/ui/tokens/list"))
-        .header("origin", "https://evil.example")
-        .header("accept", "application/json")
-        .body("")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(evil.status(), StatusCode::FORBIDDEN);
-    let fetch_meta = app
-        .browser
-        .post(app.url("/ui/tokens/list"))
-        .header("sec-fetch-site", "cross-site")
-        .header("accept", "application/json")
-        .body("")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(fetch_meta.status(), StatusCode::FORBIDDEN);
+    let list = || {
+        let list = app.in_browser(Method::POST, "/ui/tokens/list");
+        list.header("accept", "application/json").body("")
+    };
+    let evil = list().header("origin", "https://evil.example").await;
+    evil.expect_status(StatusCode::FORBIDDEN);
+    let fetch_meta = list().header("sec-fetch-site", "cross-site").await;
+    fetch_meta.expect_status(StatusCode::FORBIDDEN);
     // Issue 45 (item 12): a cross-site form post the browser sends with an `Authorization` of its
     // own (Basic or Negotiate for this host) is refused too, and creates nothing.
-    let create = |site: &'static str, authorization: &'static str, actor: &'static str| {
-        app.browser
-            .post(app.url("/ui/tokens/create"))
+    let create = |site: &str, authorization: &str, actor: &str| {
+        app.in_browser(Method::POST, "/ui/tokens/create")
             .header("sec-fetch-site", site)
             .header("authorization", authorization)
             .header("accept", "application/json")
@@ -385,17 +307,14 @@ async fn cross_site_state_changes_are_refused() {
             .body(format!(
                 "request[actor_id]={actor}&request[scopes][0]=agent_tool_exposure%3Aadmin"
             ))
-            .send()
     };
     for authorization in [
         "Basic YWRtaW46YWRtaW4=",
         "Negotiate YIIB",
         "Bearer apt_nope",
     ] {
-        let response = create("cross-site", authorization, "csrf-victim")
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::FORBIDDEN, "{authorization}");
+        let response = create("cross-site", authorization, "csrf-victim").await;
+        response.expect_status(StatusCode::FORBIDDEN);
     }
     let made = |actor: &'static str| {
         let pool = app.store.pool().clone();
@@ -409,18 +328,11 @@ async fn cross_site_state_changes_are_refused() {
     };
     assert_eq!(made("csrf-victim").await, 0);
     // The same request from the dashboard's own page creates the token.
-    let own = create("same-origin", "Basic YWRtaW46YWRtaW4=", "csrf-control")
-        .await
-        .unwrap();
-    assert_eq!(
-        own.status(),
-        StatusCode::OK,
-        "{}",
-        own.text().await.unwrap()
-    );
+    let own = create("same-origin", "Basic YWRtaW46YWRtaW4=", "csrf-control").await;
+    own.expect_status(StatusCode::OK);
     assert_eq!(made("csrf-control").await, 1);
     let same = app.server_fn(&app.browser, "tokens/list").await;
-    assert_eq!(same.status(), StatusCode::OK);
+    same.expect_status(StatusCode::OK);
 }
 
 #[tokio::test]
@@ -431,42 +343,21 @@ async fn a_burst_of_sign_ins_does_not_block_other_requests() {
         .await;
     let mut logins = tokio::task::JoinSet::new();
     for i in 0..20 {
-        let client = Client::new();
-        let url = app.url("/ui/sign-in");
-        let origin = app.address.clone();
-        logins.spawn(async move {
-            // Wrong passwords for accounts of their own: one account's failures would slow
-            // its later attempts down (issue 24), which is not what this measures.
-            let (username, password) = if i % 2 == 0 {
-                ("admin".to_owned(), ADMIN_PASSWORD.to_owned())
-            } else {
-                (format!("nobody-{i}"), format!("wrong-{i}"))
-            };
-            client
-                .post(url)
-                .header("origin", origin)
-                .header("accept", "application/json")
-                .form(&[
-                    ("tenant", "default"),
-                    ("username", username.as_str()),
-                    ("password", password.as_str()),
-                ])
-                .send()
-                .await
-                .map(|r| r.status())
-        });
+        // Wrong passwords for accounts of their own: one account's failures would slow
+        // its later attempts down (issue 24), which is not what this measures.
+        let (username, password) = if i % 2 == 0 {
+            ("admin".to_owned(), ADMIN_PASSWORD.to_owned())
+        } else {
+            (format!("nobody-{i}"), format!("wrong-{i}"))
+        };
+        let login = app.sign_in(&Client::new(), &username, &password);
+        let login = login.header("origin", &app.address);
+        logins.spawn(async move { login.try_send().await.map(|r| r.status()) });
     }
     // While the hashes run, a health check and a database-backed API call are answered.
-    let health = app.client.get(app.url("/healthz")).send().await.unwrap();
-    assert_eq!(health.status(), StatusCode::OK);
-    let tokens = app
-        .client
-        .get(app.api("/tokens"))
-        .bearer_auth(&token)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(tokens.status(), StatusCode::OK);
+    app.get_raw("/healthz").await.expect_status(StatusCode::OK);
+    let reply = app.get("/tokens").as_(&token).await;
+    reply.expect_status(StatusCode::OK);
     let mut ok = 0;
     let mut finished_before = 0;
     while let Some(r) = logins.try_join_next() {
@@ -496,11 +387,11 @@ async fn sign_in_works_on_postgres_too() {
         return;
     };
     let response = app.sign_in(&app.browser, "admin", ADMIN_PASSWORD).await;
-    assert_eq!(response.status(), StatusCode::OK);
+    response.expect_status(StatusCode::OK);
     let list = app.server_fn(&app.browser, "tokens/list").await;
-    assert_eq!(list.status(), StatusCode::OK);
+    list.expect_status(StatusCode::OK);
     let wrong = app.sign_in(&app.browser, "admin", "nope-nope-nope").await;
-    assert_eq!(wrong.status(), StatusCode::UNAUTHORIZED);
+    wrong.expect_status(StatusCode::UNAUTHORIZED);
 }
 
 #[tokio::test]
@@ -540,7 +431,7 @@ async fn a_sign_in_ends_twelve_hours_later_however_active() {
 #[tokio::test]
 async fn signed_out_pages_redirect_for_real_and_next_stays_on_the_site() {
     let app = TestApp::spawn().await;
-    let location = |r: &reqwest::Response| {
+    let location = |r: &Reply| {
         r.headers()
             .get("location")
             .map(|v| v.to_str().unwrap().to_owned())
@@ -554,30 +445,19 @@ async fn signed_out_pages_redirect_for_real_and_next_stays_on_the_site() {
         ),
         ("/policies/p-1", "/sign-in?next=%2Fpolicies%2Fp-1"),
     ] {
-        let response = app.browser.get(app.url(page)).send().await.unwrap();
-        assert_eq!(response.status(), StatusCode::SEE_OTHER, "{page}");
+        let response = app.in_browser(Method::GET, page).await;
+        let response = response.expect_status(StatusCode::SEE_OTHER);
         assert_eq!(location(&response).as_deref(), Some(to), "{page}");
     }
     // The sign-in page itself renders, and so do the API and static files (not redirected).
-    let sign_in = app
-        .browser
-        .get(app.url("/sign-in?next=%2Ftokens"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(sign_in.status(), StatusCode::OK);
-    assert!(
-        sign_in
-            .text()
-            .await
-            .unwrap()
-            .contains("Sign in to Aperture")
-    );
-    let api = app.browser.get(app.api("/policies")).send().await.unwrap();
-    assert_eq!(api.status(), StatusCode::UNAUTHORIZED);
+    let sign_in = app.in_browser(Method::GET, "/sign-in?next=%2Ftokens").await;
+    let sign_in = sign_in.expect_status(StatusCode::OK);
+    assert!(sign_in.text().contains("Sign in to Aperture"));
+    let api = Call::new(&app.browser, Method::GET, app.api("/policies")).await;
+    api.expect_status(StatusCode::UNAUTHORIZED);
 
     let response = app.sign_in(&app.browser, "admin", ADMIN_PASSWORD).await;
-    assert_eq!(response.status(), StatusCode::OK);
+    response.expect_status(StatusCode::OK);
     for (next, to) in [
         ("%2Ftokens", "/tokens"),
         ("%2Freceipts%3Fdecision%3Ddeny", "/receipts?decision=deny"),
@@ -587,18 +467,14 @@ async fn signed_out_pages_redirect_for_real_and_next_stays_on_the_site() {
         ("https%3A%2F%2Fevil.example%2F", "/"),
         ("", "/"),
     ] {
-        let response = app
-            .browser
-            .get(app.url(&format!("/sign-in?next={next}")))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::SEE_OTHER, "{next}");
+        let path = format!("/sign-in?next={next}");
+        let response = app.in_browser(Method::GET, &path).await;
+        let response = response.expect_status(StatusCode::SEE_OTHER);
         assert_eq!(location(&response).as_deref(), Some(to), "{next}");
     }
     // Signed in, pages render.
-    let page = app.browser.get(app.url("/tokens")).send().await.unwrap();
-    assert_eq!(page.status(), StatusCode::OK);
+    let page = app.in_browser(Method::GET, "/tokens").await;
+    page.expect_status(StatusCode::OK);
 }
 
 /// Issue 24: every page carries a Content-Security-Policy whose script nonce is the one on
@@ -608,15 +484,14 @@ async fn signed_out_pages_redirect_for_real_and_next_stays_on_the_site() {
 #[tokio::test]
 async fn every_response_carries_the_security_headers_and_page_scripts_the_nonce() {
     let app = TestApp::spawn().await;
-    let header = |r: &reqwest::Response, name: &str| {
+    let header = |r: &Reply, name: &str| {
         r.headers()
             .get(name)
             .map(|v| v.to_str().unwrap().to_owned())
     };
     let mut nonces = Vec::new();
     for _ in 0..2 {
-        let page = app.client.get(app.url("/sign-in")).send().await.unwrap();
-        assert_eq!(page.status(), StatusCode::OK);
+        let page = app.get_raw("/sign-in").await.expect_status(StatusCode::OK);
         let policy = header(&page, "content-security-policy").expect("a policy");
         assert!(!policy.contains("unsafe-inline"), "{policy}");
         assert!(policy.contains("frame-ancestors 'none'"), "{policy}");
@@ -636,7 +511,7 @@ async fn every_response_carries_the_security_headers_and_page_scripts_the_nonce(
             .and_then(|rest| rest.split('\'').next())
             .expect("a script nonce")
             .to_owned();
-        let body = page.text().await.unwrap();
+        let body = page.text();
         let scripts: Vec<&str> = body.split("<script").skip(1).collect();
         assert!(!scripts.is_empty(), "the page has its hydration script");
         for script in scripts {
@@ -654,8 +529,8 @@ async fn every_response_carries_the_security_headers_and_page_scripts_the_nonce(
     }
     assert_ne!(nonces[0], nonces[1], "a fresh nonce per response");
 
-    let api = app.client.get(app.api("/policies")).send().await.unwrap();
-    assert_eq!(api.status(), StatusCode::UNAUTHORIZED);
+    let api = app.get("/policies").await;
+    let api = api.expect_status(StatusCode::UNAUTHORIZED);
     let policy = header(&api, "content-security-policy").expect("a policy");
     assert!(policy.starts_with("default-src 'none'"), "{policy}");
     assert!(policy.contains("frame-ancestors 'none'"), "{policy}");
@@ -663,14 +538,13 @@ async fn every_response_carries_the_security_headers_and_page_scripts_the_nonce(
         header(&api, "x-content-type-options").as_deref(),
         Some("nosniff")
     );
-    let redirect = app.client.get(app.url("/")).send().await.unwrap();
-    assert_eq!(redirect.status(), StatusCode::SEE_OTHER);
+    let redirect = app.get_raw("/").await.expect_status(StatusCode::SEE_OTHER);
     assert!(header(&redirect, "content-security-policy").is_some());
 
     let tls = TestApp::spawn_with(Db::Sqlite, |c| c.secure_cookies = true)
         .await
         .unwrap();
-    let page = tls.client.get(tls.url("/sign-in")).send().await.unwrap();
+    let page = tls.get_raw("/sign-in").await;
     assert_eq!(
         header(&page, "strict-transport-security").as_deref(),
         Some("max-age=31536000")
@@ -696,35 +570,20 @@ impl Proxied {
         Some(Self { app })
     }
 
-    async fn attempt(
-        &self,
-        address: &str,
-        cookie: Option<&str>,
-        password: &str,
-    ) -> reqwest::Response {
-        let mut request = self
-            .app
-            .client
-            .post(self.app.url("/ui/sign-in"))
-            .header("origin", &self.app.address)
-            .header("accept", "application/json")
-            .header("x-forwarded-for", address)
-            .form(&[
-                ("tenant", "default"),
-                ("username", "admin"),
-                ("password", password),
-            ]);
+    async fn attempt(&self, address: &str, cookie: Option<&str>, password: &str) -> Reply {
+        let sign_in = sign_in_page(&self.app, "admin", password);
+        let mut sign_in = sign_in.header("x-forwarded-for", address);
         if let Some(cookie) = cookie {
-            request = request.header("cookie", cookie);
+            sign_in = sign_in.header("cookie", cookie);
         }
-        request.send().await.unwrap()
+        sign_in.await
     }
 
     /// Signs in from `address` with the right password; the device cookie it is given
     /// (`name=value`).
     async fn sign_in_from(&self, address: &str, cookie: Option<&str>) -> String {
         let response = self.attempt(address, cookie, ADMIN_PASSWORD).await;
-        assert_eq!(response.status(), StatusCode::OK, "{address}");
+        let response = response.expect_status(StatusCode::OK);
         cookie_value(&device_cookie(&response).expect("a device cookie"))
     }
 
@@ -757,7 +616,7 @@ impl Proxied {
     }
 }
 
-fn device_cookie(response: &reqwest::Response) -> Option<String> {
+fn device_cookie(response: &Reply) -> Option<String> {
     response
         .headers()
         .get_all("set-cookie")
@@ -775,7 +634,7 @@ async fn a_known_address_signs_in_while_others_hold_the_account_in_backoff() {
     app.sign_in_from("203.0.113.10", None).await;
     app.hold_the_account_in_backoff("198.51.100.66").await;
     let response = app.attempt("203.0.113.10", None, ADMIN_PASSWORD).await;
-    assert_eq!(response.status(), StatusCode::OK);
+    response.expect_status(StatusCode::OK);
 }
 
 /// Issue 45 (item 9): the user's browser, known by its device cookie, gets in at once from an
@@ -785,10 +644,8 @@ async fn a_known_device_signs_in_from_a_new_address_while_others_hold_the_accoun
     let app = Proxied::spawn().await;
     let cookie = app.sign_in_from("203.0.113.10", None).await;
     app.hold_the_account_in_backoff("198.51.100.66").await;
-    let response = app
-        .attempt("192.0.2.30", Some(&cookie), ADMIN_PASSWORD)
-        .await;
-    assert_eq!(response.status(), StatusCode::OK);
+    let response = app.attempt("192.0.2.30", Some(&cookie), ADMIN_PASSWORD);
+    let response = response.await.expect_status(StatusCode::OK);
     assert_eq!(
         device_cookie(&response).map(|c| cookie_value(&c)),
         Some(cookie),
@@ -805,13 +662,8 @@ async fn a_new_address_without_a_known_device_shares_the_backoff() {
     app.hold_the_account_in_backoff("198.51.100.66").await;
     let made_up = format!("aperture_device={}", aperture::auth::device::new_id());
     for cookie in [None, Some(made_up.as_str())] {
-        let (status, code) =
-            error_code(app.attempt("192.0.2.40", cookie, ADMIN_PASSWORD).await).await;
-        assert_eq!(
-            (status, code.as_str()),
-            (StatusCode::TOO_MANY_REQUESTS, "too_many_requests"),
-            "{cookie:?}"
-        );
+        let refused = app.attempt("192.0.2.40", cookie, ADMIN_PASSWORD).await;
+        refused.expect_error(StatusCode::TOO_MANY_REQUESTS, "too_many_requests");
     }
 }
 
@@ -835,7 +687,7 @@ async fn a_known_device_is_backed_off_by_its_own_failures_from_any_address() {
     }
     assert!(refused, "the device's guesses are slowed down");
     let response = app.attempt("203.0.113.10", None, ADMIN_PASSWORD).await;
-    assert_eq!(response.status(), StatusCode::OK);
+    response.expect_status(StatusCode::OK);
 }
 
 /// Issue 45 (item 9): an IPv6 client counts per /64, both as a known address and toward the
@@ -845,10 +697,11 @@ async fn ipv6_addresses_in_one_64_count_as_one() {
     let app = Proxied::spawn().await;
     app.sign_in_from("2001:db8:1:2::10", None).await;
     app.hold_the_account_in_backoff("198.51.100.66").await;
+    // The /64 signed in before; another is held up.
     let same = app.attempt("2001:db8:1:2::99", None, ADMIN_PASSWORD).await;
-    assert_eq!(same.status(), StatusCode::OK, "the /64 signed in before");
+    same.expect_status(StatusCode::OK);
     let other = app.attempt("2001:db8:1:3::10", None, ADMIN_PASSWORD).await;
-    assert_eq!(other.status(), StatusCode::TOO_MANY_REQUESTS, "another /64");
+    other.expect_status(StatusCode::TOO_MANY_REQUESTS);
 
     // A hundred failures from one /64 refuse every address in it.
     let key = aperture::auth::client::address_key("2001:db8:6:6::1".parse().unwrap());
@@ -868,7 +721,7 @@ async fn ipv6_addresses_in_one_64_count_as_one() {
     let response = app
         .attempt("2001:db8:6:6:abcd::1", None, ADMIN_PASSWORD)
         .await;
-    let body: serde_json::Value = response.json().await.unwrap();
+    let body: serde_json::Value = response.json();
     assert!(
         body["message"]
             .as_str()
@@ -934,7 +787,7 @@ async fn known_sources_work_on_postgres_too() {
         ("192.0.2.40", None, StatusCode::TOO_MANY_REQUESTS),
     ] {
         let response = app.attempt(address, cookie, ADMIN_PASSWORD).await;
-        assert_eq!(response.status(), expected, "{address}");
+        response.expect_status(expected);
     }
     let mut refused = false;
     for i in 0..12 {

@@ -13,8 +13,8 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::cli::aperture;
-use crate::crash::{activate, add_fixture_upstream, describe_read, serve, token};
-use crate::helpers::{Db, TestApp, TestDb};
+use crate::crash::{add_fixture_upstream, describe_read, serve, token};
+use crate::helpers::{Call, Db, Requests, TestApp, TestDb, echo_of, rpc};
 
 const ECHO: &str = "mcp__fixture__echo";
 const SLOW: &str = "mcp__fixture__slow";
@@ -26,7 +26,9 @@ struct Stream {
 }
 
 impl Stream {
-    fn new(response: reqwest::Response) -> Self {
+    /// `call` sent: its answer must be a 200 event stream.
+    async fn open(call: Call) -> Self {
+        let response = call.open().await;
         assert_eq!(response.status(), StatusCode::OK);
         let kind = response.headers()["content-type"].to_str().unwrap();
         assert!(kind.starts_with("text/event-stream"), "{kind}");
@@ -91,24 +93,18 @@ impl Stream {
     }
 }
 
+/// `initialize` of a 2025-era MCP connection as `token`, from client `client`.
+fn initialize(node: &impl Requests, token: &str, client: &str) -> Call {
+    let params = json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                        "clientInfo": {"name": client, "version": "1"}});
+    node.mcp_post(token).json(rpc(0, "initialize", params))
+}
+
 /// A 2025-era MCP connection: `initialize` gave it an `Mcp-Session-Id`.
 async fn connect(app: &TestApp, token: &str) -> String {
-    let response = app
-        .client
-        .post(app.url("/mcp"))
-        .bearer_auth(token)
-        .header("accept", "application/json, text/event-stream")
-        .json(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                      "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                                 "clientInfo": {"name": "streams-test", "version": "1"}}}))
-        .send()
-        .await
-        .unwrap();
-    let session = response.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    let body: Value = response.json().await.unwrap();
+    let response = initialize(app, token, "streams-test").await;
+    let session = response.header("mcp-session-id").to_owned();
+    let body: Value = response.json();
     assert_eq!(
         body["result"]["capabilities"]["tools"]["listChanged"], true,
         "{body}"
@@ -118,73 +114,53 @@ async fn connect(app: &TestApp, token: &str) -> String {
 
 /// `tools/list` on the connection `mcp_session`: the result.
 async fn list_on(app: &TestApp, token: &str, mcp_session: &str) -> Value {
-    let body: Value = app
-        .client
-        .post(app.url("/mcp"))
-        .bearer_auth(token)
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-session-id", mcp_session)
-        .header("mcp-protocol-version", "2025-11-25")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list = app.mcp_post(token).header("mcp-session-id", mcp_session);
+    let list = list.header("mcp-protocol-version", "2025-11-25");
+    let body = list.json(rpc(1, "tools/list", Value::Null)).await.json();
     body["result"].clone()
 }
 
-/// `GET /mcp` as `token` with these headers.
-async fn get_mcp(app: &TestApp, token: &str, headers: &[(&str, &str)]) -> reqwest::Response {
-    let mut request = app
-        .client
-        .get(app.url("/mcp"))
-        .bearer_auth(token)
-        .header("accept", "text/event-stream");
+/// `GET /mcp` as `token` with these headers, taking a stream.
+fn get_mcp(node: &impl Requests, token: &str, headers: &[(&str, &str)]) -> Call {
+    let mut request = node.get_raw("/mcp").as_(token);
+    request = request.header("accept", "text/event-stream");
     for (name, value) in headers {
-        request = request.header(*name, *value);
+        request = request.header(name, value);
     }
-    request.send().await.unwrap()
+    request
+}
+
+/// A 2026-07-28 request `method` to `/mcp` as `token` (no session, the protocol in headers).
+fn stateless(app: &TestApp, token: &str, method: &str) -> Call {
+    let request = app.mcp_post(token);
+    let request = request.header("mcp-protocol-version", "2026-07-28");
+    request.header("mcp-method", method)
+}
+
+/// The `_meta` of every 2026-07-28 request.
+fn stateless_meta() -> Value {
+    json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+           "io.modelcontextprotocol/clientCapabilities": {}})
 }
 
 /// A `tools/call` of `slow` (`millis`) with `list`'s grant and progress token `tok`, from a
 /// client that accepts `accept`.
-async fn call_slow(
+fn call_slow(
     app: &TestApp,
     token: &str,
     list: &Value,
     millis: u64,
     mcp_session: Option<&str>,
     accept: &str,
-) -> reqwest::Response {
-    let listed = list["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["name"] == SLOW)
-        .unwrap();
-    let m = &list["_meta"];
-    let mut request = app
-        .client
-        .post(app.url("/mcp"))
-        .bearer_auth(token)
-        .header("accept", accept);
+) -> Call {
+    let mut meta = echo_of(list, SLOW);
+    meta["progressToken"] = json!("tok");
+    let mut request = app.post_raw("/mcp").as_(token).header("accept", accept);
     if let Some(s) = mcp_session {
         request = request.header("mcp-session-id", s);
     }
-    request
-        .json(
-            &json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
-            "name": SLOW, "arguments": {"millis": millis},
-            "_meta": {"session_id": m["session_id"], "manifest_id": m["manifest_id"],
-                      "lease_id": m["lease_id"], "tool_version": listed["_meta"]["toolVersion"],
-                      "expected_schema_hash": listed["_meta"]["schemaHash"],
-                      "progressToken": "tok"}}}),
-        )
-        .send()
-        .await
-        .unwrap()
+    let params = json!({"name": SLOW, "arguments": {"millis": millis}, "_meta": meta});
+    request.json(rpc(7, "tools/call", params))
 }
 
 /// [`call_slow`] from a client that takes a stream.
@@ -194,9 +170,9 @@ async fn streamed_slow(
     list: &Value,
     millis: u64,
     mcp_session: Option<&str>,
-) -> reqwest::Response {
+) -> Stream {
     let accept = "application/json, text/event-stream";
-    call_slow(app, token, list, millis, mcp_session, accept).await
+    Stream::open(call_slow(app, token, list, millis, mcp_session, accept)).await
 }
 
 #[tokio::test]
@@ -207,7 +183,7 @@ async fn a_call_that_asks_for_progress_streams_it_then_the_result() {
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let list = app.mcp_list(&agent, json!({})).await;
 
-    let mut stream = Stream::new(streamed_slow(&app, &agent, &list, 400, None).await);
+    let mut stream = streamed_slow(&app, &agent, &list, 400, None).await;
     // The priming event: an id and no data.
     let (primed, data) = stream.next(Duration::from_secs(5)).await.unwrap();
     let primed = primed.expect("the priming event has an id");
@@ -237,13 +213,8 @@ async fn a_call_that_asks_for_progress_streams_it_then_the_result() {
 
     // A client that takes only JSON gets JSON, progress token or not.
     let plain = call_slow(&app, &agent, &list, 10, None, "application/json").await;
-    assert!(
-        plain.headers()["content-type"]
-            .to_str()
-            .unwrap()
-            .starts_with("application/json")
-    );
-    let plain: Value = plain.json().await.unwrap();
+    assert!(plain.header("content-type").starts_with("application/json"));
+    let plain = plain.json();
     assert_eq!(plain["result"]["content"][0]["text"], "done", "{plain}");
 }
 
@@ -264,7 +235,7 @@ async fn progress_messages_are_redacted_like_the_output() {
     .await;
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let list = app.mcp_list(&agent, json!({})).await;
-    let mut stream = Stream::new(streamed_slow(&app, &agent, &list, 200, None).await);
+    let mut stream = streamed_slow(&app, &agent, &list, 200, None).await;
     let messages = stream.rest(Duration::from_secs(10)).await;
     assert_eq!(messages.len(), 5, "{messages:?}");
     for (_, progress) in &messages[..4] {
@@ -298,7 +269,7 @@ async fn a_dropped_call_stream_resumes_for_its_owner_only() {
     let mcp = connect(&app, &agent).await;
     let list = list_on(&app, &agent, &mcp).await;
 
-    let mut stream = Stream::new(streamed_slow(&app, &agent, &list, 1_200, Some(&mcp)).await);
+    let mut stream = streamed_slow(&app, &agent, &list, 1_200, Some(&mcp)).await;
     let _primed = stream.next(Duration::from_secs(5)).await.unwrap();
     let (first, progress) = stream.message(Duration::from_secs(5)).await.unwrap();
     assert_eq!(progress["params"]["progress"], json!(1.0), "{progress}");
@@ -308,14 +279,9 @@ async fn a_dropped_call_stream_resumes_for_its_owner_only() {
         (&intruder, mcp.as_str()),
         (&agent, "mcp_not_this_connection"),
     ] {
-        let refused = get_mcp(
-            &app,
-            token,
-            &[("mcp-session-id", session), ("last-event-id", &first)],
-        )
-        .await;
-        assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
-        let body: Value = refused.json().await.unwrap();
+        let resume = [("mcp-session-id", session), ("last-event-id", &first)];
+        let refused = get_mcp(&app, token, &resume).await;
+        let body = refused.expect_status(StatusCode::BAD_REQUEST).json();
         assert!(
             body["error"]["message"]
                 .as_str()
@@ -325,14 +291,8 @@ async fn a_dropped_call_stream_resumes_for_its_owner_only() {
         );
     }
 
-    let mut resumed = Stream::new(
-        get_mcp(
-            &app,
-            &agent,
-            &[("mcp-session-id", &mcp), ("last-event-id", &first)],
-        )
-        .await,
-    );
+    let resume = [("mcp-session-id", mcp.as_str()), ("last-event-id", &first)];
+    let mut resumed = Stream::open(get_mcp(&app, &agent, &resume)).await;
     let rest = resumed.rest(Duration::from_secs(10)).await;
     let steps: Vec<Value> = rest
         .iter()
@@ -346,14 +306,11 @@ async fn a_dropped_call_stream_resumes_for_its_owner_only() {
 
     // Resumed again after the end (within the time a finished stream is kept): the result.
     let (last_progress, _) = &rest[rest.len() - 2];
-    let mut again = Stream::new(
-        get_mcp(
-            &app,
-            &agent,
-            &[("mcp-session-id", &mcp), ("last-event-id", last_progress)],
-        )
-        .await,
-    );
+    let resume = [
+        ("mcp-session-id", mcp.as_str()),
+        ("last-event-id", last_progress),
+    ];
+    let mut again = Stream::open(get_mcp(&app, &agent, &resume)).await;
     let replay = again.rest(Duration::from_secs(5)).await;
     assert_eq!(replay.len(), 1, "{replay:?}");
     assert_eq!(replay[0].1["result"]["content"][0]["text"], "done");
@@ -375,29 +332,17 @@ async fn a_connection_hears_that_its_listing_changed() {
     let quiet = connect(&app, &agent).await;
 
     let refused = get_mcp(&app, &agent, &[]).await;
-    assert_eq!(refused.status(), StatusCode::BAD_REQUEST);
-    let not_a_stream = app
-        .client
-        .get(app.url("/mcp"))
-        .bearer_auth(&agent)
-        .header("accept", "application/json")
-        .header("mcp-session-id", &mcp)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(not_a_stream.status(), StatusCode::NOT_ACCEPTABLE);
-    let unauthenticated = app
-        .client
-        .get(app.url("/mcp"))
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", &mcp)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(unauthenticated.status(), StatusCode::UNAUTHORIZED);
+    refused.expect_status(StatusCode::BAD_REQUEST);
+    let json_only = app.get_raw("/mcp").as_(&agent);
+    let json_only = json_only.header("accept", "application/json");
+    let json_only = json_only.header("mcp-session-id", &mcp).await;
+    json_only.expect_status(StatusCode::NOT_ACCEPTABLE);
+    let unauthenticated = app.get_raw("/mcp").header("accept", "text/event-stream");
+    let unauthenticated = unauthenticated.header("mcp-session-id", &mcp).await;
+    unauthenticated.expect_status(StatusCode::UNAUTHORIZED);
 
-    let mut listening = Stream::new(get_mcp(&app, &agent, &[("mcp-session-id", &mcp)]).await);
-    let mut other = Stream::new(get_mcp(&app, &agent, &[("mcp-session-id", &quiet)]).await);
+    let mut listening = Stream::open(get_mcp(&app, &agent, &[("mcp-session-id", &mcp)])).await;
+    let mut other = Stream::open(get_mcp(&app, &agent, &[("mcp-session-id", &quiet)])).await;
     assert!(
         listening
             .next(Duration::from_secs(5))
@@ -483,7 +428,7 @@ async fn a_lease_about_to_end_is_announced() {
     let mcp = connect(&app, &agent).await;
     let list = list_on(&app, &agent, &mcp).await;
     let expires = list["_meta"]["lease_expires_at"].clone();
-    let mut listening = Stream::new(get_mcp(&app, &agent, &[("mcp-session-id", &mcp)]).await);
+    let mut listening = Stream::open(get_mcp(&app, &agent, &[("mcp-session-id", &mcp)])).await;
     let started = std::time::Instant::now();
     let (_, changed) = listening.message(Duration::from_secs(15)).await.unwrap();
     assert_eq!(
@@ -506,41 +451,21 @@ async fn a_stateless_subscription_hears_list_changed_tagged_with_its_id() {
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     app.register_fixture(&admin, &[ECHO, SLOW]).await;
     let agent = app.token("default", "agent", &[scope::RUN]).await;
-    let stateless = |method: &str| {
-        app.client
-            .post(app.url("/mcp"))
-            .bearer_auth(&agent)
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", method.to_owned())
-    };
-    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                      "io.modelcontextprotocol/clientCapabilities": {}});
-    let listed: Value = stateless("tools/list")
-        .json(
-            &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": meta}}),
-        )
-        .send()
+    let meta = stateless_meta();
+    let list = rpc(1, "tools/list", json!({"_meta": meta}));
+    let listed = stateless(&app, &agent, "tools/list")
+        .json(list)
         .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .json();
     let session = listed["result"]["_meta"]["session_id"].clone();
     assert!(session.is_string(), "{listed}");
 
-    let mut subscription = Stream::new(
-        stateless("subscriptions/listen")
-            .json(
-                &json!({"jsonrpc": "2.0", "id": "sub-1", "method": "subscriptions/listen",
-                          "params": {"_meta": meta,
-                                     "notifications": {"toolsListChanged": true,
-                                                       "resourceSubscriptions": ["file:///x"]}}}),
-            )
-            .send()
-            .await
-            .unwrap(),
-    );
+    let listen = json!({"jsonrpc": "2.0", "id": "sub-1", "method": "subscriptions/listen",
+                        "params": {"_meta": meta,
+                                   "notifications": {"toolsListChanged": true,
+                                                     "resourceSubscriptions": ["file:///x"]}}});
+    let listen = stateless(&app, &agent, "subscriptions/listen").json(listen);
+    let mut subscription = Stream::open(listen).await;
     let (_, ack) = subscription.message(Duration::from_secs(5)).await.unwrap();
     assert_eq!(
         ack["method"], "notifications/subscriptions/acknowledged",
@@ -583,18 +508,12 @@ async fn a_revoked_token_s_stream_ends() {
     let (token_id, agent) = app.token_full("default", "agent", &[scope::RUN]).await;
     let mcp = connect(&app, &agent).await;
     list_on(&app, &agent, &mcp).await;
-    let mut listening = Stream::new(get_mcp(&app, &agent, &[("mcp-session-id", &mcp)]).await);
+    let mut listening = Stream::open(get_mcp(&app, &agent, &[("mcp-session-id", &mcp)])).await;
     assert!(
         listening.next(Duration::from_secs(5)).await.is_some(),
         "primed"
     );
-    let revoked = app
-        .client
-        .delete(app.api(&format!("/tokens/{token_id}")))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap();
+    let revoked = app.delete(format!("/tokens/{token_id}")).as_(&admin).await;
     assert!(revoked.status().is_success(), "{}", revoked.status());
     let ended = tokio::time::timeout(
         Duration::from_secs(20),
@@ -623,37 +542,13 @@ async fn a_change_made_on_another_node_is_heard() {
     let admin = token(&db, "ops", scope::ADMIN);
     let agent = token(&db, "agent", scope::RUN);
     add_fixture_upstream(&db, &[]);
-    let (mut one, url_one) = serve(&db).await;
-    let (mut two, url_two) = serve(&db).await;
-    let client = reqwest::Client::new();
-    let api_one = format!("{url_one}{}", aperture::api::PREFIX);
-    describe_read(&client, &api_one, &admin, ECHO).await;
-    let initialized = client
-        .post(format!("{url_two}/mcp"))
-        .bearer_auth(&agent)
-        .header("accept", "application/json, text/event-stream")
-        .json(&json!({"jsonrpc": "2.0", "id": 0, "method": "initialize",
-                      "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                                 "clientInfo": {"name": "t", "version": "1"}}}))
-        .send()
-        .await
-        .unwrap();
-    let mcp = initialized.headers()["mcp-session-id"]
-        .to_str()
-        .unwrap()
-        .to_owned();
-    let listed: Value = client
-        .post(format!("{url_two}/mcp"))
-        .bearer_auth(&agent)
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-session-id", &mcp)
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let (mut one, node_one) = serve(&db).await;
+    let (mut two, node_two) = serve(&db).await;
+    describe_read(&node_one, &admin, ECHO).await;
+    let initialized = initialize(&node_two, &agent, "t").await;
+    let mcp = initialized.header("mcp-session-id").to_owned();
+    let list = node_two.mcp_post(&agent).header("mcp-session-id", &mcp);
+    let listed = list.json(rpc(1, "tools/list", Value::Null)).await.json();
     assert!(
         listed["result"]["tools"]
             .as_array()
@@ -662,28 +557,14 @@ async fn a_change_made_on_another_node_is_heard() {
             .any(|t| t["name"] == ECHO),
         "{listed}"
     );
-    let mut listening = Stream::new(
-        client
-            .get(format!("{url_two}/mcp"))
-            .bearer_auth(&agent)
-            .header("accept", "text/event-stream")
-            .header("mcp-session-id", &mcp)
-            .send()
-            .await
-            .unwrap(),
-    );
+    let listen = get_mcp(&node_two, &agent, &[("mcp-session-id", &mcp)]);
+    let mut listening = Stream::open(listen).await;
     assert!(
         listening.next(Duration::from_secs(5)).await.is_some(),
         "primed"
     );
-    activate(
-        &client,
-        &api_one,
-        &admin,
-        "hide-echo",
-        &json!({"rules": [{"id": "hide", "match": {"name": ECHO}, "mode": "hide"}]}),
-    )
-    .await;
+    let hide = json!({"rules": [{"id": "hide", "match": {"name": ECHO}, "mode": "hide"}]});
+    node_one.activate_policy(&admin, "hide-echo", hide).await;
     let (_, changed) = listening.message(Duration::from_secs(10)).await.unwrap();
     assert_eq!(
         changed["method"], "notifications/tools/list_changed",
@@ -708,7 +589,7 @@ async fn a_tool_that_drifts_upstream_is_announced() {
     let mcp = connect(&app, &agent).await;
     let list = list_on(&app, &agent, &mcp).await;
     assert!(TestApp::tool_names(&list).contains(&ECHO.to_owned()));
-    let mut listening = Stream::new(get_mcp(&app, &agent, &[("mcp-session-id", &mcp)]).await);
+    let mut listening = Stream::open(get_mcp(&app, &agent, &[("mcp-session-id", &mcp)])).await;
     assert!(
         listening.next(Duration::from_secs(5)).await.is_some(),
         "primed"
@@ -751,42 +632,20 @@ async fn a_confined_listener_never_hears_another_environment() {
     app.register_fixture(&admin, &[ECHO, SLOW]).await;
     let mut tokens = Vec::new();
     for environment in ["prod", "default"] {
-        let (status, created) = app
-            .rest(
-                reqwest::Method::POST,
-                &admin,
-                "/tokens",
-                Some(&json!({"actor_id": "agent", "scopes": [scope::RUN],
-                             "environments": [environment]})),
-            )
-            .await;
-        assert_eq!(status, StatusCode::CREATED, "{created}");
+        let confined = json!({"actor_id": "agent", "scopes": [scope::RUN],
+                              "environments": [environment]});
+        let created = app.post("/tokens").as_(&admin).json(confined).await;
+        let created = created.expect_created();
         tokens.push(created["secret"].as_str().unwrap().to_owned());
     }
     let (prod, default) = (&tokens[0], &tokens[1]);
-    let stateless = |token: &str, method: &str| {
-        app.client
-            .post(app.url("/mcp"))
-            .bearer_auth(token)
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", method.to_owned())
-    };
-    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                      "io.modelcontextprotocol/clientCapabilities": {}});
+    let meta = stateless_meta();
     let mut sessions = Vec::new();
     for (token, environment) in [(prod, "prod"), (default, "default")] {
         let mut list_meta = meta.clone();
         list_meta["environment"] = json!(environment);
-        let listed: Value = stateless(token, "tools/list")
-            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list",
-                          "params": {"_meta": list_meta}}))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let list = rpc(1, "tools/list", json!({"_meta": list_meta}));
+        let listed = stateless(&app, token, "tools/list").json(list).await.json();
         assert_eq!(
             listed["result"]["_meta"]["environment"], environment,
             "{listed}"
@@ -795,32 +654,22 @@ async fn a_confined_listener_never_hears_another_environment() {
     }
     let mut streams = Vec::new();
     for token in [prod, default] {
-        let mut stream = Stream::new(
-            stateless(token, "subscriptions/listen")
-                .json(
-                    &json!({"jsonrpc": "2.0", "id": "sub", "method": "subscriptions/listen",
-                              "params": {"_meta": meta,
-                                         "notifications": {"toolsListChanged": true}}}),
-                )
-                .send()
-                .await
-                .unwrap(),
-        );
+        let listen = json!({"jsonrpc": "2.0", "id": "sub", "method": "subscriptions/listen",
+                            "params": {"_meta": meta, "notifications": {"toolsListChanged": true}}});
+        let listen = stateless(&app, token, "subscriptions/listen").json(listen);
+        let mut stream = Stream::open(listen).await;
         let (_, ack) = stream.message(Duration::from_secs(5)).await.unwrap();
         assert_eq!(ack["method"], "notifications/subscriptions/acknowledged");
         streams.push(stream);
     }
     // A catalog change both listings see (`slow` is no longer read-only: both environments'
     // builtin_safe_read hides it now).
-    let described = app
-        .client
-        .put(app.api(&format!("/tools/{SLOW}")))
-        .bearer_auth(&admin)
-        .json(&json!({"risk": ["write"]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(described.status(), StatusCode::OK);
+    let reply = app
+        .put(format!("/tools/{SLOW}"))
+        .as_(&admin)
+        .json(json!({"risk": ["write"]}))
+        .await;
+    reply.expect_status(StatusCode::OK);
     for (stream, session) in streams.iter_mut().zip(&sessions) {
         let (_, changed) = stream.message(Duration::from_secs(10)).await.unwrap();
         assert_eq!(changed["method"], "notifications/tools/list_changed");

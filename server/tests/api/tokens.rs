@@ -4,20 +4,13 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Db, TestApp, error_code};
+use crate::helpers::{Db, Requests, TestApp};
 
 async fn token_lifecycle(app: &TestApp) {
     let (admin_id, admin) = app.token_full("default", "ops", &[scope::ADMIN]).await;
-    let created = app
-        .client
-        .post(app.api("/tokens"))
-        .bearer_auth(&admin)
-        .json(&json!({"actor_id": "support-agent", "scopes": [scope::RUN, "github:read"], "name": "support"}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), StatusCode::CREATED);
-    let created: Value = created.json().await.unwrap();
+    let body = json!({"actor_id": "support-agent", "scopes": [scope::RUN, "github:read"], "name": "support"});
+    let created = app.post("/tokens").as_(&admin).json(body).await;
+    let created = created.expect_created();
     let secret = created["secret"].as_str().unwrap().to_owned();
     assert!(secret.starts_with("apt_") && secret.len() == 47, "{secret}");
     let id = created["token"]["id"].as_str().unwrap().to_owned();
@@ -46,63 +39,22 @@ async fn token_lifecycle(app: &TestApp) {
     );
 
     // Listed, without the secret.
-    let list = app
-        .client
-        .get(app.api("/tokens"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let list = app.get("/tokens").as_(&admin).await.text();
     assert!(list.contains(&id));
     assert!(!list.contains(&secret));
 
     // The new token authenticates with its own scopes: run is not admin.
-    let (status, _) = error_code(
-        app.client
-            .get(app.api("/tokens"))
-            .bearer_auth(&secret)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(status, StatusCode::FORBIDDEN);
+    let reply = app.get("/tokens").as_(&secret).await;
+    reply.expect_status(StatusCode::FORBIDDEN);
 
     // Revoked: it no longer authenticates, and it says so in the list.
-    let revoked = app
-        .client
-        .delete(app.api(&format!("/tokens/{id}")))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(revoked.status(), StatusCode::OK);
-    let revoked: Value = revoked.json().await.unwrap();
+    let revoked = app.delete(format!("/tokens/{id}")).as_(&admin).await;
+    let revoked = revoked.expect_ok();
     assert_eq!(revoked["status"], "revoked");
-    let (status, _) = error_code(
-        app.client
-            .get(app.api("/tokens"))
-            .bearer_auth(&secret)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(status, StatusCode::UNAUTHORIZED);
-    let missing = app
-        .client
-        .delete(app.api("/tokens/tok_doesnotexist"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        error_code(missing).await,
-        (StatusCode::NOT_FOUND, "not_found".to_owned())
-    );
+    let reply = app.get("/tokens").as_(&secret).await;
+    reply.expect_status(StatusCode::UNAUTHORIZED);
+    let missing = app.delete("/tokens/tok_doesnotexist").as_(&admin).await;
+    missing.expect_error(StatusCode::NOT_FOUND, "not_found");
 }
 
 #[tokio::test]
@@ -123,14 +75,7 @@ async fn tokens_can_be_created_listed_and_revoked_on_postgres() {
 async fn invalid_token_requests_name_the_field() {
     let app = TestApp::spawn().await;
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
-    let post = |body: Value| {
-        let rb = app
-            .client
-            .post(app.api("/tokens"))
-            .bearer_auth(&admin)
-            .json(&body);
-        async move { rb.send().await.unwrap() }
-    };
+    let post = |body: Value| app.post("/tokens").as_(&admin).json(body);
     let cases = [
         (json!({"actor_id": "", "scopes": [scope::RUN]}), "actor_id"),
         (
@@ -158,18 +103,11 @@ async fn invalid_token_requests_name_the_field() {
     ];
     for (body, path) in cases {
         let response = post(body.clone()).await;
-        assert_eq!(
-            response.status(),
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "{body}"
-        );
-        let err: Value = response.json().await.unwrap();
+        let response = response.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
+        let err = response.json();
         assert_eq!(err["error"]["code"], "invalid_argument", "{body}");
         if !path.is_empty() {
-            assert_eq!(
-                err["error"]["details"]["fields"][0]["path"], path,
-                "{body}: {err}"
-            );
+            response.expect_field_error(path);
         } else {
             assert!(
                 err["error"]["message"].as_str().unwrap().contains("colour"),
@@ -179,29 +117,16 @@ async fn invalid_token_requests_name_the_field() {
     }
     // Not JSON at all.
     let garbage = app
-        .client
-        .post(app.api("/tokens"))
-        .bearer_auth(&admin)
+        .post("/tokens")
+        .as_(&admin)
         .header("content-type", "application/json")
         .body("{not json")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        error_code(garbage).await,
-        (StatusCode::BAD_REQUEST, "bad_request".to_owned())
-    );
+        .await;
+    garbage.expect_error(StatusCode::BAD_REQUEST, "bad_request");
     // Too large.
     let huge = json!({"actor_id": "bot", "scopes": [scope::RUN], "name": "x".repeat(200 * 1024)});
     let response = post(huge).await;
-    assert_eq!(
-        error_code(response).await,
-        (
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large".to_owned()
-        ),
-        "the API's JSON error, not a bare 413"
-    );
+    response.expect_error(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large");
 }
 
 #[tokio::test]
@@ -212,52 +137,21 @@ async fn expired_tokens_do_not_authenticate() {
     let expires_at = soon
         .format(&time::format_description::well_known::Rfc3339)
         .unwrap();
-    let created: Value = app
-        .client
-        .post(app.api("/tokens"))
-        .bearer_auth(&admin)
-        .json(&json!({"actor_id": "short", "scopes": [scope::ADMIN], "expires_at": expires_at}))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let body = json!({"actor_id": "short", "scopes": [scope::ADMIN], "expires_at": expires_at});
+    let created = app.post("/tokens").as_(&admin).json(body).await.json();
     let secret = created["secret"].as_str().unwrap();
-    assert_eq!(
-        app.client
-            .get(app.api("/tokens"))
-            .bearer_auth(secret)
-            .send()
-            .await
-            .unwrap()
-            .status(),
-        StatusCode::OK
-    );
+    let listed = app.get("/tokens").as_(secret).await;
+    listed.expect_status(StatusCode::OK);
     tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
-    let (status, code) = error_code(
-        app.client
-            .get(app.api("/tokens"))
-            .bearer_auth(secret)
-            .send()
-            .await
-            .unwrap(),
-    )
-    .await;
-    assert_eq!(
-        (status, code.as_str()),
-        (StatusCode::UNAUTHORIZED, "unauthenticated")
-    );
+    let reply = app.get("/tokens").as_(secret).await;
+    reply.expect_error(StatusCode::UNAUTHORIZED, "unauthenticated");
 }
 
 #[tokio::test]
 async fn unknown_api_routes_are_json_404s() {
     let app = TestApp::spawn().await;
-    let response = app.client.get(app.api("/nope")).send().await.unwrap();
-    assert_eq!(
-        error_code(response).await,
-        (StatusCode::NOT_FOUND, "not_found".to_owned())
-    );
+    let response = app.get("/nope").await;
+    response.expect_error(StatusCode::NOT_FOUND, "not_found");
 }
 
 /// A token's first use is noted (`last_used_at`); later uses within the minute write nothing,
@@ -275,23 +169,11 @@ async fn a_tokens_use_is_noted_at_most_once_a_minute() {
     };
     assert_eq!(used().await, None);
     for _ in 0..2 {
-        let response = app
-            .client
-            .get(app.api("/policies"))
-            .bearer_auth(&secret)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(response.status(), StatusCode::OK);
+        let reply = app.get("/policies").as_(&secret).await;
+        reply.expect_status(StatusCode::OK);
     }
     let first = used().await.expect("noted");
-    let response = app
-        .client
-        .get(app.api("/policies"))
-        .bearer_auth(&secret)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
+    let reply = app.get("/policies").as_(&secret).await;
+    reply.expect_status(StatusCode::OK);
     assert_eq!(used().await, Some(first), "not again within the minute");
 }

@@ -5,30 +5,35 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Db, TestApp, error_code, fixture_command};
+use crate::helpers::{Db, Reply, Requests, TestApp, fixture_command};
 
-async fn register(app: &TestApp, token: &str, name: &str) -> reqwest::Response {
-    app.client
-        .post(app.api("/upstreams"))
-        .bearer_auth(token)
-        .json(&json!({"name": name, "transport": "stdio", "command": fixture_command(), "env": {"FIXTURE_SECRET": "s3cr3t-value-123"}}))
-        .send()
-        .await
+/// The fixture MCP server as upstream `name`, with `more` members (`env`, `headers`).
+fn fixture(name: &str, more: Value) -> Value {
+    let mut body = json!({"name": name, "transport": "stdio", "command": fixture_command()});
+    body.as_object_mut()
         .unwrap()
+        .extend(more.as_object().unwrap().clone());
+    body
+}
+
+async fn register(app: &TestApp, token: &str, name: &str) -> Reply {
+    let env = json!({"env": {"FIXTURE_SECRET": "s3cr3t-value-123"}});
+    app.post("/upstreams")
+        .as_(token)
+        .json(fixture(name, env))
+        .await
 }
 
 #[tokio::test]
 async fn a_registered_upstream_is_imported_with_its_raw_identity_and_unknown_risk() {
     let app = TestApp::spawn().await;
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
-    let response = register(&app, &admin, "fixture").await;
-    assert_eq!(response.status(), StatusCode::CREATED);
-    let body: Value = response.json().await.unwrap();
+    let body = register(&app, &admin, "fixture").await.expect_created();
     assert!(body["sync"]["tools"].as_u64().unwrap() >= 5, "{body}");
     assert_eq!(body["upstream"]["status"], "connected");
     let upstream_id = body["upstream"]["id"].as_str().unwrap().to_owned();
 
-    let tools: Value = app.get_json(&admin, "/tools").await;
+    let tools: Value = app.get("/tools").as_(&admin).await.json();
     let read_file = tools["tools"]
         .as_array()
         .unwrap()
@@ -49,16 +54,7 @@ async fn a_registered_upstream_is_imported_with_its_raw_identity_and_unknown_ris
     );
 
     // Secrets are write-only.
-    let listed = app
-        .client
-        .get(app.api("/upstreams"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let listed = app.get("/upstreams").as_(&admin).await.text();
     assert!(!listed.contains("s3cr3t-value-123"), "{listed}");
     assert!(listed.contains(r#""status":"connected""#), "{listed}");
 
@@ -66,36 +62,20 @@ async fn a_registered_upstream_is_imported_with_its_raw_identity_and_unknown_ris
     // the admin's descriptor.
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let names = TestApp::tool_names;
-    let before: Value = app.post_empty(&agent, "/sessions").await;
+    let before: Value = app.post("/sessions").as_(&agent).await.json();
     assert!(names(&before).is_empty());
     app.describe(&admin, "mcp__fixture__echo", json!({"risk": ["read"]}))
         .await;
-    let sync = app
-        .client
-        .post(app.api(&format!("/upstreams/{upstream_id}:sync")))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(sync.status(), StatusCode::OK);
-    let report: Value = sync.json().await.unwrap();
+    let sync = app.post(format!("/upstreams/{upstream_id}:sync"));
+    let report = sync.as_(&admin).await.expect_ok();
     assert_eq!(report["added"], json!([]));
     assert_eq!(report["removed"], json!([]));
-    let after: Value = app
-        .client
-        .post(app.api("/sessions"))
-        .bearer_auth(&agent)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let after: Value = app.post("/sessions").as_(&agent).await.json();
     assert_eq!(names(&after), vec!["mcp__fixture__echo"]);
 
     // Names are unique per tenant.
     let again = register(&app, &admin, "fixture").await;
-    assert_eq!(again.status(), StatusCode::CONFLICT);
+    again.expect_status(StatusCode::CONFLICT);
 }
 
 #[tokio::test]
@@ -105,11 +85,9 @@ async fn registration_works_on_postgres_too() {
         return;
     };
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
-    assert_eq!(
-        register(&app, &admin, "fixture").await.status(),
-        StatusCode::CREATED
-    );
-    let tools: Value = app.get_json(&admin, "/tools").await;
+    let registered = register(&app, &admin, "fixture").await;
+    registered.expect_status(StatusCode::CREATED);
+    let tools: Value = app.get("/tools").as_(&admin).await.json();
     assert!(
         tools["tools"]
             .as_array()
@@ -129,9 +107,8 @@ async fn tenant_admins_cannot_run_commands_or_reach_the_private_network() {
         .unwrap();
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     let stdio = register(&app, &admin, "fixture").await;
-    assert_eq!(stdio.status(), StatusCode::UNPROCESSABLE_ENTITY);
-    let err: Value = stdio.json().await.unwrap();
-    assert_eq!(err["error"]["details"]["fields"][0]["path"], "transport");
+    let stdio = stdio.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
+    stdio.expect_field_error("transport");
     for url in [
         "http://127.0.0.1:9/mcp",
         "http://10.1.2.3/mcp",
@@ -147,31 +124,11 @@ async fn tenant_admins_cannot_run_commands_or_reach_the_private_network() {
         "http://[64:ff9b:1::a00:1]/mcp",
         "http://[2002:7f00:1::1]/mcp",
     ] {
-        let response = app
-            .client
-            .post(app.api("/upstreams"))
-            .bearer_auth(&admin)
-            .json(&json!({"name": "remote", "transport": "streamable_http", "url": url}))
-            .send()
-            .await
-            .unwrap();
-        let (status, code) = error_code(response).await;
-        assert_eq!(
-            (status, code.as_str()),
-            (StatusCode::UNPROCESSABLE_ENTITY, "invalid_argument"),
-            "{url}"
-        );
+        let body = json!({"name": "remote", "transport": "streamable_http", "url": url});
+        let response = app.post("/upstreams").as_(&admin).json(body).await;
+        response.expect_error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_argument");
     }
-    let upstreams: Value = app
-        .client
-        .get(app.api("/upstreams"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let upstreams: Value = app.get("/upstreams").as_(&admin).await.json();
     assert_eq!(upstreams["upstreams"], json!([]), "nothing was registered");
     for (body, path) in [
         (
@@ -189,15 +146,8 @@ async fn tenant_admins_cannot_run_commands_or_reach_the_private_network() {
             "env",
         ),
     ] {
-        let response = app
-            .client
-            .post(app.api("/upstreams"))
-            .bearer_auth(&admin)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        let err: Value = response.json().await.unwrap();
+        let response = app.post("/upstreams").as_(&admin).json(&body).await;
+        let err: Value = response.json();
         let field = err["error"]["details"]["fields"]
             .as_array()
             .unwrap()
@@ -216,29 +166,11 @@ async fn tenant_admins_cannot_run_commands_or_reach_the_private_network() {
 async fn an_upstream_that_cannot_start_is_reported_not_imported() {
     let app = TestApp::spawn().await;
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
-    let response = app
-        .client
-        .post(app.api("/upstreams"))
-        .bearer_auth(&admin)
-        .json(&json!({"name": "broken", "transport": "stdio", "command": ["/nonexistent/mcp-server"]}))
-        .send()
-        .await
-        .unwrap();
-    let (status, code) = error_code(response).await;
-    assert_eq!(
-        (status, code.as_str()),
-        (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
-    );
-    let upstreams: Value = app
-        .client
-        .get(app.api("/upstreams"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let broken =
+        json!({"name": "broken", "transport": "stdio", "command": ["/nonexistent/mcp-server"]});
+    let response = app.post("/upstreams").as_(&admin).json(broken).await;
+    response.expect_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+    let upstreams: Value = app.get("/upstreams").as_(&admin).await.json();
     assert_eq!(upstreams["upstreams"][0]["status"], "error");
     assert!(
         upstreams["upstreams"][0]["last_error"]
@@ -259,22 +191,13 @@ async fn credentials_are_replaced_in_place_and_old_grants_meet_target_drift() {
     const GETENV: &str = "mcp__fixture__getenv";
     let app = TestApp::spawn().await;
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    let env = json!({"env": {"UPSTREAM_TOKEN": "first-secret-1111"}});
     let registered = app
-        .client
-        .post(app.api("/upstreams"))
-        .bearer_auth(&admin)
-        .json(
-            &json!({"name": "fixture", "transport": "stdio", "command": fixture_command(),
-                      "env": {"UPSTREAM_TOKEN": "first-secret-1111"}}),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(registered.status(), StatusCode::CREATED);
-    let id = registered.json::<Value>().await.unwrap()["upstream"]["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+        .post("/upstreams")
+        .as_(&admin)
+        .json(fixture("fixture", env));
+    let registered = registered.await.expect_created();
+    let id = registered["upstream"]["id"].as_str().unwrap().to_owned();
     app.describe(&admin, GETENV, json!({"risk": ["read"]}))
         .await;
     let agent = app.token("default", "agent", &[scope::RUN]).await;
@@ -306,39 +229,18 @@ async fn credentials_are_replaced_in_place_and_old_grants_meet_target_drift() {
         "default"
     );
 
-    let put = |body: Value, token: String| {
-        let app = &app;
-        let id = id.clone();
-        async move {
-            app.client
-                .put(app.api(&format!("/upstreams/{id}/credentials")))
-                .bearer_auth(token)
-                .json(&body)
-                .send()
-                .await
-                .unwrap()
-        }
+    let put = |body: Value, token: &str| {
+        let path = format!("/upstreams/{id}/credentials");
+        app.put(path).as_(token).json(body)
     };
     // Headers are an HTTP upstream's credentials; only admins replace any.
-    let (status, field) =
-        error_code(put(json!({"headers": {"authorization": "x"}}), admin.clone()).await).await;
-    assert_eq!(
-        (status, field.as_str()),
-        (StatusCode::UNPROCESSABLE_ENTITY, "invalid_argument")
-    );
-    assert_eq!(
-        put(json!({"env": {"UPSTREAM_TOKEN": "x"}}), agent.clone())
-            .await
-            .status(),
-        StatusCode::FORBIDDEN
-    );
-    let replaced = put(
-        json!({"env": {"UPSTREAM_TOKEN": "second-secret-2222"}}),
-        admin.clone(),
-    )
-    .await;
-    assert_eq!(replaced.status(), StatusCode::OK);
-    let body = replaced.text().await.unwrap();
+    let headers = put(json!({"headers": {"authorization": "x"}}), &admin).await;
+    headers.expect_error(StatusCode::UNPROCESSABLE_ENTITY, "invalid_argument");
+    let by_agent = put(json!({"env": {"UPSTREAM_TOKEN": "x"}}), &agent).await;
+    by_agent.expect_status(StatusCode::FORBIDDEN);
+    let second = json!({"env": {"UPSTREAM_TOKEN": "second-secret-2222"}});
+    let replaced = put(second, &admin).await;
+    let body = replaced.expect_status(StatusCode::OK).text();
     assert!(!body.contains("second-secret"), "never echoed: {body}");
     assert!(body.contains(&id), "{body}");
 
@@ -416,15 +318,10 @@ async fn a_stdio_environment_is_the_operator_s_unless_stdio_is_allowed() {
         .map_err(|e| e.into_app_error())
         .unwrap();
     operator.close_all().await;
-    let refused = app
-        .client
-        .put(app.api(&format!("/upstreams/{}/credentials", view.id)))
-        .bearer_auth(&admin)
-        .json(&json!({"env": {"LD_PRELOAD": "/tmp/evil.so"}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+    let refused = app.put(format!("/upstreams/{}/credentials", view.id));
+    let evil = json!({"env": {"LD_PRELOAD": "/tmp/evil.so"}});
+    let refused = refused.as_(&admin).json(evil).await;
+    refused.expect_status(StatusCode::FORBIDDEN);
     let spec: String = sqlx::query_scalar("SELECT spec FROM upstreams WHERE id = $1")
         .bind(&view.id)
         .fetch_one(app.store.pool())
@@ -467,19 +364,9 @@ async fn upstream_secrets_are_encrypted_at_rest_and_rotate() {
     const ROTATED: &str = "canary-rotated-at-rest-55301";
     let app = TestApp::spawn().await;
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
-    let response = app
-        .client
-        .post(app.api("/upstreams"))
-        .bearer_auth(&admin)
-        .json(
-            &json!({"name": "fixture", "transport": "stdio", "command": fixture_command(),
-                      "env": {"FIXTURE_CANARY": CANARY}}),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::CREATED);
-    let id = response.json::<Value>().await.unwrap()["upstream"]["id"]
+    let canary = fixture("fixture", json!({"env": {"FIXTURE_CANARY": CANARY}}));
+    let response = app.post("/upstreams").as_(&admin).json(canary).await;
+    let id = response.expect_created()["upstream"]["id"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -489,15 +376,13 @@ async fn upstream_secrets_are_encrypted_at_rest_and_rotate() {
         .await
         .unwrap();
     assert!(stored.0.starts_with("enc:v1:"), "{}", stored.0);
-    let replaced = app
-        .client
-        .put(app.api(&format!("/upstreams/{id}/credentials")))
-        .bearer_auth(&admin)
-        .json(&json!({"env": {"FIXTURE_CANARY": ROTATED}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(replaced.status(), StatusCode::OK);
+    let credentials = |value: &str| {
+        let path = format!("/upstreams/{id}/credentials");
+        let env = json!({"env": {"FIXTURE_CANARY": value}});
+        app.put(path).as_(&admin).json(env)
+    };
+    let replaced = credentials(ROTATED).await;
+    replaced.expect_status(StatusCode::OK);
     sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
         .execute(app.store.pool())
         .await
@@ -514,21 +399,8 @@ async fn upstream_secrets_are_encrypted_at_rest_and_rotate() {
         );
     }
     // The server opens what it sealed: a sync connects with the new credentials.
-    let sync = |app: &TestApp| {
-        let client = app.client.clone();
-        let url = app.api(&format!("/upstreams/{id}:sync"));
-        let admin = admin.clone();
-        async move {
-            client
-                .post(url)
-                .bearer_auth(admin)
-                .send()
-                .await
-                .unwrap()
-                .status()
-        }
-    };
-    assert_eq!(sync(&app).await, StatusCode::OK);
+    let sync = || app.post(format!("/upstreams/{id}:sync")).as_(&admin);
+    sync().await.expect_status(StatusCode::OK);
 
     // Files: the key file and database are the owner's alone, the data directory too.
     let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
@@ -577,22 +449,15 @@ async fn upstream_secrets_are_encrypted_at_rest_and_rotate() {
     let new_key = after.0.split(':').nth(2).unwrap().to_owned();
     assert_ne!(new_key, before, "sealed under a new key");
     // The running server follows the rotation: it seals under the new key and opens it.
-    let replaced = app
-        .client
-        .put(app.api(&format!("/upstreams/{id}/credentials")))
-        .bearer_auth(&admin)
-        .json(&json!({"env": {"FIXTURE_CANARY": CANARY}}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(replaced.status(), StatusCode::OK);
+    let replaced = credentials(CANARY).await;
+    replaced.expect_status(StatusCode::OK);
     let latest: (String,) = sqlx::query_as("SELECT spec FROM upstreams WHERE id = $1")
         .bind(&id)
         .fetch_one(app.store.pool())
         .await
         .unwrap();
     assert_eq!(latest.0.split(':').nth(2).unwrap(), new_key);
-    assert_eq!(sync(&app).await, StatusCode::OK);
+    sync().await.expect_status(StatusCode::OK);
 }
 
 /// Issue 24: a stdio upstream takes no HTTP headers; the field error says so (where the
@@ -601,32 +466,10 @@ async fn upstream_secrets_are_encrypted_at_rest_and_rotate() {
 async fn headers_for_a_stdio_upstream_are_a_field_error() {
     let app = TestApp::spawn().await;
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
-    let response = app
-        .client
-        .post(app.api("/upstreams"))
-        .bearer_auth(&admin)
-        .json(
-            &json!({"name": "x", "transport": "stdio", "command": fixture_command(),
-                      "headers": {"authorization": "Bearer t"}}),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
-    let err: Value = response.json().await.unwrap();
-    assert_eq!(
-        err["error"]["details"]["fields"][0]["path"], "headers",
-        "{err}"
-    );
-    let listed: Value = app
-        .client
-        .get(app.api("/upstreams"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let headers = fixture("x", json!({"headers": {"authorization": "Bearer t"}}));
+    let response = app.post("/upstreams").as_(&admin).json(headers).await;
+    let response = response.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
+    response.expect_field_error("headers");
+    let listed: Value = app.get("/upstreams").as_(&admin).await.json();
     assert_eq!(listed["upstreams"], json!([]));
 }

@@ -4,41 +4,21 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, error_code};
+use crate::helpers::{Requests, TestApp};
 
 #[tokio::test]
 async fn users_can_be_created_and_rescoped_and_then_sign_in() {
     let app = TestApp::spawn().await;
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
-    let created = app
-        .client
-        .post(app.api("/users"))
-        .bearer_auth(&admin)
-        .json(
-            &json!({"username": "alice", "password": "alice-password-1", "scopes": [scope::READ]}),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(created.status(), StatusCode::CREATED);
-    let created: Value = created.json().await.unwrap();
+    let alice =
+        json!({"username": "alice", "password": "alice-password-1", "scopes": [scope::READ]});
+    let created = app.post("/users").as_(&admin).json(&alice).await;
+    let created = created.expect_created();
     assert_eq!(created["created_by"], "ops");
     assert!(created.get("password_hash").is_none());
 
-    let again = app
-        .client
-        .post(app.api("/users"))
-        .bearer_auth(&admin)
-        .json(
-            &json!({"username": "alice", "password": "alice-password-1", "scopes": [scope::READ]}),
-        )
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        error_code(again).await,
-        (StatusCode::CONFLICT, "conflict".to_owned())
-    );
+    let again = app.post("/users").as_(&admin).json(&alice).await;
+    again.expect_error(StatusCode::CONFLICT, "conflict");
 
     let stored = aperture::store::users::find(&app.store, "default", "alice")
         .await
@@ -51,44 +31,22 @@ async fn users_can_be_created_and_rescoped_and_then_sign_in() {
     );
 
     // alice signs in; with `read` only, the token list is refused.
-    let me: Value = app
-        .sign_in(&app.browser, "alice", "alice-password-1")
-        .await
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(me["scopes"], json!([scope::READ]));
-    let (status, code) = error_code(app.server_fn(&app.browser, "tokens/list").await).await;
-    assert_eq!(
-        (status, code.as_str()),
-        (StatusCode::FORBIDDEN, "permission_denied")
-    );
+    let me = app.sign_in(&app.browser, "alice", "alice-password-1").await;
+    assert_eq!(me.json()["scopes"], json!([scope::READ]));
+    let list = app.server_fn(&app.browser, "tokens/list").await;
+    list.expect_error(StatusCode::FORBIDDEN, "permission_denied");
 
     // Made admin, the same session may list tokens at once (scopes are read per request).
-    let updated = app
-        .client
-        .put(app.api("/users/alice/scopes"))
-        .bearer_auth(&admin)
-        .json(&json!({"scopes": [scope::ADMIN]}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(updated.status(), StatusCode::OK);
-    assert_eq!(
-        app.server_fn(&app.browser, "tokens/list").await.status(),
-        StatusCode::OK
-    );
+    let admin_scopes = json!({"scopes": [scope::ADMIN]});
+    let put = app
+        .put("/users/alice/scopes")
+        .as_(&admin)
+        .json(admin_scopes);
+    put.await.expect_status(StatusCode::OK);
+    let list = app.server_fn(&app.browser, "tokens/list").await;
+    list.expect_status(StatusCode::OK);
 
-    let list: Value = app
-        .client
-        .get(app.api("/users"))
-        .bearer_auth(&admin)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let list: Value = app.get("/users").as_(&admin).await.json();
     let names: Vec<&str> = list["users"]
         .as_array()
         .unwrap()
@@ -117,34 +75,13 @@ async fn invalid_users_name_the_field() {
         ),
     ];
     for (body, path) in cases {
-        let response = app
-            .client
-            .post(app.api("/users"))
-            .bearer_auth(&admin)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(
-            response.status(),
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "{body}"
-        );
-        let err: Value = response.json().await.unwrap();
-        assert_eq!(err["error"]["details"]["fields"][0]["path"], path, "{err}");
+        let response = app.post("/users").as_(&admin).json(&body).await;
+        let response = response.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
+        response.expect_field_error(path);
     }
-    let missing = app
-        .client
-        .put(app.api("/users/nobody/scopes"))
-        .bearer_auth(&admin)
-        .json(&json!({"scopes": []}))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(
-        error_code(missing).await,
-        (StatusCode::NOT_FOUND, "not_found".to_owned())
-    );
+    let none = json!({"scopes": []});
+    let missing = app.put("/users/nobody/scopes").as_(&admin).json(none).await;
+    missing.expect_error(StatusCode::NOT_FOUND, "not_found");
 }
 
 #[tokio::test]

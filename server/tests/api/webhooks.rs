@@ -10,7 +10,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use standardwebhooks::Webhook;
 
-use crate::helpers::{Db, Received, TestApp, WebhookReceiver, error_code};
+use crate::helpers::{Db, Received, Requests, TestApp, WebhookReceiver, error_code};
 
 /// What only the call's arguments hold: it must never reach a webhook.
 const SECRET_ARGUMENT: &str = "argument-value-7f3e91-never-in-a-webhook";
@@ -79,24 +79,18 @@ impl Setup {
     }
 
     async fn create(&self, token: &str, body: Value) -> (StatusCode, Value) {
-        let response = self
-            .app
-            .client
-            .post(self.app.api("/webhooks"))
-            .bearer_auth(token)
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
+        let response = self.app.post("/webhooks").as_(token).json(&body).await;
         let status = response.status();
-        (status, response.json().await.unwrap_or(Value::Null))
+        (status, response.json_or_null())
     }
 
     async fn decide(&self, id: &str, verb: &str) -> Value {
         let shown = self
             .app
-            .get_json(&self.approver, &format!("/invocations/{id}"))
+            .get(format!("/invocations/{id}"))
+            .as_(&self.approver)
             .await;
+        let shown = shown.json();
         let body = if verb == "approve" {
             json!({"args_hash": shown["args_hash"], "definition_hash": shown["definition_hash"]})
         } else {
@@ -104,8 +98,11 @@ impl Setup {
         };
         let answer = self
             .app
-            .post_json(&self.approver, &format!("/invocations/{id}:{verb}"), body)
+            .post(format!("/invocations/{id}:{verb}"))
+            .as_(&self.approver)
+            .json(body)
             .await;
+        let answer = answer.json();
         let expected = if verb == "approve" {
             "approved"
         } else {
@@ -121,12 +118,12 @@ impl Setup {
     }
 
     async fn deliveries(&self, webhook_id: &str) -> Vec<Value> {
-        self.app
-            .get_json(&self.admin, &format!("/webhooks/{webhook_id}/deliveries"))
-            .await["deliveries"]
-            .as_array()
-            .unwrap()
-            .clone()
+        let reply = self
+            .app
+            .get(format!("/webhooks/{webhook_id}/deliveries"))
+            .as_(&self.admin)
+            .await;
+        reply.json()["deliveries"].as_array().unwrap().clone()
     }
 
     /// The newest delivery of `webhook_id` once its `status` is `status`, or as it stands
@@ -258,7 +255,7 @@ async fn only_admins_create_webhooks_to_public_addresses_and_the_secret_is_shown
     assert_eq!(journaled(&s.app, "webhook.create").await, 1);
 
     // Listed without its secret; stored sealed, not in plaintext.
-    let listed = s.app.get_json(&s.admin, "/webhooks").await;
+    let listed = s.app.get("/webhooks").as_(&s.admin).await.json();
     assert_eq!(listed["webhooks"][0]["id"], id.as_str(), "{listed}");
     assert!(listed["webhooks"][0].get("secret").is_none(), "{listed}");
     assert!(!listed.to_string().contains(&secret[6..]), "{listed}");
@@ -284,26 +281,12 @@ async fn only_admins_create_webhooks_to_public_addresses_and_the_secret_is_shown
     );
 
     // Deleted once (journaled); then gone.
-    let response = s
-        .app
-        .client
-        .delete(s.app.api(&format!("/webhooks/{id}")))
-        .bearer_auth(&s.admin)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::OK);
+    let reply = s.app.delete(format!("/webhooks/{id}")).as_(&s.admin).await;
+    reply.expect_status(StatusCode::OK);
     assert_eq!(journaled(&s.app, "webhook.delete").await, 1);
-    let response = s
-        .app
-        .client
-        .delete(s.app.api(&format!("/webhooks/{id}")))
-        .bearer_auth(&s.admin)
-        .send()
-        .await
-        .unwrap();
+    let response = s.app.delete(format!("/webhooks/{id}")).as_(&s.admin).await;
     assert_eq!(error_code(response).await.0, StatusCode::NOT_FOUND);
-    let listed = s.app.get_json(&s.admin, "/webhooks").await;
+    let listed = s.app.get("/webhooks").as_(&s.admin).await.json();
     assert_eq!(listed["webhooks"], json!([]));
 }
 
@@ -361,12 +344,11 @@ async fn parked_decided_and_cancelled_calls_reach_a_signed_webhook(db: Db) {
     let cancelled = s.park(&format!("cancel {SECRET_ARGUMENT}")).await;
     let answer = s
         .app
-        .post_json(
-            &s.agent,
-            &format!("/invocations/{cancelled}:cancel"),
-            json!({}),
-        )
+        .post(format!("/invocations/{cancelled}:cancel"))
+        .as_(&s.agent)
+        .json(json!({}))
         .await;
+    let answer = answer.json();
     assert_eq!(answer["status"], "cancelled", "{answer}");
     // parked ×3, decided ×2, cancelled ×1; in any order across deliveries.
     let got = receiver.wait_for(6).await;
@@ -412,18 +394,15 @@ async fn parked_decided_and_cancelled_calls_reach_a_signed_webhook(db: Db) {
         assert_eq!(d["history"][0]["http_status"], 200, "{d}");
         assert!(ids.contains(d["id"].as_str().unwrap()));
     }
-    let listed = s.app.get_json(&s.admin, "/webhooks").await;
+    let listed = s.app.get("/webhooks").as_(&s.admin).await.json();
     assert_eq!(listed["webhooks"][0]["delivered"], 6, "{listed}");
     // Not for approvers: deliveries are an admin's view.
-    let response = s
+    let reply = s
         .app
-        .client
-        .get(s.app.api(&format!("/webhooks/{webhook_id}/deliveries")))
-        .bearer_auth(&s.approver)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+        .get(format!("/webhooks/{webhook_id}/deliveries"))
+        .as_(&s.approver)
+        .await;
+    reply.expect_status(StatusCode::FORBIDDEN);
 }
 
 #[tokio::test]
@@ -546,7 +525,7 @@ async fn failed_deliveries_are_retried_with_backoff_then_given_up_and_every_atte
         "{dead_view}"
     );
     assert!(dead_view["history"][2]["http_status"].is_null());
-    let listed = s.app.get_json(&s.admin, "/webhooks").await;
+    let listed = s.app.get("/webhooks").as_(&s.admin).await.json();
     let dead = listed["webhooks"]
         .as_array()
         .unwrap()

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use engine::receipt::{Jwk, verify_receipt_json};
 use engine::scope;
-use reqwest::{Method, StatusCode};
+use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{TestApp, fixture_command};
+use crate::helpers::{Requests, TestApp, fixture_command};
 
 const ECHO: &str = "mcp__fixture__echo";
 const ADD: &str = "mcp__fixture__add";
@@ -35,15 +35,12 @@ async fn setup() -> Setup {
     let call_log = app.data_dir.join(format!("{tenant}-calls.log"));
     let mut command = fixture_command();
     command.extend(["--call-log".to_owned(), call_log.display().to_string()]);
-    let (status, body) = app
-        .rest(
-            Method::POST,
-            &admin,
-            "/upstreams",
-            Some(&json!({"name": "fixture", "transport": "stdio", "command": command})),
-        )
+    let reply = app
+        .post("/upstreams")
+        .as_(&admin)
+        .json(json!({"name": "fixture", "transport": "stdio", "command": command}))
         .await;
-    assert_eq!(status, StatusCode::CREATED, "{body}");
+    reply.expect_status(StatusCode::CREATED);
     for tool in [ECHO, ADD, DEPLOY, MUTATE] {
         app.describe(&admin, tool, json!({"risk": ["read"]})).await;
     }
@@ -92,8 +89,10 @@ impl Setup {
         for _ in 0..200 {
             last = self
                 .app
-                .get_json(&self.approver, &format!("/invocations/{id}"))
-                .await;
+                .get(format!("/invocations/{id}"))
+                .as_(&self.approver)
+                .await
+                .json();
             if until(&last) {
                 return last;
             }
@@ -137,19 +136,12 @@ impl Setup {
     async fn release(&self, id: &str, verb: &str) {
         let shown = self
             .app
-            .get_json(&self.approver, &format!("/invocations/{id}"))
+            .get(format!("/invocations/{id}"))
+            .as_(&self.approver)
             .await;
-        let (status, body) = self
-            .app
-            .rest(
-                Method::POST,
-                &self.approver,
-                &format!("/invocations/{id}:{verb}"),
-                Some(&json!({"args_hash": shown["args_hash"],
-                             "definition_hash": shown["definition_hash"]})),
-            )
-            .await;
-        assert_eq!(status, StatusCode::OK, "{verb}: {body}");
+        let shown = shown.json();
+        let reply = self.app.post(format!("/invocations/{id}:{verb}")).as_(&self.approver).json(json!({"args_hash": shown["args_hash"], "definition_hash": shown["definition_hash"]})).await;
+        reply.expect_status(StatusCode::OK);
     }
 
     /// The invocation ended `manifest_drift`, signed, and the upstream never ran `tool`.
