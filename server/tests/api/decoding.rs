@@ -15,7 +15,7 @@ use tonic::Code;
 
 use crate::cli::aperture;
 use crate::crash::{serve_with, token};
-use crate::helpers::{Db, TestDb};
+use crate::helpers::{Db, TestDb, text_of};
 
 /// `aperture serve` on a fresh SQLite database, killed when dropped.
 struct Server {
@@ -274,10 +274,7 @@ async fn connect_refuses_callers_without_a_token_or_the_scope_before_reading_the
         connect(&client, url, Some(&server.reader), "CreateToken", garbage()).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
     assert_eq!(body["code"], "permission_denied", "{body}");
-    assert!(
-        body["message"].as_str().unwrap().contains(scope::ADMIN),
-        "{body}"
-    );
+    assert!(text_of(&body["message"]).contains(scope::ADMIN), "{body}");
 
     // JSON that does not parse, from a caller without the scope: refused for the scope.
     let response = client

@@ -7,7 +7,7 @@ use engine::scope;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::helpers::{Requests, TestApp};
+use crate::helpers::{Requests, TestApp, text_of};
 
 const ECHO: &str = "mcp__fixture__echo";
 const MUTATE: &str = "mcp__fixture__mutate";
@@ -405,12 +405,7 @@ async fn first_import_flags_risky_content() {
     let tools = s.app.get("/tools").as_(&s.admin).await.json();
     for tool in tools["tools"].as_array().unwrap() {
         assert!(tool.get("held").is_none(), "{tool}");
-        assert!(
-            tool["definition_hash"]
-                .as_str()
-                .unwrap()
-                .starts_with("sha256:")
-        );
+        assert!(text_of(&tool["definition_hash"]).starts_with("sha256:"));
         // The fixture's own descriptions are plain.
         assert!(tool.get("flags").is_none(), "{tool}");
     }
@@ -452,10 +447,7 @@ async fn approvals_are_bound_to_the_definition_the_approver_saw() {
                 .mcp_call(&agent, &list, ECHO, json!({"text": text}), json!({}))
                 .await;
             assert_eq!(parked["_meta"]["status"], "input_required", "{parked}");
-            parked["_meta"]["invocation_id"]
-                .as_str()
-                .unwrap()
-                .to_owned()
+            text_of(&parked["_meta"]["invocation_id"]).to_owned()
         }
     };
     let granted_hash = s.row_until(ECHO, |r| r.is_object()).await["definition_hash"].clone();
@@ -510,10 +502,7 @@ async fn approvals_are_bound_to_the_definition_the_approver_saw() {
     let (status, refused) = approve(&second, both).await;
     assert_eq!(status, StatusCode::CONFLICT, "{refused}");
     assert!(
-        refused["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("manifest_drift"),
+        text_of(&refused["error"]["message"]).contains("manifest_drift"),
         "the approver is told why: {refused}"
     );
     let ended = s

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::cli::aperture;
 use crate::crash::{add_fixture_upstream, describe_read, expect_grant, serve, token};
-use crate::helpers::{Db, Remote, Requests, SseReader, TestApp, TestDb, echo_of, rpc};
+use crate::helpers::{Db, Remote, Requests, SseReader, TestApp, TestDb, echo_of, rpc, text_of};
 
 const SECRET_TEXT: &str = "an-argument-no-event-may-carry";
 
@@ -49,10 +49,7 @@ async fn approvers_hear_of_parked_calls_as_they_happen() {
             json!({}),
         )
         .await;
-    let id = parked["_meta"]["invocation_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = text_of(&parked["_meta"]["invocation_id"]).to_owned();
     let event = queue
         .expect("invocation.parked", &id, Duration::from_secs(5))
         .await;

@@ -429,6 +429,29 @@ pub async fn error_code(reply: Reply) -> (StatusCode, String) {
     (reply.status(), code)
 }
 
+/// The element of the array `items` whose `field` is `value`; there must be one.
+pub fn find<'a>(items: &'a serde_json::Value, field: &str, value: &str) -> &'a serde_json::Value {
+    items
+        .as_array()
+        .and_then(|items| items.iter().find(|i| i[field] == value))
+        .unwrap_or_else(|| panic!("no {field} {value} in {items}"))
+}
+
+/// The `field` of every element of the array `items`, as text.
+pub fn texts_of<'a>(items: &'a serde_json::Value, field: &str) -> Vec<&'a str> {
+    let items = items
+        .as_array()
+        .unwrap_or_else(|| panic!("not a list: {items}"));
+    items.iter().map(|i| text_of(&i[field])).collect()
+}
+
+/// `value` as text; it must be text.
+pub fn text_of(value: &serde_json::Value) -> &str {
+    value
+        .as_str()
+        .unwrap_or_else(|| panic!("not text: {value}"))
+}
+
 /// A JSON-RPC request `method` with `id` (and `params`, left out when `Null`).
 pub fn rpc(id: u64, method: &str, params: serde_json::Value) -> serde_json::Value {
     let mut request = serde_json::json!({"jsonrpc": "2.0", "id": id, "method": method});

@@ -4,7 +4,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Db, Requests, TestApp, error_code};
+use crate::helpers::{Db, Requests, TestApp, error_code, find, texts_of};
 
 fn support_policy() -> Value {
     json!({
@@ -93,12 +93,7 @@ async fn versions_and_activation(app: &TestApp) {
         .await;
     reply.expect_status(StatusCode::OK);
     let list: Value = app.get("/policies").as_(&writer).await.json();
-    let support = list["policies"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["policy_id"] == "support-agents")
-        .unwrap();
+    let support = find(&list["policies"], "policy_id", "support-agents");
     assert_eq!(support["active_in"], json!(["default", "prod"]));
     assert_eq!(support["latest_version"], 2);
     assert_eq!(list["policies"][0]["policy_id"], "builtin_safe_read");
@@ -189,12 +184,7 @@ async fn validate_reports_every_problem_without_storing() {
     let result = app.post("/policies:validate").as_(&reader).json(&doc).await;
     let result = result.json();
     assert_eq!(result["valid"], false);
-    let paths: Vec<&str> = result["errors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["path"].as_str().unwrap())
-        .collect();
+    let paths: Vec<&str> = texts_of(&result["errors"], "path");
     assert_eq!(
         paths,
         vec![

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use crate::cli::aperture;
 use crate::crash::{add_fixture_upstream, describe_read, serve, token};
-use crate::helpers::{Call, Db, Requests, TestApp, TestDb, echo_of, rpc};
+use crate::helpers::{Call, Db, Requests, TestApp, TestDb, echo_of, rpc, text_of};
 
 const ECHO: &str = "mcp__fixture__echo";
 const SLOW: &str = "mcp__fixture__slow";
@@ -248,10 +248,7 @@ async fn progress_messages_are_redacted_like_the_output() {
     }
     let answer = &messages[4].1;
     assert!(
-        answer["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("output withheld"),
+        text_of(&answer["result"]["content"][0]["text"]).contains("output withheld"),
         "{answer}"
     );
 }
@@ -283,10 +280,7 @@ async fn a_dropped_call_stream_resumes_for_its_owner_only() {
         let refused = get_mcp(&app, token, &resume).await;
         let body = refused.expect_status(StatusCode::BAD_REQUEST).json();
         assert!(
-            body["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("cannot be resumed"),
+            text_of(&body["error"]["message"]).contains("cannot be resumed"),
             "{body}"
         );
     }

@@ -11,7 +11,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Requests, TestApp, fixture_command};
+use crate::helpers::{Requests, TestApp, fixture_command, text_of};
 
 const ECHO: &str = "mcp__fixture__echo";
 const ADD: &str = "mcp__fixture__add";
@@ -172,10 +172,7 @@ async fn a_tool_that_drifts_after_approve_is_not_run() {
         .app
         .mcp_call(&s.agent, &list, ECHO, json!({"text": "later"}), json!({}))
         .await;
-    let id = parked["_meta"]["invocation_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = text_of(&parked["_meta"]["invocation_id"]).to_owned();
     s.release(&id, "approve").await;
     hold.arrived(1).await;
     s.drift(ECHO).await;
@@ -193,10 +190,7 @@ async fn a_tool_that_drifts_after_apply_is_not_run() {
         .mcp_call(&s.agent, &list, ADD, json!({"a": 1, "b": 2}), json!({}))
         .await;
     assert_eq!(staged["_meta"]["status"], "staged", "{staged}");
-    let id = staged["_meta"]["invocation_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = text_of(&staged["_meta"]["invocation_id"]).to_owned();
     s.release(&id, "apply").await;
     hold.arrived(1).await;
     s.drift(ADD).await;
@@ -220,10 +214,7 @@ async fn a_queued_job_whose_tool_drifts_is_not_run() {
         )
         .await;
     assert_eq!(queued["_meta"]["status"], "working", "{queued}");
-    let id = queued["_meta"]["invocation_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = text_of(&queued["_meta"]["invocation_id"]).to_owned();
     hold.arrived(1).await;
     s.drift(DEPLOY).await;
     hold.release();
