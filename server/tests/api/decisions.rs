@@ -141,24 +141,15 @@ async fn a_call_in_flight_is_cancelled_by_its_caller() {
     let list = app.mcp_list(&agent, json!({})).await;
     // `mcp_call` sends its tools/call as request id 2, without an MCP session.
     let cancel = |token: String, session: Option<&'static str>| {
-        let (client, url) = (app.client.clone(), app.url("/mcp"));
+        let mut request = app.mcp_post(token);
+        if let Some(s) = session {
+            request = request.header("mcp-session-id", s);
+        }
+        let cancelled = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                               "params": {"requestId": 2, "reason": "changed my mind"}});
+        let request = request.json(cancelled);
         async move {
-            let mut request = client
-                .post(url)
-                .bearer_auth(token)
-                .header("accept", "application/json, text/event-stream");
-            if let Some(s) = session {
-                request = request.header("mcp-session-id", s);
-            }
-            let response = request
-                .json(
-                    &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                               "params": {"requestId": 2, "reason": "changed my mind"}}),
-                )
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(response.status(), reqwest::StatusCode::ACCEPTED);
+            request.await.expect_status(reqwest::StatusCode::ACCEPTED);
         }
     };
     let pause = || tokio::time::sleep(std::time::Duration::from_millis(300));

@@ -4,7 +4,7 @@
 //! manifests and refused, until an admin accepts it.
 
 use engine::scope;
-use reqwest::{Method, StatusCode};
+use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::helpers::{Requests, TestApp, text_of};
@@ -462,30 +462,21 @@ async fn approvals_are_bound_to_the_definition_the_approver_saw() {
     assert_eq!(shown["definition_hash"], granted_hash, "{shown}");
     let approve = |id: &str, body: Value| {
         let path = format!("/invocations/{id}:approve");
-        let app = &s.app;
-        let approver = approver.clone();
-        async move { app.rest(Method::POST, &approver, &path, Some(&body)).await }
+        s.app.post(path).as_(&approver).json(body)
     };
-    let (status, missing) = approve(&first, json!({"args_hash": shown["args_hash"]})).await;
-    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{missing}");
-    assert_eq!(
-        missing["error"]["details"]["fields"][0]["path"],
-        "definition_hash"
-    );
+    let missing = approve(&first, json!({"args_hash": shown["args_hash"]}))
+        .await
+        .expect_status(StatusCode::UNPROCESSABLE_ENTITY);
+    missing.expect_field_error("definition_hash");
     let other = json!({"args_hash": shown["args_hash"], "definition_hash": "sha256:0000000000000000000000000000000000000000000000000000000000000000"});
-    let (status, refused) = approve(&first, other).await;
-    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
-    let still = s
-        .app
-        .get(format!("/invocations/{first}"))
-        .as_(&approver)
-        .await;
-    let still = still.json();
+    let refused = approve(&first, other).await;
+    refused.expect_status(StatusCode::CONFLICT);
+    let still = s.app.get(format!("/invocations/{first}")).as_(&approver);
+    let still = still.await.json();
     assert_eq!(still["status"], "input_required");
     let both =
         json!({"args_hash": shown["args_hash"], "definition_hash": shown["definition_hash"]});
-    let (status, approved) = approve(&first, both).await;
-    assert_eq!(status, StatusCode::OK, "{approved}");
+    approve(&first, both).await.expect_ok();
 
     // Parked, then the upstream rewrites the tool: the approval cannot release it.
     let second = park("second").await;
@@ -499,8 +490,10 @@ async fn approvals_are_bound_to_the_definition_the_approver_saw() {
     s.row_until(ECHO, |r| r.get("held").is_some()).await;
     let both =
         json!({"args_hash": shown["args_hash"], "definition_hash": shown["definition_hash"]});
-    let (status, refused) = approve(&second, both).await;
-    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+    let refused = approve(&second, both)
+        .await
+        .expect_status(StatusCode::CONFLICT)
+        .json_or_null();
     assert!(
         text_of(&refused["error"]["message"]).contains("manifest_drift"),
         "the approver is told why: {refused}"

@@ -278,23 +278,6 @@ impl TestApp {
         registered
     }
 
-    /// `method path` on the REST mount as `token`, with `body` as JSON (`None`: no body): the
-    /// status and the JSON answer (`Null` when there is none).
-    pub async fn rest(
-        &self,
-        method: reqwest::Method,
-        token: impl std::fmt::Display,
-        path: &str,
-        body: Option<&serde_json::Value>,
-    ) -> (StatusCode, serde_json::Value) {
-        let mut call = self.request(method, path).as_(token);
-        if let Some(body) = body {
-            call = call.json(body);
-        }
-        let reply = call.await;
-        (reply.status(), reply.json_or_null())
-    }
-
     /// The names of the tools of a list result (`{"tools": [...]}`), in order.
     pub fn tool_names(list: &serde_json::Value) -> Vec<String> {
         list["tools"]

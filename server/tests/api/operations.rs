@@ -128,14 +128,8 @@ fn sample(body: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
 async fn metrics_answer_only_the_operator_and_count_what_happened() {
     // Off by default: nothing is recorded and nothing is served.
     let off = TestApp::spawn().await;
-    let response = off
-        .client
-        .get(off.url("/metrics"))
-        .bearer_auth(METRICS_TOKEN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    let response = off.get_raw("/metrics").as_(METRICS_TOKEN).await;
+    response.expect_status(StatusCode::NOT_FOUND);
 
     let app = TestApp::spawn_with(Db::Sqlite, |c| {
         c.metrics_token = Some(METRICS_TOKEN.into());

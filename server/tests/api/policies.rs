@@ -25,22 +25,13 @@ async fn versions_and_activation(app: &TestApp) {
     let writer = app
         .token("default", "policy-admin", &[scope::WRITE, scope::READ])
         .await;
-    let put = |doc: Value| {
-        let rb = app
-            .client
-            .put(app.api("/policies/support-agents"))
-            .bearer_auth(&writer)
-            .json(&doc);
-        async move { rb.send().await.unwrap() }
-    };
-    let first = put(support_policy()).await;
-    assert_eq!(first.status(), StatusCode::OK);
-    let first: Value = first.json().await.unwrap();
+    let put = |doc: Value| app.put("/policies/support-agents").as_(&writer).json(doc);
+    let first = put(support_policy()).await.expect_ok();
     assert_eq!(first["version"], 1);
     assert_eq!(first["document"]["name"], "support-agents");
     let mut changed = support_policy();
     changed["default_mode"] = json!("deny");
-    let second: Value = put(changed).await.json().await.unwrap();
+    let second = put(changed).await.json();
     assert_eq!(second["version"], 2);
 
     let versions = app
