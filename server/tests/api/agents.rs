@@ -887,12 +887,8 @@ async fn parked_agent(steps: Vec<Step>) -> Parked {
     let app = app_with_model(&model.base_url).await;
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     app.register_fixture(&admin, &[ECHO]).await;
-    app.activate_policy(
-        &admin,
-        "agents-approve",
-        json!({"rules": [{"id": "echo-needs-a-person", "match": {"name": ECHO}, "mode": "approval_required"}]}),
-    )
-    .await;
+    let policy = json!({"rules": [{"id": "echo-needs-a-person", "match": {"name": ECHO}, "mode": "approval_required"}]});
+    app.activate_policy(&admin, "agents-approve", policy).await;
     let (bot_id, bot) = app.token_full("default", "parked-bot", &[scope::RUN]).await;
     let agent = create_agent(&app, &bot, json!({"max_turns": 5})).await;
     let (_, parked) = turn(&app, &bot, &agent, "Echo.").await;
@@ -1329,13 +1325,9 @@ async fn a_hosted_fork_executes_on_its_parent_s_grant() {
     let app = app_with_model(&model.base_url).await;
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     app.register_fixture(&admin, &[ECHO, SLOW]).await;
-    app.activate_policy(
-        &admin,
-        "careful",
-        json!({"rules": [{"id": "park-echo", "match": {"name": ECHO}, "mode": "approval_required"},
-                         {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}]}),
-    )
-    .await;
+    let policy = json!({"rules": [{"id": "park-echo", "match": {"name": ECHO}, "mode": "approval_required"},
+                                  {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}]});
+    app.activate_policy(&admin, "careful", policy).await;
     let bot = app.token("default", "copier", &[scope::RUN]).await;
     let agent = create_agent(&app, &bot, json!({})).await;
     let loose = json!({"rules": [{"id": "all", "match": {"risk": "read"}, "mode": "allow"}]});

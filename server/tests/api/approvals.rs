@@ -1122,15 +1122,11 @@ async fn a_running_job_is_cancelled_by_its_caller(db: Db) {
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     app.register_fixture(&admin, &["mcp__fixture__slow", "mcp__fixture__stats"])
         .await;
-    app.activate_policy(
-        &admin,
-        "jobs",
-        json!({"rules": [
-            {"id": "slow-jobs", "match": {"name": "mcp__fixture__slow"}, "mode": "async_job_only"},
-            {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}
-        ]}),
-    )
-    .await;
+    let policy = json!({"rules": [
+        {"id": "slow-jobs", "match": {"name": "mcp__fixture__slow"}, "mode": "async_job_only"},
+        {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}
+    ]});
+    app.activate_policy(&admin, "jobs", policy).await;
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let stranger = app.token("default", "stranger", &[scope::RUN]).await;
     let list = app.mcp_list(&agent, json!({})).await;
@@ -1140,7 +1136,6 @@ async fn a_running_job_is_cancelled_by_its_caller(db: Db) {
             &list,
             "mcp__fixture__slow",
             json!({"millis": 20_000}),
-            json!({}),
         )
         .await;
     assert_eq!(accepted["_meta"]["status"], "working", "{accepted}");

@@ -881,14 +881,10 @@ async fn session_under(app: &TestApp, admin: &str, agent: &str, id: &str, rule: 
     if let (Some(d), Some(r)) = (deploy.as_object_mut(), rule.as_object()) {
         d.extend(r.clone());
     }
-    app.activate_policy(
-        admin,
-        id,
-        json!({"rules": [deploy, {"id": "reads", "match": {"risk_exactly": ["read"]}, "mode": "allow"}],
-               "redaction_profiles": {"tight": {"summary": "truncate", "max_bytes": 4096,
-                                                "destinations": ["llm", "mcp", "transcript"]}}}),
-    )
-    .await;
+    let policy = json!({"rules": [deploy, {"id": "reads", "match": {"risk_exactly": ["read"]}, "mode": "allow"}],
+                        "redaction_profiles": {"tight": {"summary": "truncate", "max_bytes": 4096,
+                                                         "destinations": ["llm", "mcp", "transcript"]}}});
+    app.activate_policy(admin, id, policy).await;
     app.post("/sessions").as_(agent).await.json()
 }
 

@@ -41,7 +41,7 @@ impl Setup {
         let list = self.list().await;
         let done = self
             .app
-            .mcp_call(&self.agent, &list, MUTATE, arguments, json!({}))
+            .mcp_call(&self.agent, &list, MUTATE, arguments)
             .await;
         assert_eq!(done["content"][0]["text"], "mutated", "{done}");
     }
@@ -137,7 +137,7 @@ async fn a_poisoned_description_is_held_out_of_manifests_until_an_admin_accepts_
     // The grant made before the change is refused, and nothing reaches the upstream.
     let refused = s
         .app
-        .mcp_call(&s.agent, &before, ECHO, json!({"text": "x"}), json!({}))
+        .mcp_call(&s.agent, &before, ECHO, json!({"text": "x"}))
         .await;
     assert_eq!(
         refused["_meta"]["receipt"]["reason"], "manifest_drift",
@@ -207,7 +207,7 @@ async fn a_poisoned_description_is_held_out_of_manifests_until_an_admin_accepts_
     assert_eq!(echo["description"], POISONED);
     let ran = s
         .app
-        .mcp_call(&s.agent, &granted, ECHO, json!({"text": "x"}), json!({}))
+        .mcp_call(&s.agent, &granted, ECHO, json!({"text": "x"}))
         .await;
     assert_eq!(ran["_meta"]["receipt"]["reason"], "ok", "{ran}");
     // Nothing is held any more: a second accept is a conflict, not a silent success.
@@ -444,7 +444,7 @@ async fn approvals_are_bound_to_the_definition_the_approver_saw() {
         let agent = s.agent.clone();
         async move {
             let parked = app
-                .mcp_call(&agent, &list, ECHO, json!({"text": text}), json!({}))
+                .mcp_call(&agent, &list, ECHO, json!({"text": text}))
                 .await;
             assert_eq!(parked["_meta"]["status"], "input_required", "{parked}");
             text_of(&parked["_meta"]["invocation_id"]).to_owned()

@@ -199,17 +199,11 @@ async fn setup(app: &TestApp) -> (String, String, Victim) {
     .await;
     let list = app.mcp_list(&victim, json!({"environment": "prod"})).await;
     let ran = app
-        .mcp_call(
-            &victim,
-            &list,
-            ECHO,
-            json!({"text": "prod secret"}),
-            json!({}),
-        )
+        .mcp_call(&victim, &list, ECHO, json!({"text": "prod secret"}))
         .await;
     assert_eq!(ran["isError"], false, "{ran}");
     let parked = app
-        .mcp_call(&victim, &list, ADD, json!({"a": 1, "b": 2}), json!({}))
+        .mcp_call(&victim, &list, ADD, json!({"a": 1, "b": 2}))
         .await;
     assert_eq!(parked["_meta"]["status"], "input_required", "{parked}");
     let agent = app

@@ -171,15 +171,11 @@ async fn a_fork_copies_its_parent_s_grant_even_after_policy_and_catalog_changed(
         "{parent_tools:?}"
     );
     // After the parent's grant: a policy that hides `add`, and echo's descriptor changes version.
-    app.activate_policy(
-        &admin,
-        "strict",
-        json!({"rules": [
-            {"id": "no-add", "match": {"name": "mcp__fixture__add"}, "mode": "hide"},
-            {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}
-        ]}),
-    )
-    .await;
+    let policy = json!({"rules": [
+        {"id": "no-add", "match": {"name": "mcp__fixture__add"}, "mode": "hide"},
+        {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}
+    ]});
+    app.activate_policy(&admin, "strict", policy).await;
     app.describe(
         &admin,
         "mcp__fixture__echo",

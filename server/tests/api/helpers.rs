@@ -163,6 +163,16 @@ impl TestApp {
         Self::spawn_with(db, |_| {}).await
     }
 
+    /// On PostgreSQL, or `None` (and a word on stderr) where `APERTURE_TEST_POSTGRES_URL` is not
+    /// set.
+    pub async fn spawn_postgres() -> Option<Self> {
+        let app = Self::spawn_on(Db::Postgres).await;
+        if app.is_none() {
+            eprintln!("APERTURE_TEST_POSTGRES_URL not set: PostgreSQL variant not run");
+        }
+        app
+    }
+
     /// On `db` with a configuration adjusted by `customize`.
     pub async fn spawn_with(db: Db, customize: impl FnOnce(&mut Config)) -> Option<Self> {
         let db = TestDb::new(db).await?;
@@ -319,13 +329,7 @@ impl TestApp {
         let mut cancelled = 0;
         for _ in 0..50 {
             let stats = self
-                .mcp_call(
-                    token,
-                    list,
-                    "mcp__fixture__stats",
-                    serde_json::json!({}),
-                    serde_json::json!({}),
-                )
+                .mcp_call(token, list, "mcp__fixture__stats", serde_json::json!({}))
                 .await;
             cancelled = stats["structuredContent"]["cancelled"]
                 .as_u64()
@@ -339,8 +343,20 @@ impl TestApp {
     }
 
     /// MCP `tools/call` of `tool` listed in `list` (a `tools/list` result), with the echo of the
-    /// grant in `_meta` as a well-behaved client sends it, plus `extra` members: the result.
+    /// grant in `_meta` as a well-behaved client sends it: the result.
     pub async fn mcp_call(
+        &self,
+        token: &str,
+        list: &serde_json::Value,
+        tool: &str,
+        arguments: serde_json::Value,
+    ) -> serde_json::Value {
+        let none = serde_json::json!({});
+        self.mcp_call_with(token, list, tool, arguments, none).await
+    }
+
+    /// [`Self::mcp_call`] with `extra` members in `_meta`.
+    pub async fn mcp_call_with(
         &self,
         token: &str,
         list: &serde_json::Value,

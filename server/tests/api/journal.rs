@@ -96,8 +96,7 @@ async fn admin_changes_are_journaled_and_verify_on_sqlite() {
 
 #[tokio::test]
 async fn admin_changes_are_journaled_and_verify_on_postgres() {
-    let Some(app) = TestApp::spawn_on(Db::Postgres).await else {
-        eprintln!("APERTURE_TEST_POSTGRES_URL not set: PostgreSQL variant not run");
+    let Some(app) = TestApp::spawn_postgres().await else {
         return;
     };
     admin_changes_are_journaled_and_verify(&app).await;

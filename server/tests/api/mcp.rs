@@ -664,13 +664,9 @@ async fn the_typescript_sdk_hears_progress_and_list_changed() {
         .expect("node runs the SDK client");
     let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
     assert_eq!(next_line(&mut lines).await, json!({"ready": true}));
-    app.activate_policy(
-        &admin,
-        "no-echo",
-        json!({"rules": [{"id": "hide-echo", "match": {"name": ECHO}, "mode": "hide"},
-                         {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}]}),
-    )
-    .await;
+    let policy = json!({"rules": [{"id": "hide-echo", "match": {"name": ECHO}, "mode": "hide"},
+                                  {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}]});
+    app.activate_policy(&admin, "no-echo", policy).await;
     let seen = next_line(&mut lines).await;
     let progress = seen["progress"].as_array().unwrap();
     assert_eq!(progress.len(), 3, "{seen}");
@@ -792,13 +788,9 @@ async fn the_typescript_sdk_speaks_2026_07_28() {
         serde_json::from_str(&line).unwrap()
     };
     assert_eq!(next().await, json!({"ready": true}));
-    app.activate_policy(
-        &admin,
-        "no-echo",
-        json!({"rules": [{"id": "hide-echo", "match": {"name": ECHO}, "mode": "hide"},
-                         {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}]}),
-    )
-    .await;
+    let policy = json!({"rules": [{"id": "hide-echo", "match": {"name": ECHO}, "mode": "hide"},
+                                  {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}]});
+    app.activate_policy(&admin, "no-echo", policy).await;
     let seen = next().await;
     assert_eq!(seen["protocolVersion"], "2026-07-28", "{seen}");
     let progress = seen["progress"].as_array().unwrap();

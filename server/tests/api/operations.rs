@@ -139,33 +139,23 @@ async fn metrics_answer_only_the_operator_and_count_what_happened() {
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     app.register_fixture(&admin, &["mcp__fixture__echo", "mcp__fixture__stats"])
         .await;
-    app.activate_policy(
-        &admin,
-        "p",
-        json!({"rules": [
-            {"id": "park-echo", "match": {"name": "mcp__fixture__echo"}, "mode": "approval_required"},
-            {"id": "reads", "match": {"risk_exactly": ["read"]}, "mode": "allow"}
-        ]}),
-    )
-    .await;
+    let policy = json!({"rules": [
+        {"id": "park-echo", "match": {"name": "mcp__fixture__echo"}, "mode": "approval_required"},
+        {"id": "reads", "match": {"risk_exactly": ["read"]}, "mode": "allow"}
+    ]});
+    app.activate_policy(&admin, "p", policy).await;
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let list = app.mcp_list(&agent, json!({})).await;
     let ran = app
-        .mcp_call(&agent, &list, "mcp__fixture__stats", json!({}), json!({}))
+        .mcp_call(&agent, &list, "mcp__fixture__stats", json!({}))
         .await;
     assert_eq!(ran["_meta"]["receipt"]["reason"], "ok", "{ran}");
     let parked = app
-        .mcp_call(
-            &agent,
-            &list,
-            "mcp__fixture__echo",
-            json!({"text": "hi"}),
-            json!({}),
-        )
+        .mcp_call(&agent, &list, "mcp__fixture__echo", json!({"text": "hi"}))
         .await;
     assert_eq!(parked["_meta"]["status"], "input_required", "{parked}");
     let refused = app
-        .mcp_call(
+        .mcp_call_with(
             &agent,
             &list,
             "mcp__fixture__stats",

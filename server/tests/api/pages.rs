@@ -69,24 +69,18 @@ async fn signed_in_pages_show_their_data_without_scripts() {
     let echo = "mcp__fixture__echo";
     let stats = "mcp__fixture__stats";
     app.register_fixture(&admin, &[echo, stats]).await;
-    app.activate_policy(
-        &admin,
-        "p",
-        json!({"rules": [
-            {"id": "echo-rule", "match": {"name": echo}, "mode": "approval_required", "reason": "a person looks first"},
-            {"id": "reads", "match": {"risk_exactly": ["read"]}, "mode": "allow"}
-        ]}),
-    )
-    .await;
+    let policy2 = json!({"rules": [
+        {"id": "echo-rule", "match": {"name": echo}, "mode": "approval_required", "reason": "a person looks first"},
+        {"id": "reads", "match": {"risk_exactly": ["read"]}, "mode": "allow"}
+    ]});
+    app.activate_policy(&admin, "p", policy2).await;
     let (agent_token_id, agent) = app.token_full("default", "agent", &[scope::RUN]).await;
     let list = app.mcp_list(&agent, json!({})).await;
     let session = list["_meta"]["session_id"].as_str().unwrap().to_owned();
-    let allowed = app
-        .mcp_call(&agent, &list, stats, json!({}), json!({}))
-        .await;
+    let allowed = app.mcp_call(&agent, &list, stats, json!({})).await;
     let allowed_receipt = text_of(&allowed["_meta"]["receipt"]["receipt_id"]).to_owned();
     let parked = app
-        .mcp_call(&agent, &list, echo, json!({"text": "ship it"}), json!({}))
+        .mcp_call(&agent, &list, echo, json!({"text": "ship it"}))
         .await;
     assert_eq!(parked["_meta"]["status"], "input_required", "{parked}");
     let invocation = text_of(&parked["_meta"]["invocation_id"]).to_owned();

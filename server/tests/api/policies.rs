@@ -4,7 +4,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Db, Requests, TestApp, error_code, find, texts_of};
+use crate::helpers::{Requests, TestApp, error_code, find, texts_of};
 
 fn support_policy() -> Value {
     json!({
@@ -100,8 +100,7 @@ async fn policies_are_versioned_and_activated_per_environment() {
 
 #[tokio::test]
 async fn policies_are_versioned_and_activated_per_environment_on_postgres() {
-    let Some(app) = TestApp::spawn_on(Db::Postgres).await else {
-        eprintln!("APERTURE_TEST_POSTGRES_URL not set: PostgreSQL variant not run");
+    let Some(app) = TestApp::spawn_postgres().await else {
         return;
     };
     versions_and_activation(&app).await;

@@ -39,14 +39,14 @@ async fn a_draft_is_replayed_over_the_recorded_calls() {
     let list = app.mcp_list(&alice, json!({})).await;
     for text in ["hi", "bye", "bye"] {
         let done = app
-            .mcp_call(&alice, &list, ECHO, json!({"text": text}), json!({}))
+            .mcp_call(&alice, &list, ECHO, json!({"text": text}))
             .await;
         assert_eq!(done["isError"], false, "{done}");
     }
     let list = app.mcp_list(&bob, json!({})).await;
     for a in [1, 2] {
         let done = app
-            .mcp_call(&bob, &list, ADD, json!({"a": a, "b": 1}), json!({}))
+            .mcp_call(&bob, &list, ADD, json!({"a": a, "b": 1}))
             .await;
         assert_eq!(done["isError"], false, "{done}");
     }
@@ -56,7 +56,7 @@ async fn a_draft_is_replayed_over_the_recorded_calls() {
     let other = app.token("other", "alice-bot", &[scope::RUN]).await;
     let list = app.mcp_list(&other, json!({})).await;
     let done = app
-        .mcp_call(&other, &list, ECHO, json!({"text": "elsewhere"}), json!({}))
+        .mcp_call(&other, &list, ECHO, json!({"text": "elsewhere"}))
         .await;
     assert_eq!(done["isError"], false, "{done}");
 
@@ -205,7 +205,7 @@ async fn a_tool_that_changed_since_is_marked() {
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let list = app.mcp_list(&agent, json!({})).await;
     let done = app
-        .mcp_call(&agent, &list, ECHO, json!({"text": "before"}), json!({}))
+        .mcp_call(&agent, &list, ECHO, json!({"text": "before"}))
         .await;
     assert_eq!(done["isError"], false, "{done}");
     let before = app.get("/tools").as_(&admin).await.json();
@@ -223,7 +223,6 @@ async fn a_tool_that_changed_since_is_marked() {
             &list,
             MUTATE,
             json!({"description": "Echoes, differently."}),
-            json!({}),
         )
         .await;
     assert_eq!(mutated["content"][0]["text"], "mutated", "{mutated}");

@@ -6,7 +6,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Db, Requests, TestApp, find, texts_of};
+use crate::helpers::{Requests, TestApp, find, texts_of};
 
 fn tool(name: &str, risk: &[&str]) -> ToolDescriptor {
     ToolDescriptor {
@@ -194,8 +194,7 @@ async fn sessions_grant_signed_manifests_on_sqlite() {
 
 #[tokio::test]
 async fn sessions_grant_signed_manifests_on_postgres() {
-    let Some(app) = TestApp::spawn_on(Db::Postgres).await else {
-        eprintln!("APERTURE_TEST_POSTGRES_URL not set: PostgreSQL variant not run");
+    let Some(app) = TestApp::spawn_postgres().await else {
         return;
     };
     sessions_grant_signed_manifests(&app).await;

@@ -4,7 +4,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Db, Requests, TestApp, text_of};
+use crate::helpers::{Requests, TestApp, text_of};
 
 async fn token_lifecycle(app: &TestApp) {
     let (admin_id, admin) = app.token_full("default", "ops", &[scope::ADMIN]).await;
@@ -64,8 +64,7 @@ async fn tokens_can_be_created_listed_and_revoked() {
 
 #[tokio::test]
 async fn tokens_can_be_created_listed_and_revoked_on_postgres() {
-    let Some(app) = TestApp::spawn_on(Db::Postgres).await else {
-        eprintln!("APERTURE_TEST_POSTGRES_URL not set: PostgreSQL variant not run");
+    let Some(app) = TestApp::spawn_postgres().await else {
         return;
     };
     token_lifecycle(&app).await;

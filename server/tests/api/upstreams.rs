@@ -74,8 +74,7 @@ async fn a_registered_upstream_is_imported_with_its_raw_identity_and_unknown_ris
 
 #[tokio::test]
 async fn registration_works_on_postgres_too() {
-    let Some(app) = TestApp::spawn_on(Db::Postgres).await else {
-        eprintln!("APERTURE_TEST_POSTGRES_URL not set: PostgreSQL variant not run");
+    let Some(app) = TestApp::spawn_postgres().await else {
         return;
     };
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
@@ -195,14 +194,8 @@ async fn credentials_are_replaced_in_place_and_old_grants_meet_target_drift() {
     let read_token = |list: Value| {
         let (app, agent) = (&app, &agent);
         async move {
-            app.mcp_call(
-                agent,
-                &list,
-                GETENV,
-                json!({"name": "UPSTREAM_TOKEN"}),
-                json!({}),
-            )
-            .await
+            app.mcp_call(agent, &list, GETENV, json!({"name": "UPSTREAM_TOKEN"}))
+                .await
         }
     };
     let before = app.mcp_list(&agent, json!({})).await;

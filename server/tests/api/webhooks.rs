@@ -28,13 +28,9 @@ async fn setup(db: Db, customize: impl FnOnce(&mut aperture::Config)) -> Option<
     let app = TestApp::spawn_with(db, customize).await?;
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     app.register_fixture(&admin, &["mcp__fixture__echo"]).await;
-    app.activate_policy(
-        &admin,
-        "p",
-        json!({"rules": [{"id": "echo-rule", "match": {"name": "mcp__fixture__echo"},
-            "mode": "approval_required", "reason": "a person looks first"}]}),
-    )
-    .await;
+    let policy = json!({"rules": [{"id": "echo-rule", "match": {"name": "mcp__fixture__echo"},
+                     "mode": "approval_required", "reason": "a person looks first"}]});
+    app.activate_policy(&admin, "p", policy).await;
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let approver = app.token("default", "alice", &[scope::APPROVE]).await;
     let list = app.mcp_list(&agent, json!({})).await;
