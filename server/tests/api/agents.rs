@@ -10,7 +10,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Db, Requests, TestApp};
+use crate::helpers::{Db, Requests, TestApp, text_of, texts_of};
 use crate::model_fixture::{ScriptedModel, Step};
 
 const ECHO: &str = "mcp__fixture__echo";
@@ -224,12 +224,7 @@ async fn turns_end_clearly_when_the_model_is_down_loops_or_is_missing() {
     let body = response
         .expect_status(StatusCode::UNPROCESSABLE_ENTITY)
         .json();
-    let paths: Vec<&str> = body["error"]["details"]["fields"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["path"].as_str().unwrap())
-        .collect();
+    let paths: Vec<&str> = texts_of(&body["error"]["details"]["fields"], "path");
     assert_eq!(paths, ["environment", "max_turns"]);
 
     let bare = TestApp::spawn().await;
@@ -485,10 +480,7 @@ async fn forks_share_the_parents_prefix_and_are_narrowed_only_in_execution() {
     let guarded = fork_b2["messages"].as_array().unwrap().last().unwrap();
     assert_eq!(guarded["tool_call_id"], "b1");
     assert!(
-        guarded["content"]
-            .as_str()
-            .unwrap()
-            .contains("cannot start sub-agents"),
+        text_of(&guarded["content"]).contains("cannot start sub-agents"),
         "{guarded}"
     );
     // The parent reads each fork's answer as its agent call's result.
@@ -585,10 +577,7 @@ async fn an_empty_fork_tools_denies_everything_and_bad_ones_are_refused_distinct
         .clone();
     assert_eq!(fork_answer["tool_call_id"], "g1");
     assert!(
-        fork_answer["content"]
-            .as_str()
-            .unwrap()
-            .contains("may not execute any tool"),
+        text_of(&fork_answer["content"]).contains("may not execute any tool"),
         "{fork_answer}"
     );
     let parent: Vec<&str> = sent[3]["messages"]
@@ -898,12 +887,8 @@ async fn parked_agent(steps: Vec<Step>) -> Parked {
     let app = app_with_model(&model.base_url).await;
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     app.register_fixture(&admin, &[ECHO]).await;
-    app.activate_policy(
-        &admin,
-        "agents-approve",
-        json!({"rules": [{"id": "echo-needs-a-person", "match": {"name": ECHO}, "mode": "approval_required"}]}),
-    )
-    .await;
+    let policy = json!({"rules": [{"id": "echo-needs-a-person", "match": {"name": ECHO}, "mode": "approval_required"}]});
+    app.activate_policy(&admin, "agents-approve", policy).await;
     let (bot_id, bot) = app.token_full("default", "parked-bot", &[scope::RUN]).await;
     let agent = create_agent(&app, &bot, json!({"max_turns": 5})).await;
     let (_, parked) = turn(&app, &bot, &agent, "Echo.").await;
@@ -1117,10 +1102,7 @@ async fn a_token_revoked_mid_batch_runs_nothing_more() {
     assert_eq!(results[0]["outcome"], "executed", "{ended}");
     assert_eq!(results[1]["outcome"], "revoked", "{ended}");
     assert!(
-        results[1]["content"]
-            .as_str()
-            .unwrap()
-            .contains("token was revoked"),
+        text_of(&results[1]["content"]).contains("token was revoked"),
         "{ended}"
     );
     assert_unrun_with_receipt(&app, &admin, &agent, results[1]).await;
@@ -1201,10 +1183,7 @@ async fn a_caller_narrowed_mid_turn_runs_nothing_more() {
     assert_eq!(results[0]["outcome"], "executed", "{ended}");
     assert_eq!(results[1]["outcome"], "revoked", "{ended}");
     assert!(
-        results[1]["content"]
-            .as_str()
-            .unwrap()
-            .contains("environment"),
+        text_of(&results[1]["content"]).contains("environment"),
         "{ended}"
     );
     assert_unrun_with_receipt(&app, &admin, &agent, results[1]).await;
@@ -1346,13 +1325,9 @@ async fn a_hosted_fork_executes_on_its_parent_s_grant() {
     let app = app_with_model(&model.base_url).await;
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     app.register_fixture(&admin, &[ECHO, SLOW]).await;
-    app.activate_policy(
-        &admin,
-        "careful",
-        json!({"rules": [{"id": "park-echo", "match": {"name": ECHO}, "mode": "approval_required"},
-                         {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}]}),
-    )
-    .await;
+    let policy = json!({"rules": [{"id": "park-echo", "match": {"name": ECHO}, "mode": "approval_required"},
+                                  {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}]});
+    app.activate_policy(&admin, "careful", policy).await;
     let bot = app.token("default", "copier", &[scope::RUN]).await;
     let agent = create_agent(&app, &bot, json!({})).await;
     let loose = json!({"rules": [{"id": "all", "match": {"risk": "read"}, "mode": "allow"}]});

@@ -11,7 +11,7 @@ use engine::scope;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::helpers::{Db, Reply, Requests, TestApp, echo_of, rpc};
+use crate::helpers::{Db, Reply, Requests, TestApp, echo_of, find, rpc, text_of, texts_of};
 
 struct Setup {
     app: TestApp,
@@ -153,10 +153,7 @@ fn parked_id(result: &Value) -> String {
     assert_eq!(result["_meta"]["status"], "input_required", "{result}");
     assert_eq!(result["_meta"]["receipt"]["decision"], "park");
     assert_eq!(result["_meta"]["receipt"]["mode"], "approval_required");
-    let id = result["_meta"]["invocation_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = text_of(&result["_meta"]["invocation_id"]).to_owned();
     assert_eq!(result["_meta"]["receipt"]["invocation_id"], id.as_str());
     id
 }
@@ -221,12 +218,7 @@ async fn an_approval_releases_exactly_the_bound_call_once(db: Db) {
     assert_eq!(done["status"], "completed", "{done}");
     let result = &done["result"];
     assert_eq!(result["isError"], false, "{result}");
-    assert!(
-        result["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("ship it")
-    );
+    assert!(text_of(&result["content"][0]["text"]).contains("ship it"));
     s.verify(result);
     let receipt = &result["_meta"]["receipt"];
     assert_eq!(receipt["kind"], "execution");
@@ -295,12 +287,7 @@ async fn a_rejection_is_a_stored_tool_result_and_retries_return_it(db: Db) {
     let result = &rejected["result"];
     assert_eq!(result["isError"], true);
     assert_eq!(result["_meta"]["receipt"]["reason"], "approval_rejected");
-    assert!(
-        result["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("use a migration instead")
-    );
+    assert!(text_of(&result["content"][0]["text"]).contains("use a migration instead"));
     s.verify(result);
 
     // The agent reads it with its own token, and a retry under the key returns it.
@@ -505,19 +492,11 @@ async fn an_async_job_is_accepted_at_once_and_run_by_the_worker(db: Db) {
     assert_eq!(accepted["isError"], false, "{accepted}");
     assert_eq!(accepted["_meta"]["status"], "working");
     assert_eq!(accepted["_meta"]["receipt"]["decision"], "async");
-    let id = accepted["_meta"]["invocation_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = text_of(&accepted["_meta"]["invocation_id"]).to_owned();
     let done = s.settled(&id).await;
     assert_eq!(done["status"], "completed");
     assert_eq!(done["result"]["isError"], false, "{done}");
-    assert!(
-        done["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("in the background")
-    );
+    assert!(text_of(&done["result"]["content"][0]["text"]).contains("in the background"));
     s.verify(&done["result"]);
     // The retry under the key returns the result, and so does one that echoes the id the
     // gateway answered with; the job ran once.
@@ -537,10 +516,7 @@ async fn a_staged_change_runs_only_when_applied(db: Db) {
     assert_eq!(staged["isError"], false, "{staged}");
     assert_eq!(staged["_meta"]["status"], "staged");
     assert_eq!(staged["_meta"]["receipt"]["decision"], "stage");
-    let id = staged["_meta"]["invocation_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = text_of(&staged["_meta"]["invocation_id"]).to_owned();
     let view = s.invocation(&s.approver, &id).await;
     assert_eq!(view["status"], "staged");
     let args_hash = view["args_hash"].clone();
@@ -582,10 +558,7 @@ async fn a_confirmation_token_releases_the_identical_call_once(db: Db) {
     assert_eq!(asked["isError"], false, "{asked}");
     assert_eq!(asked["_meta"]["status"], "confirmation_required");
     assert_eq!(asked["_meta"]["receipt"]["decision"], "confirm");
-    let token = asked["_meta"]["confirmation_token"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let token = text_of(&asked["_meta"]["confirmation_token"]).to_owned();
     assert!(token.starts_with("cnf_"));
     assert!(
         !asked["_meta"]["receipt"].to_string().contains(&token),
@@ -605,12 +578,7 @@ async fn a_confirmation_token_releases_the_identical_call_once(db: Db) {
     let ran = confirm("pay 10 EUR", &token).await;
     s.verify(&ran);
     assert_eq!(ran["isError"], false, "{ran}");
-    assert!(
-        ran["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("pay 10 EUR")
-    );
+    assert!(text_of(&ran["content"][0]["text"]).contains("pay 10 EUR"));
     assert_eq!(ran["_meta"]["receipt"]["kind"], "execution");
     // The same confirmation again is its outcome, not a second payment.
     let again = confirm("pay 10 EUR", &token).await;
@@ -619,10 +587,7 @@ async fn a_confirmation_token_releases_the_identical_call_once(db: Db) {
 
     // A changed argument invalidates the token: refused, and spent.
     let asked = s.call_echo("pay 20 EUR", None).await;
-    let token = asked["_meta"]["confirmation_token"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let token = text_of(&asked["_meta"]["confirmation_token"]).to_owned();
     let changed = confirm("pay 2000 EUR", &token).await;
     s.verify(&changed);
     assert_eq!(changed["isError"], true);
@@ -749,12 +714,7 @@ async fn parked_calls_are_mcp_tasks(db: Db) {
         .unwrap();
     let result = &answer["result"];
     assert_eq!(result["isError"], false, "{answer}");
-    assert!(
-        result["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("as a task")
-    );
+    assert!(text_of(&result["content"][0]["text"]).contains("as a task"));
     assert_eq!(
         result["_meta"]["io.modelcontextprotocol/related-task"]["taskId"],
         task_id.as_str()
@@ -907,12 +867,7 @@ async fn receipts_name_the_principal_that_acted(db: Db) {
         "{carol}"
     );
     let listed: Value = s.app.get("/users").as_(&admin).await.json();
-    let shown = listed["users"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|u| u["username"] == "carol")
-        .unwrap();
+    let shown = find(&listed["users"], "username", "carol");
     assert_eq!(shown["id"], carol_id.as_str());
 
     // Someone guesses carol's password; carol signs in and approves the agent's parked call.
@@ -1062,10 +1017,7 @@ async fn an_approver_cancels_a_staged_change(db: Db) {
     let before = s.upstream_calls().await;
     let staged = s.call_echo("drop the table", None).await;
     assert_eq!(staged["_meta"]["status"], "staged", "{staged}");
-    let id = staged["_meta"]["invocation_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = text_of(&staged["_meta"]["invocation_id"]).to_owned();
     let reader = s.app.token("default", "auditor", &[scope::READ]).await;
     cancel(&s, &reader, &id)
         .await
@@ -1118,20 +1070,10 @@ async fn tasks_are_listed_and_cancelled(db: Db) {
                    "_meta": s.echo("mcp__fixture__echo"), "task": {"ttl": 60000}}),
         )
         .await;
-        ids.push(
-            created["result"]["task"]["taskId"]
-                .as_str()
-                .unwrap()
-                .to_owned(),
-        );
+        ids.push(text_of(&created["result"]["task"]["taskId"]).to_owned());
     }
     let listed = raw(s.agent.clone(), "tasks/list", json!({})).await;
-    let listed: Vec<&str> = listed["result"]["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["taskId"].as_str().unwrap())
-        .collect();
+    let listed: Vec<&str> = texts_of(&listed["result"]["tasks"], "taskId");
     assert_eq!(
         listed,
         vec![ids[1].as_str(), ids[0].as_str()],
@@ -1155,10 +1097,7 @@ async fn tasks_are_listed_and_cancelled(db: Db) {
     let again = raw(s.agent.clone(), "tasks/cancel", json!({"taskId": ids[0]})).await;
     assert_eq!(again["error"]["code"], -32602, "{again}");
     assert!(
-        again["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("terminal"),
+        text_of(&again["error"]["message"]).contains("terminal"),
         "{again}"
     );
     // The other task still waits for its approver.
@@ -1183,15 +1122,11 @@ async fn a_running_job_is_cancelled_by_its_caller(db: Db) {
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     app.register_fixture(&admin, &["mcp__fixture__slow", "mcp__fixture__stats"])
         .await;
-    app.activate_policy(
-        &admin,
-        "jobs",
-        json!({"rules": [
-            {"id": "slow-jobs", "match": {"name": "mcp__fixture__slow"}, "mode": "async_job_only"},
-            {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}
-        ]}),
-    )
-    .await;
+    let policy = json!({"rules": [
+        {"id": "slow-jobs", "match": {"name": "mcp__fixture__slow"}, "mode": "async_job_only"},
+        {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}
+    ]});
+    app.activate_policy(&admin, "jobs", policy).await;
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let stranger = app.token("default", "stranger", &[scope::RUN]).await;
     let list = app.mcp_list(&agent, json!({})).await;
@@ -1201,14 +1136,10 @@ async fn a_running_job_is_cancelled_by_its_caller(db: Db) {
             &list,
             "mcp__fixture__slow",
             json!({"millis": 20_000}),
-            json!({}),
         )
         .await;
     assert_eq!(accepted["_meta"]["status"], "working", "{accepted}");
-    let id = accepted["_meta"]["invocation_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = text_of(&accepted["_meta"]["invocation_id"]).to_owned();
     let status = |token: String| {
         let view = app.get(format!("/invocations/{id}")).as_(token);
         async move { view.await.json_or_null() }

@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 
 use crate::cli::aperture;
 use crate::crash::{add_fixture_upstream, serve_with, token};
-use crate::helpers::{Call, Db, Requests, TestApp, TestDb};
+use crate::helpers::{Call, Db, Requests, TestApp, TestDb, find, text_of};
 use crate::model_fixture::{ScriptedModel, Step};
 
 const ECHO: &str = "mcp__fixture__echo";
@@ -180,10 +180,7 @@ async fn a_background_fork_runs_apart_and_reports_to_the_parents_next_turn() {
     let report = &messages[messages.len() - 2];
     assert_eq!(report["role"], "user");
     assert!(
-        report["content"]
-            .as_str()
-            .unwrap()
-            .contains("Echoed; add was not mine to run."),
+        text_of(&report["content"]).contains("Echoed; add was not mine to run."),
         "{report}"
     );
     let again = turn(&app, &bot, &parent, "And now?").await.json();
@@ -361,13 +358,7 @@ async fn background_forks_are_revived_after_a_kill_with_their_restriction() {
 
     // Issue 45 item 2: a revived fork's records name the turn's caller, the bot's token.
     let tokens = node.get("/tokens").as_(&admin).await.expect_ok();
-    let bot_id = tokens["tokens"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["actor_id"] == "bot")
-        .unwrap()["id"]
-        .clone();
+    let bot_id = find(&tokens["tokens"], "actor_id", "bot")["id"].clone();
     for r in receipts["receipts"].as_array().unwrap() {
         let one = node.get(format!("/receipts/{}", r["receipt_id"].as_str().unwrap()));
         let one = one.as_(&admin).await.expect_ok();
@@ -420,10 +411,7 @@ async fn background_forks_are_revived_after_a_kill_with_their_restriction() {
     let interrupted = settled(&node, &bot, &cut_off).await;
     assert_eq!(interrupted["agent"]["status"], "idle", "{interrupted}");
     assert!(
-        interrupted["agent"]["status_reason"]
-            .as_str()
-            .unwrap()
-            .contains("the server stopped"),
+        text_of(&interrupted["agent"]["status_reason"]).contains("the server stopped"),
         "{interrupted}"
     );
     assert_eq!(interrupted["turns"][0]["status"], "failed", "{interrupted}");
@@ -436,9 +424,7 @@ async fn background_forks_are_revived_after_a_kill_with_their_restriction() {
         .find(|m| m["role"] == "tool" && m["tool_call_id"] == "s1")
         .unwrap_or_else(|| panic!("s1 unanswered: {sent}"));
     assert!(
-        answer["content"]
-            .as_str()
-            .unwrap()
+        text_of(&answer["content"])
             .starts_with("Error: the turn ended before this call was answered"),
         "{answer}"
     );
@@ -497,15 +483,9 @@ async fn a_fork_left_waiting_for_an_approval_reports_when_it_finishes() {
     let turned = turn(&app, &bot, &parent, "Delegate.").await.json();
     assert_eq!(turned["status"], "completed", "{turned}");
     let fork = started(&turned).remove(0);
-    let waiting = turned["events"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|e| e["name"] == "agent")
-        .unwrap()["content"]
-        .clone();
+    let waiting = find(&turned["events"], "name", "agent")["content"].clone();
     assert!(
-        waiting.as_str().unwrap().contains("waiting for a person"),
+        text_of(&waiting).contains("waiting for a person"),
         "{waiting}"
     );
     let shown = agent_view(&app, &bot, &fork).await;
@@ -526,10 +506,7 @@ async fn a_fork_left_waiting_for_an_approval_reports_when_it_finishes() {
     assert_eq!(report["type"], "subagent_report", "{next}");
     assert_eq!(report["agent_id"], fork.as_str());
     assert!(
-        report["content"]
-            .as_str()
-            .unwrap()
-            .contains("Echoed after approval."),
+        text_of(&report["content"]).contains("Echoed after approval."),
         "{report}"
     );
 }

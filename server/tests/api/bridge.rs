@@ -7,7 +7,7 @@ use rmcp::model::CallToolRequestParams;
 use rmcp::transport::TokioChildProcess;
 use serde_json::json;
 
-use crate::helpers::TestApp;
+use crate::helpers::{Requests, TestApp};
 
 /// `aperture bridge` against `app` with `agent`'s token (in a file of the returned folder),
 /// and a stock rmcp client on its stdio.
@@ -47,20 +47,10 @@ async fn a_stock_client_calls_through_the_bridge_across_leases() {
         {"id": "short", "match": {"name": "mcp__fixture__echo"}, "mode": "allow",
          "invocation": {"expires_after_seconds": 3}}
     ]});
-    for (method, path, body) in [
-        (reqwest::Method::PUT, "/policies/p", Some(policy)),
-        (reqwest::Method::POST, "/policies/p:activate", None),
-    ] {
-        let mut request = app
-            .client
-            .request(method, app.api(path))
-            .bearer_auth(&admin);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await.unwrap();
-        assert_eq!(response.status(), StatusCode::OK, "{path}");
-    }
+    let put = app.put("/policies/p").as_(&admin).json(policy).await;
+    put.expect_status(StatusCode::OK);
+    let activated = app.post("/policies/p:activate").as_(&admin).await;
+    activated.expect_status(StatusCode::OK);
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let (client, _dir) = bridge(&app, &agent).await;
 

@@ -7,7 +7,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Call, Requests, TestApp, echo_of, rpc};
+use crate::helpers::{Call, Requests, TestApp, echo_of, find, rpc, text_of};
 
 struct Setup {
     app: TestApp,
@@ -120,10 +120,7 @@ async fn an_allowed_call_runs_upstream_and_returns_an_execution_receipt() {
     );
     assert_eq!(result["isError"], false, "{result}");
     assert!(
-        result["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("hello"),
+        text_of(&result["content"][0]["text"]).contains("hello"),
         "{result}"
     );
     let receipt = &result["_meta"]["receipt"];
@@ -133,12 +130,7 @@ async fn an_allowed_call_runs_upstream_and_returns_an_execution_receipt() {
         receipt["args_hash"],
         engine::canonical::args_hash(&json!({"text": "hello"})).unwrap()
     );
-    assert!(
-        receipt["target"]["endpoint_fingerprint"]
-            .as_str()
-            .unwrap()
-            .starts_with("sha256:")
-    );
+    assert!(text_of(&receipt["target"]["endpoint_fingerprint"]).starts_with("sha256:"));
     // Caller receipts reveal no argument values.
     assert!(!receipt.to_string().contains("hello"));
     let reports = aperture::journal::verify(&s.app.store).await.unwrap();
@@ -584,13 +576,7 @@ async fn an_upstream_that_changes_a_tool_is_drift_until_the_next_list() {
     );
 
     let s = s.relist().await;
-    let tool = s.session["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["name"] == "mcp__fixture__echo")
-        .unwrap()
-        .clone();
+    let tool = find(&s.session["tools"], "name", "mcp__fixture__echo").clone();
     assert_eq!(tool["description"], "Returns its text, louder.");
     let new_echo = s.echo("mcp__fixture__echo");
     assert_ne!(
@@ -718,12 +704,7 @@ async fn receipts_verify_with_nodes_own_ed25519() {
     );
     let verdicts = String::from_utf8(out.stdout).unwrap();
     let lines: Vec<&str> = verdicts.lines().collect();
-    let id = |v: &Value| {
-        v["_meta"]["receipt"]["receipt_id"]
-            .as_str()
-            .unwrap()
-            .to_owned()
-    };
+    let id = |v: &Value| text_of(&v["_meta"]["receipt"]["receipt_id"]).to_owned();
     assert_eq!(
         lines,
         vec![
@@ -832,13 +813,7 @@ async fn dry_run_only_runs_with_the_dry_run_argument_fixed_and_says_so() {
     activated.expect_status(StatusCode::OK);
     let session: Value = s.app.post("/sessions").as_(&s.agent).await.json();
     let s = Setup { session, ..s };
-    let deploy = s.session["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["name"] == "mcp__fixture__deploy")
-        .expect("listed")
-        .clone();
+    let deploy = find(&s.session["tools"], "name", "mcp__fixture__deploy").clone();
     assert_eq!(deploy["_meta"]["exposureMode"], "dry_run_only");
     assert!(
         deploy["inputSchema"]["properties"].get("dry_run").is_none(),
@@ -906,14 +881,10 @@ async fn session_under(app: &TestApp, admin: &str, agent: &str, id: &str, rule: 
     if let (Some(d), Some(r)) = (deploy.as_object_mut(), rule.as_object()) {
         d.extend(r.clone());
     }
-    app.activate_policy(
-        admin,
-        id,
-        json!({"rules": [deploy, {"id": "reads", "match": {"risk_exactly": ["read"]}, "mode": "allow"}],
-               "redaction_profiles": {"tight": {"summary": "truncate", "max_bytes": 4096,
-                                                "destinations": ["llm", "mcp", "transcript"]}}}),
-    )
-    .await;
+    let policy = json!({"rules": [deploy, {"id": "reads", "match": {"risk_exactly": ["read"]}, "mode": "allow"}],
+                        "redaction_profiles": {"tight": {"summary": "truncate", "max_bytes": 4096,
+                                                         "destinations": ["llm", "mcp", "transcript"]}}});
+    app.activate_policy(admin, id, policy).await;
     app.post("/sessions").as_(agent).await.json()
 }
 

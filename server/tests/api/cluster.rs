@@ -22,7 +22,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::background::{agent_view, background_fork, hang, new_agent, sent_with, started, turn};
-use crate::helpers::{Remote, Requests, SseReader, echo_of, fixture_command};
+use crate::helpers::{Remote, Requests, SseReader, echo_of, fixture_command, text_of};
 use crate::model_fixture::{ScriptedModel, Step};
 
 const ADMIN_PASSWORD: &str = "a-long-enough-password";
@@ -345,10 +345,7 @@ async fn two_nodes_share_everything_and_survive_losing_one() {
     for n in 0..3u64 {
         let parked = call(&a, &agent, &on_a, SLOW, json!({"millis": 100 + n})).await;
         assert_eq!(parked["_meta"]["status"], "input_required", "{parked}");
-        let id = parked["_meta"]["invocation_id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let id = text_of(&parked["_meta"]["invocation_id"]).to_owned();
         let heard = queue_on_b
             .expect("invocation.parked", &id, Duration::from_secs(5))
             .await;
@@ -423,18 +420,12 @@ async fn two_nodes_share_everything_and_survive_losing_one() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let parked = call(&a, &agent, &on_a, SLOW, json!({"millis": 1})).await;
-    let still_parked = parked["_meta"]["invocation_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let still_parked = text_of(&parked["_meta"]["invocation_id"]).to_owned();
     let mut in_flight = Vec::new();
     for n in 0..4u64 {
         let arguments = json!({"millis": 400 + n});
         let parked = call(&a, &agent, &on_a, SLOW, arguments.clone()).await;
-        let id = parked["_meta"]["invocation_id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let id = text_of(&parked["_meta"]["invocation_id"]).to_owned();
         approve(&a, &approver, &id).await;
         in_flight.push((id, arguments));
     }
@@ -504,9 +495,7 @@ async fn two_nodes_share_everything_and_survive_losing_one() {
     assert_eq!(view["status"], "input_required", "{view}");
     for (id, arguments) in &in_flight {
         let view = finished(&b, &approver, id).await;
-        let reason = view["result"]["_meta"]["receipt"]["reason"]
-            .as_str()
-            .unwrap();
+        let reason = text_of(&view["result"]["_meta"]["receipt"]["reason"]);
         let ran = runs(&log, "slow", arguments);
         match reason {
             "ok" => assert_eq!(ran, 1, "{id} {arguments}: ok, so it ran exactly once"),

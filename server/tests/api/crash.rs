@@ -10,7 +10,9 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 
 use crate::cli::aperture;
-use crate::helpers::{Db, Remote, Requests, SIGNING_KEY, TestDb, echo_of, fixture_command};
+use crate::helpers::{
+    Db, Remote, Requests, SIGNING_KEY, TestDb, echo_of, fixture_command, text_of,
+};
 
 /// Starts `aperture serve` on a free port; returns the process and the server.
 pub(crate) async fn serve(db: &TestDb) -> (Child, Remote) {
@@ -304,12 +306,7 @@ async fn parked_and_approved_invocations_survive_a_kill_and_run_once() {
             json!({"name": "mcp__fixture__slow", "arguments": {"millis": 150 + n}, "_meta": meta});
         let parked = node.post(&calls).as_(&agent).json(slow).await.json();
         assert_eq!(parked["_meta"]["status"], "input_required", "{parked}");
-        ids.push(
-            parked["_meta"]["invocation_id"]
-                .as_str()
-                .unwrap()
-                .to_owned(),
-        );
+        ids.push(text_of(&parked["_meta"]["invocation_id"]).to_owned());
     }
 
     // Killed with everything parked; started again, everything is still parked.
@@ -359,9 +356,7 @@ async fn parked_and_approved_invocations_survive_a_kill_and_run_once() {
         let millis = view["arguments"]["millis"].as_u64().unwrap();
         let text = format!("slow {}", json!({ "millis": millis }));
         let runs = logged.lines().filter(|l| *l == text).count();
-        let reason = view["result"]["_meta"]["receipt"]["reason"]
-            .as_str()
-            .unwrap();
+        let reason = text_of(&view["result"]["_meta"]["receipt"]["reason"]);
         match reason {
             "ok" => assert_eq!(runs, 1, "{text} ran exactly once"),
             "upstream_error" => {
@@ -687,10 +682,7 @@ async fn sigterm_lets_the_worker_finish_the_invocation_it_runs() {
     let (meta, calls) = expect_grant(&node, &agent, "mcp__fixture__slow").await;
     let slow = json!({"name": "mcp__fixture__slow", "arguments": {"millis": 2000}, "_meta": meta});
     let parked = node.post(&calls).as_(&agent).json(slow).await.json();
-    let id = parked["_meta"]["invocation_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = text_of(&parked["_meta"]["invocation_id"]).to_owned();
     expect_approved(&node, &approver, &id).await;
     // Running at the upstream now.
     let line = format!("slow {}", json!({"millis": 2000}));

@@ -30,7 +30,7 @@ async fn a_call_without_the_tool_s_required_scope_is_scope_missing() {
     let plain = app.token("default", "agent", &[scope::RUN]).await;
     let list = app.mcp_list(&plain, json!({})).await;
     let refused = app
-        .mcp_call(&plain, &list, ECHO, json!({"text": "hi"}), json!({}))
+        .mcp_call(&plain, &list, ECHO, json!({"text": "hi"}))
         .await;
     assert_eq!(refused["isError"], true, "{refused}");
     assert_eq!(reason(&refused), "scope_missing", "{refused}");
@@ -42,7 +42,7 @@ async fn a_call_without_the_tool_s_required_scope_is_scope_missing() {
         .await;
     let list = app.mcp_list(&holder, json!({})).await;
     let ran = app
-        .mcp_call(&holder, &list, ECHO, json!({"text": "hi"}), json!({}))
+        .mcp_call(&holder, &list, ECHO, json!({"text": "hi"}))
         .await;
     assert_eq!(ran["isError"], false, "{ran}");
     assert_eq!(reason(&ran), "ok");
@@ -65,7 +65,7 @@ async fn a_call_under_an_ended_lease_is_lease_expired() {
         .await
         .unwrap();
     let refused = app
-        .mcp_call(&agent, &list, ECHO, json!({"text": "late"}), json!({}))
+        .mcp_call(&agent, &list, ECHO, json!({"text": "late"}))
         .await;
     assert_eq!(reason(&refused), "lease_expired", "{refused}");
     assert_eq!(refused["_meta"]["receipt"]["decision"], "deny");
@@ -74,13 +74,7 @@ async fn a_call_under_an_ended_lease_is_lease_expired() {
         .await;
     assert_ne!(relisted["_meta"]["lease_id"], list["_meta"]["lease_id"]);
     let ran = app
-        .mcp_call(
-            &agent,
-            &relisted,
-            ECHO,
-            json!({"text": "on time"}),
-            json!({}),
-        )
+        .mcp_call(&agent, &relisted, ECHO, json!({"text": "on time"}))
         .await;
     assert_eq!(reason(&ran), "ok", "{ran}");
 }
@@ -94,21 +88,17 @@ async fn max_duration_millis_cuts_a_slow_upstream_call() {
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     app.register_fixture(&admin, &[SLOW, "mcp__fixture__stats"])
         .await;
-    app.activate_policy(
-        &admin,
-        "deadlines",
-        json!({"rules": [
-            {"id": "slow-but-bounded", "match": {"name": SLOW}, "mode": "allow",
-             "invocation": {"max_duration_millis": 300}},
-            {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}
-        ]}),
-    )
-    .await;
+    let policy = json!({"rules": [
+        {"id": "slow-but-bounded", "match": {"name": SLOW}, "mode": "allow",
+         "invocation": {"max_duration_millis": 300}},
+        {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}
+    ]});
+    app.activate_policy(&admin, "deadlines", policy).await;
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let list = app.mcp_list(&agent, json!({})).await;
     let started = std::time::Instant::now();
     let cut = app
-        .mcp_call(&agent, &list, SLOW, json!({"millis": 20_000}), json!({}))
+        .mcp_call(&agent, &list, SLOW, json!({"millis": 20_000}))
         .await;
     let took = started.elapsed();
     assert_eq!(cut["isError"], true, "{cut}");
@@ -141,31 +131,22 @@ async fn a_call_in_flight_is_cancelled_by_its_caller() {
     let list = app.mcp_list(&agent, json!({})).await;
     // `mcp_call` sends its tools/call as request id 2, without an MCP session.
     let cancel = |token: String, session: Option<&'static str>| {
-        let (client, url) = (app.client.clone(), app.url("/mcp"));
+        let mut request = app.mcp_post(token);
+        if let Some(s) = session {
+            request = request.header("mcp-session-id", s);
+        }
+        let cancelled = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                               "params": {"requestId": 2, "reason": "changed my mind"}});
+        let request = request.json(cancelled);
         async move {
-            let mut request = client
-                .post(url)
-                .bearer_auth(token)
-                .header("accept", "application/json, text/event-stream");
-            if let Some(s) = session {
-                request = request.header("mcp-session-id", s);
-            }
-            let response = request
-                .json(
-                    &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                               "params": {"requestId": 2, "reason": "changed my mind"}}),
-                )
-                .send()
-                .await
-                .unwrap();
-            assert_eq!(response.status(), reqwest::StatusCode::ACCEPTED);
+            request.await.expect_status(reqwest::StatusCode::ACCEPTED);
         }
     };
     let pause = || tokio::time::sleep(std::time::Duration::from_millis(300));
 
     // Not the caller's cancellations: the call runs to its end.
     let (done, ()) = tokio::join!(
-        app.mcp_call(&agent, &list, SLOW, json!({"millis": 1_500}), json!({})),
+        app.mcp_call(&agent, &list, SLOW, json!({"millis": 1_500})),
         async {
             pause().await;
             cancel(intruder.clone(), None).await;
@@ -178,7 +159,7 @@ async fn a_call_in_flight_is_cancelled_by_its_caller() {
     // The caller's: answered at once, recorded as cancelled.
     let started = std::time::Instant::now();
     let (cut, ()) = tokio::join!(
-        app.mcp_call(&agent, &list, SLOW, json!({"millis": 20_000}), json!({})),
+        app.mcp_call(&agent, &list, SLOW, json!({"millis": 20_000})),
         async {
             pause().await;
             cancel(agent.clone(), None).await;
@@ -211,12 +192,8 @@ async fn a_fork_s_allowlisted_approval_required_tool_still_parks() {
     let app = TestApp::spawn().await;
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     app.register_fixture(&admin, &[ECHO]).await;
-    app.activate_policy(
-        &admin,
-        "echo-approved",
-        json!({"rules": [{"id": "echo-needs-a-person", "match": {"name": ECHO}, "mode": "approval_required"}]}),
-    )
-    .await;
+    let policy = json!({"rules": [{"id": "echo-needs-a-person", "match": {"name": ECHO}, "mode": "approval_required"}]});
+    app.activate_policy(&admin, "echo-approved", policy).await;
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let parent = app.mcp_list(&agent, json!({})).await;
     let forked = app
@@ -230,13 +207,7 @@ async fn a_fork_s_allowlisted_approval_required_tool_still_parks() {
     assert_eq!(forked.status(), reqwest::StatusCode::CREATED);
     let child: Value = forked.json();
     let parked = app
-        .mcp_call(
-            &agent,
-            &child,
-            ECHO,
-            json!({"text": "needs a person"}),
-            json!({}),
-        )
+        .mcp_call(&agent, &child, ECHO, json!({"text": "needs a person"}))
         .await;
     assert_eq!(parked["_meta"]["status"], "input_required", "{parked}");
     assert_eq!(parked["_meta"]["receipt"]["decision"], "park", "{parked}");

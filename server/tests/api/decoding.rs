@@ -15,12 +15,13 @@ use tonic::Code;
 
 use crate::cli::aperture;
 use crate::crash::{serve_with, token};
-use crate::helpers::{Db, TestDb};
+use crate::helpers::{Db, Remote, Requests, TestDb, text_of};
 
 /// `aperture serve` on a fresh SQLite database, killed when dropped.
 struct Server {
     child: Child,
     url: String,
+    node: Remote,
     /// A token of scope `:read`.
     reader: String,
     _db: TestDb,
@@ -39,7 +40,8 @@ impl Server {
         let (child, node) = serve_with(&db, env).await;
         Self {
             child,
-            url: node.base,
+            url: node.base.clone(),
+            node,
             reader,
             _db: db,
         }
@@ -140,20 +142,19 @@ async fn grpc(
 /// `message` as the binary (`application/proto`) Connect request of `method`: the status, the
 /// `WWW-Authenticate` header, and the body (the error's JSON).
 async fn connect(
-    client: &reqwest::Client,
-    url: &str,
+    node: &Remote,
     token: Option<&str>,
     method: &str,
     message: Vec<u8>,
 ) -> (StatusCode, Option<String>, Value) {
-    let mut request = client
-        .post(format!("{url}{SERVICE}/{method}"))
+    let request = node.post_raw(format!("{SERVICE}/{method}"));
+    let mut request = request
         .header("content-type", "application/proto")
         .body(message);
     if let Some(t) = token {
-        request = request.bearer_auth(t);
+        request = request.as_(t);
     }
-    let response = request.send().await.unwrap();
+    let response = request.await;
     let status = response.status();
     let challenge = response
         .headers()
@@ -162,7 +163,7 @@ async fn connect(
     let body = if status.is_success() {
         Value::Null
     } else {
-        response.json().await.unwrap()
+        response.json()
     };
     (status, challenge, body)
 }
@@ -241,10 +242,8 @@ async fn grpc_refuses_callers_without_a_token_or_the_scope_before_reading_the_me
 #[tokio::test]
 async fn connect_refuses_callers_without_a_token_or_the_scope_before_reading_the_message() {
     let server = Server::start().await;
-    let (url, client) = (&server.url, reqwest::Client::new());
     let (status, _, body) = connect(
-        &client,
-        url,
+        &server.node,
         Some(&server.reader),
         "ValidatePolicy",
         garbage(),
@@ -253,7 +252,7 @@ async fn connect_refuses_callers_without_a_token_or_the_scope_before_reading_the
     assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
     assert_eq!(body["code"], "invalid_argument", "{body}");
 
-    let (status, challenge, body) = connect(&client, url, None, "ValidatePolicy", garbage()).await;
+    let (status, challenge, body) = connect(&server.node, None, "ValidatePolicy", garbage()).await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
     assert_eq!(body["code"], "unauthenticated", "{body}");
     assert_eq!(
@@ -262,8 +261,7 @@ async fn connect_refuses_callers_without_a_token_or_the_scope_before_reading_the
         "the challenge REST gives"
     );
     let (status, _, body) = connect(
-        &client,
-        url,
+        &server.node,
         Some("apt_not-a-token"),
         "ValidatePolicy",
         garbage(),
@@ -271,24 +269,19 @@ async fn connect_refuses_callers_without_a_token_or_the_scope_before_reading_the
     .await;
     assert_eq!(status, StatusCode::UNAUTHORIZED, "{body}");
     let (status, _, body) =
-        connect(&client, url, Some(&server.reader), "CreateToken", garbage()).await;
+        connect(&server.node, Some(&server.reader), "CreateToken", garbage()).await;
     assert_eq!(status, StatusCode::FORBIDDEN, "{body}");
     assert_eq!(body["code"], "permission_denied", "{body}");
-    assert!(
-        body["message"].as_str().unwrap().contains(scope::ADMIN),
-        "{body}"
-    );
+    assert!(text_of(&body["message"]).contains(scope::ADMIN), "{body}");
 
     // JSON that does not parse, from a caller without the scope: refused for the scope.
-    let response = client
-        .post(format!("{url}{SERVICE}/CreateToken"))
-        .header("content-type", "application/json")
-        .bearer_auth(&server.reader)
+    let request = server.node.post_raw(format!("{SERVICE}/CreateToken"));
+    let request = request.header("content-type", "application/json");
+    let response = request
+        .as_(&server.reader)
         .body(vec![b'['; 1_000_000])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::FORBIDDEN);
+        .await;
+    response.expect_status(StatusCode::FORBIDDEN);
 }
 
 /// An authenticated caller's message of more than `MAX_VALUES` values is `resource_exhausted`
@@ -296,11 +289,7 @@ async fn connect_refuses_callers_without_a_token_or_the_scope_before_reading_the
 #[tokio::test]
 async fn messages_over_the_value_budget_are_resource_exhausted() {
     let server = Server::start().await;
-    let (url, client, reader) = (
-        &server.url,
-        reqwest::Client::new(),
-        Some(server.reader.as_str()),
-    );
+    let (url, reader) = (&server.url, Some(server.reader.as_str()));
     let within = validate_nulls((MAX_VALUES - 9) / 2);
     let over = validate_nulls((MAX_VALUES - 9) / 2 + 1);
     grpc(url, reader, "ValidatePolicy", within.clone())
@@ -320,9 +309,9 @@ async fn messages_over_the_value_budget_are_resource_exhausted() {
         .unwrap_err();
     assert_eq!(bomb.code(), Code::ResourceExhausted, "{bomb:?}");
 
-    let (status, _, body) = connect(&client, url, reader, "ValidatePolicy", within).await;
+    let (status, _, body) = connect(&server.node, reader, "ValidatePolicy", within).await;
     assert_eq!(status, StatusCode::OK, "{body}");
-    let (status, _, body) = connect(&client, url, reader, "ValidatePolicy", over).await;
+    let (status, _, body) = connect(&server.node, reader, "ValidatePolicy", over).await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "{body}");
     assert_eq!(body["code"], "resource_exhausted", "{body}");
 }
@@ -335,7 +324,6 @@ async fn messages_over_the_value_budget_are_resource_exhausted() {
 async fn a_burst_of_null_bombs_leaves_the_server_s_memory_within_64_mib() {
     const BUDGET: u64 = 64 * 1024 * 1024;
     let server = std::sync::Arc::new(Server::start().await);
-    let client = reqwest::Client::new();
     let bomb = validate_nulls(250_000);
     assert!(bomb.len() > 1_000_000);
     // Warm: the first gRPC and Connect calls set up what every later call reuses.
@@ -343,14 +331,8 @@ async fn a_burst_of_null_bombs_leaves_the_server_s_memory_within_64_mib() {
     grpc(&server.url, reader, "ValidatePolicy", validate_nulls(10))
         .await
         .unwrap();
-    let (status, _, body) = connect(
-        &client,
-        &server.url,
-        reader,
-        "ValidatePolicy",
-        validate_nulls(10),
-    )
-    .await;
+    let (status, _, body) =
+        connect(&server.node, reader, "ValidatePolicy", validate_nulls(10)).await;
     assert_eq!(status, StatusCode::OK, "{body}");
     let before = server.resident();
 
@@ -381,14 +363,9 @@ async fn a_burst_of_null_bombs_leaves_the_server_s_memory_within_64_mib() {
         over_grpc.extend(burst.join_all().await);
         let mut burst = tokio::task::JoinSet::new();
         for _ in 0..16 {
-            let (url, caller, message, client) = (
-                server.url.clone(),
-                token.clone(),
-                bomb.clone(),
-                client.clone(),
-            );
+            let (node, caller, message) = (server.node.clone(), token.clone(), bomb.clone());
             burst.spawn(async move {
-                let answer = connect(&client, &url, caller.as_deref(), "ValidatePolicy", message);
+                let answer = connect(&node, caller.as_deref(), "ValidatePolicy", message);
                 (caller.is_some(), answer.await.0)
             });
         }

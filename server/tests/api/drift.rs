@@ -4,10 +4,10 @@
 //! manifests and refused, until an admin accepts it.
 
 use engine::scope;
-use reqwest::{Method, StatusCode};
+use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Requests, TestApp};
+use crate::helpers::{Requests, TestApp, text_of};
 
 const ECHO: &str = "mcp__fixture__echo";
 const MUTATE: &str = "mcp__fixture__mutate";
@@ -41,7 +41,7 @@ impl Setup {
         let list = self.list().await;
         let done = self
             .app
-            .mcp_call(&self.agent, &list, MUTATE, arguments, json!({}))
+            .mcp_call(&self.agent, &list, MUTATE, arguments)
             .await;
         assert_eq!(done["content"][0]["text"], "mutated", "{done}");
     }
@@ -137,7 +137,7 @@ async fn a_poisoned_description_is_held_out_of_manifests_until_an_admin_accepts_
     // The grant made before the change is refused, and nothing reaches the upstream.
     let refused = s
         .app
-        .mcp_call(&s.agent, &before, ECHO, json!({"text": "x"}), json!({}))
+        .mcp_call(&s.agent, &before, ECHO, json!({"text": "x"}))
         .await;
     assert_eq!(
         refused["_meta"]["receipt"]["reason"], "manifest_drift",
@@ -207,7 +207,7 @@ async fn a_poisoned_description_is_held_out_of_manifests_until_an_admin_accepts_
     assert_eq!(echo["description"], POISONED);
     let ran = s
         .app
-        .mcp_call(&s.agent, &granted, ECHO, json!({"text": "x"}), json!({}))
+        .mcp_call(&s.agent, &granted, ECHO, json!({"text": "x"}))
         .await;
     assert_eq!(ran["_meta"]["receipt"]["reason"], "ok", "{ran}");
     // Nothing is held any more: a second accept is a conflict, not a silent success.
@@ -405,12 +405,7 @@ async fn first_import_flags_risky_content() {
     let tools = s.app.get("/tools").as_(&s.admin).await.json();
     for tool in tools["tools"].as_array().unwrap() {
         assert!(tool.get("held").is_none(), "{tool}");
-        assert!(
-            tool["definition_hash"]
-                .as_str()
-                .unwrap()
-                .starts_with("sha256:")
-        );
+        assert!(text_of(&tool["definition_hash"]).starts_with("sha256:"));
         // The fixture's own descriptions are plain.
         assert!(tool.get("flags").is_none(), "{tool}");
     }
@@ -449,13 +444,10 @@ async fn approvals_are_bound_to_the_definition_the_approver_saw() {
         let agent = s.agent.clone();
         async move {
             let parked = app
-                .mcp_call(&agent, &list, ECHO, json!({"text": text}), json!({}))
+                .mcp_call(&agent, &list, ECHO, json!({"text": text}))
                 .await;
             assert_eq!(parked["_meta"]["status"], "input_required", "{parked}");
-            parked["_meta"]["invocation_id"]
-                .as_str()
-                .unwrap()
-                .to_owned()
+            text_of(&parked["_meta"]["invocation_id"]).to_owned()
         }
     };
     let granted_hash = s.row_until(ECHO, |r| r.is_object()).await["definition_hash"].clone();
@@ -470,30 +462,21 @@ async fn approvals_are_bound_to_the_definition_the_approver_saw() {
     assert_eq!(shown["definition_hash"], granted_hash, "{shown}");
     let approve = |id: &str, body: Value| {
         let path = format!("/invocations/{id}:approve");
-        let app = &s.app;
-        let approver = approver.clone();
-        async move { app.rest(Method::POST, &approver, &path, Some(&body)).await }
+        s.app.post(path).as_(&approver).json(body)
     };
-    let (status, missing) = approve(&first, json!({"args_hash": shown["args_hash"]})).await;
-    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{missing}");
-    assert_eq!(
-        missing["error"]["details"]["fields"][0]["path"],
-        "definition_hash"
-    );
+    let missing = approve(&first, json!({"args_hash": shown["args_hash"]}))
+        .await
+        .expect_status(StatusCode::UNPROCESSABLE_ENTITY);
+    missing.expect_field_error("definition_hash");
     let other = json!({"args_hash": shown["args_hash"], "definition_hash": "sha256:0000000000000000000000000000000000000000000000000000000000000000"});
-    let (status, refused) = approve(&first, other).await;
-    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
-    let still = s
-        .app
-        .get(format!("/invocations/{first}"))
-        .as_(&approver)
-        .await;
-    let still = still.json();
+    let refused = approve(&first, other).await;
+    refused.expect_status(StatusCode::CONFLICT);
+    let still = s.app.get(format!("/invocations/{first}")).as_(&approver);
+    let still = still.await.json();
     assert_eq!(still["status"], "input_required");
     let both =
         json!({"args_hash": shown["args_hash"], "definition_hash": shown["definition_hash"]});
-    let (status, approved) = approve(&first, both).await;
-    assert_eq!(status, StatusCode::OK, "{approved}");
+    approve(&first, both).await.expect_ok();
 
     // Parked, then the upstream rewrites the tool: the approval cannot release it.
     let second = park("second").await;
@@ -507,13 +490,12 @@ async fn approvals_are_bound_to_the_definition_the_approver_saw() {
     s.row_until(ECHO, |r| r.get("held").is_some()).await;
     let both =
         json!({"args_hash": shown["args_hash"], "definition_hash": shown["definition_hash"]});
-    let (status, refused) = approve(&second, both).await;
-    assert_eq!(status, StatusCode::CONFLICT, "{refused}");
+    let refused = approve(&second, both)
+        .await
+        .expect_status(StatusCode::CONFLICT)
+        .json_or_null();
     assert!(
-        refused["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("manifest_drift"),
+        text_of(&refused["error"]["message"]).contains("manifest_drift"),
         "the approver is told why: {refused}"
     );
     let ended = s

@@ -6,7 +6,7 @@ use reqwest::StatusCode;
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::helpers::{Requests, TestApp};
+use crate::helpers::{Requests, TestApp, rpc, text_of};
 
 /// Sends `request` as raw bytes and reads the answer until the server closes.
 async fn raw(app: &TestApp, request: &[u8]) -> String {
@@ -44,7 +44,7 @@ async fn an_over_long_path_or_headers_get_the_json_error_shape() {
     );
     let body: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
     assert_eq!(body["error"]["code"], "bad_request", "{body}");
-    assert!(body["error"]["message"].as_str().unwrap().contains("URI"));
+    assert!(text_of(&body["error"]["message"]).contains("URI"));
 
     let answer = raw(
         &app,
@@ -90,40 +90,28 @@ async fn client_chosen_identifiers_are_bounded() {
             .unwrap()
     };
     let post = |body: Value, headers: &[(&str, String)]| {
-        let mut rb = app
-            .client
-            .post(app.url("/mcp"))
-            .bearer_auth(&agent)
-            .header("accept", "application/json, text/event-stream");
+        let mut call = app.mcp_post(&agent);
         for (k, v) in headers {
-            rb = rb.header(*k, v.as_str());
+            call = call.header(k, v);
         }
-        rb.json(&body).send()
+        call.json(body).try_send()
     };
     let before = stored().await;
     let huge = "x".repeat(20_000);
-    let cancelled = post(
-        json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-               "params": {"requestId": huge, "reason": "x"}}),
-        &[],
-    )
-    .await
-    .unwrap();
-    assert_eq!(cancelled.status(), StatusCode::ACCEPTED);
+    let cancelled = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                           "params": {"requestId": huge, "reason": "x"}});
+    let cancelled = post(cancelled, &[]).await.unwrap();
+    cancelled.expect_status(StatusCode::ACCEPTED);
     assert_eq!(
         stored().await,
         before,
         "an oversized request id is not stored"
     );
     for n in 0..200 {
-        let cancelled = post(
-            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                   "params": {"requestId": format!("request-{n}")}}),
-            &[],
-        )
-        .await
-        .unwrap();
-        assert_eq!(cancelled.status(), StatusCode::ACCEPTED);
+        let cancelled = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                               "params": {"requestId": format!("request-{n}")}});
+        let cancelled = post(cancelled, &[]).await.unwrap();
+        cancelled.expect_status(StatusCode::ACCEPTED);
     }
     let relayed = stored().await - before;
     assert!((1..=60).contains(&relayed), "{relayed} stored");
@@ -139,12 +127,8 @@ async fn client_chosen_identifiers_are_bounded() {
     );
 
     let long = "y".repeat(300);
-    let id_answer: Value = post(json!({"jsonrpc": "2.0", "id": long, "method": "ping"}), &[])
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let ping = json!({"jsonrpc": "2.0", "id": long, "method": "ping"});
+    let id_answer = post(ping, &[]).await.unwrap().json();
     assert_eq!(id_answer["error"]["code"], -32602, "{id_answer}");
     assert_eq!(id_answer["id"], Value::Null, "not echoed");
     for params in [
@@ -158,15 +142,10 @@ async fn client_chosen_identifiers_are_bounded() {
         } else {
             "tools/list"
         };
-        let answer: Value = post(
-            json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}),
-            &[],
-        )
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        let answer = post(rpc(1, method, params.clone()), &[])
+            .await
+            .unwrap()
+            .json();
         assert_eq!(answer["error"]["code"], -32602, "{params}: {answer}");
         assert!(!answer.to_string().contains(&long), "{answer}");
     }
@@ -175,26 +154,17 @@ async fn client_chosen_identifiers_are_bounded() {
         "has space".to_owned(),
         "tab\there".to_owned(),
     ] {
-        let response = post(
-            json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}),
-            &[("mcp-session-id", session.clone())],
-        )
-        .await;
+        let ping = rpc(1, "ping", Value::Null);
+        let response = post(ping, &[("mcp-session-id", session.clone())]).await;
         // A header reqwest refuses to send is refused by the client already.
         let Ok(response) = response else { continue };
-        assert_eq!(response.status(), StatusCode::BAD_REQUEST, "{session:?}");
+        response.expect_status(StatusCode::BAD_REQUEST);
     }
-    let last_event = app
-        .client
-        .get(app.url("/mcp"))
-        .bearer_auth(&agent)
-        .header("accept", "text/event-stream")
-        .header("mcp-session-id", "mcp_ok")
-        .header("last-event-id", long.as_str())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(last_event.status(), StatusCode::BAD_REQUEST);
+    let last_event = app.get_raw("/mcp").as_(&agent);
+    let last_event = last_event.header("accept", "text/event-stream");
+    let last_event = last_event.header("mcp-session-id", "mcp_ok");
+    let last_event = last_event.header("last-event-id", &long).await;
+    last_event.expect_status(StatusCode::BAD_REQUEST);
 }
 
 /// Issue 45 (item 12): the server with one-second deadlines for request heads and bodies.
@@ -296,10 +266,7 @@ async fn a_request_body_that_does_not_arrive_in_time_is_answered_408() {
     let body: Value = serde_json::from_str(answer.split("\r\n\r\n").nth(1).unwrap()).unwrap();
     assert_eq!(body["error"]["code"], -32600, "a JSON-RPC error: {body}");
     assert!(
-        body["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("did not arrive"),
+        text_of(&body["error"]["message"]).contains("did not arrive"),
         "{body}"
     );
 

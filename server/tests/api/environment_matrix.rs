@@ -199,17 +199,11 @@ async fn setup(app: &TestApp) -> (String, String, Victim) {
     .await;
     let list = app.mcp_list(&victim, json!({"environment": "prod"})).await;
     let ran = app
-        .mcp_call(
-            &victim,
-            &list,
-            ECHO,
-            json!({"text": "prod secret"}),
-            json!({}),
-        )
+        .mcp_call(&victim, &list, ECHO, json!({"text": "prod secret"}))
         .await;
     assert_eq!(ran["isError"], false, "{ran}");
     let parked = app
-        .mcp_call(&victim, &list, ADD, json!({"a": 1, "b": 2}), json!({}))
+        .mcp_call(&victim, &list, ADD, json!({"a": 1, "b": 2}))
         .await;
     assert_eq!(parked["_meta"]["status"], "input_required", "{parked}");
     let agent = app
@@ -232,6 +226,23 @@ async fn setup(app: &TestApp) -> (String, String, Victim) {
 }
 
 /// The REST request of a route naming the victim's objects (`ids`) or random ones.
+/// `method path` as `token` with `body` (when there is one): the status and the JSON answer
+/// (`Null` when there is none).
+async fn ask(
+    app: &TestApp,
+    method: &Method,
+    token: &str,
+    path: &str,
+    body: Option<&Value>,
+) -> (StatusCode, Value) {
+    let mut call = app.request(method.clone(), path).as_(token);
+    if let Some(body) = body {
+        call = call.json(body);
+    }
+    let reply = call.await;
+    (reply.status(), reply.json_or_null())
+}
+
 fn rest_request(
     path: &str,
     session: &str,
@@ -338,9 +349,7 @@ async fn every_route_and_method_confines_environments() {
                     &victim.agent,
                     victim_meta.clone(),
                 );
-                let (status, answer) = app
-                    .rest(method.clone(), &attacker, &real, body.as_ref())
-                    .await;
+                let (status, answer) = ask(&app, &method, &attacker, &real, body.as_ref()).await;
                 let (fake, body) = rest_request(
                     path,
                     &other.session,
@@ -349,9 +358,8 @@ async fn every_route_and_method_confines_environments() {
                     &other.agent,
                     random_meta.clone(),
                 );
-                let (random_status, random_answer) = app
-                    .rest(method.clone(), &attacker, &fake, body.as_ref())
-                    .await;
+                let (random_status, random_answer) =
+                    ask(&app, &method, &attacker, &fake, body.as_ref()).await;
                 if *path == "/sessions/{id}/calls" {
                     // A tool result: the receipt is a binding mismatch naming the caller's
                     // environment and no policy, shaped like a random id's.
@@ -388,9 +396,7 @@ async fn every_route_and_method_confines_environments() {
                     ),
                     p => (p, None),
                 };
-                let (status, answer) = app
-                    .rest(method.clone(), &attacker, path, body.as_ref())
-                    .await;
+                let (status, answer) = ask(&app, &method, &attacker, path, body.as_ref()).await;
                 assert_eq!(status, StatusCode::OK, "{label}: {answer}");
                 let text = answer.to_string();
                 for id in victim_ids {
@@ -403,11 +409,7 @@ async fn every_route_and_method_confines_environments() {
                 // The same list for the tenant's admin, who may use every environment, has
                 // them (so the check above could fail).
                 if matches!(path, "/sessions" | "/invocations" | "/receipts" | "/agents") {
-                    let all = app
-                        .rest(method.clone(), &admin, path, None)
-                        .await
-                        .1
-                        .to_string();
+                    let all = ask(&app, &method, &admin, path, None).await.1.to_string();
                     assert!(
                         all.contains(&victim.session) || all.contains(&victim.agent),
                         "{label}: {all}"
@@ -518,23 +520,11 @@ async fn every_route_and_method_confines_environments() {
     }
 
     // Nothing of the victim's moved: the parked call still waits, the session still lists.
-    let (_, invocation) = app
-        .rest(
-            Method::GET,
-            &admin,
-            &format!("/invocations/{}", victim.invocation),
-            None,
-        )
-        .await;
+    let invocation = app.get(format!("/invocations/{}", victim.invocation));
+    let invocation = invocation.as_(&admin).await.json_or_null();
     assert_eq!(invocation["status"], "input_required", "{invocation}");
-    let (_, session) = app
-        .rest(
-            Method::GET,
-            &admin,
-            &format!("/sessions/{}", victim.session),
-            None,
-        )
-        .await;
+    let session = app.get(format!("/sessions/{}", victim.session)).as_(&admin);
+    let session = session.await.json_or_null();
     assert!(session["revoked_at"].is_null(), "{session}");
 }
 
@@ -552,19 +542,8 @@ async fn invocation_events_stay_in_their_environment() {
     )
     .await;
     let poll = |token: String| {
-        let client = app.client.clone();
-        let url = app.api("/invocations/events?wait_seconds=5");
-        tokio::spawn(async move {
-            client
-                .get(url)
-                .bearer_auth(token)
-                .send()
-                .await
-                .unwrap()
-                .json::<Value>()
-                .await
-                .unwrap()
-        })
+        let poll = app.get("/invocations/events?wait_seconds=5").as_(token);
+        tokio::spawn(async move { poll.await.json() })
     };
     let confined = poll(attacker.clone());
     let unconfined = poll(admin.clone());

@@ -6,7 +6,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Requests, TestApp};
+use crate::helpers::{Requests, TestApp, find, text_of};
 
 const ECHO: &str = "mcp__fixture__echo";
 
@@ -53,10 +53,7 @@ async fn a_token_opens_sessions_only_in_its_environments() {
         .await;
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
     assert!(
-        refused["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("prod"),
+        text_of(&refused["error"]["message"]).contains("prod"),
         "{refused}"
     );
     let prod = json!({"environment": "prod"});
@@ -142,12 +139,7 @@ async fn earlier_tokens_keep_every_environment_and_users_can_be_narrowed() {
     let dana: Value = narrowed.json();
     assert_eq!(dana["environments"], json!(["staging"]));
     let listed: Value = app.get("/users").as_(&admin).await.json();
-    let admin_user = listed["users"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|u| u["username"] == "admin")
-        .unwrap();
+    let admin_user = find(&listed["users"], "username", "admin");
     assert_eq!(
         admin_user["environments"],
         json!(["*"]),
@@ -195,10 +187,7 @@ async fn hints_only_narrow_and_are_signed_into_the_manifest() {
             "{body}"
         );
         assert!(
-            body["error"]["details"]["fields"][0]["message"]
-                .as_str()
-                .unwrap()
-                .contains("only narrow"),
+            text_of(&body["error"]["details"]["fields"][0]["message"]).contains("only narrow"),
             "{body}"
         );
     }

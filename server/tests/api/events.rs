@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use crate::cli::aperture;
 use crate::crash::{add_fixture_upstream, describe_read, expect_grant, serve, token};
-use crate::helpers::{Db, Remote, Requests, SseReader, TestApp, TestDb, echo_of, rpc};
+use crate::helpers::{Db, Remote, Requests, SseReader, TestApp, TestDb, echo_of, rpc, text_of};
 
 const SECRET_TEXT: &str = "an-argument-no-event-may-carry";
 
@@ -25,12 +25,8 @@ async fn approvers_hear_of_parked_calls_as_they_happen() {
     let app = TestApp::spawn().await;
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     app.register_fixture(&admin, &["mcp__fixture__echo"]).await;
-    app.activate_policy(
-        &admin,
-        "p",
-        json!({"rules": [{"id": "park-echo", "match": {"name": "mcp__fixture__echo"}, "mode": "approval_required"}]}),
-    )
-    .await;
+    let policy = json!({"rules": [{"id": "park-echo", "match": {"name": "mcp__fixture__echo"}, "mode": "approval_required"}]});
+    app.activate_policy(&admin, "p", policy).await;
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let stranger = app.token("default", "stranger", &[scope::RUN]).await;
     let approver = app.token("default", "alice", &[scope::APPROVE]).await;
@@ -46,13 +42,9 @@ async fn approvers_hear_of_parked_calls_as_they_happen() {
             &list,
             "mcp__fixture__echo",
             json!({"text": SECRET_TEXT}),
-            json!({}),
         )
         .await;
-    let id = parked["_meta"]["invocation_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = text_of(&parked["_meta"]["invocation_id"]).to_owned();
     let event = queue
         .expect("invocation.parked", &id, Duration::from_secs(5))
         .await;
@@ -100,7 +92,6 @@ async fn approvers_hear_of_parked_calls_as_they_happen() {
             &list,
             "mcp__fixture__echo",
             json!({"text": "again"}),
-            json!({}),
         )
         .await;
     let second = again["_meta"]["invocation_id"].as_str().unwrap();

@@ -5,7 +5,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Reply, Requests, TestApp, rpc};
+use crate::helpers::{Reply, Requests, TestApp, find, rpc, text_of, texts_of};
 
 async fn setup() -> (TestApp, String, Value) {
     let app = TestApp::spawn().await;
@@ -30,12 +30,7 @@ async fn list_in(app: &TestApp, token: &str, id: u64, session: &Value) -> Value 
 }
 
 async fn call(app: &TestApp, token: &str, list: &Value, tool: &str, arguments: Value) -> Value {
-    let t = list["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["name"] == tool)
-        .unwrap();
+    let t = find(&list["tools"], "name", tool);
     let m = &list["_meta"];
     let sid = m["session_id"].as_str().unwrap();
     let meta = json!({"manifest_id": m["manifest_id"], "lease_id": m["lease_id"], "tool_version": t["_meta"]["toolVersion"], "expected_schema_hash": t["_meta"]["schemaHash"]});
@@ -170,26 +165,17 @@ async fn invalid_fork_tools_and_forks_of_forks_are_refused() {
 async fn a_fork_copies_its_parent_s_grant_even_after_policy_and_catalog_changed() {
     let (app, agent, parent) = setup().await;
     let admin = app.token("default", "ops2", &[scope::ADMIN]).await;
-    let parent_tools: Vec<&str> = parent["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let parent_tools: Vec<&str> = texts_of(&parent["tools"], "name");
     assert!(
         parent_tools.contains(&"mcp__fixture__add"),
         "{parent_tools:?}"
     );
     // After the parent's grant: a policy that hides `add`, and echo's descriptor changes version.
-    app.activate_policy(
-        &admin,
-        "strict",
-        json!({"rules": [
-            {"id": "no-add", "match": {"name": "mcp__fixture__add"}, "mode": "hide"},
-            {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}
-        ]}),
-    )
-    .await;
+    let policy = json!({"rules": [
+        {"id": "no-add", "match": {"name": "mcp__fixture__add"}, "mode": "hide"},
+        {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}
+    ]});
+    app.activate_policy(&admin, "strict", policy).await;
     app.describe(
         &admin,
         "mcp__fixture__echo",
@@ -260,10 +246,7 @@ async fn a_fork_copies_its_parent_s_grant_even_after_policy_and_catalog_changed(
     let refused = fork(&app, &agent, &parent, json!({})).await;
     let err = refused.expect_status(StatusCode::CONFLICT).json();
     assert!(
-        err["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("lease has expired"),
+        text_of(&err["error"]["message"]).contains("lease has expired"),
         "{err}"
     );
     let relisted = list_in(&app, &agent, 2, &json!(fork_id)).await;

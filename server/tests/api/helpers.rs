@@ -163,6 +163,16 @@ impl TestApp {
         Self::spawn_with(db, |_| {}).await
     }
 
+    /// On PostgreSQL, or `None` (and a word on stderr) where `APERTURE_TEST_POSTGRES_URL` is not
+    /// set.
+    pub async fn spawn_postgres() -> Option<Self> {
+        let app = Self::spawn_on(Db::Postgres).await;
+        if app.is_none() {
+            eprintln!("APERTURE_TEST_POSTGRES_URL not set: PostgreSQL variant not run");
+        }
+        app
+    }
+
     /// On `db` with a configuration adjusted by `customize`.
     pub async fn spawn_with(db: Db, customize: impl FnOnce(&mut Config)) -> Option<Self> {
         let db = TestDb::new(db).await?;
@@ -278,23 +288,6 @@ impl TestApp {
         registered
     }
 
-    /// `method path` on the REST mount as `token`, with `body` as JSON (`None`: no body): the
-    /// status and the JSON answer (`Null` when there is none).
-    pub async fn rest(
-        &self,
-        method: reqwest::Method,
-        token: impl std::fmt::Display,
-        path: &str,
-        body: Option<&serde_json::Value>,
-    ) -> (StatusCode, serde_json::Value) {
-        let mut call = self.request(method, path).as_(token);
-        if let Some(body) = body {
-            call = call.json(body);
-        }
-        let reply = call.await;
-        (reply.status(), reply.json_or_null())
-    }
-
     /// The names of the tools of a list result (`{"tools": [...]}`), in order.
     pub fn tool_names(list: &serde_json::Value) -> Vec<String> {
         list["tools"]
@@ -336,13 +329,7 @@ impl TestApp {
         let mut cancelled = 0;
         for _ in 0..50 {
             let stats = self
-                .mcp_call(
-                    token,
-                    list,
-                    "mcp__fixture__stats",
-                    serde_json::json!({}),
-                    serde_json::json!({}),
-                )
+                .mcp_call(token, list, "mcp__fixture__stats", serde_json::json!({}))
                 .await;
             cancelled = stats["structuredContent"]["cancelled"]
                 .as_u64()
@@ -356,8 +343,20 @@ impl TestApp {
     }
 
     /// MCP `tools/call` of `tool` listed in `list` (a `tools/list` result), with the echo of the
-    /// grant in `_meta` as a well-behaved client sends it, plus `extra` members: the result.
+    /// grant in `_meta` as a well-behaved client sends it: the result.
     pub async fn mcp_call(
+        &self,
+        token: &str,
+        list: &serde_json::Value,
+        tool: &str,
+        arguments: serde_json::Value,
+    ) -> serde_json::Value {
+        let none = serde_json::json!({});
+        self.mcp_call_with(token, list, tool, arguments, none).await
+    }
+
+    /// [`Self::mcp_call`] with `extra` members in `_meta`.
+    pub async fn mcp_call_with(
         &self,
         token: &str,
         list: &serde_json::Value,
@@ -427,6 +426,29 @@ pub async fn error_code(reply: Reply) -> (StatusCode, String) {
         .unwrap_or("")
         .to_owned();
     (reply.status(), code)
+}
+
+/// The element of the array `items` whose `field` is `value`; there must be one.
+pub fn find<'a>(items: &'a serde_json::Value, field: &str, value: &str) -> &'a serde_json::Value {
+    items
+        .as_array()
+        .and_then(|items| items.iter().find(|i| i[field] == value))
+        .unwrap_or_else(|| panic!("no {field} {value} in {items}"))
+}
+
+/// The `field` of every element of the array `items`, as text.
+pub fn texts_of<'a>(items: &'a serde_json::Value, field: &str) -> Vec<&'a str> {
+    let items = items
+        .as_array()
+        .unwrap_or_else(|| panic!("not a list: {items}"));
+    items.iter().map(|i| text_of(&i[field])).collect()
+}
+
+/// `value` as text; it must be text.
+pub fn text_of(value: &serde_json::Value) -> &str {
+    value
+        .as_str()
+        .unwrap_or_else(|| panic!("not text: {value}"))
 }
 
 /// A JSON-RPC request `method` with `id` (and `params`, left out when `Null`).

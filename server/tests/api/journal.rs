@@ -19,20 +19,11 @@ async fn all_receipts(app: &TestApp, token: &str, query: &str) -> Vec<Value> {
     let mut out = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
-        let mut url = app.api(&format!("/receipts?limit=2{query}"));
+        let mut path = format!("/receipts?limit=2{query}");
         if let Some(c) = &cursor {
-            url.push_str(&format!("&cursor={c}"));
+            path.push_str(&format!("&cursor={c}"));
         }
-        let page: Value = app
-            .client
-            .get(url)
-            .bearer_auth(token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let page = app.get(path).as_(token).await.json();
         out.extend(page["receipts"].as_array().unwrap().iter().cloned());
         match page["next_cursor"].as_str() {
             Some(c) => cursor = Some(c.to_owned()),
@@ -44,12 +35,8 @@ async fn all_receipts(app: &TestApp, token: &str, query: &str) -> Vec<Value> {
 
 async fn admin_changes_are_journaled_and_verify(app: &TestApp) {
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
-    let created = app
-        .post("/tokens")
-        .as_(&admin)
-        .json(json!({"actor_id": "bot", "scopes": [scope::RUN]}))
-        .await;
-    let created = created.json();
+    let bot = json!({"actor_id": "bot", "scopes": [scope::RUN]});
+    let created = app.post("/tokens").as_(&admin).json(bot).await.json();
     let id = created["token"]["id"].as_str().unwrap();
     app.delete(format!("/tokens/{id}")).as_(&admin).await;
     app.sign_in(&app.browser, "admin", ADMIN_PASSWORD).await;
@@ -109,8 +96,7 @@ async fn admin_changes_are_journaled_and_verify_on_sqlite() {
 
 #[tokio::test]
 async fn admin_changes_are_journaled_and_verify_on_postgres() {
-    let Some(app) = TestApp::spawn_on(Db::Postgres).await else {
-        eprintln!("APERTURE_TEST_POSTGRES_URL not set: PostgreSQL variant not run");
+    let Some(app) = TestApp::spawn_postgres().await else {
         return;
     };
     admin_changes_are_journaled_and_verify(&app).await;

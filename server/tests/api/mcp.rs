@@ -5,7 +5,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Requests, TestApp, echo_of, rpc};
+use crate::helpers::{Requests, TestApp, echo_of, rpc, text_of};
 
 #[tokio::test]
 async fn the_manifest_handshake_over_mcp() {
@@ -38,12 +38,7 @@ async fn the_manifest_handshake_over_mcp() {
     let called = call(3, json!({"text": "over mcp"}), &meta).await;
     assert_eq!(called["id"], 3);
     assert_eq!(called["result"]["isError"], false, "{called}");
-    assert!(
-        called["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("over mcp")
-    );
+    assert!(text_of(&called["result"]["content"][0]["text"]).contains("over mcp"));
     verify_receipt_json(&called["result"]["_meta"]["receipt"], &keys).unwrap();
 
     let mut wrong = meta.clone();
@@ -230,10 +225,7 @@ async fn an_rmcp_client_speaking_2026_07_28_lists_and_calls() {
     let listed = client.list_tools(None).await.expect("tools/list");
     let list_meta = serde_json::to_value(listed.meta.clone().expect("manifest _meta")).unwrap();
     assert!(
-        list_meta["manifest_id"]
-            .as_str()
-            .unwrap()
-            .starts_with("man_"),
+        text_of(&list_meta["manifest_id"]).starts_with("man_"),
         "{list_meta}"
     );
     let tool = listed
@@ -377,10 +369,7 @@ async fn the_typescript_sdk_calls_server_everything_through_the_gateway() {
         let ok = &seen["ok"];
         assert_eq!(ok["isError"], false, "{tool}: {ok}");
         assert!(
-            ok["content"][0]["text"]
-                .as_str()
-                .unwrap()
-                .contains("hello from the TypeScript SDK"),
+            text_of(&ok["content"][0]["text"]).contains("hello from the TypeScript SDK"),
             "{ok}"
         );
         verify_receipt_json(&ok["_meta"]["receipt"], &keys).unwrap();
@@ -626,10 +615,7 @@ async fn tools_list_pages_through_one_grant() {
     let ended = list(agent.clone(), json!({"cursor": second_cursor})).await;
     assert_eq!(ended["error"]["code"], -32602, "{ended}");
     assert!(
-        ended["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("list again"),
+        text_of(&ended["error"]["message"]).contains("list again"),
         "{ended}"
     );
 }
@@ -678,13 +664,9 @@ async fn the_typescript_sdk_hears_progress_and_list_changed() {
         .expect("node runs the SDK client");
     let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
     assert_eq!(next_line(&mut lines).await, json!({"ready": true}));
-    app.activate_policy(
-        &admin,
-        "no-echo",
-        json!({"rules": [{"id": "hide-echo", "match": {"name": ECHO}, "mode": "hide"},
-                         {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}]}),
-    )
-    .await;
+    let policy = json!({"rules": [{"id": "hide-echo", "match": {"name": ECHO}, "mode": "hide"},
+                                  {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}]});
+    app.activate_policy(&admin, "no-echo", policy).await;
     let seen = next_line(&mut lines).await;
     let progress = seen["progress"].as_array().unwrap();
     assert_eq!(progress.len(), 3, "{seen}");
@@ -693,10 +675,7 @@ async fn the_typescript_sdk_hears_progress_and_list_changed() {
         assert_eq!(p["total"], json!(3), "{seen}");
     }
     assert!(
-        seen["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("Long running operation completed"),
+        text_of(&seen["result"]["content"][0]["text"]).contains("Long running operation completed"),
         "{seen}"
     );
     verify_receipt_json(&seen["result"]["_meta"]["receipt"], &app.keys().await).unwrap();
@@ -809,13 +788,9 @@ async fn the_typescript_sdk_speaks_2026_07_28() {
         serde_json::from_str(&line).unwrap()
     };
     assert_eq!(next().await, json!({"ready": true}));
-    app.activate_policy(
-        &admin,
-        "no-echo",
-        json!({"rules": [{"id": "hide-echo", "match": {"name": ECHO}, "mode": "hide"},
-                         {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}]}),
-    )
-    .await;
+    let policy = json!({"rules": [{"id": "hide-echo", "match": {"name": ECHO}, "mode": "hide"},
+                                  {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}]});
+    app.activate_policy(&admin, "no-echo", policy).await;
     let seen = next().await;
     assert_eq!(seen["protocolVersion"], "2026-07-28", "{seen}");
     let progress = seen["progress"].as_array().unwrap();

@@ -6,7 +6,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Db, Requests, TestApp, TestDb};
+use crate::helpers::{Db, Requests, TestApp, TestDb, text_of};
 
 /// `/readyz` is 200 with every check `ok` on a node that can take calls, and 503 naming the
 /// check that fails (here: a migration the database lacks).
@@ -32,10 +32,7 @@ async fn readyz_says_whether_this_node_can_take_calls_and_why_not() {
     let body: Value = behind.json();
     assert_eq!(body["status"], "not_ready");
     assert!(
-        body["checks"]["migrations"]
-            .as_str()
-            .unwrap()
-            .starts_with("pending: "),
+        text_of(&body["checks"]["migrations"]).starts_with("pending: "),
         "{body}"
     );
     assert_eq!(body["checks"]["database"], "ok");
@@ -131,14 +128,8 @@ fn sample(body: &str, name: &str, labels: &[(&str, &str)]) -> Option<f64> {
 async fn metrics_answer_only_the_operator_and_count_what_happened() {
     // Off by default: nothing is recorded and nothing is served.
     let off = TestApp::spawn().await;
-    let response = off
-        .client
-        .get(off.url("/metrics"))
-        .bearer_auth(METRICS_TOKEN)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(response.status(), StatusCode::NOT_FOUND);
+    let response = off.get_raw("/metrics").as_(METRICS_TOKEN).await;
+    response.expect_status(StatusCode::NOT_FOUND);
 
     let app = TestApp::spawn_with(Db::Sqlite, |c| {
         c.metrics_token = Some(METRICS_TOKEN.into());
@@ -148,33 +139,23 @@ async fn metrics_answer_only_the_operator_and_count_what_happened() {
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     app.register_fixture(&admin, &["mcp__fixture__echo", "mcp__fixture__stats"])
         .await;
-    app.activate_policy(
-        &admin,
-        "p",
-        json!({"rules": [
-            {"id": "park-echo", "match": {"name": "mcp__fixture__echo"}, "mode": "approval_required"},
-            {"id": "reads", "match": {"risk_exactly": ["read"]}, "mode": "allow"}
-        ]}),
-    )
-    .await;
+    let policy = json!({"rules": [
+        {"id": "park-echo", "match": {"name": "mcp__fixture__echo"}, "mode": "approval_required"},
+        {"id": "reads", "match": {"risk_exactly": ["read"]}, "mode": "allow"}
+    ]});
+    app.activate_policy(&admin, "p", policy).await;
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let list = app.mcp_list(&agent, json!({})).await;
     let ran = app
-        .mcp_call(&agent, &list, "mcp__fixture__stats", json!({}), json!({}))
+        .mcp_call(&agent, &list, "mcp__fixture__stats", json!({}))
         .await;
     assert_eq!(ran["_meta"]["receipt"]["reason"], "ok", "{ran}");
     let parked = app
-        .mcp_call(
-            &agent,
-            &list,
-            "mcp__fixture__echo",
-            json!({"text": "hi"}),
-            json!({}),
-        )
+        .mcp_call(&agent, &list, "mcp__fixture__echo", json!({"text": "hi"}))
         .await;
     assert_eq!(parked["_meta"]["status"], "input_required", "{parked}");
     let refused = app
-        .mcp_call(
+        .mcp_call_with(
             &agent,
             &list,
             "mcp__fixture__stats",

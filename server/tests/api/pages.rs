@@ -2,10 +2,10 @@
 //! server sends, in place (not only in chunks that a script would move there).
 
 use engine::scope;
-use reqwest::StatusCode;
+use reqwest::{Method, StatusCode};
 use serde_json::json;
 
-use crate::helpers::{ADMIN_PASSWORD, Requests, TestApp};
+use crate::helpers::{ADMIN_PASSWORD, Requests, TestApp, text_of};
 
 /// What follows the element that `from` opens with `open` (nested ones included), up to its
 /// matching `close`; empty when it is never closed.
@@ -69,40 +69,25 @@ async fn signed_in_pages_show_their_data_without_scripts() {
     let echo = "mcp__fixture__echo";
     let stats = "mcp__fixture__stats";
     app.register_fixture(&admin, &[echo, stats]).await;
-    app.activate_policy(
-        &admin,
-        "p",
-        json!({"rules": [
-            {"id": "echo-rule", "match": {"name": echo}, "mode": "approval_required", "reason": "a person looks first"},
-            {"id": "reads", "match": {"risk_exactly": ["read"]}, "mode": "allow"}
-        ]}),
-    )
-    .await;
+    let policy2 = json!({"rules": [
+        {"id": "echo-rule", "match": {"name": echo}, "mode": "approval_required", "reason": "a person looks first"},
+        {"id": "reads", "match": {"risk_exactly": ["read"]}, "mode": "allow"}
+    ]});
+    app.activate_policy(&admin, "p", policy2).await;
     let (agent_token_id, agent) = app.token_full("default", "agent", &[scope::RUN]).await;
     let list = app.mcp_list(&agent, json!({})).await;
     let session = list["_meta"]["session_id"].as_str().unwrap().to_owned();
-    let allowed = app
-        .mcp_call(&agent, &list, stats, json!({}), json!({}))
-        .await;
-    let allowed_receipt = allowed["_meta"]["receipt"]["receipt_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let allowed = app.mcp_call(&agent, &list, stats, json!({})).await;
+    let allowed_receipt = text_of(&allowed["_meta"]["receipt"]["receipt_id"]).to_owned();
     let parked = app
-        .mcp_call(&agent, &list, echo, json!({"text": "ship it"}), json!({}))
+        .mcp_call(&agent, &list, echo, json!({"text": "ship it"}))
         .await;
     assert_eq!(parked["_meta"]["status"], "input_required", "{parked}");
-    let invocation = parked["_meta"]["invocation_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let parked_receipt = parked["_meta"]["receipt"]["receipt_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let invocation = text_of(&parked["_meta"]["invocation_id"]).to_owned();
+    let parked_receipt = text_of(&parked["_meta"]["receipt"]["receipt_id"]).to_owned();
 
     let signed_in = app.sign_in(&app.browser, "admin", ADMIN_PASSWORD).await;
-    assert_eq!(signed_in.status(), StatusCode::OK);
+    signed_in.expect_status(StatusCode::OK);
 
     let receipt_row = |id: &str| format!("data-receipt-id=\"{id}\"");
     let pages: Vec<(String, Vec<String>, Vec<String>)> = vec![
@@ -193,21 +178,18 @@ async fn signed_in_pages_show_their_data_without_scripts() {
         ("/agents".into(), vec!["No hosted agent yet".into()], vec![]),
     ];
     for (path, present, absent) in pages {
-        let response = app.browser.get(app.url(&path)).send().await.unwrap();
-        assert_eq!(response.status(), StatusCode::OK, "{path}");
+        let response = app.in_browser(Method::GET, &path).await;
+        let response = response.expect_status(StatusCode::OK);
         // The data also reaches the wasm for hydration, in scripts that the page's
         // Content-Security-Policy must let run.
-        let policy = response.headers()["content-security-policy"]
-            .to_str()
-            .unwrap()
-            .to_owned();
+        let policy = response.header("content-security-policy");
         let nonce = policy
             .split("'nonce-")
             .nth(1)
             .and_then(|rest| rest.split('\'').next())
             .expect("a script nonce")
             .to_owned();
-        let html = response.text().await.unwrap();
+        let html = response.text();
         for script in html.split("<script").skip(1) {
             let tag = script.split('>').next().unwrap();
             assert!(

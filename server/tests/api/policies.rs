@@ -4,7 +4,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Db, Requests, TestApp, error_code};
+use crate::helpers::{Requests, TestApp, error_code, find, texts_of};
 
 fn support_policy() -> Value {
     json!({
@@ -25,22 +25,13 @@ async fn versions_and_activation(app: &TestApp) {
     let writer = app
         .token("default", "policy-admin", &[scope::WRITE, scope::READ])
         .await;
-    let put = |doc: Value| {
-        let rb = app
-            .client
-            .put(app.api("/policies/support-agents"))
-            .bearer_auth(&writer)
-            .json(&doc);
-        async move { rb.send().await.unwrap() }
-    };
-    let first = put(support_policy()).await;
-    assert_eq!(first.status(), StatusCode::OK);
-    let first: Value = first.json().await.unwrap();
+    let put = |doc: Value| app.put("/policies/support-agents").as_(&writer).json(doc);
+    let first = put(support_policy()).await.expect_ok();
     assert_eq!(first["version"], 1);
     assert_eq!(first["document"]["name"], "support-agents");
     let mut changed = support_policy();
     changed["default_mode"] = json!("deny");
-    let second: Value = put(changed).await.json().await.unwrap();
+    let second = put(changed).await.json();
     assert_eq!(second["version"], 2);
 
     let versions = app
@@ -93,12 +84,7 @@ async fn versions_and_activation(app: &TestApp) {
         .await;
     reply.expect_status(StatusCode::OK);
     let list: Value = app.get("/policies").as_(&writer).await.json();
-    let support = list["policies"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["policy_id"] == "support-agents")
-        .unwrap();
+    let support = find(&list["policies"], "policy_id", "support-agents");
     assert_eq!(support["active_in"], json!(["default", "prod"]));
     assert_eq!(support["latest_version"], 2);
     assert_eq!(list["policies"][0]["policy_id"], "builtin_safe_read");
@@ -114,8 +100,7 @@ async fn policies_are_versioned_and_activated_per_environment() {
 
 #[tokio::test]
 async fn policies_are_versioned_and_activated_per_environment_on_postgres() {
-    let Some(app) = TestApp::spawn_on(Db::Postgres).await else {
-        eprintln!("APERTURE_TEST_POSTGRES_URL not set: PostgreSQL variant not run");
+    let Some(app) = TestApp::spawn_postgres().await else {
         return;
     };
     versions_and_activation(&app).await;
@@ -189,12 +174,7 @@ async fn validate_reports_every_problem_without_storing() {
     let result = app.post("/policies:validate").as_(&reader).json(&doc).await;
     let result = result.json();
     assert_eq!(result["valid"], false);
-    let paths: Vec<&str> = result["errors"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["path"].as_str().unwrap())
-        .collect();
+    let paths: Vec<&str> = texts_of(&result["errors"], "path");
     assert_eq!(
         paths,
         vec![

@@ -8,20 +8,14 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Requests, TestApp};
+use crate::helpers::{Reply, Requests, TestApp};
 
 const ECHO: &str = "mcp__fixture__echo";
 const ADD: &str = "mcp__fixture__add";
 
 /// `POST /policies:replay` as `token`.
-async fn replay(app: &TestApp, token: &str, body: Value) -> (StatusCode, Value) {
-    app.rest(
-        reqwest::Method::POST,
-        token,
-        "/policies:replay",
-        Some(&body),
-    )
-    .await
+async fn replay(app: &TestApp, token: &str, body: Value) -> Reply {
+    app.post("/policies:replay").as_(token).json(body).await
 }
 
 /// The change for `tool` by `actor` (panics when there is none).
@@ -45,14 +39,14 @@ async fn a_draft_is_replayed_over_the_recorded_calls() {
     let list = app.mcp_list(&alice, json!({})).await;
     for text in ["hi", "bye", "bye"] {
         let done = app
-            .mcp_call(&alice, &list, ECHO, json!({"text": text}), json!({}))
+            .mcp_call(&alice, &list, ECHO, json!({"text": text}))
             .await;
         assert_eq!(done["isError"], false, "{done}");
     }
     let list = app.mcp_list(&bob, json!({})).await;
     for a in [1, 2] {
         let done = app
-            .mcp_call(&bob, &list, ADD, json!({"a": a, "b": 1}), json!({}))
+            .mcp_call(&bob, &list, ADD, json!({"a": a, "b": 1}))
             .await;
         assert_eq!(done["isError"], false, "{done}");
     }
@@ -62,12 +56,12 @@ async fn a_draft_is_replayed_over_the_recorded_calls() {
     let other = app.token("other", "alice-bot", &[scope::RUN]).await;
     let list = app.mcp_list(&other, json!({})).await;
     let done = app
-        .mcp_call(&other, &list, ECHO, json!({"text": "elsewhere"}), json!({}))
+        .mcp_call(&other, &list, ECHO, json!({"text": "elsewhere"}))
         .await;
     assert_eq!(done["isError"], false, "{done}");
 
     // Hide echo, park add: every call moves, grouped by tool and actor, with receipts.
-    let (status, report) = replay(
+    let report = replay(
         &app,
         &reader,
         json!({"policy": {"rules": [
@@ -76,8 +70,8 @@ async fn a_draft_is_replayed_over_the_recorded_calls() {
             {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}
         ]}}),
     )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{report}");
+    .await
+    .expect_ok();
     assert_eq!(report["replayed"], 5, "{report}");
     assert_eq!(report["not_replayable"], 0, "{report}");
     let echo = change(&report, ECHO, "alice-bot");
@@ -105,12 +99,12 @@ async fn a_draft_is_replayed_over_the_recorded_calls() {
     assert_eq!(report["changes"].as_array().unwrap().len(), 2);
 
     // The active policy replayed over itself changes nothing.
-    let (_, same) = replay(
+    let same = replay(
         &app,
         &reader,
         json!({"policy": {"rules": [{"id": "read-only", "match": {"risk_exactly": ["read"]}, "mode": "allow"}]}}),
     )
-    .await;
+    .await.json_or_null();
     assert_eq!(same["replayed"], 5, "{same}");
     assert_eq!(same["changes"], json!([]), "{same}");
 
@@ -120,7 +114,7 @@ async fn a_draft_is_replayed_over_the_recorded_calls() {
          "invocation": {"allowed_values": {"text": ["hi"]}}},
         {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}
     ]}});
-    let (_, report) = replay(&app, &reader, narrowed.clone()).await;
+    let report = replay(&app, &reader, narrowed.clone()).await.json_or_null();
     assert_eq!(report["replayed"], 5, "{report}");
     let echo = change(&report, ECHO, "alice-bot");
     assert_eq!(
@@ -140,18 +134,18 @@ async fn a_draft_is_replayed_over_the_recorded_calls() {
     .await
     .unwrap();
     assert!(purged >= 5);
-    let (_, report) = replay(&app, &reader, narrowed).await;
+    let report = replay(&app, &reader, narrowed).await.json_or_null();
     assert_eq!(report["not_replayable"], 3, "{report}");
     assert_eq!(report["replayed"], 2, "{report}");
     assert_eq!(report["changes"], json!([]), "{report}");
 
     // A window before the calls holds none.
-    let (_, empty) = replay(
+    let empty = replay(
         &app,
         &reader,
         json!({"policy": {"rules": []}, "since": "2020-01-01T00:00:00Z", "until": "2020-01-02T00:00:00Z"}),
     )
-    .await;
+    .await.json_or_null();
     assert_eq!(empty["replayed"], 0, "{empty}");
     assert_eq!(empty["since"], "2020-01-01T00:00:00Z");
 }
@@ -161,19 +155,13 @@ async fn a_replay_is_read_only_and_checks_its_input() {
     let app = TestApp::spawn().await;
     let reader = app.token("default", "auditor", &[scope::READ]).await;
     let runner = app.token("default", "agent", &[scope::RUN]).await;
-    let (status, _) = replay(&app, &runner, json!({"policy": {"rules": []}})).await;
-    assert_eq!(status, StatusCode::FORBIDDEN);
-    let (status, body) = replay(
-        &app,
-        &reader,
-        json!({"policy": {"rules": [{"id": "r", "mode": "sometimes"}]}}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}");
-    assert_eq!(
-        body["error"]["details"]["fields"][0]["path"],
-        "policy.rules[0].mode"
-    );
+    let empty = json!({"policy": {"rules": []}});
+    let refused = replay(&app, &runner, empty).await;
+    refused.expect_status(StatusCode::FORBIDDEN);
+    let sometimes = json!({"policy": {"rules": [{"id": "r", "mode": "sometimes"}]}});
+    let refused = replay(&app, &reader, sometimes).await;
+    let refused = refused.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
+    refused.expect_field_error("policy.rules[0].mode");
     for (window, field) in [
         (json!({"since": "yesterday"}), "since"),
         (json!({"until": "soon"}), "until"),
@@ -190,12 +178,13 @@ async fn a_replay_is_read_only_and_checks_its_input() {
         body.as_object_mut()
             .unwrap()
             .extend(window.as_object().unwrap().clone());
-        let (status, answer) = replay(&app, &reader, body).await;
-        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{answer}");
-        assert_eq!(answer["error"]["details"]["fields"][0]["path"], field);
+        let answer = replay(&app, &reader, body).await;
+        let answer = answer.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
+        answer.expect_field_error(field);
     }
-    let (status, _) = replay(&app, &reader, json!({"policy": {"rules": []}, "extra": 1})).await;
-    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
+    let extra = json!({"policy": {"rules": []}, "extra": 1});
+    let refused = replay(&app, &reader, extra).await;
+    refused.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
 }
 
 /// Calls of a tool whose definition changed since they were granted are replayed against its
@@ -216,7 +205,7 @@ async fn a_tool_that_changed_since_is_marked() {
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let list = app.mcp_list(&agent, json!({})).await;
     let done = app
-        .mcp_call(&agent, &list, ECHO, json!({"text": "before"}), json!({}))
+        .mcp_call(&agent, &list, ECHO, json!({"text": "before"}))
         .await;
     assert_eq!(done["isError"], false, "{done}");
     let before = app.get("/tools").as_(&admin).await.json();
@@ -234,7 +223,6 @@ async fn a_tool_that_changed_since_is_marked() {
             &list,
             MUTATE,
             json!({"description": "Echoes, differently."}),
-            json!({}),
         )
         .await;
     assert_eq!(mutated["content"][0]["text"], "mutated", "{mutated}");
@@ -247,14 +235,14 @@ async fn a_tool_that_changed_since_is_marked() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
     assert!(synced, "the catalog followed the upstream");
-    let (status, report) = replay(
+    let report = replay(
         &app,
         &admin,
         json!({"policy": {"rules": [{"id": "no-echo", "match": {"name": ECHO}, "mode": "hide"},
                                     {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}]}}),
     )
-    .await;
-    assert_eq!(status, StatusCode::OK, "{report}");
+    .await
+    .expect_ok();
     let echo = change(&report, ECHO, "agent");
     assert_eq!(echo["to"], "hide", "{report}");
     assert_eq!(echo["definition_changed"], true, "{report}");

@@ -6,7 +6,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Db, Requests, TestApp};
+use crate::helpers::{Requests, TestApp, find, texts_of};
 
 fn tool(name: &str, risk: &[&str]) -> ToolDescriptor {
     ToolDescriptor {
@@ -81,12 +81,7 @@ async fn sessions_grant_signed_manifests(app: &TestApp) {
     assert_eq!(meta["policy_id"], "agents");
     assert_eq!(meta["policy_version"], 1);
     assert_eq!(meta["environment"], "default");
-    let names: Vec<&str> = list["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names: Vec<&str> = texts_of(&list["tools"], "name");
     assert_eq!(
         names,
         vec![
@@ -199,8 +194,7 @@ async fn sessions_grant_signed_manifests_on_sqlite() {
 
 #[tokio::test]
 async fn sessions_grant_signed_manifests_on_postgres() {
-    let Some(app) = TestApp::spawn_on(Db::Postgres).await else {
-        eprintln!("APERTURE_TEST_POSTGRES_URL not set: PostgreSQL variant not run");
+    let Some(app) = TestApp::spawn_postgres().await else {
         return;
     };
     sessions_grant_signed_manifests(&app).await;
@@ -235,13 +229,7 @@ async fn descriptors_decide_what_the_default_policy_exposes() {
     assert_eq!(second["tools"][1]["_meta"]["toolVersion"], "2");
 
     let tools: Value = app.get("/tools").as_(&admin).await.json();
-    let undescribed = tools["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["name"] == "mcp__github__undescribed")
-        .unwrap()
-        .clone();
+    let undescribed = find(&tools["tools"], "name", "mcp__github__undescribed").clone();
     assert_eq!(undescribed["family"], "github");
     assert_eq!(undescribed["source"]["server"], "github");
 

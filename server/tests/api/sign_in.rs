@@ -382,8 +382,7 @@ async fn a_burst_of_sign_ins_does_not_block_other_requests() {
 
 #[tokio::test]
 async fn sign_in_works_on_postgres_too() {
-    let Some(app) = TestApp::spawn_on(Db::Postgres).await else {
-        eprintln!("APERTURE_TEST_POSTGRES_URL not set: PostgreSQL variant not run");
+    let Some(app) = TestApp::spawn_postgres().await else {
         return;
     };
     let response = app.sign_in(&app.browser, "admin", ADMIN_PASSWORD).await;

@@ -4,7 +4,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Db, Requests, TestApp};
+use crate::helpers::{Requests, TestApp, text_of};
 
 async fn token_lifecycle(app: &TestApp) {
     let (admin_id, admin) = app.token_full("default", "ops", &[scope::ADMIN]).await;
@@ -64,8 +64,7 @@ async fn tokens_can_be_created_listed_and_revoked() {
 
 #[tokio::test]
 async fn tokens_can_be_created_listed_and_revoked_on_postgres() {
-    let Some(app) = TestApp::spawn_on(Db::Postgres).await else {
-        eprintln!("APERTURE_TEST_POSTGRES_URL not set: PostgreSQL variant not run");
+    let Some(app) = TestApp::spawn_postgres().await else {
         return;
     };
     token_lifecycle(&app).await;
@@ -110,7 +109,7 @@ async fn invalid_token_requests_name_the_field() {
             response.expect_field_error(path);
         } else {
             assert!(
-                err["error"]["message"].as_str().unwrap().contains("colour"),
+                text_of(&err["error"]["message"]).contains("colour"),
                 "{err}"
             );
         }

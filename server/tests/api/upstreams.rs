@@ -5,7 +5,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Db, Reply, Requests, TestApp, fixture_command};
+use crate::helpers::{Db, Reply, Requests, TestApp, find, fixture_command, text_of};
 
 /// The fixture MCP server as upstream `name`, with `more` members (`env`, `headers`).
 fn fixture(name: &str, more: Value) -> Value {
@@ -34,13 +34,7 @@ async fn a_registered_upstream_is_imported_with_its_raw_identity_and_unknown_ris
     let upstream_id = body["upstream"]["id"].as_str().unwrap().to_owned();
 
     let tools: Value = app.get("/tools").as_(&admin).await.json();
-    let read_file = tools["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["name"] == "mcp__fixture__read_file")
-        .expect("sanitized name")
-        .clone();
+    let read_file = find(&tools["tools"], "name", "mcp__fixture__read_file").clone();
     assert_eq!(
         read_file["source"]["tool"], "read file",
         "the raw name is kept"
@@ -80,8 +74,7 @@ async fn a_registered_upstream_is_imported_with_its_raw_identity_and_unknown_ris
 
 #[tokio::test]
 async fn registration_works_on_postgres_too() {
-    let Some(app) = TestApp::spawn_on(Db::Postgres).await else {
-        eprintln!("APERTURE_TEST_POSTGRES_URL not set: PostgreSQL variant not run");
+    let Some(app) = TestApp::spawn_postgres().await else {
         return;
     };
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
@@ -173,10 +166,7 @@ async fn an_upstream_that_cannot_start_is_reported_not_imported() {
     let upstreams: Value = app.get("/upstreams").as_(&admin).await.json();
     assert_eq!(upstreams["upstreams"][0]["status"], "error");
     assert!(
-        upstreams["upstreams"][0]["last_error"]
-            .as_str()
-            .unwrap()
-            .contains("cannot"),
+        text_of(&upstreams["upstreams"][0]["last_error"]).contains("cannot"),
         "{upstreams}"
     );
 }
@@ -204,14 +194,8 @@ async fn credentials_are_replaced_in_place_and_old_grants_meet_target_drift() {
     let read_token = |list: Value| {
         let (app, agent) = (&app, &agent);
         async move {
-            app.mcp_call(
-                agent,
-                &list,
-                GETENV,
-                json!({"name": "UPSTREAM_TOKEN"}),
-                json!({}),
-            )
-            .await
+            app.mcp_call(agent, &list, GETENV, json!({"name": "UPSTREAM_TOKEN"}))
+                .await
         }
     };
     let before = app.mcp_list(&agent, json!({})).await;

@@ -4,7 +4,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Requests, TestApp};
+use crate::helpers::{Requests, TestApp, texts_of};
 
 #[tokio::test]
 async fn users_can_be_created_and_rescoped_and_then_sign_in() {
@@ -47,12 +47,7 @@ async fn users_can_be_created_and_rescoped_and_then_sign_in() {
     list.expect_status(StatusCode::OK);
 
     let list: Value = app.get("/users").as_(&admin).await.json();
-    let names: Vec<&str> = list["users"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|u| u["username"].as_str().unwrap())
-        .collect();
+    let names: Vec<&str> = texts_of(&list["users"], "username");
     assert_eq!(names, vec!["admin", "alice"]);
 }
 

@@ -10,7 +10,7 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use standardwebhooks::Webhook;
 
-use crate::helpers::{Db, Received, Requests, TestApp, WebhookReceiver, error_code};
+use crate::helpers::{Db, Received, Requests, TestApp, WebhookReceiver, error_code, text_of};
 
 /// What only the call's arguments hold: it must never reach a webhook.
 const SECRET_ARGUMENT: &str = "argument-value-7f3e91-never-in-a-webhook";
@@ -28,13 +28,9 @@ async fn setup(db: Db, customize: impl FnOnce(&mut aperture::Config)) -> Option<
     let app = TestApp::spawn_with(db, customize).await?;
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     app.register_fixture(&admin, &["mcp__fixture__echo"]).await;
-    app.activate_policy(
-        &admin,
-        "p",
-        json!({"rules": [{"id": "echo-rule", "match": {"name": "mcp__fixture__echo"},
-            "mode": "approval_required", "reason": "a person looks first"}]}),
-    )
-    .await;
+    let policy = json!({"rules": [{"id": "echo-rule", "match": {"name": "mcp__fixture__echo"},
+                     "mode": "approval_required", "reason": "a person looks first"}]});
+    app.activate_policy(&admin, "p", policy).await;
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let approver = app.token("default", "alice", &[scope::APPROVE]).await;
     let list = app.mcp_list(&agent, json!({})).await;
@@ -72,10 +68,7 @@ impl Setup {
             .await;
         let result = &answer["result"];
         assert_eq!(result["_meta"]["status"], "input_required", "{answer}");
-        result["_meta"]["invocation_id"]
-            .as_str()
-            .unwrap()
-            .to_owned()
+        text_of(&result["_meta"]["invocation_id"]).to_owned()
     }
 
     async fn create(&self, token: &str, body: Value) -> (StatusCode, Value) {
@@ -319,10 +312,7 @@ async fn parked_decided_and_cancelled_calls_reach_a_signed_webhook(db: Db) {
         s.app.url(&format!("/approvals#{approved}")).as_str()
     );
     assert!(
-        data["receipt_url"]
-            .as_str()
-            .unwrap()
-            .starts_with(&s.app.url("/receipts/rcp_")),
+        text_of(&data["receipt_url"]).starts_with(&s.app.url("/receipts/rcp_")),
         "{data}"
     );
     // Issue 45 (item 12): nothing of the arguments, not even their (guessable) hash.
@@ -441,10 +431,7 @@ async fn a_receiver_that_answers_gone_is_not_sent_the_message_again() {
     assert_eq!(view["attempts"], 1, "{view}");
     assert!(view["next_attempt_at"].is_null(), "{view}");
     assert_eq!(view["history"][0]["http_status"], 410, "{view}");
-    assert!(
-        view["last_error"].as_str().unwrap().contains("410 Gone"),
-        "{view}"
-    );
+    assert!(text_of(&view["last_error"]).contains("410 Gone"), "{view}");
     // Well past both waits of the retry policy: still the one attempt.
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     assert_eq!(gone.received().len(), 1);
@@ -504,12 +491,7 @@ async fn failed_deliveries_are_retried_with_backoff_then_given_up_and_every_atte
         .map(|a| a["http_status"].clone())
         .collect();
     assert_eq!(statuses, vec![json!(500), json!(503), json!(200)]);
-    assert!(
-        flaky_view["history"][0]["error"]
-            .as_str()
-            .unwrap()
-            .contains("500")
-    );
+    assert!(text_of(&flaky_view["history"][0]["error"]).contains("500"));
     // Backoff: the second attempt waited for the first retry's second.
     let at = |i: usize| {
         aperture::store::parse_rfc3339(flaky_view["history"][i]["attempted_at"].as_str().unwrap())

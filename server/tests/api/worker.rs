@@ -11,7 +11,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Requests, TestApp, fixture_command};
+use crate::helpers::{Requests, TestApp, fixture_command, text_of};
 
 const ECHO: &str = "mcp__fixture__echo";
 const ADD: &str = "mcp__fixture__add";
@@ -44,17 +44,13 @@ async fn setup() -> Setup {
     for tool in [ECHO, ADD, DEPLOY, MUTATE] {
         app.describe(&admin, tool, json!({"risk": ["read"]})).await;
     }
-    app.activate_policy(
-        &admin,
-        "waits",
-        json!({"rules": [
-            {"id": "park", "match": {"name": ECHO}, "mode": "approval_required"},
-            {"id": "stage", "match": {"name": ADD}, "mode": "staged_change"},
-            {"id": "queue", "match": {"name": DEPLOY}, "mode": "async_job_only"},
-            {"id": "rest", "match": {"risk": "read"}, "mode": "allow"}
-        ]}),
-    )
-    .await;
+    let policy = json!({"rules": [
+        {"id": "park", "match": {"name": ECHO}, "mode": "approval_required"},
+        {"id": "stage", "match": {"name": ADD}, "mode": "staged_change"},
+        {"id": "queue", "match": {"name": DEPLOY}, "mode": "async_job_only"},
+        {"id": "rest", "match": {"risk": "read"}, "mode": "allow"}
+    ]});
+    app.activate_policy(&admin, "waits", policy).await;
     let agent = app.token(&tenant, "agent", &[scope::RUN]).await;
     let approver = app.token(&tenant, "alice", &[scope::APPROVE]).await;
     let keys = app.keys().await;
@@ -112,7 +108,7 @@ impl Setup {
         };
         let done = self
             .app
-            .mcp_call(&self.agent, &list, MUTATE, arguments, json!({}))
+            .mcp_call(&self.agent, &list, MUTATE, arguments)
             .await;
         assert_eq!(done["content"][0]["text"], "mutated", "{done}");
         // The catalog follows the announcement: a new grant no longer lists the old tool.
@@ -170,12 +166,9 @@ async fn a_tool_that_drifts_after_approve_is_not_run() {
     let hold = aperture::test_hooks::hold_worker(&s.tenant);
     let parked = s
         .app
-        .mcp_call(&s.agent, &list, ECHO, json!({"text": "later"}), json!({}))
+        .mcp_call(&s.agent, &list, ECHO, json!({"text": "later"}))
         .await;
-    let id = parked["_meta"]["invocation_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = text_of(&parked["_meta"]["invocation_id"]).to_owned();
     s.release(&id, "approve").await;
     hold.arrived(1).await;
     s.drift(ECHO).await;
@@ -190,13 +183,10 @@ async fn a_tool_that_drifts_after_apply_is_not_run() {
     let hold = aperture::test_hooks::hold_worker(&s.tenant);
     let staged = s
         .app
-        .mcp_call(&s.agent, &list, ADD, json!({"a": 1, "b": 2}), json!({}))
+        .mcp_call(&s.agent, &list, ADD, json!({"a": 1, "b": 2}))
         .await;
     assert_eq!(staged["_meta"]["status"], "staged", "{staged}");
-    let id = staged["_meta"]["invocation_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = text_of(&staged["_meta"]["invocation_id"]).to_owned();
     s.release(&id, "apply").await;
     hold.arrived(1).await;
     s.drift(ADD).await;
@@ -211,19 +201,10 @@ async fn a_queued_job_whose_tool_drifts_is_not_run() {
     let hold = aperture::test_hooks::hold_worker(&s.tenant);
     let queued = s
         .app
-        .mcp_call(
-            &s.agent,
-            &list,
-            DEPLOY,
-            json!({"service": "web"}),
-            json!({}),
-        )
+        .mcp_call(&s.agent, &list, DEPLOY, json!({"service": "web"}))
         .await;
     assert_eq!(queued["_meta"]["status"], "working", "{queued}");
-    let id = queued["_meta"]["invocation_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = text_of(&queued["_meta"]["invocation_id"]).to_owned();
     hold.arrived(1).await;
     s.drift(DEPLOY).await;
     hold.release();
