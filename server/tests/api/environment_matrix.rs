@@ -178,11 +178,8 @@ async fn setup(app: &TestApp) -> (String, String, Victim) {
     app.register_fixture(&admin, &[ECHO, ADD]).await;
     let reply = app.put("/policies/prod-open").as_(&admin).json(json!({"rules": [ {"id": "park-add", "match": {"name": ADD}, "mode": "approval_required"}, {"id": "all", "mode": "allow"} ]})).await;
     reply.expect_status(StatusCode::OK);
-    let reply = app
-        .post("/policies/prod-open:activate")
-        .as_(&admin)
-        .json(json!({"environment": "prod"}))
-        .await;
+    let reply = app.post("/policies/prod-open:activate");
+    let reply = reply.as_(&admin).json(json!({"environment": "prod"})).await;
     reply.expect_status(StatusCode::OK);
     let victim = token(
         app,
@@ -206,8 +203,8 @@ async fn setup(app: &TestApp) -> (String, String, Victim) {
         .mcp_call(&victim, &list, ADD, json!({"a": 1, "b": 2}))
         .await;
     assert_eq!(parked["_meta"]["status"], "input_required", "{parked}");
-    let agent = app
-        .post("/agents")
+    let agent = app.post("/agents");
+    let agent = agent
         .as_(&victim)
         .json(json!({"environment": "prod"}))
         .await;
@@ -417,8 +414,8 @@ async fn every_route_and_method_confines_environments() {
                 }
             }
             Class::Opens => {
-                let answer = app
-                    .request(method.clone(), path)
+                let answer = app.request(method.clone(), path);
+                let answer = answer
                     .as_(&attacker)
                     .json(json!({"environment": "prod"}))
                     .await;
@@ -548,11 +545,8 @@ async fn invocation_events_stay_in_their_environment() {
     let confined = poll(attacker.clone());
     let unconfined = poll(admin.clone());
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    let reply = app
-        .post(format!("/invocations/{}:reject", victim.invocation))
-        .as_(&approver)
-        .json(json!({"comment": "no"}))
-        .await;
+    let reply = app.post(format!("/invocations/{}:reject", victim.invocation));
+    let reply = reply.as_(&approver).json(json!({"comment": "no"})).await;
     reply.expect_status(StatusCode::OK);
     let heard = unconfined.await.unwrap().to_string();
     assert!(heard.contains(&victim.invocation), "{heard}");

@@ -28,11 +28,8 @@ async fn a_token_opens_sessions_only_in_its_environments() {
         .as_(&admin)
         .json(json!({"rules": [{"id": "all", "mode": "allow"}]}))
         .await;
-    let reply = app
-        .post("/policies/open:activate")
-        .as_(&admin)
-        .json(json!({"environment": "prod"}))
-        .await;
+    let reply = app.post("/policies/open:activate");
+    let reply = reply.as_(&admin).json(json!({"environment": "prod"})).await;
     reply.expect_status(StatusCode::OK);
 
     let (status, plain) = create_token(
@@ -220,11 +217,8 @@ async fn hints_only_narrow_and_are_signed_into_the_manifest() {
     assert_eq!(mode_of(&acme), Some(json!("approval_required")));
 
     let sid = acme["_meta"]["session_id"].as_str().unwrap();
-    let doc = app
-        .get(format!("/sessions/{sid}/manifest"))
-        .as_(&agent)
-        .await;
-    let doc = doc.json();
+    let doc = app.get(format!("/sessions/{sid}/manifest"));
+    let doc = doc.as_(&agent).await.json();
     assert_eq!(doc["document"]["entity"], "acme", "{doc}");
     assert_eq!(doc["document"]["preset"], "triage", "{doc}");
     let document: ManifestDocument = serde_json::from_value(doc["document"].clone()).unwrap();

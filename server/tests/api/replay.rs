@@ -83,11 +83,8 @@ async fn a_draft_is_replayed_over_the_recorded_calls() {
     let examples = echo["examples"].as_array().unwrap();
     assert_eq!(examples.len(), 3);
     for id in examples {
-        let receipt = app
-            .get(format!("/receipts/{}", id.as_str().unwrap()))
-            .as_(&reader)
-            .await;
-        let receipt = receipt.expect_ok();
+        let receipt = app.get(format!("/receipts/{}", id.as_str().unwrap()));
+        let receipt = receipt.as_(&reader).await.expect_ok();
         assert_eq!(receipt["receipt"]["kind"], "decision");
         assert_eq!(receipt["receipt"]["tool"], ECHO);
     }
@@ -196,8 +193,8 @@ async fn a_tool_that_changed_since_is_marked() {
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     app.register_fixture(&admin, &[ECHO, MUTATE]).await;
     // Description changes are accepted (not held), so echo stays in the catalog, changed.
-    let reply = app
-        .put("/catalog/drift")
+    let reply = app.put("/catalog/drift");
+    let reply = reply
         .as_(&admin)
         .json(json!({"description": "accept"}))
         .await;

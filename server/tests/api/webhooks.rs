@@ -78,24 +78,15 @@ impl Setup {
     }
 
     async fn decide(&self, id: &str, verb: &str) -> Value {
-        let shown = self
-            .app
-            .get(format!("/invocations/{id}"))
-            .as_(&self.approver)
-            .await;
-        let shown = shown.json();
+        let shown = self.app.get(format!("/invocations/{id}"));
+        let shown = shown.as_(&self.approver).await.json();
         let body = if verb == "approve" {
             json!({"args_hash": shown["args_hash"], "definition_hash": shown["definition_hash"]})
         } else {
             json!({"comment": "not this one"})
         };
-        let answer = self
-            .app
-            .post(format!("/invocations/{id}:{verb}"))
-            .as_(&self.approver)
-            .json(body)
-            .await;
-        let answer = answer.json();
+        let answer = self.app.post(format!("/invocations/{id}:{verb}"));
+        let answer = answer.as_(&self.approver).json(body).await.json();
         let expected = if verb == "approve" {
             "approved"
         } else {
@@ -111,11 +102,8 @@ impl Setup {
     }
 
     async fn deliveries(&self, webhook_id: &str) -> Vec<Value> {
-        let reply = self
-            .app
-            .get(format!("/webhooks/{webhook_id}/deliveries"))
-            .as_(&self.admin)
-            .await;
+        let reply = self.app.get(format!("/webhooks/{webhook_id}/deliveries"));
+        let reply = reply.as_(&self.admin).await;
         reply.json()["deliveries"].as_array().unwrap().clone()
     }
 
@@ -332,13 +320,8 @@ async fn parked_decided_and_cancelled_calls_reach_a_signed_webhook(db: Db) {
     let rejected = s.park(&format!("reject {SECRET_ARGUMENT}")).await;
     s.decide(&rejected, "reject").await;
     let cancelled = s.park(&format!("cancel {SECRET_ARGUMENT}")).await;
-    let answer = s
-        .app
-        .post(format!("/invocations/{cancelled}:cancel"))
-        .as_(&s.agent)
-        .json(json!({}))
-        .await;
-    let answer = answer.json();
+    let answer = s.app.post(format!("/invocations/{cancelled}:cancel"));
+    let answer = answer.as_(&s.agent).json(json!({})).await.json();
     assert_eq!(answer["status"], "cancelled", "{answer}");
     // parked ×3, decided ×2, cancelled ×1; in any order across deliveries.
     let got = receiver.wait_for(6).await;
@@ -387,11 +370,8 @@ async fn parked_decided_and_cancelled_calls_reach_a_signed_webhook(db: Db) {
     let listed = s.app.get("/webhooks").as_(&s.admin).await.json();
     assert_eq!(listed["webhooks"][0]["delivered"], 6, "{listed}");
     // Not for approvers: deliveries are an admin's view.
-    let reply = s
-        .app
-        .get(format!("/webhooks/{webhook_id}/deliveries"))
-        .as_(&s.approver)
-        .await;
+    let reply = s.app.get(format!("/webhooks/{webhook_id}/deliveries"));
+    let reply = reply.as_(&s.approver).await;
     reply.expect_status(StatusCode::FORBIDDEN);
 }
 
