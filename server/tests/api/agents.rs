@@ -10,7 +10,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Db, Requests, TestApp, text_of, texts_of};
+use crate::helpers::{Db, Requests, TestApp, echo_of, rpc, text_of, texts_of};
 use crate::model_fixture::{ScriptedModel, Step};
 
 const ECHO: &str = "mcp__fixture__echo";
@@ -818,9 +818,11 @@ async fn tool_output_is_redacted_for_the_destination_it_goes_to() {
         async move {
             let session: Value = app.post("/sessions").as_(agent_token).await.json();
             let tool = &session["tools"][0];
-            let m = &session["_meta"];
-            let answer = app.post_raw("/mcp").as_(agent_token).header("accept", "application/json, text/event-stream").json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": GETENV, "arguments": {"name": "FIXTURE_CANARY"}, "_meta": {"session_id": m["session_id"], "manifest_id": m["manifest_id"], "lease_id": m["lease_id"], "tool_version": tool["_meta"]["toolVersion"], "expected_schema_hash": tool["_meta"]["schemaHash"]}}})).await;
-            let answer = answer.json();
+            let meta = echo_of(&session, text_of(&tool["name"]));
+            let params =
+                json!({ "name": GETENV, "arguments": {"name": "FIXTURE_CANARY"}, "_meta": meta});
+            let call = app.mcp_post(agent_token).json(rpc(1, "tools/call", params));
+            let answer = call.await.json();
             assert_eq!(answer["result"]["isError"], false, "{answer}");
             answer["result"].to_string()
         }

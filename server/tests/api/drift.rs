@@ -168,11 +168,8 @@ async fn a_poisoned_description_is_held_out_of_manifests_until_an_admin_accepts_
     reply.expect_status(StatusCode::FORBIDDEN);
     let stale = json!({"definition_hash": original["definition_hash"]});
     let refused = s.app.post(&path).as_(&s.admin).json(&stale).await;
-    let refused = refused.expect_status(StatusCode::CONFLICT).json_or_null();
-    assert_eq!(
-        refused["error"]["details"]["fields"][0]["path"], "definition_hash",
-        "{refused}"
-    );
+    let refused = refused.expect_status(StatusCode::CONFLICT);
+    refused.expect_field_error("definition_hash");
     assert!(
         !TestApp::tool_names(&s.list().await).contains(&ECHO.to_owned()),
         "a refused accept accepts nothing"
@@ -313,9 +310,8 @@ async fn the_tenants_drift_triage_decides_what_holds() {
     reply.expect_status(StatusCode::FORBIDDEN);
     let bad = json!({"descripton": "accept", "title": "maybe"});
     let refused = s.app.put("/catalog/drift").as_(&s.admin).json(&bad).await;
-    let refused = refused
-        .expect_status(StatusCode::UNPROCESSABLE_ENTITY)
-        .json_or_null();
+    let refused = refused.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
+    let refused = refused.json();
     let mut paths: Vec<&str> = refused["error"]["details"]["fields"]
         .as_array()
         .unwrap()
@@ -467,10 +463,8 @@ async fn approvals_are_bound_to_the_definition_the_approver_saw() {
     s.row_until(ECHO, |r| r.get("held").is_some()).await;
     let both =
         json!({"args_hash": shown["args_hash"], "definition_hash": shown["definition_hash"]});
-    let refused = approve(&second, both)
-        .await
-        .expect_status(StatusCode::CONFLICT)
-        .json_or_null();
+    let refused = approve(&second, both).await;
+    let refused = refused.expect_status(StatusCode::CONFLICT).json();
     assert!(
         text_of(&refused["error"]["message"]).contains("manifest_drift"),
         "the approver is told why: {refused}"

@@ -14,7 +14,7 @@ use engine::scope;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::helpers::{Requests, TestApp};
+use crate::helpers::{Requests, TestApp, rpc};
 
 const ECHO: &str = "mcp__fixture__echo";
 const ADD: &str = "mcp__fixture__add";
@@ -225,7 +225,7 @@ async fn setup(app: &TestApp) -> (String, String, Victim) {
 /// The REST request of a route naming the victim's objects (`ids`) or random ones.
 /// `method path` as `token` with `body` (when there is one): the status and the JSON answer
 /// (`Null` when there is none).
-async fn ask(
+async fn ask_rest(
     app: &TestApp,
     method: &Method,
     token: &str,
@@ -346,7 +346,8 @@ async fn every_route_and_method_confines_environments() {
                     &victim.agent,
                     victim_meta.clone(),
                 );
-                let (status, answer) = ask(&app, &method, &attacker, &real, body.as_ref()).await;
+                let (status, answer) =
+                    ask_rest(&app, &method, &attacker, &real, body.as_ref()).await;
                 let (fake, body) = rest_request(
                     path,
                     &other.session,
@@ -356,7 +357,7 @@ async fn every_route_and_method_confines_environments() {
                     random_meta.clone(),
                 );
                 let (random_status, random_answer) =
-                    ask(&app, &method, &attacker, &fake, body.as_ref()).await;
+                    ask_rest(&app, &method, &attacker, &fake, body.as_ref()).await;
                 if *path == "/sessions/{id}/calls" {
                     // A tool result: the receipt is a binding mismatch naming the caller's
                     // environment and no policy, shaped like a random id's.
@@ -393,7 +394,8 @@ async fn every_route_and_method_confines_environments() {
                     ),
                     p => (p, None),
                 };
-                let (status, answer) = ask(&app, &method, &attacker, path, body.as_ref()).await;
+                let (status, answer) =
+                    ask_rest(&app, &method, &attacker, path, body.as_ref()).await;
                 assert_eq!(status, StatusCode::OK, "{label}: {answer}");
                 let text = answer.to_string();
                 for id in victim_ids {
@@ -406,7 +408,10 @@ async fn every_route_and_method_confines_environments() {
                 // The same list for the tenant's admin, who may use every environment, has
                 // them (so the check above could fail).
                 if matches!(path, "/sessions" | "/invocations" | "/receipts" | "/agents") {
-                    let all = ask(&app, &method, &admin, path, None).await.1.to_string();
+                    let all = ask_rest(&app, &method, &admin, path, None)
+                        .await
+                        .1
+                        .to_string();
                     assert!(
                         all.contains(&victim.session) || all.contains(&victim.agent),
                         "{label}: {all}"
@@ -455,7 +460,7 @@ async fn every_route_and_method_confines_environments() {
             )],
         };
         for (real, fake) in requests {
-            let ask = |params: Value| json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+            let ask = |params: Value| rpc(7, method, params);
             let answer = app.mcp(&attacker, ask(real.clone())).await;
             let random_answer = app.mcp(&attacker, ask(fake)).await;
             let label = format!("{method} {real}");

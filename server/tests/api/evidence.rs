@@ -239,13 +239,8 @@ async fn checkpoints_and_proofs_verify_against_the_journal() {
         ("/journal/proofs/consistency?from=6&to=5", "from"),
     ] {
         let response = app.get(path).as_(&witness).await;
-        let (status, body) = (response.status(), response.json());
-        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{path}: {body}");
-        assert_eq!(
-            body["error"]["details"]["fields"][0]["path"],
-            json!(field),
-            "{body}"
-        );
+        let response = response.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
+        response.expect_field_error(field);
     }
     let (status, _) = get_json(
         &app,

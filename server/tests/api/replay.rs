@@ -96,12 +96,8 @@ async fn a_draft_is_replayed_over_the_recorded_calls() {
     assert_eq!(report["changes"].as_array().unwrap().len(), 2);
 
     // The active policy replayed over itself changes nothing.
-    let same = replay(
-        &app,
-        &reader,
-        json!({"policy": {"rules": [{"id": "read-only", "match": {"risk_exactly": ["read"]}, "mode": "allow"}]}}),
-    )
-    .await.json_or_null();
+    let itself = json!({"policy": {"rules": [{"id": "read-only", "match": {"risk_exactly": ["read"]}, "mode": "allow"}]}});
+    let same = replay(&app, &reader, itself).await.json_or_null();
     assert_eq!(same["replayed"], 5, "{same}");
     assert_eq!(same["changes"], json!([]), "{same}");
 
@@ -137,12 +133,8 @@ async fn a_draft_is_replayed_over_the_recorded_calls() {
     assert_eq!(report["changes"], json!([]), "{report}");
 
     // A window before the calls holds none.
-    let empty = replay(
-        &app,
-        &reader,
-        json!({"policy": {"rules": []}, "since": "2020-01-01T00:00:00Z", "until": "2020-01-02T00:00:00Z"}),
-    )
-    .await.json_or_null();
+    let before = json!({"policy": {"rules": []}, "since": "2020-01-01T00:00:00Z", "until": "2020-01-02T00:00:00Z"});
+    let empty = replay(&app, &reader, before).await.json_or_null();
     assert_eq!(empty["replayed"], 0, "{empty}");
     assert_eq!(empty["since"], "2020-01-01T00:00:00Z");
 }

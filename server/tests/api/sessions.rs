@@ -237,8 +237,7 @@ async fn descriptors_decide_what_the_default_policy_exposes() {
         let response = app.put("/tools/mcp__github__list_issues");
         let response = response.as_(&admin).json(&body).await;
         let response = response.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
-        let err: Value = response.json();
-        assert_eq!(err["error"]["details"]["fields"][0]["path"], path, "{err}");
+        response.expect_field_error(path);
     }
     let reply = app.put("/tools/nope");
     let reply = reply.as_(&admin).json(json!({"risk": ["read"]})).await;
