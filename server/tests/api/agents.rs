@@ -10,7 +10,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Db, Requests, TestApp, text_of, texts_of};
+use crate::helpers::{Db, Requests, TestApp, echo_of, rpc, text_of, texts_of};
 use crate::model_fixture::{ScriptedModel, Step};
 
 const ECHO: &str = "mcp__fixture__echo";
@@ -168,13 +168,10 @@ async fn declares_runs_and_answers_in_order(db: Db) {
     assert_eq!(second["messages"][3]["content"], "hi there");
 
     // The calls' receipts name the agent as session and carry the turn.
-    let receipts = app
-        .get(format!(
-            "/receipts?session_id={agent}&decision=allow&tool={ECHO}"
-        ))
-        .as_(&admin)
-        .await;
-    let receipts = receipts.json();
+    let receipts = app.get(format!(
+        "/receipts?session_id={agent}&decision=allow&tool={ECHO}"
+    ));
+    let receipts = receipts.as_(&admin).await.json();
     let found = receipts["receipts"].as_array().unwrap();
     assert!(!found.is_empty(), "{receipts}");
     assert!(found.iter().all(|r| r["turn_id"] == turn_id), "{receipts}");
@@ -262,11 +259,8 @@ async fn a_parked_turn_continues_by_itself_once_its_calls_are_decided() {
     let (status, _) = turn(&app, &bot, &agent, "Hello?").await;
     assert_eq!(status, StatusCode::CONFLICT);
 
-    let listed = app
-        .get("/invocations?status=input_required")
-        .as_(&admin)
-        .await;
-    let listed = listed.json();
+    let listed = app.get("/invocations?status=input_required");
+    let listed = listed.as_(&admin).await.json();
     let waiting: Vec<&Value> = listed["invocations"]
         .as_array()
         .unwrap()
@@ -501,11 +495,8 @@ async fn forks_share_the_parents_prefix_and_are_narrowed_only_in_execution() {
     assert_eq!(forks[0]["execution_allowed_tools"], json!([ECHO]));
     assert!(forks[1]["execution_allowed_tools"].is_null());
     let fork_a = forks[0]["agent_id"].as_str().unwrap();
-    let receipts = app
-        .get(format!("/receipts?session_id={fork_a}"))
-        .as_(&admin)
-        .await;
-    let receipts = receipts.json();
+    let receipts = app.get(format!("/receipts?session_id={fork_a}"));
+    let receipts = receipts.as_(&admin).await.json();
     let tools: Vec<&str> = receipts["receipts"]
         .as_array()
         .unwrap()
@@ -598,11 +589,8 @@ async fn an_empty_fork_tools_denies_everything_and_bad_ones_are_refused_distinct
     let shown: Value = app.get(format!("/agents/{agent}")).as_(&bot).await.json();
     let fork = shown["forks"][0]["agent_id"].as_str().unwrap().to_owned();
     assert_eq!(shown["forks"][0]["execution_allowed_tools"], json!([]));
-    let receipts = app
-        .get(format!("/receipts?session_id={fork}"))
-        .as_(&admin)
-        .await;
-    let receipts = receipts.json();
+    let receipts = app.get(format!("/receipts?session_id={fork}"));
+    let receipts = receipts.as_(&admin).await.json();
     // Nothing authorized: every call of the `[]` fork is a journaled `execution_allowlist`
     // denial (issue 23: every decision is journaled), the rest are its manifests.
     let calls: Vec<(&str, &str, &str)> = receipts["receipts"]
@@ -659,11 +647,8 @@ async fn fork_patterns_match_the_raw_server_and_tool_across_two_upstreams() {
         app.post("/upstreams").as_(&admin).json(json!({"name": name, "transport": "stdio", "command": crate::helpers::fixture_command()})).await.expect_status(StatusCode::CREATED);
     }
     for tool in [alpha_echo, beta_echo, alpha_add, beta_add] {
-        let reply = app
-            .put(format!("/tools/{tool}"))
-            .as_(&admin)
-            .json(json!({"risk": ["read"]}))
-            .await;
+        let reply = app.put(format!("/tools/{tool}"));
+        let reply = reply.as_(&admin).json(json!({"risk": ["read"]})).await;
         reply.expect_status(StatusCode::OK);
     }
     let bot = app.token("default", "two-servers", &[scope::RUN]).await;
@@ -788,11 +773,8 @@ async fn tool_output_is_redacted_for_the_destination_it_goes_to() {
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     let reply = app.post("/upstreams").as_(&admin).json(json!({"name": "fixture", "transport": "stdio", "command": crate::helpers::fixture_command(), "env": {"FIXTURE_CANARY": CANARY}})).await;
     reply.expect_status(StatusCode::CREATED);
-    let reply = app
-        .put(format!("/tools/{GETENV}"))
-        .as_(&admin)
-        .json(json!({"risk": ["read"]}))
-        .await;
+    let reply = app.put(format!("/tools/{GETENV}"));
+    let reply = reply.as_(&admin).json(json!({"risk": ["read"]})).await;
     reply.expect_status(StatusCode::OK);
     let use_profile = |destinations: Value| {
         let app = &app;
@@ -836,9 +818,11 @@ async fn tool_output_is_redacted_for_the_destination_it_goes_to() {
         async move {
             let session: Value = app.post("/sessions").as_(agent_token).await.json();
             let tool = &session["tools"][0];
-            let m = &session["_meta"];
-            let answer = app.post_raw("/mcp").as_(agent_token).header("accept", "application/json, text/event-stream").json(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": { "name": GETENV, "arguments": {"name": "FIXTURE_CANARY"}, "_meta": {"session_id": m["session_id"], "manifest_id": m["manifest_id"], "lease_id": m["lease_id"], "tool_version": tool["_meta"]["toolVersion"], "expected_schema_hash": tool["_meta"]["schemaHash"]}}})).await;
-            let answer = answer.json();
+            let meta = echo_of(&session, text_of(&tool["name"]));
+            let params =
+                json!({ "name": GETENV, "arguments": {"name": "FIXTURE_CANARY"}, "_meta": meta});
+            let call = app.mcp_post(agent_token).json(rpc(1, "tools/call", params));
+            let answer = call.await.json();
             assert_eq!(answer["result"]["isError"], false, "{answer}");
             answer["result"].to_string()
         }
@@ -922,11 +906,8 @@ async fn agent_until(
 
 /// The parked invocations of `agent`'s session, as an approver lists them.
 async fn waiting_of(app: &TestApp, approver: &str, agent: &str) -> Vec<Value> {
-    let listed = app
-        .get("/invocations?status=input_required")
-        .as_(approver)
-        .await;
-    let listed = listed.json();
+    let listed = app.get("/invocations?status=input_required");
+    let listed = listed.as_(approver).await.json();
     listed["invocations"]
         .as_array()
         .unwrap()
@@ -1199,11 +1180,8 @@ async fn a_caller_narrowed_mid_turn_runs_nothing_more() {
 
 /// The decision receipts of `tool` in `session`, oldest first.
 async fn decisions_of(app: &TestApp, admin: &str, session: &str, tool: &str) -> Vec<Value> {
-    let receipts = app
-        .get(format!("/receipts?session_id={session}&tool={tool}"))
-        .as_(admin)
-        .await;
-    let receipts = receipts.json();
+    let receipts = app.get(format!("/receipts?session_id={session}&tool={tool}"));
+    let receipts = receipts.as_(admin).await.json();
     let mut out: Vec<Value> = receipts["receipts"]
         .as_array()
         .unwrap_or_else(|| panic!("{receipts}"))
@@ -1357,16 +1335,10 @@ async fn a_hosted_fork_executes_on_its_parent_s_grant() {
             .unwrap();
     assert_eq!(executed, 0, "nothing reached the upstream");
     // Its manifest is a signed copy of the parent's.
-    let parent_doc = app
-        .get(format!("/sessions/{agent}/manifest"))
-        .as_(&admin)
-        .await;
-    let parent_doc = parent_doc.json();
-    let fork_doc = app
-        .get(format!("/sessions/{fork}/manifest"))
-        .as_(&admin)
-        .await;
-    let fork_doc = fork_doc.json();
+    let parent_doc = app.get(format!("/sessions/{agent}/manifest"));
+    let parent_doc = parent_doc.as_(&admin).await.json();
+    let fork_doc = app.get(format!("/sessions/{fork}/manifest"));
+    let fork_doc = fork_doc.as_(&admin).await.json();
     let (p, f) = (&parent_doc["document"], &fork_doc["document"]);
     assert_eq!(f["copied_from"], p["manifest_id"], "{fork_doc}");
     assert_eq!(f["policy_id"], "careful", "{fork_doc}");

@@ -453,11 +453,8 @@ async fn an_upstream_re_registered_while_parked_is_target_drift(db: Db) {
     let id = parked_id(&s.call_echo("pinned", None).await);
     let upstreams: Value = s.app.get("/upstreams").as_(&admin).await.json();
     let upstream = upstreams["upstreams"][0]["id"].as_str().unwrap().to_owned();
-    let reply = s
-        .app
-        .delete(format!("/upstreams/{upstream}"))
-        .as_(&admin)
-        .await;
+    let reply = s.app.delete(format!("/upstreams/{upstream}"));
+    let reply = reply.as_(&admin).await;
     reply.expect_status(StatusCode::OK);
     let mut command = crate::helpers::fixture_command();
     command.push("--registration-b".into());
@@ -756,11 +753,8 @@ async fn a_release_is_checked_again_when_it_runs(db: Db) {
     // The session revoked between parking and approval: the approval releases nothing.
     let admin = s.app.token("default", "sec", &[scope::ADMIN]).await;
     let sid = s.list["_meta"]["session_id"].as_str().unwrap();
-    let reply = s
-        .app
-        .post(format!("/sessions/{sid}:revoke"))
-        .as_(&admin)
-        .await;
+    let reply = s.app.post(format!("/sessions/{sid}:revoke"));
+    let reply = reply.as_(&admin).await;
     reply.expect_status(StatusCode::OK);
     let args_hash = s.invocation(&s.approver, &parked).await["args_hash"].clone();
     s.decide(

@@ -468,11 +468,8 @@ async fn a_fork_left_waiting_for_an_approval_reports_when_it_finishes() {
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     app.register_fixture(&admin, &[ECHO]).await;
     let park = json!({"rules": [{"id": "echo-needs-a-person", "match": {"name": ECHO}, "mode": "approval_required"}]});
-    let put = app
-        .put("/policies/fork-approve")
-        .as_(&admin)
-        .json(park)
-        .await;
+    let put = app.put("/policies/fork-approve");
+    let put = put.as_(&admin).json(park).await;
     put.expect_status(StatusCode::OK);
     let activate = app.post("/policies/fork-approve:activate").as_(&admin);
     activate.json(json!({})).await.expect_status(StatusCode::OK);

@@ -150,13 +150,8 @@ async fn a_session_revoked_after_calls_refuses_the_next_call() {
     let admin = s.app.token("default", "sec", &[scope::ADMIN]).await;
     let sid = s.session["_meta"]["session_id"].as_str().unwrap();
     // A fork of the session, which the revocation must stop too.
-    let fork = s
-        .app
-        .post(format!("/sessions/{sid}/forks"))
-        .as_(&s.agent)
-        .json(json!({}))
-        .await;
-    let fork = fork.json();
+    let fork = s.app.post(format!("/sessions/{sid}/forks"));
+    let fork = fork.as_(&s.agent).json(json!({})).await.json();
     let fork_meta = {
         let mut m = s.echo("mcp__fixture__echo");
         for k in ["session_id", "manifest_id", "lease_id"] {
@@ -164,11 +159,8 @@ async fn a_session_revoked_after_calls_refuses_the_next_call() {
         }
         m
     };
-    let reply = s
-        .app
-        .post(format!("/sessions/{sid}:revoke"))
-        .as_(&admin)
-        .await;
+    let reply = s.app.post(format!("/sessions/{sid}:revoke"));
+    let reply = reply.as_(&admin).await;
     reply.expect_status(StatusCode::OK);
     let refused = s.call("mcp__fixture__echo", json!({"text": "hi"})).await;
     assert_eq!(refused["isError"], true, "{refused}");
@@ -324,12 +316,8 @@ async fn a_capped_rule_without_a_spend_gate_is_refused_not_run_uncapped() {
     let policy = json!({"rules": [
         {"id": "capped", "match": {"name": "mcp__fixture__echo"}, "mode": "allow", "invocation": {"max_cost_cents": 5}}
     ]});
-    let put = s
-        .app
-        .put("/policies/capped")
-        .as_(&admin)
-        .json(&policy)
-        .await;
+    let put = s.app.put("/policies/capped");
+    let put = put.as_(&admin).json(&policy).await;
     put.expect_status(StatusCode::OK);
     s.app.post("/policies/capped:activate").as_(&admin).await;
     s.session = s.app.post("/sessions").as_(&s.agent).await.json();
@@ -393,12 +381,8 @@ async fn rate_buckets_are_enforced_by_the_shared_limiter_or_refused_at_write() {
     // Without a limiter the policy is refused, naming the field.
     let s = setup().await;
     let admin = s.app.token("default", "ops5", &[scope::ADMIN]).await;
-    let refused = s
-        .app
-        .put("/policies/limited")
-        .as_(&admin)
-        .json(&policy)
-        .await;
+    let refused = s.app.put("/policies/limited");
+    let refused = refused.as_(&admin).json(&policy).await;
     let refused = refused.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
     refused.expect_field_error("rules[0].invocation.rate_bucket");
 
@@ -478,12 +462,8 @@ async fn a_re_registered_upstream_is_target_drift_not_a_silent_retarget() {
         .await;
     let again = again.expect_created();
     assert_ne!(again["upstream"]["id"], pinned);
-    let reply = s
-        .app
-        .put("/tools/mcp__fixture__echo")
-        .as_(&admin)
-        .json(json!({"risk": ["read"]}))
-        .await;
+    let reply = s.app.put("/tools/mcp__fixture__echo");
+    let reply = reply.as_(&admin).json(json!({"risk": ["read"]})).await;
     reply.expect_status(StatusCode::OK);
 
     let drifted = s
@@ -849,12 +829,8 @@ async fn dry_run_only_runs_with_the_dry_run_argument_fixed_and_says_so() {
 
     // Both receipts of the call are dry runs in the journal.
     let reader = s.app.token("default", "auditor", &[scope::READ]).await;
-    let receipts = s
-        .app
-        .get("/receipts?tool=mcp__fixture__deploy")
-        .as_(&reader)
-        .await;
-    let receipts = receipts.json();
+    let receipts = s.app.get("/receipts?tool=mcp__fixture__deploy");
+    let receipts = receipts.as_(&reader).await.json();
     let decisions: Vec<(&str, &str)> = receipts["receipts"]
         .as_array()
         .unwrap()

@@ -6,7 +6,7 @@ use std::process::{Command, Output, Stdio};
 use aperture::store::Store;
 use reqwest::StatusCode;
 
-use crate::helpers::{Db, Requests, TestDb};
+use crate::helpers::{Db, Remote, Requests, TestDb};
 
 pub(crate) fn aperture(db: &TestDb, args: &[&str], stdin: Option<&str>) -> Output {
     let mut child = Command::new(env!("CARGO_BIN_EXE_aperture"))
@@ -220,8 +220,8 @@ async fn serve_without_users_explains_how_to_create_the_first_admin() {
         .unwrap()
         .trim_start_matches("Aperture listening on ")
         .to_owned();
-    let health = reqwest::get(format!("{url}/healthz")).await.unwrap();
-    assert_eq!(health.status(), StatusCode::OK);
+    let health = Remote::new(url).get_raw("/healthz").await;
+    health.expect_status(StatusCode::OK);
     child.kill().unwrap();
     let _ = child.wait();
 

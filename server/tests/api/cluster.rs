@@ -401,11 +401,8 @@ async fn two_nodes_share_everything_and_survive_losing_one() {
     let revoked = a.delete(format!("/tokens/{temp_id}")).as_(&admin).await;
     assert!(revoked.status().is_success(), "{}", revoked.status());
     let after = json!({"name": ECHO, "arguments": {"text": "after revocation"}, "_meta": echo_of(&temp_session, ECHO)});
-    let refused = b
-        .post(calls_path(&temp_session))
-        .as_(&temp)
-        .json(after)
-        .await;
+    let refused = b.post(calls_path(&temp_session));
+    let refused = refused.as_(&temp).json(after).await;
     refused.expect_status(StatusCode::UNAUTHORIZED);
 
     // Node A now runs: a background hosted agent (waiting for its model), approved invocations

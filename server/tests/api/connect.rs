@@ -134,8 +134,8 @@ async fn connect_serves_the_same_service_with_the_same_errors() {
     let (status, body) = connect(&app, Some(&admin), "DropTables", json!({})).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
     assert_eq!(body["code"], "not_found");
-    let response = app
-        .post_raw(format!("{SERVICE}/ListTokens"))
+    let response = app.post_raw(format!("{SERVICE}/ListTokens"));
+    let response = response
         .as_(&admin)
         .header("content-type", "text/plain")
         .body("{}")
@@ -154,10 +154,8 @@ async fn connect_serves_the_same_service_with_the_same_errors() {
         let body: Value = response.json();
         assert_eq!(body["code"], "invalid_argument", "{bad}");
     }
-    let response = app
-        .get_raw(format!("{SERVICE}/ListTokens"))
-        .as_(&admin)
-        .await;
+    let response = app.get_raw(format!("{SERVICE}/ListTokens"));
+    let response = response.as_(&admin).await;
     let response = response.expect_status(StatusCode::METHOD_NOT_ALLOWED);
     let body: Value = response.json();
     assert_eq!(body["code"], "unimplemented");

@@ -256,11 +256,8 @@ async fn a_killed_server_loses_no_receipt_a_client_received() {
 /// by policy `p`, on `node` as `admin`; the described tool must be accepted.
 async fn expect_approval_for(node: &Remote, admin: &str, tool: &str, millis: u64) {
     let write = json!({"risk": ["write"]});
-    let described = node
-        .put(format!("/tools/{tool}"))
-        .as_(admin)
-        .json(write)
-        .await;
+    let described = node.put(format!("/tools/{tool}"));
+    let described = described.as_(admin).json(write).await;
     described.expect_status(StatusCode::OK);
     let policy = json!({"rules": [{"id": "approve-slow", "match": {"name": tool},
         "mode": "approval_required", "invocation": {"max_duration_millis": millis}}]});

@@ -168,11 +168,8 @@ async fn a_poisoned_description_is_held_out_of_manifests_until_an_admin_accepts_
     reply.expect_status(StatusCode::FORBIDDEN);
     let stale = json!({"definition_hash": original["definition_hash"]});
     let refused = s.app.post(&path).as_(&s.admin).json(&stale).await;
-    let refused = refused.expect_status(StatusCode::CONFLICT).json_or_null();
-    assert_eq!(
-        refused["error"]["details"]["fields"][0]["path"], "definition_hash",
-        "{refused}"
-    );
+    let refused = refused.expect_status(StatusCode::CONFLICT);
+    refused.expect_field_error("definition_hash");
     assert!(
         !TestApp::tool_names(&s.list().await).contains(&ECHO.to_owned()),
         "a refused accept accepts nothing"
@@ -254,12 +251,8 @@ async fn a_title_passes_a_weakened_annotation_is_held_and_kept_until_it_changes_
     // A sync that finds the same definition keeps it kept.
     let upstreams = s.app.get("/upstreams").as_(&s.admin).await.json();
     let id = upstreams["upstreams"][0]["id"].as_str().unwrap().to_owned();
-    let report = s
-        .app
-        .post(format!("/upstreams/{id}:sync"))
-        .as_(&s.admin)
-        .await;
-    let report = report.json();
+    let report = s.app.post(format!("/upstreams/{id}:sync"));
+    let report = report.as_(&s.admin).await.json();
     assert_eq!(report["changed"], json!([]), "{report}");
     let row = s.row_until(ECHO, |r| r.is_object()).await;
     assert_eq!(row["held"]["kept"], true, "{row}");
@@ -317,9 +310,8 @@ async fn the_tenants_drift_triage_decides_what_holds() {
     reply.expect_status(StatusCode::FORBIDDEN);
     let bad = json!({"descripton": "accept", "title": "maybe"});
     let refused = s.app.put("/catalog/drift").as_(&s.admin).json(&bad).await;
-    let refused = refused
-        .expect_status(StatusCode::UNPROCESSABLE_ENTITY)
-        .json_or_null();
+    let refused = refused.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
+    let refused = refused.json();
     let mut paths: Vec<&str> = refused["error"]["details"]["fields"]
         .as_array()
         .unwrap()
@@ -357,12 +349,8 @@ async fn the_tenants_drift_triage_decides_what_holds() {
     reply.expect_status(StatusCode::OK);
     let upstreams = s.app.get("/upstreams").as_(&s.admin).await.json();
     let id = upstreams["upstreams"][0]["id"].as_str().unwrap().to_owned();
-    let report = s
-        .app
-        .post(format!("/upstreams/{id}:sync"))
-        .as_(&s.admin)
-        .await;
-    let report = report.json();
+    let report = s.app.post(format!("/upstreams/{id}:sync"));
+    let report = report.as_(&s.admin).await.json();
     assert_eq!(report["held"][0]["tool"], ECHO, "{report}");
     let still = s.row_until(ECHO, |r| r.is_object()).await;
     assert_eq!(
@@ -379,21 +367,14 @@ async fn the_tenants_drift_triage_decides_what_holds() {
         .await;
     assert_eq!(gone["description"], "Returns that many bytes of text.");
     assert!(!TestApp::tool_names(&s.list().await).contains(&BIG.to_owned()));
-    let accepted = s
-        .app
-        .post(format!("/tools/{BIG}:accept"))
-        .as_(&s.admin)
-        .await;
-    let accepted = accepted.expect_ok();
+    let accepted = s.app.post(format!("/tools/{BIG}:accept"));
+    let accepted = accepted.as_(&s.admin).await.expect_ok();
     assert_eq!(accepted["removed"], true);
     let tools = s.app.get("/tools").as_(&s.admin).await.json();
     assert!(!TestApp::tool_names(&tools).contains(&BIG.to_owned()));
     // Not a tool: 404, not a conflict.
-    let reply = s
-        .app
-        .post("/tools/mcp__fixture__nope:accept")
-        .as_(&s.admin)
-        .await;
+    let reply = s.app.post("/tools/mcp__fixture__nope:accept");
+    let reply = reply.as_(&s.admin).await;
     reply.expect_status(StatusCode::NOT_FOUND);
 }
 
@@ -453,12 +434,8 @@ async fn approvals_are_bound_to_the_definition_the_approver_saw() {
     let granted_hash = s.row_until(ECHO, |r| r.is_object()).await["definition_hash"].clone();
 
     let first = park("first").await;
-    let shown = s
-        .app
-        .get(format!("/invocations/{first}"))
-        .as_(&approver)
-        .await;
-    let shown = shown.json();
+    let shown = s.app.get(format!("/invocations/{first}"));
+    let shown = shown.as_(&approver).await.json();
     assert_eq!(shown["definition_hash"], granted_hash, "{shown}");
     let approve = |id: &str, body: Value| {
         let path = format!("/invocations/{id}:approve");
@@ -480,30 +457,20 @@ async fn approvals_are_bound_to_the_definition_the_approver_saw() {
 
     // Parked, then the upstream rewrites the tool: the approval cannot release it.
     let second = park("second").await;
-    let shown = s
-        .app
-        .get(format!("/invocations/{second}"))
-        .as_(&approver)
-        .await;
-    let shown = shown.json();
+    let shown = s.app.get(format!("/invocations/{second}"));
+    let shown = shown.as_(&approver).await.json();
     s.mutate(json!({"description": POISONED})).await;
     s.row_until(ECHO, |r| r.get("held").is_some()).await;
     let both =
         json!({"args_hash": shown["args_hash"], "definition_hash": shown["definition_hash"]});
-    let refused = approve(&second, both)
-        .await
-        .expect_status(StatusCode::CONFLICT)
-        .json_or_null();
+    let refused = approve(&second, both).await;
+    let refused = refused.expect_status(StatusCode::CONFLICT).json();
     assert!(
         text_of(&refused["error"]["message"]).contains("manifest_drift"),
         "the approver is told why: {refused}"
     );
-    let ended = s
-        .app
-        .get(format!("/invocations/{second}"))
-        .as_(&approver)
-        .await;
-    let ended = ended.json();
+    let ended = s.app.get(format!("/invocations/{second}"));
+    let ended = ended.as_(&approver).await.json();
     assert_eq!(ended["status"], "completed", "{ended}");
     assert_eq!(ended["result"]["isError"], true);
     assert_eq!(

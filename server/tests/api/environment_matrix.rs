@@ -14,7 +14,7 @@ use engine::scope;
 use reqwest::{Method, StatusCode};
 use serde_json::{Value, json};
 
-use crate::helpers::{Requests, TestApp};
+use crate::helpers::{Requests, TestApp, rpc};
 
 const ECHO: &str = "mcp__fixture__echo";
 const ADD: &str = "mcp__fixture__add";
@@ -178,11 +178,8 @@ async fn setup(app: &TestApp) -> (String, String, Victim) {
     app.register_fixture(&admin, &[ECHO, ADD]).await;
     let reply = app.put("/policies/prod-open").as_(&admin).json(json!({"rules": [ {"id": "park-add", "match": {"name": ADD}, "mode": "approval_required"}, {"id": "all", "mode": "allow"} ]})).await;
     reply.expect_status(StatusCode::OK);
-    let reply = app
-        .post("/policies/prod-open:activate")
-        .as_(&admin)
-        .json(json!({"environment": "prod"}))
-        .await;
+    let reply = app.post("/policies/prod-open:activate");
+    let reply = reply.as_(&admin).json(json!({"environment": "prod"})).await;
     reply.expect_status(StatusCode::OK);
     let victim = token(
         app,
@@ -206,8 +203,8 @@ async fn setup(app: &TestApp) -> (String, String, Victim) {
         .mcp_call(&victim, &list, ADD, json!({"a": 1, "b": 2}))
         .await;
     assert_eq!(parked["_meta"]["status"], "input_required", "{parked}");
-    let agent = app
-        .post("/agents")
+    let agent = app.post("/agents");
+    let agent = agent
         .as_(&victim)
         .json(json!({"environment": "prod"}))
         .await;
@@ -228,7 +225,7 @@ async fn setup(app: &TestApp) -> (String, String, Victim) {
 /// The REST request of a route naming the victim's objects (`ids`) or random ones.
 /// `method path` as `token` with `body` (when there is one): the status and the JSON answer
 /// (`Null` when there is none).
-async fn ask(
+async fn ask_rest(
     app: &TestApp,
     method: &Method,
     token: &str,
@@ -349,7 +346,8 @@ async fn every_route_and_method_confines_environments() {
                     &victim.agent,
                     victim_meta.clone(),
                 );
-                let (status, answer) = ask(&app, &method, &attacker, &real, body.as_ref()).await;
+                let (status, answer) =
+                    ask_rest(&app, &method, &attacker, &real, body.as_ref()).await;
                 let (fake, body) = rest_request(
                     path,
                     &other.session,
@@ -359,7 +357,7 @@ async fn every_route_and_method_confines_environments() {
                     random_meta.clone(),
                 );
                 let (random_status, random_answer) =
-                    ask(&app, &method, &attacker, &fake, body.as_ref()).await;
+                    ask_rest(&app, &method, &attacker, &fake, body.as_ref()).await;
                 if *path == "/sessions/{id}/calls" {
                     // A tool result: the receipt is a binding mismatch naming the caller's
                     // environment and no policy, shaped like a random id's.
@@ -396,7 +394,8 @@ async fn every_route_and_method_confines_environments() {
                     ),
                     p => (p, None),
                 };
-                let (status, answer) = ask(&app, &method, &attacker, path, body.as_ref()).await;
+                let (status, answer) =
+                    ask_rest(&app, &method, &attacker, path, body.as_ref()).await;
                 assert_eq!(status, StatusCode::OK, "{label}: {answer}");
                 let text = answer.to_string();
                 for id in victim_ids {
@@ -409,7 +408,10 @@ async fn every_route_and_method_confines_environments() {
                 // The same list for the tenant's admin, who may use every environment, has
                 // them (so the check above could fail).
                 if matches!(path, "/sessions" | "/invocations" | "/receipts" | "/agents") {
-                    let all = ask(&app, &method, &admin, path, None).await.1.to_string();
+                    let all = ask_rest(&app, &method, &admin, path, None)
+                        .await
+                        .1
+                        .to_string();
                     assert!(
                         all.contains(&victim.session) || all.contains(&victim.agent),
                         "{label}: {all}"
@@ -417,8 +419,8 @@ async fn every_route_and_method_confines_environments() {
                 }
             }
             Class::Opens => {
-                let answer = app
-                    .request(method.clone(), path)
+                let answer = app.request(method.clone(), path);
+                let answer = answer
                     .as_(&attacker)
                     .json(json!({"environment": "prod"}))
                     .await;
@@ -458,7 +460,7 @@ async fn every_route_and_method_confines_environments() {
             )],
         };
         for (real, fake) in requests {
-            let ask = |params: Value| json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+            let ask = |params: Value| rpc(7, method, params);
             let answer = app.mcp(&attacker, ask(real.clone())).await;
             let random_answer = app.mcp(&attacker, ask(fake)).await;
             let label = format!("{method} {real}");
@@ -548,11 +550,8 @@ async fn invocation_events_stay_in_their_environment() {
     let confined = poll(attacker.clone());
     let unconfined = poll(admin.clone());
     tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-    let reply = app
-        .post(format!("/invocations/{}:reject", victim.invocation))
-        .as_(&approver)
-        .json(json!({"comment": "no"}))
-        .await;
+    let reply = app.post(format!("/invocations/{}:reject", victim.invocation));
+    let reply = reply.as_(&approver).json(json!({"comment": "no"})).await;
     reply.expect_status(StatusCode::OK);
     let heard = unconfined.await.unwrap().to_string();
     assert!(heard.contains(&victim.invocation), "{heard}");

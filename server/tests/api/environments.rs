@@ -6,13 +6,12 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Requests, TestApp, find, text_of};
+use crate::helpers::{Reply, Requests, TestApp, find, rpc, text_of};
 
 const ECHO: &str = "mcp__fixture__echo";
 
-async fn create_token(app: &TestApp, admin: &str, body: Value) -> (StatusCode, Value) {
-    let response = app.post("/tokens").as_(admin).json(&body).await;
-    (response.status(), response.json_or_null())
+async fn create_token(app: &TestApp, admin: &str, body: Value) -> Reply {
+    app.post("/tokens").as_(admin).json(&body).await
 }
 
 /// A plain `:run` token may not name a more permissive environment: new tokens get the
@@ -28,29 +27,17 @@ async fn a_token_opens_sessions_only_in_its_environments() {
         .as_(&admin)
         .json(json!({"rules": [{"id": "all", "mode": "allow"}]}))
         .await;
-    let reply = app
-        .post("/policies/open:activate")
-        .as_(&admin)
-        .json(json!({"environment": "prod"}))
-        .await;
+    let reply = app.post("/policies/open:activate");
+    let reply = reply.as_(&admin).json(json!({"environment": "prod"})).await;
     reply.expect_status(StatusCode::OK);
 
-    let (status, plain) = create_token(
-        &app,
-        &admin,
-        json!({"actor_id": "agent", "scopes": [scope::RUN]}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::CREATED, "{plain}");
+    let agent = json!({"actor_id": "agent", "scopes": [scope::RUN]});
+    let plain = create_token(&app, &admin, agent).await.expect_created();
     assert_eq!(plain["token"]["environments"], json!(["default"]));
     let plain = plain["secret"].as_str().unwrap().to_owned();
 
-    let refused = app
-        .mcp(
-            &plain,
-            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {"_meta": {"environment": "prod"}}}),
-        )
-        .await;
+    let in_prod = json!({"_meta": {"environment": "prod"}});
+    let refused = app.mcp(&plain, rpc(1, "tools/list", in_prod)).await;
     assert_eq!(refused["error"]["code"], -32602, "{refused}");
     assert!(
         text_of(&refused["error"]["message"]).contains("prod"),
@@ -72,35 +59,19 @@ async fn a_token_opens_sessions_only_in_its_environments() {
     let list = app.mcp_list(&plain, json!({})).await;
     assert_eq!(list["_meta"]["environment"], "default");
 
-    let (status, prod) = create_token(
-        &app,
-        &admin,
-        json!({"actor_id": "agent", "scopes": [scope::RUN], "environments": ["prod"]}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::CREATED, "{prod}");
+    let agent = json!({"actor_id": "agent", "scopes": [scope::RUN], "environments": ["prod"]});
+    let prod = create_token(&app, &admin, agent).await.expect_created();
     let prod = prod["secret"].as_str().unwrap().to_owned();
     let list = app.mcp_list(&prod, json!({"environment": "prod"})).await;
     assert_eq!(list["_meta"]["policy_id"], "open");
     // The same actor's default-environment token cannot list that `prod` session again.
-    let again = app
-        .mcp(
-            &plain,
-            json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": {"session_id": list["_meta"]["session_id"]}}}),
-        )
-        .await;
+    let in_session = json!({"_meta": {"session_id": list["_meta"]["session_id"]}});
+    let again = app.mcp(&plain, rpc(2, "tools/list", in_session)).await;
     assert_eq!(again["error"]["code"], -32602, "{again}");
-    let (status, body) = create_token(
-        &app,
-        &admin,
-        json!({"actor_id": "agent", "scopes": [scope::RUN], "environments": ["Prod!"]}),
-    )
-    .await;
-    assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
-    assert_eq!(
-        body["error"]["details"]["fields"][0]["path"],
-        "environments[0]"
-    );
+    let bad = json!({"actor_id": "agent", "scopes": [scope::RUN], "environments": ["Prod!"]});
+    let refused = create_token(&app, &admin, bad).await;
+    let refused = refused.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
+    refused.expect_field_error("environments[0]");
 }
 
 /// Tokens and users that existed before environments keep every one (`["*"]`); an admin
@@ -109,12 +80,8 @@ async fn a_token_opens_sessions_only_in_its_environments() {
 async fn earlier_tokens_keep_every_environment_and_users_can_be_narrowed() {
     let app = TestApp::spawn().await;
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
-    let (_, old) = create_token(
-        &app,
-        &admin,
-        json!({"actor_id": "legacy", "scopes": [scope::RUN]}),
-    )
-    .await;
+    let legacy = json!({"actor_id": "legacy", "scopes": [scope::RUN]});
+    let old = create_token(&app, &admin, legacy).await.json_or_null();
     // As the migration leaves a token made before it.
     sqlx::query("UPDATE api_tokens SET environments = '[\"*\"]' WHERE id = $1")
         .bind(old["token"]["id"].as_str().unwrap())
@@ -127,16 +94,22 @@ async fn earlier_tokens_keep_every_environment_and_users_can_be_narrowed() {
         .await;
     assert_eq!(anywhere["_meta"]["environment"], "staging");
 
-    let created = app.post("/users").as_(&admin).json(json!({"username": "dana", "password": "a-long-enough-password", "scopes": [scope::RUN]})).await.expect_status(StatusCode::CREATED);
-    let dana: Value = created.json();
+    let dana =
+        json!({"username": "dana", "password": "a-long-enough-password", "scopes": [scope::RUN]});
+    let dana = app
+        .post("/users")
+        .as_(&admin)
+        .json(dana)
+        .await
+        .expect_created();
     assert_eq!(dana["environments"], json!(["default"]), "{dana}");
+    let staging = json!({"scopes": [scope::RUN], "environments": ["staging"]});
     let narrowed = app
         .put("/users/dana/scopes")
         .as_(&admin)
-        .json(json!({"scopes": [scope::RUN], "environments": ["staging"]}))
+        .json(staging)
         .await;
-    let narrowed = narrowed.expect_status(StatusCode::OK);
-    let dana: Value = narrowed.json();
+    let dana = narrowed.expect_ok();
     assert_eq!(dana["environments"], json!(["staging"]));
     let listed: Value = app.get("/users").as_(&admin).await.json();
     let admin_user = find(&listed["users"], "username", "admin");
@@ -157,10 +130,7 @@ async fn hints_only_narrow_and_are_signed_into_the_manifest() {
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     app.register_fixture(&admin, &[ECHO, "mcp__fixture__add"])
         .await;
-    let put = |body: Value| {
-        let (app, admin) = (&app, &admin);
-        async move { app.put("/policies/hinted").as_(admin).json(&body).await }
-    };
+    let put = |body: Value| app.put("/policies/hinted").as_(&admin).json(body);
     // Naming preset `triage` would turn approval into allow, and entity `acme` would list what
     // the default hides: both refused.
     for (rules, path) in [
@@ -176,19 +146,11 @@ async fn hints_only_narrow_and_are_signed_into_the_manifest() {
         ),
     ] {
         let response = put(json!({"rules": rules})).await;
-        assert_eq!(
-            response.status(),
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "{rules}"
-        );
-        let body: Value = response.json();
-        assert_eq!(
-            body["error"]["details"]["fields"][0]["path"], path,
-            "{body}"
-        );
+        let response = response.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
+        let field = response.expect_field_error(path);
         assert!(
-            text_of(&body["error"]["details"]["fields"][0]["message"]).contains("only narrow"),
-            "{body}"
+            text_of(&field["message"]).contains("only narrow"),
+            "{field}"
         );
     }
     // Narrowing with a hint is fine: entity `acme` needs approval for reads. (With `name`
@@ -199,7 +161,7 @@ async fn hints_only_narrow_and_are_signed_into_the_manifest() {
         {"id": "reads", "match": {"risk": "read"}, "mode": "allow"}
     ]}))
     .await;
-    assert_eq!(narrowing.status(), StatusCode::OK);
+    narrowing.expect_status(StatusCode::OK);
     let reply = app.post("/policies/hinted:activate").as_(&admin).await;
     reply.expect_status(StatusCode::OK);
 
@@ -220,11 +182,8 @@ async fn hints_only_narrow_and_are_signed_into_the_manifest() {
     assert_eq!(mode_of(&acme), Some(json!("approval_required")));
 
     let sid = acme["_meta"]["session_id"].as_str().unwrap();
-    let doc = app
-        .get(format!("/sessions/{sid}/manifest"))
-        .as_(&agent)
-        .await;
-    let doc = doc.json();
+    let doc = app.get(format!("/sessions/{sid}/manifest"));
+    let doc = doc.as_(&agent).await.json();
     assert_eq!(doc["document"]["entity"], "acme", "{doc}");
     assert_eq!(doc["document"]["preset"], "triage", "{doc}");
     let document: ManifestDocument = serde_json::from_value(doc["document"].clone()).unwrap();

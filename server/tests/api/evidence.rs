@@ -160,10 +160,8 @@ async fn checkpoints_and_proofs_verify_against_the_journal() {
     // Another tenant's token, and a tenant that does not exist: the same answer.
     let other = app.token("other", "w", &[scope::WITNESS]).await;
     let foreign = latest().as_(&other).await;
-    let unknown = app
-        .get_raw("/.well-known/aperture/checkpoints/nobody")
-        .as_(&witness)
-        .await;
+    let unknown = app.get_raw("/.well-known/aperture/checkpoints/nobody");
+    let unknown = unknown.as_(&witness).await;
     let foreign = foreign.expect_status(StatusCode::NOT_FOUND);
     let unknown = unknown.expect_status(StatusCode::NOT_FOUND);
     assert_eq!(foreign.text(), unknown.text());
@@ -241,13 +239,8 @@ async fn checkpoints_and_proofs_verify_against_the_journal() {
         ("/journal/proofs/consistency?from=6&to=5", "from"),
     ] {
         let response = app.get(path).as_(&witness).await;
-        let (status, body) = (response.status(), response.json());
-        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{path}: {body}");
-        assert_eq!(
-            body["error"]["details"]["fields"][0]["path"],
-            json!(field),
-            "{body}"
-        );
+        let response = response.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
+        response.expect_field_error(field);
     }
     let (status, _) = get_json(
         &app,
@@ -259,10 +252,8 @@ async fn checkpoints_and_proofs_verify_against_the_journal() {
     )
     .await;
     assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY);
-    let reply = app
-        .get("/journal/proofs/inclusion?seq=x")
-        .as_(&witness)
-        .await;
+    let reply = app.get("/journal/proofs/inclusion?seq=x");
+    let reply = reply.as_(&witness).await;
     reply.expect_status(StatusCode::BAD_REQUEST);
     // `:witness` reads checkpoints and proofs and nothing else.
     let (status, _) = get_json(&app, &witness, "/receipts").await;
@@ -360,8 +351,8 @@ async fn a_witness_cosigns_a_consistent_log_and_refuses_a_rewritten_one() {
         .and_then(|l| l.split(' ').next())
         .expect("the witness prints its key")
         .to_owned();
-    let reply = app
-        .post("/journal/witnesses")
+    let reply = app.post("/journal/witnesses");
+    let reply = reply
         .as_(&admin)
         .json(json!({"name": "witness.example/w1", "key": vkey}))
         .await;
@@ -396,11 +387,8 @@ async fn a_witness_cosigns_a_consistent_log_and_refuses_a_rewritten_one() {
             said(&out)
         );
     }
-    let served = app
-        .get_raw("/.well-known/aperture/checkpoints/default")
-        .as_(&admin)
-        .await;
-    let served = served.text();
+    let served = app.get_raw("/.well-known/aperture/checkpoints/default");
+    let served = served.as_(&admin).await.text();
     let served = Note::parse(&served).unwrap();
     let cosigner = VerifierKey::parse(&vkey).unwrap();
     served.verify_cosignature(&cosigner).unwrap();
@@ -689,8 +677,8 @@ async fn witnessed(app: &TestApp) -> Witnessed {
         .and_then(|l| l.split(' ').next())
         .expect("the witness prints its key")
         .to_owned();
-    let reply = app
-        .post("/journal/witnesses")
+    let reply = app.post("/journal/witnesses");
+    let reply = reply
         .as_(&admin)
         .json(json!({"name": "witness.example/w1", "key": vkey}))
         .await;
@@ -1026,8 +1014,8 @@ async fn a_session_s_evidence_bundle_verifies_offline_and_any_change_fails() {
     })
     .await;
     assert_eq!(denied["_meta"]["receipt"]["decision"], "deny", "{denied}");
-    let fork = app
-        .post(format!("/sessions/{sid}/forks"))
+    let fork = app.post(format!("/sessions/{sid}/forks"));
+    let fork = fork
         .as_(&agent)
         .json(json!({"fork_tools": ["mcp__fixture__add"]}))
         .await;

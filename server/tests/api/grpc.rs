@@ -535,10 +535,8 @@ async fn grpc_answers_carry_the_security_headers_and_are_logged() {
     let (mut server, node) =
         serve_logged(&db, &[("APERTURE_LOG", "warn,tower_http=debug")], &log).await;
     let rest = node.get_raw("/healthz").await;
-    let mcp = node
-        .post_raw("/mcp")
-        .json(rpc(1, "ping", Value::Null))
-        .await;
+    let mcp = node.post_raw("/mcp");
+    let mcp = mcp.json(rpc(1, "ping", Value::Null)).await;
     let channel = tonic::transport::Channel::from_shared(node.base.clone())
         .unwrap()
         .connect()

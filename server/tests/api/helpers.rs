@@ -417,17 +417,6 @@ impl Requests for TestApp {
     }
 }
 
-/// The status and `error.code` of an API error answer.
-pub async fn error_code(reply: Reply) -> (StatusCode, String) {
-    let body = reply.json_or_null();
-    let code = body["error"]["code"]
-        .as_str()
-        .or(body["code"].as_str())
-        .unwrap_or("")
-        .to_owned();
-    (reply.status(), code)
-}
-
 /// The element of the array `items` whose `field` is `value`; there must be one.
 pub fn find<'a>(items: &'a serde_json::Value, field: &str, value: &str) -> &'a serde_json::Value {
     items

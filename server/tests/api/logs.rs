@@ -27,11 +27,8 @@ async fn an_upstream_s_error_text_reaches_logs_only_as_the_profile_lets_it() {
     // The most the server ever logs.
     let (mut server, node) = serve_logged(&db, &[("APERTURE_LOG", "debug")], &log).await;
     let read = json!({"risk": ["read"]});
-    let put = node
-        .put(format!("/tools/{ECHO}"))
-        .as_(&admin)
-        .json(read)
-        .await;
+    let put = node.put(format!("/tools/{ECHO}"));
+    let put = put.as_(&admin).json(read).await;
     put.expect_status(StatusCode::OK);
     let policy = json!({
         "rules": [

@@ -116,8 +116,8 @@ async fn protocol_errors_are_json_rpc_errors_and_auth_is_a_401_challenge() {
         r#"{{"jsonrpc": "2.0", "id": 13, "method": "ping", "params": {{"pad": "{}"}}}}"#,
         "x".repeat(2 * 1024 * 1024)
     );
-    let response = app
-        .post_raw("/mcp")
+    let response = app.post_raw("/mcp");
+    let response = response
         .as_(&agent)
         .header("content-type", "application/json")
         .body(huge)
@@ -171,11 +171,8 @@ async fn a_journal_that_cannot_record_stops_calls_until_it_recovers() {
         .await
         .unwrap();
     // Nothing ran: the upstream's echo still has its own description.
-    let report = app
-        .post(format!("/upstreams/{upstream_id}:sync"))
-        .as_(&admin)
-        .await;
-    let report = report.json();
+    let report = app.post(format!("/upstreams/{upstream_id}:sync"));
+    let report = report.as_(&admin).await.json();
     assert_eq!(report["changed"], json!([]), "{report}");
 
     // Service resumed by itself, on the same grant, and the chain is whole.
@@ -266,10 +263,8 @@ async fn an_rmcp_client_speaking_2026_07_28_lists_and_calls() {
     let body = response.expect_status(StatusCode::BAD_REQUEST).json();
     assert_eq!(body["error"]["code"], -32020, "{body}");
     let params = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2024-01-01", "io.modelcontextprotocol/clientCapabilities": {}}});
-    let old = app
-        .mcp_post(&admin)
-        .json(rpc(2, "tools/list", params))
-        .await;
+    let old = app.mcp_post(&admin);
+    let old = old.json(rpc(2, "tools/list", params)).await;
     let old = old.expect_status(StatusCode::BAD_REQUEST).json_or_null();
     assert_eq!(old["error"]["code"], -32022);
     assert_eq!(old["error"]["data"]["supported"], json!(["2026-07-28"]));
@@ -483,11 +478,8 @@ async fn the_public_url_names_the_server_and_a_forged_host_never_comes_back() {
     let agent = app.token("default", "agent", &[scope::RUN]).await;
     let list = app.mcp_list(&agent, json!({})).await;
     let session = list["_meta"]["session_id"].as_str().unwrap();
-    let bundle = app
-        .get(format!("/sessions/{session}/evidence"))
-        .as_(&agent)
-        .await;
-    let bundle = bundle.json();
+    let bundle = app.get(format!("/sessions/{session}/evidence"));
+    let bundle = bundle.as_(&agent).await.json();
     let note = bundle["checkpoint"].as_str().unwrap_or_default();
     assert!(
         note.starts_with("gateway.example/aperture/default\n"),

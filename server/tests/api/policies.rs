@@ -4,7 +4,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Requests, TestApp, error_code, find, texts_of};
+use crate::helpers::{Requests, TestApp, find, texts_of};
 
 fn support_policy() -> Value {
     json!({
@@ -34,11 +34,8 @@ async fn versions_and_activation(app: &TestApp) {
     let second = put(changed).await.json();
     assert_eq!(second["version"], 2);
 
-    let versions = app
-        .get("/policies/support-agents/versions")
-        .as_(&writer)
-        .await;
-    let versions = versions.json();
+    let versions = app.get("/policies/support-agents/versions");
+    let versions = versions.as_(&writer).await.json();
     let numbers: Vec<u64> = versions["versions"]
         .as_array()
         .unwrap()
@@ -58,8 +55,8 @@ async fn versions_and_activation(app: &TestApp) {
         .unwrap();
     assert_eq!((policy.name.as_str(), version), ("builtin_safe_read", 1));
 
-    let activated = app
-        .post("/policies/support-agents:activate")
+    let activated = app.post("/policies/support-agents:activate");
+    let activated = activated
         .as_(&writer)
         .json(json!({"environment": "prod"}))
         .await;
@@ -78,10 +75,8 @@ async fn versions_and_activation(app: &TestApp) {
     );
 
     // No body: the default environment.
-    let reply = app
-        .post("/policies/support-agents:activate")
-        .as_(&writer)
-        .await;
+    let reply = app.post("/policies/support-agents:activate");
+    let reply = reply.as_(&writer).await;
     reply.expect_status(StatusCode::OK);
     let list: Value = app.get("/policies").as_(&writer).await.json();
     let support = find(&list["policies"], "policy_id", "support-agents");
@@ -135,8 +130,7 @@ async fn invalid_policies_get_422_with_field_paths_and_store_nothing() {
     for (doc, path) in cases {
         let response = app.put("/policies/p1").as_(&writer).json(&doc).await;
         let response = response.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
-        let err: Value = response.json();
-        assert_eq!(err["error"]["details"]["fields"][0]["path"], path, "{err}");
+        response.expect_field_error(path);
     }
     // max_cost_cents is accepted (enforced at execution).
     let reply = app
@@ -150,18 +144,12 @@ async fn invalid_policies_get_422_with_field_paths_and_store_nothing() {
         .unwrap();
     assert_eq!(versions.len(), 1, "only the valid document was stored");
 
-    let reply = app
-        .put("/policies/builtin_safe_read")
-        .as_(&writer)
-        .json(json!({}))
-        .await;
+    let reply = app.put("/policies/builtin_safe_read");
+    let reply = reply.as_(&writer).json(json!({})).await;
     reply.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
-    let bad_id = app
-        .put("/policies/Bad%20Id")
-        .as_(&writer)
-        .json(json!({}))
-        .await;
-    assert_eq!(error_code(bad_id).await.1, "invalid_argument");
+    let bad_id = app.put("/policies/Bad%20Id");
+    let bad_id = bad_id.as_(&writer).json(json!({})).await;
+    assert_eq!(bad_id.json_or_null()["error"]["code"], "invalid_argument");
 }
 
 #[tokio::test]
@@ -182,11 +170,8 @@ async fn validate_reports_every_problem_without_storing() {
             "rules[0].invocation.expires_after_seconds"
         ]
     );
-    let fine = app
-        .post("/policies:validate")
-        .as_(&reader)
-        .json(json!({"name": "draft"}))
-        .await;
+    let fine = app.post("/policies:validate");
+    let fine = fine.as_(&reader).json(json!({"name": "draft"})).await;
     let fine = fine.json();
     assert_eq!(fine["valid"], true);
     assert!(
@@ -229,11 +214,8 @@ async fn a_draft_is_previewed_over_tools_without_being_stored() {
         "context": {"environment": "prod"},
         "tools": [tool("mcp__github__list_issues", "read"), tool("mcp__github__close_issue", "write"), tool("shell", "destructive")]
     });
-    let response = app
-        .post("/policies:preview")
-        .as_(&reader)
-        .json(&request)
-        .await;
+    let response = app.post("/policies:preview");
+    let response = response.as_(&reader).json(&request).await;
     let response = response.expect_status(StatusCode::OK);
     let preview: Value = response.json();
     assert_eq!(preview["valid"], true);

@@ -147,12 +147,8 @@ impl Checked<'_> {
             .find(|m| m.name() == method)
             .unwrap_or_else(|| panic!("{method} is in the .proto"));
         fits(&rpc.input(), &message, &format!("the {method} request"));
-        let response = self
-            .app
-            .post_raw(format!("{SERVICE}/{method}"))
-            .as_(token)
-            .json(&message)
-            .await;
+        let response = self.app.post_raw(format!("{SERVICE}/{method}"));
+        let response = response.as_(token).json(&message).await;
         let status = response.status();
         let body: Value = response.json_or_null();
         assert_eq!(status, StatusCode::OK, "{method}: {body}");

@@ -83,11 +83,8 @@ async fn a_draft_is_replayed_over_the_recorded_calls() {
     let examples = echo["examples"].as_array().unwrap();
     assert_eq!(examples.len(), 3);
     for id in examples {
-        let receipt = app
-            .get(format!("/receipts/{}", id.as_str().unwrap()))
-            .as_(&reader)
-            .await;
-        let receipt = receipt.expect_ok();
+        let receipt = app.get(format!("/receipts/{}", id.as_str().unwrap()));
+        let receipt = receipt.as_(&reader).await.expect_ok();
         assert_eq!(receipt["receipt"]["kind"], "decision");
         assert_eq!(receipt["receipt"]["tool"], ECHO);
     }
@@ -99,12 +96,8 @@ async fn a_draft_is_replayed_over_the_recorded_calls() {
     assert_eq!(report["changes"].as_array().unwrap().len(), 2);
 
     // The active policy replayed over itself changes nothing.
-    let same = replay(
-        &app,
-        &reader,
-        json!({"policy": {"rules": [{"id": "read-only", "match": {"risk_exactly": ["read"]}, "mode": "allow"}]}}),
-    )
-    .await.json_or_null();
+    let itself = json!({"policy": {"rules": [{"id": "read-only", "match": {"risk_exactly": ["read"]}, "mode": "allow"}]}});
+    let same = replay(&app, &reader, itself).await.json_or_null();
     assert_eq!(same["replayed"], 5, "{same}");
     assert_eq!(same["changes"], json!([]), "{same}");
 
@@ -140,12 +133,8 @@ async fn a_draft_is_replayed_over_the_recorded_calls() {
     assert_eq!(report["changes"], json!([]), "{report}");
 
     // A window before the calls holds none.
-    let empty = replay(
-        &app,
-        &reader,
-        json!({"policy": {"rules": []}, "since": "2020-01-01T00:00:00Z", "until": "2020-01-02T00:00:00Z"}),
-    )
-    .await.json_or_null();
+    let before = json!({"policy": {"rules": []}, "since": "2020-01-01T00:00:00Z", "until": "2020-01-02T00:00:00Z"});
+    let empty = replay(&app, &reader, before).await.json_or_null();
     assert_eq!(empty["replayed"], 0, "{empty}");
     assert_eq!(empty["since"], "2020-01-01T00:00:00Z");
 }
@@ -196,8 +185,8 @@ async fn a_tool_that_changed_since_is_marked() {
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     app.register_fixture(&admin, &[ECHO, MUTATE]).await;
     // Description changes are accepted (not held), so echo stays in the catalog, changed.
-    let reply = app
-        .put("/catalog/drift")
+    let reply = app.put("/catalog/drift");
+    let reply = reply
         .as_(&admin)
         .json(json!({"description": "accept"}))
         .await;

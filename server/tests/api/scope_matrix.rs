@@ -908,11 +908,8 @@ async fn every_route_enforces_its_scope() {
             let fx = fixtures(&app).await;
             let (path, body) = request(case, &fx, n + 200_000);
             let (name, message) = connect_message(case, &path, body);
-            let response = app
-                .post_raw(format!("{}/{name}", aperture::api::connect::SERVICE))
-                .as_(&token)
-                .json(&message)
-                .await;
+            let response = app.post_raw(format!("{}/{name}", aperture::api::connect::SERVICE));
+            let response = response.as_(&token).json(&message).await;
             // Connect's statuses: a success is 200; an invalid argument is 400 (not 422).
             let expected = match rest_status {
                 StatusCode::CREATED => StatusCode::OK,
@@ -982,10 +979,8 @@ async fn every_route_enforces_its_scope() {
         let fx = fixtures(&app).await;
         let (path, body) = request(case, &fx, n);
         let (name, message) = connect_message(case, &path, body);
-        let reply = app
-            .post_raw(format!("{}/{name}", aperture::api::connect::SERVICE))
-            .json(&message)
-            .await;
+        let reply = app.post_raw(format!("{}/{name}", aperture::api::connect::SERVICE));
+        let reply = reply.json(&message).await;
         reply.expect_status(StatusCode::UNAUTHORIZED);
 
         // Another tenant's admin: authenticated, but sees and touches only its own tenant.

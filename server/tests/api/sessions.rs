@@ -135,11 +135,8 @@ async fn sessions_grant_signed_manifests(app: &TestApp) {
 
     // The manifest document is signed, verifies with the published keys, and matches the list.
     let sid = meta["session_id"].as_str().unwrap();
-    let doc = app
-        .get(format!("/sessions/{sid}/manifest"))
-        .as_(&agent)
-        .await;
-    let doc = doc.json();
+    let doc = app.get(format!("/sessions/{sid}/manifest"));
+    let doc = doc.as_(&agent).await.json();
     let document: ManifestDocument = serde_json::from_value(doc["document"].clone()).unwrap();
     let signature = doc["manifest_signature"].as_str().unwrap();
     assert_eq!(signature, meta["manifest_signature"]);
@@ -156,11 +153,8 @@ async fn sessions_grant_signed_manifests(app: &TestApp) {
 
     // The grant is journaled as a manifest receipt.
     let reader = app.token("default", "auditor", &[scope::READ]).await;
-    let receipts = app
-        .get(format!("/receipts?session_id={sid}"))
-        .as_(&reader)
-        .await;
-    let receipts = receipts.json();
+    let receipts = app.get(format!("/receipts?session_id={sid}"));
+    let receipts = receipts.as_(&reader).await.json();
     assert_eq!(receipts["receipts"][0]["kind"], "manifest");
     assert_eq!(receipts["receipts"][0]["manifest_id"], meta["manifest_id"]);
 
@@ -174,16 +168,11 @@ async fn sessions_grant_signed_manifests(app: &TestApp) {
     assert_eq!(seen["manifest_id"], meta["manifest_id"]);
 
     // Revoked by its own actor.
-    let revoke = app
-        .post(format!("/sessions/{sid}:revoke"))
-        .as_(&other)
-        .await;
+    let revoke = app.post(format!("/sessions/{sid}:revoke"));
+    let revoke = revoke.as_(&other).await;
     revoke.expect_status(StatusCode::NOT_FOUND);
-    let revoked = app
-        .post(format!("/sessions/{sid}:revoke"))
-        .as_(&agent)
-        .await;
-    let revoked = revoked.json();
+    let revoked = app.post(format!("/sessions/{sid}:revoke"));
+    let revoked = revoked.as_(&agent).await.json();
     assert!(revoked["revoked_at"].is_string());
 }
 
@@ -245,23 +234,16 @@ async fn descriptors_decide_what_the_default_policy_exposes() {
             "dry_run_argument",
         ),
     ] {
-        let response = app
-            .put("/tools/mcp__github__list_issues")
-            .as_(&admin)
-            .json(&body)
-            .await;
+        let response = app.put("/tools/mcp__github__list_issues");
+        let response = response.as_(&admin).json(&body).await;
         let response = response.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
-        let err: Value = response.json();
-        assert_eq!(err["error"]["details"]["fields"][0]["path"], path, "{err}");
+        response.expect_field_error(path);
     }
-    let reply = app
-        .put("/tools/nope")
-        .as_(&admin)
-        .json(json!({"risk": ["read"]}))
-        .await;
+    let reply = app.put("/tools/nope");
+    let reply = reply.as_(&admin).json(json!({"risk": ["read"]})).await;
     reply.expect_status(StatusCode::NOT_FOUND);
-    let reply = app
-        .post("/sessions")
+    let reply = app.post("/sessions");
+    let reply = reply
         .as_(&agent)
         .json(json!({"environment": "Prod!"}))
         .await;

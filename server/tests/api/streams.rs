@@ -637,11 +637,8 @@ async fn a_confined_listener_never_hears_another_environment() {
     }
     // A catalog change both listings see (`slow` is no longer read-only: both environments'
     // builtin_safe_read hides it now).
-    let reply = app
-        .put(format!("/tools/{SLOW}"))
-        .as_(&admin)
-        .json(json!({"risk": ["write"]}))
-        .await;
+    let reply = app.put(format!("/tools/{SLOW}"));
+    let reply = reply.as_(&admin).json(json!({"risk": ["write"]})).await;
     reply.expect_status(StatusCode::OK);
     for (stream, session) in streams.iter_mut().zip(&sessions) {
         let (_, changed) = stream.message(Duration::from_secs(10)).await.unwrap();

@@ -10,7 +10,9 @@ use reqwest::StatusCode;
 use serde_json::{Value, json};
 use standardwebhooks::Webhook;
 
-use crate::helpers::{Db, Received, Requests, TestApp, WebhookReceiver, error_code, text_of};
+use crate::helpers::{
+    Db, Received, Reply, Requests, TestApp, WebhookReceiver, echo_of, rpc, text_of,
+};
 
 /// What only the call's arguments hold: it must never reach a webhook.
 const SECRET_ARGUMENT: &str = "argument-value-7f3e91-never-in-a-webhook";
@@ -46,56 +48,32 @@ async fn setup(db: Db, customize: impl FnOnce(&mut aperture::Config)) -> Option<
 impl Setup {
     /// Parks a call of `echo`; its invocation id.
     async fn park(&self, text: &str) -> String {
-        let t = self.list["tools"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|t| t["name"] == "mcp__fixture__echo")
-            .unwrap_or_else(|| panic!("echo listed: {}", self.list))
-            .clone();
-        let m = &self.list["_meta"];
-        let meta = json!({
-            "session_id": m["session_id"], "manifest_id": m["manifest_id"], "lease_id": m["lease_id"],
-            "tool_version": t["_meta"]["toolVersion"], "expected_schema_hash": t["_meta"]["schemaHash"]
-        });
+        let meta = echo_of(&self.list, "mcp__fixture__echo");
+        let params =
+            json!({"name": "mcp__fixture__echo", "arguments": {"text": text}, "_meta": meta});
         let answer = self
             .app
-            .mcp(
-                &self.agent,
-                json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params":
-                    {"name": "mcp__fixture__echo", "arguments": {"text": text}, "_meta": meta}}),
-            )
+            .mcp(&self.agent, rpc(1, "tools/call", params))
             .await;
         let result = &answer["result"];
         assert_eq!(result["_meta"]["status"], "input_required", "{answer}");
         text_of(&result["_meta"]["invocation_id"]).to_owned()
     }
 
-    async fn create(&self, token: &str, body: Value) -> (StatusCode, Value) {
-        let response = self.app.post("/webhooks").as_(token).json(&body).await;
-        let status = response.status();
-        (status, response.json_or_null())
+    async fn create(&self, token: &str, body: Value) -> Reply {
+        self.app.post("/webhooks").as_(token).json(&body).await
     }
 
     async fn decide(&self, id: &str, verb: &str) -> Value {
-        let shown = self
-            .app
-            .get(format!("/invocations/{id}"))
-            .as_(&self.approver)
-            .await;
-        let shown = shown.json();
+        let shown = self.app.get(format!("/invocations/{id}"));
+        let shown = shown.as_(&self.approver).await.json();
         let body = if verb == "approve" {
             json!({"args_hash": shown["args_hash"], "definition_hash": shown["definition_hash"]})
         } else {
             json!({"comment": "not this one"})
         };
-        let answer = self
-            .app
-            .post(format!("/invocations/{id}:{verb}"))
-            .as_(&self.approver)
-            .json(body)
-            .await;
-        let answer = answer.json();
+        let answer = self.app.post(format!("/invocations/{id}:{verb}"));
+        let answer = answer.as_(&self.approver).json(body).await.json();
         let expected = if verb == "approve" {
             "approved"
         } else {
@@ -111,11 +89,8 @@ impl Setup {
     }
 
     async fn deliveries(&self, webhook_id: &str) -> Vec<Value> {
-        let reply = self
-            .app
-            .get(format!("/webhooks/{webhook_id}/deliveries"))
-            .as_(&self.admin)
-            .await;
+        let reply = self.app.get(format!("/webhooks/{webhook_id}/deliveries"));
+        let reply = reply.as_(&self.admin).await;
         reply.json()["deliveries"].as_array().unwrap().clone()
     }
 
@@ -132,13 +107,6 @@ impl Setup {
         }
         view
     }
-}
-
-fn field_path(body: &Value) -> String {
-    body["error"]["details"]["fields"][0]["path"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned()
 }
 
 /// The event a received request carries, after checking its Standard Webhooks signature.
@@ -196,27 +164,19 @@ async fn only_admins_create_webhooks_to_public_addresses_and_the_secret_is_shown
             "events[1]",
         ),
     ] {
-        let (status, answer) = s.create(&s.admin, body.clone()).await;
-        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{body}: {answer}");
-        assert_eq!(field_path(&answer), path, "{body}: {answer}");
+        let answer = s.create(&s.admin, body.clone()).await;
+        let answer = answer.expect_status(StatusCode::UNPROCESSABLE_ENTITY);
+        answer.expect_field_error(path);
     }
     // Not an admin: an approver may not point the tenant's events anywhere.
-    let (status, _) = s
-        .create(
-            &s.approver,
-            json!({"url": "https://93.184.215.14/hook", "events": ["invocation.parked"]}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::FORBIDDEN);
+    let hook = json!({"url": "https://93.184.215.14/hook", "events": ["invocation.parked"]});
+    s.create(&s.approver, hook)
+        .await
+        .expect_status(StatusCode::FORBIDDEN);
     assert_eq!(journaled(&s.app, "webhook.create").await, 0);
 
-    let (status, created) = s
-        .create(
-            &s.admin,
-            json!({"url": "https://93.184.215.14/services/T0001/B0002/chat-token-in-the-path", "events": ["invocation.parked", "invocation.parked", "invocation.expired"]}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let hook = json!({"url": "https://93.184.215.14/services/T0001/B0002/chat-token-in-the-path", "events": ["invocation.parked", "invocation.parked", "invocation.expired"]});
+    let created = s.create(&s.admin, hook).await.expect_created();
     // The journal names the receiver by origin and digest: a chat service's URL is itself a
     // credential, and readers of the journal are more than the admins.
     let disclosures: Vec<String> = sqlx::query_scalar(
@@ -277,8 +237,8 @@ async fn only_admins_create_webhooks_to_public_addresses_and_the_secret_is_shown
     let reply = s.app.delete(format!("/webhooks/{id}")).as_(&s.admin).await;
     reply.expect_status(StatusCode::OK);
     assert_eq!(journaled(&s.app, "webhook.delete").await, 1);
-    let response = s.app.delete(format!("/webhooks/{id}")).as_(&s.admin).await;
-    assert_eq!(error_code(response).await.0, StatusCode::NOT_FOUND);
+    let again = s.app.delete(format!("/webhooks/{id}")).as_(&s.admin).await;
+    again.expect_status(StatusCode::NOT_FOUND);
     let listed = s.app.get("/webhooks").as_(&s.admin).await.json();
     assert_eq!(listed["webhooks"], json!([]));
 }
@@ -288,13 +248,8 @@ async fn parked_decided_and_cancelled_calls_reach_a_signed_webhook(db: Db) {
         return;
     };
     let receiver = WebhookReceiver::start(vec![]).await;
-    let (status, created) = s
-        .create(
-            &s.admin,
-            json!({"url": receiver.url, "events": ["invocation.parked", "invocation.decided", "invocation.cancelled"]}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CREATED, "{created}");
+    let hook = json!({"url": receiver.url, "events": ["invocation.parked", "invocation.decided", "invocation.cancelled"]});
+    let created = s.create(&s.admin, hook).await.expect_created();
     let secret = created["secret"].as_str().unwrap().to_owned();
     let webhook_id = created["webhook"]["id"].as_str().unwrap().to_owned();
 
@@ -332,13 +287,8 @@ async fn parked_decided_and_cancelled_calls_reach_a_signed_webhook(db: Db) {
     let rejected = s.park(&format!("reject {SECRET_ARGUMENT}")).await;
     s.decide(&rejected, "reject").await;
     let cancelled = s.park(&format!("cancel {SECRET_ARGUMENT}")).await;
-    let answer = s
-        .app
-        .post(format!("/invocations/{cancelled}:cancel"))
-        .as_(&s.agent)
-        .json(json!({}))
-        .await;
-    let answer = answer.json();
+    let answer = s.app.post(format!("/invocations/{cancelled}:cancel"));
+    let answer = answer.as_(&s.agent).json(json!({})).await.json();
     assert_eq!(answer["status"], "cancelled", "{answer}");
     // parked ×3, decided ×2, cancelled ×1; in any order across deliveries.
     let got = receiver.wait_for(6).await;
@@ -387,11 +337,8 @@ async fn parked_decided_and_cancelled_calls_reach_a_signed_webhook(db: Db) {
     let listed = s.app.get("/webhooks").as_(&s.admin).await.json();
     assert_eq!(listed["webhooks"][0]["delivered"], 6, "{listed}");
     // Not for approvers: deliveries are an admin's view.
-    let reply = s
-        .app
-        .get(format!("/webhooks/{webhook_id}/deliveries"))
-        .as_(&s.approver)
-        .await;
+    let reply = s.app.get(format!("/webhooks/{webhook_id}/deliveries"));
+    let reply = reply.as_(&s.approver).await;
     reply.expect_status(StatusCode::FORBIDDEN);
 }
 
@@ -418,12 +365,8 @@ async fn a_receiver_that_answers_gone_is_not_sent_the_message_again() {
     .unwrap();
     // 410 first, then it would take anything.
     let gone = WebhookReceiver::start(vec![410]).await;
-    let (_, created) = s
-        .create(
-            &s.admin,
-            json!({"url": gone.url, "events": ["invocation.parked"]}),
-        )
-        .await;
+    let hook = json!({"url": gone.url, "events": ["invocation.parked"]});
+    let created = s.create(&s.admin, hook).await.json_or_null();
     let id = created["webhook"]["id"].as_str().unwrap().to_owned();
     s.park("not again").await;
     let view = s.delivery_when(&id, "failed").await;
@@ -448,12 +391,8 @@ async fn failed_deliveries_are_retried_with_backoff_then_given_up_and_every_atte
     .unwrap();
     // One receiver fails twice, then accepts; another address answers nothing at all.
     let flaky = WebhookReceiver::start(vec![500, 503]).await;
-    let (_, created) = s
-        .create(
-            &s.admin,
-            json!({"url": flaky.url, "events": ["invocation.parked"]}),
-        )
-        .await;
+    let hook = json!({"url": flaky.url, "events": ["invocation.parked"]});
+    let created = s.create(&s.admin, hook).await.json_or_null();
     let secret = created["secret"].as_str().unwrap().to_owned();
     let flaky_id = created["webhook"]["id"].as_str().unwrap().to_owned();
     let closed = {
@@ -462,12 +401,8 @@ async fn failed_deliveries_are_retried_with_backoff_then_given_up_and_every_atte
         drop(listener);
         format!("http://127.0.0.1:{port}/gone")
     };
-    let (_, created) = s
-        .create(
-            &s.admin,
-            json!({"url": closed, "events": ["invocation.parked"]}),
-        )
-        .await;
+    let hook = json!({"url": closed, "events": ["invocation.parked"]});
+    let created = s.create(&s.admin, hook).await.json_or_null();
     let dead_id = created["webhook"]["id"].as_str().unwrap().to_owned();
 
     let id = s.park("retry me").await;
@@ -566,12 +501,8 @@ async fn expired_calls_are_announced() {
     .await
     .unwrap();
     let receiver = WebhookReceiver::start(vec![]).await;
-    let (_, created) = s
-        .create(
-            &s.admin,
-            json!({"url": receiver.url, "events": ["invocation.expired"]}),
-        )
-        .await;
+    let hook = json!({"url": receiver.url, "events": ["invocation.expired"]});
+    let created = s.create(&s.admin, hook).await.json_or_null();
     let secret = created["secret"].as_str().unwrap().to_owned();
     let id = s.park("nobody will look").await;
     let got = receiver.wait_for(1).await;

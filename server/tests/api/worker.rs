@@ -130,12 +130,8 @@ impl Setup {
 
     /// Releases `id` as the approver (`:approve` or `:apply`, echoing what the queue shows).
     async fn release(&self, id: &str, verb: &str) {
-        let shown = self
-            .app
-            .get(format!("/invocations/{id}"))
-            .as_(&self.approver)
-            .await;
-        let shown = shown.json();
+        let shown = self.app.get(format!("/invocations/{id}"));
+        let shown = shown.as_(&self.approver).await.json();
         let reply = self.app.post(format!("/invocations/{id}:{verb}")).as_(&self.approver).json(json!({"args_hash": shown["args_hash"], "definition_hash": shown["definition_hash"]})).await;
         reply.expect_status(StatusCode::OK);
     }
