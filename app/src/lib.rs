@@ -8,22 +8,23 @@
 //! - [`error`]: [`error::AppError`], the one error shape of the dashboard and the REST API, and
 //!   [`dto`]: requests and views exchanged with the server — both from `aperture-types`;
 //!   [`policy_draft`]: the policy editor's model (a policy as typed) and its diff.
-//! - [`backend`]: what the server provides the server functions (`ssr` only); [`verify`]: a
-//!   receipt's signature and chain links, checked in the browser.
-//! - [`api`]: the `#[server]` functions; each authenticates and authorizes inside, through the
-//!   [`backend::Backend`].
+//! - `session`: who calls a server function (`ssr` only: the core's services, the cookie
+//!   session, signing in and out); [`verify`]: a receipt's signature and chain links, checked in
+//!   the browser.
+//! - [`api`]: the `#[server]` functions; each names what it needs of its caller, then calls the
+//!   core (`aperture-core`) directly.
 //! - [`layout`]: the signed-in frame (header, navigation) and the sign-in guard.
 //! - [`pages`]: one module per page.
 //!
 //! Features: `ssr` for the server build, `hydrate` for the wasm build.
 
 pub mod api;
-#[cfg(feature = "ssr")]
-pub mod backend;
 pub use aperture_types::{dto, error};
 pub mod layout;
 pub mod pages;
 pub mod policy_draft;
+#[cfg(feature = "ssr")]
+pub mod session;
 pub mod verify;
 
 use leptos::prelude::*;

@@ -25,10 +25,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use aperture::config::Config;
-use aperture::journal::{self, Journal};
 use aperture::startup::Application;
-use aperture::store::Store;
+use aperture_core::config::Config;
+use aperture_core::journal::{self, Journal};
+use aperture_core::store::Store;
 use engine::receipt::{Decision, ReasonCode, ReceiptKind};
 
 /// The allocator the `aperture` binary uses.
@@ -218,11 +218,11 @@ async fn main() -> anyhow::Result<()> {
     tokio::spawn(app.run_until_stopped());
 
     let store = Store::connect(&database_url).await?;
-    let keys = aperture::keys::KeyRing::load(
+    let keys = aperture_core::keys::KeyRing::load(
         &store,
         dir.path(),
         Some(SIGNING_KEY),
-        &aperture::keys::default_published_file(dir.path()),
+        &aperture_core::keys::default_published_file(dir.path()),
     )
     .await?;
     let journal = Journal::new(store.clone(), keys);

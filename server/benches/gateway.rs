@@ -39,10 +39,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use aperture::config::Config;
 use aperture::startup::Application;
-use aperture::store::Store;
-use aperture::upstream::{Connector, UpstreamSpec};
+use aperture_core::config::Config;
+use aperture_core::store::Store;
+use aperture_core::upstream::{Connector, UpstreamSpec};
 use serde_json::{Map, Value, json};
 
 /// The allocator the `aperture` binary uses.
@@ -431,10 +431,10 @@ async fn proxy(upstream: &str) -> anyhow::Result<Option<Proxy>> {
 /// Without a journal (`journal: None`) it is the hop alone: how much of the floor is the
 /// server stack rather than the records.
 ///
-/// [`Journal`]: aperture::journal::Journal
+/// [`Journal`]: aperture_core::journal::Journal
 struct Floor {
-    journal: Option<aperture::journal::Journal>,
-    upstream: Arc<aperture::upstream::Connection>,
+    journal: Option<aperture_core::journal::Journal>,
+    upstream: Arc<aperture_core::upstream::Connection>,
 }
 
 /// The tenant of the floor's records.
@@ -444,22 +444,22 @@ const FLOOR_TENANT: &str = "default";
 /// `None`: the hop alone); the URL of its `/mcp`.
 async fn floor(
     dir: Option<&std::path::Path>,
-    durability: aperture::store::Durability,
-    upstream: Arc<aperture::upstream::Connection>,
+    durability: aperture_core::store::Durability,
+    upstream: Arc<aperture_core::upstream::Connection>,
 ) -> anyhow::Result<String> {
     let journal = match dir {
         Some(dir) => {
             let url = format!("sqlite://{}?mode=rwc", dir.join("floor.db").display());
             let store = Store::connect_with(&url, durability).await?;
             store.migrate().await?;
-            let keys = aperture::keys::KeyRing::load(
+            let keys = aperture_core::keys::KeyRing::load(
                 &store,
                 dir,
                 Some(SIGNING_KEY),
-                &aperture::keys::default_published_file(dir),
+                &aperture_core::keys::default_published_file(dir),
             )
             .await?;
-            Some(aperture::journal::Journal::new(store, keys))
+            Some(aperture_core::journal::Journal::new(store, keys))
         }
         None => None,
     };
@@ -495,7 +495,7 @@ async fn floor_call(
     let arguments = params["arguments"].as_object().cloned().unwrap_or_default();
     // The records name what the gateway's name (so that they are about as long).
     let record = |kind| {
-        let mut r = aperture::journal::receipt(
+        let mut r = aperture_core::journal::receipt(
             kind,
             Decision::Allow,
             ReasonCode::Ok,
@@ -511,7 +511,7 @@ async fn floor_call(
         r.tool = Some(tool.to_owned());
         r
     };
-    let disclosures = aperture::journal::disclosures();
+    let disclosures = aperture_core::journal::disclosures();
     if let Some(journal) = &floor.journal
         && let Err(e) = journal
             .append(record(ReceiptKind::Decision), &disclosures)
@@ -563,7 +563,7 @@ async fn main() -> anyhow::Result<()> {
     config.metrics_token = Some(METRICS_TOKEN.into());
     config.checkpointer = std::env::var("APERTURE_BENCH_WITHOUT_CHECKPOINTS").as_deref() != Ok("1");
     if std::env::var("APERTURE_JOURNAL_SYNC").as_deref() == Ok("full") {
-        config.durability = aperture::store::Durability::PowerLoss;
+        config.durability = aperture_core::store::Durability::PowerLoss;
     }
     let postgres = match std::env::var("APERTURE_BENCH_POSTGRES_URL") {
         Ok(admin_url) if !admin_url.is_empty() => {
@@ -640,14 +640,14 @@ async fn main() -> anyhow::Result<()> {
     if std::env::var("APERTURE_BENCH_WITHOUT_CHECKPOINTS").as_deref() == Ok("1") {
         println!("(without the journal's signed checkpoints)");
     }
-    let keys = aperture::keys::KeyRing::load(
+    let keys = aperture_core::keys::KeyRing::load(
         &store,
         dir.path(),
         Some(SIGNING_KEY),
-        &aperture::keys::default_published_file(dir.path()),
+        &aperture_core::keys::default_published_file(dir.path()),
     )
     .await?;
-    let journal = aperture::journal::Journal::new(store.clone(), keys);
+    let journal = aperture_core::journal::Journal::new(store.clone(), keys);
     let admin = common::token(&store, &journal, "ops", engine::scope::ADMIN).await?;
     let agent = common::token(&store, &journal, "agent", engine::scope::RUN).await?;
 
@@ -738,7 +738,7 @@ async fn main() -> anyhow::Result<()> {
                 .await?,
         ))
     };
-    let call_through = |connection: Arc<aperture::upstream::Connection>| {
+    let call_through = |connection: Arc<aperture_core::upstream::Connection>| {
         move |n: usize| {
             let connection = connection.clone();
             async move {

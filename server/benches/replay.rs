@@ -22,10 +22,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use aperture::config::Config;
-use aperture::journal::{self, Journal};
 use aperture::startup::Application;
-use aperture::store::{self, Store};
+use aperture_core::config::Config;
+use aperture_core::journal::{self, Journal};
+use aperture_core::store::{self, Store};
 use engine::descriptor::{ToolDescriptor, ToolSource};
 use engine::receipt::{Decision, ReasonCode, ReceiptKind};
 use serde_json::json;
@@ -126,11 +126,11 @@ async fn main() -> anyhow::Result<()> {
         )
         .await?;
     }
-    let keys = aperture::keys::KeyRing::load(
+    let keys = aperture_core::keys::KeyRing::load(
         &store,
         dir.path(),
         Some(SIGNING_KEY),
-        &aperture::keys::default_published_file(dir.path()),
+        &aperture_core::keys::default_published_file(dir.path()),
     )
     .await?;
     let journal = Journal::new(store.clone(), keys);
@@ -140,11 +140,11 @@ async fn main() -> anyhow::Result<()> {
         "journal: {receipts} decision receipts appended in {:.1} s",
         t.elapsed().as_secs_f64()
     );
-    let token = aperture::tokens::create_unchecked(
+    let token = aperture_core::tokens::create_unchecked(
         &store,
         &journal,
         "default",
-        &aperture::journal::Author::operator(),
+        &aperture_core::journal::Author::operator(),
         &app::dto::CreateTokenRequest {
             actor_id: "auditor".into(),
             scopes: vec![engine::scope::READ.into()],

@@ -23,8 +23,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use aperture::config::Config;
 use aperture::startup::Application;
+use aperture_core::config::Config;
 use serde_json::{Value, json};
 
 /// The allocator the `aperture` binary uses.
@@ -74,15 +74,15 @@ async fn main() -> anyhow::Result<()> {
     let server_store = app.store();
     tokio::spawn(app.run_until_stopped());
 
-    let store = aperture::store::Store::connect(&server_store_url(&dir)).await?;
-    let keys = aperture::keys::KeyRing::load(
+    let store = aperture_core::store::Store::connect(&server_store_url(&dir)).await?;
+    let keys = aperture_core::keys::KeyRing::load(
         &store,
         dir.path(),
         Some(SIGNING_KEY),
-        &aperture::keys::default_published_file(dir.path()),
+        &aperture_core::keys::default_published_file(dir.path()),
     )
     .await?;
-    let journal = aperture::journal::Journal::new(store.clone(), keys);
+    let journal = aperture_core::journal::Journal::new(store.clone(), keys);
     let admin = common::token(&store, &journal, "ops", engine::scope::ADMIN).await?;
     let agent = common::token(&store, &journal, "agent", engine::scope::RUN).await?;
     let client = reqwest::Client::new();

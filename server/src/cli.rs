@@ -10,10 +10,12 @@ use clap::{Args, Parser, Subcommand};
 use aperture_types::dto::{CreateTokenRequest, CreateUserRequest};
 
 use crate::auth::password::Passwords;
-use crate::config::Config;
-use crate::journal::Journal;
-use crate::startup::{Application, Bootstrap};
-use crate::store::{self, Durability, Store};
+use crate::startup::Application;
+use aperture_core::config::Config;
+use aperture_core::config::Durability;
+use aperture_core::journal::Journal;
+use aperture_core::users::Bootstrap;
+use aperture_core::{Store, clock, tenants};
 
 /// Aperture: the authorization layer between AI agents and their tools.
 #[derive(Debug, Parser)]
@@ -56,7 +58,7 @@ struct GlobalArgs {
         default_value = "none",
         global = true
     )]
-    rate_limiter: crate::config::RateLimiter,
+    rate_limiter: aperture_core::config::RateLimiter,
     /// Folder the journal's signed checkpoints are appended to, a file per tenant (default:
     /// `<data dir>/checkpoints`). Outside the database: `journal verify` checks it too.
     #[arg(long, env = "APERTURE_CHECKPOINT_DIR", global = true)]
@@ -83,7 +85,7 @@ impl GlobalArgs {
     /// environment's `APERTURE_SIGNING_KEY`, else the data folder's newest key file).
     async fn journal(&self, store: &Store) -> anyhow::Result<Journal> {
         let signing_key = std::env::var("APERTURE_SIGNING_KEY").ok();
-        let keys = crate::keys::KeyRing::load(
+        let keys = aperture_core::keys::KeyRing::load(
             store,
             &self.data_dir,
             signing_key.as_deref(),
@@ -97,7 +99,7 @@ impl GlobalArgs {
     fn published_keys(&self) -> PathBuf {
         self.published_keys
             .clone()
-            .unwrap_or_else(|| crate::keys::default_published_file(&self.data_dir))
+            .unwrap_or_else(|| aperture_core::keys::default_published_file(&self.data_dir))
     }
 }
 
@@ -109,11 +111,10 @@ fn boolish() -> clap::builder::BoolishValueParser {
 
 impl GlobalArgs {
     /// The keys upstream credentials are sealed with.
-    fn secrets(&self) -> anyhow::Result<std::sync::Arc<crate::secrets::SecretBox>> {
-        Ok(std::sync::Arc::new(crate::secrets::SecretBox::load(
-            &self.data_dir,
-            self.secrets_key.as_deref(),
-        )?))
+    fn secrets(&self) -> anyhow::Result<std::sync::Arc<aperture_core::secrets::SecretBox>> {
+        Ok(std::sync::Arc::new(
+            aperture_core::secrets::SecretBox::load(&self.data_dir, self.secrets_key.as_deref())?,
+        ))
     }
 
     fn checkpoint_dir(&self) -> PathBuf {
@@ -379,13 +380,13 @@ struct ServeArgs {
     #[arg(long, env = "APERTURE_ALLOW_PRIVATE_UPSTREAMS", value_parser = boolish())]
     allow_private_upstreams: bool,
     /// Most tools one `tools/list` page carries (a longer listing ends with `nextCursor`).
-    #[arg(long, env = "APERTURE_TOOLS_PAGE_SIZE", default_value_t = crate::config::DEFAULT_TOOLS_PAGE_SIZE as u64,
+    #[arg(long, env = "APERTURE_TOOLS_PAGE_SIZE", default_value_t = aperture_core::config::DEFAULT_TOOLS_PAGE_SIZE as u64,
           value_parser = clap::value_parser!(u64).range(1..=100_000))]
     tools_page_size: u64,
     /// Seconds to wait after each failed webhook attempt, comma-separated (after the last,
     /// the delivery has failed).
     #[arg(long, env = "APERTURE_WEBHOOK_RETRY_SECONDS", default_value = "5,300,1800,7200,18000,36000,36000",
-          value_parser = crate::webhooks::parse_retry)]
+          value_parser = aperture_core::webhooks::parse_retry)]
     webhook_retry_seconds: std::vec::Vec<std::time::Duration>,
     /// MiB the read cache (tokens, grants, tools) may take; least recently used entries go
     /// first.
@@ -403,7 +404,7 @@ struct ServeArgs {
     /// What checks rules' `max_cost_cents`: `none` (capped calls are refused) or `catalog`
     /// (the tools' `price_cents` descriptors).
     #[arg(long, env = "APERTURE_SPEND_GATE", default_value = "none")]
-    spend_gate: crate::config::SpendGate,
+    spend_gate: aperture_core::config::SpendGate,
     /// Base URL of the OpenAI-compatible model server hosted agents use
     /// (`http://127.0.0.1:8080/v1`); hosted agents cannot run turns without it.
     #[arg(long, env = "APERTURE_MODEL_BASE_URL")]
@@ -444,12 +445,12 @@ struct ServeArgs {
     /// Seconds a connection has to send a whole request head (and its first request); then it
     /// is closed.
     #[arg(long, env = "APERTURE_HEADER_READ_TIMEOUT_SECONDS",
-          default_value_t = crate::config::DEFAULT_HEADER_READ_TIMEOUT.as_secs(),
+          default_value_t = aperture_core::config::DEFAULT_HEADER_READ_TIMEOUT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     header_read_timeout_seconds: u64,
     /// Seconds a request body has to arrive, from its head on; a slower one is answered 408.
     #[arg(long, env = "APERTURE_BODY_READ_TIMEOUT_SECONDS",
-          default_value_t = crate::config::DEFAULT_BODY_READ_TIMEOUT.as_secs(),
+          default_value_t = aperture_core::config::DEFAULT_BODY_READ_TIMEOUT.as_secs(),
           value_parser = clap::value_parser!(u64).range(1..=3600))]
     body_read_timeout_seconds: u64,
     /// Longest wait for one model completion, in seconds.
@@ -569,12 +570,12 @@ pub async fn run() -> anyhow::Result<()> {
                 scopes,
                 environments: (!environments.is_empty()).then_some(environments),
             };
-            let user = crate::users::create_unchecked(
+            let user = aperture_core::users::create_unchecked(
                 &store,
                 &journal,
                 &passwords,
                 &tenant,
-                &crate::journal::Author::operator(),
+                &aperture_core::journal::Author::operator(),
                 &request,
             )
             .await
@@ -714,7 +715,7 @@ pub async fn run() -> anyhow::Result<()> {
             store.migrate().await?;
             let configured = std::env::var("APERTURE_SIGNING_KEY").ok();
             let published = cli.global.published_keys();
-            let kid = crate::keys::KeyRing::rotate(
+            let kid = aperture_core::keys::KeyRing::rotate(
                 &store,
                 &cli.global.data_dir,
                 configured.as_deref(),
@@ -734,10 +735,14 @@ pub async fn run() -> anyhow::Result<()> {
             store.migrate().await?;
             let secrets = cli.global.secrets()?;
             secrets.begin_rotation(None)?;
-            let upstreams = crate::upstream::Upstreams::new(true, false, secrets.clone());
+            let upstreams = aperture_core::upstream::Upstreams::new(true, false, secrets.clone());
             let sealed = upstreams.reseal_all(&store).await?;
-            let webhooks =
-                crate::webhooks::Webhooks::new(secrets.clone(), false, Vec::new(), String::new())?;
+            let webhooks = aperture_core::webhooks::Webhooks::new(
+                secrets.clone(),
+                false,
+                Vec::new(),
+                String::new(),
+            )?;
             let hooks = webhooks.reseal_all(&store).await?;
             println!("re-encrypted {hooks} webhook signing secrets");
             match secrets.file() {
@@ -773,11 +778,11 @@ pub async fn run() -> anyhow::Result<()> {
                 expires_at,
                 environments: (!environments.is_empty()).then_some(environments),
             };
-            let created = crate::tokens::create_unchecked(
+            let created = aperture_core::tokens::create_unchecked(
                 &store,
                 &journal,
                 &tenant,
-                &crate::journal::Author::operator(),
+                &aperture_core::journal::Author::operator(),
                 &request,
             )
             .await
@@ -811,8 +816,8 @@ async fn serve(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<()> {
     config.parked_expiry = std::time::Duration::from_secs(args.parked_expiry_seconds);
     config.header_read_timeout = std::time::Duration::from_secs(args.header_read_timeout_seconds);
     config.body_read_timeout = std::time::Duration::from_secs(args.body_read_timeout_seconds);
-    config.tools_page_size =
-        usize::try_from(args.tools_page_size).unwrap_or(crate::config::DEFAULT_TOOLS_PAGE_SIZE);
+    config.tools_page_size = usize::try_from(args.tools_page_size)
+        .unwrap_or(aperture_core::config::DEFAULT_TOOLS_PAGE_SIZE);
     config.idempotency_retention =
         std::time::Duration::from_secs(args.idempotency_retention_hours * 3_600);
     config.webhook_retry = args.webhook_retry_seconds;
@@ -837,7 +842,7 @@ async fn serve(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<()> {
     };
     if let Some(url) = &args.public_url {
         anyhow::ensure!(
-            crate::config::origin_of(url).is_some(),
+            aperture_core::config::origin_of(url).is_some(),
             "APERTURE_PUBLIC_URL must be an http(s) URL, such as https://gateway.example"
         );
     }
@@ -848,7 +853,7 @@ async fn serve(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<()> {
         .map(|o| o.trim())
         .filter(|o| !o.is_empty())
         .map(|o| {
-            crate::config::origin_of(o).ok_or_else(|| {
+            aperture_core::config::origin_of(o).ok_or_else(|| {
                 anyhow::anyhow!("APERTURE_ALLOWED_ORIGINS: {o:?} is not an http(s) origin")
             })
         })
@@ -867,7 +872,7 @@ async fn serve(global: &GlobalArgs, args: ServeArgs) -> anyhow::Result<()> {
         .collect::<anyhow::Result<_>>()?;
     config.model = args
         .model_base_url
-        .map(|base_url| crate::config::ModelConfig {
+        .map(|base_url| aperture_core::config::ModelConfig {
             base_url,
             api_key: args.model_api_key,
             model: args.model.unwrap_or_else(|| "default".into()),
@@ -905,7 +910,7 @@ async fn policy_apply(
         anyhow::bail!("name: required (the policy id the document is stored under)");
     };
     if dry_run {
-        return match crate::policies::check(&id, document, &global.capabilities()) {
+        return match aperture_core::policies::check(&id, document, &global.capabilities()) {
             Ok(_) => {
                 println!("{id}: valid");
                 Ok(())
@@ -928,7 +933,7 @@ async fn policy_apply(
         read_at: None,
         environments: vec![engine::environment::ANY_ENVIRONMENT.to_owned()],
     };
-    let fail = |e: crate::error::ServiceError| {
+    let fail = |e: aperture_core::error::ServiceError| {
         let e = e.into_app_error();
         let fields = e
             .details
@@ -941,7 +946,7 @@ async fn policy_apply(
             .unwrap_or_default();
         anyhow::anyhow!("{}{fields}", e.message)
     };
-    let saved = crate::policies::put(
+    let saved = aperture_core::policies::put(
         &store,
         &journal,
         &operator,
@@ -953,7 +958,7 @@ async fn policy_apply(
     .map_err(fail)?;
     println!("{id}: version {} stored", saved.version);
     if let Some(environment) = activate {
-        crate::policies::activate(
+        aperture_core::policies::activate(
             &store,
             &journal,
             &operator,
@@ -973,12 +978,14 @@ async fn policy_apply(
 /// are journaled like any other change).
 async fn operator_store(global: &GlobalArgs, tenant: &str) -> anyhow::Result<(Store, Journal)> {
     anyhow::ensure!(
-        store::tenants::is_valid_id(tenant),
+        tenants::is_valid_id(tenant),
         "tenant ids are 1–64 characters of a-z, 0-9, _ and -"
     );
     let store = global.store().await?;
     store.migrate().await?;
-    store::tenants::ensure(&store, tenant).await?;
+    tenants::ensure(&store, tenant)
+        .await
+        .map_err(|e| anyhow::anyhow!(e.into_app_error()))?;
     let journal = global.journal(&store).await?;
     Ok((store, journal))
 }
@@ -1031,7 +1038,7 @@ async fn load_jwks(source: &str) -> anyhow::Result<engine::receipt::JwkSet> {
     if !(source.starts_with("https://") || source.starts_with("http://")) {
         return read_jwks(std::path::Path::new(source));
     }
-    let tls = crate::upstream::tls_config(source.starts_with("https:"))?;
+    let tls = aperture_core::upstream::tls_config(source.starts_with("https:"))?;
     let client = upstream_reqwest::Client::builder()
         .tls_backend_preconfigured(tls)
         .timeout(std::time::Duration::from_secs(30))
@@ -1070,23 +1077,25 @@ async fn purge_disclosures(
     store.migrate().await?;
     let tenants = match tenant {
         Some(t) => vec![t.to_owned()],
-        None => store::journal::tenants(&store).await?,
+        None => tenants::with_journal(&store)
+            .await
+            .map_err(|e| anyhow::anyhow!(e.into_app_error()))?,
     };
     let journal = global.journal(&store).await?;
     let days = i64::try_from(older_than_days).unwrap_or(36_500);
-    let cutoff = store::now_ms() - days * 86_400_000;
+    let cutoff = clock::now_ms() - days * 86_400_000;
     for tenant in tenants {
-        let purged = crate::journal::purge_disclosures(
+        let purged = aperture_core::journal::purge_disclosures(
             &store,
             &journal,
             &tenant,
-            &crate::journal::Author::operator(),
+            &aperture_core::journal::Author::operator(),
             cutoff,
         )
         .await?;
         println!(
             "tenant {tenant}: removed the disclosures of {purged} records issued before {}",
-            store::rfc3339(cutoff)
+            clock::rfc3339(cutoff)
         );
     }
     Ok(())
@@ -1149,7 +1158,7 @@ fn evidence_verify(
 fn expectations(
     states: &[PathBuf],
     expect: &[String],
-) -> anyhow::Result<Vec<crate::journal::audit::Expected>> {
+) -> anyhow::Result<Vec<aperture_core::journal::audit::Expected>> {
     let mut expected = Vec::new();
     for path in states {
         let state = crate::witness::State::read(path)
@@ -1166,7 +1175,7 @@ fn expectations(
             "--witness-state {}: the witness has seen no records",
             path.display()
         );
-        expected.push(crate::journal::audit::Expected {
+        expected.push(aperture_core::journal::audit::Expected {
             tenant_id: tenant.to_owned(),
             size: state.tree_size,
             root: Some(
@@ -1186,11 +1195,11 @@ fn expectations(
         let parsed = item
             .rsplit_once(':')
             .and_then(|(tenant, size)| Some((tenant, size.parse::<u64>().ok()?)))
-            .filter(|(tenant, size)| crate::store::tenants::is_valid_id(tenant) && *size > 0);
+            .filter(|(tenant, size)| aperture_core::tenants::is_valid_id(tenant) && *size > 0);
         let Some((tenant, size)) = parsed else {
             anyhow::bail!("--expect {item}: not <tenant>:<size> with a size of at least 1");
         };
-        expected.push(crate::journal::audit::Expected {
+        expected.push(aperture_core::journal::audit::Expected {
             tenant_id: tenant.to_owned(),
             size,
             root: None,
@@ -1206,12 +1215,12 @@ async fn journal_verify(
     trusted_keys: Option<&std::path::Path>,
     witnesses: &[String],
     quorum: Option<usize>,
-    expected: &[crate::journal::audit::Expected],
+    expected: &[aperture_core::journal::audit::Expected],
 ) -> anyhow::Result<()> {
     let (witnesses, quorum) = witness_keys(witnesses, quorum)?;
     let store = global.store().await?;
     store.migrate().await?;
-    let stored = crate::keys::published(&store).await?;
+    let stored = aperture_core::keys::published(&store).await?;
     let mut ok = true;
     let keys = match trusted_keys {
         Some(path) => {
@@ -1236,7 +1245,7 @@ async fn journal_verify(
             stored
         }
     };
-    let reports = crate::journal::verify_with(&store, &keys).await?;
+    let reports = aperture_core::journal::verify_with(&store, &keys).await?;
     for r in &reports {
         match &r.error {
             None => println!("tenant {}: verified {} records", r.tenant_id, r.verified),
@@ -1253,7 +1262,7 @@ async fn journal_verify(
         println!("the journal is empty");
     }
     let sink = global.checkpoint_dir();
-    for r in crate::journal::audit::verify_checkpoints(
+    for r in aperture_core::journal::audit::verify_checkpoints(
         &store,
         &keys,
         Some(&sink),
@@ -1300,7 +1309,7 @@ async fn local_keys(global: &GlobalArgs) -> anyhow::Result<engine::receipt::JwkS
         );
     }
     let store = global.store().await?;
-    let keys = crate::keys::published(&store).await?;
+    let keys = aperture_core::keys::published(&store).await?;
     store.close().await;
     Ok(keys)
 }
@@ -1368,8 +1377,9 @@ async fn upstream_credentials(
     headers: Vec<String>,
 ) -> anyhow::Result<()> {
     let (store, journal) = operator_store(global, tenant).await?;
-    let row = crate::store::upstreams::list(&store, tenant)
-        .await?
+    let row = aperture_core::upstream::list_unchecked(&store, tenant)
+        .await
+        .map_err(|e| anyhow::anyhow!(e.into_app_error()))?
         .into_iter()
         .find(|u| u.name == name)
         .ok_or_else(|| anyhow::anyhow!("tenant {tenant} has no upstream called {name}"))?;
@@ -1378,7 +1388,7 @@ async fn upstream_credentials(
             headers.is_empty(),
             "{name} is a stdio upstream: give --env, not --header"
         );
-        crate::upstream::CredentialsRequest {
+        aperture_core::upstream::CredentialsRequest {
             headers: None,
             env: Some(pairs(env, '=', "--env")?),
         }
@@ -1387,18 +1397,18 @@ async fn upstream_credentials(
             env.is_empty(),
             "{name} is an HTTP upstream: give --header, not --env"
         );
-        crate::upstream::CredentialsRequest {
+        aperture_core::upstream::CredentialsRequest {
             headers: Some(pairs(headers, ':', "--header")?),
             env: None,
         }
     };
-    let upstreams = crate::upstream::Upstreams::new(true, false, global.secrets()?);
+    let upstreams = aperture_core::upstream::Upstreams::new(true, false, global.secrets()?);
     let view = upstreams
         .set_credentials_unchecked(
             &store,
             &journal,
             tenant,
-            &crate::journal::Author::operator(),
+            &aperture_core::journal::Author::operator(),
             &row.id,
             &request,
         )
@@ -1462,13 +1472,13 @@ async fn upstream_add(
             "1" | "true" | "yes" | "on" | "y"
         )
     });
-    let upstreams = crate::upstream::Upstreams::new(true, allow_private, global.secrets()?);
+    let upstreams = aperture_core::upstream::Upstreams::new(true, allow_private, global.secrets()?);
     let result = upstreams
         .register_unchecked(
             &store,
             &journal,
             tenant,
-            &crate::journal::Author::operator(),
+            &aperture_core::journal::Author::operator(),
             &request,
         )
         .await;

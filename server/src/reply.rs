@@ -5,7 +5,7 @@ use aperture_types::error::AppError;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
-use crate::error::ServiceError;
+use aperture_core::error::ServiceError;
 
 /// The `WWW-Authenticate` challenge of a 401 for want of a bearer token: REST, Connect and gRPC
 /// (as metadata) give the same.

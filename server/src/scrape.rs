@@ -1,4 +1,4 @@
-//! `GET /metrics`: the node's metrics (`crate::metrics`) in the Prometheus text format, for
+//! `GET /metrics`: the node's metrics (`aperture_core::metrics`) in the Prometheus text format, for
 //! the operator only.
 //!
 //! The endpoint is process-wide: upstream names and deny reasons of every tenant. It answers
@@ -40,7 +40,7 @@ pub async fn serve(State(state): State<AppState>, headers: HeaderMap) -> Respons
         );
         return response;
     }
-    let Some(handle) = crate::metrics::install() else {
+    let Some(handle) = aperture_core::metrics::install() else {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
             "the metrics recorder is not installed",
@@ -62,10 +62,10 @@ pub async fn serve(State(state): State<AppState>, headers: HeaderMap) -> Respons
 /// (the readiness check says the database is down).
 async fn refresh(state: &AppState) {
     metrics::gauge!("aperture_journal_queue_depth").set(state.journal.queue_depth() as f64);
-    match crate::invocations::waiting(&state.store).await {
+    match aperture_core::invocations::waiting(&state.store).await {
         Ok(rows) => {
-            let now = crate::store::now_ms();
-            for (status, label) in crate::invocations::WAITING {
+            let now = aperture_core::clock::now_ms();
+            for (status, label) in aperture_core::invocations::WAITING {
                 let (count, oldest) = rows
                     .iter()
                     .find(|(s, _, _)| s == status)

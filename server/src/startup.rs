@@ -15,39 +15,26 @@ use leptos_axum::{LeptosRoutes, generate_route_list};
 use tokio::net::TcpListener;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::trace::TraceLayer;
-use tower_sessions::ExpiredDeletion;
 
-use aperture_types::dto::CreateUserRequest;
+use aperture_core::users::Bootstrap;
 
+use crate::api;
 use crate::auth::password::Passwords;
 use crate::auth::{csrf, dashboard};
-use crate::config::Config;
-use crate::dashboard::DashboardBackend;
-use crate::journal::Journal;
-use crate::keys::KeyRing;
 use crate::state::AppState;
-use crate::store::{self, DbSessionStore, Store, tenants::DEFAULT_TENANT};
-use crate::{api, users};
-
-/// What start-up found about the first administrator.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Bootstrap {
-    /// The database already had users.
-    HasUsers,
-    /// User `admin` was created from `APERTURE_BOOTSTRAP_ADMIN_PASSWORD`.
-    CreatedAdmin,
-    /// No users and no bootstrap password: somebody has to create the first admin.
-    NeedsAdmin,
-}
+use aperture_core::Store;
+use aperture_core::config::Config;
+use aperture_core::journal::Journal;
+use aperture_core::keys::KeyRing;
+use aperture_core::users;
 
 /// A server bound to its port, ready to run.
 pub struct Application {
     listener: TcpListener,
     router: Router,
-    store: Store,
     bootstrap: Bootstrap,
-    worker: crate::invocations::Worker,
-    chain: Arc<crate::journal::watch::ChainWatch>,
+    worker: aperture_core::invocations::Worker,
+    chain: Arc<aperture_core::journal::watch::ChainWatch>,
     /// For the hosted-agent resumer (continues turns whose parked calls were decided).
     state: AppState,
 }
@@ -58,7 +45,7 @@ impl Application {
     pub async fn build(config: Config) -> anyhow::Result<Self> {
         // Metrics are recorded only where someone may read them.
         if config.metrics_token.is_some() {
-            crate::metrics::install();
+            aperture_core::metrics::install();
         }
         let store = Store::connect_with(&config.database_url, config.durability).await?;
         store.cache().set_budget(config.read_cache_bytes);
@@ -76,11 +63,13 @@ impl Application {
             &config.published_keys,
         )
         .await?;
-        let spool =
-            crate::journal::spool::Spool::open(&config.data_dir.join("spool"), store.clone())
-                .context("the execution receipt spool")?;
+        let spool = aperture_core::journal::spool::Spool::open(
+            &config.data_dir.join("spool"),
+            store.clone(),
+        )
+        .context("the execution receipt spool")?;
         let journal = Journal::new(store.clone(), keys).with_spool(Arc::new(spool));
-        let bootstrap = bootstrap(
+        let bootstrap = users::bootstrap(
             &store,
             &journal,
             &passwords,
@@ -114,16 +103,19 @@ impl Application {
         // Upstream credentials are encrypted at rest; what is stored in plaintext (from before)
         // or under an older key is sealed under the current one now.
         let secrets = Arc::new(
-            crate::secrets::SecretBox::load(&config.data_dir, config.secrets_key.as_deref())
-                .context("the secrets key (APERTURE_SECRETS_KEY or <data dir>/secrets.key)")?,
+            aperture_core::secrets::SecretBox::load(
+                &config.data_dir,
+                config.secrets_key.as_deref(),
+            )
+            .context("the secrets key (APERTURE_SECRETS_KEY or <data dir>/secrets.key)")?,
         );
-        let upstreams = Arc::new(crate::upstream::Upstreams::new(
+        let upstreams = Arc::new(aperture_core::upstream::Upstreams::new(
             config.allow_stdio_upstreams,
             config.allow_private_upstreams,
             secrets.clone(),
         ));
         let webhooks = Arc::new(
-            crate::webhooks::Webhooks::new(
+            aperture_core::webhooks::Webhooks::new(
                 secrets,
                 config.allow_private_upstreams,
                 config.webhook_retry.clone(),
@@ -145,14 +137,14 @@ impl Application {
                 "encrypted stored upstream credentials"
             );
         }
-        let checkpoints = crate::journal::checkpoints::Checkpointer::new(
+        let checkpoints = aperture_core::journal::checkpoints::Checkpointer::new(
             store.clone(),
             journal.keys().clone(),
             config.log_origin_host(),
             Some(config.checkpoint_dir.clone()),
             config.checkpoint_interval,
         );
-        let services = crate::services::Services::new(crate::services::Parts {
+        let services = aperture_core::services::Services::new(aperture_core::services::Parts {
             store: store.clone(),
             passwords,
             journal,
@@ -161,13 +153,16 @@ impl Application {
             webhooks,
             config: Arc::new(config),
             draining: tokio::sync::watch::Sender::new(false),
-            events: crate::events::Bus::new(store.clone(), Arc::new(tokio::sync::Notify::new())),
-            in_flight: Arc::new(crate::cancel::InFlight::default()),
-            chain: crate::journal::watch::ChainWatch::new(store.clone()),
+            events: aperture_core::events::Bus::new(
+                store.clone(),
+                Arc::new(tokio::sync::Notify::new()),
+            ),
+            in_flight: Arc::new(aperture_core::cancel::InFlight::default()),
+            chain: aperture_core::journal::watch::ChainWatch::new(store.clone()),
             checkpoints,
             model: match &config_model {
                 Some(m) => Some(Arc::new(
-                    crate::model::ModelClient::new(m.clone())
+                    aperture_core::model::ModelClient::new(m.clone())
                         .context("the model server configuration")?,
                 )),
                 None => None,
@@ -181,7 +176,7 @@ impl Application {
         });
         let chain = state.chain.clone();
         let resumer_state = state.clone();
-        let worker = crate::invocations::Worker::new(
+        let worker = aperture_core::invocations::Worker::new(
             state.store.clone(),
             state.journal.clone(),
             state.upstreams.clone(),
@@ -193,7 +188,6 @@ impl Application {
         Ok(Self {
             listener,
             router: router(state),
-            store,
             bootstrap,
             worker,
             chain,
@@ -207,7 +201,7 @@ impl Application {
     }
 
     /// The journal (its writer's statistics: the gateway benchmark reports records per commit).
-    pub fn journal(&self) -> crate::journal::Journal {
+    pub fn journal(&self) -> aperture_core::journal::Journal {
         self.state.journal.clone()
     }
 
@@ -223,43 +217,14 @@ impl Application {
 
     /// Serves until Ctrl-C / SIGTERM.
     pub async fn run_until_stopped(self) -> anyhow::Result<()> {
-        let sessions = DbSessionStore::new(self.store.clone());
-        let store = self.store.clone();
-        let journal = self.state.journal.clone();
+        let services = self.state.services.clone();
         let settling = self.state.journal.clone();
         let draining = self.state.draining.clone();
         let cleanup = tokio::spawn(async move {
             let mut every = tokio::time::interval(Duration::from_secs(60));
             loop {
                 every.tick().await;
-                if let Err(e) = sessions.delete_expired().await {
-                    tracing::warn!(error = %e, "deleting expired dashboard sessions");
-                }
-                if let Err(e) = store::idempotency::purge_expired(&store, store::now_ms()).await {
-                    tracing::warn!(error = %e, "deleting expired idempotency keys");
-                }
-                let now = store::now_ms();
-                if let Err(e) =
-                    crate::auth::dashboard::journal_unknown_user_hours(&store, &journal, now).await
-                {
-                    tracing::warn!(error = %e, "journaling failed sign-ins for unknown users");
-                }
-                if let Err(e) = store::users::delete_sign_in_throttles(
-                    &store,
-                    now - crate::auth::dashboard::FAILURE_WINDOW_MS,
-                )
-                .await
-                {
-                    tracing::warn!(error = %e, "deleting old sign-in throttles");
-                }
-                if let Err(e) = store::users::delete_sign_in_sources(
-                    &store,
-                    now - crate::auth::device::KNOWN_FOR_MS,
-                )
-                .await
-                {
-                    tracing::warn!(error = %e, "forgetting old sign-in addresses and devices");
-                }
+                services.tidy().await;
             }
         });
         // Released, expired and interrupted invocations are handled here, with no request.
@@ -286,7 +251,7 @@ impl Application {
                 .run(self.state.config.database_url.clone()),
         );
         // Cancellations of calls in flight here, sent to another node.
-        let relay = tokio::spawn(crate::cancel::relay(
+        let relay = tokio::spawn(aperture_core::cancel::relay(
             self.state.events.clone(),
             self.state.in_flight.clone(),
         ));
@@ -304,7 +269,7 @@ impl Application {
                 .run(self.state.store.clone(), self.state.events.clone()),
         );
         let header_read = self.state.config.header_read_timeout;
-        let resumer = tokio::spawn(crate::agents::runtime::run_resumer(
+        let resumer = tokio::spawn(aperture_core::agents::runtime::run_resumer(
             self.state.services.clone(),
         ));
         // The HTTP parser's bare error answers get the API's JSON shape (crate::listener).
@@ -313,7 +278,7 @@ impl Application {
         let stop_at_signal = stop_worker.clone();
         let serve = crate::listener::serve(listener, self.router, header_read, async move {
             shutdown_signal().await;
-            crate::metrics::draining();
+            aperture_core::metrics::draining();
             tracing::info!("stopping: no new requests; answering the ones in flight");
             // Event streams end now (their clients reconnect to another node), and the
             // worker claims nothing more (it finishes the invocation it runs).
@@ -385,11 +350,11 @@ const DRAIN_JOURNAL: Duration = Duration::from_secs(5);
 /// and gRPC. Every request is logged (`TraceLayer`) and every response carries the security
 /// headers ([`crate::auth::headers`]), gRPC's included.
 pub fn router(state: AppState) -> Router {
-    let backend = DashboardBackend::shared(state.clone());
+    let services = state.services.clone();
     let routes = generate_route_list(app::App);
     let options = state.leptos_options.clone();
     let context = move || {
-        provide_context(backend.clone());
+        provide_context(services.clone());
         crate::auth::headers::leptos_nonce();
     };
     let max_body = state.config.max_body_bytes;
@@ -514,44 +479,6 @@ async fn oversize_in_kind(
     .into_response()
 }
 
-/// Creates the default tenant, and user `admin` when there is no user and a bootstrap password
-/// is given. There is never a default password.
-pub async fn bootstrap(
-    store: &Store,
-    journal: &Journal,
-    passwords: &Passwords,
-    admin_password: Option<&str>,
-) -> anyhow::Result<Bootstrap> {
-    store::tenants::ensure(store, DEFAULT_TENANT).await?;
-    if store::users::count_all(store).await? > 0 {
-        return Ok(Bootstrap::HasUsers);
-    }
-    let Some(password) = admin_password.filter(|p| !p.is_empty()) else {
-        return Ok(Bootstrap::NeedsAdmin);
-    };
-    let request = CreateUserRequest {
-        username: "admin".into(),
-        password: password.to_owned(),
-        scopes: engine::scope::ScopeSet::all_aperture().into(),
-        // The installation's first admin, like everything made before environments: all of them.
-        environments: Some(vec![engine::environment::ANY_ENVIRONMENT.to_owned()]),
-    };
-    users::create_unchecked(
-        store,
-        journal,
-        passwords,
-        DEFAULT_TENANT,
-        &crate::journal::Author::new("bootstrap", crate::journal::OPERATOR),
-        &request,
-    )
-    .await
-    .map_err(|e| anyhow::anyhow!("creating the bootstrap admin: {}", e.into_app_error()))?;
-    tracing::info!(
-        "created user `admin` in tenant `default` from APERTURE_BOOTSTRAP_ADMIN_PASSWORD"
-    );
-    Ok(Bootstrap::CreatedAdmin)
-}
-
 async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
@@ -581,38 +508,8 @@ async fn shutdown_signal() {
 async fn readyz(
     axum::extract::State(state): axum::extract::State<AppState>,
 ) -> (axum::http::StatusCode, axum::Json<serde_json::Value>) {
-    let database = match sqlx::query("SELECT 1").execute(state.store.pool()).await {
-        Ok(_) => "ok".to_owned(),
-        Err(e) => {
-            tracing::warn!(error = %e, "readiness: the database does not answer");
-            "unreachable".to_owned()
-        }
-    };
-    let migrations = if database == "ok" {
-        match state.store.pending_migrations().await {
-            Ok(pending) if pending.is_empty() => "ok".to_owned(),
-            Ok(pending) => format!(
-                "pending: {}",
-                pending
-                    .iter()
-                    .map(i64::to_string)
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            Err(e) => {
-                tracing::warn!(error = %e, "readiness: reading the applied migrations");
-                "unknown".to_owned()
-            }
-        }
-    } else {
-        "unknown".to_owned()
-    };
-    let journal = if state.journal.writer_alive() {
-        "ok"
-    } else {
-        "writer stopped"
-    };
-    let ready = database == "ok" && migrations == "ok" && journal == "ok";
+    let checks = state.readiness().await;
+    let ready = checks.is_ready();
     let status = if ready {
         axum::http::StatusCode::OK
     } else {
@@ -622,7 +519,11 @@ async fn readyz(
         status,
         axum::Json(serde_json::json!({
             "status": if ready { "ready" } else { "not_ready" },
-            "checks": {"database": database, "migrations": migrations, "journal_writer": journal},
+            "checks": {
+                "database": checks.database,
+                "migrations": checks.migrations,
+                "journal_writer": checks.journal_writer,
+            },
         })),
     )
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::extract::FromRef;
 use leptos::config::LeptosOptions;
 
-use crate::services::Services;
+use aperture_core::services::Services;
 
 /// Shared by every request; cheap to clone (one reference count: axum clones the state for
 /// every request, and the fields' own counts were ~1 % of a gateway call's CPU). Reads through
@@ -42,9 +42,9 @@ pub struct Shared {
     /// Where the dashboard's files are, for Leptos.
     pub leptos_options: LeptosOptions,
     /// `/mcp`'s SSE streams on this node, kept for resuming (`Last-Event-ID`).
-    pub streams: Arc<crate::live::streams::Streams>,
+    pub streams: Arc<aperture_core::live::streams::Streams>,
     /// `/mcp`'s listening streams and what they watch (`notifications/tools/list_changed`).
-    pub watchers: Arc<crate::live::listing::Watchers>,
+    pub watchers: Arc<aperture_core::live::listing::Watchers>,
 }
 
 impl std::ops::Deref for Shared {

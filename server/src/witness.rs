@@ -64,7 +64,7 @@ impl State {
         self.origin
             .rsplit_once("/aperture/")
             .map(|(_, tenant)| tenant)
-            .filter(|tenant| crate::store::tenants::is_valid_id(tenant))
+            .filter(|tenant| engine::environment::is_name(tenant))
     }
 
     /// The root of the tree of `tree_size` records the witness cosigned.
@@ -201,7 +201,7 @@ pub async fn round(options: &Options, key: &WitnessKey) -> anyhow::Result<Round>
         .trim_end_matches('/')
         .trim_end_matches("/mcp")
         .to_owned();
-    let tls = crate::upstream::tls_config(base.starts_with("https:"))?;
+    let tls = aperture_core::upstream::tls_config(base.starts_with("https:"))?;
     let http = upstream_reqwest::Client::builder()
         .tls_backend_preconfigured(tls)
         .timeout(Duration::from_secs(30))
@@ -282,7 +282,7 @@ pub async fn round(options: &Options, key: &WitnessKey) -> anyhow::Result<Round>
                 checkpoint.size
             );
         } else {
-            let proof: crate::transparency::Proof = serde_json::from_str(
+            let proof: aperture_core::transparency::Proof = serde_json::from_str(
                 &get(format!(
                     "{base}{}/journal/proofs/consistency?from={}&to={}",
                     crate::api::PREFIX,
@@ -322,7 +322,7 @@ pub async fn round(options: &Options, key: &WitnessKey) -> anyhow::Result<Round>
             root: STANDARD.encode(checkpoint.root),
         },
     )?;
-    let now = u64::try_from(crate::store::now_ms() / 1000).unwrap_or(0);
+    let now = u64::try_from(aperture_core::clock::now_ms() / 1000).unwrap_or(0);
     let line = note::cosign(&fetched.text, &key.name, &key.signer, now)?;
     let mut posted = Note {
         text: fetched.text.clone(),

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use aperture::upstream::{
+use aperture_core::upstream::{
     Connection, Connector, UpstreamError, UpstreamSpec, check_result_size, import,
 };
 use axum::http::StatusCode;

@@ -7,8 +7,8 @@ mod fixture;
 
 use std::sync::Arc;
 
-use aperture::journal::Journal;
-use aperture::store::Store;
+use aperture_core::journal::Journal;
+use aperture_core::store::Store;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
@@ -61,11 +61,11 @@ pub async fn token(
         expires_at: None,
         environments: None,
     };
-    aperture::tokens::create_unchecked(
+    aperture_core::tokens::create_unchecked(
         store,
         journal,
         "default",
-        &aperture::journal::Author::operator(),
+        &aperture_core::journal::Author::operator(),
         &request,
     )
     .await

@@ -13,9 +13,9 @@ use serde_json::{Value, json};
 use aperture_types::error::AppError;
 
 use super::{ApiJson, Caller};
-use crate::agents::runtime::{self, AgentView, CreateAgentRequest, Events, TurnRequest};
 use crate::reply::ApiError;
 use crate::state::AppState;
+use aperture_core::agents::runtime::{self, AgentView, CreateAgentRequest, Events, TurnRequest};
 
 /// `POST /agents` → 201.
 pub async fn create(

@@ -4,7 +4,6 @@
 
 use axum::Json;
 use axum::extract::{Path, Query, State};
-use engine::scope;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -12,30 +11,9 @@ use aperture_types::error::{AppError, ErrorCode};
 
 use super::{ApiJson, Caller};
 use crate::auth::Principal;
-use crate::error::ServiceError;
-use crate::invocations::{self, Action, DecideRequest};
 use crate::reply::ApiError;
 use crate::state::AppState;
-use crate::store::invocations as rows;
-
-/// Statuses a list may be filtered by.
-const STATUSES: [&str; 15] = [
-    "input_required",
-    "approving",
-    "approved",
-    "staged",
-    "applying",
-    "confirmation_required",
-    "running",
-    "completed",
-    "rejecting",
-    "rejected",
-    "expiring",
-    "expired",
-    "invalidated",
-    "cancelling",
-    "cancelled",
-];
+use aperture_core::invocations::{self, Action, DecideRequest};
 
 /// Query of `GET /invocations`.
 #[derive(Debug, Deserialize)]
@@ -43,13 +21,6 @@ const STATUSES: [&str; 15] = [
 pub struct ListQuery {
     status: Option<String>,
     limit: Option<i64>,
-}
-
-/// The actor whose invocations `p` may read: `None` for all of the tenant's (readers and
-/// approvers, who must see the queue).
-fn readable_actor(p: &Principal) -> Option<&str> {
-    (!p.scopes.satisfies(scope::READ) && !p.scopes.satisfies(scope::APPROVE))
-        .then_some(p.actor_id.as_str())
 }
 
 /// Who hears a live view's events: a tenant's, only one actor's (a caller with only the run
@@ -65,7 +36,7 @@ impl Listener {
     fn of(p: &Principal) -> Self {
         Self {
             tenant: p.tenant_id.clone(),
-            own_only: readable_actor(p).map(str::to_owned),
+            own_only: invocations::readable_actor(p).map(str::to_owned),
             environments: p.confined_to().map(<[String]>::to_vec),
         }
     }
@@ -83,22 +54,15 @@ pub async fn list(
         return Err(AppError::invalid_field("limit", "between 1 and 500").into());
     }
     if let Some(status) = &q.status
-        && !STATUSES.contains(&status.as_str())
+        && !invocations::STATUSES.contains(&status.as_str())
     {
-        return Err(
-            AppError::invalid_field("status", format!("one of {}", STATUSES.join(", "))).into(),
-        );
+        return Err(AppError::invalid_field(
+            "status",
+            format!("one of {}", invocations::STATUSES.join(", ")),
+        )
+        .into());
     }
-    let found = rows::list(
-        &state.store,
-        &p.tenant_id,
-        q.status.as_deref(),
-        readable_actor(&p),
-        limit,
-        p.confined_to(),
-    )
-    .await
-    .map_err(ServiceError::from)?;
+    let found = invocations::list_visible(&state.store, &p, q.status.as_deref(), limit).await?;
     Ok(Json(json!({
         "invocations": found.iter().map(invocations::view).collect::<Vec<_>>()
     })))
@@ -112,7 +76,7 @@ pub async fn get(
 ) -> Result<Json<Value>, ApiError> {
     let row = invocations::find_visible(&state.store, &p, &id)
         .await?
-        .filter(|r| readable_actor(&p).is_none_or(|actor| actor == r.actor_id))
+        .filter(|r| invocations::readable_actor(&p).is_none_or(|actor| actor == r.actor_id))
         .ok_or_else(|| AppError::not_found("invocation"))?;
     Ok(Json(invocations::view(&row)))
 }
@@ -221,7 +185,10 @@ pub struct EventsQuery {
 
 /// What caller `tenant` / `own_only` may hear of `event`: its type, id and data (`None`: not
 /// theirs).
-fn visible(event: &crate::events::Event, listener: &Listener) -> Option<(String, String, Value)> {
+fn visible(
+    event: &aperture_core::events::Event,
+    listener: &Listener,
+) -> Option<(String, String, Value)> {
     let (tenant, own_only) = (listener.tenant.as_str(), listener.own_only.as_deref());
     if event.kind == "resync" {
         return Some((event.kind.clone(), event.id.clone(), json!({})));
@@ -300,7 +267,7 @@ pub async fn events(
             };
             let event = match received {
                 Ok(e) => e,
-                Err(RecvError::Lagged(_)) => crate::events::Event::resync(""),
+                Err(RecvError::Lagged(_)) => aperture_core::events::Event::resync(""),
                 Err(RecvError::Closed) => break,
             };
             if let Some((kind, id, data)) = visible(&event, &listener) {
@@ -336,7 +303,7 @@ pub async fn events(
 /// until the node drains or `still` (asked every
 /// [`STREAM_CHECK_EVERY`]) says the caller may no longer listen.
 pub(crate) fn live<F, Fut>(
-    receiver: tokio::sync::broadcast::Receiver<crate::events::Event>,
+    receiver: tokio::sync::broadcast::Receiver<aperture_core::events::Event>,
     draining: tokio::sync::watch::Receiver<bool>,
     listener: Listener,
     still: F,
@@ -376,7 +343,7 @@ where
                     };
                     let event = match received {
                         Ok(e) => e,
-                        Err(RecvError::Lagged(_)) => crate::events::Event::resync(""),
+                        Err(RecvError::Lagged(_)) => aperture_core::events::Event::resync(""),
                         Err(RecvError::Closed) => return None,
                     };
                     let Some((kind, id, data)) = visible(&event, &listener) else {

@@ -13,7 +13,7 @@ use aperture_types::error::{AppError, ErrorCode};
 use super::{ApiJson, Caller};
 use crate::reply::ApiError;
 use crate::state::AppState;
-use crate::transparency::{self, CosignedNote, NewWitness};
+use aperture_core::transparency::{self, CosignedNote, NewWitness};
 
 fn bad_query(e: axum::extract::rejection::QueryRejection) -> ApiError {
     ApiError(AppError::new(ErrorCode::BadRequest, e.body_text()))

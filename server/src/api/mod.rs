@@ -36,9 +36,9 @@ use aperture_types::error::{AppError, ErrorCode};
 pub use json::ApiJson;
 
 use crate::auth::{Principal, principal::authenticate_bearer};
-use crate::error::ServiceError;
 use crate::reply::ApiError;
 use crate::state::AppState;
+use aperture_core::error::ServiceError;
 
 /// Where the REST API is mounted.
 pub const PREFIX: &str = "/api/v2/agent-tool-exposure";

@@ -7,9 +7,9 @@ use serde_json::{Value, json};
 use aperture_types::dto::{ActivateRequest, PolicySummary, PolicyVersionView, ValidationResult};
 
 use super::{ApiJson, Caller};
-use crate::policies;
 use crate::reply::ApiError;
 use crate::state::AppState;
+use aperture_core::policies;
 
 /// `GET /policies`
 pub async fn list(
@@ -100,13 +100,13 @@ pub async fn preview(
 }
 
 /// `POST /policies:replay` `{"policy", "since"?, "until"?}`: what the draft would have
-/// changed over the tenant's recorded calls (crate::replay).
+/// changed over the tenant's recorded calls (aperture_core::replay).
 pub async fn replay(
     State(state): State<AppState>,
     Caller(p): Caller,
-    ApiJson(request): ApiJson<crate::replay::ReplayRequest>,
-) -> Result<Json<crate::replay::ReplayReport>, ApiError> {
+    ApiJson(request): ApiJson<aperture_core::replay::ReplayRequest>,
+) -> Result<Json<aperture_core::replay::ReplayReport>, ApiError> {
     Ok(Json(
-        crate::replay::replay(&state.store, &p, request).await?,
+        aperture_core::replay::replay(&state.store, &p, request).await?,
     ))
 }

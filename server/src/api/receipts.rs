@@ -8,11 +8,10 @@ use serde_json::{Value, json};
 use aperture_types::error::AppError;
 
 use super::Caller;
-use crate::error::ServiceError;
-use crate::receipts;
 use crate::reply::ApiError;
 use crate::state::AppState;
-use crate::store;
+use aperture_core::error::ServiceError;
+use aperture_core::receipts;
 use aperture_types::dto::ReceiptQuery;
 
 /// `GET /.well-known/aperture/keys`: every public key that ever signed (JWK set).
@@ -78,21 +77,5 @@ pub async fn get(
     Caller(p): Caller,
     Path(id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let row = store::journal::by_receipt_id(&state.store, &p.tenant_id, &id)
-        .await
-        .map_err(ServiceError::from)?
-        .ok_or_else(|| AppError::not_found("receipt"))?;
-    if !receipts::visible(&state.store, &p, &row).await? {
-        return Err(AppError::not_found("receipt").into());
-    }
-    let receipt: Value =
-        serde_json::from_str(&row.receipt).map_err(|e| ServiceError::Other(e.into()))?;
-    let disclosures: Value =
-        serde_json::from_str(&row.disclosures).map_err(|e| ServiceError::Other(e.into()))?;
-    Ok(Json(json!({
-        "receipt": receipt,
-        "disclosures": disclosures,
-        "seq": row.seq,
-        "record_hash": row.record_hash,
-    })))
+    Ok(Json(receipts::get(&state.store, &p, &id).await?))
 }

@@ -9,9 +9,9 @@ use serde_json::{Value, json};
 use aperture_types::dto::{CreateSessionRequest, SessionView};
 
 use super::{ApiJson, Caller};
-use crate::exposure;
 use crate::reply::ApiError;
 use crate::state::AppState;
+use aperture_core::exposure;
 
 /// `GET /sessions`
 pub async fn list(
@@ -48,10 +48,12 @@ pub async fn call(
     State(state): State<AppState>,
     Caller(p): Caller,
     Path(id): Path<String>,
-    ApiJson(call): ApiJson<crate::calls::ToolCall>,
+    ApiJson(call): ApiJson<aperture_core::calls::ToolCall>,
 ) -> Result<Json<Value>, ApiError> {
     let cx = state.call_context();
-    Ok(Json(crate::calls::call(&cx, &p, Some(&id), &call).await?))
+    Ok(Json(
+        aperture_core::calls::call(&cx, &p, Some(&id), &call).await?,
+    ))
 }
 
 /// `GET /sessions/{id}`
@@ -131,7 +133,7 @@ pub async fn evidence(
         ))
     })?;
     let disclosures = disclosures_flag(q.disclosures.as_deref())?;
-    let bytes = crate::evidence::bundle(&state, &p, &id, disclosures).await?;
+    let bytes = aperture_core::evidence::bundle(&state, &p, &id, disclosures).await?;
     Ok((
         [(axum::http::header::CONTENT_TYPE, "application/json")],
         bytes,

@@ -9,7 +9,7 @@ use aperture_types::dto::{CreateTokenRequest, CreatedToken, TokenView};
 use super::{ApiJson, Caller};
 use crate::reply::ApiError;
 use crate::state::AppState;
-use crate::tokens;
+use aperture_core::tokens;
 
 /// `GET /tokens`
 pub async fn list(

@@ -10,9 +10,9 @@ use aperture_types::dto::{
 };
 
 use super::{ApiJson, Caller};
-use crate::catalog;
 use crate::reply::ApiError;
 use crate::state::AppState;
+use aperture_core::catalog;
 
 /// `GET /tools`: the catalog with every descriptor, held tools with their triage.
 pub async fn list(

@@ -10,7 +10,7 @@ use aperture_types::dto::{RegisterUpstreamRequest, SyncReport};
 use super::{ApiJson, Caller};
 use crate::reply::ApiError;
 use crate::state::AppState;
-use crate::upstream;
+use aperture_core::upstream;
 
 /// `GET /upstreams`: status and endpoints, never secrets.
 pub async fn list(

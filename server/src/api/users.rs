@@ -9,7 +9,7 @@ use aperture_types::dto::{CreateUserRequest, UpdateScopesRequest, UserView};
 use super::{ApiJson, Caller};
 use crate::reply::ApiError;
 use crate::state::AppState;
-use crate::users;
+use aperture_core::users;
 
 /// `GET /users`
 pub async fn list(

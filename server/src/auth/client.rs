@@ -4,32 +4,16 @@
 //! added). A client that is not behind a trusted proxy cannot choose its own address by sending
 //! the header.
 
-use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 
 use axum::extract::{ConnectInfo, Request};
 use axum::middleware::Next;
 use axum::response::Response;
 
-pub use crate::config::Cidr;
-use crate::config::canonical_ip as canonical;
+pub use aperture_core::config::Cidr;
+use aperture_core::config::canonical_ip as canonical;
 
-/// The key under which sign-in counts an address: an IPv4 address on its own (an IPv4-mapped
-/// IPv6 address as that IPv4 address), an IPv6 address by its /64, the smallest block a
-/// subscriber is usually given whole (one host could otherwise be a new address per guess).
-pub fn address_key(ip: IpAddr) -> String {
-    match canonical(ip) {
-        IpAddr::V4(v4) => v4.to_string(),
-        IpAddr::V6(v6) => {
-            let network = Ipv6Addr::from(u128::from(v6) & !(u128::from(u64::MAX)));
-            format!("{network}/64")
-        }
-    }
-}
-
-/// The caller's address, in each request's extensions (absent when the server was not given
-/// the connection's address, as in tests that call the router directly).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ClientAddr(pub IpAddr);
+pub use aperture_core::sign_in::{ClientAddr, address_key};
 
 /// The client behind `peer`, given the `X-Forwarded-For` values of the request.
 pub fn client_address<'a>(

@@ -1,11 +1,10 @@
 //! Who is calling over HTTP, and what they may do. The caller itself, a
-//! [`Principal`], and password hashing live below the surfaces (`crate::principal`,
-//! `crate::password`, re-exported here).
+//! [`Principal`], and password hashing live below the surfaces (`aperture_core::principal`,
+//! `aperture_core::password`, re-exported here).
 //!
-//! - [`dashboard`]: cookie sessions for people: sign-in with its failure limit, sign-out, the
-//!   idle and absolute timeouts.
+//! - [`dashboard`]: the cookie sessions of people signed in to the dashboard: their layer, idle
+//!   timeout and records.
 //! - [`client`]: the caller's address (behind trusted proxies too), for sign-in limits.
-//! - [`device`]: the long-lived device cookie by which a browser that signed in is known.
 //! - [`csrf`]: origin checks for state-changing browser requests.
 //! - [`headers`]: the Content-Security-Policy with its per-response nonce, and the other
 //!   security headers of every dashboard and API response.
@@ -13,8 +12,7 @@
 pub mod client;
 pub mod csrf;
 pub mod dashboard;
-pub mod device;
 pub mod headers;
 
-pub use crate::password;
-pub use crate::principal::{self, Principal, PrincipalKind};
+pub use aperture_core::password;
+pub use aperture_core::principal::{self, Principal, PrincipalKind};

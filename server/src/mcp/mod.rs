@@ -1,6 +1,6 @@
 //! The MCP endpoint `POST /mcp` (streamable HTTP, JSON responses): `initialize`,
 //! `tools/list` (a new manifest and lease on every call), `tools/call` (every check of
-//! CONTRACT §5, through [`crate::calls`]), `ping`. Bearer tokens authenticate; a missing or bad
+//! CONTRACT §5, through [`aperture_core::calls`]), `ping`. Bearer tokens authenticate; a missing or bad
 //! token is 401 with `WWW-Authenticate` pointing at the RFC 9728 metadata.
 //!
 //! Two eras of the protocol are served side by side:
@@ -28,14 +28,14 @@ use engine::scope;
 
 use crate::auth::Principal;
 use crate::auth::principal::{authenticate_bearer, authenticate_bearer_assumed};
-use crate::calls::{self, ToolCall};
-use crate::error::ServiceError;
-use crate::exposure;
 use crate::state::AppState;
-use crate::store;
+use aperture_core::calls::{self, ToolCall};
+use aperture_core::error::ServiceError;
+use aperture_core::exposure;
 
-pub use crate::live::{listing, streams};
+pub use aperture_core::live::{listing, streams};
 pub mod request;
+mod sse;
 mod tasks;
 
 use request::{Message, Method};
@@ -52,7 +52,7 @@ pub const STATELESS_VERSION: &str = "2026-07-28";
 
 const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
-pub use crate::live::listing::META_SUBSCRIPTION;
+pub use aperture_core::live::listing::META_SUBSCRIPTION;
 /// A protocol header is missing or does not mirror the body.
 const HEADER_MISMATCH: i64 = -32020;
 /// The requested revision is not supported.
@@ -80,7 +80,7 @@ fn ok(id: &Value, result: Value) -> Value {
     Value::Object(response)
 }
 
-fn unauthorized(config: &crate::config::Config) -> Response {
+fn unauthorized(config: &aperture_core::config::Config) -> Response {
     let challenge = format!(
         "Bearer resource_metadata=\"{}/.well-known/oauth-protected-resource\"",
         config.public_base()
@@ -251,7 +251,7 @@ pub async fn handle(
     }
     let mut response = Json(answer).into_response();
     if method == Method::Initialize {
-        let session = crate::ids::new_id("mcp");
+        let session = aperture_core::ids::new_id("mcp");
         if let Ok(v) = HeaderValue::from_str(&session) {
             response.headers_mut().insert("mcp-session-id", v);
         }
@@ -280,13 +280,13 @@ async fn notification(
         && let Some(request) = params.and_then(|p| p.get("requestId"))
         && fits(request)
     {
-        let key = crate::cancel::Key::new(
+        let key = aperture_core::cancel::Key::new(
             &principal.tenant_id,
             &principal.caller_id(),
             mcp_session.as_deref(),
             request,
         );
-        crate::cancel::cancel(&state.in_flight, &state.events, &key).await;
+        aperture_core::cancel::cancel(&state.in_flight, &state.events, &key).await;
     }
     StatusCode::ACCEPTED.into_response()
 }
@@ -349,15 +349,15 @@ fn mcp_session_id(headers: &HeaderMap) -> Result<Option<String>, &'static str> {
 const LEGACY_DEFAULT_VERSION: &str = "2025-03-26";
 
 /// A 403 when the request comes from a browser page of another origin: its `Origin` is neither
-/// this server's own ([`crate::config::Config::own_origin`]) nor one of
+/// this server's own ([`aperture_core::config::Config::own_origin`]) nor one of
 /// `APERTURE_ALLOWED_ORIGINS`; `Origin: null` (sandboxed frames, files) is refused too. Requests
 /// without `Origin` (MCP clients that are not browsers) pass.
-fn foreign_origin(config: &crate::config::Config, headers: &HeaderMap) -> Option<Response> {
+fn foreign_origin(config: &aperture_core::config::Config, headers: &HeaderMap) -> Option<Response> {
     let origin = headers.get(header::ORIGIN)?;
     let allowed = origin
         .to_str()
         .ok()
-        .and_then(crate::config::origin_of)
+        .and_then(aperture_core::config::origin_of)
         .is_some_and(|o| o == config.own_origin() || config.allowed_origins.contains(&o));
     if allowed {
         return None;
@@ -530,24 +530,21 @@ async fn tools_list(
     let meta = params.get("_meta").cloned().unwrap_or(json!({}));
     let text = |k: &str| meta.get(k).and_then(Value::as_str).map(str::to_owned);
     let granted = match text("session_id") {
-        Some(sid) => {
-            match store::exposure::find_session(&state.store, &principal.tenant_id, &sid).await {
-                // Another environment's session is as unknown as a random id.
-                Ok(Some(session)) if principal.sees(&session.environment) => {
-                    exposure::list_grant(
-                        &state.store,
-                        &state.journal,
-                        &state.validators,
-                        principal,
-                        session,
-                        mcp_session,
-                    )
-                    .await
-                }
-                Ok(_) => return error(id, INVALID_PARAMS, "unknown session_id"),
-                Err(e) => Err(e.into()),
+        Some(sid) => match exposure::find_session(&state.store, principal, &sid).await {
+            Ok(Some(session)) => {
+                exposure::list_grant(
+                    &state.store,
+                    &state.journal,
+                    &state.validators,
+                    principal,
+                    session,
+                    mcp_session,
+                )
+                .await
             }
-        }
+            Ok(None) => return error(id, INVALID_PARAMS, "unknown session_id"),
+            Err(e) => Err(e),
+        },
         None => {
             let request = CreateSessionRequest {
                 environment: text("environment"),
@@ -604,7 +601,7 @@ async fn next_page(
             return error(id, INTERNAL_ERROR, "the listing could not be read");
         }
     };
-    if grant.row.lease_expires_at <= crate::store::now_ms() {
+    if grant.row.lease_expires_at <= aperture_core::clock::now_ms() {
         return error(
             id,
             INVALID_PARAMS,
@@ -628,7 +625,7 @@ async fn tools_call(
     id: &Value,
     params: Value,
     mcp_session: Option<String>,
-    progress: Option<crate::execution::ProgressSink>,
+    progress: Option<aperture_core::execution::ProgressSink>,
 ) -> Result<Value, ()> {
     let lacks_run = |p: &Principal| {
         p.require(scope::RUN).is_err().then(|| {
@@ -654,7 +651,7 @@ async fn tools_call(
         }
     };
     // Cancellable by the caller while it runs (`notifications/cancelled` for this id).
-    let registered = state.in_flight.register(crate::cancel::Key::new(
+    let registered = state.in_flight.register(aperture_core::cancel::Key::new(
         &principal.tenant_id,
         &principal.caller_id(),
         mcp_session.as_deref(),
@@ -704,7 +701,7 @@ fn progress_token(params: &Value) -> Option<&Value> {
 }
 
 /// `notifications/progress` for the caller's `token`.
-fn progress_notification(token: &Value, p: &crate::upstream::Progress) -> Value {
+fn progress_notification(token: &Value, p: &aperture_core::upstream::Progress) -> Value {
     let mut params = json!({"progressToken": token, "progress": p.progress});
     if let Some(total) = p.total {
         params["total"] = json!(total);
@@ -765,7 +762,7 @@ fn stream_call(
         mcp_session: mcp_session.clone(),
     };
     let log = state.streams.open(streams::Kind::Call, owner);
-    let reader = streams::respond(log.clone(), None, state.draining.subscribe());
+    let reader = sse::respond(log.clone(), None, state.draining.subscribe());
     let stream = CallStream {
         state: state.clone(),
         log,
@@ -869,7 +866,7 @@ fn listen(
             secret: secret.to_owned(),
         },
     );
-    streams::respond(log, None, state.draining.subscribe())
+    sse::respond(log, None, state.draining.subscribe())
 }
 
 /// `GET /mcp` (2025 era): with `Mcp-Session-Id`, a stream of
@@ -926,7 +923,7 @@ pub async fn listen_get(State(state): State<AppState>, headers: HeaderMap) -> Re
         }
         let last = last.to_str().unwrap_or_default();
         if let Some((log, after)) = state.streams.resume(last, &owner) {
-            return streams::respond(log, Some(after), state.draining.subscribe());
+            return sse::respond(log, Some(after), state.draining.subscribe());
         }
         if streams::Streams::names_call(last) {
             return refuse(
@@ -953,5 +950,5 @@ pub async fn listen_get(State(state): State<AppState>, headers: HeaderMap) -> Re
             secret: secret.to_owned(),
         },
     );
-    streams::respond(log, None, state.draining.subscribe())
+    sse::respond(log, None, state.draining.subscribe())
 }

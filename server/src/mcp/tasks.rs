@@ -11,8 +11,9 @@ use serde_json::{Value, json};
 use super::{INTERNAL_ERROR, INVALID_PARAMS, error, ok};
 use crate::auth::Principal;
 use crate::state::AppState;
-use crate::store::invocations::{self as rows, InvocationRow};
-use crate::store::{self, Store};
+use aperture_core::Store;
+use aperture_core::clock;
+use aperture_core::invocations::{self as rows, InvocationRow};
 
 /// How often a client is asked to poll `tasks/get`. (`ttl` is `null`: results are kept; parked
 /// invocations expire by themselves into a final result.)
@@ -59,8 +60,8 @@ fn task(row: &InvocationRow) -> Value {
         "taskId": row.id,
         "status": status(row),
         "statusMessage": status_message(row),
-        "createdAt": store::rfc3339(row.created_at),
-        "lastUpdatedAt": store::rfc3339(row.updated_at),
+        "createdAt": clock::rfc3339(row.created_at),
+        "lastUpdatedAt": clock::rfc3339(row.updated_at),
         "ttl": Value::Null,
         "pollInterval": POLL_INTERVAL_MS,
     })
@@ -106,7 +107,7 @@ async fn own(
     let Some(task_id) = params.get("taskId").and_then(Value::as_str) else {
         return Err(error(id, INVALID_PARAMS, "taskId is required"));
     };
-    match crate::invocations::find_visible(&state.store, principal, task_id).await {
+    match aperture_core::invocations::find_visible(&state.store, principal, task_id).await {
         Ok(Some(row)) if row.actor_id == principal.actor_id => Ok(row),
         Ok(_) => Err(error(
             id,
@@ -200,7 +201,7 @@ pub async fn cancel(state: &AppState, principal: &Principal, id: &Value, params:
             ),
         );
     }
-    match crate::invocations::cancel(
+    match aperture_core::invocations::cancel(
         &state.store,
         &state.journal,
         &state.events,
@@ -247,13 +248,11 @@ pub async fn list(state: &AppState, principal: &Principal, id: &Value, params: &
         },
         Some(_) => return error(id, INVALID_PARAMS, "cursor must be a string"),
     };
-    let page = match rows::of_actor_before(
+    let page = match rows::own_before(
         &state.store,
-        &principal.tenant_id,
-        &principal.actor_id,
+        principal,
         before.as_ref().map(|(at, task)| (*at, task.as_str())),
         TASKS_PAGE + 1,
-        principal.confined_to(),
     )
     .await
     {

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use aperture::agents::model::ModelConfig;
+use aperture_core::agents::model::ModelConfig;
 use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};

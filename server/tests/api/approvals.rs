@@ -238,7 +238,7 @@ async fn an_approval_releases_exactly_the_bound_call_once(db: Db) {
     assert_eq!(s.upstream_calls().await, before + 3);
 
     // The journal holds decision (park), approval and execution, and verifies.
-    let approval = aperture::store::journal::by_receipt_id(
+    let approval = aperture_core::store::journal::by_receipt_id(
         &s.app.store,
         "default",
         done["approval_receipt_id"].as_str().unwrap(),
@@ -250,7 +250,7 @@ async fn an_approval_releases_exactly_the_bound_call_once(db: Db) {
     assert_eq!(approval["kind"], "approval");
     assert_eq!(approval["actor_id"], "alice");
     verify_receipt_json(&approval, &s.keys).unwrap();
-    let reports = aperture::journal::verify(&s.app.store).await.unwrap();
+    let reports = aperture_core::journal::verify(&s.app.store).await.unwrap();
     assert!(reports.iter().all(|r| r.error.is_none()), "{reports:?}");
 }
 
@@ -790,11 +790,11 @@ async fn the_creator_of_the_callers_token_cannot_approve(db: Db) {
         expires_at: None,
         environments: None,
     };
-    let made_by_alice = aperture::tokens::create_unchecked(
+    let made_by_alice = aperture_core::tokens::create_unchecked(
         &s.app.store,
         &s.app.journal,
         "default",
-        &aperture::journal::Author::new("user:alice", "usr_00000000000000000000000000000001"),
+        &aperture_core::journal::Author::new("user:alice", "usr_00000000000000000000000000000001"),
         &request,
     )
     .await
@@ -832,10 +832,10 @@ async fn receipts_name_the_principal_that_acted(db: Db) {
         return;
     };
     let token_id = |secret: &str| {
-        let hash = aperture::auth::principal::secret_hash(secret);
+        let hash = aperture_core::principal::secret_hash(secret);
         let store = s.app.store.clone();
         async move {
-            aperture::store::tokens::find_by_secret_hash(&store, &hash)
+            aperture_core::store::tokens::find_by_secret_hash(&store, &hash)
                 .await
                 .unwrap()
                 .unwrap()

@@ -6,7 +6,7 @@
 
 use std::time::{Duration, Instant};
 
-use aperture::agents::model::ModelConfig;
+use aperture_core::agents::model::ModelConfig;
 use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
@@ -525,7 +525,7 @@ async fn settled_idle(app: &TestApp, token: &str, id: &str) -> Value {
 /// was stale), the first run's heartbeat reports it lost and its writes do not land.
 #[tokio::test]
 async fn a_run_that_lost_its_agent_cannot_record_anything() {
-    use aperture::store::agents::{self, TurnEnd};
+    use aperture_core::store::agents::{self, TurnEnd};
     let app = TestApp::spawn().await;
     let bot = app.token("default", "bot", &[scope::RUN]).await;
     let created = new_agent(&app, &bot).await.json();
@@ -683,7 +683,7 @@ async fn a_revived_fork_whose_parent_s_lease_ended_pauses_and_grants_nothing() {
     let manifests_of = |session: String| {
         let url = db.url.clone();
         async move {
-            let store = aperture::store::Store::connect(&url).await.unwrap();
+            let store = aperture_core::store::Store::connect(&url).await.unwrap();
             let (n,): (i64,) =
                 sqlx::query_as("SELECT COUNT(*) FROM manifests WHERE session_id = $1")
                     .bind(session)

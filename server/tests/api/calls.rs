@@ -133,7 +133,7 @@ async fn an_allowed_call_runs_upstream_and_returns_an_execution_receipt() {
     assert!(text_of(&receipt["target"]["endpoint_fingerprint"]).starts_with("sha256:"));
     // Caller receipts reveal no argument values.
     assert!(!receipt.to_string().contains("hello"));
-    let reports = aperture::journal::verify(&s.app.store).await.unwrap();
+    let reports = aperture_core::journal::verify(&s.app.store).await.unwrap();
     assert!(reports.iter().all(|r| r.error.is_none()));
 }
 
@@ -199,14 +199,14 @@ async fn a_token_revoked_by_another_node_is_refused_on_its_next_call() {
     }
     let reached = s.upstream_calls().await;
     let journaled = || async {
-        aperture::store::journal::search(&s.app.store, "default", &Default::default(), 10_000)
+        aperture_core::store::journal::search(&s.app.store, "default", &Default::default(), 10_000)
             .await
             .unwrap()
             .len()
     };
     let records = journaled().await;
     // `s.app.store` is its own connection pool with its own cache: another node.
-    aperture::store::tokens::revoke(&s.app.store, "default", &token_id)
+    aperture_core::store::tokens::revoke(&s.app.store, "default", &token_id)
         .await
         .unwrap()
         .expect("revoked");
@@ -303,7 +303,7 @@ async fn every_check_denies_with_a_verifiable_receipt() {
     assert_eq!(s.upstream_calls().await, reached_before + 3);
 
     // Every decision is in the journal, and the chain verifies.
-    let reports = aperture::journal::verify(&s.app.store).await.unwrap();
+    let reports = aperture_core::journal::verify(&s.app.store).await.unwrap();
     assert!(reports.iter().all(|r| r.error.is_none()), "{reports:?}");
 }
 
@@ -336,7 +336,7 @@ async fn a_capped_rule_without_a_spend_gate_is_refused_not_run_uncapped() {
 #[tokio::test]
 async fn a_spend_gate_holds_calls_to_the_rules_cap_by_the_tools_price() {
     let app = crate::helpers::TestApp::spawn_with(crate::helpers::Db::Sqlite, |c| {
-        c.spend_gate = aperture::config::SpendGate::Catalog;
+        c.spend_gate = aperture_core::config::SpendGate::Catalog;
     })
     .await
     .unwrap();
@@ -388,7 +388,7 @@ async fn rate_buckets_are_enforced_by_the_shared_limiter_or_refused_at_write() {
 
     // With the database limiter: two calls a minute, the third refused before the upstream.
     let app = crate::helpers::TestApp::spawn_with(crate::helpers::Db::Sqlite, |c| {
-        c.rate_limiter = aperture::config::RateLimiter::Database;
+        c.rate_limiter = aperture_core::config::RateLimiter::Database;
     })
     .await
     .unwrap();
@@ -398,7 +398,7 @@ async fn rate_buckets_are_enforced_by_the_shared_limiter_or_refused_at_write() {
     s = s.relist().await;
     let before = s.upstream_calls().await;
     // A minute boundary between the calls would start a new count; stay well inside one.
-    let into_minute = aperture::store::now_ms() % 60_000;
+    let into_minute = aperture_core::store::now_ms() % 60_000;
     if into_minute > 50_000 {
         tokio::time::sleep(std::time::Duration::from_millis(
             u64::try_from(61_000 - into_minute).unwrap(),
@@ -737,10 +737,10 @@ async fn an_upstream_that_announces_a_change_is_synced_at_once() {
     // The automatic re-sync is journaled, attributed to the upstream, naming what changed.
     let mut journaled = None;
     for _ in 0..100 {
-        let records = aperture::store::journal::search(
+        let records = aperture_core::store::journal::search(
             &s.app.store,
             "default",
-            &aperture::store::journal::ReceiptFilter {
+            &aperture_core::store::journal::ReceiptFilter {
                 actor_id: Some("upstream:fixture".into()),
                 ..Default::default()
             },
@@ -763,7 +763,7 @@ async fn an_upstream_that_announces_a_change_is_synced_at_once() {
         disclosures["subject"]["changed"],
         json!(["mcp__fixture__echo"])
     );
-    let reports = aperture::journal::verify(&s.app.store).await.unwrap();
+    let reports = aperture_core::journal::verify(&s.app.store).await.unwrap();
     assert!(reports.iter().all(|r| r.error.is_none()));
 }
 

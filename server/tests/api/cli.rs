@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
-use aperture::store::Store;
+use aperture_core::store::Store;
 use reqwest::StatusCode;
 
 use crate::helpers::{Db, Remote, Requests, TestDb};
@@ -92,7 +92,7 @@ async fn migrate_create_user_and_token_from_the_command_line() {
     );
 
     let store = Store::connect(&db.url).await.unwrap();
-    let user = aperture::store::users::find(&store, "acme", "root")
+    let user = aperture_core::store::users::find(&store, "acme", "root")
         .await
         .unwrap()
         .unwrap();
@@ -105,9 +105,9 @@ async fn migrate_create_user_and_token_from_the_command_line() {
             .await
             .unwrap()
     );
-    let token = aperture::store::tokens::find_by_secret_hash(
+    let token = aperture_core::store::tokens::find_by_secret_hash(
         &store,
-        &aperture::auth::principal::secret_hash(last),
+        &aperture_core::principal::secret_hash(last),
     )
     .await
     .unwrap()
@@ -227,12 +227,14 @@ async fn serve_without_users_explains_how_to_create_the_first_admin() {
 
     let store = Store::connect(&db.url).await.unwrap();
     assert!(
-        aperture::store::tenants::exists(&store, "default")
+        aperture_core::store::tenants::exists(&store, "default")
             .await
             .unwrap()
     );
     assert_eq!(
-        aperture::store::users::count_all(&store).await.unwrap(),
+        aperture_core::store::users::count_all(&store)
+            .await
+            .unwrap(),
         0,
         "never a default user"
     );
@@ -276,7 +278,11 @@ async fn journal_verify_and_key_rotation_from_the_command_line() {
     assert!(out.status.success());
     let store = Store::connect(&db.url).await.unwrap();
     assert_eq!(
-        aperture::keys::published(&store).await.unwrap().keys.len(),
+        aperture_core::keys::published(&store)
+            .await
+            .unwrap()
+            .keys
+            .len(),
         2
     );
     let kids: Vec<(String,)> =
@@ -341,17 +347,17 @@ async fn receipts_made_before_principals_still_verify() {
     let db = TestDb::new(Db::Sqlite).await.unwrap();
     crate::crash::token_in(&db, "acme", "a", "agent_tool_exposure:run");
     let store = Store::connect(&db.url).await.unwrap();
-    let keys = aperture::keys::KeyRing::load(
+    let keys = aperture_core::keys::KeyRing::load(
         &store,
         &db.data_dir(),
         None,
-        &aperture::keys::default_published_file(&db.data_dir()),
+        &aperture_core::keys::default_published_file(&db.data_dir()),
     )
     .await
     .unwrap();
-    let journal = aperture::journal::Journal::new(store.clone(), keys);
+    let journal = aperture_core::journal::Journal::new(store.clone(), keys);
     // As an older build wrote it: no `principal` member at all.
-    let mut old = aperture::journal::receipt(
+    let mut old = aperture_core::journal::receipt(
         engine::receipt::ReceiptKind::Admin,
         engine::receipt::Decision::Allow,
         engine::receipt::ReasonCode::Ok,
@@ -361,7 +367,7 @@ async fn receipts_made_before_principals_still_verify() {
     );
     old.principal = None;
     let old = journal
-        .append(old, &aperture::journal::disclosures())
+        .append(old, &aperture_core::journal::disclosures())
         .await
         .unwrap();
     drop(journal);
@@ -396,7 +402,7 @@ async fn receipts_made_before_principals_still_verify() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    let published = aperture::keys::published(&store).await.unwrap();
+    let published = aperture_core::keys::published(&store).await.unwrap();
     let input = serde_json::json!({"keys": published.keys, "receipts": receipts});
     let mut node = Command::new("node")
         .arg(concat!(
@@ -470,7 +476,7 @@ async fn policy_apply_validates_and_stores_a_document() {
     );
     let store = Store::connect(&db.url).await.unwrap();
     assert!(
-        aperture::store::policies::latest(&store, "default", "support")
+        aperture_core::store::policies::latest(&store, "default", "support")
             .await
             .unwrap()
             .is_none(),
@@ -490,12 +496,12 @@ async fn policy_apply_validates_and_stores_a_document() {
     assert!(stdout.contains("support: version 1 stored"), "{stdout}");
     assert!(stdout.contains("active in prod"), "{stdout}");
     assert!(
-        aperture::store::policies::latest(&store, "default", "support")
+        aperture_core::store::policies::latest(&store, "default", "support")
             .await
             .unwrap()
             .is_some()
     );
-    let reports = aperture::journal::verify(&store).await.unwrap();
+    let reports = aperture_core::journal::verify(&store).await.unwrap();
     assert!(
         reports.iter().all(|r| r.error.is_none() && r.verified >= 2),
         "{reports:?}"
@@ -550,7 +556,7 @@ async fn journal_verify_with_trusted_keys_refuses_a_key_added_to_the_database() 
         crate::crash::token_in(&db, "acme", actor, "agent_tool_exposure:run");
     }
     let store = Store::connect(&db.url).await.unwrap();
-    let pinned = aperture::keys::published(&store).await.unwrap();
+    let pinned = aperture_core::keys::published(&store).await.unwrap();
     let trusted = db.data_dir().join("trusted.json");
     std::fs::write(&trusted, serde_json::to_string(&pinned).unwrap()).unwrap();
     let trusted = trusted.to_str().unwrap();
@@ -585,7 +591,7 @@ async fn journal_verify_with_trusted_keys_refuses_a_key_added_to_the_database() 
     // The intruder's key, recorded where the published keys are read from, and the newest
     // record rewritten (another actor) and signed with it.
     let intruder = Signer::from_seed(&[66; 32]);
-    aperture::store::keys::record(&store, intruder.key_id(), &intruder.jwk().x)
+    aperture_core::store::keys::record(&store, intruder.key_id(), &intruder.jwk().x)
         .await
         .unwrap();
     let (seq, stored): (i64, String) = sqlx::query_as(
@@ -610,7 +616,7 @@ async fn journal_verify_with_trusted_keys_refuses_a_key_added_to_the_database() 
     // A thorough intruder rewrites the record's copy in journal_facets too (made here, as the
     // server's journal writer makes it after a pause).
     let mut conn = store.pool().acquire().await.unwrap();
-    aperture::store::journal::index_facets(&mut conn, "acme", 1_000)
+    aperture_core::store::journal::index_facets(&mut conn, "acme", 1_000)
         .await
         .unwrap();
     drop(conn);
@@ -659,7 +665,7 @@ async fn receipt_verify_works_offline_and_creates_nothing() {
     .fetch_one(app.store.pool())
     .await
     .unwrap();
-    let keys = aperture::keys::published(&app.store).await.unwrap();
+    let keys = aperture_core::keys::published(&app.store).await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let jwks = dir.path().join("keys.json");
     std::fs::write(&jwks, serde_json::to_string(&keys).unwrap()).unwrap();
@@ -814,7 +820,7 @@ async fn the_operator_replaces_an_upstream_s_credentials_from_the_command_line()
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(!String::from_utf8_lossy(&out.stdout).contains("from-the-operator"));
-    let store = aperture::store::Store::connect(&db.url).await.unwrap();
+    let store = aperture_core::store::Store::connect(&db.url).await.unwrap();
     let (tenant, id, spec, version): (String, String, String, i64) = sqlx::query_as(
         "SELECT tenant_id, id, spec, credential_version FROM upstreams WHERE name = 'fixture'",
     )
@@ -824,9 +830,9 @@ async fn the_operator_replaces_an_upstream_s_credentials_from_the_command_line()
     assert_eq!(version, 1);
     // Stored encrypted (issue 24), under the key in the data folder.
     assert!(!spec.contains("from-the-operator-3333"));
-    let opened = aperture::secrets::SecretBox::load(&db.data_dir(), None)
+    let opened = aperture_core::secrets::SecretBox::load(&db.data_dir(), None)
         .unwrap()
-        .open(&aperture::secrets::upstream_aad(&tenant, &id), &spec)
+        .open(&aperture_core::secrets::upstream_aad(&tenant, &id), &spec)
         .unwrap();
     assert!(opened.contains("from-the-operator-3333"));
     let journaled: i64 = sqlx::query_scalar(

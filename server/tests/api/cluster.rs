@@ -361,7 +361,7 @@ async fn two_nodes_share_everything_and_survive_losing_one() {
 
     // One rate bucket across the nodes: exactly PER_MINUTE calls of `add` in a minute, whichever
     // node decides them.
-    let into_minute = aperture::store::now_ms() % 60_000;
+    let into_minute = aperture_core::store::now_ms() % 60_000;
     if into_minute > 40_000 {
         tokio::time::sleep(Duration::from_millis(
             u64::try_from(61_000 - into_minute).unwrap(),

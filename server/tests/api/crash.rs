@@ -480,7 +480,7 @@ async fn an_executed_call_s_receipt_waits_in_the_spool_until_the_journal_records
     let admin = token(&db, "ops", scope::ADMIN);
     let agent = token(&db, "agent", scope::RUN);
     add_fixture_upstream(&db, &[]);
-    let store = aperture::store::Store::connect(&db.url).await.unwrap();
+    let store = aperture_core::store::Store::connect(&db.url).await.unwrap();
     let refuse = |on: bool| {
         let store = store.clone();
         async move {

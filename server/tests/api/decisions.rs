@@ -59,7 +59,7 @@ async fn a_call_under_an_ended_lease_is_lease_expired() {
     let list = app.mcp_list(&agent, json!({})).await;
     // The lease's time passes (rather than a 15-minute wait).
     sqlx::query("UPDATE manifests SET lease_expires_at = $1 WHERE id = $2")
-        .bind(aperture::store::now_ms() - 1)
+        .bind(aperture_core::store::now_ms() - 1)
         .bind(list["_meta"]["manifest_id"].as_str().unwrap())
         .execute(app.store.pool())
         .await

@@ -69,10 +69,10 @@ impl Setup {
 
     /// The subjects of journaled admin records with `action`, by `actor`.
     async fn journaled(&self, actor: &str, action: &str) -> Vec<Value> {
-        let records = aperture::store::journal::search(
+        let records = aperture_core::store::journal::search(
             &self.app.store,
             "default",
-            &aperture::store::journal::ReceiptFilter {
+            &aperture_core::store::journal::ReceiptFilter {
                 actor_id: Some(actor.into()),
                 ..Default::default()
             },
@@ -210,7 +210,7 @@ async fn a_poisoned_description_is_held_out_of_manifests_until_an_admin_accepts_
     // Nothing is held any more: a second accept is a conflict, not a silent success.
     let reply = s.app.post(&path).as_(&s.admin).await;
     reply.expect_status(StatusCode::CONFLICT);
-    let journal = aperture::journal::verify(&s.app.store).await.unwrap();
+    let journal = aperture_core::journal::verify(&s.app.store).await.unwrap();
     assert!(journal.iter().all(|r| r.error.is_none()));
 }
 
@@ -494,6 +494,6 @@ async fn approvals_are_bound_to_the_definition_the_approver_saw() {
     }
     assert_eq!(first_done["status"], "completed", "{first_done}");
     assert_eq!(first_done["result"]["content"][0]["text"], "first");
-    let journal = aperture::journal::verify(&s.app.store).await.unwrap();
+    let journal = aperture_core::journal::verify(&s.app.store).await.unwrap();
     assert!(journal.iter().all(|r| r.error.is_none()));
 }

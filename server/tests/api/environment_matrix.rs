@@ -151,12 +151,12 @@ struct Random {
 
 fn random() -> Random {
     Random {
-        session: aperture::ids::new_id("ses"),
-        manifest: aperture::ids::new_id("man"),
-        lease: aperture::ids::new_id("lea"),
-        invocation: aperture::ids::new_id("inv"),
-        receipt: aperture::ids::new_id("rcp"),
-        agent: aperture::ids::new_id("agt"),
+        session: aperture_core::ids::new_id("ses"),
+        manifest: aperture_core::ids::new_id("man"),
+        lease: aperture_core::ids::new_id("lea"),
+        invocation: aperture_core::ids::new_id("inv"),
+        receipt: aperture_core::ids::new_id("rcp"),
+        agent: aperture_core::ids::new_id("agt"),
     }
 }
 
@@ -502,10 +502,10 @@ async fn every_route_and_method_confines_environments() {
     }
 
     // The refused call's real environment is only in its disclosures.
-    let rows = aperture::store::journal::search(
+    let rows = aperture_core::store::journal::search(
         &app.store,
         "default",
-        &aperture::store::journal::ReceiptFilter {
+        &aperture_core::store::journal::ReceiptFilter {
             session_id: Some(victim.session.clone()),
             reason: Some("manifest_binding_mismatch".into()),
             ..Default::default()

@@ -25,20 +25,25 @@ async fn fill(app: &TestApp, tenant: &str, n: usize) {
 /// [`fill`] through a journal of its own: a new writer reads the head from the database (as a
 /// restarted node does), so after records were deleted it hands their positions out again.
 async fn fill_anew(app: &TestApp, tenant: &str, n: usize) {
-    let keys = aperture::keys::KeyRing::load(
+    let keys = aperture_core::keys::KeyRing::load(
         &app.store,
         &app.data_dir,
         Some(SIGNING_KEY),
-        &aperture::keys::default_published_file(&app.data_dir),
+        &aperture_core::keys::default_published_file(&app.data_dir),
     )
     .await
     .unwrap();
-    let journal = aperture::journal::Journal::new(app.store.clone(), keys);
+    let journal = aperture_core::journal::Journal::new(app.store.clone(), keys);
     fill_with(app, &journal, tenant, n).await;
 }
 
-async fn fill_with(app: &TestApp, journal: &aperture::journal::Journal, tenant: &str, n: usize) {
-    aperture::store::tenants::ensure(&app.store, tenant)
+async fn fill_with(
+    app: &TestApp,
+    journal: &aperture_core::journal::Journal,
+    tenant: &str,
+    n: usize,
+) {
+    aperture_core::store::tenants::ensure(&app.store, tenant)
         .await
         .unwrap();
     let mut tasks = tokio::task::JoinSet::new();
@@ -49,7 +54,7 @@ async fn fill_with(app: &TestApp, journal: &aperture::journal::Journal, tenant: 
             journal
                 .admin(
                     &tenant,
-                    &aperture::journal::Author::new("ops", "operator"),
+                    &aperture_core::journal::Author::new("ops", "operator"),
                     Decision::Allow,
                     ReasonCode::Ok,
                     "test.fill",
@@ -483,22 +488,24 @@ async fn a_witness_cosigns_a_consistent_log_and_refuses_a_rewritten_one() {
 /// old key too, and the next only by the new one.
 #[tokio::test]
 async fn after_a_rotation_one_checkpoint_is_signed_by_both_keys() {
-    use aperture::journal::checkpoints::{Checkpointer, verifier_key};
+    use aperture_core::journal::checkpoints::{Checkpointer, verifier_key};
     let db = crate::helpers::TestDb::new(crate::helpers::Db::Sqlite)
         .await
         .unwrap();
-    let store = aperture::store::Store::connect(&db.url).await.unwrap();
+    let store = aperture_core::store::Store::connect(&db.url).await.unwrap();
     store.migrate().await.unwrap();
-    aperture::store::tenants::ensure(&store, "t").await.unwrap();
+    aperture_core::store::tenants::ensure(&store, "t")
+        .await
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let append = |keys: &aperture::keys::KeyRing, n: usize| {
-        let journal = aperture::journal::Journal::new(store.clone(), keys.clone());
+    let append = |keys: &aperture_core::keys::KeyRing, n: usize| {
+        let journal = aperture_core::journal::Journal::new(store.clone(), keys.clone());
         async move {
             for _ in 0..n {
                 journal
                     .admin(
                         "t",
-                        &aperture::journal::Author::new("ops", "operator"),
+                        &aperture_core::journal::Author::new("ops", "operator"),
                         Decision::Allow,
                         ReasonCode::Ok,
                         "x",
@@ -509,16 +516,16 @@ async fn after_a_rotation_one_checkpoint_is_signed_by_both_keys() {
             }
         }
     };
-    let old = aperture::keys::KeyRing::load(
+    let old = aperture_core::keys::KeyRing::load(
         &store,
         dir.path(),
         None,
-        &aperture::keys::default_published_file(dir.path()),
+        &aperture_core::keys::default_published_file(dir.path()),
     )
     .await
     .unwrap();
     append(&old, 3).await;
-    let make = |keys: &aperture::keys::KeyRing| {
+    let make = |keys: &aperture_core::keys::KeyRing| {
         Checkpointer::new(
             store.clone(),
             keys.clone(),
@@ -529,19 +536,19 @@ async fn after_a_rotation_one_checkpoint_is_signed_by_both_keys() {
     };
     make(&old).checkpoint("t").await.unwrap().unwrap();
     std::thread::sleep(std::time::Duration::from_millis(3));
-    aperture::keys::KeyRing::rotate(
+    aperture_core::keys::KeyRing::rotate(
         &store,
         dir.path(),
         None,
-        &aperture::keys::default_published_file(dir.path()),
+        &aperture_core::keys::default_published_file(dir.path()),
     )
     .await
     .unwrap();
-    let new = aperture::keys::KeyRing::load(
+    let new = aperture_core::keys::KeyRing::load(
         &store,
         dir.path(),
         None,
-        &aperture::keys::default_published_file(dir.path()),
+        &aperture_core::keys::default_published_file(dir.path()),
     )
     .await
     .unwrap();
@@ -549,7 +556,7 @@ async fn after_a_rotation_one_checkpoint_is_signed_by_both_keys() {
         new.previous().map(|s| s.key_id().to_owned()),
         Some(old.signer().key_id().to_owned())
     );
-    let by = |note: &str, keys: &aperture::keys::KeyRing| {
+    let by = |note: &str, keys: &aperture_core::keys::KeyRing| {
         let n = Note::parse(note).unwrap();
         let origin = Checkpoint::parse(&n.text).unwrap().origin;
         n.verify(&verifier_key(&origin, keys.signer()).unwrap())
@@ -577,7 +584,7 @@ async fn a_resigned_record_breaks_the_checkpoint_in_the_sink() {
     fill(&app, "default", 20).await;
     app.checkpoints.checkpoint("default").await.unwrap();
     let intruder = Signer::from_seed(&[66; 32]);
-    aperture::store::keys::record(&app.store, intruder.key_id(), &intruder.jwk().x)
+    aperture_core::store::keys::record(&app.store, intruder.key_id(), &intruder.jwk().x)
         .await
         .unwrap();
     // Rewrite record 5 and re-sign it and every record after it, links and all.
@@ -786,16 +793,16 @@ async fn a_rollback_below_a_witnessed_size_fails_verify(db: crate::helpers::Db) 
             .await
             .unwrap();
     }
-    let keys = aperture::keys::KeyRing::load(
+    let keys = aperture_core::keys::KeyRing::load(
         &app.store,
         &app.data_dir,
         Some(SIGNING_KEY),
-        &aperture::keys::default_published_file(&app.data_dir),
+        &aperture_core::keys::default_published_file(&app.data_dir),
     )
     .await
     .unwrap();
     let host = app.address.trim_start_matches("http://").to_owned();
-    let rebuilt = aperture::journal::checkpoints::Checkpointer::new(
+    let rebuilt = aperture_core::journal::checkpoints::Checkpointer::new(
         app.store.clone(),
         keys,
         host,
@@ -1079,7 +1086,7 @@ async fn a_session_s_evidence_bundle_verifies_offline_and_any_change_fails() {
 
     // `aperture evidence verify`, offline, with the pinned keys.
     let dir = tempfile::tempdir().unwrap();
-    let keys = aperture::keys::published(&app.store).await.unwrap();
+    let keys = aperture_core::keys::published(&app.store).await.unwrap();
     let trusted = dir.path().join("keys.json");
     std::fs::write(&trusted, serde_json::to_string(&keys).unwrap()).unwrap();
     let verify_cli = |text: &str| {

@@ -2,8 +2,8 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use aperture::store::{self, Store};
 use aperture::{Application, Config};
+use aperture_core::store::{self, Store};
 use app::dto::CreateTokenRequest;
 use reqwest::{Client, Method, Response, StatusCode};
 
@@ -58,7 +58,7 @@ impl TestDb {
                     "aperture_t_{}_{}_{}",
                     std::process::id(),
                     COUNTER.fetch_add(1, Ordering::Relaxed),
-                    aperture::ids::new_id("x")
+                    aperture_core::ids::new_id("x")
                         .trim_start_matches("x_")
                         .get(..8)
                         .unwrap_or("0")
@@ -136,10 +136,10 @@ pub struct TestApp {
 
     pub store: Store,
     /// A journal signing with the server's key (for operator actions in tests).
-    pub journal: aperture::journal::Journal,
+    pub journal: aperture_core::journal::Journal,
     /// A checkpointer like the server's (same key, origin host and sink), so that tests make
     /// checkpoints when they want them instead of waiting for the server's interval.
-    pub checkpoints: std::sync::Arc<aperture::journal::checkpoints::Checkpointer>,
+    pub checkpoints: std::sync::Arc<aperture_core::journal::checkpoints::Checkpointer>,
     /// The server's data folder (its checkpoint sink is `checkpoints/` in it).
     pub data_dir: std::path::PathBuf,
     /// A client that keeps cookies and sends a same-origin `Origin` header like a browser.
@@ -190,31 +190,24 @@ impl TestApp {
         let port = app.port();
         tokio::spawn(app.run_until_stopped());
         let store = Store::connect(&db.url).await.expect("connect");
-        let keys = aperture::keys::KeyRing::load(
+        let keys = aperture_core::keys::KeyRing::load(
             &store,
             dir.path(),
             Some(SIGNING_KEY),
-            &aperture::keys::default_published_file(dir.path()),
+            &aperture_core::keys::default_published_file(dir.path()),
         )
         .await
         .expect("keys");
-        let checkpoints = aperture::journal::checkpoints::Checkpointer::new(
+        let checkpoints = aperture_core::journal::checkpoints::Checkpointer::new(
             store.clone(),
             keys.clone(),
             format!("127.0.0.1:{port}"),
             Some(dir.path().join("checkpoints")),
             std::time::Duration::from_secs(60),
         );
-        let journal = aperture::journal::Journal::new(store.clone(), keys);
+        let journal = aperture_core::journal::Journal::new(store.clone(), keys);
         let address = format!("http://127.0.0.1:{port}");
-        let mut headers = reqwest::header::HeaderMap::new();
-        headers.insert("origin", address.parse().expect("origin"));
-        let browser = Client::builder()
-            .cookie_store(true)
-            .default_headers(headers)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .expect("client");
+        let browser = browser_of(&address);
         let client = Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .build()
@@ -262,11 +255,11 @@ impl TestApp {
             expires_at: None,
             environments: None,
         };
-        let created = aperture::tokens::create_unchecked(
+        let created = aperture_core::tokens::create_unchecked(
             &self.store,
             &self.journal,
             tenant,
-            &aperture::journal::Author::operator(),
+            &aperture_core::journal::Author::operator(),
             &request,
         )
         .await
@@ -398,6 +391,11 @@ impl TestApp {
         Call::new(&self.browser, method, self.url(path))
     }
 
+    /// Another browser: its own cookies, the same origin.
+    pub fn new_browser(&self) -> Client {
+        browser_of(&self.address)
+    }
+
     /// Calls a dashboard server function with no arguments, with `client`.
     pub fn server_fn(&self, client: &Client, endpoint: &str) -> Call {
         Call::new(client, Method::POST, self.url(&format!("/ui/{endpoint}")))
@@ -415,6 +413,19 @@ impl Requests for TestApp {
     fn base(&self) -> &str {
         &self.address
     }
+}
+
+/// A client that keeps cookies and sends `address` as its `Origin`, like a browser on the
+/// dashboard.
+fn browser_of(address: &str) -> Client {
+    let mut headers = reqwest::header::HeaderMap::new();
+    headers.insert("origin", address.parse().expect("origin"));
+    Client::builder()
+        .cookie_store(true)
+        .default_headers(headers)
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client")
 }
 
 /// The element of the array `items` whose `field` is `value`; there must be one.
@@ -476,7 +487,7 @@ macro_rules! on_both_backends {
                 let db = $crate::helpers::TestDb::new($crate::helpers::Db::Sqlite)
                     .await
                     .unwrap();
-                let store = aperture::store::Store::connect(&db.url).await.unwrap();
+                let store = aperture_core::store::Store::connect(&db.url).await.unwrap();
                 store.migrate().await.unwrap();
                 $body(&store).await;
                 store.close().await;
@@ -489,8 +500,8 @@ macro_rules! on_both_backends {
                     eprintln!("APERTURE_TEST_POSTGRES_URL not set: PostgreSQL variant not run");
                     return;
                 };
-                let store = aperture::store::Store::connect(&db.url).await.unwrap();
-                assert_eq!(store.kind(), aperture::store::DbKind::Postgres);
+                let store = aperture_core::store::Store::connect(&db.url).await.unwrap();
+                assert_eq!(store.kind(), aperture_core::store::DbKind::Postgres);
                 store.migrate().await.unwrap();
                 $body(&store).await;
                 store.close().await;

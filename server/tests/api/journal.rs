@@ -6,7 +6,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use aperture::store::{self, Store};
+use aperture_core::store::{self, Store};
 
 use crate::helpers::{ADMIN_PASSWORD, Db, Requests, TestApp};
 use crate::on_both_backends;
@@ -66,7 +66,7 @@ async fn admin_changes_are_journaled_and_verify(app: &TestApp) {
     for r in &receipts {
         verify_receipt_json(r, &keys).unwrap();
     }
-    let reports = aperture::journal::verify(&app.store).await.unwrap();
+    let reports = aperture_core::journal::verify(&app.store).await.unwrap();
     assert_eq!(reports.len(), 1);
     assert_eq!(reports[0].verified, 6);
     assert!(reports[0].error.is_none());
@@ -136,7 +136,7 @@ async fn flipping_one_stored_byte_is_found_and_named() {
         .execute(app.store.pool())
         .await
         .unwrap();
-    let reports = aperture::journal::verify(&app.store).await.unwrap();
+    let reports = aperture_core::journal::verify(&app.store).await.unwrap();
     let error = reports[0].error.as_ref().expect("tampering is found");
     assert_eq!(error.seq, 3);
     assert_eq!(reports[0].verified, 2);
@@ -147,7 +147,7 @@ async fn flipping_one_stored_byte_is_found_and_named() {
 /// incremental passes; a record changed after it was verified is found by the next full pass.
 #[tokio::test]
 async fn the_background_verifier_caches_the_chain_status_and_finds_later_tampering() {
-    use aperture::journal::watch::ChainWatch;
+    use aperture_core::journal::watch::ChainWatch;
     let app = app_with_tokens(3).await;
     let watch = ChainWatch::new(app.store.clone());
     assert_eq!(
@@ -197,7 +197,7 @@ async fn the_background_verifier_caches_the_chain_status_and_finds_later_tamperi
 /// at its head, and name the same record and problem as `aperture journal verify`.
 #[tokio::test]
 async fn the_background_verifier_names_the_record_journal_verify_names() {
-    use aperture::journal::watch::ChainWatch;
+    use aperture_core::journal::watch::ChainWatch;
     use engine::receipt::{Receipt, receipt_canonical_bytes, receipt_hash};
     let app = app_with_tokens(4).await;
     let (head,): (i64,) =
@@ -232,7 +232,7 @@ async fn the_background_verifier_names_the_record_journal_verify_names() {
     let strict = || {
         let store = app.store.clone();
         async move {
-            let reports = aperture::journal::verify(&store).await.unwrap();
+            let reports = aperture_core::journal::verify(&store).await.unwrap();
             let e = reports[0].error.clone().expect("the rewrite is found");
             (e.seq, e.problem.to_string())
         }
@@ -270,7 +270,7 @@ async fn the_background_verifier_names_the_record_journal_verify_names() {
 /// connection would only checkpoint past 20,000 WAL pages, far more than this test writes).
 #[tokio::test]
 async fn the_journal_checkpoints_the_wal_in_the_background() {
-    use aperture::journal::{self, Journal};
+    use aperture_core::journal::{self, Journal};
     use engine::receipt::{Decision, ReasonCode, ReceiptKind};
     let app = TestApp::spawn().await;
     let (_, _, file): (i64, String, String) = sqlx::query_as("PRAGMA database_list")
@@ -327,7 +327,7 @@ async fn a_change_the_journal_cannot_record_is_not_made() {
         .json(json!({"actor_id": "bot", "scopes": [scope::RUN]}))
         .await;
     response.expect_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
-    let tokens = aperture::store::tokens::list(&app.store, "default")
+    let tokens = aperture_core::store::tokens::list(&app.store, "default")
         .await
         .unwrap();
     assert!(
@@ -356,14 +356,16 @@ async fn receipt_queries_are_checked() {
 
 /// Tenant `t` and the server's signing key, for journals made directly over `store` (the
 /// folder holds the key file while the journal is used).
-pub(crate) async fn tenant_t_keys(store: &Store) -> (aperture::keys::KeyRing, tempfile::TempDir) {
+pub(crate) async fn tenant_t_keys(
+    store: &Store,
+) -> (aperture_core::keys::KeyRing, tempfile::TempDir) {
     store::tenants::ensure(store, "t").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let keys = aperture::keys::KeyRing::load(
+    let keys = aperture_core::keys::KeyRing::load(
         store,
         dir.path(),
         Some(crate::helpers::SIGNING_KEY),
-        &aperture::keys::default_published_file(dir.path()),
+        &aperture_core::keys::default_published_file(dir.path()),
     )
     .await
     .unwrap();
@@ -375,7 +377,7 @@ pub(crate) async fn tenant_t_keys(store: &Store) -> (aperture::keys::KeyRing, te
 /// together at two journals over one store; every record gets its own position, the chain
 /// verifies, and each journal needed fewer commits than records.
 async fn grouped_commits_and_two_writers(store: &Store) {
-    use aperture::journal::{self, Journal};
+    use aperture_core::journal::{self, Journal};
     use engine::receipt::{Decision, ReasonCode, ReceiptKind};
     let (keys, _dir) = tenant_t_keys(store).await;
     let one = Journal::new(store.clone(), keys.clone());
@@ -435,7 +437,7 @@ on_both_backends!(
 /// comes after it, in a commit of its own. Appends that queue are still gathered
 /// (`journal_writer`: 200 appends at once share a few commits).
 async fn small_batches_gather_what_is_ready(store: &Store) {
-    use aperture::journal::{self, Journal};
+    use aperture_core::journal::{self, Journal};
     use engine::receipt::{Decision, ReasonCode, ReceiptKind};
     let (keys, _dir) = tenant_t_keys(store).await;
     let journal = Journal::new(store.clone(), keys);
@@ -466,11 +468,11 @@ async fn small_batches_gather_what_is_ready(store: &Store) {
     let stats = journal.stats();
     assert_eq!(stats.records, 2);
     let commits = match store.kind() {
-        aperture::store::DbKind::Postgres => 1,
-        aperture::store::DbKind::Sqlite => 2,
+        aperture_core::store::DbKind::Postgres => 1,
+        aperture_core::store::DbKind::Sqlite => 2,
     };
     assert_eq!(stats.commits, commits, "{stats:?}");
-    if store.kind() == aperture::store::DbKind::Sqlite {
+    if store.kind() == aperture_core::store::DbKind::Sqlite {
         assert!(stats.by_callers >= 1, "{stats:?}");
     }
 }
@@ -483,11 +485,11 @@ on_both_backends!(
 /// all at once so that the writer groups them; checks that every record decided at `stale` is
 /// refused with `Stale` and returns the positions of the others, in order.
 pub(crate) async fn append_together(
-    journal: &aperture::journal::Journal,
+    journal: &aperture_core::journal::Journal,
     decided_at: impl Iterator<Item = Option<i64>>,
     stale: i64,
 ) -> Vec<u64> {
-    use aperture::journal::{self, JournalError};
+    use aperture_core::journal::{self, JournalError};
     use engine::receipt::{Decision, ReasonCode, ReceiptKind};
     let mut tasks = tokio::task::JoinSet::new();
     for decided_at in decided_at {
@@ -525,8 +527,8 @@ pub(crate) async fn append_together(
 /// decided at a generation that moved is refused with `Stale` and takes no position; the others
 /// (current generation, or none to check) are written and the chain has no gap.
 async fn decisions_on_moved_reads_are_not_recorded(store: &Store) {
-    use aperture::journal::{self, Journal, JournalError};
-    use aperture::store::cache;
+    use aperture_core::journal::{self, Journal, JournalError};
+    use aperture_core::store::cache;
     use engine::receipt::{Decision, ReasonCode, ReceiptKind};
     let (keys, _dir) = tenant_t_keys(store).await;
     let journal = Journal::new(store.clone(), keys);
@@ -633,7 +635,7 @@ on_both_backends!(
 /// it must be all or nothing by itself: a taken position or a moved generation writes none
 /// of its rows, the padding of its statement none either.
 async fn one_statement_batches(store: &Store) {
-    use aperture::store::journal::{BatchInsert, NewRecord, ONE_STATEMENT, insert_batch};
+    use aperture_core::store::journal::{BatchInsert, NewRecord, ONE_STATEMENT, insert_batch};
     let ids: Vec<String> = (0..=80).map(|n| format!("rcp_batch_{n}")).collect();
     let row = |seq: i64| NewRecord {
         tenant_id: "t",
@@ -710,8 +712,8 @@ on_both_backends!(
 /// moved to another tenant); `journal verify` and the background verifier (the overview) name
 /// the record and the column, and the overview's status is a failure.
 async fn rewritten_columns_are_found_and_named(store: &Store) {
-    use aperture::journal::watch::ChainWatch;
-    use aperture::journal::{self, Journal};
+    use aperture_core::journal::watch::ChainWatch;
+    use aperture_core::journal::{self, Journal};
     use engine::receipt::{Decision, ReasonCode, ReceiptKind};
     let (keys, _dir) = tenant_t_keys(store).await;
     let journal = Journal::new(store.clone(), keys);
@@ -887,8 +889,8 @@ type FacetColumns = (
 /// every filtered read gives the same answer whether its records are copied yet or not: the
 /// records after a tenant's copied prefix are read from the journal itself.
 async fn facets_follow_the_journal(store: &Store) {
-    use aperture::journal::{self, Journal};
-    use aperture::store::journal::{
+    use aperture_core::journal::{self, Journal};
+    use aperture_core::store::journal::{
         ReceiptFilter, decision_counts, decision_page, index_facets, of_session, search,
         top_deny_reasons,
     };
@@ -1048,7 +1050,7 @@ on_both_backends!(
 /// copy far ahead of the chain (so that records after it are neither copied nor read from the
 /// journal): each is found and named.
 async fn rewritten_facets_are_found_and_named(store: &Store) {
-    use aperture::journal::{self, Journal};
+    use aperture_core::journal::{self, Journal};
     use engine::receipt::{Decision, ReasonCode, ReceiptKind};
     let (keys, _dir) = tenant_t_keys(store).await;
     let journal = Journal::new(store.clone(), keys);
@@ -1160,8 +1162,8 @@ on_both_backends!(
 /// all) show in it as if they had happened. `journal verify` (the command and the background
 /// verifier behind the overview's status) names them; the honest journal before passes.
 async fn facet_rows_without_a_record_fail_verify(backend: Db) {
-    use aperture::journal::watch::ChainWatch;
-    use aperture::journal::{self, Journal};
+    use aperture_core::journal::watch::ChainWatch;
+    use aperture_core::journal::{self, Journal};
     use engine::receipt::{Decision, ReasonCode, ReceiptKind};
     let Some(db) = crate::helpers::TestDb::new(backend).await else {
         eprintln!("APERTURE_TEST_POSTGRES_URL not set: PostgreSQL variant not run");
@@ -1289,7 +1291,7 @@ async fn facet_rows_without_a_record_fail_verify_on_postgres() {
 /// still passes, the purge itself is journaled); disclosures removed without a journaled purge,
 /// or newer than its cutoff, fail verify.
 async fn purged_disclosures_still_verify(store: &Store) {
-    use aperture::journal::{self, Journal};
+    use aperture_core::journal::{self, Journal};
     use engine::receipt::{Decision, ReasonCode, ReceiptKind};
     let (keys, _dir) = tenant_t_keys(store).await;
     let journal = Journal::new(store.clone(), keys);
@@ -1379,8 +1381,8 @@ on_both_backends!(
 /// Issue 22: the overview's background verifier also sees a cut tail, against the latest
 /// stored checkpoint (a chain alone cannot).
 async fn the_background_verifier_sees_a_cut_tail(store: &Store) {
-    use aperture::journal::watch::ChainWatch;
-    use aperture::journal::{self, Journal, checkpoints::Checkpointer};
+    use aperture_core::journal::watch::ChainWatch;
+    use aperture_core::journal::{self, Journal, checkpoints::Checkpointer};
     use engine::receipt::{Decision, ReasonCode, ReceiptKind};
     let (keys, _dir) = tenant_t_keys(store).await;
     let journal = Journal::new(store.clone(), keys.clone());
@@ -1444,8 +1446,8 @@ on_both_backends!(
 /// it signs are those of the stored journal: `journal verify`'s checkpoint check recomputes
 /// every root from the receipts, and the tiles the proofs read hold the same tree.
 async fn checkpoints_grown_from_kept_leaves_are_the_stored_journal_s(store: &Store) {
-    use aperture::journal::checkpoints::{self, Checkpointer};
-    use aperture::journal::{self, Journal, audit};
+    use aperture_core::journal::checkpoints::{self, Checkpointer};
+    use aperture_core::journal::{self, Journal, audit};
     use engine::receipt::{Decision, ReasonCode, ReceiptKind};
     let (keys, dir) = tenant_t_keys(store).await;
     store::tenants::ensure(store, "u").await.unwrap();
@@ -1480,7 +1482,8 @@ async fn checkpoints_grown_from_kept_leaves_are_the_stored_journal_s(store: &Sto
     append(ours.clone(), "t", 5).await;
     append(ours.clone(), "u", 3).await;
     assert_eq!(ours.tenants_with_leaves(), ["t", "u"]);
-    let size = |c: Option<aperture::store::checkpoints::StoredCheckpoint>| c.unwrap().tree_size;
+    let size =
+        |c: Option<aperture_core::store::checkpoints::StoredCheckpoint>| c.unwrap().tree_size;
     assert_eq!(size(checkpointer.checkpoint("t").await.unwrap()), 5);
     assert_eq!(size(checkpointer.checkpoint("u").await.unwrap()), 3);
     // Taken, not copied.
@@ -1506,7 +1509,7 @@ async fn checkpoints_grown_from_kept_leaves_are_the_stored_journal_s(store: &Sto
     assert_eq!(size(checkpointer.checkpoint("t").await.unwrap()), 15);
     assert!(ours.tenants_with_leaves().is_empty());
 
-    let published = aperture::keys::published(store).await.unwrap();
+    let published = aperture_core::keys::published(store).await.unwrap();
     let reports = audit::verify_checkpoints(store, &published, Some(&sink), &[], 0, &[])
         .await
         .unwrap();
@@ -1537,7 +1540,7 @@ async fn checkpoints_grown_from_kept_leaves_are_the_stored_journal_s(store: &Sto
         engine::note::Checkpoint::parse(&engine::note::Note::parse(&note.note).unwrap().text)
             .unwrap();
     let leaf = store::checkpoints::leaves(store, "t", 6, 1).await.unwrap();
-    let proof = aperture::journal::tree::inclusion(store, "t", 6, 15)
+    let proof = aperture_core::journal::tree::inclusion(store, "t", 6, 15)
         .await
         .unwrap();
     engine::merkle::verify_inclusion(

@@ -11,8 +11,8 @@
 //! to `journal_facets` at the next pause all the same; the insert runs on the committing
 //! task's own thread, and goes through sqlx only to wait for a lock another connection holds.
 
-use aperture::journal::{self, Journal, JournalError};
-use aperture::store::{self, Store};
+use aperture_core::journal::{self, Journal, JournalError};
+use aperture_core::store::{self, Store};
 use engine::receipt::{Decision, ReasonCode, Receipt, ReceiptKind};
 
 use crate::helpers::{Db, TestDb};
@@ -404,7 +404,7 @@ async fn inserts_run_on_the_committing_thread_and_a_held_lock_is_waited_for_thro
 /// store whose commits sync the WAL to disk.
 #[tokio::test]
 async fn the_direct_insert_refuses_as_the_statement_does_and_never_waits_for_the_lock() {
-    use aperture::store::journal::{BatchInsert, Direct, NewRecord};
+    use aperture_core::store::journal::{BatchInsert, Direct, NewRecord};
     let (_db, store) = sqlite().await;
     store::tenants::ensure(&store, "t").await.unwrap();
     let direct = Direct::for_store(&store).expect("a database file");

@@ -30,7 +30,7 @@ async fn only_the_node_s_own_keys_and_the_published_file_s_are_published() {
     let own = Signer::from_seed(&hex::decode(SIGNING_KEY).unwrap().try_into().unwrap()).jwk();
     // An attacker with the database adds a key of theirs.
     let forger = Signer::from_seed(&[13; 32]).jwk();
-    aperture::store::keys::record(&app.store, &forger.kid, &forger.x)
+    aperture_core::store::keys::record(&app.store, &forger.kid, &forger.x)
         .await
         .unwrap();
     let kids = published(&app).await;
@@ -41,7 +41,7 @@ async fn only_the_node_s_own_keys_and_the_published_file_s_are_published() {
         "a database row was published: {kids:?}"
     );
     // The row is in the database; only what is published ignores it.
-    let stored = aperture::keys::published(&app.store).await.unwrap();
+    let stored = aperture_core::keys::published(&app.store).await.unwrap();
     assert!(
         stored.keys.iter().any(|k| k.kid == forger.kid),
         "the row is there"
@@ -77,8 +77,8 @@ async fn keys_rotate_appends_the_outgoing_key_to_the_published_file() {
             std::fs::remove_file(path).unwrap();
         }
     }
-    let store = aperture::store::Store::connect(&db.url).await.unwrap();
-    let ring = aperture::keys::KeyRing::load(&store, &db.data_dir(), Some(SIGNING_KEY), &file)
+    let store = aperture_core::store::Store::connect(&db.url).await.unwrap();
+    let ring = aperture_core::keys::KeyRing::load(&store, &db.data_dir(), Some(SIGNING_KEY), &file)
         .await
         .unwrap();
     let kids: Vec<String> = ring

@@ -19,6 +19,7 @@ mod cli;
 mod cluster;
 mod connect;
 mod crash;
+mod dashboard_matrix;
 mod decisions;
 mod decoding;
 mod drift;

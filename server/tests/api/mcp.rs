@@ -181,7 +181,7 @@ async fn a_journal_that_cannot_record_stops_calls_until_it_recovers() {
     assert_eq!(called["result"]["isError"], false, "{called}");
     assert_eq!(called["result"]["_meta"]["receipt"]["reason"], "ok");
     verify_receipt_json(&called["result"]["_meta"]["receipt"], &keys).unwrap();
-    let reports = aperture::journal::verify(&app.store).await.unwrap();
+    let reports = aperture_core::journal::verify(&app.store).await.unwrap();
     assert!(reports.iter().all(|r| r.error.is_none()), "{reports:?}");
 }
 

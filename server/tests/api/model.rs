@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use aperture::agents::model::{
+use aperture_core::agents::model::{
     Message, ModelClient, ModelConfig, ModelError, ToolCall, ToolDeclaration,
 };
 use serde_json::json;

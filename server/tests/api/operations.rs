@@ -303,13 +303,13 @@ async fn metrics_answer_only_the_operator_and_count_what_happened() {
 }
 
 /// The Grafana dashboard in `docs/grafana/aperture.json` is a dashboard, and every metric its
-/// queries read is one the server records (the table in `server/src/metrics.rs`); every metric
+/// queries read is one the server records (the table in `core/src/metrics.rs`); every metric
 /// the server records has a panel.
 #[test]
 fn the_grafana_dashboard_reads_the_metrics_the_server_records() {
     let dashboard: Value =
         serde_json::from_str(include_str!("../../../docs/grafana/aperture.json")).unwrap();
-    let recorded: std::collections::BTreeSet<String> = include_str!("../../src/metrics.rs")
+    let recorded: std::collections::BTreeSet<String> = include_str!("../../../core/src/metrics.rs")
         .lines()
         .filter_map(|l| l.strip_prefix("//! | `"))
         .filter_map(|l| l.split('`').next())

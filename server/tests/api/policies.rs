@@ -50,7 +50,7 @@ async fn versions_and_activation(app: &TestApp) {
     assert_eq!(versions["versions"][1]["document"]["default_mode"], "hide");
 
     // Nothing is active yet: new sessions get builtin_safe_read.
-    let (policy, version) = aperture::policies::effective(&app.store, "default", "default")
+    let (policy, version) = aperture_core::policies::effective(&app.store, "default", "default")
         .await
         .unwrap();
     assert_eq!((policy.name.as_str(), version), ("builtin_safe_read", 1));
@@ -62,11 +62,11 @@ async fn versions_and_activation(app: &TestApp) {
         .await;
     let activated = activated.expect_ok();
     assert_eq!(activated["active_in"], json!(["prod"]));
-    let (policy, version) = aperture::policies::effective(&app.store, "default", "prod")
+    let (policy, version) = aperture_core::policies::effective(&app.store, "default", "prod")
         .await
         .unwrap();
     assert_eq!((policy.name.as_str(), version), ("support-agents", 2));
-    let (policy, _) = aperture::policies::effective(&app.store, "default", "default")
+    let (policy, _) = aperture_core::policies::effective(&app.store, "default", "default")
         .await
         .unwrap();
     assert_eq!(
@@ -139,7 +139,7 @@ async fn invalid_policies_get_422_with_field_paths_and_store_nothing() {
         .json(json!({"rules": [{"id": "a", "mode": "allow", "invocation": {"max_cost_cents": 5}}]}))
         .await;
     reply.expect_status(StatusCode::OK);
-    let versions = aperture::store::policies::versions(&app.store, "default", "p1")
+    let versions = aperture_core::store::policies::versions(&app.store, "default", "p1")
         .await
         .unwrap();
     assert_eq!(versions.len(), 1, "only the valid document was stored");
@@ -175,7 +175,7 @@ async fn validate_reports_every_problem_without_storing() {
     let fine = fine.json();
     assert_eq!(fine["valid"], true);
     assert!(
-        aperture::store::policies::list_latest(&app.store, "default")
+        aperture_core::store::policies::list_latest(&app.store, "default")
             .await
             .unwrap()
             .is_empty()
@@ -249,7 +249,7 @@ async fn a_draft_is_previewed_over_tools_without_being_stored() {
         "rules[0].invocation.max_result_bytes"
     );
     assert!(
-        aperture::store::policies::list_latest(&app.store, "default")
+        aperture_core::store::policies::list_latest(&app.store, "default")
             .await
             .unwrap()
             .is_empty()

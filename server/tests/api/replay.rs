@@ -117,12 +117,12 @@ async fn a_draft_is_replayed_over_the_recorded_calls() {
     );
 
     // Without the disclosures (purged), those calls cannot be replayed: counted, not guessed.
-    let purged = aperture::journal::purge_disclosures(
+    let purged = aperture_core::journal::purge_disclosures(
         &app.store,
         &app.journal,
         "default",
-        &aperture::journal::Author::operator(),
-        aperture::store::now_ms() + 1_000,
+        &aperture_core::journal::Author::operator(),
+        aperture_core::store::now_ms() + 1_000,
     )
     .await
     .unwrap();

@@ -301,7 +301,7 @@ async fn fixtures(app: &TestApp) -> Fixtures {
     .await
     .unwrap();
     for id in ["victim-policy", "victim-only"] {
-        aperture::store::policies::insert_next(
+        aperture_core::store::policies::insert_next(
             &app.store,
             "default",
             id,
@@ -326,33 +326,33 @@ async fn fixtures(app: &TestApp) -> Fixtures {
         dry_run_argument: None,
         price_cents: None,
     };
-    aperture::store::catalog::upsert(&app.store, "default", &tool)
+    aperture_core::store::catalog::upsert(&app.store, "default", &tool)
         .await
         .unwrap();
     // A tool whose upstream change is held: only an admin of `default` may decide on it.
-    let victim_held_tool = format!("victim_held_{}", &aperture::ids::new_id("t")[2..10]);
+    let victim_held_tool = format!("victim_held_{}", &aperture_core::ids::new_id("t")[2..10]);
     let held = engine::descriptor::ToolDescriptor {
         name: victim_held_tool.clone(),
         description: Some("Changed upstream.".into()),
         ..tool.clone()
     };
-    aperture::store::catalog::upsert(&app.store, "default", &held)
+    aperture_core::store::catalog::upsert(&app.store, "default", &held)
         .await
         .unwrap();
-    let row = aperture::store::catalog::find_revised(&app.store, "default", &victim_held_tool)
+    let row = aperture_core::store::catalog::find_revised(&app.store, "default", &victim_held_tool)
         .await
         .unwrap()
         .unwrap();
-    let triage = aperture::store::catalog::Drift {
+    let triage = aperture_core::store::catalog::Drift {
         accepted: Some(engine::drift::Definition::from(&tool)),
-        held: Some(aperture::store::catalog::Held {
+        held: Some(aperture_core::store::catalog::Held {
             changes: vec![engine::drift::DriftClass::Description],
             since: 1,
             kept_hash: None,
         }),
     };
     assert!(
-        aperture::store::catalog::set_drift_if(
+        aperture_core::store::catalog::set_drift_if(
             &app.store,
             "default",
             &victim_held_tool,
@@ -372,7 +372,7 @@ async fn fixtures(app: &TestApp) -> Fixtures {
         read_at: None,
         environments: vec!["*".into()],
     };
-    let grant = aperture::exposure::create(
+    let grant = aperture_core::exposure::create(
         &app.store,
         &app.journal,
         &engine::narrow::ValidatorCache::new(),
@@ -383,18 +383,18 @@ async fn fixtures(app: &TestApp) -> Fixtures {
     .await
     .map_err(|e| e.into_app_error())
     .unwrap();
-    let victim_upstream_id = aperture::ids::new_id("ups");
+    let victim_upstream_id = aperture_core::ids::new_id("ups");
     let command = crate::helpers::fixture_command();
-    let row = aperture::store::upstreams::UpstreamRow {
+    let row = aperture_core::store::upstreams::UpstreamRow {
         id: victim_upstream_id.clone(),
         tenant_id: "default".into(),
         name: format!("victim-{}", &victim_upstream_id[4..12]),
         transport: "stdio".into(),
         // Sealed as the server stores specs (issue 24), with its key.
-        spec: aperture::secrets::SecretBox::load(&app.data_dir, None)
+        spec: aperture_core::secrets::SecretBox::load(&app.data_dir, None)
             .unwrap()
             .seal(
-                &aperture::secrets::upstream_aad("default", &victim_upstream_id),
+                &aperture_core::secrets::upstream_aad("default", &victim_upstream_id),
                 &json!({"transport": "stdio", "command": command, "env": {}}).to_string(),
             ),
         endpoint: "stdio".into(),
@@ -407,7 +407,7 @@ async fn fixtures(app: &TestApp) -> Fixtures {
         credential_version: 0,
     };
     assert!(
-        aperture::store::upstreams::insert(&app.store, &row)
+        aperture_core::store::upstreams::insert(&app.store, &row)
             .await
             .unwrap()
     );
@@ -419,12 +419,12 @@ async fn fixtures(app: &TestApp) -> Fixtures {
         ("approval_required", "input_required"),
         ("staged_change", "staged"),
     ] {
-        let id = aperture::ids::new_id("inv");
-        let now = aperture::store::now_ms();
+        let id = aperture_core::ids::new_id("inv");
+        let now = aperture_core::store::now_ms();
         assert!(
-            aperture::store::invocations::insert(
+            aperture_core::store::invocations::insert(
                 &app.store,
-                &aperture::store::invocations::InvocationRow {
+                &aperture_core::store::invocations::InvocationRow {
                     id: id.clone(),
                     tenant_id: "default".into(),
                     session_id: grant.session.id.clone(),
@@ -465,11 +465,11 @@ async fn fixtures(app: &TestApp) -> Fixtures {
     let [victim_invocation_id, victim_staged_id]: [String; 2] =
         waiting.try_into().expect("two invocations");
     // A hosted agent of `victim`'s (its exposure session has the agent's id).
-    let victim_agent_id = aperture::ids::new_id("agt");
-    let now = aperture::store::now_ms();
-    aperture::store::exposure::insert_session(
+    let victim_agent_id = aperture_core::ids::new_id("agt");
+    let now = aperture_core::store::now_ms();
+    aperture_core::store::exposure::insert_session(
         &app.store,
-        &aperture::store::exposure::SessionRow {
+        &aperture_core::store::exposure::SessionRow {
             id: victim_agent_id.clone(),
             tenant_id: "default".into(),
             environment: "default".into(),
@@ -484,9 +484,9 @@ async fn fixtures(app: &TestApp) -> Fixtures {
     )
     .await
     .unwrap();
-    aperture::store::agents::insert(
+    aperture_core::store::agents::insert(
         &app.store,
-        &aperture::store::agents::AgentRow {
+        &aperture_core::store::agents::AgentRow {
             id: victim_agent_id.clone(),
             tenant_id: "default".into(),
             actor_id: "victim".into(),
@@ -509,8 +509,8 @@ async fn fixtures(app: &TestApp) -> Fixtures {
     .unwrap();
     // A witness to remove, and a checkpoint of `default` (a tree of at least two records for
     // the proofs) cosigned by the registered witness `matrix-w`.
-    let victim_witness = format!("victim-w-{}", &aperture::ids::new_id("w")[2..14]);
-    aperture::store::checkpoints::add_witness(
+    let victim_witness = format!("victim-w-{}", &aperture_core::ids::new_id("w")[2..14]);
+    aperture_core::store::checkpoints::add_witness(
         &app.store,
         "default",
         &victim_witness,
@@ -518,7 +518,7 @@ async fn fixtures(app: &TestApp) -> Fixtures {
     )
     .await
     .unwrap();
-    aperture::store::checkpoints::add_witness(
+    aperture_core::store::checkpoints::add_witness(
         &app.store,
         "default",
         "matrix-w",
@@ -544,25 +544,25 @@ async fn fixtures(app: &TestApp) -> Fixtures {
     );
     // A webhook of `default` (one at a time: a tenant has at most 20, and admins here create
     // some of their own).
-    let hooks = aperture::store::webhooks::list(&app.store, "default")
+    let hooks = aperture_core::store::webhooks::list(&app.store, "default")
         .await
         .unwrap();
     let victim_webhook_id = match hooks.iter().find(|w| w.url.contains("victim")) {
         Some(w) => w.id.clone(),
         None => {
             for w in hooks {
-                aperture::store::webhooks::delete(&app.store, "default", &w.id)
+                aperture_core::store::webhooks::delete(&app.store, "default", &w.id)
                     .await
                     .unwrap();
             }
-            let id = aperture::ids::new_id("whk");
-            aperture::store::webhooks::insert(
+            let id = aperture_core::ids::new_id("whk");
+            aperture_core::store::webhooks::insert(
                 &app.store,
-                &aperture::store::webhooks::WebhookRow {
-                    secret: aperture::secrets::SecretBox::load(&app.data_dir, None)
+                &aperture_core::store::webhooks::WebhookRow {
+                    secret: aperture_core::secrets::SecretBox::load(&app.data_dir, None)
                         .unwrap()
                         .seal(
-                            &aperture::secrets::webhook_aad("default", &id),
+                            &aperture_core::secrets::webhook_aad("default", &id),
                             "whsec_dmljdGltLXNlY3JldC12aWN0aW0tc2VjcmV0",
                         ),
                     id: id.clone(),
@@ -820,7 +820,7 @@ async fn every_route_enforces_its_scope() {
 
     let revoked = {
         let (id, secret) = app.token_full("default", "revoked", &[scope::ADMIN]).await;
-        aperture::store::tokens::revoke(&app.store, "default", &id)
+        aperture_core::store::tokens::revoke(&app.store, "default", &id)
             .await
             .unwrap()
             .unwrap();
@@ -829,7 +829,7 @@ async fn every_route_enforces_its_scope() {
     let expired = {
         let (id, secret) = app.token_full("default", "expired", &[scope::ADMIN]).await;
         sqlx::query("UPDATE api_tokens SET expires_at = $1 WHERE id = $2")
-            .bind(aperture::store::now_ms() - 1)
+            .bind(aperture_core::store::now_ms() - 1)
             .bind(&id)
             .execute(app.store.pool())
             .await
@@ -1035,7 +1035,7 @@ async fn every_route_enforces_its_scope() {
             ("PUT", "/catalog/drift") => {
                 // The intruder's own tenant's triage, not `default`'s.
                 assert_eq!(status, StatusCode::OK, "{label}: {text}");
-                let own = aperture::store::catalog::drift_settings(&app.store, "other")
+                let own = aperture_core::store::catalog::drift_settings(&app.store, "other")
                     .await
                     .unwrap()
                     .expect("written for the intruder's tenant");
@@ -1086,15 +1086,15 @@ async fn every_route_enforces_its_scope() {
 
     // The foreign tenant changed nothing in `default`: every victim token is still active unless
     // revoked by a `default` admin, and admin kept its scopes.
-    let admin = aperture::store::users::find(&app.store, "default", "admin")
+    let admin = aperture_core::store::users::find(&app.store, "default", "admin")
         .await
         .unwrap()
         .unwrap();
     assert!(admin.scopes.contains(&scope::ADMIN.to_owned()));
-    let users_in_default = aperture::store::users::list(&app.store, "default")
+    let users_in_default = aperture_core::store::users::list(&app.store, "default")
         .await
         .unwrap();
-    let users_in_other = aperture::store::users::list(&app.store, "other")
+    let users_in_other = aperture_core::store::users::list(&app.store, "other")
         .await
         .unwrap();
     assert!(users_in_other.iter().all(|u| {

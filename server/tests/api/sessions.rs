@@ -37,7 +37,7 @@ async fn seed_catalog(app: &TestApp) {
         tool("mcp__github__delete_repo", &["write", "destructive"]),
         tool("mcp__github__undescribed", &[]),
     ] {
-        aperture::store::catalog::upsert(&app.store, "default", &t)
+        aperture_core::store::catalog::upsert(&app.store, "default", &t)
             .await
             .unwrap();
     }

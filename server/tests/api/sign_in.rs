@@ -125,13 +125,19 @@ async fn a_hundred_failures_refuse_the_address_not_the_account() {
     let bad = from("198.51.100.66", "wrong-password-1").await;
     bad.expect_status(StatusCode::UNAUTHORIZED);
     let hour = 3_600_000;
-    let now = aperture::store::now_ms();
+    let now = aperture_core::store::now_ms();
     let counts = |client: &'static str| {
         let store = app.store.clone();
         async move {
-            aperture::store::users::sign_in_failures(&store, "default", "admin", client, now - hour)
-                .await
-                .unwrap()
+            aperture_core::store::users::sign_in_failures(
+                &store,
+                "default",
+                "admin",
+                client,
+                now - hour,
+            )
+            .await
+            .unwrap()
         }
     };
     let seen = counts("198.51.100.66").await;
@@ -143,7 +149,7 @@ async fn a_hundred_failures_refuse_the_address_not_the_account() {
     // 99 more from the attacker's address, spread over the last hour (so the per-account
     // delay, measured from the latest failure, is over).
     for i in 0..99 {
-        aperture::store::users::record_sign_in_failure(
+        aperture_core::store::users::record_sign_in_failure(
             &app.store,
             "default",
             "admin",
@@ -169,7 +175,7 @@ async fn a_hundred_failures_refuse_the_address_not_the_account() {
     let forged = sign_in_page(&direct, "admin", "nope");
     let forged = forged.header("x-forwarded-for", "203.0.113.99").await;
     forged.expect_status(StatusCode::UNAUTHORIZED);
-    let recorded = aperture::store::users::sign_in_failures(
+    let recorded = aperture_core::store::users::sign_in_failures(
         &direct.store,
         "default",
         "admin",
@@ -188,7 +194,7 @@ async fn a_hundred_failures_refuse_the_address_not_the_account() {
 /// delay that grows with them and never exceeds 30 s; parallel attempts cannot slip through.
 #[tokio::test]
 async fn failures_delay_further_attempts_up_to_thirty_seconds() {
-    use aperture::auth::dashboard::{MAX_DELAY_MS, delay_after};
+    use aperture_core::sign_in::{MAX_DELAY_MS, delay_after};
     assert_eq!(delay_after(0), 0);
     assert_eq!(delay_after(4), 0);
     assert_eq!(delay_after(5), 1_000);
@@ -201,9 +207,9 @@ async fn failures_delay_further_attempts_up_to_thirty_seconds() {
     assert_eq!(3_600_000 / MAX_DELAY_MS, 120);
 
     let app = TestApp::spawn().await;
-    let now = aperture::store::now_ms();
+    let now = aperture_core::store::now_ms();
     for i in 0..20 {
-        aperture::store::users::record_sign_in_failure(
+        aperture_core::store::users::record_sign_in_failure(
             &app.store,
             "default",
             "admin",
@@ -262,7 +268,7 @@ async fn failures_for_unknown_users_are_aggregated_in_the_journal() {
     let records = || {
         let store = app.store.clone();
         async move {
-            aperture::store::journal::head(&store, "default")
+            aperture_core::store::journal::head(&store, "default")
                 .await
                 .unwrap()
                 .map_or(0, |(seq, _)| seq)
@@ -406,7 +412,7 @@ async fn a_sign_in_ends_twelve_hours_later_however_active() {
         .await
         .unwrap();
     let mut data: serde_json::Value = serde_json::from_str(&data).unwrap();
-    let twelve_hours_ago = aperture::store::now_ms() - aperture::auth::dashboard::ABSOLUTE_MS - 1;
+    let twelve_hours_ago = aperture_core::store::now_ms() - aperture_core::sign_in::ABSOLUTE_MS - 1;
     data["aperture.user"]["signed_in_at"] = twelve_hours_ago.into();
     sqlx::query("UPDATE dashboard_sessions SET data = $1 WHERE id = $2")
         .bind(data.to_string())
@@ -589,9 +595,9 @@ impl Proxied {
     /// The attacker at `attacker`: the account's failures (20 in the last minute, from there)
     /// and then wrong passwords until the account-wide delay refuses them.
     async fn hold_the_account_in_backoff(&self, attacker: &str) {
-        let now = aperture::store::now_ms();
+        let now = aperture_core::store::now_ms();
         for i in 0..20 {
-            aperture::store::users::record_sign_in_failure(
+            aperture_core::store::users::record_sign_in_failure(
                 &self.app.store,
                 "default",
                 "admin",
@@ -659,7 +665,10 @@ async fn a_new_address_without_a_known_device_shares_the_backoff() {
     let app = Proxied::spawn().await;
     app.sign_in_from("203.0.113.10", None).await;
     app.hold_the_account_in_backoff("198.51.100.66").await;
-    let made_up = format!("aperture_device={}", aperture::auth::device::new_id());
+    let made_up = format!(
+        "aperture_device={}",
+        aperture_core::sign_in::device::new_id()
+    );
     for cookie in [None, Some(made_up.as_str())] {
         let refused = app.attempt("192.0.2.40", cookie, ADMIN_PASSWORD).await;
         refused.expect_error(StatusCode::TOO_MANY_REQUESTS, "too_many_requests");
@@ -704,9 +713,9 @@ async fn ipv6_addresses_in_one_64_count_as_one() {
 
     // A hundred failures from one /64 refuse every address in it.
     let key = aperture::auth::client::address_key("2001:db8:6:6::1".parse().unwrap());
-    let now = aperture::store::now_ms();
+    let now = aperture_core::store::now_ms();
     for i in 0..100 {
-        aperture::store::users::record_sign_in_failure(
+        aperture_core::store::users::record_sign_in_failure(
             &app.app.store,
             "default",
             "admin",
@@ -735,7 +744,10 @@ async fn ipv6_addresses_in_one_64_count_as_one() {
 #[tokio::test]
 async fn the_device_cookie_is_hardened_and_only_issued_ids_are_kept() {
     let app = Proxied::spawn().await;
-    let planted = format!("aperture_device={}", aperture::auth::device::new_id());
+    let planted = format!(
+        "aperture_device={}",
+        aperture_core::sign_in::device::new_id()
+    );
     let response = app
         .attempt("203.0.113.10", Some(&planted), ADMIN_PASSWORD)
         .await;
@@ -755,7 +767,7 @@ async fn the_device_cookie_is_hardened_and_only_issued_ids_are_kept() {
         .await
         .unwrap();
     let id = issued.trim_start_matches("aperture_device=");
-    let hashed = format!("device:{}", aperture::auth::device::hash(id));
+    let hashed = format!("device:{}", aperture_core::sign_in::device::hash(id));
     assert!(sources.iter().any(|(s,)| *s == hashed), "{sources:?}");
     assert!(
         sources.iter().all(|(s,)| !s.contains(id)),

@@ -1,7 +1,7 @@
 //! Store functions, identical on SQLite and PostgreSQL.
 
-use aperture::store::tokens::NewToken;
-use aperture::store::{self, Store, now_ms};
+use aperture_core::store::tokens::NewToken;
+use aperture_core::store::{self, Store, now_ms};
 use tower_sessions::session::{Id, Record};
 use tower_sessions::{ExpiredDeletion, SessionStore};
 
@@ -355,7 +355,7 @@ async fn tokens(store: &Store) {
 on_both_backends!(tokens_store_only_hashes_and_stay_in_their_tenant, tokens);
 
 async fn sessions(store: &Store) {
-    let sessions = store::DbSessionStore::new(store.clone());
+    let sessions = aperture::auth::dashboard::DbSessionStore::new(store.clone());
     let mut data = std::collections::HashMap::new();
     data.insert("k".to_owned(), serde_json::json!({"v": 1}));
     let mut record = Record {
@@ -556,9 +556,9 @@ on_both_backends!(
 /// changes — whoever writes, since only the database's triggers tell it (these writes go
 /// through plain store functions, which never touch the cache).
 async fn read_cache(store: &Store) {
-    use aperture::store::cache;
-    use aperture::store::exposure::{ManifestRow, SessionRow};
-    use aperture::store::upstreams::UpstreamRow;
+    use aperture_core::store::cache;
+    use aperture_core::store::exposure::{ManifestRow, SessionRow};
+    use aperture_core::store::upstreams::UpstreamRow;
     use engine::descriptor::{ToolDescriptor, ToolSource};
     use std::sync::Arc;
     store::tenants::ensure(store, "a").await.unwrap();
@@ -796,7 +796,7 @@ on_both_backends!(the_read_cache_follows_every_change, read_cache);
 /// Issue 5: rate buckets counted in the shared database: per tenant and bucket, per calendar
 /// minute, never over-admitting under concurrency.
 async fn rate_buckets(store: &Store) {
-    use aperture::store::rate_buckets::take;
+    use aperture_core::store::rate_buckets::take;
     let minute = 1_800_000_000_000_i64; // the start of a minute
     for _ in 0..3 {
         assert!(take(store, "a", "gh", 3, minute + 10).await.unwrap());

@@ -15,8 +15,8 @@ use engine::receipt::{
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-use aperture::journal::{self, Journal, checkpoints::Checkpointer};
-use aperture::store::{self, Store};
+use aperture_core::journal::{self, Journal, checkpoints::Checkpointer};
+use aperture_core::store::{self, Store};
 
 use crate::helpers::{Db, TestDb};
 
@@ -94,7 +94,7 @@ async fn restore(store: &Store, tenant: &str, from: i64, to: i64, saved: &[Row])
 /// stage that finds anything.
 async fn findings(store: &Store, trusted: &JwkSet, sink: &Path) -> Vec<String> {
     let mut out = Vec::new();
-    let stored = aperture::keys::published(store).await.unwrap();
+    let stored = aperture_core::keys::published(store).await.unwrap();
     for k in &stored.keys {
         if !trusted.keys.iter().any(|t| t.kid == k.kid && t.x == k.x) {
             out.push(format!("untrusted key {}", k.kid));
@@ -149,7 +149,7 @@ struct Suite {
     store: Store,
     trusted: JwkSet,
     sink: PathBuf,
-    signing: aperture::keys::KeyRing,
+    signing: aperture_core::keys::KeyRing,
     head: i64,
     rng: StdRng,
     /// Every row of tenant `t` as made: what each mutation is put back to.
@@ -385,7 +385,7 @@ impl Suite {
                     intruder.key_id()
                 );
                 touched = (seq, head);
-                aperture::store::keys::record(&store, intruder.key_id(), &intruder.jwk().x)
+                aperture_core::store::keys::record(&store, intruder.key_id(), &intruder.jwk().x)
                     .await
                     .unwrap();
                 let mut prev: Option<String> = None;
@@ -457,15 +457,15 @@ async fn tamper_suite(store: &Store, records: usize, mutations: usize) {
     store::tenants::ensure(store, "t").await.unwrap();
     store::tenants::ensure(store, "u").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let signing = aperture::keys::KeyRing::load(
+    let signing = aperture_core::keys::KeyRing::load(
         store,
         dir.path(),
         None,
-        &aperture::keys::default_published_file(dir.path()),
+        &aperture_core::keys::default_published_file(dir.path()),
     )
     .await
     .unwrap();
-    let trusted = aperture::keys::published(store).await.unwrap();
+    let trusted = aperture_core::keys::published(store).await.unwrap();
     let sink = dir.path().join("checkpoints");
     let writer = Journal::new(store.clone(), signing.clone());
     let checkpoints = Checkpointer::new(

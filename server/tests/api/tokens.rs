@@ -35,7 +35,7 @@ async fn token_lifecycle(app: &TestApp) {
     assert!(
         stored
             .iter()
-            .any(|(h,)| *h == aperture::auth::principal::secret_hash(&secret))
+            .any(|(h,)| *h == aperture_core::principal::secret_hash(&secret))
     );
 
     // Listed, without the secret.
@@ -160,7 +160,7 @@ async fn a_tokens_use_is_noted_at_most_once_a_minute() {
     let app = TestApp::spawn().await;
     let (id, secret) = app.token_full("default", "bot", &[scope::READ]).await;
     let used = || async {
-        aperture::store::tokens::find(&app.store, "default", &id)
+        aperture_core::store::tokens::find(&app.store, "default", &id)
             .await
             .unwrap()
             .unwrap()

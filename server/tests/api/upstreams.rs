@@ -278,17 +278,17 @@ async fn a_stdio_environment_is_the_operator_s_unless_stdio_is_allowed() {
         .unwrap();
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     // The operator registers it (as `aperture upstream add --stdio` does).
-    let operator = aperture::upstream::Upstreams::new(
+    let operator = aperture_core::upstream::Upstreams::new(
         true,
         false,
-        std::sync::Arc::new(aperture::secrets::SecretBox::load(&app.data_dir, None).unwrap()),
+        std::sync::Arc::new(aperture_core::secrets::SecretBox::load(&app.data_dir, None).unwrap()),
     );
     let (view, _) = operator
         .register_unchecked(
             &app.store,
             &app.journal,
             "default",
-            &aperture::journal::Author::operator(),
+            &aperture_core::journal::Author::operator(),
             &app::dto::RegisterUpstreamRequest {
                 name: "fixture".into(),
                 transport: "stdio".into(),

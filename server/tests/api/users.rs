@@ -20,7 +20,7 @@ async fn users_can_be_created_and_rescoped_and_then_sign_in() {
     let again = app.post("/users").as_(&admin).json(&alice).await;
     again.expect_error(StatusCode::CONFLICT, "conflict");
 
-    let stored = aperture::store::users::find(&app.store, "default", "alice")
+    let stored = aperture_core::store::users::find(&app.store, "default", "alice")
         .await
         .unwrap()
         .unwrap();
@@ -82,7 +82,7 @@ async fn invalid_users_name_the_field() {
 #[tokio::test]
 async fn a_fresh_database_gets_the_bootstrap_admin_and_nothing_else() {
     let app = TestApp::spawn().await;
-    let users = aperture::store::users::list(&app.store, "default")
+    let users = aperture_core::store::users::list(&app.store, "default")
         .await
         .unwrap();
     assert_eq!(users.len(), 1);

@@ -220,16 +220,19 @@ async fn only_admins_create_webhooks_to_public_addresses_and_the_secret_is_shown
     assert!(stored.starts_with("enc:v1:"), "{stored}");
     assert!(!stored.contains(&secret[6..]));
     // Sealed for its own row: another row cannot borrow it.
-    let secrets = aperture::secrets::SecretBox::load(&s.app.data_dir, None).unwrap();
+    let secrets = aperture_core::secrets::SecretBox::load(&s.app.data_dir, None).unwrap();
     assert_eq!(
         secrets
-            .open(&aperture::secrets::webhook_aad("default", &id), &stored)
+            .open(
+                &aperture_core::secrets::webhook_aad("default", &id),
+                &stored
+            )
             .unwrap(),
         secret
     );
     assert!(
         secrets
-            .open(&aperture::secrets::webhook_aad("other", &id), &stored)
+            .open(&aperture_core::secrets::webhook_aad("other", &id), &stored)
             .is_err()
     );
 
@@ -429,8 +432,10 @@ async fn failed_deliveries_are_retried_with_backoff_then_given_up_and_every_atte
     assert!(text_of(&flaky_view["history"][0]["error"]).contains("500"));
     // Backoff: the second attempt waited for the first retry's second.
     let at = |i: usize| {
-        aperture::store::parse_rfc3339(flaky_view["history"][i]["attempted_at"].as_str().unwrap())
-            .unwrap()
+        aperture_core::store::parse_rfc3339(
+            flaky_view["history"][i]["attempted_at"].as_str().unwrap(),
+        )
+        .unwrap()
     };
     assert!(at(1) - at(0) >= 1_000, "{flaky_view}");
     // Every retry used up: failed, three attempts, the reason kept.
@@ -462,13 +467,13 @@ async fn a_webhook_that_now_points_inside_is_refused_at_delivery() {
     .await
     .unwrap();
     let receiver = WebhookReceiver::start(vec![]).await;
-    let id = aperture::ids::new_id("whk");
-    let secrets = aperture::secrets::SecretBox::load(&s.app.data_dir, None).unwrap();
-    aperture::store::webhooks::insert(
+    let id = aperture_core::ids::new_id("whk");
+    let secrets = aperture_core::secrets::SecretBox::load(&s.app.data_dir, None).unwrap();
+    aperture_core::store::webhooks::insert(
         &s.app.store,
-        &aperture::store::webhooks::WebhookRow {
+        &aperture_core::store::webhooks::WebhookRow {
             secret: secrets.seal(
-                &aperture::secrets::webhook_aad("default", &id),
+                &aperture_core::secrets::webhook_aad("default", &id),
                 "whsec_c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LTMyYnl0ZXM=",
             ),
             id: id.clone(),
@@ -476,7 +481,7 @@ async fn a_webhook_that_now_points_inside_is_refused_at_delivery() {
             url: receiver.url.clone(),
             events: r#"["invocation.parked"]"#.into(),
             created_by: "ops".into(),
-            created_at: aperture::store::now_ms(),
+            created_at: aperture_core::store::now_ms(),
         },
     )
     .await
@@ -515,13 +520,15 @@ async fn expired_calls_are_announced() {
 
 /// Two nodes racing to move one parked invocation: one wins, and the outbox holds exactly one
 /// delivery of the change (it is written in the winner's transaction).
-async fn a_change_is_enqueued_once_by_whoever_wins_it(store: &aperture::store::Store) {
-    use aperture::store::invocations::{self, Change, InvocationRow};
+async fn a_change_is_enqueued_once_by_whoever_wins_it(store: &aperture_core::store::Store) {
+    use aperture_core::store::invocations::{self, Change, InvocationRow};
     let store = store.clone();
-    aperture::store::tenants::ensure(&store, "t").await.unwrap();
-    aperture::store::webhooks::insert(
+    aperture_core::store::tenants::ensure(&store, "t")
+        .await
+        .unwrap();
+    aperture_core::store::webhooks::insert(
         &store,
-        &aperture::store::webhooks::WebhookRow {
+        &aperture_core::store::webhooks::WebhookRow {
             id: "whk_1".into(),
             tenant_id: "t".into(),
             url: "https://93.184.215.14/hook".into(),
@@ -533,7 +540,7 @@ async fn a_change_is_enqueued_once_by_whoever_wins_it(store: &aperture::store::S
     )
     .await
     .unwrap();
-    let now = aperture::store::now_ms();
+    let now = aperture_core::store::now_ms();
     let row = |id: &str, mode: &str| InvocationRow {
         id: id.into(),
         tenant_id: "t".into(),
@@ -575,7 +582,7 @@ async fn a_change_is_enqueued_once_by_whoever_wins_it(store: &aperture::store::S
     let mut confirm = row("inv_2", "confirmation_required");
     confirm.status = "confirmation_required".into();
     assert!(invocations::insert(&store, &confirm).await.unwrap());
-    let race = |store: aperture::store::Store| async move {
+    let race = |store: aperture_core::store::Store| async move {
         invocations::transition(
             &store,
             "t",

@@ -1,5 +1,5 @@
 //! Issue 45, item 6: the worker's last guard before execution. A released call is run only if
-//! its tool is still the one granted: the test holds the worker (`aperture::test_hooks`, built
+//! its tool is still the one granted: the test holds the worker (`aperture_core::test_hooks`, built
 //! for tests only) between the release and that check, changes the tool upstream, and lets it
 //! go on. After `:approve`, after `:apply` and for a queued `async_job_only` job, the call ends
 //! `manifest_drift`, signed, and the fixture upstream's own call log shows it never ran.
@@ -30,7 +30,7 @@ struct Setup {
 async fn setup() -> Setup {
     let app = TestApp::spawn().await;
     // A tenant of this test's own: holds are per tenant.
-    let tenant = format!("hold-{}", &aperture::ids::new_id("t")[2..14]);
+    let tenant = format!("hold-{}", &aperture_core::ids::new_id("t")[2..14]);
     let admin = app.token(&tenant, "ops", &[scope::ADMIN]).await;
     let call_log = app.data_dir.join(format!("{tenant}-calls.log"));
     let mut command = fixture_command();
@@ -159,7 +159,7 @@ impl Setup {
 async fn a_tool_that_drifts_after_approve_is_not_run() {
     let s = setup().await;
     let list = s.list().await;
-    let hold = aperture::test_hooks::hold_worker(&s.tenant);
+    let hold = aperture_core::test_hooks::hold_worker(&s.tenant);
     let parked = s
         .app
         .mcp_call(&s.agent, &list, ECHO, json!({"text": "later"}))
@@ -176,7 +176,7 @@ async fn a_tool_that_drifts_after_approve_is_not_run() {
 async fn a_tool_that_drifts_after_apply_is_not_run() {
     let s = setup().await;
     let list = s.list().await;
-    let hold = aperture::test_hooks::hold_worker(&s.tenant);
+    let hold = aperture_core::test_hooks::hold_worker(&s.tenant);
     let staged = s
         .app
         .mcp_call(&s.agent, &list, ADD, json!({"a": 1, "b": 2}))
@@ -194,7 +194,7 @@ async fn a_tool_that_drifts_after_apply_is_not_run() {
 async fn a_queued_job_whose_tool_drifts_is_not_run() {
     let s = setup().await;
     let list = s.list().await;
-    let hold = aperture::test_hooks::hold_worker(&s.tenant);
+    let hold = aperture_core::test_hooks::hold_worker(&s.tenant);
     let queued = s
         .app
         .mcp_call(&s.agent, &list, DEPLOY, json!({"service": "web"}))

@@ -813,8 +813,16 @@ async fn follow_list_changes(
 /// `GET /upstreams` (read): no spec, no secret, only what may be shown.
 pub async fn list(store: &Store, principal: &Principal) -> Result<Vec<UpstreamView>, ServiceError> {
     principal.require(scope::READ)?;
-    let catalog = store::catalog::list(store, &principal.tenant_id).await?;
-    Ok(store::upstreams::list(store, &principal.tenant_id)
+    list_unchecked(store, &principal.tenant_id).await
+}
+
+/// The upstreams of `tenant_id`, as [`list`] shows them, for the operator's command line.
+pub async fn list_unchecked(
+    store: &Store,
+    tenant_id: &str,
+) -> Result<Vec<UpstreamView>, ServiceError> {
+    let catalog = store::catalog::list(store, tenant_id).await?;
+    Ok(store::upstreams::list(store, tenant_id)
         .await?
         .iter()
         .map(|row| {

@@ -30,7 +30,7 @@ pub use connector::{
 pub(crate) use guard::resolve;
 pub use guard::{address_class, check_url};
 pub use import::{ImportReport, SkipReason, SkippedTool, import};
-pub use registry::{CredentialsRequest, Upstreams, list};
+pub use registry::{CredentialsRequest, Upstreams, list, list_unchecked};
 
 use std::collections::BTreeMap;
 use std::fmt;

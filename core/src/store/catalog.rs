@@ -137,8 +137,9 @@ const SET_ALL: &str = "upstream_id = $3, raw_server = $4, raw_tool = $5, definit
     version = $7, family = $8, risk = $9, required_scope = $10, dry_run_argument = $11, \
     price_cents = $12, definition_hash = $13, schema_hash = $14, updated_at = $15";
 
-/// Inserts or replaces a tool with everything in `tool`, whatever the row held (the operator's
-/// import and tests; syncs and admins use [`find_revised`] and [`write_if`]).
+/// Inserts or replaces a tool with everything in `tool`, whatever the row held (written for
+/// import and tests: the tests only; syncs and admins use [`find_revised`] and [`write_if`]).
+#[cfg(feature = "test-hooks")]
 pub async fn upsert(
     store: &Store,
     tenant_id: &str,
@@ -468,6 +469,7 @@ pub async fn list_fingerprinted(
 }
 
 /// One tool, held or not.
+#[cfg(feature = "test-hooks")]
 pub async fn find(
     store: &Store,
     tenant_id: &str,

@@ -206,7 +206,7 @@ async fn check(
         Some(w) => w,
         None => {
             // Still the caller it was opened for (a revoked or expired token ends the stream).
-            let caller = crate::auth::principal::authenticate_bearer(store, &watch.listener.secret)
+            let caller = crate::principal::authenticate_bearer(store, &watch.listener.secret)
                 .await
                 .ok()
                 .filter(|p| p.tenant_id == owner.tenant_id && p.actor_id == owner.actor_id);

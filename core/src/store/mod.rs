@@ -23,11 +23,11 @@ pub mod upstreams;
 pub mod users;
 pub mod webhooks;
 
-pub use sessions::DbSessionStore;
+pub use crate::clock::{now_ms, parse_rfc3339, rfc3339};
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use anyhow::Context;
 use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
@@ -344,33 +344,6 @@ fn sqlite_file(kind: DbKind, url: &str) -> anyhow::Result<Option<PathBuf>> {
     // sqlx names an in-memory database `file:sqlx-in-memory-…`.
     let in_memory = file.as_os_str() == ":memory:" || file.to_string_lossy().starts_with("file:");
     Ok((plain && !in_memory).then(|| file.to_owned()))
-}
-
-/// Now, in epoch milliseconds (the unit of every stored timestamp).
-pub fn now_ms() -> i64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
-
-/// Epoch milliseconds as RFC 3339 (UTC), as every view shows times.
-pub fn rfc3339(ms: i64) -> String {
-    let nanos = i128::from(ms) * 1_000_000;
-    time::OffsetDateTime::from_unix_timestamp_nanos(nanos)
-        .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
-        .unwrap_or_else(|| ms.to_string())
-}
-
-/// RFC 3339 to epoch milliseconds.
-pub fn parse_rfc3339(value: &str) -> Option<i64> {
-    let t =
-        time::OffsetDateTime::parse(value, &time::format_description::well_known::Rfc3339).ok()?;
-    i64::try_from(t.unix_timestamp_nanos() / 1_000_000).ok()
 }
 
 /// A JSON array of strings as stored in a text column.

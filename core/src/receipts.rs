@@ -145,6 +145,27 @@ pub async fn visible(
     )
 }
 
+/// `GET /receipts/{id}`: the receipt, its disclosures and its position in the chain, when
+/// `principal` may read it (else 404, as for an id that does not exist).
+pub async fn get(store: &Store, principal: &Principal, id: &str) -> Result<Value, ServiceError> {
+    let row = store::journal::by_receipt_id(store, &principal.tenant_id, id)
+        .await?
+        .ok_or_else(|| AppError::not_found("receipt"))?;
+    if !visible(store, principal, &row).await? {
+        return Err(AppError::not_found("receipt").into());
+    }
+    let receipt: Value =
+        serde_json::from_str(&row.receipt).map_err(|e| ServiceError::Other(e.into()))?;
+    let disclosures: Value =
+        serde_json::from_str(&row.disclosures).map_err(|e| ServiceError::Other(e.into()))?;
+    Ok(serde_json::json!({
+        "receipt": receipt,
+        "disclosures": disclosures,
+        "seq": row.seq,
+        "record_hash": row.record_hash,
+    }))
+}
+
 fn neighbour(row: RecordRow) -> ChainNeighbour {
     let r: Value = serde_json::from_str(&row.receipt).unwrap_or(Value::Null);
     ChainNeighbour {

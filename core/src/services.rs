@@ -1,7 +1,7 @@
 //! [`Services`]: what one node's services run with — the database, the journal, the upstream
 //! connections, the event bus, the model client — made once at start-up and shared by every
 //! surface (REST, Connect, gRPC, `/mcp`, the dashboard) and every background task. Nothing
-//! here knows HTTP: the surfaces keep their own state (`crate::state`) around it.
+//! here knows HTTP: the surfaces keep their own state around it.
 
 use std::sync::Arc;
 
@@ -60,7 +60,78 @@ pub struct Parts {
     pub model: Option<Arc<crate::model::ModelClient>>,
 }
 
+/// Whether a node can take calls, check by check: each `"ok"` or what is wrong (no secrets, no
+/// tenant data).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Readiness {
+    /// The database answers (`"unreachable"` when not).
+    pub database: String,
+    /// Its schema is this build's (`"pending: …"` names the migrations to run).
+    pub migrations: String,
+    /// The journal writer is alive (`"writer stopped"` when not).
+    pub journal_writer: &'static str,
+}
+
+impl Readiness {
+    /// Whether every check is `"ok"`.
+    pub fn is_ready(&self) -> bool {
+        self.database == "ok" && self.migrations == "ok" && self.journal_writer == "ok"
+    }
+}
+
 impl Parts {
+    /// Whether this node can take calls: the database answers, its schema is this build's (no
+    /// migration pending), and the journal writer is alive.
+    pub async fn readiness(&self) -> Readiness {
+        let database = match sqlx::query("SELECT 1").execute(self.store.pool()).await {
+            Ok(_) => "ok".to_owned(),
+            Err(e) => {
+                tracing::warn!(error = %e, "readiness: the database does not answer");
+                "unreachable".to_owned()
+            }
+        };
+        let migrations = if database == "ok" {
+            match self.store.pending_migrations().await {
+                Ok(pending) if pending.is_empty() => "ok".to_owned(),
+                Ok(pending) => format!(
+                    "pending: {}",
+                    pending
+                        .iter()
+                        .map(i64::to_string)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                Err(e) => {
+                    tracing::warn!(error = %e, "readiness: reading the applied migrations");
+                    "unknown".to_owned()
+                }
+            }
+        } else {
+            "unknown".to_owned()
+        };
+        let journal = if self.journal.writer_alive() {
+            "ok"
+        } else {
+            "writer stopped"
+        };
+        Readiness {
+            database,
+            migrations,
+            journal_writer: journal,
+        }
+    }
+
+    /// Forgets what has aged out: expired idempotency keys, and what sign-in keeps
+    /// ([`crate::sign_in::tidy`]). A step that fails is logged and the others run; a node runs
+    /// it every minute.
+    pub async fn tidy(&self) {
+        let now = crate::store::now_ms();
+        if let Err(e) = crate::store::idempotency::purge_expired(&self.store, now).await {
+            tracing::warn!(error = %e, "deleting expired idempotency keys");
+        }
+        crate::sign_in::tidy(&self.store, &self.journal, now).await;
+    }
+
     /// What a `tools/call` needs, borrowed from the services.
     pub fn call_context(&self) -> CallContext<'_> {
         CallContext {

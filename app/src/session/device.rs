@@ -1,23 +1,15 @@
-//! The device cookie: a random id a browser keeps for 30 days after it signs in, so that its
-//! later sign-ins at the same account are not delayed by other people's failures there (see
-//! [`crate::auth::dashboard::sign_in`]).
+//! The device cookie: a random id ([`aperture_core::sign_in::device`]) a browser keeps for 30
+//! days after it signs in, so that its later sign-ins at the same account are not delayed by
+//! other people's failures there.
 //!
 //! The cookie is `__Host-aperture_device` (`Secure`) when served over TLS and `aperture_device`
 //! otherwise, like the session cookie; `HttpOnly`, `SameSite=Lax`, `Path=/`. The server keeps
 //! only the SHA-256 of the id.
 
 use axum::http::HeaderMap;
-use base64::Engine as _;
-use rand::RngCore as _;
-use sha2::{Digest as _, Sha256};
 use tower_sessions::cookie::{Cookie, SameSite};
 
-/// How long a device (and an address) that signed in to an account stays known to it, and how
-/// long the browser keeps the cookie.
-pub const KNOWN_FOR_MS: i64 = 30 * 24 * 60 * 60 * 1000;
-
-/// Random bytes in an id.
-const ID_BYTES: usize = 32;
+use aperture_core::sign_in::device::{KNOWN_FOR_MS, well_formed};
 
 /// The cookie's name: `__Host-` prefixed when the cookies are `Secure`.
 pub fn cookie_name(secure: bool) -> &'static str {
@@ -26,25 +18,6 @@ pub fn cookie_name(secure: bool) -> &'static str {
     } else {
         "aperture_device"
     }
-}
-
-/// A fresh device id (32 random bytes, base64url).
-pub fn new_id() -> String {
-    let mut bytes = [0u8; ID_BYTES];
-    rand::rngs::OsRng.fill_bytes(&mut bytes);
-    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
-}
-
-/// `id` has the shape [`new_id`] gives (anything else in the cookie is ignored).
-fn well_formed(id: &str) -> bool {
-    base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(id)
-        .is_ok_and(|bytes| bytes.len() == ID_BYTES)
-}
-
-/// Lowercase hex SHA-256 of an id: the only form in which the server keeps it.
-pub fn hash(id: &str) -> String {
-    hex::encode(Sha256::digest(id.as_bytes()))
 }
 
 /// The well-formed device id in a request's cookies, if any.
@@ -76,6 +49,7 @@ pub fn set_cookie(id: &str, secure: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use aperture_core::sign_in::device::{hash, new_id};
 
     #[test]
     fn ids_are_read_back_only_under_the_right_name_and_shape() {

@@ -212,3 +212,52 @@ pub async fn update_scopes(
         None => Err(AppError::not_found("user").into()),
     }
 }
+
+/// What start-up found about the first administrator.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Bootstrap {
+    /// The database already had users.
+    HasUsers,
+    /// User `admin` was created from `APERTURE_BOOTSTRAP_ADMIN_PASSWORD`.
+    CreatedAdmin,
+    /// No users and no bootstrap password: somebody has to create the first admin.
+    NeedsAdmin,
+}
+
+/// Creates the default tenant, and user `admin` when there is no user and a bootstrap password
+/// is given. There is never a default password.
+pub async fn bootstrap(
+    store: &Store,
+    journal: &Journal,
+    passwords: &Passwords,
+    admin_password: Option<&str>,
+) -> anyhow::Result<Bootstrap> {
+    store::tenants::ensure(store, store::tenants::DEFAULT_TENANT).await?;
+    if store::users::count_all(store).await? > 0 {
+        return Ok(Bootstrap::HasUsers);
+    }
+    let Some(password) = admin_password.filter(|p| !p.is_empty()) else {
+        return Ok(Bootstrap::NeedsAdmin);
+    };
+    let request = CreateUserRequest {
+        username: "admin".into(),
+        password: password.to_owned(),
+        scopes: engine::scope::ScopeSet::all_aperture().into(),
+        // The installation's first admin, like everything made before environments: all of them.
+        environments: Some(vec![engine::environment::ANY_ENVIRONMENT.to_owned()]),
+    };
+    create_unchecked(
+        store,
+        journal,
+        passwords,
+        store::tenants::DEFAULT_TENANT,
+        &crate::journal::Author::new("bootstrap", crate::journal::OPERATOR),
+        &request,
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("creating the bootstrap admin: {}", e.into_app_error()))?;
+    tracing::info!(
+        "created user `admin` in tenant `default` from APERTURE_BOOTSTRAP_ADMIN_PASSWORD"
+    );
+    Ok(Bootstrap::CreatedAdmin)
+}

@@ -28,7 +28,9 @@ use crate::error::ServiceError;
 use crate::execution::{self, CallContext};
 use crate::journal::{self, Journal};
 use crate::principal::{Principal, PrincipalKind};
-use crate::store::invocations::{self as rows, Change, InvocationRow};
+/// A durable invocation as stored (the views of this module are what callers are shown).
+pub use crate::store::invocations::InvocationRow;
+use crate::store::invocations::{self as rows, Change};
 use crate::store::{self, Store, cache};
 use crate::upstream::Upstreams;
 
@@ -451,6 +453,79 @@ pub async fn decide(
     }
     publish(events, "invocation.decided", &row, &row.status).await;
     Ok(view(&row))
+}
+
+/// Statuses a list may be filtered by.
+pub const STATUSES: [&str; 15] = [
+    "input_required",
+    "approving",
+    "approved",
+    "staged",
+    "applying",
+    "confirmation_required",
+    "running",
+    "completed",
+    "rejecting",
+    "rejected",
+    "expiring",
+    "expired",
+    "invalidated",
+    "cancelling",
+    "cancelled",
+];
+
+/// The actor whose invocations `p` may read: `None` for all of the tenant's (readers and
+/// approvers, who must see the queue).
+pub fn readable_actor(p: &Principal) -> Option<&str> {
+    (!p.scopes.satisfies(scope::READ) && !p.scopes.satisfies(scope::APPROVE))
+        .then_some(p.actor_id.as_str())
+}
+
+/// Invocation `id` of `tenant_id`, whoever made it: the caller decides who may see it.
+pub async fn find(
+    store: &Store,
+    tenant_id: &str,
+    id: &str,
+) -> Result<Option<InvocationRow>, ServiceError> {
+    Ok(rows::find(store, tenant_id, id).await?)
+}
+
+/// Up to `limit` of `principal`'s own invocations in the environments it sees, newest first,
+/// older than `before` (`created_at`, id) when given.
+pub async fn own_before(
+    store: &Store,
+    principal: &Principal,
+    before: Option<(i64, &str)>,
+    limit: i64,
+) -> Result<Vec<InvocationRow>, ServiceError> {
+    Ok(rows::of_actor_before(
+        store,
+        &principal.tenant_id,
+        &principal.actor_id,
+        before,
+        limit,
+        principal.confined_to(),
+    )
+    .await?)
+}
+
+/// Up to `limit` of the invocations `principal` may read (see [`readable_actor`] and
+/// [`find_visible`]), newest first, with `status` when given.
+pub async fn list_visible(
+    store: &Store,
+    principal: &Principal,
+    status: Option<&str>,
+    limit: i64,
+) -> Result<Vec<InvocationRow>, ServiceError> {
+    Ok(rows::list(
+        store,
+        &principal.tenant_id,
+        status,
+        readable_actor(principal),
+        limit,
+        principal.confined_to(),
+    )
+    .await?)
 }
 
 /// Invocation `id` as `principal` may see it: its tenant's, in a session of an environment it

@@ -1,4 +1,5 @@
-//! Server-sent event streams on `/mcp` (streamable HTTP), and resuming them.
+//! The event streams of `/mcp` (streamable HTTP), and resuming them; the surface sends them as
+//! server-sent events.
 //!
 //! A stream is a [`Log`]: the JSON-RPC messages it carries, in order, whether a client is
 //! reading or not. Its events have ids `<stream>/<n>` (`n` counts from 1; `<stream>/0` is the
@@ -18,14 +19,11 @@
 //! resume (load balancers keep a client's `Mcp-Session-Id` on one node).
 
 use std::collections::{HashMap, VecDeque};
-use std::convert::Infallible;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::sync::lock;
-use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use tokio::sync::watch;
 
@@ -39,8 +37,6 @@ pub const MAX_KEPT_BYTES: usize = 64 * 1024 * 1024;
 pub const MAX_KEPT_STREAMS: usize = 10_000;
 /// Messages one stream holds before the oldest notifications are dropped (never a response).
 const MAX_MESSAGES: usize = 1_000;
-/// How often a reader that waits checks that the node is not stopping and says it is alive.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 /// Who may read a stream: the token's tenant and actor, and the MCP connection it was opened
 /// on (`Mcp-Session-Id`, when the client has one).
@@ -260,13 +256,21 @@ impl Drop for Reading {
     }
 }
 
-/// The SSE response reading `log` after message `after` (0: from the start, with the priming
-/// event first). A listening stream also ends when the node stops (`draining`); a call's
-/// stream runs to its response.
-pub fn respond(log: Arc<Log>, after: Option<u64>, draining: watch::Receiver<bool>) -> Response {
+/// One event of a stream: its id (`<stream>/<n>`) and data (the JSON-RPC message's text; empty
+/// for the priming event).
+pub type Item = (String, Arc<str>);
+
+/// The events of `log` after message `after` (0: from the start, with the priming event
+/// first), as they come; the surface sends them as server-sent events. A listening stream also
+/// ends when the node stops (`draining`); a call's stream runs to its response.
+pub fn read(
+    log: Arc<Log>,
+    after: Option<u64>,
+    draining: watch::Receiver<bool>,
+) -> impl futures_util::Stream<Item = Item> + Send + 'static {
     let prime = after
         .is_none()
-        .then(|| Ok::<_, Infallible>(Event::default().id(format!("{}/0", log.id)).data("")));
+        .then(|| (format!("{}/0", log.id), Arc::<str>::from("")));
     let kind = log.kind;
     let receiver = log.messages.subscribe();
     let state = (Reading::new(log), receiver, after.unwrap_or(0), draining);
@@ -284,10 +288,8 @@ pub fn respond(log: Arc<Log>, after: Option<u64>, draining: watch::Receiver<bool
                 };
                 if let Some((n, text)) = next {
                     at = n;
-                    let event = Event::default()
-                        .id(format!("{}/{n}", reading.0.id))
-                        .data(&*text);
-                    return Some((Ok(event), (reading, receiver, at, draining)));
+                    let item = (format!("{}/{n}", reading.0.id), text);
+                    return Some((item, (reading, receiver, at, draining)));
                 }
                 tokio::select! {
                     changed = receiver.changed() => {
@@ -300,16 +302,7 @@ pub fn respond(log: Arc<Log>, after: Option<u64>, draining: watch::Receiver<bool
             }
         },
     );
-    let stream = futures_util::StreamExt::chain(futures_util::stream::iter(prime), rest);
-    let mut response = Sse::new(stream)
-        .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
-        .into_response();
-    // A reverse proxy (nginx) passes each event on as it comes instead of buffering them.
-    response.headers_mut().insert(
-        "x-accel-buffering",
-        axum::http::HeaderValue::from_static("no"),
-    );
-    response
+    futures_util::StreamExt::chain(futures_util::stream::iter(prime), rest)
 }
 
 #[cfg(test)]

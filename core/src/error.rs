@@ -1,4 +1,4 @@
-//! The error of the services (how it reaches an HTTP caller: `crate::reply`).
+//! The error of the services (how it reaches an HTTP caller: the server's `reply`).
 //!
 //! Services return [`ServiceError`]: either an [`AppError`] meant for the caller (a 4xx with a
 //! message and field paths) or an internal failure (database, I/O, a bug). Internal failures are
@@ -53,5 +53,12 @@ impl ServiceError {
                 "what this call depends on changed while it was decided; try again",
             ),
         }
+    }
+}
+
+impl From<ServiceError> for AppError {
+    /// [`ServiceError::into_app_error`]: the caller's view, logging what must not be shown.
+    fn from(e: ServiceError) -> Self {
+        e.into_app_error()
     }
 }

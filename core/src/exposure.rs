@@ -482,6 +482,20 @@ pub async fn list(store: &Store, principal: &Principal) -> Result<Vec<SessionVie
     Ok(out)
 }
 
+/// Session `id` of `principal`'s tenant, when it is in an environment `principal` sees:
+/// another environment's session is as unknown as a random id.
+pub async fn find_session(
+    store: &Store,
+    principal: &Principal,
+    id: &str,
+) -> Result<Option<SessionRow>, ServiceError> {
+    Ok(
+        store::exposure::find_session(store, &principal.tenant_id, id)
+            .await?
+            .filter(|session| principal.sees(&session.environment)),
+    )
+}
+
 /// `GET /sessions/{id}` (read, or run for one's own).
 pub async fn get(
     store: &Store,

@@ -1,5 +1,5 @@
 //! What happens inside a node, recorded for the operator's `GET /metrics` (served by
-//! `crate::scrape`) in the Prometheus text format.
+//! the server's `scrape`) in the Prometheus text format.
 //!
 //! Recorded where it happens, through the `metrics` crate's macros (no-ops until a recorder is
 //! installed, as in every process without `APERTURE_METRICS_TOKEN`); rendered by

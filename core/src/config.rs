@@ -24,10 +24,10 @@ pub struct Config {
     pub max_body_bytes: usize,
     /// `APERTURE_HEADER_READ_TIMEOUT_SECONDS`: how long a connection has to send a whole
     /// request head (HTTP/1.1, its first one and each one after), or its first request (a
-    /// connection that sends nothing, or HTTP/2); then it is closed ([`crate::listener`]).
+    /// connection that sends nothing, or HTTP/2); then it is closed (the server's `listener`).
     pub header_read_timeout: std::time::Duration,
     /// `APERTURE_BODY_READ_TIMEOUT_SECONDS`: how long a request body has to arrive, from its
-    /// head on; a slower one is answered 408 (gRPC `deadline_exceeded`) ([`crate::deadline`]).
+    /// head on; a slower one is answered 408 (gRPC `deadline_exceeded`) (the server's `deadline`).
     /// Streams (gRPC streaming calls) are not bodies that end, and are not timed.
     pub body_read_timeout: std::time::Duration,
     /// Folder for local state: the SQLite database by default, signing keys (`APERTURE_DATA_DIR`).

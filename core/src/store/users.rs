@@ -102,6 +102,7 @@ pub async fn list(store: &Store, tenant_id: &str) -> Result<Vec<UserRow>, sqlx::
 }
 
 /// Replaces a user's scopes; `Ok(None)` when there is no such user in the tenant.
+#[cfg(feature = "test-hooks")]
 pub async fn set_scopes(
     store: &Store,
     tenant_id: &str,
@@ -157,6 +158,7 @@ pub async fn count(store: &Store, tenant_id: &str) -> Result<i64, sqlx::Error> {
 
 /// Records a failed sign-in of `username` from `client` (an address) at `now` and forgets
 /// failures older than `window_ms`.
+#[cfg(feature = "test-hooks")]
 pub async fn record_sign_in_failure(
     store: &Store,
     tenant_id: &str,
