@@ -364,6 +364,7 @@ async fn inserts_run_on_the_committing_thread_and_a_held_lock_is_waited_for_thro
     assert_eq!((stats.records, stats.direct), (3, 3), "{stats:?}");
 
     let blocker = hold_write_lock(&store).await;
+    let signed_before = journal.stats().signing;
     let waiting = tokio::spawn({
         let journal = journal.clone();
         async move {
@@ -372,6 +373,17 @@ async fn inserts_run_on_the_committing_thread_and_a_held_lock_is_waited_for_thro
                 .await
         }
     });
+    // Once the writer has signed the record it has tried the insert on its own thread (with no
+    // await between the two): refused at once, the lock being held, it waits through sqlx. On a
+    // loaded machine the writer may take a while to get there.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while journal.stats().signing == signed_before {
+        assert!(
+            std::time::Instant::now() < until,
+            "the append was never signed"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
     tokio::time::sleep(std::time::Duration::from_millis(300)).await;
     assert!(
         !waiting.is_finished(),
