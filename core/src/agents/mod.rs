@@ -8,3 +8,9 @@
 pub use crate::model;
 pub mod recheck;
 pub mod runtime;
+
+/// Why a step of a turn stopped when the store failed, as the transcript and the turn record
+/// it (never more than the error's text).
+fn store_failed(e: sqlx::Error) -> String {
+    format!("the store failed: {e}")
+}

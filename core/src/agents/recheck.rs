@@ -12,6 +12,7 @@
 
 use engine::scope;
 
+use super::store_failed;
 use crate::principal::{Principal, PrincipalKind};
 use crate::services::Services;
 use crate::store::{self, agents::AgentRow};
@@ -38,7 +39,6 @@ pub async fn caller(
     agent: &AgentRow,
     token_id: Option<&str>,
 ) -> Result<Principal, String> {
-    let store_failed = |e: sqlx::Error| format!("the store failed: {e}");
     let principal = match token_id {
         Some(token_id) => {
             let token = store::tokens::find(&state.store, &agent.tenant_id, token_id)
@@ -93,7 +93,7 @@ pub async fn caller(
 pub async fn session_open(state: &Services, agent: &AgentRow) -> Result<(), String> {
     let session = store::exposure::find_session(&state.store, &agent.tenant_id, &agent.id)
         .await
-        .map_err(|e| format!("the store failed: {e}"))?;
+        .map_err(store_failed)?;
     if session.is_none_or(|s| s.revoked_at.is_some()) {
         return Err("the agent's session was revoked; nothing more runs in this turn".into());
     }

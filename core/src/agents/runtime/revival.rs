@@ -12,7 +12,7 @@ use super::turn::{
 };
 use super::{Event, ToolConfig, allowlist_of, invocation_key, result_text};
 
-use crate::agents::recheck;
+use crate::agents::{recheck, store_failed};
 use crate::error::ServiceError;
 use crate::exposure::Grant;
 use crate::model::{Message, ToolCall};
@@ -144,7 +144,7 @@ pub(super) async fn continue_parked(
             store::now_ms(),
         )
         .await
-        .map_err(|e| (Halt::Fail, format!("the store failed: {e}")))?;
+        .map_err(|e| (Halt::Fail, store_failed(e)))?;
         let principal = recheck::caller(state, &agent, turn.token_id.as_deref())
             .await
             .map_err(|e| (Halt::Revoke, e))?;

@@ -14,7 +14,7 @@ use super::{
     readable, token_of,
 };
 
-use crate::agents::recheck;
+use crate::agents::{recheck, store_failed};
 use crate::error::ServiceError;
 use crate::exposure::Grant;
 use crate::heartbeat::Heartbeat;
@@ -230,7 +230,7 @@ impl StartedTurn {
                 store::now_ms(),
             )
             .await
-            .map_err(|e| (0, format!("the store failed: {e}")))?;
+            .map_err(|e| (0, store_failed(e)))?;
             model_loop(
                 Run {
                     state,
@@ -524,7 +524,6 @@ pub(super) struct Run<'a> {
 /// fails; what was recorded stays). A batch of calls the transcript shows unanswered (its
 /// process stopped before the answers were recorded) is answered first: each call is bound by
 /// its invocation key, so one that already ran returns its recorded outcome and does not run again.
-#[allow(clippy::too_many_arguments, reason = "the turn's parts, passed once")]
 pub(super) async fn model_loop(
     run: Run<'_>,
     mut calls: i64,
@@ -541,7 +540,7 @@ pub(super) async fn model_loop(
         claim,
     } = run;
     const TAKEN: &str = "another runner took this agent over";
-    let store_error = |calls: i64| move |e: sqlx::Error| (calls, format!("the store failed: {e}"));
+    let store_error = |calls: i64| move |e: sqlx::Error| (calls, store_failed(e));
     // The transcript is read once; what the loop records it also keeps here.
     let records = store::agents::records(&state.store, &agent.id)
         .await
@@ -700,7 +699,7 @@ impl Turn<'_> {
             store::now_ms(),
         )
         .await
-        .map_err(|e| (model_call, format!("the store failed: {e}")))?;
+        .map_err(|e| (model_call, store_failed(e)))?;
         if let Some(why) = withdrawn {
             return Err(Stop::revoked(model_call, why));
         }
