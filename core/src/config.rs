@@ -262,6 +262,49 @@ impl Config {
             .unwrap_or_else(|| format!("http://{}", self.addr))
     }
 
+    /// Whether a request's `Host` (its authority) names this server, against DNS rebinding. On
+    /// a loopback listener: `localhost`, `127.0.0.1` or `[::1]` with the listening port, or the
+    /// authority of `public_url`; a page a rebinding attack serves names its own host there. A
+    /// server listening on another address accepts any (its proxy or network decides who
+    /// reaches it), and so does a request without one (no browser sends that).
+    pub fn accepts_host(&self, host: Option<&str>) -> bool {
+        let Some(host) = host else {
+            return true;
+        };
+        if !self.addr.ip().is_loopback() {
+            return true;
+        }
+        let host = host.trim().to_ascii_lowercase();
+        let port = self.addr.port();
+        LOOPBACK_HOSTS
+            .iter()
+            .any(|name| host == format!("{name}:{port}"))
+            || self
+                .public_url
+                .as_deref()
+                .and_then(origin_of)
+                .and_then(|o| o.split_once("://").map(|(_, a)| a.to_owned()))
+                .is_some_and(|authority| authority == host)
+    }
+
+    /// Whether a page of `origin` may call the MCP endpoint: the server's own origin, one of
+    /// `allowed_origins`, or, on a loopback listener, a loopback origin (`localhost`,
+    /// `127.0.0.1`, `[::1]`) with the listening port (never another port's: another program of
+    /// the same machine).
+    pub fn accepts_origin(&self, origin: &str) -> bool {
+        let Some(origin) = origin_of(origin) else {
+            return false;
+        };
+        if origin == self.own_origin() || self.allowed_origins.contains(&origin) {
+            return true;
+        }
+        let port = self.addr.port();
+        self.addr.ip().is_loopback()
+            && LOOPBACK_HOSTS
+                .iter()
+                .any(|name| origin == format!("http://{name}:{port}"))
+    }
+
     /// Where clients reach this server, without a trailing `/`: `public_url` (path kept, query
     /// and fragment dropped), else the listen address over http. Every absolute URL the server
     /// writes (RFC 9728 metadata, `WWW-Authenticate`, links) starts with it; a request's `Host`
@@ -331,6 +374,9 @@ impl Config {
     }
 }
 
+/// The names of this machine a browser uses for a loopback listener.
+const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "[::1]"];
+
 /// The origin (`scheme://host[:port]`, lowercase, the default port left out) of an absolute
 /// URL or an `Origin` header value; `None` when it is not one (`null`, a path, garbage).
 pub fn origin_of(url: &str) -> Option<String> {
@@ -355,4 +401,50 @@ pub fn origin_of(url: &str) -> Option<String> {
         _ => authority,
     };
     Some(format!("{scheme}://{authority}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listening_on(addr: &str) -> Config {
+        let mut config = Config::new(std::path::Path::new("/nonexistent"));
+        config.addr = addr.parse().expect("an address");
+        config
+    }
+
+    #[test]
+    fn a_loopback_listener_answers_only_to_its_own_names() {
+        let config = listening_on("127.0.0.1:4100");
+        for host in [
+            "localhost:4100",
+            "127.0.0.1:4100",
+            "[::1]:4100",
+            "LocalHost:4100",
+        ] {
+            assert!(config.accepts_host(Some(host)), "{host}");
+        }
+        for host in ["evil.example:4100", "localhost", "localhost:4101", ""] {
+            assert!(!config.accepts_host(Some(host)), "{host}");
+        }
+        assert!(config.accepts_host(None), "no Host: no browser sent it");
+        assert!(config.accepts_origin("http://localhost:4100"));
+        assert!(!config.accepts_origin("http://localhost:4101"));
+        assert!(!config.accepts_origin("https://localhost:4100"));
+        assert!(!config.accepts_origin("null"));
+
+        let mut public = listening_on("127.0.0.1:4100");
+        public.public_url = Some("https://gateway.example/edge".into());
+        assert!(public.accepts_host(Some("gateway.example")));
+        assert!(public.accepts_origin("https://gateway.example"));
+        assert!(!public.accepts_host(Some("gateway.example:4100")));
+    }
+
+    #[test]
+    fn a_listener_on_another_address_leaves_host_to_its_network() {
+        let config = listening_on("0.0.0.0:4100");
+        assert!(config.accepts_host(Some("gateway.internal")));
+        assert!(!config.accepts_origin("http://localhost:4100"));
+        assert!(config.accepts_origin("http://0.0.0.0:4100"));
+    }
 }

@@ -1,7 +1,7 @@
 //! The MCP endpoint `POST /mcp` (streamable HTTP, JSON responses): `initialize`,
 //! `tools/list` (a new manifest and lease on every call), `tools/call` (every check of
-//! CONTRACT §5, through [`aperture_core::calls`]), `ping`. Bearer tokens authenticate; a missing or bad
-//! token is 401 with `WWW-Authenticate` pointing at the RFC 9728 metadata.
+//! CONTRACT §5, through [`aperture_core::calls`]), `ping`. Bearer tokens authenticate; a missing
+//! or bad token is 401 with `WWW-Authenticate` pointing at the RFC 9728 metadata.
 //!
 //! Two eras of the protocol are served side by side:
 //! - 2025-11-25 and 2025-06-18: `initialize` negotiates the revision and hands out an
@@ -11,8 +11,10 @@
 //!   request carries `io.modelcontextprotocol/protocolVersion` and `…/clientCapabilities` in
 //!   its `_meta`, mirrored by the `MCP-Protocol-Version`, `Mcp-Method` and (for `tools/call`)
 //!   `Mcp-Name` headers; a mismatch is HTTP 400 with -32020, an unsupported revision HTTP 400
-//!   with -32022. Results carry `resultType`, and `tools/list` says not to cache it
-//!   (`ttlMs: 0`): every listing grants a new lease.
+//!   with -32022, missing protocol fields HTTP 400 with -32602 ([`stateless_request`]);
+//!   `initialize`, `ping` and other methods the era lacks are HTTP 404 with -32601. Results
+//!   carry `resultType`, and `tools/list` says not to cache it (`ttlMs: 0`): every listing
+//!   grants a new lease.
 //!
 //! Protocol errors stay JSON-RPC errors with the request's id; nothing a client sends is
 //! answered with HTTP 500.
@@ -30,6 +32,7 @@ use crate::auth::Principal;
 use crate::auth::principal::{authenticate_bearer, authenticate_bearer_assumed};
 use crate::state::AppState;
 use aperture_core::calls::{self, ToolCall};
+use aperture_core::config::Config;
 use aperture_core::error::ServiceError;
 use aperture_core::exposure;
 
@@ -205,10 +208,10 @@ pub async fn handle(
             Err(_) => return unauthorized(&state.config),
         };
     }
-    // A method this era does not have is unknown: `initialize` in 2026-07-28,
+    // A method this era does not have is unknown: `initialize` and `ping` in 2026-07-28,
     // `subscriptions/listen` before it. Stateless requests answer it 404.
     let served = known.filter(|m| match m {
-        Method::Initialize => !stateless,
+        Method::Initialize | Method::Ping => !stateless,
         Method::SubscriptionsListen => stateless,
         _ => true,
     });
@@ -348,25 +351,25 @@ fn mcp_session_id(headers: &HeaderMap) -> Result<Option<String>, &'static str> {
 /// The revision a 2025-era server assumes when a request names none (accepted when named).
 const LEGACY_DEFAULT_VERSION: &str = "2025-03-26";
 
-/// A 403 when the request comes from a browser page of another origin: its `Origin` is neither
-/// this server's own ([`aperture_core::config::Config::own_origin`]) nor one of
-/// `APERTURE_ALLOWED_ORIGINS`; `Origin: null` (sandboxed frames, files) is refused too. Requests
-/// without `Origin` (MCP clients that are not browsers) pass.
-fn foreign_origin(config: &aperture_core::config::Config, headers: &HeaderMap) -> Option<Response> {
-    let origin = headers.get(header::ORIGIN)?;
-    let allowed = origin
-        .to_str()
-        .ok()
-        .and_then(aperture_core::config::origin_of)
-        .is_some_and(|o| o == config.own_origin() || config.allowed_origins.contains(&o));
-    if allowed {
+/// A refusal (403) of a request a browser page of another site could have sent, checked before
+/// anything else (MCP transports: servers MUST validate `Origin`, against DNS rebinding): an
+/// `Origin` this server does not accept ([`Config::accepts_origin`]), or, on a loopback
+/// listener, a `Host` that is not this server's ([`Config::accepts_host`]). `Origin: null`
+/// (sandboxed frames, files) is refused; requests without `Origin` (MCP clients that are not
+/// browsers) pass.
+fn foreign_origin(config: &Config, headers: &HeaderMap) -> Option<Response> {
+    let host = headers.get(header::HOST).map(|h| h.to_str().unwrap_or(""));
+    let why = if !config.accepts_host(host) {
+        "this Host does not name the server (a loopback server answers only to its own names)"
+    } else if headers
+        .get(header::ORIGIN)
+        .is_some_and(|o| !o.to_str().is_ok_and(|o| config.accepts_origin(o)))
+    {
+        "this origin may not call the MCP endpoint (APERTURE_ALLOWED_ORIGINS lists the ones that may)"
+    } else {
         return None;
-    }
-    let answer = error(
-        &Value::Null,
-        INVALID_REQUEST,
-        "this origin may not call the MCP endpoint (APERTURE_ALLOWED_ORIGINS lists the ones that may)",
-    );
+    };
+    let answer = error(&Value::Null, INVALID_REQUEST, why);
     Some((StatusCode::FORBIDDEN, Json(answer)).into_response())
 }
 
@@ -387,19 +390,36 @@ impl Refusal {
     }
 }
 
-/// Whether this is a 2026-07-28 request (protocol metadata in `_meta`), after checking that its
-/// revision is served and that its headers mirror its body.
+/// Whether this is a 2026-07-28 request (protocol metadata in `_meta`), after checking it in
+/// the order the specification's reference server does (every refusal is HTTP 400): a request
+/// whose `MCP-Protocol-Version` header names 2026-07-28 without the protocol fields in its
+/// `_meta` is malformed (-32602); one with a version in `_meta` needs the header (-32020), its
+/// client capabilities (-32602) and the same version in the header (-32020) before its version
+/// is weighed (unsupported: -32022 with the versions served); then `Mcp-Method` and, for
+/// `tools/call`, `Mcp-Name` must mirror the body (-32020).
 fn stateless_request(headers: &HeaderMap, method: &str, params: &Value) -> Result<bool, Refusal> {
     let meta = params.get("_meta");
-    let Some(version) = meta.and_then(|m| m.get(META_VERSION)) else {
-        return Ok(false);
-    };
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
     let mismatch = |what: &str| Refusal {
         code: HEADER_MISMATCH,
         message: format!("{what} does not mirror the request"),
         data: None,
     };
+    let required = |field: &str| Refusal {
+        code: INVALID_PARAMS,
+        message: format!("_meta.{field} is required"),
+        data: None,
+    };
+    let header_version = header("mcp-protocol-version");
+    let Some(version) = meta.and_then(|m| m.get(META_VERSION)) else {
+        if header_version == Some(STATELESS_VERSION) {
+            return Err(required(META_VERSION));
+        }
+        return Ok(false);
+    };
+    if header_version.is_none() {
+        return Err(mismatch("the MCP-Protocol-Version header"));
+    }
     let Some(version) = version.as_str() else {
         return Err(Refusal {
             code: INVALID_PARAMS,
@@ -407,22 +427,18 @@ fn stateless_request(headers: &HeaderMap, method: &str, params: &Value) -> Resul
             data: None,
         });
     };
+    if meta.and_then(|m| m.get(META_CAPABILITIES)).is_none() {
+        return Err(required(META_CAPABILITIES));
+    }
+    if header_version != Some(version) {
+        return Err(mismatch("the MCP-Protocol-Version header"));
+    }
     if version != STATELESS_VERSION {
         return Err(Refusal {
             code: UNSUPPORTED_VERSION,
             message: format!("protocol version {version} is not supported without initialize"),
             data: Some(json!({"requested": version, "supported": [STATELESS_VERSION]})),
         });
-    }
-    if meta.and_then(|m| m.get(META_CAPABILITIES)).is_none() {
-        return Err(Refusal {
-            code: INVALID_PARAMS,
-            message: format!("_meta.{META_CAPABILITIES} is required"),
-            data: None,
-        });
-    }
-    if header("mcp-protocol-version") != Some(version) {
-        return Err(mismatch("the MCP-Protocol-Version header"));
     }
     if header("mcp-method") != Some(method) {
         return Err(mismatch("the Mcp-Method header"));

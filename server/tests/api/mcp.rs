@@ -263,7 +263,9 @@ async fn an_rmcp_client_speaking_2026_07_28_lists_and_calls() {
     let body = response.expect_status(StatusCode::BAD_REQUEST).json();
     assert_eq!(body["error"]["code"], -32020, "{body}");
     let params = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2024-01-01", "io.modelcontextprotocol/clientCapabilities": {}}});
-    let old = app.mcp_post(&admin);
+    let old = app
+        .mcp_post(&admin)
+        .header("mcp-protocol-version", "2024-01-01");
     let old = old.json(rpc(2, "tools/list", params)).await;
     let old = old.expect_status(StatusCode::BAD_REQUEST).json_or_null();
     assert_eq!(old["error"]["code"], -32022);
@@ -448,6 +450,153 @@ async fn mcp_refuses_foreign_origins_and_unknown_protocol_versions() {
     );
 }
 
+/// Issue 47 (item 5): the 2026-07-28 wire rules in the order the conformance suite's
+/// `server-stateless` scenario and the specification's reference server check them, each
+/// refusal HTTP 400 with the request's id: the header naming 2026-07-28 without the `_meta`
+/// protocol fields is -32602; a header that differs from the body's version is -32020 even when
+/// that version is unsupported; a version in `_meta` without the header is -32020; and
+/// `initialize`, `ping` and methods the era lacks are HTTP 404 with -32601.
+#[tokio::test]
+async fn the_2026_07_28_wire_rules_hold_as_the_conformance_suite_checks_them() {
+    let app = TestApp::spawn().await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    const VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+    const CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+    let send = |id: u64, method: &str, header: Option<&str>, params: Value| {
+        let mut call = app.mcp_post(&agent).header("mcp-method", method);
+        if let Some(version) = header {
+            call = call.header("mcp-protocol-version", version);
+        }
+        call.json(rpc(id, method, params))
+    };
+    let refused = |answer: crate::requests::Reply, status: StatusCode, code: i64, id: u64| {
+        let body = answer.expect_status(status).json();
+        assert_eq!(body["error"]["code"], code, "{body}");
+        assert_eq!(body["id"], id, "the error echoes the request id: {body}");
+        body
+    };
+
+    // The header names 2026-07-28; the body lacks what it must carry.
+    let no_meta = send(101, "server/discover", Some("2026-07-28"), json!({})).await;
+    refused(no_meta, StatusCode::BAD_REQUEST, -32602, 101);
+    let params = json!({"_meta": {CAPABILITIES: {}}});
+    let no_version = send(102, "server/discover", Some("2026-07-28"), params).await;
+    refused(no_version, StatusCode::BAD_REQUEST, -32602, 102);
+    let params = json!({"_meta": {VERSION: "2026-07-28"}});
+    let no_capabilities = send(104, "server/discover", Some("2026-07-28"), params).await;
+    refused(no_capabilities, StatusCode::BAD_REQUEST, -32602, 104);
+    // clientInfo is not required.
+    let params = json!({"_meta": {VERSION: "2026-07-28", CAPABILITIES: {}}});
+    let complete = send(105, "server/discover", Some("2026-07-28"), params).await;
+    let complete = complete.expect_status(StatusCode::OK).json();
+    assert_eq!(
+        complete["result"]["supportedVersions"],
+        json!(["2026-07-28"])
+    );
+
+    // A header that differs from the body wins over the body's unsupported version.
+    let params = json!({"_meta": {VERSION: "v999.0.0", CAPABILITIES: {}}});
+    let differing = send(302, "server/discover", Some("2026-07-28"), params.clone()).await;
+    refused(differing, StatusCode::BAD_REQUEST, -32020, 302);
+    let unsupported = send(301, "server/discover", Some("v999.0.0"), params.clone()).await;
+    let body = refused(unsupported, StatusCode::BAD_REQUEST, -32022, 301);
+    assert_eq!(body["error"]["data"]["requested"], "v999.0.0");
+    assert_eq!(body["error"]["data"]["supported"], json!(["2026-07-28"]));
+    let params = json!({"_meta": {VERSION: "2026-07-28", CAPABILITIES: {}}});
+    let headerless = send(303, "server/discover", None, params).await;
+    refused(headerless, StatusCode::BAD_REQUEST, -32020, 303);
+
+    // Methods the era does not have.
+    for method in [
+        "initialize",
+        "ping",
+        "logging/setLevel",
+        "resources/subscribe",
+        "unknown/method",
+    ] {
+        let params = json!({"_meta": {VERSION: "2026-07-28", CAPABILITIES: {}}});
+        let gone = send(500, method, Some("2026-07-28"), params).await;
+        let body = refused(gone, StatusCode::NOT_FOUND, -32601, 500);
+        assert!(body["error"]["message"].is_string(), "{method}: {body}");
+    }
+    // The 2025 eras keep `ping`.
+    let ping = app.mcp_post(&agent).json(rpc(7, "ping", json!({}))).await;
+    assert_eq!(
+        ping.expect_status(StatusCode::OK).json()["result"],
+        json!({})
+    );
+}
+
+/// Issue 47 (item 5), the suite's `dns-rebinding-protection`: a server listening on loopback
+/// answers only to its own names. A rebound name in `Host` is 403, with or without an
+/// `Origin`, before the token is looked at; `localhost`, `127.0.0.1` and `[::1]` with the
+/// server's port pass as `Host` and as `Origin`, another port's origin does not.
+#[tokio::test]
+async fn a_loopback_server_answers_only_to_its_own_names() {
+    let app = TestApp::spawn().await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let port = app.address.rsplit(':').next().unwrap().to_owned();
+    let discover = json!({"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                    "io.modelcontextprotocol/clientCapabilities": {}}});
+    let send = |host: String, origin: Option<String>, token: Option<&str>| {
+        let mut call = app
+            .post_raw("/mcp")
+            .header("accept", "application/json, text/event-stream")
+            .header("host", host)
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "server/discover")
+            .json(rpc(1, "server/discover", discover.clone()));
+        if let Some(origin) = origin {
+            call = call.header("origin", origin);
+        }
+        if let Some(token) = token {
+            call = call.as_(token);
+        }
+        async move { call.await.status() }
+    };
+    let evil = "evil.example.com".to_owned();
+    let evil_origin = Some("http://evil.example.com".to_owned());
+    assert_eq!(
+        send(evil.clone(), evil_origin.clone(), Some(&agent)).await,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        send(evil.clone(), None, Some(&agent)).await,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(send(evil, None, None).await, StatusCode::FORBIDDEN);
+    assert_eq!(
+        send(format!("evil.example.com:{port}"), None, Some(&agent)).await,
+        StatusCode::FORBIDDEN,
+        "the right port under another name"
+    );
+    assert_eq!(
+        send("localhost".to_owned(), None, Some(&agent)).await,
+        StatusCode::FORBIDDEN,
+        "a loopback name without the port"
+    );
+    for name in ["localhost", "127.0.0.1", "[::1]", "LOCALHOST"] {
+        let host = format!("{name}:{port}");
+        let origin = Some(format!("http://{name}:{port}"));
+        assert_eq!(
+            send(host.clone(), origin, Some(&agent)).await,
+            StatusCode::OK,
+            "{host}"
+        );
+    }
+    let other_port = if port == "1" { "2" } else { "1" };
+    assert_eq!(
+        send(
+            format!("localhost:{port}"),
+            Some(format!("http://localhost:{other_port}")),
+            Some(&agent)
+        )
+        .await,
+        StatusCode::FORBIDDEN,
+        "another local program's page"
+    );
+}
+
 /// Issue 24: every absolute URL the server writes starts with `APERTURE_PUBLIC_URL` (RFC 9728
 /// metadata, the `WWW-Authenticate` challenge, checkpoint origins), and a request's `Host`
 /// header — which anyone can forge, and a cache in front may store — never ends up in a
@@ -464,7 +613,14 @@ async fn the_public_url_names_the_server_and_a_forged_host_never_comes_back() {
     let metadata = metadata.header("host", evil).await.json();
     assert_eq!(metadata["resource"], "https://gateway.example/edge/mcp");
     let ping = rpc(1, "ping", Value::Null);
-    let challenge = app.post_raw("/mcp").header("host", evil).json(ping).await;
+    // On a loopback listener a forged `Host` does not even reach the token check (issue 47,
+    // item 5); a name the server answers to still gets the public URL, never itself.
+    let forged = app.post_raw("/mcp").header("host", evil).json(&ping).await;
+    let forged = forged.expect_status(StatusCode::FORBIDDEN);
+    assert!(!forged.text().contains(evil), "{}", forged.text());
+    let port = app.address.rsplit(':').next().unwrap().to_owned();
+    let local = format!("localhost:{port}");
+    let challenge = app.post_raw("/mcp").header("host", &local).json(ping).await;
     let challenge = challenge.expect_status(StatusCode::UNAUTHORIZED);
     assert_eq!(
         challenge.header("www-authenticate"),
