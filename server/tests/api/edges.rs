@@ -319,10 +319,12 @@ async fn streams_outlive_the_head_and_body_deadlines() {
     use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
     let app = impatient().await;
     let agent = app.token("default", "agent", &[engine::scope::RUN]).await;
+    // `/mcp` answers only to the names of its loopback listener.
+    let host = app.address.trim_start_matches("http://");
     let mut sse = sent(
         &app,
         format!(
-            "GET /mcp HTTP/1.1\r\nhost: x\r\naccept: text/event-stream\r\n\
+            "GET /mcp HTTP/1.1\r\nhost: {host}\r\naccept: text/event-stream\r\n\
              mcp-session-id: mcp_slow\r\nauthorization: Bearer {agent}\r\n\r\n"
         )
         .as_bytes(),
