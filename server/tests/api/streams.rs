@@ -23,6 +23,8 @@ const SLOW: &str = "mcp__fixture__slow";
 struct Stream {
     response: reqwest::Response,
     buffer: String,
+    /// The last `retry:` the stream sent (milliseconds), if any.
+    retry: Option<u64>,
 }
 
 impl Stream {
@@ -35,6 +37,7 @@ impl Stream {
         Self {
             response,
             buffer: String::new(),
+            retry: None,
         }
     }
 
@@ -52,6 +55,8 @@ impl Stream {
                     } else if let Some(v) = line.strip_prefix("data:") {
                         data.push_str(v.trim_start());
                         any = true;
+                    } else if let Some(v) = line.strip_prefix("retry:") {
+                        self.retry = v.trim().parse().ok();
                     }
                 }
                 // Comments (keep-alives) are not events.
@@ -189,6 +194,9 @@ async fn a_call_that_asks_for_progress_streams_it_then_the_result() {
     let primed = primed.expect("the priming event has an id");
     assert!(primed.ends_with("/0"), "{primed}");
     assert_eq!(data, Value::Null);
+    // Issue 47 (item 5, SSE polling): it tells the client how long to wait before it
+    // reconnects, should the connection close before the stream ends.
+    assert_eq!(stream.retry, Some(1000), "the priming event's retry");
     let messages = stream.rest(Duration::from_secs(10)).await;
     assert_eq!(
         messages.len(),
