@@ -139,25 +139,30 @@ pub async fn handle(
         Ok(p) => p,
         Err(_) => return unauthorized(&state.config),
     };
-    let request = match request::parse(&body) {
-        Ok(Message::Request(request)) => request,
-        Ok(Message::Notification { method, params }) => {
-            return notification(&state, &principal, &headers, &method, params.as_ref()).await;
-        }
-        // The gateway sends no requests to clients yet: no answer is awaited.
-        Ok(Message::Response { id }) => {
-            return Json(error(&id, INVALID_REQUEST, "a request needs a method")).into_response();
-        }
-        Ok(Message::Empty) => return StatusCode::ACCEPTED.into_response(),
+    let message = match request::parse(&body) {
+        Ok(message) => message,
         Err(answer) => return Json(answer).into_response(),
     };
-    // The client's MCP session (2025 era), part of how it names its requests.
+    // The client's MCP session (2025 era), part of how it names its requests and
+    // notifications; a malformed one is refused whatever the message.
     let mcp_session = match mcp_session_id(&headers) {
         Ok(s) => s,
         Err(why) => {
             let answer = error(&Value::Null, INVALID_PARAMS, why);
             return (StatusCode::BAD_REQUEST, Json(answer)).into_response();
         }
+    };
+    let request = match message {
+        Message::Request(request) => request,
+        Message::Notification { method, params } => {
+            let session = mcp_session.as_deref();
+            return notification(&state, &principal, session, &method, params.as_ref()).await;
+        }
+        // The gateway sends no requests to clients yet: no answer is awaited.
+        Message::Response { id } => {
+            return Json(error(&id, INVALID_REQUEST, "a request needs a method")).into_response();
+        }
+        Message::Empty => return StatusCode::ACCEPTED.into_response(),
     };
     let request::Request { id, method, params } = request;
     let method = method.as_str();
@@ -267,18 +272,10 @@ pub async fn handle(
 async fn notification(
     state: &AppState,
     principal: &Principal,
-    headers: &HeaderMap,
+    mcp_session: Option<&str>,
     method: &str,
     params: Option<&Value>,
 ) -> Response {
-    // The client's MCP session (2025 era), part of how it names its requests.
-    let mcp_session = match mcp_session_id(headers) {
-        Ok(s) => s,
-        Err(why) => {
-            let answer = error(&Value::Null, INVALID_PARAMS, why);
-            return (StatusCode::BAD_REQUEST, Json(answer)).into_response();
-        }
-    };
     if method == "notifications/cancelled"
         && let Some(request) = params.and_then(|p| p.get("requestId"))
         && fits(request)
@@ -286,7 +283,7 @@ async fn notification(
         let key = aperture_core::cancel::Key::new(
             &principal.tenant_id,
             &principal.caller_id(),
-            mcp_session.as_deref(),
+            mcp_session,
             request,
         );
         aperture_core::cancel::cancel(&state.in_flight, &state.events, &key).await;
