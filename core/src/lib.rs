@@ -25,6 +25,8 @@
 //!   [`overview`], [`approvals`]: the services behind the API and the dashboard (tokens, users,
 //!   people signing in and their session records, policies, the tool catalog, the receipts
 //!   browser, policy impact replay, the overview's figures, the approvals queue).
+//! - [`mcp_sessions`]: the `Mcp-Session-Id`s of the 2025 eras, whose they are and how long they
+//!   live.
 //! - [`principal`]: the caller, its scopes and environments, bearer-token authentication.
 //! - [`journal`]: the signed, hash-chained journal of receipts; [`cancel`]: calls in flight
 //!   their caller cancels.
@@ -56,6 +58,7 @@ pub mod invocations;
 pub mod journal;
 pub mod keys;
 pub mod live;
+pub mod mcp_sessions;
 pub mod metrics;
 pub mod model;
 pub mod overview;

@@ -121,13 +121,16 @@ impl Parts {
         }
     }
 
-    /// Forgets what has aged out: expired idempotency keys, and what sign-in keeps
-    /// ([`crate::sign_in::tidy`]). A step that fails is logged and the others run; a node runs
-    /// it every minute.
+    /// Forgets what has aged out: expired idempotency keys, idle MCP sessions, and what sign-in
+    /// keeps ([`crate::sign_in::tidy`]). A step that fails is logged and the others run; a node
+    /// runs it every minute.
     pub async fn tidy(&self) {
         let now = crate::store::now_ms();
         if let Err(e) = crate::store::idempotency::purge_expired(&self.store, now).await {
             tracing::warn!(error = %e, "deleting expired idempotency keys");
+        }
+        if let Err(e) = crate::mcp_sessions::tidy(&self.store, now).await {
+            tracing::warn!(error = %e, "forgetting idle MCP sessions");
         }
         crate::sign_in::tidy(&self.store, &self.journal, now).await;
     }

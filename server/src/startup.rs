@@ -366,7 +366,9 @@ pub fn router(state: AppState) -> Router {
     // cloned service on every call).
     let mcp = Router::new().route(
         "/mcp",
-        axum::routing::post(crate::mcp::handle).get(crate::mcp::listen_get),
+        axum::routing::post(crate::mcp::handle)
+            .get(crate::mcp::listen_get)
+            .delete(crate::mcp::end_session),
     );
     let dashboard_and_api = Router::new()
         .route("/healthz", get(|| async { "ok" }))

@@ -14,6 +14,7 @@ pub mod idempotency;
 pub mod invocations;
 pub mod journal;
 pub mod keys;
+pub mod mcp_sessions;
 pub mod policies;
 pub mod rate_buckets;
 pub mod sessions;

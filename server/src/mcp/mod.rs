@@ -67,6 +67,9 @@ pub const INVALID_REQUEST: i64 = -32600;
 const METHOD_NOT_FOUND: i64 = -32601;
 const INVALID_PARAMS: i64 = -32602;
 const INTERNAL_ERROR: i64 = -32603;
+/// A session id that names no live session of the caller (with HTTP 404), as the MCP SDKs'
+/// servers answer it.
+const SESSION_NOT_FOUND: i64 = -32001;
 
 /// A JSON-RPC error response.
 pub fn error(id: &Value, code: i64, message: impl Into<String>) -> Value {
@@ -156,6 +159,10 @@ pub async fn handle(
         Message::Request(request) => request,
         Message::Notification { method, params } => {
             let session = mcp_session.as_deref();
+            if let Some(refused) = unknown_session(&state, &principal, session, &Value::Null).await
+            {
+                return refused;
+            }
             return notification(&state, &principal, session, &method, params.as_ref()).await;
         }
         // The gateway sends no requests to clients yet: no answer is awaited.
@@ -201,6 +208,15 @@ pub async fn handle(
             );
             return (StatusCode::BAD_REQUEST, Json(answer)).into_response();
         }
+    }
+    // 2025 era: a session id must name one of the caller's live sessions (`initialize` opens
+    // them); any other is 404, and the client initializes again.
+    if !stateless
+        && method != Method::Initialize.name()
+        && let Some(refused) =
+            unknown_session(&state, &principal, mcp_session.as_deref(), &id).await
+    {
+        return refused;
     }
     let known = Method::parse(method);
     if known != Some(Method::ToolsCall)
@@ -257,14 +273,86 @@ pub async fn handle(
     if stateless || method == Method::Discover {
         return Json(complete(answer, method == Method::ToolsList)).into_response();
     }
-    let mut response = Json(answer).into_response();
     if method == Method::Initialize {
-        let session = aperture_core::ids::new_id("mcp");
+        let session = match aperture_core::mcp_sessions::open(&state.store, &principal).await {
+            Ok(session) => session,
+            Err(e) => {
+                let e = e.into_app_error();
+                return Json(error(&id, INTERNAL_ERROR, e.message)).into_response();
+            }
+        };
+        let mut response = Json(answer).into_response();
         if let Ok(v) = HeaderValue::from_str(&session) {
             response.headers_mut().insert("mcp-session-id", v);
         }
+        return response;
     }
-    response
+    Json(answer).into_response()
+}
+
+/// The 404 for a session id that is not one of `principal`'s live sessions (made up, another
+/// principal's, ended or idle too long); `None` when it is one, or when there is none.
+async fn unknown_session(
+    state: &AppState,
+    principal: &Principal,
+    session: Option<&str>,
+    id: &Value,
+) -> Option<Response> {
+    let session = session?;
+    match aperture_core::mcp_sessions::live(&state.store, principal, session).await {
+        Ok(true) => None,
+        Ok(false) => {
+            let answer = error(
+                id,
+                SESSION_NOT_FOUND,
+                "Session not found: it ended or is not yours; initialize again",
+            );
+            Some((StatusCode::NOT_FOUND, Json(answer)).into_response())
+        }
+        Err(e) => {
+            let e = e.into_app_error();
+            let answer = error(id, INTERNAL_ERROR, e.message);
+            Some((StatusCode::SERVICE_UNAVAILABLE, Json(answer)).into_response())
+        }
+    }
+}
+
+/// `DELETE /mcp` (2025 eras): the client ends its session (`Mcp-Session-Id`): 204, then the id
+/// is unknown (404) to every node; 404 for an id that is not one of the caller's live sessions.
+pub async fn end_session(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    if let Some(refused) = foreign_origin(&state.config, &headers) {
+        return refused;
+    }
+    let Some(secret) = bearer(&headers) else {
+        return unauthorized(&state.config);
+    };
+    let principal = match authenticate_bearer(&state.store, secret).await {
+        Ok(p) => p,
+        Err(_) => return unauthorized(&state.config),
+    };
+    let session = match mcp_session_id(&headers) {
+        Ok(Some(session)) => session,
+        Ok(None) => {
+            let answer = error(&Value::Null, INVALID_REQUEST, "Mcp-Session-Id is required");
+            return (StatusCode::BAD_REQUEST, Json(answer)).into_response();
+        }
+        Err(why) => {
+            let answer = error(&Value::Null, INVALID_PARAMS, why);
+            return (StatusCode::BAD_REQUEST, Json(answer)).into_response();
+        }
+    };
+    match aperture_core::mcp_sessions::close(&state.store, &principal, &session).await {
+        Ok(true) => StatusCode::NO_CONTENT.into_response(),
+        Ok(false) => {
+            let answer = error(&Value::Null, SESSION_NOT_FOUND, "Session not found");
+            (StatusCode::NOT_FOUND, Json(answer)).into_response()
+        }
+        Err(e) => {
+            let e = e.into_app_error();
+            let answer = error(&Value::Null, INTERNAL_ERROR, e.message);
+            (StatusCode::SERVICE_UNAVAILABLE, Json(answer)).into_response()
+        }
+    }
 }
 
 /// A notification: never answered (202). A cancellation stops the caller's call in flight (an
@@ -925,6 +1013,11 @@ pub async fn listen_get(State(state): State<AppState>, headers: HeaderMap) -> Re
         Ok(s) => s,
         Err(why) => return refuse(StatusCode::BAD_REQUEST, why),
     };
+    if let Some(refused) =
+        unknown_session(&state, &principal, mcp_session.as_deref(), &Value::Null).await
+    {
+        return refused;
+    }
     let owner = streams::Owner {
         tenant_id: principal.tenant_id.clone(),
         actor_id: principal.actor_id.clone(),

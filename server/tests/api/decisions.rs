@@ -130,7 +130,8 @@ async fn a_call_in_flight_is_cancelled_by_its_caller() {
     let intruder = app.token("default", "intruder", &[scope::RUN]).await;
     let list = app.mcp_list(&agent, json!({})).await;
     // `mcp_call` sends its tools/call as request id 2, without an MCP session.
-    let cancel = |token: String, session: Option<&'static str>| {
+    let other_session = app.mcp_initialize(&agent).await;
+    let cancel = |token: String, session: Option<String>| {
         let mut request = app.mcp_post(token);
         if let Some(s) = session {
             request = request.header("mcp-session-id", s);
@@ -150,7 +151,7 @@ async fn a_call_in_flight_is_cancelled_by_its_caller() {
         async {
             pause().await;
             cancel(intruder.clone(), None).await;
-            cancel(agent.clone(), Some("mcp_another_session")).await;
+            cancel(agent.clone(), Some(other_session.clone())).await;
         }
     );
     assert_eq!(done["isError"], false, "{done}");

@@ -160,9 +160,10 @@ async fn client_chosen_identifiers_are_bounded() {
         let Ok(response) = response else { continue };
         response.expect_status(StatusCode::BAD_REQUEST);
     }
+    let session = app.mcp_initialize(&agent).await;
     let last_event = app.get_raw("/mcp").as_(&agent);
     let last_event = last_event.header("accept", "text/event-stream");
-    let last_event = last_event.header("mcp-session-id", "mcp_ok");
+    let last_event = last_event.header("mcp-session-id", session);
     let last_event = last_event.header("last-event-id", &long).await;
     last_event.expect_status(StatusCode::BAD_REQUEST);
 }
@@ -319,13 +320,15 @@ async fn streams_outlive_the_head_and_body_deadlines() {
     use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
     let app = impatient().await;
     let agent = app.token("default", "agent", &[engine::scope::RUN]).await;
-    // `/mcp` answers only to the names of its loopback listener.
+    // `/mcp` answers only to the names of its loopback listener, and a session only to its
+    // principal.
     let host = app.address.trim_start_matches("http://");
+    let session = app.mcp_initialize(&agent).await;
     let mut sse = sent(
         &app,
         format!(
             "GET /mcp HTTP/1.1\r\nhost: {host}\r\naccept: text/event-stream\r\n\
-             mcp-session-id: mcp_slow\r\nauthorization: Bearer {agent}\r\n\r\n"
+             mcp-session-id: {session}\r\nauthorization: Bearer {agent}\r\n\r\n"
         )
         .as_bytes(),
     )

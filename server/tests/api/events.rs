@@ -157,10 +157,12 @@ async fn a_cancellation_sent_to_another_node_stops_the_call() {
     let (mut one, node_one) = serve(&db).await;
     let (mut two, node_two) = serve(&db).await;
     describe_read(&node_one, &admin, "mcp__fixture__slow").await;
+    // The session opened on node one is known to node two (the database they share).
+    let session = node_one.mcp_initialize(&agent).await;
     let mcp = |node: &Remote| {
         let mcp = node.post_raw("/mcp").as_(&agent);
         let mcp = mcp.header("accept", "application/json");
-        mcp.header("mcp-session-id", "mcp_two_nodes")
+        mcp.header("mcp-session-id", &session)
     };
     let listed = mcp(&node_two).json(rpc(1, "tools/list", Value::Null)).await;
     let listed = listed.json();

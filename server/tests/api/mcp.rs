@@ -597,6 +597,83 @@ async fn a_loopback_server_answers_only_to_its_own_names() {
     );
 }
 
+/// Issue 47 (items 1 and 5, the suite's `server-session-lifecycle`): the `Mcp-Session-Id`
+/// `initialize` opens belongs to its principal. A made-up id, another principal's, and one
+/// after `DELETE /mcp` are 404 (-32001) on every request, notification and stream; the
+/// session works until its client deletes it; `DELETE` of an unknown id is 404.
+#[tokio::test]
+async fn an_mcp_session_is_its_principals_until_deleted() {
+    let app = TestApp::spawn().await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let other = app.token("default", "other", &[scope::RUN]).await;
+    let session = app.mcp_initialize(&agent).await;
+    assert!(session.starts_with("mcp_"), "{session}");
+    let list = |token: &str, session: &str| {
+        let call = app.mcp_post(token).header("mcp-session-id", session);
+        call.header("mcp-protocol-version", "2025-11-25")
+            .json(rpc(3, "tools/list", json!({})))
+    };
+    list(&agent, &session).await.expect_status(StatusCode::OK);
+    let not_found = |answer: crate::requests::Reply| {
+        let body = answer.expect_status(StatusCode::NOT_FOUND).json_or_null();
+        assert_eq!(body["error"]["code"], -32001, "{body}");
+    };
+    not_found(list(&agent, "mcp_made_up").await);
+    not_found(list(&other, &session).await);
+    let notify = app.mcp_post(&other).header("mcp-session-id", &session);
+    let cancelled = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                           "params": {"requestId": 1}});
+    not_found(notify.json(cancelled).await);
+    let listen = app
+        .get_raw("/mcp")
+        .as_(&other)
+        .header("accept", "text/event-stream");
+    not_found(listen.header("mcp-session-id", &session).await);
+
+    // Another principal cannot end it; its own client can, once.
+    let delete = |token: &str, session: &str| {
+        let call = app.raw(reqwest::Method::DELETE, "/mcp").as_(token);
+        call.header("mcp-session-id", session)
+    };
+    not_found(delete(&other, &session).await);
+    list(&agent, &session).await.expect_status(StatusCode::OK);
+    delete(&agent, &session)
+        .await
+        .expect_status(StatusCode::NO_CONTENT);
+    not_found(list(&agent, &session).await);
+    not_found(delete(&agent, &session).await);
+    let anonymous = app.raw(reqwest::Method::DELETE, "/mcp");
+    let anonymous = anonymous.header("mcp-session-id", &session).await;
+    anonymous.expect_status(StatusCode::UNAUTHORIZED);
+
+    // A new session works again; requests without one are unaffected.
+    let again = app.mcp_initialize(&agent).await;
+    assert_ne!(again, session);
+    list(&agent, &again).await.expect_status(StatusCode::OK);
+    let plain = app.mcp_post(&agent).json(rpc(4, "tools/list", json!({})));
+    plain.await.expect_status(StatusCode::OK);
+}
+
+/// Issue 47 (item 1): a principal keeps at most 64 MCP sessions; opening more ends the least
+/// recently used.
+#[tokio::test]
+async fn a_principal_keeps_at_most_64_mcp_sessions() {
+    let app = TestApp::spawn().await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let first = app.mcp_initialize(&agent).await;
+    for _ in 0..64 {
+        app.mcp_initialize(&agent).await;
+    }
+    let list = app.mcp_post(&agent).header("mcp-session-id", &first);
+    let list = list.json(rpc(1, "tools/list", json!({}))).await;
+    list.expect_status(StatusCode::NOT_FOUND);
+    let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM mcp_sessions")
+        .fetch_one(app.store.pool())
+        .await
+        .unwrap();
+    assert_eq!(count, 64);
+}
+
 /// Issue 24: every absolute URL the server writes starts with `APERTURE_PUBLIC_URL` (RFC 9728
 /// metadata, the `WWW-Authenticate` challenge, checkpoint origins), and a request's `Host`
 /// header — which anyone can forge, and a cache in front may store — never ends up in a

@@ -69,6 +69,19 @@ pub trait Requests {
             .header("accept", "application/json, text/event-stream")
     }
 
+    /// `initialize` (2025-11-25) as `token`: the `Mcp-Session-Id` the server opened.
+    fn mcp_initialize(&self, token: impl Display) -> impl Future<Output = String> {
+        let call = self.mcp_post(token).json(serde_json::json!({
+            "jsonrpc": "2.0", "id": 0, "method": "initialize",
+            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                       "clientInfo": {"name": "aperture-tests", "version": "0"}}
+        }));
+        async move {
+            let reply = call.await.expect_status(StatusCode::OK);
+            reply.header("mcp-session-id").to_owned()
+        }
+    }
+
     /// Sets the descriptor of `tool` (`PUT /tools/{name}`) as `admin`; must succeed.
     fn describe(&self, admin: &str, tool: &str, descriptor: Value) -> impl Future<Output = ()> {
         let put = self

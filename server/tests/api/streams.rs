@@ -276,18 +276,23 @@ async fn a_dropped_call_stream_resumes_for_its_owner_only() {
     assert_eq!(progress["params"]["progress"], json!(1.0), "{progress}");
     drop(stream);
 
-    for (token, session) in [
-        (&intruder, mcp.as_str()),
-        (&agent, "mcp_not_this_connection"),
-    ] {
-        let resume = [("mcp-session-id", session), ("last-event-id", &first)];
-        let refused = get_mcp(&app, token, &resume).await;
-        let body = refused.expect_status(StatusCode::BAD_REQUEST).json();
-        assert!(
-            text_of(&body["error"]["message"]).contains("cannot be resumed"),
-            "{body}"
-        );
-    }
+    // Another principal presenting the session finds none (issue 47); the caller on another
+    // of its connections finds nothing to resume.
+    let resume = [("mcp-session-id", mcp.as_str()), ("last-event-id", &first)];
+    let refused = get_mcp(&app, &intruder, &resume).await;
+    let body = refused.expect_status(StatusCode::NOT_FOUND).json();
+    assert_eq!(body["error"]["code"], -32001, "{body}");
+    let other = connect(&app, &agent).await;
+    let resume = [
+        ("mcp-session-id", other.as_str()),
+        ("last-event-id", &first),
+    ];
+    let refused = get_mcp(&app, &agent, &resume).await;
+    let body = refused.expect_status(StatusCode::BAD_REQUEST).json();
+    assert!(
+        text_of(&body["error"]["message"]).contains("cannot be resumed"),
+        "{body}"
+    );
 
     let resume = [("mcp-session-id", mcp.as_str()), ("last-event-id", &first)];
     let mut resumed = Stream::open(get_mcp(&app, &agent, &resume)).await;

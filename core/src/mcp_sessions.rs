@@ -1,0 +1,65 @@
+//! The MCP sessions of the 2025 eras: the `Mcp-Session-Id` `initialize` hands out belongs to
+//! the principal that initialized, in the database so that every node decides alike. It ends
+//! after [`IDLE_MS`] without a request or when its client deletes it, and a principal keeps at
+//! most [`PER_PRINCIPAL`] (the least recently used go first). An id that is not one of the
+//! caller's live sessions — made up, another principal's, ended — names no session (the
+//! surface answers 404).
+
+use crate::error::ServiceError;
+use crate::principal::Principal;
+use crate::store::{self, Store};
+
+/// How long a session lives without a request.
+pub const IDLE_MS: i64 = 30 * 60 * 1000;
+/// Sessions one principal keeps.
+pub const PER_PRINCIPAL: i64 = 64;
+/// A session's last use is written at most this often (a request in between reads only).
+const TOUCH_EVERY_MS: i64 = 60 * 1000;
+
+/// Opens a session for `principal`: its new id.
+pub async fn open(store: &Store, principal: &Principal) -> Result<String, ServiceError> {
+    let id = crate::ids::new_id("mcp");
+    store::mcp_sessions::open(
+        store,
+        &id,
+        &principal.tenant_id,
+        principal.principal_id(),
+        store::now_ms(),
+        PER_PRINCIPAL,
+    )
+    .await?;
+    Ok(id)
+}
+
+/// Whether `id` is one of `principal`'s live sessions; a use of it keeps it alive.
+pub async fn live(store: &Store, principal: &Principal, id: &str) -> Result<bool, ServiceError> {
+    let now = store::now_ms();
+    let used =
+        store::mcp_sessions::last_used(store, id, &principal.tenant_id, principal.principal_id())
+            .await?;
+    match used {
+        Some(at) if now - at <= IDLE_MS => {
+            if now - at >= TOUCH_EVERY_MS {
+                store::mcp_sessions::touch(store, id, now).await?;
+            }
+            Ok(true)
+        }
+        _ => Ok(false),
+    }
+}
+
+/// Ends `principal`'s session `id`; whether it was theirs and live.
+pub async fn close(store: &Store, principal: &Principal, id: &str) -> Result<bool, ServiceError> {
+    if !live(store, principal, id).await? {
+        return Ok(false);
+    }
+    Ok(
+        store::mcp_sessions::close(store, id, &principal.tenant_id, principal.principal_id())
+            .await?,
+    )
+}
+
+/// Forgets the sessions idle longer than [`IDLE_MS`] at `now`.
+pub async fn tidy(store: &Store, now: i64) -> Result<(), ServiceError> {
+    Ok(store::mcp_sessions::delete_idle(store, now - IDLE_MS).await?)
+}
