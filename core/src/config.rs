@@ -274,17 +274,24 @@ impl Config {
         if !self.addr.ip().is_loopback() {
             return true;
         }
-        let host = host.trim().to_ascii_lowercase();
-        let port = self.addr.port();
-        LOOPBACK_HOSTS
-            .iter()
-            .any(|name| host == format!("{name}:{port}"))
+        // Every `/mcp` request comes here: compared in place, nothing allocated.
+        let host = host.trim();
+        let own_port = host.rsplit_once(':').is_some_and(|(name, port)| {
+            port.parse() == Ok(self.addr.port())
+                && LOOPBACK_HOSTS.iter().any(|n| n.eq_ignore_ascii_case(name))
+        });
+        own_port
             || self
-                .public_url
-                .as_deref()
-                .and_then(origin_of)
-                .and_then(|o| o.split_once("://").map(|(_, a)| a.to_owned()))
-                .is_some_and(|authority| authority == host)
+                .public_authority()
+                .is_some_and(|a| a.eq_ignore_ascii_case(host))
+    }
+
+    /// The authority (`host[:port]`, the default port left out) of `public_url`.
+    fn public_authority(&self) -> Option<String> {
+        let origin = origin_of(self.public_url.as_deref()?)?;
+        origin
+            .split_once("://")
+            .map(|(_, authority)| authority.to_owned())
     }
 
     /// Whether a page of `origin` may call the MCP endpoint: the server's own origin, one of
@@ -325,10 +332,7 @@ impl Config {
         if let Some(host) = &self.log_origin_host {
             return host.clone();
         }
-        self.public_url
-            .as_deref()
-            .and_then(origin_of)
-            .and_then(|o| o.split_once("://").map(|(_, a)| a.to_owned()))
+        self.public_authority()
             .unwrap_or_else(|| self.addr.to_string())
     }
 

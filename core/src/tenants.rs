@@ -4,11 +4,6 @@
 use crate::error::ServiceError;
 use crate::store::{self, Store};
 
-/// Whether `id` is a readable tenant name.
-pub fn is_valid_id(id: &str) -> bool {
-    store::tenants::is_valid_id(id)
-}
-
 /// Creates tenant `id` unless it exists; whether it was created.
 pub async fn ensure(store: &Store, id: &str) -> Result<bool, ServiceError> {
     Ok(store::tenants::ensure(store, id).await?)

@@ -978,7 +978,7 @@ async fn policy_apply(
 /// are journaled like any other change).
 async fn operator_store(global: &GlobalArgs, tenant: &str) -> anyhow::Result<(Store, Journal)> {
     anyhow::ensure!(
-        tenants::is_valid_id(tenant),
+        engine::environment::is_name(tenant),
         "tenant ids are 1–64 characters of a-z, 0-9, _ and -"
     );
     let store = global.store().await?;
@@ -1195,7 +1195,7 @@ fn expectations(
         let parsed = item
             .rsplit_once(':')
             .and_then(|(tenant, size)| Some((tenant, size.parse::<u64>().ok()?)))
-            .filter(|(tenant, size)| aperture_core::tenants::is_valid_id(tenant) && *size > 0);
+            .filter(|(tenant, size)| engine::environment::is_name(tenant) && *size > 0);
         let Some((tenant, size)) = parsed else {
             anyhow::bail!("--expect {item}: not <tenant>:<size> with a size of at least 1");
         };

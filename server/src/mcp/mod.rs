@@ -309,11 +309,7 @@ async fn unknown_session(
             );
             Some((StatusCode::NOT_FOUND, Json(answer)).into_response())
         }
-        Err(e) => {
-            let e = e.into_app_error();
-            let answer = error(id, INTERNAL_ERROR, e.message);
-            Some((StatusCode::SERVICE_UNAVAILABLE, Json(answer)).into_response())
-        }
+        Err(e) => Some(store_failed(id, e)),
     }
 }
 
@@ -347,12 +343,15 @@ pub async fn end_session(State(state): State<AppState>, headers: HeaderMap) -> R
             let answer = error(&Value::Null, SESSION_NOT_FOUND, "Session not found");
             (StatusCode::NOT_FOUND, Json(answer)).into_response()
         }
-        Err(e) => {
-            let e = e.into_app_error();
-            let answer = error(&Value::Null, INTERNAL_ERROR, e.message);
-            (StatusCode::SERVICE_UNAVAILABLE, Json(answer)).into_response()
-        }
+        Err(e) => store_failed(&Value::Null, e),
     }
+}
+
+/// The answer when the sessions could not be read or written: 503 with the caller's view of
+/// the failure (a JSON-RPC error, never the store's own text).
+fn store_failed(id: &Value, e: ServiceError) -> Response {
+    let answer = error(id, INTERNAL_ERROR, e.into_app_error().message);
+    (StatusCode::SERVICE_UNAVAILABLE, Json(answer)).into_response()
 }
 
 /// A notification: never answered (202). A cancellation stops the caller's call in flight (an
