@@ -165,6 +165,7 @@ mod tests {
                 policy_id: None,
                 policy_version: None,
                 mode: None,
+                binding: None,
                 limits: None,
                 redaction: None,
                 target: None,

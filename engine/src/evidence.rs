@@ -372,6 +372,7 @@ mod tests {
                 policy_id: None,
                 policy_version: None,
                 mode: None,
+                binding: None,
                 limits: Some(json!({"calls": {"per_session": 5}})),
                 redaction: None,
                 target: Some(json!({"upstream_id": "ups_1", "tool": "t"})),

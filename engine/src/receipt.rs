@@ -373,6 +373,10 @@ pub struct Receipt {
     /// The exposure mode (`allow`, `dry_run_only`, …) snapshotted at authorization.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mode: Option<String>,
+    /// `implicit` when a `/mcp` call was bound to its grant without an echo, or a grant was
+    /// made for such a call (the tenant's `binding` setting); absent: the echo (CONTRACT §15).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binding: Option<String>,
     /// The invocation limits snapshotted at authorization.
     #[serde(default, skip_serializing_if = "is_absent")]
     pub limits: Option<Value>,
@@ -790,10 +794,10 @@ fn write_receipt(r: &Receipt, signed: bool, out: &mut impl canonical::Sink) {
 }
 
 /// Position of `signature` among [`receipt_fields`].
-const SIGNATURE_FIELD: usize = 22;
+const SIGNATURE_FIELD: usize = 23;
 
 /// A receipt's members in canonical order (`signature` only when `signed`).
-fn receipt_fields(r: &Receipt, signed: bool) -> [(&'static str, canonical::Field<'_>); 28] {
+fn receipt_fields(r: &Receipt, signed: bool) -> [(&'static str, canonical::Field<'_>); 29] {
     use canonical::Field;
     fn opt(v: &Option<Value>) -> Field<'_> {
         match v {
@@ -804,6 +808,7 @@ fn receipt_fields(r: &Receipt, signed: bool) -> [(&'static str, canonical::Field
     [
         ("actor_id", Field::Str(&r.actor_id)),
         ("args_hash", Field::str_or_absent(r.args_hash.as_deref())),
+        ("binding", Field::str_or_absent(r.binding.as_deref())),
         ("decision", Field::Str(r.decision.as_str())),
         ("disclosures_digest", Field::Str(&r.disclosures_digest)),
         (
@@ -1378,6 +1383,7 @@ mod tests {
             policy_id: Some("support-agents".into()),
             policy_version: Some(3),
             mode: Some("allow".into()),
+            binding: None,
             limits: Some(json!({"max_duration_millis": 5000, "max_result_bytes": 65536})),
             redaction: Some(json!({"summary": "truncate", "max_bytes": 8192})),
             target: None,
@@ -1471,6 +1477,7 @@ mod tests {
             policy_id: None,
             policy_version: None,
             mode: None,
+            binding: None,
             limits: None,
             redaction: None,
             ..unsigned(Some(1), Some(ZERO_HASH.into()))
@@ -1510,6 +1517,7 @@ mod tests {
             r.turn_id = Some("turn_\u{e9}\"\n".into());
             r.environment = None;
             r.policy_version = None;
+            r.binding = Some("implicit".into());
             r
         }] {
             for with_signature in [false, true] {
@@ -1532,7 +1540,7 @@ mod tests {
     proptest! {
         #[test]
         fn any_receipt_is_written_as_canonicalized(
-            opts in proptest::collection::vec(any::<bool>(), 15),
+            opts in proptest::collection::vec(any::<bool>(), 16),
             text in "\\PC{0,12}",
             number in any::<u64>(),
             float in -1.0e30f64..1.0e30,
@@ -1555,6 +1563,7 @@ mod tests {
             r.mode = pick(opts[13], text.clone());
             r.actor_id = text.clone();
             r.principal = pick(opts[14], text.clone());
+            r.binding = pick(opts[15], text.clone());
             for with_signature in [false, true] {
                 let mut out = Vec::new();
                 write_receipt(&r, with_signature, &mut out);
@@ -2076,6 +2085,7 @@ mod tests {
                 policy_id: Some("support-agents".into()),
                 policy_version: Some(4),
                 mode: None,
+                binding: None,
                 limits: None,
                 redaction: None,
                 target: None,

@@ -1204,6 +1204,7 @@ pub fn receipt(
         policy_id: None,
         policy_version: None,
         mode: None,
+        binding: None,
         limits: None,
         redaction: None,
         target: None,
