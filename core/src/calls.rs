@@ -23,6 +23,7 @@ use crate::error::ServiceError;
 use crate::execution::{CallContext, execute, short, target_json, tool_result};
 use crate::journal::{self, Journal};
 use crate::principal::Principal;
+use crate::settings::mcp::Binding;
 use crate::store::{self, cache};
 
 /// What a `tools/call` carries besides the tool and its arguments (CONTRACT §4).
@@ -46,6 +47,9 @@ pub struct CallMeta {
     pub invocation_id: Option<String>,
     /// The token a `confirmation_required` answer gave, to confirm the identical call.
     pub confirmation_token: Option<String>,
+    /// Where a `/mcp` call without an echo binds when the tenant binds implicitly (a hint,
+    /// like `tools/list`'s; [`crate::implicit`]).
+    pub environment: Option<String>,
 }
 
 /// `params` of `tools/call`.
@@ -59,6 +63,10 @@ pub struct ToolCall {
     /// The echo.
     #[serde(default, rename = "_meta")]
     pub meta: CallMeta,
+    /// How the call came by its echo: sent by the client, or filled in from the grant it was
+    /// bound to implicitly ([`crate::implicit::bind`]); never read from the wire.
+    #[serde(skip)]
+    pub binding: crate::settings::mcp::Binding,
 }
 
 /// Journals a denial decided at `decided_at` and answers it.
@@ -207,6 +215,8 @@ struct Authorized {
     invocation_id: Option<String>,
     /// The token a `confirmation_required` answer gives the caller.
     confirmation: Option<String>,
+    /// Bound implicitly, and waits: its repeat finds it ([`repeated`]).
+    waits_implicitly: bool,
 }
 
 /// A call the engine allowed, with what it was decided on ([`decide`]), for the binding's
@@ -319,6 +329,9 @@ async fn decide(
     r.turn_id = call.meta.turn_id.clone();
     r.tool = Some(call.name.clone());
     r.environment = principal.own_environment().map(str::to_owned);
+    if call.binding == Binding::Implicit {
+        r.binding = Some(call.binding.as_str().to_owned());
+    }
     let mut d = journal::disclosures();
     // A grant in an environment the caller may not use is refused like an unknown one; only
     // the disclosures say which environment it was.
@@ -383,7 +396,12 @@ async fn decide(
                         actor_id: call.meta.actor_id.as_deref(),
                         arguments: call.arguments.as_ref(),
                     };
-                    tool = cache::tool(cx.store, &fresh, &s.tenant_id, &call.name).await?;
+                    // The tool as the catalog has it now, by its canonical name (a `/mcp` call
+                    // may name it as its upstream does, when the grant listed it so).
+                    let canonical = manifest
+                        .entry(&call.name)
+                        .map_or(call.name.as_str(), |e| e.name.as_str());
+                    tool = cache::tool(cx.store, &fresh, &s.tenant_id, canonical).await?;
                     let live = tool
                         .as_ref()
                         .map(|t| (t.tool.tool.name.as_str(), &t.tool.fingerprints));
@@ -419,6 +437,8 @@ async fn decide(
         .and_then(|m| m.entry(&call.name))
         .filter(|e| e.mode.is_listed());
     if let Some(e) = entry {
+        // Receipts keep the canonical identity, whatever name the call used.
+        r.tool = Some(e.name.clone());
         r.tool_version = Some(e.tool_version.clone());
         r.schema_hash = Some(e.schema_hash.clone());
         r.mode = Some(e.mode.as_str().to_owned());
@@ -478,7 +498,16 @@ async fn check_binding(
         bound.mode == Mode::ConfirmationRequired && call.meta.confirmation_token.is_some();
     let counts = bound.limits.rate_bucket.is_some() && cx.rate_limiter;
     let claims = bound.idempotency_key().is_some();
-    if decided_at.is_some() && (confirms || counts || claims || call.meta.invocation_id.is_some()) {
+    // A call bound implicitly that waits is found again by repeating it (a stored invocation).
+    let implicit = call.binding == Binding::Implicit;
+    let waits_implicitly = implicit
+        && matches!(
+            bound.mode,
+            Mode::ApprovalRequired | Mode::StagedChange | Mode::AsyncJobOnly
+        );
+    if decided_at.is_some()
+        && (confirms || counts || claims || waits_implicitly || call.meta.invocation_id.is_some())
+    {
         if cache::confirm(cx.store, fresh).await?.is_none() {
             return Err(ServiceError::StaleRead);
         }
@@ -491,6 +520,27 @@ async fn check_binding(
         return confirm(cx, principal, &bound_session, token, bound, tool, r, d)
             .await
             .map(Stage::Answered);
+    }
+    // A client that cannot echo cannot carry a confirmation token either: until it can be
+    // asked (an elicitation), the call is refused, with its receipt.
+    if implicit && bound.mode == Mode::ConfirmationRequired {
+        r.decision = Decision::Deny;
+        r.reason = ReasonCode::PolicyDenied;
+        d.insert_extra(
+            "detail",
+            Value::String(
+                "confirmation_required needs a confirmation this client cannot give (no echo, no elicitation)"
+                    .into(),
+            ),
+        )
+        .ok();
+        return denial_at(cx.journal, r, &d, decided_at)
+            .await
+            .map(Stage::Answered);
+    }
+    // The same call repeated while it waits: its invocation's status, then its outcome once.
+    if waits_implicitly && let Some(answer) = repeated(cx, principal, call, &bound, &r, &d).await? {
+        return Ok(Stage::Answered(answer));
     }
     // The caller's retry key: a retry gets the outcome of the first call under it, never a
     // second run (nor a second count against a rate bucket); another call under the same key
@@ -617,6 +667,7 @@ async fn check_binding(
     };
     let confirmation = (bound.mode == Mode::ConfirmationRequired).then(new_confirmation_token);
     Ok(Stage::Next(Authorized {
+        waits_implicitly,
         r,
         d,
         decided_at,
@@ -836,6 +887,14 @@ async fn bind_invocation(
         if let Some(kind) = kind {
             crate::invocations::publish(cx.events, kind, &row, &row.status).await;
         }
+        if a.waits_implicitly {
+            store::invocations::insert_implicit_wait(
+                cx.store,
+                id,
+                implicit_call(principal, &a.manifest_id, bound),
+            )
+            .await?;
+        }
     }
     if let Some(deferred) = a.deferred {
         if bound.mode == Mode::AsyncJobOnly {
@@ -851,6 +910,9 @@ async fn bind_invocation(
             && let Some(meta) = result.get_mut("_meta").and_then(Value::as_object_mut)
         {
             meta.insert("confirmation_token".into(), Value::String(token.clone()));
+        }
+        if a.waits_implicitly {
+            crate::invocations::ask_to_repeat(&mut result);
         }
         return Ok(Some(result));
     }
@@ -1180,6 +1242,56 @@ async fn denial(journal: &Journal, r: Receipt, d: &engine::receipt::Disclosures)
 
 /// A call under a retry key that is already bound: the same binding gets that invocation's
 /// outcome; a different one is refused.
+/// What finds an implicitly bound call's invocation again: the principal, the grant, the tool
+/// and the arguments as bound.
+fn implicit_call<'a>(
+    principal: &'a Principal,
+    manifest_id: &'a str,
+    bound: &'a BoundCall,
+) -> store::invocations::ImplicitCall<'a> {
+    store::invocations::ImplicitCall {
+        tenant_id: &principal.tenant_id,
+        manifest_id,
+        principal: principal.principal_id(),
+        tool: &bound.tool,
+        args_hash: &bound.args_hash,
+    }
+}
+
+/// An implicitly bound call repeated while an identical one (same principal, grant, tool,
+/// `args_hash`) waits: that invocation's status, or, once it is settled, its outcome — once;
+/// `None` when there is none (the call is a new one).
+async fn repeated(
+    cx: &CallContext<'_>,
+    principal: &Principal,
+    call: &ToolCall,
+    bound: &BoundCall,
+    r: &Receipt,
+    d: &engine::receipt::Disclosures,
+) -> Result<Option<Value>, ServiceError> {
+    let manifest_id = call.meta.manifest_id.as_deref().unwrap_or_default();
+    let key = implicit_call(principal, manifest_id, bound);
+    let Some(id) = store::invocations::implicit_wait(cx.store, key).await? else {
+        return Ok(None);
+    };
+    let Some(existing) = store::invocations::find(cx.store, &principal.tenant_id, &id).await?
+    else {
+        return Ok(None);
+    };
+    let settled = crate::invocations::is_settled(&existing.status);
+    if settled
+        && !store::invocations::deliver_implicit_wait(cx.store, &principal.tenant_id, &id).await?
+    {
+        // Another repeat had it first: this one is a new call.
+        return Ok(None);
+    }
+    let mut answer = replay(cx, &existing, bound, r.clone(), d.clone()).await?;
+    if !settled {
+        crate::invocations::ask_to_repeat(&mut answer);
+    }
+    Ok(Some(answer))
+}
+
 async fn replay(
     cx: &CallContext<'_>,
     existing: &store::invocations::InvocationRow,

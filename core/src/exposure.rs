@@ -64,15 +64,31 @@ fn is_own(principal: &Principal, session: &SessionRow) -> bool {
         && principal.sees(&session.environment)
 }
 
+/// Who a grant answers through `/mcp` (the default: REST, hosted agents).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Listing<'a> {
+    /// A `/mcp` listing: the tenant's `tool_names` setting names its tools.
+    pub mcp: bool,
+    /// The 2025-era MCP connection (`Mcp-Session-Id`) whose `tools/list` this answers: its
+    /// `list_changed` stream watches the grant.
+    pub mcp_session: Option<&'a str>,
+    /// A plain `tools/list` (no `session_id`, `preset` or `entity` hint): the principal's calls
+    /// without an echo may bind to it (`binding: "implicit"`, [`crate::implicit`]).
+    pub plain: bool,
+    /// Granted for a call without an echo that found no grant to bind to: its manifest
+    /// receipt says it was made implicitly.
+    pub for_implicit_call: bool,
+}
+
 /// `POST /sessions` (run): a new session in an environment, with its first manifest.
-/// `listed_by`: the MCP connection (`Mcp-Session-Id`) whose `tools/list` this answers.
+/// `listed_by`: the `/mcp` listing this answers, if any.
 pub async fn create(
     store: &Store,
     journal: &Journal,
     validators: &ValidatorCache,
     principal: &Principal,
     request: &CreateSessionRequest,
-    listed_by: Option<&str>,
+    listed_by: Listing<'_>,
 ) -> Result<Grant, ServiceError> {
     principal.require(scope::RUN)?;
     let environment = request
@@ -100,6 +116,11 @@ pub async fn create(
         created_at: store::now_ms(),
         revoked_at: None,
     };
+    // A listing with a hint never becomes a call's implicit grant.
+    let listed_by = Listing {
+        plain: listed_by.plain && request.preset.is_none() && request.entity.is_none(),
+        ..listed_by
+    };
     store::exposure::insert_session(store, &session).await?;
     grant_listed(store, journal, validators, principal, session, listed_by).await
 }
@@ -113,24 +134,35 @@ pub async fn grant(
     principal: &Principal,
     session: SessionRow,
 ) -> Result<Grant, ServiceError> {
-    grant_listed(store, journal, validators, principal, session, None).await
+    grant_listed(
+        store,
+        journal,
+        validators,
+        principal,
+        session,
+        Listing::default(),
+    )
+    .await
 }
 
-/// [`grant`], for the MCP connection `listed_by` (`Mcp-Session-Id`) when it has one.
+/// [`grant`], for the `/mcp` listing `listed_by` when there is one.
 async fn grant_listed(
     store: &Store,
     journal: &Journal,
     validators: &ValidatorCache,
     principal: &Principal,
     session: SessionRow,
-    listed_by: Option<&str>,
+    listed_by: Listing<'_>,
 ) -> Result<Grant, ServiceError> {
     // A session opened while the caller could use its environment is listed again only while
     // it still can; until then it is as unknown as a random id.
     if !is_own(principal, &session) {
         return Err(AppError::not_found("session").into());
     }
-    let manifest = build(store, validators, &session).await?;
+    let mut manifest = build(store, validators, &session).await?;
+    if listed_by.mcp && upstream_names(store, &session).await? {
+        manifest.use_upstream_names();
+    }
     let now = store::now_ms();
     let lease_expires_at = now + i64::try_from(manifest.lease_seconds).unwrap_or(0) * 1000;
     let manifest_id = ids::new_id("man");
@@ -174,7 +206,15 @@ async fn grant_listed(
         document: to_json(&document)?,
         signature,
     };
-    record_grant(journal, principal, &session, &row, &document, None).await?;
+    let implicitly = listed_by.for_implicit_call;
+    record_grant(
+        journal, principal, &session, &row, &document, None, implicitly,
+    )
+    .await?;
+    let listed_by = store::exposure::ListedBy {
+        mcp_session: listed_by.mcp_session,
+        bindable_by: listed_by.plain.then(|| principal.principal_id()),
+    };
     store::exposure::insert_manifest(store, &row, listed_by).await?;
     Ok(Grant {
         session,
@@ -205,11 +245,20 @@ async fn build(
     Ok(manifest)
 }
 
+/// Whether `/mcp` lists `session`'s tools under their upstreams' own names (the tenant's
+/// `tool_names` in the session's environment).
+async fn upstream_names(store: &Store, session: &SessionRow) -> Result<bool, ServiceError> {
+    let settings = crate::settings::mcp::of(store, &session.tenant_id).await?;
+    Ok(settings.in_environment(&session.environment).tool_names
+        == crate::settings::mcp::ToolNames::Upstream)
+}
+
 /// One listed tool as [`listing_key`] compares it: what the listing shows (name, version,
 /// definition, advertised schema, mode) and binds (the pinned target).
 #[derive(Debug, PartialEq, Eq)]
 pub struct ListedTool<'a> {
     name: &'a str,
+    listed_as: &'a str,
     tool_version: &'a str,
     definition_hash: &'a str,
     schema_hash: &'a str,
@@ -224,6 +273,7 @@ pub fn listing_key(manifest: &Manifest) -> Vec<ListedTool<'_>> {
         .listed()
         .map(|t| ListedTool {
             name: &t.name,
+            listed_as: &t.advertised.name,
             tool_version: &t.tool_version,
             definition_hash: &t.definition_hash,
             schema_hash: &t.schema_hash,
@@ -267,8 +317,15 @@ pub async fn listing_changed(
     }
     let then: Manifest =
         serde_json::from_str(&listed.manifest).map_err(|e| ServiceError::Other(e.into()))?;
-    let now = build(store, validators, &session).await?;
-    Ok(listing_key(&then) != listing_key(&now))
+    let mut now = build(store, validators, &session).await?;
+    // Watched listings are `/mcp`'s: the next one names tools as the tenant's setting says.
+    if upstream_names(store, &session).await? {
+        now.use_upstream_names();
+    }
+    Ok(
+        then.upstream_names.is_some() != now.upstream_names.is_some()
+            || listing_key(&then) != listing_key(&now),
+    )
 }
 
 /// Pins each MCP tool's execution target: the registration, endpoint, credential version and
@@ -352,10 +409,12 @@ impl Grant {
                     Ok(Value::Object(m)) => m,
                     _ => Map::new(),
                 };
-                tool.insert(
-                    "_meta".into(),
-                    json!({"schemaHash": t.schema_hash, "exposureMode": t.mode.as_str(), "toolVersion": t.tool_version}),
-                );
+                let mut meta = json!({"schemaHash": t.schema_hash, "exposureMode": t.mode.as_str(), "toolVersion": t.tool_version});
+                // Listed under the upstreams' own names: each says which tool it is.
+                if self.manifest.upstream_names.is_some() {
+                    meta["canonicalName"] = Value::String(t.name.clone());
+                }
+                tool.insert("_meta".into(), meta);
                 // Calls that wait for an approver or a worker may run as MCP tasks.
                 if matches!(
                     t.mode,
@@ -662,15 +721,21 @@ pub async fn fork(
 
 /// The grant a `tools/list` naming `session` gets: a fresh one under the policy active now, or,
 /// for a fork, a copy of its parent's current grant (a fork never gets declarations of its own:
-/// they are its parent's, byte for byte, whatever changed since).
+/// they are its parent's, byte for byte, names included, whatever changed since). A listing
+/// that names its session is never a call's implicit grant.
 pub async fn list_grant(
     store: &Store,
     journal: &Journal,
     validators: &ValidatorCache,
     principal: &Principal,
     session: SessionRow,
-    listed_by: Option<&str>,
+    listed_by: Listing<'_>,
 ) -> Result<Grant, ServiceError> {
+    let listed_by = Listing {
+        plain: false,
+        for_implicit_call: false,
+        ..listed_by
+    };
     let Some(parent_id) = session.parent_id.clone() else {
         return grant_listed(store, journal, validators, principal, session, listed_by).await;
     };
@@ -687,7 +752,16 @@ pub async fn list_grant(
             )
         })?;
     let parent_grant = current_grant_of(store, &parent).await?;
-    copy_grant(store, journal, principal, session, &parent_grant, listed_by).await
+    let mcp_session = listed_by.mcp_session;
+    copy_grant(
+        store,
+        journal,
+        principal,
+        session,
+        &parent_grant,
+        mcp_session,
+    )
+    .await
 }
 
 /// `session`'s latest grant while its lease lasts (`None` before the first and once it ended):
@@ -785,8 +859,13 @@ async fn copy_grant(
         &row,
         &document,
         Some(&parent.id),
+        false,
     )
     .await?;
+    let listed_by = store::exposure::ListedBy {
+        mcp_session: listed_by,
+        bindable_by: None,
+    };
     store::exposure::insert_manifest(store, &row, listed_by).await?;
     Ok(Grant {
         session,
@@ -797,7 +876,8 @@ async fn copy_grant(
 }
 
 /// Journals a granted manifest (before it is stored: a grant nobody can find in the journal is
-/// never handed out). `copied_from`: the parent manifest a fork's grant copies.
+/// never handed out). `copied_from`: the parent manifest a fork's grant copies; `implicitly`:
+/// granted for a call without an echo (the receipt's `binding` says so).
 async fn record_grant(
     journal: &Journal,
     principal: &Principal,
@@ -805,6 +885,7 @@ async fn record_grant(
     row: &ManifestRow,
     document: &ManifestDocument,
     copied_from: Option<&str>,
+    implicitly: bool,
 ) -> Result<(), ServiceError> {
     let mut r = journal::receipt(
         ReceiptKind::Manifest,
@@ -819,6 +900,9 @@ async fn record_grant(
     r.manifest_id = Some(row.id.clone());
     r.policy_id = Some(document.policy_id.clone());
     r.policy_version = Some(document.policy_version);
+    if implicitly {
+        r.binding = Some(crate::settings::mcp::Binding::Implicit.as_str().to_owned());
+    }
     let mut d = journal::disclosures();
     d.insert_extra("lease_id", Value::String(row.lease_id.clone()))
         .map_err(|e| ServiceError::Other(anyhow::anyhow!("{e}")))?;

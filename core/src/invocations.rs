@@ -84,6 +84,37 @@ pub async fn outcome(store: &Store, row: &InvocationRow) -> Result<Value, Servic
     Ok(status_result(caller_status(&row.status), &row.id, &receipt))
 }
 
+/// Whether an invocation in `status` is settled: it has its final outcome (a result, a
+/// rejection, an expiry, a cancellation), and waits for nothing.
+pub fn is_settled(status: &str) -> bool {
+    matches!(
+        caller_status(status),
+        "completed" | "rejected" | "expired" | "cancelled" | "invalidated"
+    )
+}
+
+/// A status result as a client that cannot echo an `invocation_id` reads it: to hear how it
+/// ends, it repeats the identical call.
+pub fn ask_to_repeat(result: &mut Value) {
+    let status = result
+        .pointer("/_meta/status")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let text = match status {
+        "input_required" => {
+            "This call needs an approver's release. It is parked; nothing has run yet. Make the identical call again to hear how it stands, and to get its result once it is decided."
+        }
+        "staged" => {
+            "This change is staged for an approver to apply; nothing has run yet. Make the identical call again to hear how it stands, and to get its result once it is applied."
+        }
+        "working" => "This call is running. Make the identical call again to get its result.",
+        _ => return,
+    };
+    if let Some(content) = result.pointer_mut("/content/0/text") {
+        *content = Value::String(text.to_owned());
+    }
+}
+
 /// A status result for a parked or running invocation.
 pub fn status_result(status: &str, invocation_id: &str, receipt: &Value) -> Value {
     let text = match status {

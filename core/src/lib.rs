@@ -11,6 +11,7 @@
 //! `cargo run -p floors -- core/src` prints the floors). From the top:
 //!
 //! - [`agents`]: hosted agents (turns against a model server, forks, revival).
+//! - [`implicit`]: `/mcp` calls without an echo bound to their grant (`binding: "implicit"`).
 //! - [`calls`]: `tools/call` in the contract's stages; [`evidence`]: evidence bundles of
 //!   sessions; [`transparency`]: checkpoints, proofs and witnesses as a service.
 //! - [`services`]: [`services::Services`], what a node's services run with, and their
@@ -26,7 +27,7 @@
 //!   people signing in and their session records, policies, the tool catalog, the receipts
 //!   browser, policy impact replay, the overview's figures, the approvals queue).
 //! - [`mcp_sessions`]: the `Mcp-Session-Id`s of the 2025 eras, whose they are and how long they
-//!   live.
+//!   live; [`settings`]: a tenant's settings under `/settings/…` (how `/mcp` binds and names).
 //! - [`principal`]: the caller, its scopes and environments, bearer-token authentication.
 //! - [`journal`]: the signed, hash-chained journal of receipts; [`cancel`]: calls in flight
 //!   their caller cancels.
@@ -54,6 +55,7 @@ pub mod execution;
 pub mod exposure;
 pub mod heartbeat;
 pub mod ids;
+pub mod implicit;
 pub mod invocations;
 pub mod journal;
 pub mod keys;
@@ -69,6 +71,7 @@ pub mod receipts;
 pub mod replay;
 pub mod secrets;
 pub mod services;
+pub mod settings;
 pub mod sign_in;
 #[cfg(feature = "test-hooks")]
 pub mod store;

@@ -146,20 +146,75 @@ pub struct Manifest {
     pub tools: Vec<ManifestEntry>,
     /// Lease length: 15 minutes, shortened by listed tools' `expires_after_seconds`.
     pub lease_seconds: u64,
+    /// Granted with the upstreams' own names (`/mcp` with `tool_names: "upstream"`,
+    /// [`Manifest::use_upstream_names`]): each name listed instead of a canonical one, with the
+    /// canonical name it stands for. `None`: every tool is listed under its canonical name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream_names: Option<std::collections::BTreeMap<String, String>>,
 }
 
 impl Manifest {
+    /// Lists MCP tools under the names their upstreams give them, where that is unambiguous:
+    /// a name unique among the listed tools, not starting `mcp__`, and not the canonical name
+    /// of any tool of the catalog (built-ins included) keeps no prefix; any other keeps its
+    /// canonical name. A renamed tool's `schemaHash` covers the name it is listed under.
+    /// Decided here, at grant time, and pinned in the manifest: calls name the tool either
+    /// way ([`Manifest::entry`]); receipts, policies and fork allowlists keep the canonical
+    /// identity.
+    pub fn use_upstream_names(&mut self) {
+        let mut seen: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+        for t in self.listed() {
+            if let ToolSource::Mcp { tool, .. } = &t.source {
+                *seen.entry(tool.as_str()).or_default() += 1;
+            }
+        }
+        let canonical: std::collections::HashSet<&str> =
+            self.tools.iter().map(|t| t.name.as_str()).collect();
+        let renamed: Vec<(usize, String)> = self
+            .tools
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| t.mode.is_listed())
+            .filter_map(|(i, t)| match &t.source {
+                ToolSource::Mcp { tool, .. }
+                    if seen.get(tool.as_str()) == Some(&1)
+                        && !tool.starts_with("mcp__")
+                        && !canonical.contains(tool.as_str()) =>
+                {
+                    Some((i, tool.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        let mut names = std::collections::BTreeMap::new();
+        for (i, name) in renamed {
+            if let Some(t) = self.tools.get_mut(i) {
+                t.advertised.name = name.clone();
+                t.schema_hash = t.advertised.schema_hash();
+                names.insert(name, t.name.clone());
+            }
+        }
+        self.upstream_names = Some(names);
+    }
+
     /// The tools `tools/list` shows (mode other than `hide`).
     pub fn listed(&self) -> impl Iterator<Item = &ManifestEntry> {
         self.tools.iter().filter(|t| t.mode.is_listed())
     }
 
-    /// The entry of `name`, listed or not.
+    /// The entry of `name`, listed or not: its canonical name, or the upstream's own name it
+    /// is listed under ([`Manifest::use_upstream_names`]).
     pub fn entry(&self, name: &str) -> Option<&ManifestEntry> {
-        self.tools
-            .binary_search_by(|t| t.name.as_str().cmp(name))
-            .ok()
-            .and_then(|i| self.tools.get(i))
+        let find = |name: &str| {
+            self.tools
+                .binary_search_by(|t| t.name.as_str().cmp(name))
+                .ok()
+                .and_then(|i| self.tools.get(i))
+        };
+        find(name).or_else(|| {
+            let canonical = self.upstream_names.as_ref()?.get(name)?;
+            find(canonical)
+        })
     }
 }
 
@@ -196,6 +251,7 @@ pub fn build<T: Into<CatalogTool>>(
         context: ctx.clone(),
         tools,
         lease_seconds: u64::try_from(lease_seconds).unwrap_or(0),
+        upstream_names: None,
     }
 }
 
@@ -355,6 +411,78 @@ mod tests {
                 &ValidatorCache::new()
             )
         );
+    }
+
+    fn mcp(server: &str, raw: &str, risk: &[&str]) -> ToolDescriptor {
+        ToolDescriptor {
+            source: ToolSource::Mcp {
+                upstream_id: format!("ups_{server}"),
+                server: server.into(),
+                tool: raw.into(),
+            },
+            ..tool(&format!("mcp__{server}__{raw}"), risk)
+        }
+    }
+
+    /// Issue 47: `tool_names: "upstream"` lists an MCP tool under its upstream's own name only
+    /// where that is unambiguous, and every name still finds its tool.
+    #[test]
+    fn upstream_names_are_used_only_where_unambiguous() {
+        let catalog = vec![
+            mcp("a", "search", &["read"]),
+            mcp("a", "fetch", &["read"]),
+            mcp("b", "fetch", &["read"]),
+            mcp("b", "mcp__x__y", &["read"]),
+            mcp("b", "status", &["read"]),
+            mcp("b", "hidden", &["write"]),
+            mcp("c", "hidden", &["read"]),
+            tool("status", &["read"]),
+        ];
+        let granted = build(
+            catalog,
+            &Policy::builtin_safe_read(),
+            1,
+            &ctx(),
+            &ValidatorCache::new(),
+        );
+        let mut m = granted.clone();
+        m.use_upstream_names();
+        let listed: Vec<(&str, &str)> = m
+            .listed()
+            .map(|t| (t.advertised.name.as_str(), t.name.as_str()))
+            .collect();
+        assert_eq!(
+            listed,
+            vec![
+                ("mcp__a__fetch", "mcp__a__fetch"),
+                ("search", "mcp__a__search"),
+                ("mcp__b__fetch", "mcp__b__fetch"),
+                ("mcp__b__mcp__x__y", "mcp__b__mcp__x__y"),
+                ("mcp__b__status", "mcp__b__status"),
+                // Unique among the listed tools (b's `hidden` is not listed).
+                ("hidden", "mcp__c__hidden"),
+                ("status", "status"),
+            ]
+        );
+        // The schema hash covers the name listed; an unrenamed tool's is unchanged.
+        let renamed = m.entry("search").unwrap();
+        let before = granted.entry("mcp__a__search").unwrap();
+        assert_eq!(renamed.name, "mcp__a__search");
+        assert_ne!(renamed.schema_hash, before.schema_hash);
+        assert_eq!(renamed.schema_hash, renamed.advertised.schema_hash());
+        assert_eq!(
+            m.entry("mcp__a__fetch").unwrap().schema_hash,
+            granted.entry("mcp__a__fetch").unwrap().schema_hash
+        );
+        // Either name finds the tool; a name nothing is listed under finds nothing.
+        assert_eq!(m.entry("mcp__a__search").unwrap().name, "mcp__a__search");
+        assert!(m.entry("fetch").is_none());
+        assert!(granted.entry("search").is_none());
+        // Pinned: the manifest as stored keeps its names.
+        let stored: Manifest = serde_json::from_value(serde_json::to_value(&m).unwrap()).unwrap();
+        assert_eq!(stored, m);
+        assert_eq!(stored.entry("hidden").unwrap().name, "mcp__c__hidden");
+        assert!(granted.upstream_names.is_none());
     }
 
     /// CONTRACT §3: a change of description or annotations is drift too.

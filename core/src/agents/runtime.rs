@@ -632,7 +632,9 @@ pub async fn process_function_calls(
                     // call is decided (and makes a repeated call return the same outcome).
                     invocation_id: Some(invocation_key(turn_id, model_call, index)),
                     confirmation_token: None,
+                    environment: None,
                 },
+                binding: Default::default(),
             },
         )
         .await?;

@@ -217,15 +217,25 @@ fn manifest(t: ManifestTuple) -> ManifestRow {
 
 const MANIFEST_COLUMNS: &str = "id, tenant_id, session_id, lease_id, lease_expires_at, issued_at, manifest, document, signature";
 
-/// Stores a granted manifest; `mcp_session` is the 2025-era MCP connection that listed it
-/// (its `list_changed` stream watches it, [`watched_manifests`]).
+/// Who listed a manifest: the 2025-era MCP connection whose `list_changed` stream watches it
+/// ([`watched_manifests`]), and the principal whose calls without an echo may bind to it
+/// ([`bindable_grant`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ListedBy<'a> {
+    /// The `Mcp-Session-Id` that listed it.
+    pub mcp_session: Option<&'a str>,
+    /// The principal (`tok_…`, `usr_…`) of a plain `/mcp` listing.
+    pub bindable_by: Option<&'a str>,
+}
+
+/// Stores a granted manifest, with who listed it.
 pub async fn insert_manifest(
     store: &Store,
     m: &ManifestRow,
-    mcp_session: Option<&str>,
+    listed_by: ListedBy<'_>,
 ) -> Result<(), sqlx::Error> {
     sqlx::query(&format!(
-        "INSERT INTO manifests ({MANIFEST_COLUMNS}, mcp_session_id) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+        "INSERT INTO manifests ({MANIFEST_COLUMNS}, mcp_session_id, bindable_by) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
     ))
     .bind(&m.id)
     .bind(&m.tenant_id)
@@ -236,10 +246,63 @@ pub async fn insert_manifest(
     .bind(&m.manifest)
     .bind(&m.document)
     .bind(&m.signature)
-    .bind(mcp_session)
+    .bind(listed_by.mcp_session)
+    .bind(listed_by.bindable_by)
     .execute(store.pool())
     .await?;
     Ok(())
+}
+
+/// Where a call without an echo looks for its grant.
+#[derive(Debug, Clone, Copy)]
+pub enum BindWithin<'a> {
+    /// 2025 eras: grants listed on this `Mcp-Session-Id` (in this environment, when named).
+    McpSession(&'a str, Option<&'a str>),
+    /// Without an MCP session (2026-07-28): grants listed without one, in this environment.
+    Environment(&'a str),
+}
+
+/// The newest grant `principal` may bind a call without an echo to (`binding: "implicit"`):
+/// one of its plain `/mcp` listings within `within`, its lease running at `now`, its session
+/// not revoked. The manifest id and the session's environment.
+pub async fn bindable_grant(
+    store: &Store,
+    tenant_id: &str,
+    principal: &str,
+    within: BindWithin<'_>,
+    now: i64,
+) -> Result<Option<(String, String)>, sqlx::Error> {
+    const SELECT: &str = "SELECT m.id, s.environment FROM manifests m \
+        JOIN exposure_sessions s ON s.id = m.session_id \
+        WHERE m.tenant_id = $1 AND m.bindable_by = $2 AND m.lease_expires_at > $3 \
+        AND s.revoked_at IS NULL";
+    const NEWEST: &str = "ORDER BY m.issued_at DESC, m.id DESC LIMIT 1";
+    let query = match within {
+        BindWithin::McpSession(_, None) => {
+            format!("{SELECT} AND m.mcp_session_id = $4 {NEWEST}")
+        }
+        BindWithin::McpSession(_, Some(_)) => {
+            format!("{SELECT} AND m.mcp_session_id = $4 AND s.environment = $5 {NEWEST}")
+        }
+        BindWithin::Environment(_) => {
+            format!("{SELECT} AND m.mcp_session_id IS NULL AND s.environment = $4 {NEWEST}")
+        }
+    };
+    let q = sqlx::query_as(&query)
+        .bind(tenant_id)
+        .bind(principal)
+        .bind(now);
+    let q = match within {
+        BindWithin::McpSession(session, environment) => {
+            let q = q.bind(session);
+            match environment {
+                Some(env) => q.bind(env),
+                None => q,
+            }
+        }
+        BindWithin::Environment(env) => q.bind(env),
+    };
+    q.fetch_optional(store.pool()).await
 }
 
 /// Manifests a `list_changed` stream of `actor_id` watches: per exposure session, the latest

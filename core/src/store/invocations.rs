@@ -529,3 +529,76 @@ pub async fn oldest_waiting(
     let row = query.fetch_optional(store.pool()).await?;
     row.as_ref().map(from_row).transpose()
 }
+
+/// A waiting invocation of a call bound implicitly, as its repeat finds it.
+#[derive(Debug, Clone, Copy)]
+pub struct ImplicitCall<'a> {
+    pub tenant_id: &'a str,
+    pub manifest_id: &'a str,
+    /// `tok_…`, `usr_…`
+    pub principal: &'a str,
+    /// Canonical.
+    pub tool: &'a str,
+    pub args_hash: &'a str,
+}
+
+/// Remembers that invocation `invocation_id` waits for the implicitly bound call `call`.
+pub async fn insert_implicit_wait(
+    store: &Store,
+    invocation_id: &str,
+    call: ImplicitCall<'_>,
+) -> Result<(), sqlx::Error> {
+    sqlx::query(
+        "INSERT INTO implicit_waits (invocation_id, tenant_id, manifest_id, principal, tool, \
+         args_hash, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+    )
+    .bind(invocation_id)
+    .bind(call.tenant_id)
+    .bind(call.manifest_id)
+    .bind(call.principal)
+    .bind(call.tool)
+    .bind(call.args_hash)
+    .bind(now_ms())
+    .execute(store.pool())
+    .await?;
+    Ok(())
+}
+
+/// The oldest invocation of `call` whose outcome its caller has not had yet.
+pub async fn implicit_wait(
+    store: &Store,
+    call: ImplicitCall<'_>,
+) -> Result<Option<String>, sqlx::Error> {
+    let row: Option<(String,)> = sqlx::query_as(
+        "SELECT invocation_id FROM implicit_waits WHERE tenant_id = $1 AND manifest_id = $2 \
+         AND principal = $3 AND tool = $4 AND args_hash = $5 AND delivered_at IS NULL \
+         ORDER BY created_at, invocation_id LIMIT 1",
+    )
+    .bind(call.tenant_id)
+    .bind(call.manifest_id)
+    .bind(call.principal)
+    .bind(call.tool)
+    .bind(call.args_hash)
+    .fetch_optional(store.pool())
+    .await?;
+    Ok(row.map(|(id,)| id))
+}
+
+/// Marks the outcome of `invocation_id` as had by its caller; `false` when another repeat
+/// already had it.
+pub async fn deliver_implicit_wait(
+    store: &Store,
+    tenant_id: &str,
+    invocation_id: &str,
+) -> Result<bool, sqlx::Error> {
+    let done = sqlx::query(
+        "UPDATE implicit_waits SET delivered_at = $3 \
+         WHERE tenant_id = $1 AND invocation_id = $2 AND delivered_at IS NULL",
+    )
+    .bind(tenant_id)
+    .bind(invocation_id)
+    .bind(now_ms())
+    .execute(store.pool())
+    .await?;
+    Ok(done.rows_affected() == 1)
+}

@@ -18,6 +18,7 @@ pub mod mcp_sessions;
 pub mod policies;
 pub mod rate_buckets;
 pub mod sessions;
+pub mod settings;
 pub mod tenants;
 pub mod tokens;
 pub mod upstreams;

@@ -131,6 +131,22 @@ pub const METHODS: &[ConnectMethod] = &[
         "Replace the tenant's drift triage (classes left out get their default; journaled).",
     ),
     m(
+        "GetMcpSettings",
+        "GET",
+        "/settings/mcp",
+        &[],
+        Payload::None,
+        "How /mcp binds calls of clients that cannot echo, and which names it lists tools under.",
+    ),
+    m(
+        "PutMcpSettings",
+        "PUT",
+        "/settings/mcp",
+        &[],
+        Payload::Body,
+        "Replace the tenant's MCP settings (fields left out get their default; journaled).",
+    ),
+    m(
         "ListUpstreams",
         "GET",
         "/upstreams",

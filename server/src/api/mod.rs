@@ -13,6 +13,7 @@ pub mod openapi;
 mod policies;
 pub(crate) mod receipts;
 pub(crate) mod sessions;
+mod settings;
 mod tokens;
 mod tools;
 mod upstreams;
@@ -234,6 +235,13 @@ fn declare<D: Declare>(d: D) -> D {
             "/catalog/drift",
             &[scope::ADMIN],
             tools::put_drift_settings,
+        )
+        .route(Method::GET, "/settings/mcp", &[scope::ADMIN], settings::mcp)
+        .route(
+            Method::PUT,
+            "/settings/mcp",
+            &[scope::ADMIN],
+            settings::put_mcp,
         )
         .route(Method::GET, "/sessions", &[scope::READ], sessions::list)
         .route(Method::POST, "/sessions", &[scope::RUN], sessions::create)

@@ -36,7 +36,7 @@ pub async fn create(
         &state.validators,
         &p,
         &request,
-        None,
+        exposure::Listing::default(),
     )
     .await?;
     Ok((StatusCode::CREATED, Json(grant.list_result())))

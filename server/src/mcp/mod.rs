@@ -35,6 +35,7 @@ use aperture_core::calls::{self, ToolCall};
 use aperture_core::config::Config;
 use aperture_core::error::ServiceError;
 use aperture_core::exposure;
+use aperture_core::settings::mcp::Binding;
 
 pub use aperture_core::live::{listing, streams};
 pub mod request;
@@ -246,7 +247,7 @@ pub async fn handle(
     // 2025 era: the client's MCP session names its listings and calls; 2026-07-28 has none.
     let listing_session = mcp_session.as_deref().filter(|_| !stateless);
     let answer = match method {
-        Method::Initialize => initialize(&id, &params),
+        Method::Initialize => initialize(&state, &principal, &id, &params).await,
         Method::Ping => ok(&id, json!({})),
         Method::Discover => ok(&id, discover()),
         Method::ToolsList => tools_list(&state, &principal, &id, &params, listing_session).await,
@@ -255,7 +256,8 @@ pub async fn handle(
             return stream_call(&state, principal, secret, id, params, session, stateless);
         }
         Method::ToolsCall => {
-            match tools_call(&state, &principal, secret, &id, params, mcp_session, None).await {
+            let session = mcp_session.filter(|_| !stateless);
+            match tools_call(&state, &principal, secret, &id, params, session, None).await {
                 Ok(answer) => answer,
                 Err(()) => return unauthorized(&state.config),
             }
@@ -584,7 +586,7 @@ fn complete(mut answer: Value, is_list: bool) -> Value {
     answer
 }
 
-fn initialize(id: &Value, params: &Value) -> Value {
+async fn initialize(state: &AppState, principal: &Principal, id: &Value, params: &Value) -> Value {
     let asked = params
         .get("protocolVersion")
         .and_then(Value::as_str)
@@ -594,16 +596,39 @@ fn initialize(id: &Value, params: &Value) -> Value {
         .find(|v| **v == asked)
         .copied()
         .unwrap_or(PROTOCOL_VERSIONS[0]);
+    // A client of a tenant that binds its calls implicitly (where it lists by default) is not
+    // told to echo: it could not, and need not.
+    let environment = principal
+        .own_environment()
+        .unwrap_or(engine::environment::DEFAULT_ENVIRONMENT);
+    let implicit = match aperture_core::settings::mcp::of(&state.store, &principal.tenant_id).await
+    {
+        Ok(settings) => settings.in_environment(environment).binding == Binding::Implicit,
+        Err(e) => {
+            tracing::error!(error = %e.into_app_error().message, "reading the MCP settings");
+            false
+        }
+    };
+    let instructions = match implicit {
+        false => ECHO_INSTRUCTIONS,
+        true => IMPLICIT_INSTRUCTIONS,
+    };
     ok(
         id,
         json!({
             "protocolVersion": version,
             "capabilities": capabilities(),
             "serverInfo": {"name": "aperture", "version": env!("CARGO_PKG_VERSION")},
-            "instructions": "Every tools/call must echo _meta.session_id, manifest_id, lease_id, tool_version and expected_schema_hash from the tools/list result."
+            "instructions": instructions
         }),
     )
 }
+
+/// What `initialize` tells a client that must echo its grant.
+const ECHO_INSTRUCTIONS: &str = "Every tools/call must echo _meta.session_id, manifest_id, lease_id, tool_version and expected_schema_hash from the tools/list result.";
+
+/// What it tells a client whose calls are bound to its latest listing.
+const IMPLICIT_INSTRUCTIONS: &str = "Tools are governed by this gateway's policy: list them with tools/list and call them by the names listed; calls are bound to the latest listing.";
 
 /// `tools/list`; `mcp_session`: the 2025-era connection listing (its `GET /mcp` stream hears
 /// when this listing goes out of date).
@@ -632,13 +657,18 @@ async fn tools_list(
     let granted = match text("session_id") {
         Some(sid) => match exposure::find_session(&state.store, principal, &sid).await {
             Ok(Some(session)) => {
+                let listing = exposure::Listing {
+                    mcp: true,
+                    mcp_session,
+                    ..exposure::Listing::default()
+                };
                 exposure::list_grant(
                     &state.store,
                     &state.journal,
                     &state.validators,
                     principal,
                     session,
-                    mcp_session,
+                    listing,
                 )
                 .await
             }
@@ -651,13 +681,21 @@ async fn tools_list(
                 preset: text("preset"),
                 entity: text("entity"),
             };
+            // A plain listing: the principal's calls without an echo may bind to it where the
+            // tenant binds implicitly.
+            let listing = exposure::Listing {
+                mcp: true,
+                mcp_session,
+                plain: true,
+                for_implicit_call: false,
+            };
             exposure::create(
                 &state.store,
                 &state.journal,
                 &state.validators,
                 principal,
                 &request,
-                mcp_session,
+                listing,
             )
             .await
         }
@@ -740,7 +778,7 @@ async fn tools_call(
         return Ok(refused);
     }
     let as_task = params.get("task").is_some();
-    let call: ToolCall = match serde_json::from_value(params) {
+    let mut call: ToolCall = match serde_json::from_value(params) {
         Ok(c) => c,
         Err(e) => {
             return Ok(error(
@@ -750,6 +788,21 @@ async fn tools_call(
             ));
         }
     };
+    // A call without an echo, where the tenant binds implicitly: bound to the principal's
+    // newest plain listing (or a grant made for it), and its receipts say so.
+    if let Err(e) = aperture_core::implicit::bind(
+        &state.store,
+        &state.journal,
+        &state.validators,
+        principal,
+        mcp_session.as_deref(),
+        &mut call,
+    )
+    .await
+    {
+        tracing::error!(error = %e.into_app_error().message, "binding a call without an echo");
+        return Ok(error(id, INTERNAL_ERROR, "the call could not be bound"));
+    }
     // Cancellable by the caller while it runs (`notifications/cancelled` for this id).
     let registered = state.in_flight.register(aperture_core::cancel::Key::new(
         &principal.tenant_id,

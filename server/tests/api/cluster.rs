@@ -45,8 +45,21 @@ struct Cluster {
 }
 
 impl Cluster {
-    /// `scripts/cluster 2` on free ports, with `env` for every node.
+    /// `scripts/cluster 2` on free ports, with `env` for every node. The ports are free when
+    /// chosen, but a test running alongside may bind one before the script does (it then stops
+    /// before the cluster is up): it is started again on other ports, at most three times.
     fn start(postgres: &str, env: &[(&str, &str)]) -> Self {
+        for _ in 0..2 {
+            if let Some(cluster) = Self::try_start(postgres, env) {
+                return cluster;
+            }
+            eprintln!("[cluster test] the script stopped before the cluster was up; again");
+        }
+        Self::try_start(postgres, env).expect("scripts/cluster stopped before the cluster was up")
+    }
+
+    /// [`Self::start`] once; `None` when the script stopped before the cluster was up.
+    fn try_start(postgres: &str, env: &[(&str, &str)]) -> Option<Self> {
         let dir = tempfile::tempdir().unwrap();
         // nginx's workers run as another user when the tests run as root; they may need to
         // reach the temporary folders the script makes in here.
@@ -77,7 +90,8 @@ impl Cluster {
         loop {
             let Some(Ok(line)) = lines.next() else {
                 let _ = child.kill();
-                panic!("scripts/cluster stopped before the cluster was up");
+                let _ = child.wait();
+                return None;
             };
             let words: Vec<&str> = line.split_whitespace().collect();
             match words.as_slice() {
@@ -94,13 +108,13 @@ impl Cluster {
         }
         std::thread::spawn(move || lines.for_each(drop));
         assert_eq!(nodes.len(), 2);
-        Self {
+        Some(Self {
             script: child,
             balancer: balancer.expect("the balancer's URL"),
             nodes,
             database_url: database_url.expect("the database URL"),
             dir,
-        }
+        })
     }
 
     /// `aperture <args>` against the cluster's database, as its operator.

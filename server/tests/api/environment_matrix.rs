@@ -72,6 +72,8 @@ const ROUTES: &[(&str, &str, Class)] = &[
     ("POST", "/tools/{name}:keep-held", Class::TenantWide),
     ("GET", "/catalog/drift", Class::TenantWide),
     ("PUT", "/catalog/drift", Class::TenantWide),
+    ("GET", "/settings/mcp", Class::TenantWide),
+    ("PUT", "/settings/mcp", Class::TenantWide),
     ("GET", "/sessions", Class::Listed),
     ("POST", "/sessions", Class::Opens),
     ("GET", "/sessions/{id}", Class::Hidden),

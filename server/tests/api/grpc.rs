@@ -580,3 +580,59 @@ async fn grpc_answers_carry_the_security_headers_and_are_logged() {
         std::fs::read_to_string(&log).unwrap_or_default()
     );
 }
+
+/// Issue 47 (item 1): the MCP settings over gRPC (`GetMcpSettings`/`PutMcpSettings`), admin
+/// only, with per-environment overrides as a map and field errors as over REST.
+#[tokio::test]
+async fn mcp_settings_over_grpc() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let mut grpc = client(&app).await;
+    let read = grpc
+        .get_mcp_settings(authed(&admin, pb::GetMcpSettingsRequest {}))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(read.binding.as_deref(), Some("echo"));
+    assert_eq!(read.tool_names.as_deref(), Some("prefixed"));
+    assert!(read.environments.is_empty());
+    let denied = grpc
+        .get_mcp_settings(authed(&agent, pb::GetMcpSettingsRequest {}))
+        .await
+        .unwrap_err();
+    assert_eq!(denied.code(), Code::PermissionDenied);
+
+    let dev = pb::McpEnvironmentSettings {
+        binding: Some("implicit".into()),
+        tool_names: None,
+    };
+    let wanted = pb::McpSettings {
+        binding: Some("echo".into()),
+        tool_names: Some("upstream".into()),
+        environments: [("dev".to_owned(), dev)].into_iter().collect(),
+    };
+    let set = grpc
+        .put_mcp_settings(authed(&admin, wanted.clone()))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(set, wanted);
+    let rest = crate::helpers::Requests::get(&app, "/settings/mcp");
+    let rest = rest.as_(&admin).await.expect_ok();
+    assert_eq!(
+        rest,
+        json!({"binding": "echo", "tool_names": "upstream",
+               "environments": {"dev": {"binding": "implicit"}}})
+    );
+    let bad = pb::McpSettings {
+        binding: Some("loose".into()),
+        ..wanted
+    };
+    let refused = grpc
+        .put_mcp_settings(authed(&admin, bad))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Code::InvalidArgument);
+    assert!(refused.message().contains("binding"), "{refused:?}");
+}

@@ -225,6 +225,30 @@ impl TestApp {
         })
     }
 
+    /// Another node of this deployment: a second server on the same database (PostgreSQL,
+    /// where several nodes share state), with the same signing key, running until the test ends.
+    pub async fn another_node(&self) -> Remote {
+        let dir = self
+            .data_dir
+            .join(format!("node-{}", aperture_core::ids::new_id("n")));
+        std::fs::create_dir_all(&dir).expect("node dir");
+        // The same key for the upstream credentials every node of a deployment shares.
+        std::fs::copy(self.data_dir.join("secrets.key"), dir.join("secrets.key"))
+            .expect("the first node's secrets key");
+        let mut config = Config::new(&dir);
+        config.addr = "127.0.0.1:0".parse().expect("addr");
+        config.database_url = self.store_url();
+        config.signing_key = Some(SIGNING_KEY.into());
+        config.allow_stdio_upstreams = true;
+        config.max_body_bytes = 64 * 1024;
+        let app = Application::build(config)
+            .await
+            .expect("build another node");
+        let base = format!("http://127.0.0.1:{}", app.port());
+        tokio::spawn(app.run_until_stopped());
+        Remote::new(base)
+    }
+
     /// The database URL the server uses.
     pub fn store_url(&self) -> String {
         self._db.url.clone()

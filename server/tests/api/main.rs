@@ -48,6 +48,7 @@ mod replay;
 mod scope_matrix;
 mod sessions;
 mod sign_in;
+mod stock_clients;
 mod store;
 mod streams;
 mod tamper;

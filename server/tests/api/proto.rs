@@ -249,6 +249,13 @@ async fn every_answer_of_the_connect_mount_fits_the_proto() {
         json!({"title": "accept", "description": "hold"}),
     )
     .await;
+    c.call(&admin, "GetMcpSettings", json!({})).await;
+    c.call(
+        &admin,
+        "PutMcpSettings",
+        json!({"binding": "echo", "environments": {"dev": {"binding": "implicit"}}}),
+    )
+    .await;
 
     // Policies.
     let policy = json!({"rules": [

@@ -154,6 +154,14 @@ const CASES: &[Case] = &[
     },
     Case {
         method: Method::GET,
+        path: "/settings/mcp",
+    },
+    Case {
+        method: Method::PUT,
+        path: "/settings/mcp",
+    },
+    Case {
+        method: Method::GET,
         path: "/sessions",
     },
     Case {
@@ -378,7 +386,7 @@ async fn fixtures(app: &TestApp) -> Fixtures {
         &engine::narrow::ValidatorCache::new(),
         &victim,
         &Default::default(),
-        None,
+        Default::default(),
     )
     .await
     .map_err(|e| e.into_app_error())
@@ -673,6 +681,7 @@ fn request(case: &Case, fx: &Fixtures, n: usize) -> (String, Option<Value>) {
             (format!("/tools/{}:keep-held", fx.victim_held_tool), None)
         }
         ("PUT", "/catalog/drift") => ("/catalog/drift".into(), Some(json!({"title": "hold"}))),
+        ("PUT", "/settings/mcp") => ("/settings/mcp".into(), Some(json!({"binding": "implicit"}))),
         ("GET", "/policies/{id}/versions") => ("/policies/victim-only/versions".into(), None),
         ("PUT", "/policies/{id}") => (
             "/policies/victim-policy".into(),
@@ -1040,6 +1049,18 @@ async fn every_route_enforces_its_scope() {
                     .unwrap()
                     .expect("written for the intruder's tenant");
                 assert_eq!(own.0["title"], "hold");
+            }
+            ("PUT", "/settings/mcp") => {
+                // The intruder's own tenant's settings, never `default`'s.
+                assert_eq!(status, StatusCode::OK, "{label}: {text}");
+                let own = aperture_core::settings::mcp::of(&app.store, "other")
+                    .await
+                    .map_err(|e| e.into_app_error())
+                    .unwrap();
+                assert_eq!(
+                    own.all.binding,
+                    aperture_core::settings::mcp::Binding::Implicit
+                );
             }
             ("GET", "/policies/{id}")
             | ("GET", "/policies/{id}/versions")

@@ -689,7 +689,7 @@ async fn read_cache(store: &Store) {
             document: "{}".into(),
             signature: "".into(),
         },
-        None,
+        Default::default(),
     )
     .await
     .unwrap();

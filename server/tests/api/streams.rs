@@ -663,3 +663,45 @@ async fn a_confined_listener_never_hears_another_environment() {
         );
     }
 }
+
+/// Issue 47 (item 1): changing the tenant's `tool_names` changes what the next listing shows,
+/// so a connection that listed hears `list_changed`; its next listing uses the new names.
+#[tokio::test]
+async fn changing_the_tool_names_setting_is_a_listing_change() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[ECHO]).await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let mcp = connect(&app, &agent).await;
+    let list = list_on(&app, &agent, &mcp).await;
+    assert_eq!(TestApp::tool_names(&list), [ECHO]);
+    let mut listening = Stream::open(get_mcp(&app, &agent, &[("mcp-session-id", &mcp)])).await;
+    let primed = listening.next(Duration::from_secs(5)).await.unwrap();
+    assert!(primed.0.is_some(), "primed");
+    // A setting that does not change this listing says nothing.
+    let put = app.put("/settings/mcp").as_(&admin);
+    put.json(json!({"binding": "implicit"}))
+        .await
+        .expect_status(StatusCode::OK);
+    assert!(
+        listening
+            .message(Duration::from_millis(1_500))
+            .await
+            .is_none()
+    );
+
+    let put = app.put("/settings/mcp").as_(&admin);
+    let put = put.json(json!({"tool_names": "upstream"})).await;
+    put.expect_status(StatusCode::OK);
+    let (_, changed) = listening.message(Duration::from_secs(10)).await.unwrap();
+    assert_eq!(
+        changed["method"], "notifications/tools/list_changed",
+        "{changed}"
+    );
+    assert_eq!(
+        changed["params"]["_meta"]["session_ids"],
+        json!([list["_meta"]["session_id"]])
+    );
+    let relisted = list_on(&app, &agent, &mcp).await;
+    assert_eq!(TestApp::tool_names(&relisted), ["echo"]);
+}

@@ -296,7 +296,7 @@ pub(super) async fn bind(
         &state.validators,
         principal,
         session,
-        None,
+        exposure::Listing::default(),
     )
     .await
     .map_err(|e| match e.into_app_error() {

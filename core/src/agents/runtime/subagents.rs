@@ -216,7 +216,7 @@ pub(super) async fn subagent(
             &state.validators,
             principal,
             session,
-            None,
+            exposure::Listing::default(),
         )
         .await
     }

@@ -117,7 +117,7 @@ pub async fn start_turn(
         &state.validators,
         principal,
         session,
-        None,
+        exposure::Listing::default(),
     )
     .await?;
     let allowlist = allowlist_of(&agent).map_err(|e| ServiceError::Other(anyhow::anyhow!(e)))?;
