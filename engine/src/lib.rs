@@ -11,7 +11,8 @@
 //!   free-form scopes tools may require), how scopes are validated and which scope implies
 //!   which; [`fork`]: fork execution allowlists (`fork_tools`); [`merkle`]: the journal as an
 //!   RFC 6962 Merkle tree, inclusion and consistency proofs; [`environment`]: the rule of
-//!   environment names (also policy and tenant ids), the default environment and `*`.
+//!   environment names (also policy and tenant ids), the default environment and `*`; [`uri`]:
+//!   resource URIs normalised (RFC 3986 §6) and matched against URI templates.
 //! - [`descriptor`]: tools and their server-owned security descriptors, canonical MCP names;
 //!   [`receipt`]: receipts, disclosures, Ed25519 signatures, the hash chain, manifest documents.
 //! - [`policy`]: policies (rules → modes, redaction profiles, invocation policies) and the one
@@ -43,4 +44,5 @@ pub mod preview;
 pub mod receipt;
 pub mod redact;
 pub mod scope;
+pub mod uri;
 pub mod validate;

@@ -9,6 +9,15 @@
 //! defaults to `hide`: no rule never means allow). The same function, [`Policy::select`], is used
 //! by the manifest builder, the server and the dashboard's live preview, so precedence cannot
 //! differ between them.
+//!
+//! # Resources and prompts
+//!
+//! A rule with `resource: {"upstream"?, "uri"}` selects resources (and resource templates) and
+//! nothing else; one with `prompt` selects prompts and nothing else; either may add context
+//! keys (`match.environment`, `match.actor`). Their modes are `allow`, `hide` and `deny`.
+//! `default_mode` governs tools only: a resource or prompt no rule selects is hidden, so a
+//! policy written before rules could name them exposes none ([`Policy::select_resource`],
+//! [`Policy::select_prompt`], [`Policy::select_template`]).
 
 use std::collections::BTreeMap;
 
@@ -16,6 +25,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::descriptor::{RISK_READ, ToolDescriptor};
+use crate::uri;
 
 /// Name of the built-in default policy.
 pub const BUILTIN_SAFE_READ: &str = "builtin_safe_read";
@@ -186,6 +196,24 @@ impl Selector {
             && self.actor.as_ref().is_none_or(|a| *a == ctx.actor)
     }
 
+    /// Whether the selector's context keys (`environment`, `actor`) hold in `ctx`: all a
+    /// resource or prompt rule may add to what it selects.
+    pub fn matches_context(&self, ctx: &ExposureContext) -> bool {
+        self.environment
+            .as_ref()
+            .is_none_or(|e| *e == ctx.environment)
+            && self.actor.as_ref().is_none_or(|a| *a == ctx.actor)
+    }
+
+    /// Whether the selector names anything about a tool (name, prefix, family, risk).
+    pub fn names_a_tool(&self) -> bool {
+        self.name.is_some()
+            || self.prefix.is_some()
+            || self.family.is_some()
+            || self.risk.is_some()
+            || self.risk_exactly.is_some()
+    }
+
     /// Whether the selector needs a hint the client chooses (`preset`, `entity`).
     pub fn has_hint(&self) -> bool {
         self.preset.is_some() || self.entity.is_some()
@@ -318,6 +346,46 @@ pub struct Rule {
     /// Narrowing and limits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub invocation: Option<InvocationPolicy>,
+    /// Selects resources instead of tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<ResourceSelector>,
+    /// Selects prompts instead of tools: a canonical name (`mcp__<server>__<prompt>`), exact
+    /// or a prefix ending `*`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
+}
+
+impl Rule {
+    /// Whether the rule selects tools (it names no resource and no prompt).
+    pub fn selects_tools(&self) -> bool {
+        self.resource.is_none() && self.prompt.is_none()
+    }
+}
+
+/// Which resources a rule selects.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResourceSelector {
+    /// The upstream's registered name; absent: any upstream.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<String>,
+    /// A normalised URI ([`uri::normalize`]), exact, or a prefix ending `*`.
+    pub uri: String,
+}
+
+impl ResourceSelector {
+    /// Whether it selects `uri` (normalised) of `upstream`.
+    fn matches(&self, upstream: &str, uri: &str) -> bool {
+        self.upstream.as_deref().is_none_or(|u| u == upstream) && pattern_matches(&self.uri, uri)
+    }
+}
+
+/// `pattern`, exact or a prefix ending `*`, against `text`.
+fn pattern_matches(pattern: &str, text: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => text.starts_with(prefix),
+        None => pattern == text,
+    }
 }
 
 fn default_mode() -> Mode {
@@ -368,6 +436,8 @@ impl Policy {
                 reason: "read-only tools are safe to expose".into(),
                 redaction: Some(SAFE_PROFILE.into()),
                 invocation: None,
+                resource: None,
+                prompt: None,
             }],
             redaction_profiles: BTreeMap::from([(
                 SAFE_PROFILE.to_owned(),
@@ -392,7 +462,7 @@ impl Policy {
         match self
             .rules
             .iter()
-            .find(|r| r.selector.matches_with(tool, &labels, ctx))
+            .find(|r| r.selects_tools() && r.selector.matches_with(tool, &labels, ctx))
         {
             Some(rule) => {
                 let profile_name = rule.redaction.as_deref().unwrap_or(SAFE_PROFILE);
@@ -414,6 +484,108 @@ impl Policy {
                 rule: None,
                 redaction: RedactionProfile::safe(),
             },
+        }
+    }
+
+    /// The selection of `rule` (its profile; `hide` when the profile does not exist), or
+    /// `hide` by no rule.
+    fn selection_of<'p>(&'p self, rule: Option<&'p Rule>) -> Selection<'p> {
+        let Some(rule) = rule else {
+            return Selection {
+                mode: Mode::Hide,
+                rule: None,
+                redaction: RedactionProfile::safe(),
+            };
+        };
+        let profile_name = rule.redaction.as_deref().unwrap_or(SAFE_PROFILE);
+        match self.profile(profile_name) {
+            Some(redaction) => Selection {
+                mode: rule.mode,
+                rule: Some(rule),
+                redaction,
+            },
+            None => Selection {
+                mode: Mode::Hide,
+                rule: Some(rule),
+                redaction: RedactionProfile::safe(),
+            },
+        }
+    }
+
+    /// What the policy says about resource `uri` (normalised) of `upstream` in `ctx`: the first
+    /// resource rule that selects it, else `hide` (never `default_mode`).
+    pub fn select_resource(
+        &self,
+        upstream: &str,
+        uri: &str,
+        ctx: &ExposureContext,
+    ) -> Selection<'_> {
+        let rule = self.rules.iter().find(|r| {
+            r.resource
+                .as_ref()
+                .is_some_and(|sel| sel.matches(upstream, uri))
+                && r.selector.matches_context(ctx)
+        });
+        self.selection_of(rule)
+    }
+
+    /// What the policy says about prompt `name` (canonical) in `ctx`: the first prompt rule
+    /// that selects it, else `hide`.
+    pub fn select_prompt(&self, name: &str, ctx: &ExposureContext) -> Selection<'_> {
+        let rule = self.rules.iter().find(|r| {
+            r.prompt
+                .as_deref()
+                .is_some_and(|p| pattern_matches(p, name))
+                && r.selector.matches_context(ctx)
+        });
+        self.selection_of(rule)
+    }
+
+    /// What the policy says about resource template `template` of `upstream` in `ctx`: a
+    /// template is `allow`ed only when every URI it can expand to is ([`Self::select_resource`]
+    /// allows each), so a principal reads exactly what it can list: the first resource rule
+    /// that could select one of its expansions must select all of them (a prefix its literal
+    /// start begins with) and allow; anything else hides it.
+    pub fn select_template(
+        &self,
+        upstream: &str,
+        template: &str,
+        ctx: &ExposureContext,
+    ) -> Selection<'_> {
+        let start = uri::template_prefix(template);
+        let first = self.rules.iter().find(|r| {
+            let Some(sel) = &r.resource else {
+                return false;
+            };
+            if !r.selector.matches_context(ctx)
+                || sel.upstream.as_deref().is_some_and(|u| u != upstream)
+            {
+                return false;
+            }
+            // Could it select some expansion?
+            match sel.uri.strip_suffix('*') {
+                Some(prefix) => start.starts_with(prefix) || prefix.starts_with(start),
+                None => uri::template_matches(template, &sel.uri),
+            }
+        });
+        let covers_all = first.is_some_and(|r| {
+            r.resource
+                .as_ref()
+                .and_then(|sel| sel.uri.strip_suffix('*'))
+                .is_some_and(|prefix| start.starts_with(prefix))
+        });
+        match first {
+            Some(rule) if covers_all => self.selection_of(Some(rule)),
+            // A rule that selects only some expansions, or none at all: hidden.
+            Some(rule) => Selection {
+                mode: if rule.mode == Mode::Allow {
+                    Mode::Hide
+                } else {
+                    rule.mode
+                },
+                ..self.selection_of(Some(rule))
+            },
+            None => self.selection_of(None),
         }
     }
 }
@@ -564,6 +736,140 @@ mod tests {
     fn modes_use_snake_case_names() {
         for m in Mode::ALL {
             assert_eq!(serde_json::to_value(m).unwrap(), json!(m.as_str()));
+        }
+    }
+
+    fn policy(rules: serde_json::Value, default_mode: &str) -> Policy {
+        serde_json::from_value(json!({"name": "p", "default_mode": default_mode, "rules": rules}))
+            .unwrap()
+    }
+
+    /// Issue 47: `default_mode` governs tools only; resources and prompts need explicit rules,
+    /// and a resource or prompt rule selects no tool.
+    #[test]
+    fn resources_and_prompts_need_rules_of_their_own() {
+        let open = policy(json!([]), "allow");
+        assert_eq!(open.select(&tool("t", &[]), &ctx()).mode, Mode::Allow);
+        assert_eq!(
+            open.select_resource("fs", "file:///a", &ctx()).mode,
+            Mode::Hide
+        );
+        assert_eq!(open.select_prompt("mcp__fs__p", &ctx()).mode, Mode::Hide);
+        assert_eq!(
+            open.select_template("fs", "file:///{+p}", &ctx()).mode,
+            Mode::Hide
+        );
+        let items = policy(
+            json!([{"id": "all-files", "resource": {"uri": "*"}, "mode": "allow"},
+                   {"id": "all-prompts", "prompt": "*", "mode": "allow"}]),
+            "hide",
+        );
+        assert_eq!(items.select(&tool("t", &["read"]), &ctx()).mode, Mode::Hide);
+        assert_eq!(
+            items.select_resource("fs", "file:///a", &ctx()).mode,
+            Mode::Allow
+        );
+        assert_eq!(items.select_prompt("mcp__fs__p", &ctx()).mode, Mode::Allow);
+    }
+
+    #[test]
+    fn the_first_resource_rule_that_selects_a_uri_decides() {
+        let p = policy(
+            json!([
+                {"id": "secret", "resource": {"uri": "test://docs/secret/*"}, "mode": "deny"},
+                {"id": "one", "resource": {"upstream": "a", "uri": "test://docs/readme"}, "mode": "hide"},
+                {"id": "docs", "resource": {"uri": "test://docs/*"}, "mode": "allow"},
+                {"id": "ops", "resource": {"uri": "test://ops/*"}, "mode": "allow",
+                 "match": {"actor": "ops"}},
+                {"id": "greet", "prompt": "mcp__a__greet", "mode": "allow"},
+                {"id": "a-prompts", "prompt": "mcp__a__*", "mode": "deny"}
+            ]),
+            "allow",
+        );
+        let c = ctx();
+        let mode = |up: &str, uri: &str| p.select_resource(up, uri, &c).mode;
+        assert_eq!(mode("a", "test://docs/secret/x"), Mode::Deny);
+        assert_eq!(mode("a", "test://docs/readme"), Mode::Hide);
+        assert_eq!(mode("b", "test://docs/readme"), Mode::Allow);
+        assert_eq!(mode("a", "test://docs/guide"), Mode::Allow);
+        assert_eq!(mode("a", "test://docsx"), Mode::Hide);
+        assert_eq!(mode("a", "test://ops/x"), Mode::Hide);
+        let ops = ExposureContext {
+            actor: "ops".into(),
+            ..ctx()
+        };
+        assert_eq!(
+            p.select_resource("a", "test://ops/x", &ops).mode,
+            Mode::Allow
+        );
+        assert_eq!(
+            p.select_resource("a", "test://ops/x", &ops)
+                .rule
+                .unwrap()
+                .id,
+            "ops"
+        );
+        assert_eq!(p.select_prompt("mcp__a__greet", &c).mode, Mode::Allow);
+        assert_eq!(p.select_prompt("mcp__a__other", &c).mode, Mode::Deny);
+        assert_eq!(p.select_prompt("mcp__b__greet", &c).mode, Mode::Hide);
+    }
+
+    /// A template is listed only when every URI it expands to is readable.
+    #[test]
+    fn a_template_is_allowed_only_when_all_its_expansions_are() {
+        let p = policy(
+            json!([
+                {"id": "secret", "resource": {"uri": "test://t/secret*"}, "mode": "deny"},
+                {"id": "one", "resource": {"uri": "test://t/x/1"}, "mode": "allow"},
+                {"id": "t", "resource": {"uri": "test://t/*"}, "mode": "allow"},
+                {"id": "b-only", "resource": {"upstream": "b", "uri": "test://u/*"}, "mode": "allow"}
+            ]),
+            "hide",
+        );
+        let c = ctx();
+        let mode = |up: &str, t: &str| p.select_template(up, t, &c).mode;
+        // An earlier rule may select some expansions: not every one is allowed.
+        assert_eq!(mode("a", "test://t/{id}"), Mode::Deny);
+        assert_eq!(mode("a", "test://t/x/{id}"), Mode::Hide);
+        assert_eq!(mode("a", "test://t/y/{id}"), Mode::Allow);
+        assert_eq!(mode("a", "test://u/{id}"), Mode::Hide);
+        assert_eq!(mode("b", "test://u/{id}"), Mode::Allow);
+        assert_eq!(mode("a", "test://v/{id}"), Mode::Hide);
+    }
+
+    proptest::proptest! {
+        /// Listing a template never shows a URI that cannot be read.
+        #[test]
+        fn an_allowed_template_expands_only_to_allowed_uris(
+            rules in proptest::collection::vec(
+                (0usize..3, "[ab]{0,3}", proptest::bool::ANY, 0usize..3), 0..6),
+            template in (0usize..3, "[ab]{0,2}"),
+            values in proptest::collection::vec("[ab]{1,3}", 1..6),
+        ) {
+            let modes = ["allow", "hide", "deny"];
+            let upstreams = [None, Some("a"), Some("b")];
+            let rules: Vec<serde_json::Value> = rules
+                .iter()
+                .enumerate()
+                .map(|(i, (up, text, prefix, m))| {
+                    let uri = format!("test://h/{text}{}", if *prefix { "*" } else { "" });
+                    let mut sel = json!({"uri": uri});
+                    if let Some(u) = upstreams[*up] {
+                        sel["upstream"] = json!(u);
+                    }
+                    json!({"id": format!("r{i}"), "resource": sel, "mode": modes[*m]})
+                })
+                .collect();
+            let p = policy(serde_json::Value::Array(rules), "allow");
+            let up = ["a", "b", "c"][template.0];
+            let t = format!("test://h/{}{{id}}", template.1);
+            if p.select_template(up, &t, &ctx()).mode == Mode::Allow {
+                for v in &values {
+                    let uri = format!("test://h/{}{v}", template.1);
+                    proptest::prop_assert!(crate::uri::template_matches(&t, &uri));
+                    proptest::prop_assert_eq!(p.select_resource(up, &uri, &ctx()).mode, Mode::Allow, "{} under {:?}", uri, p.rules);
+                }
+            }
         }
     }
 }

@@ -168,12 +168,85 @@ pub fn validate(policy: &Policy, caps: &RuntimeCapabilities) -> Result<(), Vec<F
         if let Some(inv) = &rule.invocation {
             validate_invocation(&format!("{at}.invocation"), inv, caps, &mut errors);
         }
+        if !rule.selects_tools() {
+            validate_item_rule(&at, rule, &mut errors);
+        }
     }
     hints_only_narrow(policy, &mut errors);
     if errors.is_empty() {
         Ok(())
     } else {
         Err(errors)
+    }
+}
+
+/// A rule that selects resources or prompts: one of the two, with context keys only, a mode
+/// of `allow`, `hide` or `deny`, no invocation policy, and a URI written as normalised.
+fn validate_item_rule(at: &str, rule: &crate::policy::Rule, errors: &mut Vec<FieldError>) {
+    if rule.resource.is_some() && rule.prompt.is_some() {
+        errors.push(FieldError::new(
+            at,
+            "a rule selects resources or prompts, not both",
+        ));
+    }
+    if rule.selector.names_a_tool() || rule.selector.has_hint() {
+        errors.push(FieldError::new(
+            format!("{at}.match"),
+            "a resource or prompt rule may add only environment and actor",
+        ));
+    }
+    if !matches!(rule.mode, Mode::Allow | Mode::Hide | Mode::Deny) {
+        errors.push(FieldError::new(
+            format!("{at}.mode"),
+            "resources and prompts are allow, hide or deny",
+        ));
+    }
+    if rule.invocation.is_some() {
+        errors.push(FieldError::new(
+            format!("{at}.invocation"),
+            "resources and prompts take no invocation policy",
+        ));
+    }
+    if let Some(sel) = &rule.resource {
+        if let Some(upstream) = &sel.upstream
+            && (upstream.is_empty()
+                || upstream.len() > 64
+                || !upstream.bytes().all(|b| b.is_ascii_graphic()))
+        {
+            errors.push(FieldError::new(
+                format!("{at}.resource.upstream"),
+                "an upstream's name: 1–64 printable characters",
+            ));
+        }
+        let (text, prefix) = match sel.uri.strip_suffix('*') {
+            Some(p) => (p, true),
+            None => (sel.uri.as_str(), false),
+        };
+        let path = format!("{at}.resource.uri");
+        if !(prefix && text.is_empty()) {
+            match crate::uri::normalize(text) {
+                Ok(normal) if normal == text => {}
+                Ok(normal) => errors.push(FieldError::new(
+                    path,
+                    format!("write the URI as it is matched, normalised: {normal}"),
+                )),
+                // A prefix may end part-way (`test:`); an exact URI must be one.
+                Err(_) if prefix && crate::uri::normalize(&format!("{text}x")).is_ok() => {}
+                Err(e) => errors.push(FieldError::new(path, e.to_string())),
+            }
+        }
+    }
+    if let Some(prompt) = &rule.prompt {
+        let name = prompt.strip_suffix('*').unwrap_or(prompt);
+        if prompt.is_empty()
+            || prompt.len() > 256
+            || !name.bytes().all(|b| b.is_ascii_graphic() && b != b'*')
+        {
+            errors.push(FieldError::new(
+                format!("{at}.prompt"),
+                "a canonical prompt name (mcp__<server>__<prompt>), or a prefix ending *",
+            ));
+        }
     }
 }
 
@@ -184,7 +257,7 @@ pub fn validate(policy: &Policy, caps: &RuntimeCapabilities) -> Result<(), Vec<F
 /// would choose its own, looser policy by naming a preset.
 fn hints_only_narrow(policy: &Policy, errors: &mut Vec<FieldError>) {
     for (i, rule) in policy.rules.iter().enumerate() {
-        if !rule.selector.has_hint() {
+        if !rule.selector.has_hint() || !rule.selects_tools() {
             continue;
         }
         let base = Selector {
@@ -195,7 +268,10 @@ fn hints_only_narrow(policy: &Policy, errors: &mut Vec<FieldError>) {
         let mut looser: Option<(String, Mode)> = None;
         let mut reaches_default = true;
         for later in policy.rules.iter().skip(i + 1) {
-            if later.selector.has_hint() || !compatible(&base, &later.selector) {
+            if later.selector.has_hint()
+                || !later.selects_tools()
+                || !compatible(&base, &later.selector)
+            {
                 continue;
             }
             if later.mode.strictness() > rule.mode.strictness() && looser.is_none() {
@@ -520,6 +596,57 @@ mod tests {
             Ok(_) => vec![],
             Err(errors) => errors.into_iter().map(|e| e.path).collect(),
         }
+    }
+
+    /// Issue 47: resource and prompt rules are checked as what they are: one kind, context keys
+    /// only, `allow`/`hide`/`deny`, no invocation policy, URIs written as normalised.
+    #[test]
+    fn resource_and_prompt_rules_are_validated_with_field_paths() {
+        let caps = RuntimeCapabilities::default();
+        let refused = |rules: Value| paths(json!({"name": "p", "rules": rules}), &caps);
+        assert!(
+            refused(json!([
+                {"id": "a", "resource": {"uri": "test://h/docs/*"}, "mode": "allow",
+                 "match": {"environment": "dev", "actor": "x"}},
+                {"id": "b", "resource": {"upstream": "fs", "uri": "file:///etc/motd"}, "mode": "deny"},
+                {"id": "c", "resource": {"uri": "*"}, "mode": "hide"},
+                {"id": "d", "resource": {"uri": "test:*"}, "mode": "allow"},
+                {"id": "e", "prompt": "mcp__fs__*", "mode": "allow"}
+            ]))
+            .is_empty()
+        );
+        assert_eq!(
+            refused(json!([
+                {"id": "a", "resource": {"uri": "x:/a"}, "prompt": "p", "mode": "allow"},
+                {"id": "b", "resource": {"uri": "x:/a"}, "mode": "allow", "match": {"risk": "read"}},
+                {"id": "c", "prompt": "p", "mode": "approval_required"},
+                {"id": "d", "prompt": "p", "mode": "allow", "invocation": {"max_result_bytes": 10}},
+                {"id": "e", "resource": {"uri": "TEST://H/a"}, "mode": "allow"},
+                {"id": "f", "resource": {"uri": "test://h/../etc"}, "mode": "allow"},
+                {"id": "g", "prompt": "", "mode": "allow"},
+                {"id": "h", "prompt": "a*b", "mode": "allow"},
+                {"id": "i", "resource": {"upstream": "", "uri": "*"}, "mode": "allow"},
+                {"id": "j", "prompt": "p", "mode": "allow", "match": {"preset": "x"}}
+            ])),
+            [
+                "rules[0]",
+                "rules[1].match",
+                "rules[2].mode",
+                "rules[3].invocation",
+                "rules[4].resource.uri",
+                "rules[5].resource.uri",
+                "rules[6].prompt",
+                "rules[7].prompt",
+                "rules[8].resource.upstream",
+                "rules[9].match"
+            ]
+        );
+        assert_eq!(
+            refused(
+                json!([{"id": "a", "resource": {"uri": "x:/a", "colour": 1}, "mode": "allow"}])
+            ),
+            ["rules[0].resource.colour"]
+        );
     }
 
     /// Issue 23: a rule that needs a client's hint (`preset`, `entity`) may only narrow what
