@@ -586,3 +586,71 @@ async fn streamable_http_follows_same_origin_redirects_only() {
     assert_eq!(redirector.requests.load(Ordering::SeqCst), 1);
     assert_eq!(fixture.requests.load(Ordering::SeqCst), requests_before);
 }
+
+/// Issue 47 (item 2): what the upstream offers besides tools — its declared capabilities,
+/// every resource, template and prompt as listed, reads, prompt gets and completions — over
+/// both transports; an unknown resource is the upstream's own error, not a transport failure.
+async fn assert_items_work(connection: &Connection) {
+    let offers = connection.offers();
+    assert!(
+        offers.resources && offers.prompts && offers.completions,
+        "{offers:?}"
+    );
+    let uris: Vec<String> = connection
+        .list_resources()
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r["uri"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        uris,
+        ["docs://readme", "docs://guide/setup", "secret://keys/one"]
+    );
+    let templates = connection.list_resource_templates().await.unwrap();
+    assert_eq!(templates[0]["uriTemplate"], "docs://pages/{page}");
+    let prompts = connection.list_prompts().await.unwrap();
+    assert_eq!(prompts[0]["name"], "greet");
+    assert_eq!(prompts[0]["arguments"][0]["name"], "name");
+
+    let read = connection
+        .read_resource("docs://pages/intro", TIMEOUT)
+        .await
+        .unwrap();
+    assert_eq!(read["contents"][0]["text"], "Page intro");
+    assert_eq!(read["contents"][0]["uri"], "docs://pages/intro");
+    let got = connection
+        .get_prompt("greet", Some(args(json!({"name": "Ada"}))), TIMEOUT)
+        .await
+        .unwrap();
+    assert_eq!(got["messages"][0]["content"]["text"], "Hello, Ada!");
+    let completed = connection
+        .complete(
+            json!({"ref": {"type": "ref/prompt", "name": "greet"},
+                   "argument": {"name": "name", "value": "al"}}),
+            TIMEOUT,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        completed["completion"]["values"],
+        json!(["alice", "albert"])
+    );
+    match connection.read_resource("docs://nothing", TIMEOUT).await {
+        Err(UpstreamError::Tool { code, .. }) => assert_eq!(code, -32002),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn stdio_resources_prompts_and_completions() {
+    let connection = connect_stdio().await;
+    assert_items_work(&connection).await;
+}
+
+#[tokio::test]
+async fn streamable_http_resources_prompts_and_completions() {
+    let fixture = http_fixture().await;
+    let connection = connect_http(&fixture.url).await;
+    assert_items_work(&connection).await;
+}

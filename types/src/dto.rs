@@ -455,6 +455,47 @@ pub struct SyncReport {
     pub held: Vec<HeldChangeView>,
     /// Tools not imported, with the reason.
     pub skipped: Vec<SkippedToolView>,
+    /// Resources, templates and prompts the upstream offers, as catalogued.
+    #[serde(default)]
+    pub items: ItemsReport,
+}
+
+/// What a sync catalogued besides tools.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ItemsReport {
+    /// Resources now in the catalog from this upstream.
+    pub resources: u64,
+    /// Resource templates.
+    pub templates: u64,
+    /// Prompts.
+    pub prompts: u64,
+    /// Items not catalogued (a URI that does not normalise, two listings with one key, a
+    /// listing that failed), with the reason.
+    pub refused: Vec<RefusedItemView>,
+    /// Items another upstream offers too: exposed by neither until one stops.
+    pub shared: Vec<SharedItemView>,
+}
+
+/// A resource, template or prompt a sync did not catalogue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefusedItemView {
+    /// `resource`, `template` or `prompt`.
+    pub kind: String,
+    /// Its URI, template or name as listed.
+    pub raw: String,
+    /// Why.
+    pub reason: String,
+}
+
+/// An item several upstreams offer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharedItemView {
+    /// `resource`, `template` or `prompt`.
+    pub kind: String,
+    /// The normalised URI, the template or the canonical prompt name.
+    pub key: String,
+    /// Every upstream that offers it.
+    pub upstream_ids: Vec<String>,
 }
 
 /// A tool a sync held, and why.

@@ -12,6 +12,7 @@ pub mod checkpoints;
 pub mod exposure;
 pub mod idempotency;
 pub mod invocations;
+pub mod items;
 pub mod journal;
 pub mod keys;
 pub mod mcp_sessions;

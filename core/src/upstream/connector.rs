@@ -42,6 +42,10 @@ use serde_json::{Map, Value};
 use tokio::sync::{Mutex, watch};
 use upstream_reqwest::header::{HeaderName, HeaderValue};
 
+mod items;
+
+pub use items::Offers;
+
 use super::guard::check_url;
 use super::http::UpstreamHttp;
 use super::{Scrubber, UpstreamError, UpstreamSpec};

@@ -292,3 +292,167 @@ mod tests {
         }
     }
 }
+
+/// What an upstream offers besides tools, keyed as the catalog keeps it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ItemKind {
+    /// Keyed by its normalised URI.
+    Resource,
+    /// Keyed by its URI template.
+    Template,
+    /// Keyed by its canonical name, `mcp__<server>__<prompt>`.
+    Prompt,
+}
+
+/// One listed resource, template or prompt, imported.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportedItem {
+    pub kind: ItemKind,
+    /// The normalised URI, the URI template, or the canonical prompt name.
+    pub key: String,
+    /// As the upstream names it (the URI as listed, the prompt's own name).
+    pub raw: String,
+    /// As listed (`_meta` left out: it is the upstream's, not the item's).
+    pub definition: serde_json::Value,
+}
+
+/// A listed item left out, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RefusedItem {
+    pub kind: ItemKind,
+    /// Its URI, template or name as listed (cut to 256 characters).
+    pub raw: String,
+    pub reason: String,
+}
+
+/// What upstream `server_name` lists besides tools, imported: resources keyed by their
+/// normalised URI ([`engine::uri::normalize`]; a URI that does not normalise is refused),
+/// templates by their template, prompts by their canonical name. Two listings with one key
+/// (the same resource under two spellings, `read file` and `read_file`) are both refused: the
+/// upstream would choose which one a rule governs. Pure.
+pub fn import_items(
+    server_name: &str,
+    resources: Vec<serde_json::Value>,
+    templates: Vec<serde_json::Value>,
+    prompts: Vec<serde_json::Value>,
+) -> (Vec<ImportedItem>, Vec<RefusedItem>) {
+    let mut imported = Vec::new();
+    let mut refused = Vec::new();
+    let mut refuse = |kind, raw: &str, reason: String| {
+        refused.push(RefusedItem {
+            kind,
+            raw: raw.chars().take(256).collect(),
+            reason,
+        });
+    };
+    let listed = [
+        (ItemKind::Resource, "uri", resources),
+        (ItemKind::Template, "uriTemplate", templates),
+        (ItemKind::Prompt, "name", prompts),
+    ];
+    for (kind, field, items) in listed {
+        let mut keyed: Vec<ImportedItem> = Vec::new();
+        for mut item in items {
+            let Some(raw) = item.get(field).and_then(serde_json::Value::as_str) else {
+                refuse(kind, "", format!("listed without `{field}`"));
+                continue;
+            };
+            let raw = raw.to_owned();
+            let key = match kind {
+                ItemKind::Resource => engine::uri::normalize(&raw).map_err(|e| e.to_string()),
+                ItemKind::Template => {
+                    if raw.len() > engine::uri::MAX_URI_BYTES || !raw.contains(':') {
+                        Err("not a URI template".to_owned())
+                    } else {
+                        Ok(raw.clone())
+                    }
+                }
+                ItemKind::Prompt => {
+                    canonical_mcp_name(server_name, &raw).map_err(|e| e.to_string())
+                }
+            };
+            let key = match key {
+                Ok(key) => key,
+                Err(reason) => {
+                    refuse(kind, &raw, reason);
+                    continue;
+                }
+            };
+            if let Some(map) = item.as_object_mut() {
+                map.remove("_meta");
+            }
+            keyed.push(ImportedItem {
+                kind,
+                key,
+                raw,
+                definition: item,
+            });
+        }
+        let mut uses: HashMap<String, usize> = HashMap::new();
+        for i in &keyed {
+            *uses.entry(i.key.clone()).or_default() += 1;
+        }
+        for item in keyed {
+            if uses.get(&item.key).copied().unwrap_or(0) > 1 {
+                refuse(
+                    kind,
+                    &item.raw,
+                    format!("another of its listings is also {}", item.key),
+                );
+            } else {
+                imported.push(item);
+            }
+        }
+    }
+    (imported, refused)
+}
+
+#[cfg(test)]
+mod item_tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn items_are_keyed_normalised_and_ambiguity_is_refused() {
+        let (imported, refused) = import_items(
+            "docs",
+            vec![
+                json!({"uri": "DOCS://readme", "name": "readme", "_meta": {"x": 1}}),
+                json!({"uri": "docs://a/../b", "name": "walks"}),
+                json!({"uri": "docs://twice", "name": "one"}),
+                json!({"uri": "docs://%74wice", "name": "two"}),
+                json!({"name": "no uri"}),
+            ],
+            vec![json!({"uriTemplate": "docs://pages/{page}", "name": "page"})],
+            vec![
+                json!({"name": "greet"}),
+                json!({"name": "read file"}),
+                json!({"name": "read_file"}),
+            ],
+        );
+        let keys: Vec<(ItemKind, &str)> =
+            imported.iter().map(|i| (i.kind, i.key.as_str())).collect();
+        assert_eq!(
+            keys,
+            [
+                (ItemKind::Resource, "docs://readme"),
+                (ItemKind::Template, "docs://pages/{page}"),
+                (ItemKind::Prompt, "mcp__docs__greet"),
+            ]
+        );
+        assert_eq!(imported[0].raw, "DOCS://readme");
+        assert!(imported[0].definition.get("_meta").is_none());
+        let refused: Vec<&str> = refused.iter().map(|r| r.raw.as_str()).collect();
+        assert_eq!(
+            refused,
+            [
+                "docs://a/../b",
+                "",
+                "docs://twice",
+                "docs://%74wice",
+                "read file",
+                "read_file"
+            ]
+        );
+    }
+}

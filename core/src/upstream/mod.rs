@@ -25,11 +25,14 @@ mod import;
 mod registry;
 
 pub use connector::{
-    Connection, Connector, Progress, ProgressFn, RawTool, check_result_size, tls_config,
+    Connection, Connector, Offers, Progress, ProgressFn, RawTool, check_result_size, tls_config,
 };
 pub(crate) use guard::resolve;
 pub use guard::{address_class, check_url};
-pub use import::{ImportReport, SkipReason, SkippedTool, import};
+pub use import::{
+    ImportReport, ImportedItem, ItemKind, RefusedItem, SkipReason, SkippedTool, import,
+    import_items,
+};
 pub use registry::{CredentialsRequest, Upstreams, list, list_unchecked};
 
 use std::collections::BTreeMap;

@@ -329,6 +329,7 @@ impl Upstreams {
             .await?;
         self.forget(&row.id).await;
         let removed = store::catalog::remove_missing(store, &row.tenant_id, &row.id, &[]).await?;
+        store::items::remove_upstream(store, &row.tenant_id, &row.id).await?;
         store::upstreams::delete(store, &row.tenant_id, &row.id).await?;
         Ok(removed)
     }
@@ -339,20 +340,23 @@ impl Upstreams {
         journal: &Journal,
         row: &UpstreamRow,
     ) -> Result<SyncReport, ServiceError> {
-        let listed = match self.connection(store, journal, row).await {
+        let connection = self.connection(store, journal, row).await;
+        let listed = match &connection {
             Ok(c) => c.list_tools().await,
-            Err(e) => Err(e),
+            Err(e) => Err(e.clone()),
         };
-        let raw = match listed {
-            Ok(raw) => raw,
-            Err(e) => {
+        let (raw, connection) = match (listed, connection) {
+            (Ok(raw), Ok(connection)) => (raw, connection),
+            (Err(e), _) | (_, Err(e)) => {
                 self.forget(&row.id).await;
                 store::upstreams::set_status(store, &row.id, "error", Some(&e.to_string()), false)
                     .await?;
                 return Err(upstream_error(e));
             }
         };
-        apply_listing(store, journal, row, raw).await
+        let mut report = apply_listing(store, journal, row, raw).await?;
+        report.items = apply_items(store, row, &connection).await?;
+        Ok(report)
     }
 
     /// `PUT /upstreams/{id}/credentials` (admin): replaces the whole set of an HTTP upstream's
@@ -557,6 +561,123 @@ const WRITE_ATTEMPTS: u32 = 8;
 /// the tenant last accepted (a change of a class the tenant holds leaves the tool out of
 /// manifests until an admin decides; each hold is journaled, attributed to the upstream),
 /// vanished tools removed or, when the tenant holds removals, held.
+/// Catalogues what the upstream offers besides tools (what its capabilities declare): its
+/// resources, templates and prompts, imported ([`super::import_items`]) and stored in place of
+/// what it offered before. A listing that fails keeps what was catalogued and is reported.
+/// Reports what another upstream offers too (exposed by neither).
+async fn apply_items(
+    store: &Store,
+    row: &UpstreamRow,
+    connection: &super::Connection,
+) -> Result<aperture_types::dto::ItemsReport, ServiceError> {
+    use super::ItemKind;
+    use aperture_types::dto::{ItemsReport, RefusedItemView, SharedItemView};
+    use store::items::Kind;
+    let offers = connection.offers();
+    let mut report = ItemsReport::default();
+    let failed = |kind: &str, e: super::UpstreamError| RefusedItemView {
+        kind: kind.to_owned(),
+        raw: String::new(),
+        reason: format!("the listing failed, the catalogue keeps what it had: {e}"),
+    };
+    let mut listed: Vec<(Kind, Option<Vec<serde_json::Value>>)> = Vec::new();
+    for (kind, offered) in [
+        (Kind::Resource, offers.resources),
+        (Kind::Template, offers.resources),
+        (Kind::Prompt, offers.prompts),
+    ] {
+        let items = if !offered {
+            Ok(Vec::new())
+        } else {
+            match kind {
+                Kind::Resource => connection.list_resources().await,
+                Kind::Template => connection.list_resource_templates().await,
+                Kind::Prompt => connection.list_prompts().await,
+            }
+        };
+        match items {
+            Ok(items) => listed.push((kind, Some(items))),
+            Err(e) => {
+                report.refused.push(failed(kind.as_str(), e));
+                listed.push((kind, None));
+            }
+        }
+    }
+    let take = |kind: Kind, listed: &mut Vec<(Kind, Option<Vec<serde_json::Value>>)>| {
+        listed
+            .iter_mut()
+            .find(|(k, _)| *k == kind)
+            .and_then(|(_, items)| items.take())
+    };
+    let resources = take(Kind::Resource, &mut listed);
+    let templates = take(Kind::Template, &mut listed);
+    let prompts = take(Kind::Prompt, &mut listed);
+    let listed_kinds = [
+        (Kind::Resource, resources.is_some()),
+        (Kind::Template, templates.is_some()),
+        (Kind::Prompt, prompts.is_some()),
+    ];
+    let (imported, refused) = super::import_items(
+        &row.name,
+        resources.unwrap_or_default(),
+        templates.unwrap_or_default(),
+        prompts.unwrap_or_default(),
+    );
+    let kind_of = |k: ItemKind| match k {
+        ItemKind::Resource => Kind::Resource,
+        ItemKind::Template => Kind::Template,
+        ItemKind::Prompt => Kind::Prompt,
+    };
+    report
+        .refused
+        .extend(refused.into_iter().map(|r| RefusedItemView {
+            kind: kind_of(r.kind).as_str().to_owned(),
+            raw: r.raw,
+            reason: r.reason,
+        }));
+    for (kind, was_listed) in listed_kinds {
+        if !was_listed {
+            continue;
+        }
+        let rows: Vec<store::items::ItemRow> = imported
+            .iter()
+            .filter(|i| kind_of(i.kind) == kind)
+            .map(|i| store::items::ItemRow {
+                upstream_id: row.id.clone(),
+                kind,
+                key: i.key.clone(),
+                raw: i.raw.clone(),
+                definition: i.definition.to_string(),
+                definition_hash: engine::canonical::hash_value(&i.definition),
+            })
+            .collect();
+        let count = u64::try_from(rows.len()).unwrap_or(u64::MAX);
+        match kind {
+            Kind::Resource => report.resources = count,
+            Kind::Template => report.templates = count,
+            Kind::Prompt => report.prompts = count,
+        }
+        store::items::replace(store, &row.tenant_id, &row.id, kind, &rows).await?;
+        // What another upstream offers too.
+        let all = store::items::list(store, &row.tenant_id, kind).await?;
+        for mine in rows {
+            let upstream_ids: Vec<String> = all
+                .iter()
+                .filter(|other| other.key == mine.key)
+                .map(|other| other.upstream_id.clone())
+                .collect();
+            if upstream_ids.len() > 1 {
+                report.shared.push(SharedItemView {
+                    kind: kind.as_str().to_owned(),
+                    key: mine.key,
+                    upstream_ids,
+                });
+            }
+        }
+    }
+    Ok(report)
+}
+
 async fn apply_listing(
     store: &Store,
     journal: &Journal,
@@ -574,6 +695,7 @@ async fn apply_listing(
         removed: vec![],
         held: vec![],
         skipped: vec![],
+        items: Default::default(),
     };
     // Holds that are new (or hold another definition than before), to be journaled.
     let mut holds: Vec<(Revised, ToolDescriptor, Drift)> = Vec::new();

@@ -457,3 +457,86 @@ async fn headers_for_a_stdio_upstream_are_a_field_error() {
     let listed: Value = app.get("/upstreams").as_(&admin).await.json();
     assert_eq!(listed["upstreams"], json!([]));
 }
+
+/// Issue 47 (item 2): a sync catalogues what the upstream offers besides tools — resources by
+/// their normalised URI, templates, prompts by their canonical name — and says what another
+/// upstream offers too (exposed by neither); removing an upstream removes what it offered.
+#[tokio::test]
+async fn a_sync_catalogues_resources_templates_and_prompts() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    let first = app.register_fixture(&admin, &[]).await;
+    let items = &first["sync"]["items"];
+    assert_eq!(items["resources"], 3, "{first}");
+    assert_eq!(items["templates"], 1);
+    assert_eq!(items["prompts"], 2);
+    assert_eq!(items["refused"], json!([]));
+    assert_eq!(items["shared"], json!([]));
+    let stored: Vec<(String, String)> = sqlx::query_as(
+        "SELECT kind, item_key FROM catalog_items WHERE tenant_id = 'default' ORDER BY kind, item_key",
+    )
+    .fetch_all(app.store.pool())
+    .await
+    .unwrap();
+    let stored: Vec<(&str, &str)> = stored
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    assert_eq!(
+        stored,
+        [
+            ("prompt", "mcp__fixture__greet"),
+            ("prompt", "mcp__fixture__summarize"),
+            ("resource", "docs://guide/setup"),
+            ("resource", "docs://readme"),
+            ("resource", "secret://keys/one"),
+            ("template", "docs://pages/{page}"),
+        ]
+    );
+
+    // The same server again under another name: its prompts are its own, its URIs are not.
+    let body = json!({"name": "other", "transport": "stdio", "command": fixture_command()});
+    let second = app
+        .post("/upstreams")
+        .as_(&admin)
+        .json(body)
+        .await
+        .expect_created();
+    let shared = &second["sync"]["items"]["shared"];
+    let keys: Vec<&str> = shared
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        keys,
+        [
+            "docs://readme",
+            "docs://guide/setup",
+            "secret://keys/one",
+            "docs://pages/{page}"
+        ],
+        "{second}"
+    );
+    assert_eq!(shared[0]["upstream_ids"].as_array().unwrap().len(), 2);
+
+    let id = second["upstream"]["id"].as_str().unwrap();
+    app.delete(format!("/upstreams/{id}"))
+        .as_(&admin)
+        .await
+        .expect_status(StatusCode::OK);
+    let left: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM catalog_items WHERE upstream_id = $1")
+        .bind(id)
+        .fetch_one(app.store.pool())
+        .await
+        .unwrap();
+    assert_eq!(left, 0);
+    let again = app.post(format!(
+        "/upstreams/{}:sync",
+        first["upstream"]["id"].as_str().unwrap()
+    ));
+    let again = again.as_(&admin).await.expect_ok();
+    assert_eq!(again["items"]["shared"], json!([]), "{again}");
+    assert_eq!(again["items"]["resources"], 3);
+}

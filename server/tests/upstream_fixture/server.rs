@@ -11,13 +11,20 @@
 //! `notifications/tools/list_changed`: the rug pulls drift triage meets) and `stats` (`{"cancelled": n, "calls": m}`: calls
 //! received, this one included). `tools/list` answers
 //! three tools per page, with a `ttlMs` that invites clients to cache it.
+//!
+//! Resources: `docs://readme`, `docs://guide/setup`, `secret://keys/one`, and the template
+//! `docs://pages/{page}` (any page reads as `Page <page>`). Prompts: `greet {name}`,
+//! `summarize`. Completions: `greet`'s `name` (alice, albert, bob) and the template's `page`
+//! (intro, install, internal), by prefix.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, RequestParamsMeta,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
+    ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+    ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, RequestParamsMeta,
     ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
@@ -202,6 +209,9 @@ impl ServerHandler for FixtureServer {
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_tool_list_changed()
+                .enable_resources()
+                .enable_prompts()
+                .enable_completions()
                 .build(),
         )
         .with_server_info(Implementation::new(
@@ -362,4 +372,117 @@ impl ServerHandler for FixtureServer {
         };
         Ok(result.into())
     }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, ErrorData> {
+        typed(json!({"resources": [
+            {"uri": "docs://readme", "name": "readme", "mimeType": "text/plain",
+             "description": "Read this first."},
+            {"uri": "docs://guide/setup", "name": "setup", "mimeType": "text/plain"},
+            {"uri": "secret://keys/one", "name": "key", "mimeType": "text/plain"}
+        ]}))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, ErrorData> {
+        typed(json!({"resourceTemplates": [
+            {"uriTemplate": "docs://pages/{page}", "name": "page", "mimeType": "text/plain"}
+        ]}))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, ErrorData> {
+        let uri = request.uri;
+        let text = match uri.as_str() {
+            "docs://readme" => "Read me first.".to_owned(),
+            "docs://guide/setup" => "Run the installer.".to_owned(),
+            "secret://keys/one" => "TOPSECRET-KEY".to_owned(),
+            other => match other.strip_prefix("docs://pages/") {
+                Some(page) if !page.is_empty() && !page.contains('/') => format!("Page {page}"),
+                _ => {
+                    return Err(ErrorData::resource_not_found(
+                        format!("no resource {uri}"),
+                        Some(json!({"uri": uri})),
+                    ));
+                }
+            },
+        };
+        let result: rmcp::model::ReadResourceResult = typed(json!({"contents": [
+            {"uri": uri, "mimeType": "text/plain", "text": text}
+        ]}))?;
+        Ok(result.into())
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, ErrorData> {
+        typed(json!({"prompts": [
+            {"name": "greet", "description": "Greets someone.",
+             "arguments": [{"name": "name", "required": true}]},
+            {"name": "summarize", "description": "Summarizes a text."}
+        ]}))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, ErrorData> {
+        let arguments = request.arguments.unwrap_or_default();
+        let text = match request.name.as_str() {
+            "greet" => format!("Hello, {}!", str_arg(&arguments, "name")?),
+            "summarize" => "Summarize the text you are given.".to_owned(),
+            other => {
+                return Err(ErrorData::invalid_params(
+                    format!("unknown prompt `{other}`"),
+                    None,
+                ));
+            }
+        };
+        let result: rmcp::model::GetPromptResult =
+            typed(json!({"description": "a fixture prompt",
+            "messages": [{"role": "user", "content": {"type": "text", "text": text}}]}))?;
+        Ok(result.into())
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, ErrorData> {
+        let asked = serde_json::to_value(&request)
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+        let prefix = asked["argument"]["value"].as_str().unwrap_or_default();
+        let candidates: &[&str] = match (
+            asked["ref"]["type"].as_str(),
+            asked["argument"]["name"].as_str(),
+        ) {
+            (Some("ref/prompt"), Some("name")) => &["alice", "albert", "bob"],
+            // Values that form URIs of the template: the gateway filters what a caller may read.
+            (Some("ref/resource"), Some("page")) => &["intro", "install", "internal"],
+            _ => &[],
+        };
+        let values: Vec<&str> = candidates
+            .iter()
+            .copied()
+            .filter(|c| c.starts_with(prefix))
+            .collect();
+        typed(json!({"completion": {"values": values, "total": values.len(), "hasMore": false}}))
+    }
+}
+
+/// A result built from its JSON (the SDK's types are not all constructible field by field).
+fn typed<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, ErrorData> {
+    serde_json::from_value(value).map_err(|e| ErrorData::internal_error(e.to_string(), None))
 }
