@@ -20,7 +20,7 @@
 //!   watchers).
 //! - [`execution`]: a bound call run through its upstream; [`model`]: the model server client;
 //!   [`webhooks`]: approvers hear about parked calls.
-//! - [`exposure`]: sessions and manifests; [`upstream`]: upstream MCP servers (connections,
+//! - [`exposure`]: sessions and manifests; [`items`]: resources and prompts behind the policy; [`upstream`]: upstream MCP servers (connections,
 //!   tool import, the SSRF guard).
 //! - [`tenants`], [`tokens`], [`users`], [`sign_in`], [`policies`], [`catalog`], [`receipts`], [`replay`],
 //!   [`overview`], [`approvals`]: the services behind the API and the dashboard (tokens, users,
@@ -57,6 +57,7 @@ pub mod heartbeat;
 pub mod ids;
 pub mod implicit;
 pub mod invocations;
+pub mod items;
 pub mod journal;
 pub mod keys;
 pub mod live;

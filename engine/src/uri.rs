@@ -254,6 +254,50 @@ fn matches_from(pieces: &[Piece<'_>], uri: &str) -> bool {
     }
 }
 
+/// `template` expanded with `vars` (RFC 6570 level 2: `{var}`, `{+var}`, and `{/var}`, each of
+/// one variable), or `None` when a variable has no value or the template uses another kind of
+/// expression (fail closed). `{var}` encodes every character but the unreserved ones; `{+var}`
+/// keeps reserved characters too.
+pub fn expand(template: &str, vars: &std::collections::BTreeMap<String, String>) -> Option<String> {
+    let mut out = String::with_capacity(template.len());
+    let mut rest = template;
+    while let Some(start) = rest.find('{') {
+        let literal = &rest[..start];
+        if literal.contains('}') {
+            return None;
+        }
+        out.push_str(literal);
+        let end = rest[start..].find('}')? + start;
+        let expression = &rest[start + 1..end];
+        let (operator, name) = match expression.chars().next()? {
+            c @ ('+' | '/') => (Some(c), &expression[1..]),
+            _ => (None, expression),
+        };
+        if name.is_empty() || !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_') {
+            return None;
+        }
+        let value = vars.get(name)?;
+        if operator == Some('/') {
+            out.push('/');
+        }
+        for b in value.bytes() {
+            let keep =
+                is_unreserved(b) || (operator == Some('+') && b"!#$&'()*+,/:;=?@[]".contains(&b));
+            if keep {
+                out.push(char::from(b));
+            } else {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        }
+        rest = &rest[end + 1..];
+    }
+    if rest.contains('}') {
+        return None;
+    }
+    out.push_str(rest);
+    Some(out)
+}
+
 /// The literal text a template's expansions all start with (up to its first expression).
 pub fn template_prefix(template: &str) -> &str {
     template.split('{').next().unwrap_or_default()
@@ -340,6 +384,40 @@ mod tests {
         assert!(!template_matches("test://x/{}", "test://x/y"));
         assert!(!template_matches("test://x/id}", "test://x/id}"));
         assert_eq!(template_prefix(t), "test://template/");
+    }
+
+    #[test]
+    fn templates_expand_with_encoded_values_and_fail_closed() {
+        let vars = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect::<std::collections::BTreeMap<_, _>>()
+        };
+        let t = "test://template/{id}/data";
+        assert_eq!(
+            expand(t, &vars(&[("id", "123")])).as_deref(),
+            Some("test://template/123/data")
+        );
+        // A value cannot add a segment, or walk out.
+        assert_eq!(
+            expand(t, &vars(&[("id", "../x")])).as_deref(),
+            Some("test://template/..%2Fx/data")
+        );
+        assert!(normalize(&expand(t, &vars(&[("id", "../x")])).unwrap()).is_err());
+        assert_eq!(
+            expand("file:///{+path}", &vars(&[("path", "a/b c")])).as_deref(),
+            Some("file:///a/b%20c")
+        );
+        assert_eq!(
+            expand("test://s{/seg}", &vars(&[("seg", "x")])).as_deref(),
+            Some("test://s/x")
+        );
+        assert_eq!(expand(t, &vars(&[])), None);
+        assert_eq!(expand("test://q{?a}", &vars(&[("a", "1")])), None);
+        // What it expands to, it matches.
+        let uri = expand(t, &vars(&[("id", "abc")])).unwrap();
+        assert!(template_matches(t, &uri));
     }
 
     proptest! {

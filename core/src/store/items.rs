@@ -130,35 +130,6 @@ pub async fn list(store: &Store, tenant_id: &str, kind: Kind) -> Result<Vec<Item
         .collect())
 }
 
-/// The items of `kind` under `key` (more than one: several upstreams offer it).
-pub async fn find(
-    store: &Store,
-    tenant_id: &str,
-    kind: Kind,
-    key: &str,
-) -> Result<Vec<ItemRow>, sqlx::Error> {
-    let rows: Vec<(String, String, String, String)> = sqlx::query_as(
-        "SELECT upstream_id, raw, definition, definition_hash FROM catalog_items \
-         WHERE tenant_id = $1 AND kind = $2 AND item_key = $3 ORDER BY upstream_id",
-    )
-    .bind(tenant_id)
-    .bind(kind.as_str())
-    .bind(key)
-    .fetch_all(store.pool())
-    .await?;
-    Ok(rows
-        .into_iter()
-        .map(|(upstream_id, raw, definition, definition_hash)| ItemRow {
-            upstream_id,
-            kind,
-            key: key.to_owned(),
-            raw,
-            definition,
-            definition_hash,
-        })
-        .collect())
-}
-
 /// Removes everything upstream `upstream_id` offered (it was deleted).
 pub async fn remove_upstream(
     store: &Store,

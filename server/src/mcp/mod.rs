@@ -38,6 +38,7 @@ use aperture_core::exposure;
 use aperture_core::settings::mcp::Binding;
 
 pub use aperture_core::live::{listing, streams};
+mod items;
 pub mod request;
 mod sse;
 mod tasks;
@@ -66,8 +67,8 @@ const PARSE_ERROR: i64 = -32700;
 /// JSON-RPC "Invalid Request".
 pub const INVALID_REQUEST: i64 = -32600;
 const METHOD_NOT_FOUND: i64 = -32601;
-const INVALID_PARAMS: i64 = -32602;
-const INTERNAL_ERROR: i64 = -32603;
+pub(crate) const INVALID_PARAMS: i64 = -32602;
+pub(crate) const INTERNAL_ERROR: i64 = -32603;
 /// A session id that names no live session of the caller (with HTTP 404), as the MCP SDKs'
 /// servers answer it.
 const SESSION_NOT_FOUND: i64 = -32001;
@@ -265,6 +266,13 @@ pub async fn handle(
         Method::SubscriptionsListen => {
             return listen(&state, &principal, secret, &headers, id, &params);
         }
+        Method::ResourcesList | Method::ResourcesTemplatesList | Method::PromptsList => {
+            items::list(&state, &principal, &id, &params, method).await
+        }
+        Method::ResourcesRead | Method::PromptsGet => {
+            items::answer(&state, &principal, &id, &params, method, stateless).await
+        }
+        Method::CompletionComplete => items::complete(&state, &principal, &id, &params).await,
         Method::TasksGet => tasks::get(&state, &principal, &id, &params).await,
         Method::TasksResult => tasks::result(&state, &principal, &id, &params).await,
         Method::TasksCancel => tasks::cancel(&state, &principal, &id, &params).await,
@@ -273,7 +281,15 @@ pub async fn handle(
     // 2026-07-28 results carry what the era adds (and `server/discover` is answered so in
     // either era).
     if stateless || method == Method::Discover {
-        return Json(complete(answer, method == Method::ToolsList)).into_response();
+        let is_list = matches!(
+            method,
+            Method::ToolsList
+                | Method::ResourcesList
+                | Method::ResourcesTemplatesList
+                | Method::PromptsList
+                | Method::ResourcesRead
+        );
+        return Json(complete(answer, is_list)).into_response();
     }
     if method == Method::Initialize {
         let session = match aperture_core::mcp_sessions::open(&state.store, &principal).await {
@@ -529,8 +545,13 @@ fn stateless_request(headers: &HeaderMap, method: &str, params: &Value) -> Resul
     if header("mcp-method") != Some(method) {
         return Err(mismatch("the Mcp-Method header"));
     }
-    if method == "tools/call" {
-        let name = params.get("name").and_then(Value::as_str);
+    let named = match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        _ => None,
+    };
+    if let Some(field) = named {
+        let name = params.get(field).and_then(Value::as_str);
         if header("mcp-name").and_then(decode_header_value).as_deref() != name {
             return Err(mismatch("the Mcp-Name header"));
         }
@@ -558,6 +579,9 @@ fn decode_header_value(value: &str) -> Option<String> {
 fn capabilities() -> Value {
     json!({
         "tools": {"listChanged": true},
+        "resources": {},
+        "prompts": {},
+        "completions": {},
         "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
     })
 }

@@ -18,6 +18,12 @@ pub enum Method {
     Discover,
     ToolsList,
     ToolsCall,
+    ResourcesList,
+    ResourcesTemplatesList,
+    ResourcesRead,
+    PromptsList,
+    PromptsGet,
+    CompletionComplete,
     SubscriptionsListen,
     TasksGet,
     TasksResult,
@@ -27,12 +33,18 @@ pub enum Method {
 
 impl Method {
     /// Every method, in the order the contract lists them.
-    pub const ALL: [Method; 10] = [
+    pub const ALL: [Method; 16] = [
         Method::Initialize,
         Method::Ping,
         Method::Discover,
         Method::ToolsList,
         Method::ToolsCall,
+        Method::ResourcesList,
+        Method::ResourcesTemplatesList,
+        Method::ResourcesRead,
+        Method::PromptsList,
+        Method::PromptsGet,
+        Method::CompletionComplete,
         Method::SubscriptionsListen,
         Method::TasksGet,
         Method::TasksResult,
@@ -48,6 +60,12 @@ impl Method {
             Method::Discover => "server/discover",
             Method::ToolsList => "tools/list",
             Method::ToolsCall => "tools/call",
+            Method::ResourcesList => "resources/list",
+            Method::ResourcesTemplatesList => "resources/templates/list",
+            Method::ResourcesRead => "resources/read",
+            Method::PromptsList => "prompts/list",
+            Method::PromptsGet => "prompts/get",
+            Method::CompletionComplete => "completion/complete",
             Method::SubscriptionsListen => "subscriptions/listen",
             Method::TasksGet => "tasks/get",
             Method::TasksResult => "tasks/result",
@@ -149,7 +167,7 @@ mod tests {
             assert_eq!(Method::parse(method.name()), Some(method));
         }
         assert_eq!(NAMES.len(), Method::ALL.len());
-        assert_eq!(Method::parse("resources/list"), None);
+        assert_eq!(Method::parse("resources/subscribe"), None);
     }
 
     #[test]

@@ -113,6 +113,13 @@ const METHODS: &[(&str, Class)] = &[
     ("tasks/result", Class::Hidden),
     ("tasks/cancel", Class::Hidden),
     ("tasks/list", Class::Listed),
+    // Resources and prompts are decided in the environment the request names.
+    ("resources/list", Class::Opens),
+    ("resources/templates/list", Class::Opens),
+    ("resources/read", Class::Opens),
+    ("prompts/list", Class::Opens),
+    ("prompts/get", Class::Opens),
+    ("completion/complete", Class::Opens),
 ];
 
 /// The victim's `prod` objects.
@@ -439,6 +446,24 @@ async fn every_route_and_method_confines_environments() {
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{manifest}:1"))
     };
     let (cursor, random_cursor) = (cursor_of(&victim.manifest), cursor_of(&other.manifest));
+    // Methods that act in the environment a request names refuse another one.
+    for (method, class) in METHODS {
+        if *class != Class::Opens {
+            continue;
+        }
+        let params = json!({"uri": "docs://readme", "name": "mcp__fixture__greet",
+            "ref": {"type": "ref/prompt", "name": "mcp__fixture__greet"},
+            "argument": {"name": "name", "value": ""}, "_meta": {"environment": "prod"}});
+        let answer = app.mcp(&attacker, rpc(9, method, params)).await;
+        assert_eq!(answer["error"]["code"], -32602, "{method}: {answer}");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("prod"),
+            "{method}: {answer}"
+        );
+    }
     for (method, class) in METHODS {
         if *class != Class::Hidden && *method != "tasks/list" {
             continue;

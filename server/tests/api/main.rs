@@ -45,6 +45,7 @@ mod policies;
 mod proto;
 mod readme;
 mod replay;
+mod resources;
 mod scope_matrix;
 mod sessions;
 mod sign_in;

@@ -89,7 +89,9 @@ async fn protocol_errors_are_json_rpc_errors_and_auth_is_a_401_challenge() {
         .await;
     let garbage = garbage.expect_ok();
     assert_eq!(garbage["error"]["code"], -32700);
-    let unknown = app.mcp(&agent, rpc(7, "resources/list", Value::Null)).await;
+    let unknown = app
+        .mcp(&agent, rpc(7, "sampling/createMessage", Value::Null))
+        .await;
     assert_eq!(
         (unknown["id"].clone(), unknown["error"]["code"].clone()),
         (json!(7), json!(-32601))

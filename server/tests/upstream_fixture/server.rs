@@ -15,7 +15,7 @@
 //! Resources: `docs://readme`, `docs://guide/setup`, `secret://keys/one`, and the template
 //! `docs://pages/{page}` (any page reads as `Page <page>`). Prompts: `greet {name}`,
 //! `summarize`. Completions: `greet`'s `name` (alice, albert, bob) and the template's `page`
-//! (intro, install, internal), by prefix.
+//! (intro, install, internal, and `../internal`, which no URI may hold), by prefix.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -470,7 +470,9 @@ impl ServerHandler for FixtureServer {
         ) {
             (Some("ref/prompt"), Some("name")) => &["alice", "albert", "bob"],
             // Values that form URIs of the template: the gateway filters what a caller may read.
-            (Some("ref/resource"), Some("page")) => &["intro", "install", "internal"],
+            (Some("ref/resource"), Some("page")) => {
+                &["intro", "install", "internal", "../internal"]
+            }
             _ => &[],
         };
         let values: Vec<&str> = candidates

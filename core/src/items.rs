@@ -1,0 +1,830 @@
+//! Resources, resource templates and prompts behind the tenant's policy: what a principal may
+//! list in an environment, and where a read or a get of it goes.
+//!
+//! One [`Exposure`] answers both questions from the same loaded parts (the policy active in the
+//! environment, the catalogued items, the upstreams' names), so a principal can read exactly
+//! what it can list: a resource is listed and readable when it is offered by exactly one
+//! upstream and the first resource rule selecting it allows it; a template when every URI it
+//! expands to is allowed ([`engine::policy::Policy::select_template`]); a URI no listed
+//! resource names is readable only as the expansion of a listed template, and only when the
+//! URI itself is allowed; a prompt when its rule allows it. Anything else — unknown, hidden,
+//! denied, offered by two upstreams — is refused alike (the caller sees "not found").
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use aperture_types::error::AppError;
+use engine::policy::{Destination, ExposureContext, Mode, Policy, RedactionProfile};
+use engine::receipt::{Decision, ReasonCode, ReceiptKind};
+use serde_json::{Map, Value, json};
+
+use crate::error::ServiceError;
+use crate::journal::{self, Journal};
+use crate::policies;
+use crate::principal::Principal;
+use crate::store::{
+    self, Store,
+    items::{ItemRow, Kind},
+};
+use crate::upstream::Upstreams;
+
+/// A read or get's contents are capped at this many bytes (as JSON).
+pub const MAX_CONTENT_BYTES: usize = 1024 * 1024;
+
+/// How long an upstream may take to answer a read or a get.
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// What one principal may see of resources and prompts in one environment.
+#[derive(Debug, Clone)]
+pub struct Exposure {
+    policy: Policy,
+    policy_version: u64,
+    ctx: ExposureContext,
+    /// Upstream id → name (rules name upstreams by name).
+    upstreams: HashMap<String, String>,
+    resources: Vec<ItemRow>,
+    templates: Vec<ItemRow>,
+    prompts: Vec<ItemRow>,
+}
+
+/// Where a read or get goes, or why it does not.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Route {
+    /// To this upstream, naming the item as it does.
+    Allowed {
+        upstream_id: String,
+        /// The URI to forward (normalised) or the prompt's own name.
+        raw: String,
+        /// The deciding rule.
+        rule_id: Option<String>,
+        /// Its redaction profile's name (`safe` when none).
+        redaction: String,
+    },
+    /// Refused (answered as not found), with what decided it.
+    Refused {
+        /// `not_callable` (unknown, hidden, shared) or `policy_denied`.
+        denied: bool,
+        rule_id: Option<String>,
+    },
+}
+
+impl Exposure {
+    /// The parts, for `principal`'s actor in `environment` (which it must be allowed to use).
+    pub async fn load(
+        store: &Store,
+        principal: &Principal,
+        environment: &str,
+    ) -> Result<Self, ServiceError> {
+        principal.may_use(environment)?;
+        let (policy, policy_version) =
+            policies::effective(store, &principal.tenant_id, environment).await?;
+        let upstreams = store::upstreams::list(store, &principal.tenant_id)
+            .await?
+            .into_iter()
+            .map(|u| (u.id, u.name))
+            .collect();
+        let tenant = &principal.tenant_id;
+        Ok(Self::from_parts(
+            policy,
+            policy_version,
+            ExposureContext {
+                environment: environment.to_owned(),
+                actor: principal.actor_id.clone(),
+                preset: None,
+                entity: None,
+            },
+            upstreams,
+            store::items::list(store, tenant, Kind::Resource).await?,
+            store::items::list(store, tenant, Kind::Template).await?,
+            store::items::list(store, tenant, Kind::Prompt).await?,
+        ))
+    }
+
+    /// An exposure of given parts.
+    pub fn from_parts(
+        policy: Policy,
+        policy_version: u64,
+        ctx: ExposureContext,
+        upstreams: HashMap<String, String>,
+        resources: Vec<ItemRow>,
+        templates: Vec<ItemRow>,
+        prompts: Vec<ItemRow>,
+    ) -> Self {
+        Self {
+            policy,
+            policy_version,
+            ctx,
+            upstreams,
+            resources,
+            templates,
+            prompts,
+        }
+    }
+
+    /// The policy decided with, and its version.
+    pub fn policy(&self) -> (&str, u64) {
+        (&self.policy.name, self.policy_version)
+    }
+
+    /// The environment.
+    pub fn environment(&self) -> &str {
+        &self.ctx.environment
+    }
+
+    /// The redaction profile called `name` (the built-in `safe` when the policy lacks it).
+    fn profile(&self, name: &str) -> RedactionProfile {
+        self.policy
+            .profile(name)
+            .unwrap_or_else(RedactionProfile::safe)
+    }
+
+    /// The items of `rows` offered by exactly one upstream (of a known name).
+    fn unique<'a>(&'a self, rows: &'a [ItemRow]) -> impl Iterator<Item = (&'a ItemRow, &'a str)> {
+        rows.iter().enumerate().filter_map(move |(i, row)| {
+            let shared = rows
+                .iter()
+                .enumerate()
+                .any(|(j, other)| j != i && other.key == row.key);
+            let upstream = self.upstreams.get(&row.upstream_id)?;
+            (!shared).then_some((row, upstream.as_str()))
+        })
+    }
+
+    fn resource_mode(&self, upstream: &str, uri: &str) -> Mode {
+        self.policy.select_resource(upstream, uri, &self.ctx).mode
+    }
+
+    fn template_mode(&self, upstream: &str, template: &str) -> Mode {
+        self.policy
+            .select_template(upstream, template, &self.ctx)
+            .mode
+    }
+
+    /// The resources the principal may list (and read), as the upstream lists them with the
+    /// normalised URI: offered by one upstream, no other upstream's template expanding to it,
+    /// and allowed.
+    pub fn resources(&self) -> Vec<Value> {
+        self.resources
+            .iter()
+            .filter(|row| {
+                self.upstreams
+                    .get(&row.upstream_id)
+                    .is_some_and(|up| self.resource_mode(up, &row.key) == Mode::Allow)
+                    && self.candidates(&row.key).len() == 1
+            })
+            .map(|row| listed(row, "uri"))
+            .collect()
+    }
+
+    /// The upstreams a read of `uri` could go to: those offering it, and those with a template
+    /// that expands to it. A read goes only where there is exactly one.
+    fn candidates(&self, uri: &str) -> std::collections::BTreeSet<&str> {
+        self.resources
+            .iter()
+            .filter(|r| r.key == uri)
+            .chain(
+                self.templates
+                    .iter()
+                    .filter(|t| engine::uri::template_matches(&t.key, uri)),
+            )
+            .map(|row| row.upstream_id.as_str())
+            .collect()
+    }
+
+    /// The resource templates the principal may list (every expansion readable): offered by
+    /// one upstream and in conflict with none ([`Self::template_conflicted`]).
+    pub fn templates(&self) -> Vec<Value> {
+        self.templates
+            .iter()
+            .filter(|row| self.template_listed(row))
+            .map(|row| listed(row, "uriTemplate"))
+            .collect()
+    }
+
+    /// Whether template `row` is listed: no conflict, and allowed.
+    fn template_listed(&self, row: &ItemRow) -> bool {
+        let Some(upstream) = self.upstreams.get(&row.upstream_id) else {
+            return false;
+        };
+        !self.template_conflicted(row) && self.template_mode(upstream, &row.key) == Mode::Allow
+    }
+
+    /// Whether a URI `row` expands to could also be another upstream's: another upstream's
+    /// template whose literal start is related to this one's (one begins the other: some URI
+    /// may match both), or another upstream's resource it matches. Such a URI would route to
+    /// two upstreams; the template is then neither listed nor used.
+    fn template_conflicted(&self, row: &ItemRow) -> bool {
+        let start = engine::uri::template_prefix(&row.key);
+        self.templates.iter().any(|other| {
+            let other_start = engine::uri::template_prefix(&other.key);
+            other.upstream_id != row.upstream_id
+                && (start.starts_with(other_start) || other_start.starts_with(start))
+        }) || self.resources.iter().any(|r| {
+            r.upstream_id != row.upstream_id && engine::uri::template_matches(&row.key, &r.key)
+        })
+    }
+
+    /// The prompts the principal may list (and get), under their canonical names.
+    pub fn prompts(&self) -> Vec<Value> {
+        self.unique(&self.prompts)
+            .filter(|(row, _)| self.policy.select_prompt(&row.key, &self.ctx).mode == Mode::Allow)
+            .map(|(row, _)| listed(row, "name"))
+            .collect()
+    }
+
+    /// Where a read of `uri` (normalised) goes: to the one upstream that offers it or has a
+    /// template expanding to it (none, or two: refused). The resource it names decides; else a
+    /// listed template that expands to it does.
+    pub fn route_read(&self, uri: &str) -> Route {
+        let refused = Route::Refused {
+            denied: false,
+            rule_id: None,
+        };
+        let candidates = self.candidates(uri);
+        let Some(upstream_id) = candidates.first().filter(|_| candidates.len() == 1) else {
+            return refused;
+        };
+        let Some(upstream) = self.upstreams.get(*upstream_id) else {
+            return refused;
+        };
+        let selection = self.policy.select_resource(upstream, uri, &self.ctx);
+        let rule_id = selection.rule.map(|r| r.id.clone());
+        let redaction = selection.rule.and_then(|r| r.redaction.clone());
+        if let Some(row) = self.resources.iter().find(|r| r.key == uri) {
+            return self.route(row, uri, selection.mode, rule_id, redaction);
+        }
+        let matching: Vec<&ItemRow> = self
+            .templates
+            .iter()
+            .filter(|row| engine::uri::template_matches(&row.key, uri))
+            .collect();
+        let Some(first) = matching.first() else {
+            return refused;
+        };
+        let mode = if matching.iter().any(|row| self.template_listed(row)) {
+            selection.mode
+        } else if selection.mode == Mode::Deny {
+            Mode::Deny
+        } else {
+            Mode::Hide
+        };
+        self.route(first, uri, mode, rule_id, redaction)
+    }
+
+    /// Where a get of prompt `name` (canonical) goes.
+    pub fn route_prompt(&self, name: &str) -> Route {
+        let offered: Vec<&ItemRow> = self.prompts.iter().filter(|r| r.key == name).collect();
+        let [row] = offered.as_slice() else {
+            return Route::Refused {
+                denied: false,
+                rule_id: None,
+            };
+        };
+        if !self.upstreams.contains_key(&row.upstream_id) {
+            return Route::Refused {
+                denied: false,
+                rule_id: None,
+            };
+        }
+        let selection = self.policy.select_prompt(name, &self.ctx);
+        let raw = row.raw.clone();
+        self.route(
+            row,
+            &raw,
+            selection.mode,
+            selection.rule.map(|r| r.id.clone()),
+            selection.rule.and_then(|r| r.redaction.clone()),
+        )
+    }
+
+    fn route(
+        &self,
+        row: &ItemRow,
+        raw: &str,
+        mode: Mode,
+        rule_id: Option<String>,
+        redaction: Option<String>,
+    ) -> Route {
+        match mode {
+            Mode::Allow => Route::Allowed {
+                upstream_id: row.upstream_id.clone(),
+                raw: raw.to_owned(),
+                rule_id,
+                redaction: redaction.unwrap_or_else(|| engine::policy::SAFE_PROFILE.to_owned()),
+            },
+            Mode::Deny => Route::Refused {
+                denied: true,
+                rule_id,
+            },
+            _ => Route::Refused {
+                denied: false,
+                rule_id,
+            },
+        }
+    }
+}
+
+/// What a read or a get came to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// The upstream's result, redacted as the deciding rule says.
+    Found(Value),
+    /// Refused, unknown or gone alike; the receipt of the refusal (for `error.data.receipt`).
+    NotFound { receipt: Value },
+    /// The upstream failed (or answered too much); the receipt says so.
+    Failed { message: String, receipt: Value },
+}
+
+/// What is asked for.
+#[derive(Debug, Clone, Copy)]
+pub enum Asked<'a> {
+    /// `resources/read` of a URI (as sent).
+    Read { uri: &'a str },
+    /// `prompts/get` of a prompt (its canonical name) with its arguments.
+    Get {
+        name: &'a str,
+        arguments: Option<&'a Map<String, Value>>,
+    },
+}
+
+/// `resources/read` or `prompts/get` of `principal` in `environment`: decided by the policy
+/// ([`Exposure`]), journaled (the URI or prompt in the disclosures, whose digest the receipt
+/// signs; nothing is asked of the upstream when the journal cannot record), forwarded to the one
+/// upstream it routes to, capped at [`MAX_CONTENT_BYTES`], its text passed through the
+/// deciding rule's redaction profile, and the outcome journaled.
+pub async fn answer(
+    store: &Store,
+    journal: &Journal,
+    upstreams: &Upstreams,
+    principal: &Principal,
+    environment: &str,
+    asked: Asked<'_>,
+) -> Result<Answer, ServiceError> {
+    let exposure = Exposure::load(store, principal, environment).await?;
+    let (subject, route) = match asked {
+        Asked::Read { uri } => {
+            let uri = engine::uri::normalize(uri)
+                .map_err(|e| AppError::invalid_field("uri", e.to_string()))?;
+            let route = exposure.route_read(&uri);
+            (json!({"resource": uri}), route)
+        }
+        Asked::Get { name, .. } => (json!({"prompt": name}), exposure.route_prompt(name)),
+    };
+    let (policy_id, policy_version) = exposure.policy();
+    let mut r = journal::receipt(
+        ReceiptKind::Decision,
+        Decision::Deny,
+        ReasonCode::NotCallable,
+        &principal.tenant_id,
+        &principal.actor_id,
+        principal.principal_id(),
+    );
+    r.environment = Some(exposure.environment().to_owned());
+    r.policy_id = Some(policy_id.to_owned());
+    r.policy_version = Some(policy_version);
+    if let Asked::Get { name, .. } = asked {
+        r.tool = Some(name.to_owned());
+    }
+    let mut d = journal::disclosures();
+    for (key, value) in subject.as_object().into_iter().flatten() {
+        d.insert_extra(key, value.clone())
+            .map_err(|e| ServiceError::Other(anyhow::anyhow!("{e}")))?;
+    }
+    let (upstream_id, raw, redaction) = match route {
+        Route::Refused { denied, rule_id } => {
+            if denied {
+                r.reason = ReasonCode::PolicyDenied;
+            }
+            d.matched_rule_id = rule_id;
+            let receipt = journal.append(r, &d).await?;
+            let receipt = serde_json::to_value(&receipt).unwrap_or(Value::Null);
+            return Ok(Answer::NotFound { receipt });
+        }
+        Route::Allowed {
+            upstream_id,
+            raw,
+            rule_id,
+            redaction,
+        } => {
+            r.decision = Decision::Allow;
+            r.reason = ReasonCode::Ok;
+            d.matched_rule_id = rule_id;
+            d.insert_extra("upstream_id", Value::String(upstream_id.clone()))
+                .map_err(|e| ServiceError::Other(anyhow::anyhow!("{e}")))?;
+            (upstream_id, raw, redaction)
+        }
+    };
+    let decided = journal.append(r.clone(), &d).await?;
+    let profile = exposure.profile(&redaction);
+    let outcome = forward(
+        store,
+        journal,
+        upstreams,
+        principal,
+        &upstream_id,
+        &raw,
+        asked,
+    )
+    .await;
+    r.kind = ReceiptKind::Execution;
+    r.receipt_id = crate::ids::new_ordered_id("rcp");
+    d.insert_extra(
+        "decision_receipt_id",
+        Value::String(decided.receipt_id.clone()),
+    )
+    .map_err(|e| ServiceError::Other(anyhow::anyhow!("{e}")))?;
+    match outcome {
+        Ok(result) => {
+            let receipt = journal.append(r, &d).await?;
+            let mut result = redacted(result, &profile);
+            if let Some(meta) = result.as_object_mut() {
+                meta.insert(
+                    "_meta".into(),
+                    json!({"receipt": serde_json::to_value(&receipt).unwrap_or(Value::Null)}),
+                );
+            }
+            Ok(Answer::Found(result))
+        }
+        Err((reason, message)) => {
+            r.decision = Decision::Deny;
+            r.reason = reason;
+            d.upstream_error = Some(engine::redact::text_for(
+                &message,
+                &profile,
+                Destination::Logs,
+            ));
+            let receipt = journal.append(r, &d).await?;
+            let receipt = serde_json::to_value(&receipt).unwrap_or(Value::Null);
+            Ok(Answer::Failed {
+                message: short(reason).to_owned(),
+                receipt,
+            })
+        }
+    }
+}
+
+/// `completion/complete` of `principal` in `environment` (`params` as sent: `ref`, `argument`,
+/// `context?`): only for a prompt or a template it can list (else not found, as a refused
+/// get: `Ok(None)`), asked of the one upstream that offers it under its own names; values
+/// that would form a URI (a template's) are kept only where the URI is one the principal can
+/// read.
+pub async fn complete(
+    store: &Store,
+    journal: &Journal,
+    upstreams: &Upstreams,
+    principal: &Principal,
+    environment: &str,
+    params: &Value,
+) -> Result<Option<Value>, ServiceError> {
+    let exposure = Exposure::load(store, principal, environment).await?;
+    let invalid = |path: &str, why: &str| ServiceError::from(AppError::invalid_field(path, why));
+    let reference = params
+        .get("ref")
+        .ok_or_else(|| invalid("ref", "required"))?;
+    let argument = params
+        .pointer("/argument/name")
+        .and_then(Value::as_str)
+        .ok_or_else(|| invalid("argument.name", "a string"))?;
+    let mut forwarded = params.clone();
+    if let Some(map) = forwarded.as_object_mut() {
+        map.remove("_meta");
+    }
+    let (upstream_id, template) = match reference.get("type").and_then(Value::as_str) {
+        Some("ref/prompt") => {
+            let name = reference
+                .get("name")
+                .and_then(Value::as_str)
+                .ok_or_else(|| invalid("ref.name", "a string"))?;
+            let Route::Allowed {
+                upstream_id, raw, ..
+            } = exposure.route_prompt(name)
+            else {
+                return Ok(None);
+            };
+            forwarded["ref"]["name"] = Value::String(raw);
+            (upstream_id, None)
+        }
+        Some("ref/resource") => {
+            let uri = reference
+                .get("uri")
+                .and_then(Value::as_str)
+                .ok_or_else(|| invalid("ref.uri", "a string"))?;
+            let Some(row) = exposure
+                .templates
+                .iter()
+                .find(|t| t.key == uri && exposure.template_listed(t))
+            else {
+                return Ok(None);
+            };
+            (row.upstream_id.clone(), Some(row.key.clone()))
+        }
+        _ => return Err(invalid("ref.type", "ref/prompt or ref/resource")),
+    };
+    let Some(row) = store::upstreams::find(store, &principal.tenant_id, &upstream_id).await? else {
+        return Ok(None);
+    };
+    let connection = upstreams
+        .connection(store, journal, &row)
+        .await
+        .map_err(|e| ServiceError::Other(anyhow::anyhow!("{e}")))?;
+    let mut result = connection
+        .complete(forwarded, DEADLINE)
+        .await
+        .map_err(|e| ServiceError::Other(anyhow::anyhow!("{e}")))?;
+    if let Some(template) = template {
+        let context: std::collections::BTreeMap<String, String> = params
+            .pointer("/context/arguments")
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_owned())))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let readable = |value: &str| {
+            let mut vars = context.clone();
+            vars.insert(argument.to_owned(), value.to_owned());
+            engine::uri::expand(&template, &vars)
+                .and_then(|uri| engine::uri::normalize(&uri).ok())
+                .is_some_and(|uri| matches!(exposure.route_read(&uri), Route::Allowed { .. }))
+        };
+        let mut kept = None;
+        if let Some(Value::Array(values)) = result.pointer_mut("/completion/values") {
+            let before = values.len();
+            values.retain(|v| v.as_str().is_some_and(readable));
+            kept = (values.len() != before).then_some(values.len());
+        }
+        // Some were withheld: the totals the upstream gave would count them.
+        if let Some(kept) = kept
+            && let Some(completion) = result.get_mut("completion").and_then(Value::as_object_mut)
+        {
+            completion.insert("total".into(), json!(kept));
+            completion.insert("hasMore".into(), json!(false));
+        }
+    }
+    Ok(Some(result))
+}
+
+/// A refusal as the caller reads it (never the upstream's own text).
+fn short(reason: ReasonCode) -> &'static str {
+    match reason {
+        ReasonCode::ResultTooLarge => "the upstream answered more than the gateway passes on",
+        ReasonCode::ExecutionTimeout => "the upstream did not answer in time",
+        _ => "the upstream failed",
+    }
+}
+
+/// The read or get, asked of upstream `upstream_id`; a failure as its reason and text.
+async fn forward(
+    store: &Store,
+    journal: &Journal,
+    upstreams: &Upstreams,
+    principal: &Principal,
+    upstream_id: &str,
+    raw: &str,
+    asked: Asked<'_>,
+) -> Result<Value, (ReasonCode, String)> {
+    let failed = |e: String| (ReasonCode::UpstreamError, e);
+    let row = store::upstreams::find(store, &principal.tenant_id, upstream_id)
+        .await
+        .map_err(|e| failed(e.to_string()))?
+        .ok_or_else(|| failed("the upstream is no longer registered".into()))?;
+    let connection = upstreams
+        .connection(store, journal, &row)
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    let answered = match asked {
+        Asked::Read { .. } => connection.read_resource(raw, DEADLINE).await,
+        Asked::Get { arguments, .. } => {
+            connection
+                .get_prompt(raw, arguments.cloned(), DEADLINE)
+                .await
+        }
+    };
+    let result = answered.map_err(|e| {
+        let reason = match e {
+            crate::upstream::UpstreamError::Timeout { .. } => ReasonCode::ExecutionTimeout,
+            _ => ReasonCode::UpstreamError,
+        };
+        (reason, e.to_string())
+    })?;
+    if serde_json::to_vec(&result).map_or(usize::MAX, |b| b.len()) > MAX_CONTENT_BYTES {
+        return Err((
+            ReasonCode::ResultTooLarge,
+            format!("over {MAX_CONTENT_BYTES} bytes"),
+        ));
+    }
+    Ok(result)
+}
+
+/// A read's `contents` or a get's `messages` with every text passed through `profile` for MCP
+/// clients, and binary contents withheld where the profile does not let them reach MCP
+/// clients.
+fn redacted(mut result: Value, profile: &RedactionProfile) -> Value {
+    let to_mcp = profile.destinations.contains(&Destination::Mcp);
+    let redact_text = |v: &mut Value| {
+        if let Some(Value::String(text)) = v.get_mut("text") {
+            *text = engine::redact::text_for(text, profile, Destination::Mcp);
+        }
+        if !to_mcp
+            && let Some(map) = v.as_object_mut()
+            && map.remove("blob").is_some()
+        {
+            map.insert(
+                "text".into(),
+                Value::String("[withheld: this content may not be sent to mcp]".into()),
+            );
+        }
+    };
+    if let Some(Value::Array(contents)) = result.get_mut("contents") {
+        contents.iter_mut().for_each(redact_text);
+    }
+    if let Some(Value::Array(messages)) = result.get_mut("messages") {
+        for message in messages {
+            if let Some(content) = message.get_mut("content") {
+                redact_text(content);
+                if let Some(Value::Object(resource)) = content.get_mut("resource") {
+                    let mut inner = Value::Object(std::mem::take(resource));
+                    redact_text(&mut inner);
+                    if let Value::Object(back) = inner {
+                        *resource = back;
+                    }
+                }
+            }
+        }
+    }
+    result
+}
+
+/// An item's listing: its definition as the upstream listed it, with `field` set to its key
+/// (the normalised URI, the template, the canonical prompt name).
+fn listed(row: &ItemRow, field: &str) -> Value {
+    let mut item: Value = serde_json::from_str(&row.definition).unwrap_or(Value::Null);
+    if let Value::Object(map) = &mut item {
+        map.insert(field.to_owned(), Value::String(row.key.clone()));
+    }
+    item
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use serde_json::json;
+
+    fn row(upstream: &str, kind: Kind, key: &str) -> ItemRow {
+        ItemRow {
+            upstream_id: format!("ups_{upstream}"),
+            kind,
+            key: key.to_owned(),
+            raw: key.to_owned(),
+            definition: json!({"name": key}).to_string(),
+            definition_hash: String::new(),
+        }
+    }
+
+    fn exposure(rules: Value, resources: &[(&str, &str)], templates: &[(&str, &str)]) -> Exposure {
+        let policy: Policy = serde_json::from_value(json!({"name": "p", "rules": rules})).unwrap();
+        Exposure::from_parts(
+            policy,
+            1,
+            ExposureContext {
+                environment: "default".into(),
+                actor: "bot".into(),
+                preset: None,
+                entity: None,
+            },
+            ["a", "b"]
+                .iter()
+                .map(|u| (format!("ups_{u}"), (*u).to_owned()))
+                .collect(),
+            resources
+                .iter()
+                .map(|(u, k)| row(u, Kind::Resource, k))
+                .collect(),
+            templates
+                .iter()
+                .map(|(u, k)| row(u, Kind::Template, k))
+                .collect(),
+            vec![
+                row("a", Kind::Prompt, "mcp__a__greet"),
+                row("a", Kind::Prompt, "mcp__a__secret"),
+            ],
+        )
+    }
+
+    fn keys(items: &[Value], field: &str) -> Vec<String> {
+        items
+            .iter()
+            .map(|i| i[field].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    #[test]
+    fn shared_hidden_and_denied_items_are_neither_listed_nor_read() {
+        let e = exposure(
+            json!([
+                {"id": "no-secret", "resource": {"uri": "test://h/secret*"}, "mode": "deny"},
+                {"id": "docs", "resource": {"uri": "test://h/*"}, "mode": "allow"},
+                {"id": "greet", "prompt": "mcp__a__greet", "mode": "allow"}
+            ]),
+            &[
+                ("a", "test://h/doc"),
+                ("a", "test://h/secret"),
+                ("a", "test://h/both"),
+                ("b", "test://h/both"),
+                ("a", "test://x/other"),
+            ],
+            &[("a", "test://h/pages/{p}")],
+        );
+        assert_eq!(keys(&e.resources(), "uri"), ["test://h/doc"]);
+        assert_eq!(keys(&e.templates(), "uriTemplate"), ["test://h/pages/{p}"]);
+        assert_eq!(keys(&e.prompts(), "name"), ["mcp__a__greet"]);
+        assert!(
+            matches!(e.route_read("test://h/doc"), Route::Allowed { ref upstream_id, .. } if upstream_id == "ups_a")
+        );
+        assert_eq!(
+            e.route_read("test://h/secret"),
+            Route::Refused {
+                denied: true,
+                rule_id: Some("no-secret".into())
+            }
+        );
+        assert!(matches!(
+            e.route_read("test://h/both"),
+            Route::Refused { denied: false, .. }
+        ));
+        assert!(matches!(
+            e.route_read("test://x/other"),
+            Route::Refused { .. }
+        ));
+        assert!(matches!(
+            e.route_read("test://h/pages/1"),
+            Route::Allowed { .. }
+        ));
+        assert!(matches!(
+            e.route_read("test://h/nothing"),
+            Route::Refused { .. }
+        ));
+        assert!(
+            matches!(e.route_prompt("mcp__a__greet"), Route::Allowed { ref raw, .. } if raw == "mcp__a__greet")
+        );
+        assert!(matches!(
+            e.route_prompt("mcp__a__secret"),
+            Route::Refused { .. }
+        ));
+        assert!(matches!(
+            e.route_prompt("mcp__a__none"),
+            Route::Refused { .. }
+        ));
+    }
+
+    proptest! {
+        /// Issue 47: what a principal can list is exactly what it can read: over generated
+        /// policies, catalogues and URIs, a URI is readable if and only if it is a listed
+        /// resource or an expansion of a listed template; a prompt can be got if and only if
+        /// it is listed.
+        #[test]
+        fn what_can_be_listed_is_exactly_what_can_be_read(
+            rules in proptest::collection::vec((0usize..3, "[ab]{0,2}", any::<bool>(), 0usize..3, 0usize..3), 0..6),
+            resources in proptest::collection::vec((0usize..2, "[ab]{1,3}"), 0..6),
+            templates in proptest::collection::vec((0usize..2, "[ab]{0,2}"), 0..3),
+            probes in proptest::collection::vec("[ab]{1,4}", 1..8),
+        ) {
+            let modes = ["allow", "hide", "deny"];
+            let upstreams = [None, Some("a"), Some("b")];
+            let rules: Vec<Value> = rules.iter().enumerate().map(|(i, (up, text, prefix, m, kind))| {
+                if *kind == 2 {
+                    let name = format!("mcp__a__{text}{}", if *prefix { "*" } else { "" });
+                    return json!({"id": format!("r{i}"), "prompt": name, "mode": modes[*m]});
+                }
+                let mut sel = json!({"uri": format!("test://h/{text}{}", if *prefix { "*" } else { "" })});
+                if let Some(u) = upstreams[*up] {
+                    sel["upstream"] = json!(u);
+                }
+                json!({"id": format!("r{i}"), "resource": sel, "mode": modes[*m]})
+            }).collect();
+            let names = ["a", "b"];
+            let resources: Vec<(&str, String)> = resources.iter().map(|(u, k)| (names[*u], format!("test://h/{k}"))).collect();
+            let templates: Vec<(&str, String)> = templates.iter().map(|(u, k)| (names[*u], format!("test://h/{k}{{id}}"))).collect();
+            let r: Vec<(&str, &str)> = resources.iter().map(|(u, k)| (*u, k.as_str())).collect();
+            let t: Vec<(&str, &str)> = templates.iter().map(|(u, k)| (*u, k.as_str())).collect();
+            let e = exposure(Value::Array(rules), &r, &t);
+            let listed = keys(&e.resources(), "uri");
+            let listed_templates = keys(&e.templates(), "uriTemplate");
+            let mut universe: Vec<String> = probes.iter().map(|p| format!("test://h/{p}")).collect();
+            universe.extend(resources.iter().map(|(_, k)| k.clone()));
+            for uri in universe {
+                let readable = matches!(e.route_read(&uri), Route::Allowed { .. });
+                let by_template = listed_templates.iter().any(|t| engine::uri::template_matches(t, &uri));
+                let shown = listed.contains(&uri) || by_template;
+                prop_assert_eq!(readable, shown, "{} (listed {:?}, templates {:?})", uri, listed, listed_templates);
+            }
+            let prompts = keys(&e.prompts(), "name");
+            for name in ["mcp__a__greet", "mcp__a__secret", "mcp__a__x"] {
+                let got = matches!(e.route_prompt(name), Route::Allowed { .. });
+                prop_assert_eq!(got, prompts.iter().any(|p| p == name), "{}", name);
+            }
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! `resources/list`, `resources/templates/list`, `resources/read`, `prompts/list` and
+//! `prompts/get`: what the tenant's policy lets the caller see of its upstreams' resources and
+//! prompts ([`aperture_core::items`]), in the environment the request names
+//! (`_meta.environment`, else the default one). A read or get that is refused, unknown or
+//! offered by two upstreams answers alike, as not found (-32602 in 2026-07-28, -32002 before),
+//! with its receipt in `error.data.receipt`.
+
+use aperture_core::items::{self, Answer, Asked, Exposure};
+use engine::environment::DEFAULT_ENVIRONMENT;
+use engine::scope;
+use serde_json::{Value, json};
+
+use super::request::Method;
+use super::{INTERNAL_ERROR, INVALID_PARAMS, error, ok};
+use crate::auth::Principal;
+use crate::state::AppState;
+
+/// -32002: "resource not found" in the 2025 eras.
+const RESOURCE_NOT_FOUND: i64 = -32002;
+
+/// The environment a request names (`_meta.environment`), else the default one.
+fn environment(params: &Value) -> &str {
+    params
+        .pointer("/_meta/environment")
+        .and_then(Value::as_str)
+        .unwrap_or(DEFAULT_ENVIRONMENT)
+}
+
+/// The answer to a failure of the gateway itself, or the caller's error (an environment it may
+/// not use).
+fn failed(id: &Value, e: aperture_core::error::ServiceError) -> Value {
+    use aperture_types::error::ErrorCode;
+    let e = e.into_app_error();
+    let code = match e.code {
+        ErrorCode::Internal | ErrorCode::Unavailable | ErrorCode::TooManyRequests => INTERNAL_ERROR,
+        _ => INVALID_PARAMS,
+    };
+    error(id, code, e.message)
+}
+
+/// `resources/list`, `resources/templates/list`, `prompts/list` (`:run`).
+pub async fn list(
+    state: &AppState,
+    principal: &Principal,
+    id: &Value,
+    params: &Value,
+    method: Method,
+) -> Value {
+    if principal.require(scope::RUN).is_err() {
+        return error(
+            id,
+            INVALID_PARAMS,
+            "this token lacks agent_tool_exposure:run",
+        );
+    }
+    let exposure = match Exposure::load(&state.store, principal, environment(params)).await {
+        Ok(e) => e,
+        Err(e) => return failed(id, e),
+    };
+    let result = match method {
+        Method::ResourcesList => json!({"resources": exposure.resources()}),
+        Method::ResourcesTemplatesList => json!({"resourceTemplates": exposure.templates()}),
+        _ => json!({"prompts": exposure.prompts()}),
+    };
+    ok(id, result)
+}
+
+/// `resources/read` and `prompts/get` (`:run`).
+pub async fn answer(
+    state: &AppState,
+    principal: &Principal,
+    id: &Value,
+    params: &Value,
+    method: Method,
+    stateless: bool,
+) -> Value {
+    if principal.require(scope::RUN).is_err() {
+        return error(
+            id,
+            INVALID_PARAMS,
+            "this token lacks agent_tool_exposure:run",
+        );
+    }
+    let text = |field: &str| params.get(field).and_then(Value::as_str);
+    let asked = match method {
+        Method::ResourcesRead => match text("uri") {
+            Some(uri) => Asked::Read { uri },
+            None => return error(id, INVALID_PARAMS, "params.uri must be a string"),
+        },
+        _ => {
+            let Some(name) = text("name") else {
+                return error(id, INVALID_PARAMS, "params.name must be a string");
+            };
+            let arguments = match params.get("arguments") {
+                None | Some(Value::Null) => None,
+                Some(Value::Object(map)) if map.values().all(Value::is_string) => Some(map),
+                Some(_) => {
+                    return error(
+                        id,
+                        INVALID_PARAMS,
+                        "params.arguments must be an object of strings",
+                    );
+                }
+            };
+            Asked::Get { name, arguments }
+        }
+    };
+    let answered = items::answer(
+        &state.store,
+        &state.journal,
+        &state.upstreams,
+        principal,
+        environment(params),
+        asked,
+    )
+    .await;
+    match answered {
+        Ok(Answer::Found(result)) => ok(id, result),
+        Ok(Answer::NotFound { receipt }) => {
+            let (code, what) = match (method, stateless) {
+                (Method::ResourcesRead, false) => (RESOURCE_NOT_FOUND, "resource not found"),
+                (Method::ResourcesRead, true) => (INVALID_PARAMS, "resource not found"),
+                _ => (INVALID_PARAMS, "prompt not found"),
+            };
+            let mut answer = error(id, code, what);
+            let mut data = json!({"receipt": receipt});
+            if let Asked::Read { uri } = asked {
+                data["uri"] = Value::String(uri.to_owned());
+            }
+            answer["error"]["data"] = data;
+            answer
+        }
+        Ok(Answer::Failed { message, receipt }) => {
+            let mut answer = error(id, INTERNAL_ERROR, message);
+            answer["error"]["data"] = json!({"receipt": receipt});
+            answer
+        }
+        Err(e) => failed(id, e),
+    }
+}
+
+/// `completion/complete` (`:run`): for a prompt or template the caller can list; values that
+/// would form a URI it cannot read are left out.
+pub async fn complete(
+    state: &AppState,
+    principal: &Principal,
+    id: &Value,
+    params: &Value,
+) -> Value {
+    if principal.require(scope::RUN).is_err() {
+        return error(
+            id,
+            INVALID_PARAMS,
+            "this token lacks agent_tool_exposure:run",
+        );
+    }
+    let completed = items::complete(
+        &state.store,
+        &state.journal,
+        &state.upstreams,
+        principal,
+        environment(params),
+        params,
+    )
+    .await;
+    match completed {
+        Ok(Some(result)) => ok(id, result),
+        Ok(None) => error(id, INVALID_PARAMS, "no such prompt or resource template"),
+        Err(e) => failed(id, e),
+    }
+}
