@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use aperture_types::error::AppError;
-use engine::policy::{Destination, ExposureContext, Mode, Policy, RedactionProfile};
+use engine::policy::{Destination, ExposureContext, Mode, Policy, RedactionProfile, Rule};
 use engine::receipt::{Decision, ReasonCode, ReceiptKind};
 use serde_json::{Map, Value, json};
 
@@ -59,6 +59,8 @@ pub enum Route {
         rule_id: Option<String>,
         /// Its redaction profile's name (`safe` when none).
         redaction: String,
+        /// Its cap on what comes back (`max_result_bytes`), if any.
+        max_bytes: Option<i64>,
     },
     /// Refused (answered as not found), with what decided it.
     Refused {
@@ -248,10 +250,8 @@ impl Exposure {
             return refused;
         };
         let selection = self.policy.select_resource(upstream, uri, &self.ctx);
-        let rule_id = selection.rule.map(|r| r.id.clone());
-        let redaction = selection.rule.and_then(|r| r.redaction.clone());
         if let Some(row) = self.resources.iter().find(|r| r.key == uri) {
-            return self.route(row, uri, selection.mode, rule_id, redaction);
+            return self.route(row, uri, selection.mode, selection.rule);
         }
         let matching: Vec<&ItemRow> = self
             .templates
@@ -268,7 +268,7 @@ impl Exposure {
         } else {
             Mode::Hide
         };
-        self.route(first, uri, mode, rule_id, redaction)
+        self.route(first, uri, mode, selection.rule)
     }
 
     /// Where a get of prompt `name` (canonical) goes.
@@ -288,29 +288,22 @@ impl Exposure {
         }
         let selection = self.policy.select_prompt(name, &self.ctx);
         let raw = row.raw.clone();
-        self.route(
-            row,
-            &raw,
-            selection.mode,
-            selection.rule.map(|r| r.id.clone()),
-            selection.rule.and_then(|r| r.redaction.clone()),
-        )
+        self.route(row, &raw, selection.mode, selection.rule)
     }
 
-    fn route(
-        &self,
-        row: &ItemRow,
-        raw: &str,
-        mode: Mode,
-        rule_id: Option<String>,
-        redaction: Option<String>,
-    ) -> Route {
+    fn route(&self, row: &ItemRow, raw: &str, mode: Mode, rule: Option<&Rule>) -> Route {
+        let rule_id = rule.map(|r| r.id.clone());
         match mode {
             Mode::Allow => Route::Allowed {
                 upstream_id: row.upstream_id.clone(),
                 raw: raw.to_owned(),
                 rule_id,
-                redaction: redaction.unwrap_or_else(|| engine::policy::SAFE_PROFILE.to_owned()),
+                redaction: rule
+                    .and_then(|r| r.redaction.clone())
+                    .unwrap_or_else(|| engine::policy::SAFE_PROFILE.to_owned()),
+                max_bytes: rule
+                    .and_then(|r| r.invocation.as_ref())
+                    .and_then(|i| i.max_result_bytes),
             },
             Mode::Deny => Route::Refused {
                 denied: true,
@@ -350,7 +343,7 @@ pub enum Asked<'a> {
 /// `resources/read` or `prompts/get` of `principal` in `environment`: decided by the policy
 /// ([`Exposure`]), journaled (the URI or prompt in the disclosures, whose digest the receipt
 /// signs; nothing is asked of the upstream when the journal cannot record), forwarded to the one
-/// upstream it routes to, capped at [`MAX_CONTENT_BYTES`], its text passed through the
+/// upstream it routes to, capped at the rule's `max_result_bytes` or [`MAX_CONTENT_BYTES`], its text passed through the
 /// deciding rule's redaction profile, and the outcome journaled.
 pub async fn answer(
     store: &Store,
@@ -390,7 +383,7 @@ pub async fn answer(
         d.insert_extra(key, value.clone())
             .map_err(|e| ServiceError::Other(anyhow::anyhow!("{e}")))?;
     }
-    let (upstream_id, raw, redaction) = match route {
+    let (upstream_id, raw, redaction, cap) = match route {
         Route::Refused { denied, rule_id } => {
             if denied {
                 r.reason = ReasonCode::PolicyDenied;
@@ -405,13 +398,17 @@ pub async fn answer(
             raw,
             rule_id,
             redaction,
+            max_bytes,
         } => {
             r.decision = Decision::Allow;
             r.reason = ReasonCode::Ok;
             d.matched_rule_id = rule_id;
             d.insert_extra("upstream_id", Value::String(upstream_id.clone()))
                 .map_err(|e| ServiceError::Other(anyhow::anyhow!("{e}")))?;
-            (upstream_id, raw, redaction)
+            let cap = max_bytes
+                .and_then(|m| usize::try_from(m).ok())
+                .map_or(MAX_CONTENT_BYTES, |m| m.min(MAX_CONTENT_BYTES));
+            (upstream_id, raw, redaction, cap)
         }
     };
     let decided = journal.append(r.clone(), &d).await?;
@@ -421,8 +418,7 @@ pub async fn answer(
         journal,
         upstreams,
         principal,
-        &upstream_id,
-        &raw,
+        (&upstream_id, &raw, cap),
         asked,
     )
     .await;
@@ -580,8 +576,7 @@ async fn forward(
     journal: &Journal,
     upstreams: &Upstreams,
     principal: &Principal,
-    upstream_id: &str,
-    raw: &str,
+    (upstream_id, raw, cap): (&str, &str, usize),
     asked: Asked<'_>,
 ) -> Result<Value, (ReasonCode, String)> {
     let failed = |e: String| (ReasonCode::UpstreamError, e);
@@ -608,11 +603,8 @@ async fn forward(
         };
         (reason, e.to_string())
     })?;
-    if serde_json::to_vec(&result).map_or(usize::MAX, |b| b.len()) > MAX_CONTENT_BYTES {
-        return Err((
-            ReasonCode::ResultTooLarge,
-            format!("over {MAX_CONTENT_BYTES} bytes"),
-        ));
+    if serde_json::to_vec(&result).map_or(usize::MAX, |b| b.len()) > cap {
+        return Err((ReasonCode::ResultTooLarge, format!("over {cap} bytes")));
     }
     Ok(result)
 }

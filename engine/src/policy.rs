@@ -14,7 +14,8 @@
 //!
 //! A rule with `resource: {"upstream"?, "uri"}` selects resources (and resource templates) and
 //! nothing else; one with `prompt` selects prompts and nothing else; either may add context
-//! keys (`match.environment`, `match.actor`). Their modes are `allow`, `hide` and `deny`.
+//! keys (`match.environment`, `match.actor`). Their modes are `allow`, `hide` and `deny`; of
+//! an invocation policy they take only `max_result_bytes`.
 //! `default_mode` governs tools only: a resource or prompt no rule selects is hidden, so a
 //! policy written before rules could name them exposes none ([`Policy::select_resource`],
 //! [`Policy::select_prompt`], [`Policy::select_template`]).

@@ -201,10 +201,18 @@ fn validate_item_rule(at: &str, rule: &crate::policy::Rule, errors: &mut Vec<Fie
             "resources and prompts are allow, hide or deny",
         ));
     }
-    if rule.invocation.is_some() {
+    // Only a cap on what comes back (`max_result_bytes`, checked with the rest of the rule's
+    // invocation policy): nothing of theirs has arguments to narrow or a run to limit.
+    if let Some(inv) = &rule.invocation
+        && *inv
+            != (InvocationPolicy {
+                max_result_bytes: inv.max_result_bytes,
+                ..InvocationPolicy::default()
+            })
+    {
         errors.push(FieldError::new(
             format!("{at}.invocation"),
-            "resources and prompts take no invocation policy",
+            "resources and prompts take only max_result_bytes",
         ));
     }
     if let Some(sel) = &rule.resource {
@@ -611,7 +619,9 @@ mod tests {
                 {"id": "b", "resource": {"upstream": "fs", "uri": "file:///etc/motd"}, "mode": "deny"},
                 {"id": "c", "resource": {"uri": "*"}, "mode": "hide"},
                 {"id": "d", "resource": {"uri": "test:*"}, "mode": "allow"},
-                {"id": "e", "prompt": "mcp__fs__*", "mode": "allow"}
+                {"id": "e", "prompt": "mcp__fs__*", "mode": "allow"},
+                {"id": "f", "resource": {"uri": "x:/big"}, "mode": "allow",
+                 "invocation": {"max_result_bytes": 10}}
             ]))
             .is_empty()
         );
@@ -620,7 +630,7 @@ mod tests {
                 {"id": "a", "resource": {"uri": "x:/a"}, "prompt": "p", "mode": "allow"},
                 {"id": "b", "resource": {"uri": "x:/a"}, "mode": "allow", "match": {"risk": "read"}},
                 {"id": "c", "prompt": "p", "mode": "approval_required"},
-                {"id": "d", "prompt": "p", "mode": "allow", "invocation": {"max_result_bytes": 10}},
+                {"id": "d", "prompt": "p", "mode": "allow", "invocation": {"max_duration_millis": 10}},
                 {"id": "e", "resource": {"uri": "TEST://H/a"}, "mode": "allow"},
                 {"id": "f", "resource": {"uri": "test://h/../etc"}, "mode": "allow"},
                 {"id": "g", "prompt": "", "mode": "allow"},

@@ -309,3 +309,39 @@ async fn completions_follow_what_can_be_listed() {
     .await;
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
 }
+
+/// A resource rule may cap what comes back (`max_result_bytes`): more is refused, with its
+/// receipt, and nothing of it reaches the caller.
+#[tokio::test]
+async fn a_rule_caps_what_a_read_returns() {
+    let s = setup(json!([
+        {"id": "small", "resource": {"uri": "docs://guide/*"}, "mode": "allow",
+         "invocation": {"max_result_bytes": 20}},
+        {"id": "docs", "resource": {"uri": "docs://*"}, "mode": "allow"}
+    ]))
+    .await;
+    let big = s
+        .rpc("resources/read", json!({"uri": "docs://guide/setup"}))
+        .await;
+    assert_eq!(big["error"]["code"], -32603, "{big}");
+    assert_eq!(
+        big["error"]["data"]["receipt"]["reason"],
+        "result_too_large"
+    );
+    assert!(!big.to_string().contains("installer"), "{big}");
+    let fine = s
+        .rpc("resources/read", json!({"uri": "docs://readme"}))
+        .await;
+    assert_eq!(
+        fine["result"]["contents"][0]["text"], "Read me first.",
+        "{fine}"
+    );
+    let refused = s
+        .app
+        .put("/policies/items")
+        .as_(&s.admin)
+        .json(json!({"rules": [{"id": "x", "prompt": "p", "mode": "allow",
+                                "invocation": {"max_duration_millis": 5}}]}))
+        .await;
+    refused.expect_field_error("rules[0].invocation");
+}
