@@ -140,18 +140,6 @@ impl Exposure {
             .unwrap_or_else(RedactionProfile::safe)
     }
 
-    /// The items of `rows` offered by exactly one upstream (of a known name).
-    fn unique<'a>(&'a self, rows: &'a [ItemRow]) -> impl Iterator<Item = (&'a ItemRow, &'a str)> {
-        rows.iter().enumerate().filter_map(move |(i, row)| {
-            let shared = rows
-                .iter()
-                .enumerate()
-                .any(|(j, other)| j != i && other.key == row.key);
-            let upstream = self.upstreams.get(&row.upstream_id)?;
-            (!shared).then_some((row, upstream.as_str()))
-        })
-    }
-
     fn resource_mode(&self, upstream: &str, uri: &str) -> Mode {
         self.policy.select_resource(upstream, uri, &self.ctx).mode
     }
@@ -228,9 +216,10 @@ impl Exposure {
 
     /// The prompts the principal may list (and get), under their canonical names.
     pub fn prompts(&self) -> Vec<Value> {
-        self.unique(&self.prompts)
-            .filter(|(row, _)| self.policy.select_prompt(&row.key, &self.ctx).mode == Mode::Allow)
-            .map(|(row, _)| listed(row, "name"))
+        self.prompts
+            .iter()
+            .filter(|row| matches!(self.route_prompt(&row.key), Route::Allowed { .. }))
+            .map(|row| listed(row, "name"))
             .collect()
     }
 
@@ -273,8 +262,8 @@ impl Exposure {
 
     /// Where a get of prompt `name` (canonical) goes.
     pub fn route_prompt(&self, name: &str) -> Route {
-        let offered: Vec<&ItemRow> = self.prompts.iter().filter(|r| r.key == name).collect();
-        let [row] = offered.as_slice() else {
+        let mut offered = self.prompts.iter().filter(|r| r.key == name);
+        let (Some(row), None) = (offered.next(), offered.next()) else {
             return Route::Refused {
                 denied: false,
                 rule_id: None,

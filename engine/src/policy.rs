@@ -460,36 +460,21 @@ impl Policy {
     /// that skipped validation) fails closed to `hide`.
     pub fn select(&self, tool: &ToolDescriptor, ctx: &ExposureContext) -> Selection<'_> {
         let labels = tool.risk_labels();
-        match self
+        let rule = self
             .rules
             .iter()
-            .find(|r| r.selects_tools() && r.selector.matches_with(tool, &labels, ctx))
-        {
-            Some(rule) => {
-                let profile_name = rule.redaction.as_deref().unwrap_or(SAFE_PROFILE);
-                match self.profile(profile_name) {
-                    Some(redaction) => Selection {
-                        mode: rule.mode,
-                        rule: Some(rule),
-                        redaction,
-                    },
-                    None => Selection {
-                        mode: Mode::Hide,
-                        rule: Some(rule),
-                        redaction: RedactionProfile::safe(),
-                    },
-                }
-            }
+            .find(|r| r.selects_tools() && r.selector.matches_with(tool, &labels, ctx));
+        match rule {
+            Some(_) => self.selection_of(rule),
             None => Selection {
                 mode: self.default_mode,
-                rule: None,
-                redaction: RedactionProfile::safe(),
+                ..self.selection_of(None)
             },
         }
     }
 
     /// The selection of `rule` (its profile; `hide` when the profile does not exist), or
-    /// `hide` by no rule.
+    /// `hide` by no rule (tools: `default_mode`, [`Self::select`]).
     fn selection_of<'p>(&'p self, rule: Option<&'p Rule>) -> Selection<'p> {
         let Some(rule) = rule else {
             return Selection {

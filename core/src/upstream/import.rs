@@ -293,16 +293,9 @@ mod tests {
     }
 }
 
-/// What an upstream offers besides tools, keyed as the catalog keeps it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum ItemKind {
-    /// Keyed by its normalised URI.
-    Resource,
-    /// Keyed by its URI template.
-    Template,
-    /// Keyed by its canonical name, `mcp__<server>__<prompt>`.
-    Prompt,
-}
+/// What an upstream offers besides tools (resources keyed by their normalised URI, templates
+/// by their template, prompts by their canonical name), as the catalog keeps it.
+pub use crate::store::items::Kind as ItemKind;
 
 /// One listed resource, template or prompt, imported.
 #[derive(Debug, Clone, PartialEq)]

@@ -570,78 +570,55 @@ async fn apply_items(
     row: &UpstreamRow,
     connection: &super::Connection,
 ) -> Result<aperture_types::dto::ItemsReport, ServiceError> {
-    use super::ItemKind;
     use aperture_types::dto::{ItemsReport, RefusedItemView, SharedItemView};
     use store::items::Kind;
     let offers = connection.offers();
     let mut report = ItemsReport::default();
-    let failed = |kind: &str, e: super::UpstreamError| RefusedItemView {
-        kind: kind.to_owned(),
-        raw: String::new(),
-        reason: format!("the listing failed, the catalogue keeps what it had: {e}"),
+    let resources = match offers.resources {
+        true => connection.list_resources().await,
+        false => Ok(Vec::new()),
     };
-    let mut listed: Vec<(Kind, Option<Vec<serde_json::Value>>)> = Vec::new();
-    for (kind, offered) in [
-        (Kind::Resource, offers.resources),
-        (Kind::Template, offers.resources),
-        (Kind::Prompt, offers.prompts),
-    ] {
-        let items = if !offered {
-            Ok(Vec::new())
-        } else {
-            match kind {
-                Kind::Resource => connection.list_resources().await,
-                Kind::Template => connection.list_resource_templates().await,
-                Kind::Prompt => connection.list_prompts().await,
-            }
-        };
-        match items {
-            Ok(items) => listed.push((kind, Some(items))),
-            Err(e) => {
-                report.refused.push(failed(kind.as_str(), e));
-                listed.push((kind, None));
-            }
-        }
-    }
-    let take = |kind: Kind, listed: &mut Vec<(Kind, Option<Vec<serde_json::Value>>)>| {
-        listed
-            .iter_mut()
-            .find(|(k, _)| *k == kind)
-            .and_then(|(_, items)| items.take())
+    let templates = match offers.resources {
+        true => connection.list_resource_templates().await,
+        false => Ok(Vec::new()),
     };
-    let resources = take(Kind::Resource, &mut listed);
-    let templates = take(Kind::Template, &mut listed);
-    let prompts = take(Kind::Prompt, &mut listed);
-    let listed_kinds = [
-        (Kind::Resource, resources.is_some()),
-        (Kind::Template, templates.is_some()),
-        (Kind::Prompt, prompts.is_some()),
-    ];
+    let prompts = match offers.prompts {
+        true => connection.list_prompts().await,
+        false => Ok(Vec::new()),
+    };
+    // A listing that failed leaves its kind as catalogued before.
+    let mut unlisted = Vec::new();
+    let mut listed = |kind: Kind, items: Result<Vec<serde_json::Value>, super::UpstreamError>| {
+        items.unwrap_or_else(|e| {
+            report.refused.push(RefusedItemView {
+                kind: kind.as_str().to_owned(),
+                raw: String::new(),
+                reason: format!("the listing failed, the catalogue keeps what it had: {e}"),
+            });
+            unlisted.push(kind);
+            Vec::new()
+        })
+    };
     let (imported, refused) = super::import_items(
         &row.name,
-        resources.unwrap_or_default(),
-        templates.unwrap_or_default(),
-        prompts.unwrap_or_default(),
+        listed(Kind::Resource, resources),
+        listed(Kind::Template, templates),
+        listed(Kind::Prompt, prompts),
     );
-    let kind_of = |k: ItemKind| match k {
-        ItemKind::Resource => Kind::Resource,
-        ItemKind::Template => Kind::Template,
-        ItemKind::Prompt => Kind::Prompt,
-    };
     report
         .refused
         .extend(refused.into_iter().map(|r| RefusedItemView {
-            kind: kind_of(r.kind).as_str().to_owned(),
+            kind: r.kind.as_str().to_owned(),
             raw: r.raw,
             reason: r.reason,
         }));
-    for (kind, was_listed) in listed_kinds {
-        if !was_listed {
+    for kind in [Kind::Resource, Kind::Template, Kind::Prompt] {
+        if unlisted.contains(&kind) {
             continue;
         }
         let rows: Vec<store::items::ItemRow> = imported
             .iter()
-            .filter(|i| kind_of(i.kind) == kind)
+            .filter(|i| i.kind == kind)
             .map(|i| store::items::ItemRow {
                 upstream_id: row.id.clone(),
                 kind,

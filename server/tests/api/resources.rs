@@ -48,6 +48,20 @@ impl Setup {
         post.json(rpc(8, method, params)).await.json()
     }
 
+    /// Neither `resources/list` nor `resources/templates/list` lists anything.
+    async fn assert_no_resources_listed(&self) {
+        let resources = self.keys_of("resources/list", "resources", "uri").await;
+        assert!(resources.is_empty(), "{resources:?}");
+        let templates = self
+            .keys_of(
+                "resources/templates/list",
+                "resourceTemplates",
+                "uriTemplate",
+            )
+            .await;
+        assert!(templates.is_empty(), "{templates:?}");
+    }
+
     async fn keys_of(&self, method: &str, list: &str, field: &str) -> Vec<String> {
         let answer = self.rpc(method, json!({})).await;
         answer["result"][list]
@@ -62,20 +76,7 @@ impl Setup {
 #[tokio::test]
 async fn nothing_is_exposed_until_a_rule_says_so() {
     let s = setup(json!([{"id": "all-tools", "mode": "allow"}])).await;
-    assert!(
-        s.keys_of("resources/list", "resources", "uri")
-            .await
-            .is_empty()
-    );
-    assert!(
-        s.keys_of(
-            "resources/templates/list",
-            "resourceTemplates",
-            "uriTemplate"
-        )
-        .await
-        .is_empty()
-    );
+    s.assert_no_resources_listed().await;
     assert!(
         s.keys_of("prompts/list", "prompts", "name")
             .await
@@ -235,20 +236,7 @@ async fn what_two_upstreams_offer_is_exposed_by_neither() {
         .json(body)
         .await
         .expect_created();
-    assert!(
-        s.keys_of("resources/list", "resources", "uri")
-            .await
-            .is_empty()
-    );
-    assert!(
-        s.keys_of(
-            "resources/templates/list",
-            "resourceTemplates",
-            "uriTemplate"
-        )
-        .await
-        .is_empty()
-    );
+    s.assert_no_resources_listed().await;
     let read = s
         .rpc("resources/read", json!({"uri": "docs://readme"}))
         .await;
