@@ -182,6 +182,49 @@ pub async fn call(
     run(cx, principal, authorized, &decision_receipt).await
 }
 
+/// A call suspended while its client answers the upstream's request (2026-07-28
+/// `input_required`), decided again when the client retries it: the engine's checks of
+/// CONTRACT §5 against the grant and the policy as they are now, journaled as a new decision
+/// receipt that names the first (`retry_of`). What the first decision spent (a confirmation,
+/// a retry or idempotency key, a rate bucket's count, the spend gate) is not spent again: the
+/// retry continues the same run. `Ok(Ok(receipt))`: still allowed (the journaled receipt);
+/// `Ok(Err(answer))`: refused now (journaled; the run is to be abandoned).
+pub async fn decide_again(
+    cx: &CallContext<'_>,
+    principal: &Principal,
+    call: &ToolCall,
+    first: &str,
+) -> Result<Result<Receipt, Value>, ServiceError> {
+    let mut decided = match decide(cx, principal, None, call).await? {
+        Stage::Answered(answer) => return Ok(Err(answer)),
+        Stage::Next(decided) => decided,
+    };
+    decided
+        .d
+        .insert_extra("retry_of", Value::String(first.to_owned()))
+        .ok();
+    // A call that would now wait (its rule became approval_required, …) does not go on.
+    if !matches!(decided.r.decision, Decision::Allow | Decision::DryRun) {
+        decided.r.decision = Decision::Deny;
+        decided.r.reason = ReasonCode::PolicyDenied;
+        let answer = denial_at(cx.journal, decided.r, &decided.d, decided.decided_at).await?;
+        return Ok(Err(answer));
+    }
+    let (receipt, recorded) = cx
+        .journal
+        .record_decision_at(&decided.r, &decided.d, decided.decided_at)
+        .await?;
+    if !recorded {
+        return Ok(Err(tool_result(
+            &receipt,
+            true,
+            short(ReasonCode::JournalUnavailable),
+            Map::new(),
+        )));
+    }
+    Ok(Ok(receipt))
+}
+
 /// What a stage hands on: the caller's answer (a denial, a replayed outcome, a status), or
 /// what the next stage needs.
 enum Stage<T> {

@@ -53,6 +53,10 @@ pub struct CallContext<'a> {
     /// Where the upstream's progress on the call goes, when the caller asked for it
     /// (`_meta.progressToken` on a streamed `tools/call`); `None` where nobody listens.
     pub progress: Option<ProgressSink>,
+    /// The call's connected client, which the upstream's requests (sampling, elicitation,
+    /// roots) may reach where the call's rule lets them ([`crate::relay`]); `None` where no
+    /// client is connected (REST, workers, hosted agents): they are refused.
+    pub client: Option<crate::relay::ClientRelay>,
 }
 
 /// The upstream's progress on a call, on its way to the caller: numbers as the upstream sent
@@ -280,7 +284,21 @@ pub async fn execute(
                         });
                         relay
                     });
-                    let call = conn.call_tool(raw, bound.upstream_arguments(), deadline, progress);
+                    let asks = crate::relay::for_call(
+                        cx.journal,
+                        cx.client.clone(),
+                        bound.client_requests.clone(),
+                        decision,
+                        &upstream.name,
+                        raw,
+                    );
+                    let call = conn.call_tool_asking(
+                        raw,
+                        bound.upstream_arguments(),
+                        deadline,
+                        progress,
+                        Some(asks),
+                    );
                     let mut cancelled = cx.cancelled.clone();
                     tokio::select! {
                         called = call => {

@@ -1255,6 +1255,8 @@ impl Worker {
             cancelled: Some(registered.cancelled.clone()),
             // Nobody waits on a released invocation's stream.
             progress: None,
+            // Nobody connected can be asked for input: the upstream's requests are refused.
+            client: None,
         };
         // Tests hold the worker here, between the release and its last check.
         #[cfg(feature = "test-hooks")]

@@ -20,6 +20,8 @@
 //!   watchers).
 //! - [`execution`]: a bound call run through its upstream; [`model`]: the model server client;
 //!   [`webhooks`]: approvers hear about parked calls.
+//! - [`relay`]: what an upstream asks of the calling client while a tool runs (sampling,
+//!   elicitation, roots), decided, journaled and relayed.
 //! - [`exposure`]: sessions and manifests; [`items`]: resources and prompts behind the policy; [`upstream`]: upstream MCP servers (connections,
 //!   tool import, the SSRF guard).
 //! - [`tenants`], [`tokens`], [`users`], [`sign_in`], [`policies`], [`catalog`], [`receipts`], [`replay`],
@@ -69,6 +71,7 @@ pub mod password;
 pub mod policies;
 pub mod principal;
 pub mod receipts;
+pub mod relay;
 pub mod replay;
 pub mod secrets;
 pub mod services;

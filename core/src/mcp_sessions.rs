@@ -7,6 +7,7 @@
 
 use crate::error::ServiceError;
 use crate::principal::Principal;
+use crate::relay::Abilities;
 use crate::store::{self, Store};
 
 /// How long a session lives without a request.
@@ -16,14 +17,19 @@ pub const PER_PRINCIPAL: i64 = 64;
 /// A session's last use is written at most this often (a request in between reads only).
 const TOUCH_EVERY_MS: i64 = 60 * 1000;
 
-/// Opens a session for `principal`: its new id.
-pub async fn open(store: &Store, principal: &Principal) -> Result<String, ServiceError> {
+/// Opens a session for `principal`, whose client declared `abilities`: its new id.
+pub async fn open(
+    store: &Store,
+    principal: &Principal,
+    abilities: Abilities,
+) -> Result<String, ServiceError> {
     let id = crate::ids::new_id("mcp");
     store::mcp_sessions::open(
         store,
         &id,
         &principal.tenant_id,
         principal.principal_id(),
+        &abilities.to_text(),
         store::now_ms(),
         PER_PRINCIPAL,
     )
@@ -31,26 +37,31 @@ pub async fn open(store: &Store, principal: &Principal) -> Result<String, Servic
     Ok(id)
 }
 
-/// Whether `id` is one of `principal`'s live sessions; a use of it keeps it alive.
-pub async fn live(store: &Store, principal: &Principal, id: &str) -> Result<bool, ServiceError> {
+/// What the client of `principal`'s live session `id` declared it can do; `None` when `id`
+/// is not one of `principal`'s live sessions. A use of it keeps it alive.
+pub async fn live(
+    store: &Store,
+    principal: &Principal,
+    id: &str,
+) -> Result<Option<Abilities>, ServiceError> {
     let now = store::now_ms();
     let used =
         store::mcp_sessions::last_used(store, id, &principal.tenant_id, principal.principal_id())
             .await?;
     match used {
-        Some(at) if now - at <= IDLE_MS => {
+        Some((at, abilities)) if now - at <= IDLE_MS => {
             if now - at >= TOUCH_EVERY_MS {
                 store::mcp_sessions::touch(store, id, now).await?;
             }
-            Ok(true)
+            Ok(Some(Abilities::from_text(&abilities)))
         }
-        _ => Ok(false),
+        _ => Ok(None),
     }
 }
 
 /// Ends `principal`'s session `id`; whether it was theirs and live.
 pub async fn close(store: &Store, principal: &Principal, id: &str) -> Result<bool, ServiceError> {
-    if !live(store, principal, id).await? {
+    if live(store, principal, id).await?.is_none() {
         return Ok(false);
     }
     Ok(

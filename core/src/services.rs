@@ -42,6 +42,9 @@ pub struct Parts {
     pub validators: Arc<engine::narrow::ValidatorCache>,
     /// Registered upstream MCP servers and their live connections.
     pub upstreams: Arc<crate::upstream::Upstreams>,
+    /// The key that seals secrets at rest, and the state a client echoes back
+    /// ([`crate::relay::RequestState`]).
+    pub secrets: Arc<crate::secrets::SecretBox>,
     /// The tamper-evident journal (and the signing keys).
     pub journal: Journal,
     /// Set when the node was asked to stop: long-lived streams end.
@@ -150,6 +153,7 @@ impl Parts {
             idempotency_retention: self.config.idempotency_retention,
             cancelled: None,
             progress: None,
+            client: None,
         }
     }
 }

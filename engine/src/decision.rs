@@ -130,6 +130,9 @@ pub struct BoundCall {
     pub redaction: RedactionProfile,
     /// The deciding rule (for disclosures).
     pub rule_id: Option<String>,
+    /// What the tool may ask of the calling client while it runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client_requests: Vec<crate::policy::ClientRequest>,
     /// Price of the call, for the spend gate.
     pub price_cents: Option<u64>,
     /// Where it runs, as pinned in the manifest (MCP tools).
@@ -312,6 +315,7 @@ pub fn decide(
         },
         redaction: entry.redaction.clone(),
         rule_id: entry.rule_id.clone(),
+        client_requests: entry.client_requests.clone(),
         price_cents: entry.price_cents,
         target: entry.target.clone(),
     };

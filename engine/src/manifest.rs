@@ -74,6 +74,10 @@ pub struct ManifestEntry {
     pub redaction: RedactionProfile,
     /// The rule's invocation policy.
     pub invocation: Option<InvocationPolicy>,
+    /// What the tool may ask of the calling client while it runs (the rule's
+    /// `client_requests`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client_requests: Vec<crate::policy::ClientRequest>,
     /// What the server adds to each call: fixed arguments, a policy-added idempotency key
     /// (`None` when narrowing failed; the tool is hidden). The narrowed schema is
     /// [`AdvertisedTool::input_schema`].
@@ -263,6 +267,10 @@ fn entry(
 ) -> ManifestEntry {
     let selection = policy.select(&tool, ctx);
     let invocation = selection.rule.and_then(|r| r.invocation.clone());
+    let client_requests = selection
+        .rule
+        .map(|r| r.client_requests.clone())
+        .unwrap_or_default();
     let rule_id = selection.rule.map(|r| r.id.clone());
     let rule_reason = selection.rule.map(|r| r.reason.clone()).unwrap_or_default();
     let redaction = selection.redaction;
@@ -338,6 +346,7 @@ fn entry(
         definition_hash,
         redaction,
         invocation,
+        client_requests,
         narrowed,
         error,
         required_scope,

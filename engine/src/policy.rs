@@ -354,6 +354,45 @@ pub struct Rule {
     /// or a prefix ending `*`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
+    /// What the selected tools may ask of the calling client while they run (tool rules only);
+    /// none when absent (least privilege).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub client_requests: Vec<ClientRequest>,
+}
+
+/// A request an upstream may send the client while one of its tools runs, relayed by the
+/// gateway only where the deciding rule lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClientRequest {
+    /// `sampling/createMessage`: the client's model answers.
+    Sampling,
+    /// `elicitation/create` in form mode: the person fills in a form.
+    Elicitation,
+    /// `elicitation/create` in URL mode: the person is sent to a page.
+    ElicitationUrl,
+    /// `roots/list`: the client's roots.
+    Roots,
+}
+
+impl ClientRequest {
+    /// Every kind, as policies name them.
+    pub const ALL: [ClientRequest; 4] = [
+        ClientRequest::Sampling,
+        ClientRequest::Elicitation,
+        ClientRequest::ElicitationUrl,
+        ClientRequest::Roots,
+    ];
+
+    /// The name in policies and receipts.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            ClientRequest::Sampling => "sampling",
+            ClientRequest::Elicitation => "elicitation",
+            ClientRequest::ElicitationUrl => "elicitation_url",
+            ClientRequest::Roots => "roots",
+        }
+    }
 }
 
 impl Rule {
@@ -439,6 +478,7 @@ impl Policy {
                 invocation: None,
                 resource: None,
                 prompt: None,
+                client_requests: Vec::new(),
             }],
             redaction_profiles: BTreeMap::from([(
                 SAFE_PROFILE.to_owned(),

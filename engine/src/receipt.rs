@@ -63,16 +63,20 @@ pub enum ReceiptKind {
     Manifest,
     /// An administrative change (policies, descriptors, upstreams, tokens, users, sign-ins).
     Admin,
+    /// A request of an upstream's to the calling client (sampling, elicitation, roots) while a
+    /// tool ran: relayed or refused, and what came of it.
+    ClientRequest,
 }
 
 impl ReceiptKind {
     /// Every kind, in declaration order.
-    pub const ALL: [ReceiptKind; 5] = [
+    pub const ALL: [ReceiptKind; 6] = [
         ReceiptKind::Decision,
         ReceiptKind::Execution,
         ReceiptKind::Approval,
         ReceiptKind::Manifest,
         ReceiptKind::Admin,
+        ReceiptKind::ClientRequest,
     ];
 
     /// The JSON string of this kind.
@@ -83,6 +87,7 @@ impl ReceiptKind {
             ReceiptKind::Approval => "approval",
             ReceiptKind::Manifest => "manifest",
             ReceiptKind::Admin => "admin",
+            ReceiptKind::ClientRequest => "client_request",
         }
     }
 }

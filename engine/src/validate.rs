@@ -201,6 +201,12 @@ fn validate_item_rule(at: &str, rule: &crate::policy::Rule, errors: &mut Vec<Fie
             "resources and prompts are allow, hide or deny",
         ));
     }
+    if !rule.client_requests.is_empty() {
+        errors.push(FieldError::new(
+            format!("{at}.client_requests"),
+            "only tools ask the client while they run: client_requests belongs to tool rules",
+        ));
+    }
     // Only a cap on what comes back (`max_result_bytes`, checked with the rest of the rule's
     // invocation policy): nothing of theirs has arguments to narrow or a run to limit.
     if let Some(inv) = &rule.invocation
@@ -656,6 +662,30 @@ mod tests {
                 json!([{"id": "a", "resource": {"uri": "x:/a", "colour": 1}, "mode": "allow"}])
             ),
             ["rules[0].resource.colour"]
+        );
+    }
+
+    /// Issue 47: `client_requests` names what a tool may ask of the client; it belongs to tool
+    /// rules, and only the four kinds exist.
+    #[test]
+    fn client_requests_belong_to_tool_rules() {
+        let caps = RuntimeCapabilities::default();
+        let refused = |rules: Value| paths(json!({"name": "p", "rules": rules}), &caps);
+        assert!(
+            refused(json!([{"id": "a", "match": {"name": "t"}, "mode": "allow",
+                "client_requests": ["sampling", "elicitation", "elicitation_url", "roots"]}]))
+            .is_empty()
+        );
+        assert_eq!(
+            refused(json!([
+                {"id": "a", "resource": {"uri": "x:/a"}, "mode": "allow", "client_requests": ["roots"]},
+                {"id": "b", "prompt": "p", "mode": "allow", "client_requests": ["sampling"]}
+            ])),
+            ["rules[0].client_requests", "rules[1].client_requests"]
+        );
+        assert!(
+            !refused(json!([{"id": "a", "mode": "allow", "client_requests": ["telepathy"]}]))
+                .is_empty()
         );
     }
 

@@ -116,7 +116,7 @@ impl Application {
         ));
         let webhooks = Arc::new(
             aperture_core::webhooks::Webhooks::new(
-                secrets,
+                secrets.clone(),
                 config.allow_private_upstreams,
                 config.webhook_retry.clone(),
                 config.public_base(),
@@ -150,6 +150,7 @@ impl Application {
             journal,
             validators: Arc::new(engine::narrow::ValidatorCache::new()),
             upstreams: upstreams.clone(),
+            secrets,
             webhooks,
             config: Arc::new(config),
             draining: tokio::sync::watch::Sender::new(false),
@@ -173,6 +174,8 @@ impl Application {
             leptos_options,
             streams: Arc::default(),
             watchers: Arc::default(),
+            asks: Arc::default(),
+            runs: Arc::default(),
         });
         let chain = state.chain.clone();
         let resumer_state = state.clone();

@@ -45,6 +45,10 @@ pub struct Shared {
     pub streams: Arc<aperture_core::live::streams::Streams>,
     /// `/mcp`'s listening streams and what they watch (`notifications/tools/list_changed`).
     pub watchers: Arc<aperture_core::live::listing::Watchers>,
+    /// The gateway's requests to `/mcp` clients awaiting their answers on this node.
+    pub asks: Arc<aperture_core::live::asks::Asks>,
+    /// 2026-07-28 calls suspended on this node until their client answers (`input_required`).
+    pub runs: Arc<aperture_core::live::asks::Runs>,
 }
 
 impl std::ops::Deref for Shared {

@@ -16,11 +16,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use aperture_core::upstream::{
-    Connection, Connector, UpstreamError, UpstreamSpec, check_result_size, import,
+    AskFn, AskRefusal, Connection, Connector, UpstreamAsk, UpstreamError, UpstreamSpec,
+    check_result_size, import,
 };
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use axum::serve::ListenerExt;
+use engine::policy::ClientRequest;
 use rmcp::transport::StreamableHttpServerConfig;
 use rmcp::transport::StreamableHttpService;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -66,7 +68,7 @@ fn first_text(result: &Value) -> &str {
     result["content"][0]["text"].as_str().unwrap()
 }
 
-const TOOL_NAMES: [&str; 9] = [
+const TOOL_NAMES: [&str; 10] = [
     "echo",
     "add",
     "big",
@@ -75,11 +77,12 @@ const TOOL_NAMES: [&str; 9] = [
     "getenv",
     "mutate",
     "deploy",
+    "ask",
     "stats",
 ];
 
 async fn assert_lists_every_tool(connection: &Connection) {
-    // Nine tools at three per page: the listing follows two cursors.
+    // Ten tools at three per page: the listing follows three cursors.
     let tools = connection.list_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, TOOL_NAMES);
@@ -653,4 +656,111 @@ async fn streamable_http_resources_prompts_and_completions() {
     let fixture = http_fixture().await;
     let connection = connect_http(&fixture.url).await;
     assert_items_work(&connection).await;
+}
+
+/// An answerer that records what it was asked and answers each kind as a client would.
+fn answerer(asked: Arc<std::sync::Mutex<Vec<UpstreamAsk>>>) -> AskFn {
+    Arc::new(move |ask: UpstreamAsk| {
+        asked.lock().unwrap().push(ask.clone());
+        Box::pin(async move {
+            Ok(match ask.kind {
+                ClientRequest::Sampling => json!({
+                    "role": "assistant", "content": {"type": "text", "text": "sunny"},
+                    "model": "test-model"
+                }),
+                ClientRequest::Elicitation | ClientRequest::ElicitationUrl => {
+                    json!({"action": "accept", "content": {"name": "Ada"}})
+                }
+                ClientRequest::Roots => json!({"roots": [{"uri": "file:///work", "name": "work"}]}),
+            })
+        })
+    })
+}
+
+async fn ask(connection: &Connection, kind: &str, to: Option<AskFn>) -> Value {
+    connection
+        .call_tool_asking("ask", args(json!({"kind": kind})), TIMEOUT, None, to)
+        .await
+        .unwrap()["structuredContent"]
+        .clone()
+}
+
+/// Issue 47 (item 3): the upstream's requests during a call reach that call's answerer, over
+/// stdio (the only call in flight) and over streamable HTTP (on the call's own stream); a
+/// call without one refuses them, and the upstream hears a JSON-RPC error.
+async fn assert_requests_reach_their_call(connection: &Connection) {
+    let asked = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let to = answerer(asked.clone());
+    let sampled = ask(connection, "sampling", Some(to.clone())).await;
+    assert_eq!(sampled["answer"]["content"]["text"], "sunny", "{sampled}");
+    let elicited = ask(connection, "elicitation", Some(to.clone())).await;
+    assert_eq!(elicited["answer"]["content"]["name"], "Ada", "{elicited}");
+    let url = ask(connection, "elicitation_url", Some(to.clone())).await;
+    assert_eq!(url["answer"]["action"], "accept", "{url}");
+    let roots = ask(connection, "roots", Some(to.clone())).await;
+    assert_eq!(
+        roots["answer"]["roots"][0]["uri"], "file:///work",
+        "{roots}"
+    );
+    let kinds: Vec<ClientRequest> = asked.lock().unwrap().iter().map(|a| a.kind).collect();
+    assert_eq!(
+        kinds,
+        [
+            ClientRequest::Sampling,
+            ClientRequest::Elicitation,
+            ClientRequest::ElicitationUrl,
+            ClientRequest::Roots
+        ]
+    );
+    let first = asked.lock().unwrap()[0].clone();
+    assert_eq!(first.method, "sampling/createMessage");
+    assert_eq!(first.params["maxTokens"], 50);
+    // The gateway's mark of which call a request belongs to never reaches the answerer.
+    assert!(!first.params.to_string().contains("io.aperture/call"));
+
+    let refused = ask(connection, "sampling", None).await;
+    assert_eq!(refused["refused"]["code"], -32600, "{refused}");
+    let refusing: AskFn =
+        Arc::new(|_| Box::pin(async { Err(AskRefusal::new(-32600, "not for you")) }));
+    let refused = ask(connection, "roots", Some(refusing)).await;
+    assert_eq!(refused["refused"]["message"], "not for you", "{refused}");
+}
+
+#[tokio::test]
+async fn stdio_relays_requests_to_the_call_in_flight() {
+    let connection = connect_stdio().await;
+    assert_requests_reach_their_call(&connection).await;
+    connection.close().await;
+}
+
+#[tokio::test]
+async fn streamable_http_relays_requests_on_the_calls_own_stream() {
+    let fixture = http_fixture().await;
+    let connection = connect_http(&fixture.url).await;
+    assert_requests_reach_their_call(&connection).await;
+    connection.close().await;
+}
+
+/// Issue 47 (item 3): waiting for the person does not count toward the call's deadline.
+#[tokio::test]
+async fn time_spent_answering_does_not_count_toward_the_deadline() {
+    let connection = connect_stdio().await;
+    let slow: AskFn = Arc::new(|_| {
+        Box::pin(async {
+            tokio::time::sleep(Duration::from_millis(1500)).await;
+            Ok(json!({"roots": []}))
+        })
+    });
+    let answered = connection
+        .call_tool_asking(
+            "ask",
+            args(json!({"kind": "roots"})),
+            Duration::from_millis(1000),
+            None,
+            Some(slow),
+        )
+        .await
+        .unwrap();
+    assert_eq!(answered["structuredContent"]["answer"]["roots"], json!([]));
+    connection.close().await;
 }

@@ -4,25 +4,28 @@ use sqlx::Error;
 
 use super::Store;
 
-/// Records session `id` of `principal` in `tenant_id`, used at `now`, and forgets that
+/// Records session `id` of `principal` in `tenant_id` (whose client declared `abilities`), used
+/// at `now`, and forgets that
 /// principal's sessions beyond the `keep` most recently used.
 pub async fn open(
     store: &Store,
     id: &str,
     tenant_id: &str,
     principal: &str,
+    abilities: &str,
     now: i64,
     keep: i64,
 ) -> Result<(), Error> {
     let mut tx = store.begin_write().await?;
     sqlx::query(
-        "INSERT INTO mcp_sessions (id, tenant_id, principal, created_at, last_used_at) \
-         VALUES ($1, $2, $3, $4, $4)",
+        "INSERT INTO mcp_sessions (id, tenant_id, principal, created_at, last_used_at, \
+         client_abilities) VALUES ($1, $2, $3, $4, $4, $5)",
     )
     .bind(id)
     .bind(tenant_id)
     .bind(principal)
     .bind(now)
+    .bind(abilities)
     .execute(&mut *tx)
     .await?;
     sqlx::query(
@@ -38,15 +41,17 @@ pub async fn open(
     tx.commit().await
 }
 
-/// When session `id` of `principal` in `tenant_id` was last used, if it is theirs.
+/// When session `id` of `principal` in `tenant_id` was last used, and what its client
+/// declared it can do, if it is theirs.
 pub async fn last_used(
     store: &Store,
     id: &str,
     tenant_id: &str,
     principal: &str,
-) -> Result<Option<i64>, Error> {
-    sqlx::query_scalar(
-        "SELECT last_used_at FROM mcp_sessions WHERE id = $1 AND tenant_id = $2 AND principal = $3",
+) -> Result<Option<(i64, String)>, Error> {
+    sqlx::query_as(
+        "SELECT last_used_at, client_abilities FROM mcp_sessions \
+         WHERE id = $1 AND tenant_id = $2 AND principal = $3",
     )
     .bind(id)
     .bind(tenant_id)

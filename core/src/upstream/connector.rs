@@ -27,10 +27,16 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotificationParam,
-    ClientCapabilities, ClientConfig, ClientRequest, Implementation, PaginatedRequestParams,
-    ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestId, ServerResult, Tool,
+    ClientCapabilities, ClientConfig, ClientRequest, ElicitRequestParams, ElicitResult,
+    Implementation, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
+    ProtocolVersion, RequestId, ServerResult, Tool,
 };
+// Sampling and roots: what 2025-era upstreams ask (the 2026-07-28 era deprecates them).
+use rmcp::ErrorData as McpError;
+#[expect(deprecated, reason = "upstreams of the 2025 eras still send them")]
+use rmcp::model::{CreateMessageRequestParams, CreateMessageResult, ListRootsResult};
 use rmcp::service::PeerRequestOptions;
+use rmcp::service::RequestContext;
 use rmcp::service::{
     ClientCacheConfig, ClientInitializeError, NotificationContext, RoleClient, RunningService,
 };
@@ -42,9 +48,14 @@ use serde_json::{Map, Value};
 use tokio::sync::{Mutex, watch};
 use upstream_reqwest::header::{HeaderName, HeaderValue};
 
+mod asks;
 mod items;
 
+pub(crate) use asks::CALL_TAG;
+pub use asks::{AskFn, AskRefusal, MAX_WAIT, UnattributedFn, UpstreamAsk};
 pub use items::Offers;
+
+use asks::{Attribution, CallRoute, CallRoutes, Clock};
 
 use super::guard::check_url;
 use super::http::UpstreamHttp;
@@ -125,15 +136,21 @@ impl Connector {
         let scrubber = Scrubber::for_spec(spec);
         let (changed_tx, changed_rx) = watch::channel(0);
         let progress = Arc::new(ProgressRoutes::default());
+        let calls = Arc::new(CallRoutes::default());
+        let unattributed = Arc::new(std::sync::OnceLock::new());
         let handler = Handler {
             progress: Arc::clone(&progress),
             info: ClientConfig::new(
-                ClientCapabilities::default(),
+                relaying_capabilities(),
                 Implementation::new("aperture", env!("CARGO_PKG_VERSION")),
             )
             .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE),
             tools_changed: changed_tx,
             scrubber: scrubber.clone(),
+            calls: Arc::clone(&calls),
+            // The HTTP client marks what arrives on a call's own stream; stdio has no streams.
+            tagging: matches!(spec, UpstreamSpec::StreamableHttp { .. }),
+            unattributed: Arc::clone(&unattributed),
         };
         let connecting = async {
             match spec {
@@ -186,8 +203,22 @@ impl Connector {
             scrubber,
             protocol_version,
             progress,
+            calls,
+            unattributed,
         })
     }
+}
+
+/// What the gateway tells upstreams it can do for them: sampling, elicitation (forms and
+/// URLs) and roots, each relayed to a call's client only where the call's rule lets it
+/// ([`asks`]); everything else is refused.
+fn relaying_capabilities() -> ClientCapabilities {
+    serde_json::from_value(serde_json::json!({
+        "sampling": {},
+        "elicitation": {"form": {}, "url": {}},
+        "roots": {}
+    }))
+    .unwrap_or_default()
 }
 
 /// A live MCP session with one upstream. Calls may run concurrently (`&self`); dropping the
@@ -202,6 +233,10 @@ pub struct Connection {
     protocol_version: String,
     /// Where the upstream's `notifications/progress` go, by the token a call sent.
     progress: Arc<ProgressRoutes>,
+    /// The calls in flight, where the upstream's requests for the client go.
+    calls: Arc<CallRoutes>,
+    /// Told of requests that belong to no call.
+    unattributed: Arc<std::sync::OnceLock<UnattributedFn>>,
 }
 
 /// The upstream's progress on one call: `notifications/progress` with the token the gateway
@@ -431,8 +466,7 @@ impl Connection {
     /// a result, not an error. When `deadline` passes first the call fails with
     /// [`UpstreamError::Timeout`] and the upstream is sent `notifications/cancelled` for it.
     /// With `progress`, the upstream's `notifications/progress` for this call go there until
-    /// it ends.
-    #[tracing::instrument(skip(self, arguments, progress), fields(tool = raw_name))]
+    /// it ends. The upstream's requests for the client during the call are refused.
     pub async fn call_tool(
         &self,
         raw_name: &str,
@@ -440,17 +474,37 @@ impl Connection {
         deadline: Duration,
         progress: Option<ProgressFn>,
     ) -> Result<Value, UpstreamError> {
+        self.call_tool_asking(raw_name, arguments, deadline, progress, None)
+            .await
+    }
+
+    /// [`Connection::call_tool`], the upstream's requests for the client during the call
+    /// going to `ask` (refused when `None`). Time spent waiting for `ask`'s answers does not
+    /// count toward `deadline` (up to [`MAX_WAIT`]).
+    #[tracing::instrument(skip(self, arguments, progress, ask), fields(tool = raw_name))]
+    pub async fn call_tool_asking(
+        &self,
+        raw_name: &str,
+        arguments: Map<String, Value>,
+        deadline: Duration,
+        progress: Option<ProgressFn>,
+        ask: Option<AskFn>,
+    ) -> Result<Value, UpstreamError> {
         let params = CallToolRequestParams::new(raw_name.to_owned()).with_arguments(arguments);
-        // Dropping rmcp's request future on timeout is what sends `notifications/cancelled`.
-        let call = async {
-            match progress {
-                None => self.peer.call_tool_once(params).await,
-                Some(to) => self.call_with_progress(params, to).await,
+        let clock = Clock::start();
+        // Dropping the request future on timeout is what sends `notifications/cancelled`.
+        let call = self.send_call(params, progress, ask, Arc::clone(&clock));
+        tokio::pin!(call);
+        let response = loop {
+            let counted = clock.counted();
+            if counted >= deadline {
+                return Err(UpstreamError::Timeout { after: deadline });
+            }
+            tokio::select! {
+                response = &mut call => break response,
+                () = tokio::time::sleep(deadline - counted) => {}
             }
         };
-        let response = tokio::time::timeout(deadline, call)
-            .await
-            .map_err(|_| UpstreamError::Timeout { after: deadline })?;
         let protocol = |reason: &str| UpstreamError::Protocol {
             reason: reason.to_owned(),
         };
@@ -458,8 +512,8 @@ impl Connection {
             Ok(CallToolResponse::Complete(result)) => serde_json::to_value(result)
                 .map_err(|e| protocol(&format!("the result does not serialize: {e}"))),
             Ok(CallToolResponse::InputRequired(_)) => Err(protocol(
-                "the upstream asked for client input (elicitation, sampling), which Aperture \
-                 does not relay",
+                "the upstream answered with an input_required result, which Aperture does not \
+                 relay from upstreams",
             )),
             Ok(CallToolResponse::Task(_)) => Err(protocol(
                 "the upstream answered with a task, which Aperture does not poll",
@@ -475,22 +529,30 @@ impl Connection {
         }
     }
 
-    /// `tools/call` whose progress notifications go to `to`: sent with rmcp's own progress
-    /// token, which is then routed to `to`; the upstream is told to cancel when the future is
-    /// dropped before the answer.
-    async fn call_with_progress(
+    /// Sends `tools/call`: registered as in flight (where the upstream's requests for the
+    /// client go) and, with `progress`, its progress token routed there; the upstream is told
+    /// to cancel when the future is dropped before the answer.
+    async fn send_call(
         &self,
         params: CallToolRequestParams,
-        to: ProgressFn,
+        progress: Option<ProgressFn>,
+        ask: Option<AskFn>,
+        clock: Arc<Clock>,
     ) -> Result<CallToolResponse, ServiceError> {
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let sending = self.progress.sending();
+        let progress_sending = progress.is_some().then(|| self.progress.sending());
+        let call_sending = self.calls.sending();
         let handle = self
             .peer
             .send_cancellable_request(request, PeerRequestOptions::no_options())
             .await?;
-        let _route = self.progress.register(handle.progress_token.clone(), to);
-        drop(sending);
+        let _progress_route =
+            progress.map(|to| self.progress.register(handle.progress_token.clone(), to));
+        let _call_route = self
+            .calls
+            .register(handle.id.clone(), CallRoute { ask, clock });
+        drop(progress_sending);
+        drop(call_sending);
         let mut abandoned = Abandoned {
             peer: self.peer.clone(),
             id: Some(handle.id.clone()),
@@ -501,8 +563,16 @@ impl Connection {
             ServerResult::CallToolResult(r) => Ok(CallToolResponse::Complete(r)),
             ServerResult::InputRequiredResult(r) => Ok(CallToolResponse::InputRequired(r)),
             ServerResult::CreateTaskResult(r) => Ok(CallToolResponse::Task(r)),
+            // A result with nothing in it (rmcp reads `{}` so) is a result without content.
+            ServerResult::EmptyResult(_) => Ok(CallToolResponse::Complete(Default::default())),
             _ => Err(ServiceError::UnexpectedResponse),
         }
+    }
+
+    /// Where requests that belong to no call are reported (once per connection; later calls
+    /// are ignored).
+    pub fn on_unattributed(&self, to: UnattributedFn) {
+        let _ = self.unattributed.set(to);
     }
 
     /// Ends the session: a stdio process gets its stdin closed, then `SIGTERM`, then `SIGKILL`
@@ -588,13 +658,62 @@ impl Write for ByteCounter {
     }
 }
 
-/// Our side of the session: who we are, a counter of tool list changes, and where progress
-/// goes.
+/// Our side of the session: who we are, a counter of tool list changes, where progress goes,
+/// and which call the upstream's requests for the client belong to.
 struct Handler {
     info: ClientConfig,
     tools_changed: watch::Sender<u64>,
     progress: Arc<ProgressRoutes>,
     scrubber: Scrubber,
+    calls: Arc<CallRoutes>,
+    tagging: bool,
+    unattributed: Arc<std::sync::OnceLock<UnattributedFn>>,
+}
+
+impl Handler {
+    /// Hands `ask` to the call it belongs to and returns the client's answer as `T`; refused
+    /// with a JSON-RPC error when it belongs to no call, when the call cannot ask, or when the
+    /// answer is not a `T`.
+    async fn relay<T: serde::de::DeserializeOwned>(
+        &self,
+        ask: UpstreamAsk,
+        context: &RequestContext<RoleClient>,
+    ) -> Result<T, McpError> {
+        let method = ask.method;
+        let tag = asks::tag_of(&context.meta);
+        let route = match self.calls.attribute(tag, self.tagging).await {
+            Attribution::Call(route) => route,
+            Attribution::Unattributable => {
+                if let Some(to) = self.unattributed.get() {
+                    to(method);
+                }
+                return Err(McpError::invalid_request(
+                    format!(
+                        "{method} is answered only during the tools/call it serves, on that call's own stream"
+                    ),
+                    None,
+                ));
+            }
+        };
+        let Some(to) = route.ask else {
+            return Err(McpError::invalid_request(
+                format!("{method}: this call has no client that can be asked"),
+                None,
+            ));
+        };
+        let answer = {
+            let _waiting = route.clock.waiting();
+            to(ask).await
+        };
+        let answer =
+            answer.map_err(|r| McpError::new(rmcp::model::ErrorCode(r.code), r.message, None))?;
+        serde_json::from_value(answer).map_err(|e| {
+            McpError::internal_error(
+                format!("the client's answer to {method} is not one: {e}"),
+                None,
+            )
+        })
+    }
 }
 
 impl ClientHandler for Handler {
@@ -622,6 +741,59 @@ impl ClientHandler for Handler {
         };
         self.progress.deliver(params.progress_token, progress);
     }
+
+    #[expect(deprecated, reason = "upstreams of the 2025 eras still send it")]
+    async fn create_message(
+        &self,
+        params: CreateMessageRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<CreateMessageResult, McpError> {
+        let params = to_params(&params)?;
+        let ask = UpstreamAsk {
+            kind: engine::policy::ClientRequest::Sampling,
+            method: "sampling/createMessage",
+            params,
+        };
+        self.relay(ask, &context).await
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, McpError> {
+        let kind = match &request {
+            ElicitRequestParams::UrlElicitationParams { .. } => {
+                engine::policy::ClientRequest::ElicitationUrl
+            }
+            _ => engine::policy::ClientRequest::Elicitation,
+        };
+        let ask = UpstreamAsk {
+            kind,
+            method: "elicitation/create",
+            params: to_params(&request)?,
+        };
+        self.relay(ask, &context).await
+    }
+
+    #[expect(deprecated, reason = "upstreams of the 2025 eras still send it")]
+    async fn list_roots(
+        &self,
+        context: RequestContext<RoleClient>,
+    ) -> Result<ListRootsResult, McpError> {
+        let ask = UpstreamAsk {
+            kind: engine::policy::ClientRequest::Roots,
+            method: "roots/list",
+            params: Value::Object(Map::new()),
+        };
+        self.relay(ask, &context).await
+    }
+}
+
+/// A request's params as JSON.
+fn to_params<T: Serialize>(params: &T) -> Result<Value, McpError> {
+    serde_json::to_value(params)
+        .map_err(|e| McpError::internal_error(format!("the request does not serialize: {e}"), None))
 }
 
 fn spawn(command: &[String], env: &BTreeMap<String, String>) -> std::io::Result<TokioChildProcess> {

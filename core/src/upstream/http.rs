@@ -48,7 +48,7 @@ use hyper::body::{Body as _, Incoming};
 use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::{Connected, Connection};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use rmcp::model::{ClientJsonRpcMessage, JsonRpcMessage, ServerJsonRpcMessage};
+use rmcp::model::{ClientJsonRpcMessage, JsonRpcMessage, RequestId, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_client::{
     AuthRequiredError, HttpStatusError, InsufficientScopeError, SseError, StreamableHttpClient,
     StreamableHttpError, StreamableHttpPostResponse, StreamableHttpResponseLimits,
@@ -60,10 +60,10 @@ use tokio_rustls::TlsConnector;
 use tokio_rustls::client::TlsStream;
 use upstream_reqwest::Url;
 
-use super::UpstreamError;
 use super::answer::{FirstEvent, call_answer, expected_call, first_answer};
 use super::connector::tls_config;
 use super::guard::resolve;
+use super::{CALL_TAG, UpstreamError};
 
 /// Same-origin redirects followed for one request.
 const MAX_REDIRECTS: usize = 5;
@@ -375,6 +375,74 @@ fn event_stream(
     SseStream::from_bytes_stream(bytes).boxed()
 }
 
+/// `events` with every request on them marked as the call `call`'s ([`CALL_TAG`] in its
+/// `_meta`), or, without a call, with that mark taken off any request that carries it: only
+/// the gateway says which call a request belongs to.
+fn tagged(
+    events: BoxStream<'static, Result<Sse, SseError>>,
+    call: Option<RequestId>,
+) -> BoxStream<'static, Result<Sse, SseError>> {
+    events
+        .map(move |event| event.map(|sse| tag_event(sse, call.as_ref())))
+        .boxed()
+}
+
+fn tag_event(mut sse: Sse, call: Option<&RequestId>) -> Sse {
+    let Some(data) = sse.data.as_deref() else {
+        return sse;
+    };
+    // Most events are not requests, and only a marked one needs unmarking.
+    let relevant = match call {
+        Some(_) => data.contains("\"method\""),
+        None => data.contains(CALL_TAG),
+    };
+    if !relevant {
+        return sse;
+    }
+    if let Some(retagged) = retag(data.as_bytes(), call) {
+        sse.data = Some(retagged);
+    }
+    sse
+}
+
+/// A JSON body without the mark on any request ([`tagged`]).
+fn untag(body: Vec<u8>) -> Vec<u8> {
+    let marked = body
+        .windows(CALL_TAG.len())
+        .any(|w| w == CALL_TAG.as_bytes());
+    match marked.then(|| retag(&body, None)).flatten() {
+        Some(text) => text.into_bytes(),
+        None => body,
+    }
+}
+
+/// The message `text` marked as `call`'s, or unmarked; `None` when it is not a request (left
+/// as it is: rmcp decides what it is).
+fn retag(text: &[u8], call: Option<&RequestId>) -> Option<String> {
+    let mut message: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(text).ok()?;
+    if !(message.contains_key("method") && message.contains_key("id")) {
+        return None;
+    }
+    let params = message
+        .entry("params")
+        .or_insert_with(|| serde_json::Value::Object(Default::default()))
+        .as_object_mut()?;
+    let meta = params
+        .entry("_meta")
+        .or_insert_with(|| serde_json::Value::Object(Default::default()))
+        .as_object_mut()?;
+    match call {
+        Some(id) => {
+            meta.insert(CALL_TAG.to_owned(), serde_json::to_value(id).ok()?);
+        }
+        None => {
+            meta.remove(CALL_TAG);
+        }
+    }
+    serde_json::to_string(&message).ok()
+}
+
 /// rmcp calls the `_with_response_limits` and `_with_max_sse_event_size` forms, which apply its
 /// transport's limits; the plain ones (and the trait's default in between) apply rmcp's
 /// default limits.
@@ -481,19 +549,24 @@ impl StreamableHttpClient for UpstreamHttp {
             Some(ct) if media_type_is(ct, EVENT_STREAM) => {
                 let events = event_stream(response, limits.max_sse_event_size);
                 let Some(id) = call else {
-                    return Ok(StreamableHttpPostResponse::Sse(events, new_session));
+                    return Ok(StreamableHttpPostResponse::Sse(
+                        tagged(events, None),
+                        new_session,
+                    ));
                 };
                 Ok(match first_answer(events, id).await {
                     FirstEvent::Answer(answer) => {
                         StreamableHttpPostResponse::Json(answer, new_session)
                     }
-                    FirstEvent::Stream(events) => {
-                        StreamableHttpPostResponse::Sse(events, new_session)
-                    }
+                    // The rest of the call's own stream: the requests on it are the call's.
+                    FirstEvent::Stream(events) => StreamableHttpPostResponse::Sse(
+                        tagged(events, Some(id.clone())),
+                        new_session,
+                    ),
                 })
             }
             Some(ct) if media_type_is(ct, JSON) => {
-                let body = read_bounded(response, limits.max_json_response_size).await?;
+                let body = untag(read_bounded(response, limits.max_json_response_size).await?);
                 let answer = call.and_then(|id| call_answer(&body, id));
                 match answer
                     .map_or_else(|| serde_json::from_slice::<ServerJsonRpcMessage>(&body), Ok)
@@ -583,7 +656,7 @@ impl StreamableHttpClient for UpstreamHttp {
         }
         match content_type(response.headers()) {
             Some(ct) if media_type_is(&ct, EVENT_STREAM) || media_type_is(&ct, JSON) => {
-                Ok(event_stream(response, max_sse_event_size))
+                Ok(tagged(event_stream(response, max_sse_event_size), None))
             }
             other => Err(StreamableHttpError::UnexpectedContentType(other)),
         }
@@ -907,6 +980,37 @@ mod tests {
         let mut counter = EventCounter::new(16);
         assert!(counter.feed(b"data: 1\ndata: 2\n"));
         assert!(!counter.feed(b"d"));
+    }
+
+    /// Issue 47: a request on a call's own stream is marked as that call's; anywhere else the
+    /// mark is taken off, so an upstream cannot name a call for its request itself.
+    #[test]
+    fn only_the_gateway_marks_which_call_a_request_belongs_to() {
+        let event = |data: &str| Sse::default().data(data);
+        let meta = |sse: Sse| -> serde_json::Value {
+            let v: serde_json::Value = serde_json::from_str(sse.data.as_deref().unwrap()).unwrap();
+            v["params"]["_meta"].clone()
+        };
+        let ask = r#"{"jsonrpc":"2.0","id":5,"method":"sampling/createMessage","params":{"messages":[]}}"#;
+        let forged = r#"{"jsonrpc":"2.0","id":5,"method":"roots/list","params":{"_meta":{"io.aperture/call":3}}}"#;
+        let on_call = tag_event(event(ask), Some(&RequestId::Number(3)));
+        assert_eq!(meta(on_call)[CALL_TAG], serde_json::json!(3));
+        assert_eq!(
+            meta(tag_event(event(forged), Some(&RequestId::Number(7))))[CALL_TAG],
+            serde_json::json!(7)
+        );
+        assert_eq!(meta(tag_event(event(forged), None)), serde_json::json!({}));
+        let untagged: serde_json::Value =
+            serde_json::from_slice(&untag(forged.as_bytes().to_vec())).unwrap();
+        assert_eq!(untagged["params"]["_meta"], serde_json::json!({}));
+        // Notifications and answers pass as they came.
+        let note = r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"_meta":{"io.aperture/call":1}}}"#;
+        assert_eq!(
+            tag_event(event(note), Some(&RequestId::Number(1)))
+                .data
+                .as_deref(),
+            Some(note)
+        );
     }
 
     #[test]

@@ -24,8 +24,10 @@ mod http;
 mod import;
 mod registry;
 
+pub(crate) use connector::CALL_TAG;
 pub use connector::{
-    Connection, Connector, Offers, Progress, ProgressFn, RawTool, check_result_size, tls_config,
+    AskFn, AskRefusal, Connection, Connector, MAX_WAIT, Offers, Progress, ProgressFn, RawTool,
+    UnattributedFn, UpstreamAsk, check_result_size, tls_config,
 };
 pub(crate) use guard::resolve;
 pub use guard::{address_class, check_url};

@@ -522,6 +522,7 @@ impl Upstreams {
                 .connect(&UpstreamSpec::from(&stored), CONNECT_TIMEOUT)
                 .await?,
         );
+        connection.on_unattributed(unattributed(journal, row));
         live.insert(row.id.clone(), (row.credential_version, connection.clone()));
         tokio::spawn(follow_list_changes(
             store.clone(),
@@ -551,6 +552,40 @@ impl Upstreams {
             c.close().await;
         }
     }
+}
+
+/// Journals each request of `row`'s for a client that belongs to no call in flight (it was
+/// refused): a `client_request` record attributed to the upstream.
+fn unattributed(journal: &Journal, row: &UpstreamRow) -> super::UnattributedFn {
+    let journal = journal.clone();
+    let tenant = row.tenant_id.clone();
+    let actor = format!("upstream:{}", row.name);
+    let upstream_id = row.id.clone();
+    Arc::new(move |method: &'static str| {
+        let mut r = journal::receipt(
+            engine::receipt::ReceiptKind::ClientRequest,
+            Decision::Deny,
+            ReasonCode::NotCallable,
+            &tenant,
+            &actor,
+            journal::OPERATOR,
+        );
+        r.issued_at = String::new();
+        let mut d = journal::disclosures();
+        d.insert_extra(
+            "client_request",
+            json!({
+                "method": method,
+                "upstream_id": upstream_id,
+                "refused": "it belongs to no call in flight (the standalone stream, between calls, or several calls in flight on a stdio connection)",
+            }),
+        )
+        .ok();
+        let journal = journal.clone();
+        tokio::spawn(async move {
+            journal.record_outcome(r, &d).await;
+        });
+    })
 }
 
 /// How often a sync re-reads a tool row that another write changed under it before giving up.

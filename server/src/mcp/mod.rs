@@ -16,6 +16,11 @@
 //!   carry `resultType`, and `tools/list` says not to cache it (`ttlMs: 0`): every listing
 //!   grants a new lease.
 //!
+//! An upstream's requests for the client while a call runs (sampling, elicitation, roots;
+//! [`aperture_core::relay`]) travel on the call's event stream in the 2025 eras (the client
+//! posts its answer back, [`answered`]) and as `input_required` results in 2026-07-28
+//! ([`input`]).
+//!
 //! Protocol errors stay JSON-RPC errors with the request's id; nothing a client sends is
 //! answered with HTTP 500.
 
@@ -35,9 +40,12 @@ use aperture_core::calls::{self, ToolCall};
 use aperture_core::config::Config;
 use aperture_core::error::ServiceError;
 use aperture_core::exposure;
+use aperture_core::live::asks;
+use aperture_core::relay::{self, Abilities, ClientError, ClientRelay};
 use aperture_core::settings::mcp::Binding;
 
 pub use aperture_core::live::{listing, streams};
+mod input;
 mod items;
 pub mod request;
 mod sse;
@@ -167,9 +175,14 @@ pub async fn handle(
             }
             return notification(&state, &principal, session, &method, params.as_ref()).await;
         }
-        // The gateway sends no requests to clients yet: no answer is awaited.
-        Message::Response { id } => {
-            return Json(error(&id, INVALID_REQUEST, "a request needs a method")).into_response();
+        // A client's answer to a request of the gateway's (on one of its calls' streams).
+        Message::Response { id, result, error } => {
+            let session = mcp_session.as_deref();
+            if let Some(refused) = unknown_session(&state, &principal, session, &Value::Null).await
+            {
+                return refused;
+            }
+            return answered(&state, &principal, session, &id, result, error);
         }
         Message::Empty => return StatusCode::ACCEPTED.into_response(),
     };
@@ -212,13 +225,14 @@ pub async fn handle(
         }
     }
     // 2025 era: a session id must name one of the caller's live sessions (`initialize` opens
-    // them); any other is 404, and the client initializes again.
-    if !stateless
-        && method != Method::Initialize.name()
-        && let Some(refused) =
-            unknown_session(&state, &principal, mcp_session.as_deref(), &id).await
-    {
-        return refused;
+    // them); any other is 404, and the client initializes again. What its client declared at
+    // `initialize` decides what may be relayed to it.
+    let mut abilities = Abilities::default();
+    if !stateless && method != Method::Initialize.name() {
+        match session_abilities(&state, &principal, mcp_session.as_deref(), &id).await {
+            Ok(declared) => abilities = declared,
+            Err(refused) => return refused,
+        }
     }
     let known = Method::parse(method);
     if known != Some(Method::ToolsCall)
@@ -247,18 +261,35 @@ pub async fn handle(
     };
     // 2025 era: the client's MCP session names its listings and calls; 2026-07-28 has none.
     let listing_session = mcp_session.as_deref().filter(|_| !stateless);
+    // What a 2025-era client can do for servers, kept with the session `initialize` opens.
+    let declared = Abilities::declared(params.get("capabilities").unwrap_or(&Value::Null));
     let answer = match method {
         Method::Initialize => initialize(&state, &principal, &id, &params).await,
         Method::Ping => ok(&id, json!({})),
         Method::Discover => ok(&id, discover()),
         Method::ToolsList => tools_list(&state, &principal, &id, &params, listing_session).await,
-        Method::ToolsCall if accepts_stream(&headers) && progress_token(&params).is_some() => {
-            let session = mcp_session.filter(|_| !stateless);
-            return stream_call(&state, principal, secret, id, params, session, stateless);
+        // 2026-07-28: a client that can be asked is asked through `input_required` results.
+        Method::ToolsCall if stateless && input::applies(&params) => {
+            let (status, answer) = input::call(&state, &principal, secret, &id, params).await;
+            return (status, Json(complete(answer, false))).into_response();
+        }
+        // Answered as a stream when the client wants progress, or can be asked for input
+        // while the call runs (the upstream's requests travel on the call's own stream).
+        Method::ToolsCall
+            if accepts_stream(&headers)
+                && (progress_token(&params).is_some() || abilities.any()) =>
+        {
+            let connected = Connected {
+                mcp_session: mcp_session.filter(|_| !stateless),
+                stateless,
+                abilities,
+            };
+            return stream_call(&state, principal, secret, id, params, connected);
         }
         Method::ToolsCall => {
             let session = mcp_session.filter(|_| !stateless);
-            match tools_call(&state, &principal, secret, &id, params, session, None).await {
+            let streaming = Streaming::default();
+            match tools_call(&state, &principal, secret, &id, params, session, streaming).await {
                 Ok(answer) => answer,
                 Err(()) => return unauthorized(&state.config),
             }
@@ -292,7 +323,8 @@ pub async fn handle(
         return Json(complete(answer, is_list)).into_response();
     }
     if method == Method::Initialize {
-        let session = match aperture_core::mcp_sessions::open(&state.store, &principal).await {
+        let opened = aperture_core::mcp_sessions::open(&state.store, &principal, declared).await;
+        let session = match opened {
             Ok(session) => session,
             Err(e) => {
                 let e = e.into_app_error();
@@ -316,19 +348,82 @@ async fn unknown_session(
     session: Option<&str>,
     id: &Value,
 ) -> Option<Response> {
-    let session = session?;
+    session_abilities(state, principal, session, id).await.err()
+}
+
+/// What the client of `principal`'s live session declared it can do (nothing without a
+/// session); the 404 of [`unknown_session`] when the session is not one.
+async fn session_abilities(
+    state: &AppState,
+    principal: &Principal,
+    session: Option<&str>,
+    id: &Value,
+) -> Result<Abilities, Response> {
+    let Some(session) = session else {
+        return Ok(Abilities::default());
+    };
     match aperture_core::mcp_sessions::live(&state.store, principal, session).await {
-        Ok(true) => None,
-        Ok(false) => {
+        Ok(Some(abilities)) => Ok(abilities),
+        Ok(None) => {
             let answer = error(
                 id,
                 SESSION_NOT_FOUND,
                 "Session not found: it ended or is not yours; initialize again",
             );
-            Some((StatusCode::NOT_FOUND, Json(answer)).into_response())
+            Err((StatusCode::NOT_FOUND, Json(answer)).into_response())
         }
-        Err(e) => Some(store_failed(id, e)),
+        Err(e) => Err(store_failed(id, e)),
     }
+}
+
+/// A client's answer to a request of the gateway's: delivered to the call that asked (202),
+/// when one on this node awaits it from this caller; else 404 (unknown, answered already,
+/// given up on, or another caller's: alike).
+fn answered(
+    state: &AppState,
+    principal: &Principal,
+    mcp_session: Option<&str>,
+    id: &Value,
+    result: Option<Value>,
+    error_answer: Option<Value>,
+) -> Response {
+    let answer = match (result, error_answer) {
+        (Some(result), None) => Ok(result),
+        (None, Some(e)) => Err(ClientError {
+            code: e
+                .get("code")
+                .and_then(Value::as_i64)
+                .unwrap_or(INTERNAL_ERROR),
+            message: e
+                .get("message")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .chars()
+                .take(1024)
+                .collect(),
+        }),
+        _ => {
+            let answer = error(id, INVALID_REQUEST, "an answer has a result or an error");
+            return (StatusCode::BAD_REQUEST, Json(answer)).into_response();
+        }
+    };
+    let from = asks::Owner {
+        tenant_id: principal.tenant_id.clone(),
+        principal: principal.principal_id().to_owned(),
+        mcp_session: mcp_session.map(str::to_owned),
+    };
+    let delivered = id
+        .as_str()
+        .is_some_and(|id| state.asks.answer(id, &from, answer).is_ok());
+    if delivered {
+        return StatusCode::ACCEPTED.into_response();
+    }
+    let answer = error(
+        id,
+        INVALID_REQUEST,
+        "no request of this server's awaits this answer from you",
+    );
+    (StatusCode::NOT_FOUND, Json(answer)).into_response()
 }
 
 /// `DELETE /mcp` (2025 eras): the client ends its session (`Mcp-Session-Id`): 204, then the id
@@ -601,7 +696,10 @@ fn discover() -> Value {
 /// grants a new lease, which a cached listing would not have).
 fn complete(mut answer: Value, is_list: bool) -> Value {
     if let Some(result) = answer.get_mut("result").and_then(Value::as_object_mut) {
-        result.insert("resultType".into(), json!("complete"));
+        // An `input_required` result says so itself.
+        result
+            .entry("resultType")
+            .or_insert_with(|| json!("complete"));
         if is_list {
             result.insert("ttlMs".into(), json!(0));
             result.insert("cacheScope".into(), json!("private"));
@@ -787,7 +885,7 @@ async fn tools_call(
     id: &Value,
     params: Value,
     mcp_session: Option<String>,
-    progress: Option<aperture_core::execution::ProgressSink>,
+    streaming: Streaming,
 ) -> Result<Value, ()> {
     let lacks_run = |p: &Principal| {
         p.require(scope::RUN).is_err().then(|| {
@@ -836,7 +934,8 @@ async fn tools_call(
     ));
     let mut cx = state.call_context();
     cx.cancelled = Some(registered.cancelled.clone());
-    cx.progress = progress;
+    cx.progress = streaming.progress;
+    cx.client = streaming.client;
     let mut outcome = calls::call(&cx, principal, None, &call).await;
     let mut confirmed = None;
     if matches!(outcome, Err(ServiceError::StaleRead)) {
@@ -859,6 +958,23 @@ async fn tools_call(
 
 /// How many progress notifications may wait for a streamed call's log.
 const PROGRESS_BUFFER: usize = 64;
+/// How many of the upstream's requests may wait to be put on a call's stream.
+const ASK_BUFFER: usize = 8;
+
+/// What reaches a call's client while it runs: the upstream's progress, and its requests.
+#[derive(Default)]
+struct Streaming {
+    progress: Option<aperture_core::execution::ProgressSink>,
+    client: Option<ClientRelay>,
+}
+
+/// Where a streamed call comes from: the client's MCP session (2025 eras), whether the
+/// request is stateless (2026-07-28), and what the client declared it can answer.
+struct Connected {
+    mcp_session: Option<String>,
+    stateless: bool,
+    abilities: Abilities,
+}
 
 /// Whether the client takes an SSE stream for an answer (`Accept` lists `text/event-stream`).
 fn accepts_stream(headers: &HeaderMap) -> bool {
@@ -918,9 +1034,10 @@ impl Drop for CallStream {
     }
 }
 
-/// `tools/call` from a client that takes a stream and asked for progress: answered as an SSE
-/// stream carrying the upstream's `notifications/progress` (for the caller's `progressToken`),
-/// then the response. The call runs to its end whether or not the client keeps reading
+/// `tools/call` from a client that takes a stream and asked for progress or can be asked for
+/// input: answered as an SSE stream carrying the upstream's `notifications/progress` (for the
+/// caller's `progressToken`) and the upstream's requests the call's rule lets through
+/// ([`aperture_core::relay`]; the client posts its answers, [`answered`]), then the response. The call runs to its end whether or not the client keeps reading
 /// (disconnecting is not cancelling: `notifications/cancelled` is); a client that lost the
 /// connection resumes with `GET /mcp` and `Last-Event-ID`.
 fn stream_call(
@@ -929,13 +1046,22 @@ fn stream_call(
     secret: &str,
     id: Value,
     params: Value,
-    mcp_session: Option<String>,
-    stateless: bool,
+    connected: Connected,
 ) -> Response {
+    let Connected {
+        mcp_session,
+        stateless,
+        abilities,
+    } = connected;
     let token = progress_token(&params).cloned().unwrap_or(Value::Null);
     let owner = streams::Owner {
         tenant_id: principal.tenant_id.clone(),
         actor_id: principal.actor_id.clone(),
+        mcp_session: mcp_session.clone(),
+    };
+    let asker = asks::Owner {
+        tenant_id: principal.tenant_id.clone(),
+        principal: principal.principal_id().to_owned(),
         mcp_session: mcp_session.clone(),
     };
     let log = state.streams.open(streams::Kind::Call, owner);
@@ -949,7 +1075,16 @@ fn stream_call(
     let secret = secret.to_owned();
     tokio::spawn(async move {
         let (progress, mut received) = tokio::sync::mpsc::channel(PROGRESS_BUFFER);
+        let (asks_tx, mut asks) = tokio::sync::mpsc::channel(ASK_BUFFER);
+        let client = abilities.any().then(|| ClientRelay {
+            abilities,
+            asks: asks_tx,
+        });
         let state = stream.state.clone();
+        let streaming = Streaming {
+            progress: Some(progress),
+            client,
+        };
         let call = tools_call(
             &state,
             &principal,
@@ -957,16 +1092,24 @@ fn stream_call(
             &id,
             params,
             mcp_session,
-            Some(progress),
+            streaming,
         );
         tokio::pin!(call);
+        // Requests on the stream awaiting their answers; forgotten when the call ends.
+        let mut awaiting = Vec::new();
         let answer = loop {
             tokio::select! {
                 biased;
                 Some(p) = received.recv() => stream.log.push(&progress_notification(&token, &p)),
+                Some(ask) = asks.recv() => {
+                    let ask_id = aperture_core::ids::new_ordered_id("ask");
+                    stream.log.push(&relay::request(&json!(ask_id), ask.method, ask.params));
+                    awaiting.push(state.asks.register(ask_id, asker.clone(), ask.answer));
+                }
                 answer = &mut call => break answer,
             }
         };
+        drop(awaiting);
         while let Ok(p) = received.try_recv() {
             stream.log.push(&progress_notification(&token, &p));
         }

@@ -2,9 +2,9 @@
 //! into a [`Method`]. `params` stay the JSON they arrived as — a call's `arguments` and `_meta`
 //! are what `args_hash` covers and what is forwarded, so nothing is re-serialized on the way.
 //!
-//! Built for the traffic the next steps bring: a client's answer to a request of the server's
-//! (sampling, elicitation, roots) is a [`Message::Response`], a notification a
-//! [`Message::Notification`]; a method the gateway serves is one [`Method`], dispatched once.
+//! A client's answer to a request of the gateway's (sampling, elicitation, roots) is a
+//! [`Message::Response`], a notification a [`Message::Notification`]; a method the gateway
+//! serves is one [`Method`], dispatched once.
 
 use serde_json::Value;
 
@@ -101,9 +101,13 @@ pub enum Message {
         method: String,
         params: Option<Value>,
     },
-    /// An `id` without a method: a client's answer to a request of the server's, or garbage.
-    /// The gateway sends no requests to clients yet, so none is outstanding.
-    Response { id: Value },
+    /// An `id` without a method: a client's answer to a request of the server's (its `result`
+    /// or its `error`), or garbage (neither).
+    Response {
+        id: Value,
+        result: Option<Value>,
+        error: Option<Value>,
+    },
     /// Neither an `id` nor a method: nothing to answer.
     Empty,
 }
@@ -138,7 +142,11 @@ pub fn parse(body: &[u8]) -> Result<Message, Value> {
         Some(Value::String(method)) => method,
         _ => {
             return Ok(match id {
-                Some(id) => Message::Response { id },
+                Some(id) => Message::Response {
+                    id,
+                    result: obj.remove("result"),
+                    error: obj.remove("error"),
+                },
                 None => Message::Empty,
             });
         }

@@ -16,6 +16,7 @@ mod background;
 mod bridge;
 mod calls;
 mod cli;
+mod client_requests;
 mod cluster;
 mod connect;
 mod crash;

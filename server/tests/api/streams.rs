@@ -20,7 +20,7 @@ const ECHO: &str = "mcp__fixture__echo";
 const SLOW: &str = "mcp__fixture__slow";
 
 /// An SSE response of `/mcp`: events with their id and data (JSON, `Null` when empty).
-struct Stream {
+pub(crate) struct Stream {
     response: reqwest::Response,
     buffer: String,
     /// The last `retry:` the stream sent (milliseconds), if any.
@@ -29,7 +29,7 @@ struct Stream {
 
 impl Stream {
     /// `call` sent: its answer must be a 200 event stream.
-    async fn open(call: Call) -> Self {
+    pub(crate) async fn open(call: Call) -> Self {
         let response = call.open().await;
         assert_eq!(response.status(), StatusCode::OK);
         let kind = response.headers()["content-type"].to_str().unwrap();
@@ -73,7 +73,7 @@ impl Stream {
     }
 
     /// The next message (events without data skipped) within `within`.
-    async fn message(&mut self, within: Duration) -> Option<(String, Value)> {
+    pub(crate) async fn message(&mut self, within: Duration) -> Option<(String, Value)> {
         let until = tokio::time::Instant::now() + within;
         loop {
             let left = until.saturating_duration_since(tokio::time::Instant::now());
@@ -85,7 +85,7 @@ impl Stream {
     }
 
     /// Every message until the stream ends (within `within`).
-    async fn rest(&mut self, within: Duration) -> Vec<(String, Value)> {
+    pub(crate) async fn rest(&mut self, within: Duration) -> Vec<(String, Value)> {
         let until = tokio::time::Instant::now() + within;
         let mut all = Vec::new();
         loop {

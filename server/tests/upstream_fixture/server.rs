@@ -8,8 +8,10 @@
 //! space), `getenv {name}` (one variable of the process's environment), `mutate {description?,
 //! title?, read_only?, remove?, notify?}` (changes `echo`'s description, title or `readOnlyHint`,
 //! or stops listing the tool named by `remove`, and, unless `notify` is false, sends
-//! `notifications/tools/list_changed`: the rug pulls drift triage meets) and `stats` (`{"cancelled": n, "calls": m}`: calls
-//! received, this one included). `tools/list` answers
+//! `notifications/tools/list_changed`: the rug pulls drift triage meets), `ask {kind}` (sends
+//! the client `sampling/createMessage`, `elicitation/create` in form or URL mode, or
+//! `roots/list`, and answers `{"answer": …}` or `{"refused": {code, message}}`) and `stats`
+//! (`{"cancelled": n, "calls": m}`: calls received, this one included). `tools/list` answers
 //! three tools per page, with a `ttlMs` that invites clients to cache it.
 //!
 //! Resources: `docs://readme`, `docs://guide/setup`, `secret://keys/one`, and the template
@@ -25,7 +27,7 @@ use rmcp::model::{
     ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, RequestParamsMeta,
-    ServerCapabilities, ServerConfig, Tool,
+    ServerCapabilities, ServerConfig, ServerRequest, Tool,
 };
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
@@ -157,6 +159,11 @@ impl FixtureServer {
                     json!({"service": {"type": "string"}, "dry_run": {"type": "boolean"}}),
                     &["service"],
                 ),
+            }),
+            json!({
+                "name": "ask",
+                "description": "Asks the client while it runs (sampling, elicitation, elicitation_url or roots) and answers with what came back.",
+                "inputSchema": object(json!({"kind": {"type": "string"}}), &["kind"]),
             }),
             json!({
                 "name": "stats",
@@ -353,6 +360,39 @@ impl ServerHandler for FixtureServer {
                 format!("deploying {}", str_arg(&args, "service")?),
                 json!({ "received": Value::Object(args.clone()) }),
             ),
+            "ask" => {
+                let kind = str_arg(&args, "kind")?;
+                let request = match kind {
+                    "sampling" => json!({"method": "sampling/createMessage", "params": {
+                        "messages": [{"role": "user", "content": {"type": "text", "text": "Summarize the weather"}}],
+                        "maxTokens": 50, "includeContext": "allServers"}}),
+                    "elicitation" => json!({"method": "elicitation/create", "params": {
+                        "mode": "form", "message": "Your name?",
+                        "requestedSchema": {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}}}),
+                    "elicitation_url" => json!({"method": "elicitation/create", "params": {
+                        "mode": "url", "message": "Sign in", "url": "https://example.com/sign-in",
+                        "elicitationId": "e1"}}),
+                    "roots" => json!({"method": "roots/list"}),
+                    other => {
+                        return Err(ErrorData::invalid_params(
+                            format!("unknown kind `{other}`"),
+                            None,
+                        ));
+                    }
+                };
+                let request: ServerRequest = typed(request)?;
+                match context.peer.send_request(request).await {
+                    Ok(answer) => structured(
+                        "answered",
+                        json!({"answer": serde_json::to_value(answer).unwrap_or(Value::Null)}),
+                    ),
+                    Err(rmcp::ServiceError::McpError(e)) => structured(
+                        "refused",
+                        json!({"refused": {"code": e.code.0, "message": e.message}}),
+                    ),
+                    Err(e) => return Err(ErrorData::internal_error(e.to_string(), None)),
+                }
+            }
             "stats" => {
                 let (cancelled, calls) = {
                     let state = self.state();

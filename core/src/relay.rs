@@ -1,0 +1,486 @@
+//! Requests of an upstream's to the calling client while one of its tools runs (sampling,
+//! elicitation, roots), relayed only where they belong.
+//!
+//! The connector attributes a request to exactly one call in flight
+//! ([`crate::upstream::UpstreamAsk`]); this module decides it for that call ([`for_call`]):
+//! - the call's rule must list the kind in `client_requests` (else `policy_denied`);
+//! - the call must have a connected client that declared the capability ([`Abilities`]):
+//!   REST, worker-run and hosted calls have none (else `not_callable`);
+//! - the request is journaled before it leaves (`kind: "client_request"`, the request's
+//!   digest signed; nothing is relayed unless it is recorded), and its outcome after (the
+//!   answer's digest);
+//! - what reaches the client is rewritten: `includeContext` is `"none"` (the client's other
+//!   conversations are not the upstream's business) and the texts a person or model reads
+//!   start with `[<upstream>/<tool>]`, so the asker is never mistaken for the gateway.
+//!
+//! A refused request is answered to the upstream with a JSON-RPC error; the call goes on.
+
+use engine::policy::ClientRequest;
+use engine::receipt::{Decision, ReasonCode, Receipt, ReceiptKind};
+use serde_json::{Map, Value, json};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::journal::{self, Journal};
+use crate::upstream::{AskFn, AskRefusal, UpstreamAsk};
+
+/// JSON-RPC "Invalid Request": what a refused request is answered with.
+const REFUSED: i32 = -32600;
+/// JSON-RPC "Internal error": the client went away before answering.
+const UNANSWERED: i32 = -32603;
+
+/// What a client declared it can do for servers: `initialize`'s `capabilities` (2025 eras) or
+/// a request's `io.modelcontextprotocol/clientCapabilities` (2026-07-28).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Abilities {
+    /// `sampling`.
+    pub sampling: bool,
+    /// `elicitation` in form mode (an empty `elicitation` object means form mode).
+    pub elicitation: bool,
+    /// `elicitation.url`.
+    pub elicitation_url: bool,
+    /// `roots`.
+    pub roots: bool,
+}
+
+impl Abilities {
+    /// What `capabilities` declares.
+    pub fn declared(capabilities: &Value) -> Self {
+        let has = |key: &str| capabilities.get(key).is_some_and(Value::is_object);
+        let elicitation = capabilities.get("elicitation").and_then(Value::as_object);
+        Self {
+            sampling: has("sampling"),
+            elicitation: elicitation.is_some_and(|e| e.is_empty() || e.contains_key("form")),
+            elicitation_url: elicitation.is_some_and(|e| e.contains_key("url")),
+            roots: has("roots"),
+        }
+    }
+
+    /// Whether the client can answer `kind`.
+    pub fn can(self, kind: ClientRequest) -> bool {
+        match kind {
+            ClientRequest::Sampling => self.sampling,
+            ClientRequest::Elicitation => self.elicitation,
+            ClientRequest::ElicitationUrl => self.elicitation_url,
+            ClientRequest::Roots => self.roots,
+        }
+    }
+
+    /// Whether it can answer anything.
+    pub fn any(self) -> bool {
+        ClientRequest::ALL.into_iter().any(|k| self.can(k))
+    }
+
+    /// As stored: the kinds' names, space-separated.
+    pub fn to_text(self) -> String {
+        ClientRequest::ALL
+            .into_iter()
+            .filter(|k| self.can(*k))
+            .map(ClientRequest::as_str)
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    /// From [`Abilities::to_text`].
+    pub fn from_text(text: &str) -> Self {
+        let named = |kind: ClientRequest| text.split(' ').any(|k| k == kind.as_str());
+        Self {
+            sampling: named(ClientRequest::Sampling),
+            elicitation: named(ClientRequest::Elicitation),
+            elicitation_url: named(ClientRequest::ElicitationUrl),
+            roots: named(ClientRequest::Roots),
+        }
+    }
+}
+
+/// A request on its way to the call's client, and where its answer goes.
+#[derive(Debug)]
+pub struct Ask {
+    /// The upstream that asks (its registered name).
+    pub upstream: String,
+    /// The id of the call's decision receipt.
+    pub decision_receipt_id: String,
+    /// The JSON-RPC method.
+    pub method: &'static str,
+    /// Its params, rewritten for the client.
+    pub params: Value,
+    /// The client's result, or its error.
+    pub answer: oneshot::Sender<Result<Value, ClientError>>,
+}
+
+/// A client's JSON-RPC error answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientError {
+    /// Its code.
+    pub code: i64,
+    /// Its message.
+    pub message: String,
+}
+
+/// A call's connected client: what it declared, and where requests for it go (the surface
+/// sends them on the call's own stream and routes the answers back).
+#[derive(Debug, Clone)]
+pub struct ClientRelay {
+    /// What it can answer.
+    pub abilities: Abilities,
+    /// Where requests for it go.
+    pub asks: mpsc::Sender<Ask>,
+}
+
+/// The request handler of one call: decides, journals and relays each request the call's
+/// upstream sends ([`crate::upstream::Connection::call_tool_asking`]). `decision` is the
+/// call's decision receipt (who, which tool, which grant); `allowed` its rule's
+/// `client_requests`; `upstream` and `tool` name the asker to the person.
+pub fn for_call(
+    journal: &Journal,
+    client: Option<ClientRelay>,
+    allowed: Vec<ClientRequest>,
+    decision: &Receipt,
+    upstream: &str,
+    tool: &str,
+) -> AskFn {
+    let journal = journal.clone();
+    let template = decision.clone();
+    let upstream = upstream.to_owned();
+    let prefix = format!("[{upstream}/{tool}]");
+    std::sync::Arc::new(move |ask: UpstreamAsk| {
+        let journal = journal.clone();
+        let client = client.clone();
+        let allowed = allowed.contains(&ask.kind);
+        let template = template.clone();
+        let prefix = prefix.clone();
+        let upstream = upstream.clone();
+        Box::pin(async move {
+            let asker = Asker {
+                upstream: &upstream,
+                prefix: &prefix,
+                decision: &template,
+            };
+            relay(&journal, client.as_ref(), allowed, &asker, ask).await
+        })
+    })
+}
+
+/// Who asks: the upstream, how its requests are marked, the call's decision.
+struct Asker<'a> {
+    upstream: &'a str,
+    prefix: &'a str,
+    decision: &'a Receipt,
+}
+
+async fn relay(
+    journal: &Journal,
+    client: Option<&ClientRelay>,
+    allowed: bool,
+    asker: &Asker<'_>,
+    ask: UpstreamAsk,
+) -> Result<Value, AskRefusal> {
+    let decision = asker.decision;
+    let refused = if !allowed {
+        Some((
+            ReasonCode::PolicyDenied,
+            "the tool's rule does not list it in client_requests",
+        ))
+    } else {
+        match client {
+            None => Some((
+                ReasonCode::NotCallable,
+                "the call has no connected client (REST, a worker, a hosted agent)",
+            )),
+            Some(c) if !c.abilities.can(ask.kind) => Some((
+                ReasonCode::NotCallable,
+                "the client did not declare this capability",
+            )),
+            Some(_) => None,
+        }
+    };
+    let params = rewrite(ask.kind, ask.params, asker.prefix);
+    let mut about = json!({
+        "method": ask.method,
+        "kind": ask.kind.as_str(),
+        "request_digest": engine::canonical::hash_value(&params),
+    });
+    if let Some((_, why)) = refused {
+        about["refused"] = json!(why);
+    }
+    let mut r = record_of(decision);
+    let (decision_now, reason) = match refused {
+        Some((reason, _)) => (Decision::Deny, reason),
+        None => (Decision::Allow, ReasonCode::Ok),
+    };
+    r.decision = decision_now;
+    r.reason = reason;
+    let (request_receipt, journaled) = journal
+        .record_decision(&r, &disclosures(decision, about))
+        .await;
+    if let Some((_, why)) = refused {
+        return Err(AskRefusal::new(
+            REFUSED,
+            format!("{} was not relayed: {why}", ask.method),
+        ));
+    }
+    if !journaled {
+        return Err(AskRefusal::new(
+            REFUSED,
+            format!("{} was not relayed: it could not be recorded", ask.method),
+        ));
+    }
+    let Some(client) = client else {
+        return Err(AskRefusal::new(REFUSED, "no client"));
+    };
+    let (answer_tx, answer_rx) = oneshot::channel();
+    let sent = client
+        .asks
+        .send(Ask {
+            upstream: asker.upstream.to_owned(),
+            decision_receipt_id: decision.receipt_id.clone(),
+            method: ask.method,
+            params,
+            answer: answer_tx,
+        })
+        .await;
+    let answer = match sent {
+        Ok(()) => answer_rx.await.unwrap_or_else(|_| {
+            Err(ClientError {
+                code: i64::from(UNANSWERED),
+                message: "the client did not answer".into(),
+            })
+        }),
+        Err(_) => Err(ClientError {
+            code: i64::from(UNANSWERED),
+            message: "the client is gone".into(),
+        }),
+    };
+    let mut outcome = json!({
+        "method": ask.method,
+        "kind": ask.kind.as_str(),
+        "request_receipt_id": request_receipt.receipt_id,
+    });
+    let mut r = record_of(decision);
+    match &answer {
+        Ok(result) => {
+            outcome["response_digest"] = json!(engine::canonical::hash_value(result));
+            if let Some(action) = result.get("action").and_then(Value::as_str) {
+                outcome["action"] = json!(action);
+            }
+            r.decision = Decision::Allow;
+            r.reason = ReasonCode::Ok;
+        }
+        Err(e) => {
+            outcome["client_error"] = json!({"code": e.code, "message": e.message});
+            r.decision = Decision::Deny;
+            r.reason = ReasonCode::Cancelled;
+        }
+    }
+    journal
+        .record_outcome(r, &disclosures(decision, outcome))
+        .await;
+    answer.map_err(|e| {
+        AskRefusal::new(
+            i32::try_from(e.code).unwrap_or(UNANSWERED),
+            format!("the client answered with an error: {}", e.message),
+        )
+    })
+}
+
+/// A `client_request` record about the call `decision` decided.
+fn record_of(decision: &Receipt) -> Receipt {
+    let mut r = decision.clone();
+    r.kind = ReceiptKind::ClientRequest;
+    r.receipt_id = crate::ids::new_ordered_id("rcp");
+    r.seq = None;
+    r.prev_hash = None;
+    r.signature = String::new();
+    r.key_id = String::new();
+    r.disclosures_digest = String::new();
+    r.issued_at = String::new();
+    r
+}
+
+fn disclosures(decision: &Receipt, about: Value) -> engine::receipt::Disclosures {
+    let mut d = journal::disclosures();
+    d.insert_extra("client_request", about).ok();
+    d.insert_extra(
+        "decision_receipt_id",
+        Value::String(decision.receipt_id.clone()),
+    )
+    .ok();
+    d
+}
+
+/// The request as the client receives it: sampling never includes the client's other context
+/// (`includeContext: "none"`), and what a person or model reads names the asker.
+fn rewrite(kind: ClientRequest, params: Value, prefix: &str) -> Value {
+    let Value::Object(mut params) = params else {
+        return params;
+    };
+    match kind {
+        ClientRequest::Sampling => {
+            params.insert("includeContext".into(), json!("none"));
+            if let Some(Value::Array(messages)) = params.get_mut("messages") {
+                for message in messages {
+                    if let Some(content) = message.get_mut("content") {
+                        prefix_texts(content, prefix);
+                    }
+                }
+            }
+        }
+        ClientRequest::Elicitation | ClientRequest::ElicitationUrl => {
+            if let Some(Value::String(message)) = params.get_mut("message") {
+                *message = format!("{prefix} {message}");
+            }
+        }
+        ClientRequest::Roots => {}
+    }
+    Value::Object(params)
+}
+
+/// Prefixes the text of a content block, or of each block of a list.
+fn prefix_texts(content: &mut Value, prefix: &str) {
+    match content {
+        Value::Array(blocks) => blocks.iter_mut().for_each(|b| prefix_texts(b, prefix)),
+        Value::Object(block) if block.get("type").and_then(Value::as_str) == Some("text") => {
+            if let Some(Value::String(text)) = block.get_mut("text") {
+                *text = format!("{prefix} {text}");
+            }
+        }
+        _ => {}
+    }
+}
+
+/// What a 2026-07-28 client echoes back (`requestState`) when it retries a call whose
+/// upstream asked it something (`input_required`): sealed by the gateway (XChaCha20-Poly1305
+/// under the secrets key, [`crate::secrets::SecretBox`]), so the client can neither read nor
+/// change it. A retry must match all of it, and is decided again.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RequestState {
+    /// The suspended run on the node that holds it.
+    pub run: String,
+    /// The key of the input request the retry answers.
+    pub key: String,
+    /// Tenant.
+    pub tenant_id: String,
+    /// The principal that called.
+    pub principal: String,
+    /// The tool as called.
+    pub tool: String,
+    /// The hash of the arguments as called.
+    pub args_hash: String,
+    /// The grant the call presented (`_meta.manifest_id`), if it presented one.
+    pub grant: Option<String>,
+    /// The upstream that asked.
+    pub upstream: String,
+    /// The first decision's receipt id.
+    pub first: String,
+    /// Epoch milliseconds after which the retry is refused.
+    pub expires_at: i64,
+}
+
+/// How long a `requestState` stays good, at most.
+pub const REQUEST_STATE_TTL_MS: i64 = 10 * 60 * 1000;
+/// The associated data sealed `requestState`s carry (a value sealed for anything else does
+/// not open as one).
+const REQUEST_STATE_AAD: &str = "aperture/request-state/v1";
+
+impl RequestState {
+    /// Sealed for the client.
+    pub fn seal(&self, secrets: &crate::secrets::SecretBox) -> String {
+        let plain = serde_json::to_string(self).unwrap_or_default();
+        secrets.seal(REQUEST_STATE_AAD, &plain)
+    }
+
+    /// What a client echoed, when the gateway sealed it; `None` otherwise (forged, changed,
+    /// sealed under a key no longer held).
+    pub fn open(secrets: &crate::secrets::SecretBox, sealed: &str) -> Option<Self> {
+        let plain = secrets.open(REQUEST_STATE_AAD, sealed).ok()?;
+        serde_json::from_str(&plain).ok()
+    }
+}
+
+/// The JSON-RPC request `id` of `method` with `params`, as the surface sends it to the client.
+pub fn request(id: &Value, method: &str, params: Value) -> Value {
+    let mut message = Map::with_capacity(4);
+    message.insert("jsonrpc".into(), json!("2.0"));
+    message.insert("id".into(), id.clone());
+    message.insert("method".into(), json!(method));
+    message.insert("params".into(), params);
+    Value::Object(message)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_state_opens_only_as_sealed() {
+        let secrets = crate::secrets::SecretBox::ephemeral();
+        let state = RequestState {
+            run: "run_1".into(),
+            key: "ask_1".into(),
+            tenant_id: "t".into(),
+            principal: "tok_a".into(),
+            tool: "mcp__fixture__ask".into(),
+            args_hash: "sha256:00".into(),
+            grant: None,
+            upstream: "fixture".into(),
+            first: "rcp_1".into(),
+            expires_at: 1,
+        };
+        let sealed = state.seal(&secrets);
+        assert!(!sealed.contains("tok_a"), "{sealed}");
+        assert_eq!(RequestState::open(&secrets, &sealed), Some(state));
+        // Changed by one character, sealed under another key, or sealed for something else.
+        let mut changed = sealed.clone().into_bytes();
+        let last = changed.len() - 2;
+        changed[last] = if changed[last] == b'A' { b'B' } else { b'A' };
+        let changed = String::from_utf8(changed).unwrap();
+        assert_eq!(RequestState::open(&secrets, &changed), None);
+        let other = crate::secrets::SecretBox::ephemeral();
+        assert_eq!(RequestState::open(&other, &sealed), None);
+        let elsewhere = secrets.seal(
+            "another/purpose",
+            &serde_json::to_string(&json!({})).unwrap(),
+        );
+        assert_eq!(RequestState::open(&secrets, &elsewhere), None);
+    }
+
+    #[test]
+    fn declared_abilities_read_both_eras_and_round_trip() {
+        let all = Abilities::declared(&json!({
+            "sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {"listChanged": true}
+        }));
+        assert!(ClientRequest::ALL.into_iter().all(|k| all.can(k)));
+        assert_eq!(Abilities::from_text(&all.to_text()), all);
+        // An empty elicitation object is form mode only (2025-06-18).
+        let form = Abilities::declared(&json!({"elicitation": {}}));
+        assert!(form.can(ClientRequest::Elicitation) && !form.can(ClientRequest::ElicitationUrl));
+        let none = Abilities::declared(&json!({"sampling": true, "experimental": {}}));
+        assert!(!none.any());
+        assert_eq!(Abilities::from_text(""), Abilities::default());
+    }
+
+    #[test]
+    fn what_the_client_receives_names_the_asker_and_no_context() {
+        let sampling = rewrite(
+            ClientRequest::Sampling,
+            json!({
+                "messages": [
+                    {"role": "user", "content": {"type": "text", "text": "hi"}},
+                    {"role": "user", "content": [{"type": "text", "text": "a"}, {"type": "image", "data": "x"}]}
+                ],
+                "includeContext": "allServers",
+                "maxTokens": 10
+            }),
+            "[fs/read]",
+        );
+        assert_eq!(sampling["includeContext"], "none");
+        assert_eq!(sampling["messages"][0]["content"]["text"], "[fs/read] hi");
+        assert_eq!(sampling["messages"][1]["content"][0]["text"], "[fs/read] a");
+        assert_eq!(sampling["messages"][1]["content"][1]["data"], "x");
+        let elicit = rewrite(
+            ClientRequest::Elicitation,
+            json!({"mode": "form", "message": "Your name?", "requestedSchema": {}}),
+            "[fs/read]",
+        );
+        assert_eq!(elicit["message"], "[fs/read] Your name?");
+    }
+}

@@ -1,0 +1,317 @@
+//! 2026-07-28 `tools/call`s whose upstream asks the client something while they run
+//! (sampling, elicitation, roots): the era has no call streams, so the call is answered
+//! `input_required` — the request under a key, and a `requestState` the gateway sealed
+//! ([`aperture_core::relay::RequestState`]) — while its run waits, suspended on this node
+//! ([`aperture_core::live::asks::Runs`]). The client retries the same call with
+//! `inputResponses` and the `requestState`; the retry must match the state in every part
+//! (principal, tenant, tool, arguments, grant), is decided again (a new decision receipt naming
+//! the first), and its answer goes to the waiting run, which then ends or asks again.
+//!
+//! A retry that reaches another node, or comes after the run was given up (ten minutes),
+//! finds no run: it is refused with -32602 and the client calls the tool again from the
+//! start (the first run is abandoned; its upstream hears that the client did not answer).
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use serde_json::{Map, Value, json};
+use tokio::sync::mpsc;
+
+use aperture_core::calls::{self, ToolCall};
+use aperture_core::live::asks::{self, Next, Suspended};
+use aperture_core::relay::{Abilities, ClientRelay, REQUEST_STATE_TTL_MS, RequestState};
+
+use super::{INTERNAL_ERROR, INVALID_PARAMS, Streaming, error, ok};
+use crate::auth::Principal;
+use crate::auth::principal::authenticate_bearer;
+use crate::state::AppState;
+
+/// How many of the run's next steps may wait to be read.
+const NEXT_BUFFER: usize = 4;
+
+/// Whether a 2026-07-28 `tools/call` goes through here: it continues a suspended run
+/// (`requestState`), or its client declared it can be asked something.
+pub(super) fn applies(params: &Value) -> bool {
+    params.get("requestState").is_some() || declared(params).any()
+}
+
+/// What the request's `_meta` says its client can answer.
+fn declared(params: &Value) -> Abilities {
+    let capabilities = params
+        .get("_meta")
+        .and_then(|m| m.get(super::META_CAPABILITIES))
+        .unwrap_or(&Value::Null);
+    Abilities::declared(capabilities)
+}
+
+/// Answers the call (a JSON-RPC response, and its HTTP status).
+pub(super) async fn call(
+    state: &AppState,
+    principal: &Principal,
+    secret: &str,
+    id: &Value,
+    params: Value,
+) -> (StatusCode, Value) {
+    match params.get("requestState") {
+        Some(Value::String(sealed)) => {
+            let sealed = sealed.clone();
+            retry(state, principal, secret, id, params, &sealed).await
+        }
+        Some(_) => (
+            StatusCode::OK,
+            error(id, INVALID_PARAMS, "requestState must be a string"),
+        ),
+        None => first(state, principal, secret, id, params).await,
+    }
+}
+
+/// The first round: the run starts; its answer, or its first request for the client.
+async fn first(
+    state: &AppState,
+    principal: &Principal,
+    secret: &str,
+    id: &Value,
+    params: Value,
+) -> (StatusCode, Value) {
+    let abilities = declared(&params);
+    let binding = Binding::of(principal, &params);
+    let (next_tx, next) = mpsc::channel(NEXT_BUFFER);
+    let (asks_tx, mut asks) = mpsc::channel(NEXT_BUFFER);
+    let task_state = state.clone();
+    let task_principal = principal.clone();
+    let task_secret = secret.to_owned();
+    let task_id = id.clone();
+    tokio::spawn(async move {
+        let streaming = Streaming {
+            progress: None,
+            client: Some(ClientRelay {
+                abilities,
+                asks: asks_tx,
+            }),
+        };
+        let call = super::tools_call(
+            &task_state,
+            &task_principal,
+            &task_secret,
+            &task_id,
+            params,
+            None,
+            streaming,
+        );
+        tokio::pin!(call);
+        let answer = loop {
+            tokio::select! {
+                Some(ask) = asks.recv() => {
+                    // Nobody reads any more (the run was given up): the ask's answer is
+                    // dropped with it, and the upstream hears the client did not answer.
+                    let _ = next_tx.send(Next::Ask(ask)).await;
+                }
+                answer = &mut call => break answer,
+            }
+        };
+        let answer = answer.unwrap_or_else(|()| {
+            error(
+                &task_id,
+                super::INVALID_REQUEST,
+                "the bearer token no longer authenticates",
+            )
+        });
+        let _ = next_tx.send(Next::Done(answer)).await;
+    });
+    round(state, principal, id, binding, next).await
+}
+
+/// What the call presented that its retry must present again.
+struct Binding {
+    tenant_id: String,
+    principal: String,
+    tool: String,
+    args_hash: String,
+    grant: Option<String>,
+}
+
+impl Binding {
+    fn of(principal: &Principal, params: &Value) -> Self {
+        let arguments = params
+            .get("arguments")
+            .cloned()
+            .unwrap_or_else(|| Value::Object(Map::new()));
+        Self {
+            tenant_id: principal.tenant_id.clone(),
+            principal: principal.principal_id().to_owned(),
+            tool: params
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned(),
+            args_hash: engine::canonical::hash_value(&arguments),
+            grant: params
+                .get("_meta")
+                .and_then(|m| m.get("manifest_id"))
+                .and_then(Value::as_str)
+                .map(str::to_owned),
+        }
+    }
+
+    fn matches(&self, state: &RequestState) -> bool {
+        self.tenant_id == state.tenant_id
+            && self.principal == state.principal
+            && self.tool == state.tool
+            && self.args_hash == state.args_hash
+            && self.grant == state.grant
+    }
+}
+
+/// Waits for the run's next step: its answer, or a request for the client (answered
+/// `input_required`, the run held until the retry).
+async fn round(
+    state: &AppState,
+    principal: &Principal,
+    id: &Value,
+    binding: Binding,
+    mut next: mpsc::Receiver<Next>,
+) -> (StatusCode, Value) {
+    let ask = match next.recv().await {
+        Some(Next::Done(answer)) => return (StatusCode::OK, answer),
+        Some(Next::Ask(ask)) => ask,
+        None => {
+            return (
+                StatusCode::OK,
+                error(id, INTERNAL_ERROR, "the call ended without an answer"),
+            );
+        }
+    };
+    let run = aperture_core::ids::new_ordered_id("run");
+    let key = aperture_core::ids::new_ordered_id("ask");
+    let request_state = RequestState {
+        run: run.clone(),
+        key: key.clone(),
+        tenant_id: binding.tenant_id,
+        principal: binding.principal,
+        tool: binding.tool,
+        args_hash: binding.args_hash,
+        grant: binding.grant,
+        upstream: ask.upstream.clone(),
+        first: ask.decision_receipt_id.clone(),
+        expires_at: aperture_core::clock::now_ms() + REQUEST_STATE_TTL_MS,
+    };
+    let sealed = request_state.seal(&state.secrets);
+    let mut input_requests = Map::new();
+    input_requests.insert(key, json!({"method": ask.method, "params": ask.params}));
+    state.runs.hold(
+        run,
+        Suspended {
+            owner: owner(principal),
+            answer: ask.answer,
+            next,
+            expires_at: std::time::Instant::now()
+                + Duration::from_millis(REQUEST_STATE_TTL_MS.unsigned_abs()),
+        },
+    );
+    let result = json!({
+        "resultType": "input_required",
+        "inputRequests": input_requests,
+        "requestState": sealed,
+    });
+    (StatusCode::OK, ok(id, result))
+}
+
+fn owner(principal: &Principal) -> asks::Owner {
+    asks::Owner {
+        tenant_id: principal.tenant_id.clone(),
+        principal: principal.principal_id().to_owned(),
+        mcp_session: None,
+    }
+}
+
+/// A retry with the client's answer: checked against the sealed state, decided again, and the
+/// answer handed to the waiting run.
+async fn retry(
+    state: &AppState,
+    principal: &Principal,
+    secret: &str,
+    id: &Value,
+    params: Value,
+    sealed: &str,
+) -> (StatusCode, Value) {
+    let refuse = |message: &str| (StatusCode::OK, error(id, INVALID_PARAMS, message));
+    let Some(request_state) = RequestState::open(&state.secrets, sealed) else {
+        return refuse("requestState is not one this gateway issued");
+    };
+    let binding = Binding::of(principal, &params);
+    if !binding.matches(&request_state) {
+        return refuse(
+            "requestState belongs to another call: the same principal must retry the same tool with the same arguments and grant",
+        );
+    }
+    if request_state.expires_at <= aperture_core::clock::now_ms() {
+        return refuse("requestState has expired: call the tool again without it");
+    }
+    let Some(answer) = params
+        .get("inputResponses")
+        .and_then(|r| r.get(&request_state.key))
+        .cloned()
+    else {
+        return refuse(&format!(
+            "inputResponses.{} is required: it answers the input request",
+            request_state.key
+        ));
+    };
+    let Some(run) = state.runs.take(&request_state.run, &owner(principal)) else {
+        return refuse(
+            "the call this requestState continues is not held here (it ended, was given up, or runs on another node): call the tool again without requestState",
+        );
+    };
+    // Decided again on reads confirmed by the store.
+    let Ok(confirmed) = authenticate_bearer(&state.store, secret).await else {
+        return (
+            StatusCode::OK,
+            error(
+                id,
+                super::INVALID_REQUEST,
+                "the bearer token no longer authenticates",
+            ),
+        );
+    };
+    let mut call: ToolCall = match serde_json::from_value(params) {
+        Ok(c) => c,
+        Err(e) => return refuse(&format!("invalid tools/call params: {e}")),
+    };
+    if let Err(e) = aperture_core::implicit::bind(
+        &state.store,
+        &state.journal,
+        &state.validators,
+        &confirmed,
+        None,
+        &mut call,
+    )
+    .await
+    {
+        tracing::error!(error = %e.into_app_error().message, "binding a retried call");
+        return (
+            StatusCode::OK,
+            error(id, INTERNAL_ERROR, "the call could not be bound"),
+        );
+    }
+    let cx = state.call_context();
+    match calls::decide_again(&cx, &confirmed, &call, &request_state.first).await {
+        // Refused now: the run is dropped (its upstream hears the client did not answer).
+        Ok(Err(denial)) => (StatusCode::OK, ok(id, denial)),
+        Err(e) => (
+            StatusCode::OK,
+            error(id, INTERNAL_ERROR, e.into_app_error().message),
+        ),
+        Ok(Ok(_receipt)) => {
+            let Suspended {
+                answer: to, next, ..
+            } = run;
+            if to.send(Ok(answer)).is_err() {
+                return (
+                    StatusCode::OK,
+                    error(id, INTERNAL_ERROR, "the call ended before the answer came"),
+                );
+            }
+            round(state, principal, id, binding, next).await
+        }
+    }
+}

@@ -1,0 +1,367 @@
+//! Issue 47 (item 3): requests of an upstream's to the client while one of its tools runs
+//! (sampling, elicitation, roots), relayed only where they belong: on the call's own stream, to
+//! a client that declared the capability, when the tool's rule lists the kind in
+//! `client_requests`; the client's answer accepted only from the calling principal; everything
+//! else refused to the upstream; each request and its outcome journaled
+//! (`kind: "client_request"`).
+
+use std::time::Duration;
+
+use engine::scope;
+use reqwest::StatusCode;
+use serde_json::{Value, json};
+
+use crate::helpers::{Requests, TestApp, echo_of, rpc};
+use crate::streams::Stream;
+
+const ASK: &str = "mcp__fixture__ask";
+const WITHIN: Duration = Duration::from_secs(15);
+
+struct Setup {
+    app: TestApp,
+    agent: String,
+}
+
+async fn setup(client_requests: Value) -> Setup {
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[]).await;
+    let rules = json!([{"id": "ask", "match": {"name": ASK}, "mode": "allow",
+                        "client_requests": client_requests}]);
+    app.activate_policy(&admin, "asking", json!({"rules": rules}))
+        .await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    Setup { app, agent }
+}
+
+impl Setup {
+    /// `initialize` as `token` from a client declaring `capabilities`: its `Mcp-Session-Id`.
+    async fn connect(&self, token: &str, capabilities: Value) -> String {
+        let params = json!({"protocolVersion": "2025-11-25", "capabilities": capabilities,
+                            "clientInfo": {"name": "asked", "version": "1"}});
+        let response = self
+            .app
+            .mcp_post(token)
+            .json(rpc(0, "initialize", params))
+            .await;
+        response.header("mcp-session-id").to_owned()
+    }
+
+    /// `tools/list` on `session`.
+    async fn list(&self, session: &str) -> Value {
+        let post = self.app.mcp_post(&self.agent);
+        let post = post.header("mcp-session-id", session);
+        let post = post.header("mcp-protocol-version", "2025-11-25");
+        post.json(rpc(1, "tools/list", json!({}))).await.json()["result"].clone()
+    }
+
+    /// `ask {kind}` on `session` from a client that takes streams: the stream.
+    async fn ask(&self, session: &str, list: &Value, kind: &str) -> Stream {
+        let params = json!({"name": ASK, "arguments": {"kind": kind}, "_meta": echo_of(list, ASK)});
+        let post = self.app.post_raw("/mcp").as_(&self.agent);
+        let post = post.header("accept", "application/json, text/event-stream");
+        let post = post.header("mcp-session-id", session);
+        let post = post.header("mcp-protocol-version", "2025-11-25");
+        Stream::open(post.json(rpc(9, "tools/call", params))).await
+    }
+
+    /// Posts `answer` (a JSON-RPC response) as `token` on `session`: the status.
+    async fn answer(&self, token: &str, session: &str, answer: Value) -> StatusCode {
+        let post = self.app.mcp_post(token).header("mcp-session-id", session);
+        let post = post.header("mcp-protocol-version", "2025-11-25");
+        post.json(answer).await.status()
+    }
+
+    /// The `client_request` records of the journal: their decision, reason and disclosures.
+    async fn records(&self) -> Vec<(String, String, Value)> {
+        let records = aperture_core::store::journal::search(
+            &self.app.store,
+            "default",
+            &aperture_core::store::journal::ReceiptFilter::default(),
+            500,
+        )
+        .await
+        .unwrap();
+        let mut found: Vec<(String, String, Value)> = records
+            .iter()
+            .filter_map(|r| {
+                let receipt: Value = serde_json::from_str(&r.receipt).unwrap();
+                (receipt["kind"] == "client_request").then(|| {
+                    (
+                        receipt["decision"].as_str().unwrap().to_owned(),
+                        receipt["reason"].as_str().unwrap().to_owned(),
+                        serde_json::from_str(&r.disclosures).unwrap(),
+                    )
+                })
+            })
+            .collect();
+        // Oldest first.
+        found.reverse();
+        found
+    }
+}
+
+/// The next message on `stream` that is a request of the gateway's.
+async fn next_request(stream: &mut Stream) -> Value {
+    loop {
+        let (_, message) = stream
+            .message(WITHIN)
+            .await
+            .expect("a request on the stream");
+        if message.get("method").is_some() && message.get("id").is_some() {
+            return message;
+        }
+    }
+}
+
+/// The call's result at the end of `stream`.
+async fn result(stream: &mut Stream) -> Value {
+    let rest = stream.rest(WITHIN).await;
+    let (_, last) = rest.last().expect("the call's answer").clone();
+    assert!(last.get("error").is_none(), "{last}");
+    last["result"].clone()
+}
+
+#[tokio::test]
+async fn a_sampling_request_reaches_the_caller_rewritten_and_its_answer_goes_back() {
+    let s = setup(json!(["sampling", "elicitation"])).await;
+    let session = s
+        .connect(&s.agent, json!({"sampling": {}, "elicitation": {}}))
+        .await;
+    let list = s.list(&session).await;
+    let mut stream = s.ask(&session, &list, "sampling").await;
+    let request = next_request(&mut stream).await;
+    assert_eq!(request["method"], "sampling/createMessage", "{request}");
+    let params = &request["params"];
+    // The client's other conversations are not the upstream's business, and the person
+    // sees who asks.
+    assert_eq!(params["includeContext"], "none", "{params}");
+    assert_eq!(
+        params["messages"][0]["content"]["text"],
+        "[fixture/ask] Summarize the weather"
+    );
+    assert!(!params.to_string().contains("io.aperture/call"));
+
+    // Attack: another principal of the tenant answers in the caller's place: refused, and the
+    // call still waits for the caller.
+    let mallory = s.app.token("default", "mallory", &[scope::RUN]).await;
+    let mallory_session = s.connect(&mallory, json!({"sampling": {}})).await;
+    let forged = json!({"jsonrpc": "2.0", "id": request["id"],
+        "result": {"role": "assistant", "content": {"type": "text", "text": "FORGED"}, "model": "m"}});
+    assert_eq!(
+        s.answer(&mallory, &mallory_session, forged).await,
+        StatusCode::NOT_FOUND
+    );
+
+    let answer = json!({"jsonrpc": "2.0", "id": request["id"],
+        "result": {"role": "assistant", "content": {"type": "text", "text": "sunny"}, "model": "m"}});
+    assert_eq!(
+        s.answer(&s.agent, &session, answer.clone()).await,
+        StatusCode::ACCEPTED
+    );
+    // Answered once: the same answer again is not awaited.
+    assert_eq!(
+        s.answer(&s.agent, &session, answer).await,
+        StatusCode::NOT_FOUND
+    );
+    let result = result(&mut stream).await;
+    assert_eq!(
+        result["structuredContent"]["answer"]["content"]["text"], "sunny",
+        "{result}"
+    );
+
+    // Journaled before it left, and its outcome after: digests, never the texts.
+    let records = s.records().await;
+    assert_eq!(records.len(), 2, "{records:?}");
+    assert!(
+        records
+            .iter()
+            .all(|(decision, reason, _)| decision == "allow" && reason == "ok")
+    );
+    let about: Vec<&Value> = records
+        .iter()
+        .map(|(_, _, d)| &d["client_request"])
+        .collect();
+    assert!(about.iter().any(|a| a["request_digest"].is_string()));
+    assert!(about.iter().any(|a| a["response_digest"].is_string()));
+    let all = format!("{records:?}");
+    assert!(!all.contains("sunny") && !all.contains("weather"), "{all}");
+}
+
+#[tokio::test]
+async fn an_elicitation_declined_by_the_person_goes_back_as_declined() {
+    let s = setup(json!(["elicitation"])).await;
+    let session = s
+        .connect(&s.agent, json!({"elicitation": {"form": {}}}))
+        .await;
+    let list = s.list(&session).await;
+    let mut stream = s.ask(&session, &list, "elicitation").await;
+    let request = next_request(&mut stream).await;
+    assert_eq!(request["method"], "elicitation/create");
+    assert_eq!(request["params"]["message"], "[fixture/ask] Your name?");
+    let answer = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"action": "decline"}});
+    assert_eq!(
+        s.answer(&s.agent, &session, answer).await,
+        StatusCode::ACCEPTED
+    );
+    let result = result(&mut stream).await;
+    assert_eq!(result["structuredContent"]["answer"]["action"], "decline");
+    let records = s.records().await;
+    assert!(
+        records
+            .iter()
+            .any(|(_, _, d)| d["client_request"]["action"] == "decline"),
+        "{records:?}"
+    );
+}
+
+/// Attack: a tool whose rule does not list the kind asks anyway; a client that did not declare
+/// the capability is asked; a call with no connected client (REST) is asked. Each is refused
+/// to the upstream, nothing reaches a client, and each refusal is journaled.
+#[tokio::test]
+async fn requests_the_rule_or_the_client_does_not_allow_are_refused_and_journaled() {
+    let s = setup(json!(["sampling", "elicitation"])).await;
+    let session = s.connect(&s.agent, json!({"sampling": {}})).await;
+    let list = s.list(&session).await;
+
+    // Not in the rule's client_requests.
+    let mut stream = s.ask(&session, &list, "roots").await;
+    let refused = result(&mut stream).await;
+    assert_eq!(
+        refused["structuredContent"]["refused"]["code"], -32600,
+        "{refused}"
+    );
+    // Allowed by the rule, not declared by the client.
+    let mut stream = s.ask(&session, &list, "elicitation").await;
+    let refused = result(&mut stream).await;
+    assert!(
+        refused["structuredContent"]["refused"].is_object(),
+        "{refused}"
+    );
+
+    // A REST call has no client to ask.
+    let session_id = list["_meta"]["session_id"].as_str().unwrap().to_owned();
+    let echo = echo_of(&list, ASK);
+    let rest = s
+        .app
+        .post(format!("/sessions/{session_id}/calls"))
+        .as_(&s.agent)
+        .json(json!({"name": ASK, "arguments": {"kind": "sampling"}, "_meta": echo}))
+        .await;
+    let body = rest.json();
+    let text = body.to_string();
+    assert!(text.contains("refused"), "{text}");
+
+    let records = s.records().await;
+    let mut reasons: Vec<&str> = records.iter().map(|(_, r, _)| r.as_str()).collect();
+    reasons.sort_unstable();
+    assert_eq!(
+        reasons,
+        ["not_callable", "not_callable", "policy_denied"],
+        "{records:?}"
+    );
+    assert!(records.iter().all(|(d, _, _)| d == "deny"));
+}
+
+/// A 2026-07-28 request `method` with `params` (protocol fields added to its `_meta`) as
+/// `token`; `name` mirrored in `Mcp-Name`.
+async fn stateless(app: &TestApp, token: &str, method: &str, mut params: Value) -> Value {
+    let meta = params["_meta"].as_object_mut().map(std::mem::take);
+    let mut meta = meta.unwrap_or_default();
+    meta.insert(
+        "io.modelcontextprotocol/protocolVersion".into(),
+        json!("2026-07-28"),
+    );
+    meta.entry("io.modelcontextprotocol/clientCapabilities")
+        .or_insert(json!({}));
+    params["_meta"] = Value::Object(meta);
+    let mut post = app.mcp_post(token);
+    post = post.header("mcp-protocol-version", "2026-07-28");
+    post = post.header("mcp-method", method);
+    if let Some(name) = params.get("name").and_then(Value::as_str) {
+        post = post.header("mcp-name", name);
+    }
+    post.json(rpc(4, method, params)).await.json()
+}
+
+/// Issue 47 (item 3, 2026-07-28): the upstream's request comes back as an `input_required`
+/// result with a sealed `requestState`; the retry with the answer continues the same run,
+/// decided again; a retry that does not match the state in every part is refused.
+#[tokio::test]
+async fn in_2026_a_request_for_the_client_is_an_input_required_result_and_the_retry_continues() {
+    let s = setup(json!(["elicitation"])).await;
+    let listed = stateless(&s.app, &s.agent, "tools/list", json!({})).await;
+    let list = listed["result"].clone();
+    let mut meta = echo_of(&list, ASK);
+    meta["io.modelcontextprotocol/clientCapabilities"] = json!({"elicitation": {}});
+    let params = json!({"name": ASK, "arguments": {"kind": "elicitation"}, "_meta": meta});
+    let first = stateless(&s.app, &s.agent, "tools/call", params.clone()).await;
+    let result = &first["result"];
+    assert_eq!(result["resultType"], "input_required", "{first}");
+    let requests = result["inputRequests"].as_object().unwrap();
+    assert_eq!(requests.len(), 1);
+    let (key, request) = requests.iter().next().unwrap();
+    assert_eq!(request["method"], "elicitation/create");
+    assert_eq!(request["params"]["message"], "[fixture/ask] Your name?");
+    let sealed = result["requestState"].as_str().unwrap().to_owned();
+    assert!(
+        !sealed.contains("agent") && !sealed.contains(ASK),
+        "{sealed}"
+    );
+
+    let answer = json!({key.clone(): {"action": "accept", "content": {"name": "Ada"}}});
+    let retry = |params: &Value, state: &str| {
+        let mut params = params.clone();
+        params["inputResponses"] = answer.clone();
+        params["requestState"] = json!(state);
+        params
+    };
+    // Attack: the state with other arguments, another principal's retry, a changed state.
+    let mut other_args = retry(&params, &sealed);
+    other_args["arguments"]["kind"] = json!("roots");
+    let refused = stateless(&s.app, &s.agent, "tools/call", other_args).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let mallory = s.app.token("default", "mallory", &[scope::RUN]).await;
+    let refused = stateless(&s.app, &mallory, "tools/call", retry(&params, &sealed)).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let mut tampered = sealed.clone().into_bytes();
+    let at = tampered.len() / 2;
+    tampered[at] = if tampered[at] == b'A' { b'B' } else { b'A' };
+    let tampered = String::from_utf8(tampered).unwrap();
+    let refused = stateless(&s.app, &s.agent, "tools/call", retry(&params, &tampered)).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+
+    // The caller's retry: the run goes on with the answer and ends.
+    let done = stateless(&s.app, &s.agent, "tools/call", retry(&params, &sealed)).await;
+    let result = &done["result"];
+    assert_eq!(result["resultType"], "complete", "{done}");
+    assert_eq!(
+        result["structuredContent"]["answer"]["content"]["name"], "Ada",
+        "{done}"
+    );
+    // The run is over: the same state again finds nothing.
+    let again = stateless(&s.app, &s.agent, "tools/call", retry(&params, &sealed)).await;
+    assert_eq!(again["error"]["code"], -32602, "{again}");
+
+    // The retry was decided again, and its decision names the first.
+    let records = aperture_core::store::journal::search(
+        &s.app.store,
+        "default",
+        &aperture_core::store::journal::ReceiptFilter::default(),
+        500,
+    )
+    .await
+    .unwrap();
+    let retried: Vec<Value> = records
+        .iter()
+        .map(|r| serde_json::from_str::<Value>(&r.disclosures).unwrap())
+        .filter(|d| d.get("retry_of").is_some())
+        .collect();
+    assert_eq!(retried.len(), 1, "{retried:?}");
+    let relayed = s.records().await;
+    assert_eq!(relayed.len(), 2, "{relayed:?}");
+    assert_eq!(
+        retried[0]["retry_of"], relayed[0].2["decision_receipt_id"],
+        "{retried:?} {relayed:?}"
+    );
+}
