@@ -57,6 +57,43 @@ pub struct CallContext<'a> {
     /// roots) may reach where the call's rule lets them ([`crate::relay`]); `None` where no
     /// client is connected (REST, workers, hosted agents): they are refused.
     pub client: Option<crate::relay::ClientRelay>,
+    /// Where the upstream's log messages about the call go, from which level up, when the
+    /// caller listens (a level set for its session, or named by the request); `None`: dropped.
+    pub log: Option<LogSink>,
+}
+
+/// Where a call's log messages go ([`CallContext::log`]): those at `level` or above, their data
+/// redacted as the tool's output is for where it goes. A caller that reads too slowly misses
+/// some.
+#[derive(Debug, Clone)]
+pub struct LogSink {
+    /// The least severe level the caller hears.
+    pub level: crate::upstream::LogLevel,
+    /// Where they go.
+    pub to: tokio::sync::mpsc::Sender<crate::upstream::UpstreamLog>,
+}
+
+/// What of a log message may reach the caller: its data passes the tool's redaction profile as
+/// a text result would (data that is not text, as its JSON), or the message is dropped.
+fn relayable_log(
+    mut log: crate::upstream::UpstreamLog,
+    profile: &engine::policy::RedactionProfile,
+    destinations: &[Destination],
+) -> Option<crate::upstream::UpstreamLog> {
+    let text = match &log.data {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    let as_result = json!({"content": [{"type": "text", "text": text}]});
+    let (redacted, report) = redact::redact_for(&as_result, profile, destinations);
+    let kept = redacted["content"][0]["text"].as_str()?;
+    if report.withheld || kept.is_empty() {
+        return None;
+    }
+    if kept != text {
+        log.data = Value::String(kept.to_owned());
+    }
+    Some(log)
 }
 
 /// The upstream's progress on a call, on its way to the caller: numbers as the upstream sent
@@ -292,13 +329,27 @@ pub async fn execute(
                         &upstream.name,
                         raw,
                     );
-                    let call = conn.call_tool_asking(
-                        raw,
-                        bound.upstream_arguments(),
-                        deadline,
+                    let log = cx.log.clone().map(|sink| {
+                        let profile = bound.redaction.clone();
+                        let destinations = cx.output_to.destinations();
+                        let relay: crate::upstream::LogFn = std::sync::Arc::new(move |log| {
+                            if log.level < sink.level {
+                                return;
+                            }
+                            // Full: this one is missed (a log message is never the result).
+                            if let Some(log) = relayable_log(log, &profile, destinations) {
+                                let _ = sink.to.try_send(log);
+                            }
+                        });
+                        relay
+                    });
+                    let hooks = crate::upstream::CallHooks {
                         progress,
-                        Some(asks),
-                    );
+                        ask: Some(asks),
+                        log,
+                    };
+                    let call =
+                        conn.call_tool_with(raw, bound.upstream_arguments(), deadline, hooks);
                     let mut cancelled = cx.cancelled.clone();
                     tokio::select! {
                         called = call => {

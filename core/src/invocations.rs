@@ -1257,6 +1257,7 @@ impl Worker {
             progress: None,
             // Nobody connected can be asked for input: the upstream's requests are refused.
             client: None,
+            log: None,
         };
         // Tests hold the worker here, between the release and its last check.
         #[cfg(feature = "test-hooks")]

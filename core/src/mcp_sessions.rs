@@ -9,6 +9,7 @@ use crate::error::ServiceError;
 use crate::principal::Principal;
 use crate::relay::Abilities;
 use crate::store::{self, Store};
+use crate::upstream::LogLevel;
 
 /// How long a session lives without a request.
 pub const IDLE_MS: i64 = 30 * 60 * 1000;
@@ -37,26 +38,59 @@ pub async fn open(
     Ok(id)
 }
 
-/// What the client of `principal`'s live session `id` declared it can do; `None` when `id`
-/// is not one of `principal`'s live sessions. A use of it keeps it alive.
+/// What a live session holds for its client.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Session {
+    /// What the client declared at `initialize` that it can do for servers.
+    pub abilities: Abilities,
+    /// The level `logging/setLevel` set; `None`: no log messages reach the client.
+    pub log_level: Option<LogLevel>,
+}
+
+/// What `principal`'s live session `id` holds; `None` when `id` is not one of `principal`'s
+/// live sessions. A use of it keeps it alive.
 pub async fn live(
     store: &Store,
     principal: &Principal,
     id: &str,
-) -> Result<Option<Abilities>, ServiceError> {
+) -> Result<Option<Session>, ServiceError> {
     let now = store::now_ms();
     let used =
         store::mcp_sessions::last_used(store, id, &principal.tenant_id, principal.principal_id())
             .await?;
     match used {
-        Some((at, abilities)) if now - at <= IDLE_MS => {
+        Some((at, abilities, log_level)) if now - at <= IDLE_MS => {
             if now - at >= TOUCH_EVERY_MS {
                 store::mcp_sessions::touch(store, id, now).await?;
             }
-            Ok(Some(Abilities::from_text(&abilities)))
+            Ok(Some(Session {
+                abilities: Abilities::from_text(&abilities),
+                log_level: log_level.as_deref().and_then(LogLevel::parse),
+            }))
         }
         _ => Ok(None),
     }
+}
+
+/// Sets the log level of `principal`'s live session `id` (`logging/setLevel`); whether it is
+/// one.
+pub async fn set_log_level(
+    store: &Store,
+    principal: &Principal,
+    id: &str,
+    level: LogLevel,
+) -> Result<bool, ServiceError> {
+    if live(store, principal, id).await?.is_none() {
+        return Ok(false);
+    }
+    Ok(store::mcp_sessions::set_log_level(
+        store,
+        id,
+        &principal.tenant_id,
+        principal.principal_id(),
+        level.as_str(),
+    )
+    .await?)
 }
 
 /// Ends `principal`'s session `id`; whether it was theirs and live.

@@ -154,6 +154,7 @@ impl Parts {
             cancelled: None,
             progress: None,
             client: None,
+            log: None,
         }
     }
 }

@@ -16,8 +16,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use aperture_core::upstream::{
-    AskFn, AskRefusal, Connection, Connector, UpstreamAsk, UpstreamError, UpstreamSpec,
-    check_result_size, import,
+    AskFn, AskRefusal, CallHooks, Connection, Connector, LogFn, LogLevel, UpstreamAsk,
+    UpstreamError, UpstreamLog, UpstreamSpec, check_result_size, import,
 };
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
@@ -68,7 +68,7 @@ fn first_text(result: &Value) -> &str {
     result["content"][0]["text"].as_str().unwrap()
 }
 
-const TOOL_NAMES: [&str; 10] = [
+const TOOL_NAMES: [&str; 11] = [
     "echo",
     "add",
     "big",
@@ -78,11 +78,12 @@ const TOOL_NAMES: [&str; 10] = [
     "mutate",
     "deploy",
     "ask",
+    "log",
     "stats",
 ];
 
 async fn assert_lists_every_tool(connection: &Connection) {
-    // Ten tools at three per page: the listing follows three cursors.
+    // Eleven tools at three per page: the listing follows three cursors.
     let tools = connection.list_tools().await.unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_str()).collect();
     assert_eq!(names, TOOL_NAMES);
@@ -677,9 +678,16 @@ fn answerer(asked: Arc<std::sync::Mutex<Vec<UpstreamAsk>>>) -> AskFn {
     })
 }
 
+fn hooks(ask: Option<AskFn>) -> CallHooks {
+    CallHooks {
+        ask,
+        ..CallHooks::default()
+    }
+}
+
 async fn ask(connection: &Connection, kind: &str, to: Option<AskFn>) -> Value {
     connection
-        .call_tool_asking("ask", args(json!({"kind": kind})), TIMEOUT, None, to)
+        .call_tool_with("ask", args(json!({"kind": kind})), TIMEOUT, hooks(to))
         .await
         .unwrap()["structuredContent"]
         .clone()
@@ -752,15 +760,131 @@ async fn time_spent_answering_does_not_count_toward_the_deadline() {
         })
     });
     let answered = connection
-        .call_tool_asking(
+        .call_tool_with(
             "ask",
             args(json!({"kind": "roots"})),
             Duration::from_millis(1000),
-            None,
-            Some(slow),
+            hooks(Some(slow)),
         )
         .await
         .unwrap();
     assert_eq!(answered["structuredContent"]["answer"]["roots"], json!([]));
+    connection.close().await;
+}
+
+/// Issue 47 (item 4): the upstream's log messages about a call reach that call's listener,
+/// scrubbed of the upstream's secrets, over stdio and streamable HTTP; a call nobody listens
+/// to drops them.
+async fn assert_logs_reach_their_call(connection: &Connection) {
+    let heard = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let to: LogFn = {
+        let heard = heard.clone();
+        Arc::new(move |log: UpstreamLog| heard.lock().unwrap().push(log))
+    };
+    let hooks = CallHooks {
+        log: Some(to),
+        ..CallHooks::default()
+    };
+    connection
+        .call_tool_with("log", args(json!({})), TIMEOUT, hooks)
+        .await
+        .unwrap();
+    let heard = heard.lock().unwrap().clone();
+    let levels: Vec<LogLevel> = heard.iter().map(|l| l.level).collect();
+    assert_eq!(levels, [LogLevel::Debug, LogLevel::Info, LogLevel::Error]);
+    assert_eq!(heard[1].logger.as_deref(), Some("fixture"));
+    assert_eq!(heard[1].data, json!("working on it"));
+    assert_eq!(heard[2].data["code"], 7);
+    // Without a listener the call still answers.
+    call(connection, "log", json!({})).await;
+}
+
+#[tokio::test]
+async fn stdio_log_messages_reach_the_call_in_flight() {
+    let connection = connect_stdio().await;
+    assert_logs_reach_their_call(&connection).await;
+    connection.close().await;
+}
+
+/// A streamable-HTTP MCP server written by hand: it answers `tools/call` with an event stream
+/// carrying a log message (and one that forges the gateway's mark of a call), then the result.
+async fn logging_server() -> HttpFixture {
+    async fn handle(body: axum::body::Bytes) -> axum::response::Response {
+        let message: Value = serde_json::from_slice(&body).unwrap();
+        let id = message["id"].clone();
+        match message["method"].as_str() {
+            Some("initialize") => axum::Json(json!({"jsonrpc": "2.0", "id": id, "result": {
+                "protocolVersion": "2025-11-25", "capabilities": {"tools": {}, "logging": {}},
+                "serverInfo": {"name": "hand-written", "version": "1"}}}))
+            .into_response(),
+            Some("tools/call") => {
+                let log = json!({"jsonrpc": "2.0", "method": "notifications/message",
+                    "params": {"level": "warning", "logger": "hand", "data": "on the call's stream"}});
+                let result = json!({"jsonrpc": "2.0", "id": id,
+                    "result": {"content": [{"type": "text", "text": "done"}]}});
+                let body = format!("data: {log}\n\ndata: {result}\n\n");
+                ([("content-type", "text/event-stream")], body).into_response()
+            }
+            _ => StatusCode::ACCEPTED.into_response(),
+        }
+    }
+    let router = axum::Router::new().route(
+        "/mcp",
+        axum::routing::post(handle)
+            .get(|| async { StatusCode::METHOD_NOT_ALLOWED })
+            .delete(|| async { StatusCode::METHOD_NOT_ALLOWED }),
+    );
+    serve(router).await
+}
+
+#[tokio::test]
+async fn streamable_http_log_messages_on_the_calls_own_stream_reach_it() {
+    let server = logging_server().await;
+    let connection = Connector::new(true)
+        .connect(&http_spec(&server.url, None), TIMEOUT)
+        .await
+        .unwrap();
+    let heard = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let to: LogFn = {
+        let heard = heard.clone();
+        Arc::new(move |log: UpstreamLog| heard.lock().unwrap().push(log))
+    };
+    let hooks = CallHooks {
+        log: Some(to),
+        ..CallHooks::default()
+    };
+    let result = connection
+        .call_tool_with("anything", args(json!({})), TIMEOUT, hooks)
+        .await
+        .unwrap();
+    assert_eq!(first_text(&result), "done");
+    let heard = heard.lock().unwrap().clone();
+    assert_eq!(heard.len(), 1, "{heard:?}");
+    assert_eq!(heard[0].level, LogLevel::Warning);
+    assert_eq!(heard[0].data, json!("on the call's stream"));
+    connection.close().await;
+}
+
+/// rmcp's own server sends log messages on the standalone stream, which no call owns: they
+/// reach nobody.
+#[tokio::test]
+async fn streamable_http_log_messages_on_the_standalone_stream_reach_nobody() {
+    let fixture = http_fixture().await;
+    let connection = connect_http(&fixture.url).await;
+    let heard = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let to: LogFn = {
+        let heard = heard.clone();
+        Arc::new(move |log: UpstreamLog| heard.lock().unwrap().push(log))
+    };
+    let hooks = CallHooks {
+        log: Some(to),
+        ..CallHooks::default()
+    };
+    connection
+        .call_tool_with("log", args(json!({})), TIMEOUT, hooks)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(heard.lock().unwrap().is_empty());
     connection.close().await;
 }

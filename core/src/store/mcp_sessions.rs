@@ -41,16 +41,16 @@ pub async fn open(
     tx.commit().await
 }
 
-/// When session `id` of `principal` in `tenant_id` was last used, and what its client
-/// declared it can do, if it is theirs.
+/// When session `id` of `principal` in `tenant_id` was last used, what its client declared
+/// it can do, and the log level it set, if it is theirs.
 pub async fn last_used(
     store: &Store,
     id: &str,
     tenant_id: &str,
     principal: &str,
-) -> Result<Option<(i64, String)>, Error> {
+) -> Result<Option<(i64, String, Option<String>)>, Error> {
     sqlx::query_as(
-        "SELECT last_used_at, client_abilities FROM mcp_sessions \
+        "SELECT last_used_at, client_abilities, log_level FROM mcp_sessions \
          WHERE id = $1 AND tenant_id = $2 AND principal = $3",
     )
     .bind(id)
@@ -58,6 +58,26 @@ pub async fn last_used(
     .bind(principal)
     .fetch_optional(store.pool())
     .await
+}
+
+/// Sets the log level of session `id` of `principal` in `tenant_id`; whether there was one.
+pub async fn set_log_level(
+    store: &Store,
+    id: &str,
+    tenant_id: &str,
+    principal: &str,
+    level: &str,
+) -> Result<bool, Error> {
+    let done = sqlx::query(
+        "UPDATE mcp_sessions SET log_level = $4 WHERE id = $1 AND tenant_id = $2 AND principal = $3",
+    )
+    .bind(id)
+    .bind(tenant_id)
+    .bind(principal)
+    .bind(level)
+    .execute(store.pool())
+    .await?;
+    Ok(done.rows_affected() == 1)
 }
 
 /// Notes that session `id` was used at `now`.

@@ -31,15 +31,20 @@ use rmcp::model::{
     Implementation, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
     ProtocolVersion, RequestId, ServerResult, Tool,
 };
-// Sampling and roots: what 2025-era upstreams ask (the 2026-07-28 era deprecates them).
+// Sampling, roots and log messages: what 2025-era upstreams send (deprecated since).
 use rmcp::ErrorData as McpError;
 #[expect(deprecated, reason = "upstreams of the 2025 eras still send them")]
-use rmcp::model::{CreateMessageRequestParams, CreateMessageResult, ListRootsResult};
+use rmcp::model::{
+    CreateMessageRequestParams, CreateMessageResult, ListRootsResult,
+    LoggingMessageNotificationParam,
+};
+use rmcp::model::{GetMeta, JsonRpcMessage, ServerNotification};
 use rmcp::service::PeerRequestOptions;
-use rmcp::service::RequestContext;
 use rmcp::service::{
     ClientCacheConfig, ClientInitializeError, NotificationContext, RoleClient, RunningService,
 };
+use rmcp::service::{RequestContext, RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, Peer, ServiceError, ServiceExt};
@@ -52,7 +57,9 @@ mod asks;
 mod items;
 
 pub(crate) use asks::CALL_TAG;
-pub use asks::{AskFn, AskRefusal, MAX_WAIT, UnattributedFn, UpstreamAsk};
+pub use asks::{
+    AskFn, AskRefusal, LogFn, LogLevel, MAX_WAIT, UnattributedFn, UpstreamAsk, UpstreamLog,
+};
 pub use items::Offers;
 
 use asks::{Attribution, CallRoute, CallRoutes, Clock};
@@ -138,6 +145,13 @@ impl Connector {
         let progress = Arc::new(ProgressRoutes::default());
         let calls = Arc::new(CallRoutes::default());
         let unattributed = Arc::new(std::sync::OnceLock::new());
+        // The HTTP client marks what arrives on a call's own stream; stdio has no streams.
+        let tagging = matches!(spec, UpstreamSpec::StreamableHttp { .. });
+        let observer = Observer {
+            calls: Arc::clone(&calls),
+            tagging,
+            scrubber: scrubber.clone(),
+        };
         let handler = Handler {
             progress: Arc::clone(&progress),
             info: ClientConfig::new(
@@ -148,8 +162,7 @@ impl Connector {
             tools_changed: changed_tx,
             scrubber: scrubber.clone(),
             calls: Arc::clone(&calls),
-            // The HTTP client marks what arrives on a call's own stream; stdio has no streams.
-            tagging: matches!(spec, UpstreamSpec::StreamableHttp { .. }),
+            tagging,
             unattributed: Arc::clone(&unattributed),
         };
         let connecting = async {
@@ -161,7 +174,7 @@ impl Connector {
                             command.first().map_or("", String::as_str)
                         )),
                     })?;
-                    handler.serve(transport).await
+                    handler.serve(observer.wrap(transport)).await
                 }
                 UpstreamSpec::StreamableHttp { url, headers } => {
                     if !self.allow_private_addresses {
@@ -171,7 +184,7 @@ impl Connector {
                     let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                         .custom_headers(header_map(headers)?);
                     let transport = StreamableHttpClientTransport::with_client(client, config);
-                    handler.serve(transport).await
+                    handler.serve(observer.wrap(transport)).await
                 }
             }
             .map_err(|e| UpstreamError::Connect {
@@ -206,6 +219,95 @@ impl Connector {
             calls,
             unattributed,
         })
+    }
+}
+
+/// The transport as rmcp reads it, each log message (`notifications/message`) handed to the
+/// call it belongs to as it is read: rmcp handles notifications on tasks of their own, so a
+/// message read just before its call's answer would otherwise reach a call that has ended.
+struct InOrder<T> {
+    inner: T,
+    observer: Observer,
+}
+
+/// What [`InOrder`] hands log messages to.
+#[derive(Clone)]
+struct Observer {
+    calls: Arc<CallRoutes>,
+    tagging: bool,
+    scrubber: Scrubber,
+}
+
+impl Observer {
+    fn wrap<T>(&self, inner: T) -> InOrder<T> {
+        InOrder {
+            inner,
+            observer: self.clone(),
+        }
+    }
+}
+
+impl<T: Transport<RoleClient>> Transport<RoleClient> for InOrder<T> {
+    type Error = T::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), Self::Error>> + Send + 'static {
+        self.inner.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        let message = self.inner.receive().await?;
+        if let JsonRpcMessage::Notification(n) = &message
+            && let ServerNotification::LoggingMessageNotification(log) = &n.notification
+        {
+            // rmcp keeps a notification's `_meta` with the notification.
+            let tag = asks::tag_of(n.notification.get_meta());
+            self.observer.deliver_log(&log.params, tag);
+        }
+        Some(message)
+    }
+
+    fn close(&mut self) -> impl Future<Output = Result<(), Self::Error>> + Send {
+        self.inner.close()
+    }
+}
+
+impl Observer {
+    #[expect(deprecated, reason = "upstreams of the 2025 eras still send it")]
+    fn deliver_log(&self, params: &LoggingMessageNotificationParam, tag: Option<RequestId>) {
+        let tag = tag.or_else(|| params.meta.as_ref().and_then(|m| asks::tag_of(m)));
+        // A message that belongs to no call in flight reaches nobody.
+        let Attribution::Call(route) = self.calls.attribute_now(tag.as_ref(), self.tagging) else {
+            return;
+        };
+        let Some(to) = route.log else {
+            return;
+        };
+        let Some(level) = serde_json::to_value(params.level)
+            .ok()
+            .and_then(|l| l.as_str().and_then(LogLevel::parse))
+        else {
+            return;
+        };
+        let data = match &params.data {
+            Value::String(text) => Value::String(self.scrubber.scrub(text)),
+            other => {
+                let text = other.to_string();
+                let scrubbed = self.scrubber.scrub(&text);
+                if scrubbed == text {
+                    other.clone()
+                } else {
+                    Value::String(scrubbed)
+                }
+            }
+        };
+        to(UpstreamLog {
+            level,
+            logger: params.logger.as_ref().map(|l| self.scrubber.scrub(l)),
+            data,
+        });
     }
 }
 
@@ -474,26 +576,31 @@ impl Connection {
         deadline: Duration,
         progress: Option<ProgressFn>,
     ) -> Result<Value, UpstreamError> {
-        self.call_tool_asking(raw_name, arguments, deadline, progress, None)
+        let hooks = CallHooks {
+            progress,
+            ..CallHooks::default()
+        };
+        self.call_tool_with(raw_name, arguments, deadline, hooks)
             .await
     }
 
-    /// [`Connection::call_tool`], the upstream's requests for the client during the call
-    /// going to `ask` (refused when `None`). Time spent waiting for `ask`'s answers does not
-    /// count toward `deadline` (up to [`MAX_WAIT`]).
-    #[tracing::instrument(skip(self, arguments, progress, ask), fields(tool = raw_name))]
-    pub async fn call_tool_asking(
+    /// [`Connection::call_tool`] with what the upstream sends about the call while it runs
+    /// going to `hooks`: its progress, its requests for the client (refused without
+    /// [`CallHooks::ask`]; time spent waiting for their answers does not count toward
+    /// `deadline`, up to [`MAX_WAIT`]) and its log messages (dropped without
+    /// [`CallHooks::log`]).
+    #[tracing::instrument(skip(self, arguments, hooks), fields(tool = raw_name))]
+    pub async fn call_tool_with(
         &self,
         raw_name: &str,
         arguments: Map<String, Value>,
         deadline: Duration,
-        progress: Option<ProgressFn>,
-        ask: Option<AskFn>,
+        hooks: CallHooks,
     ) -> Result<Value, UpstreamError> {
         let params = CallToolRequestParams::new(raw_name.to_owned()).with_arguments(arguments);
         let clock = Clock::start();
         // Dropping the request future on timeout is what sends `notifications/cancelled`.
-        let call = self.send_call(params, progress, ask, Arc::clone(&clock));
+        let call = self.send_call(params, hooks, Arc::clone(&clock));
         tokio::pin!(call);
         let response = loop {
             let counted = clock.counted();
@@ -535,10 +642,10 @@ impl Connection {
     async fn send_call(
         &self,
         params: CallToolRequestParams,
-        progress: Option<ProgressFn>,
-        ask: Option<AskFn>,
+        hooks: CallHooks,
         clock: Arc<Clock>,
     ) -> Result<CallToolResponse, ServiceError> {
+        let CallHooks { progress, ask, log } = hooks;
         let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
         let progress_sending = progress.is_some().then(|| self.progress.sending());
         let call_sending = self.calls.sending();
@@ -550,7 +657,7 @@ impl Connection {
             progress.map(|to| self.progress.register(handle.progress_token.clone(), to));
         let _call_route = self
             .calls
-            .register(handle.id.clone(), CallRoute { ask, clock });
+            .register(handle.id.clone(), CallRoute { ask, log, clock });
         drop(progress_sending);
         drop(call_sending);
         let mut abandoned = Abandoned {
@@ -656,6 +763,17 @@ impl Write for ByteCounter {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+}
+
+/// What reaches the caller of one call while it runs ([`Connection::call_tool_with`]).
+#[derive(Default, Clone)]
+pub struct CallHooks {
+    /// Where the upstream's `notifications/progress` go.
+    pub progress: Option<ProgressFn>,
+    /// What answers the upstream's requests for the client.
+    pub ask: Option<AskFn>,
+    /// Where the upstream's `notifications/message` go.
+    pub log: Option<LogFn>,
 }
 
 /// Our side of the session: who we are, a counter of tool list changes, where progress goes,

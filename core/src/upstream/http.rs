@@ -416,12 +416,15 @@ fn untag(body: Vec<u8>) -> Vec<u8> {
     }
 }
 
-/// The message `text` marked as `call`'s, or unmarked; `None` when it is not a request (left
-/// as it is: rmcp decides what it is).
+/// The message `text` marked as `call`'s (a request or a log message), or unmarked; `None`
+/// when there is nothing to change (left as it is: rmcp decides what it is).
 fn retag(text: &[u8], call: Option<&RequestId>) -> Option<String> {
     let mut message: serde_json::Map<String, serde_json::Value> =
         serde_json::from_slice(text).ok()?;
-    if !(message.contains_key("method") && message.contains_key("id")) {
+    // Requests and log messages belong to a call; any message loses a mark it brought.
+    let method = message.get("method").and_then(serde_json::Value::as_str)?;
+    let about_a_call = message.contains_key("id") || method == "notifications/message";
+    if call.is_some() && !about_a_call {
         return None;
     }
     let params = message

@@ -88,6 +88,7 @@ async fn first(
                 abilities,
                 asks: asks_tx,
             }),
+            log: None,
         };
         let call = super::tools_call(
             &task_state,

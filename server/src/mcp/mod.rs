@@ -39,10 +39,13 @@ use crate::state::AppState;
 use aperture_core::calls::{self, ToolCall};
 use aperture_core::config::Config;
 use aperture_core::error::ServiceError;
+use aperture_core::execution::LogSink;
 use aperture_core::exposure;
 use aperture_core::live::asks;
+use aperture_core::mcp_sessions::Session;
 use aperture_core::relay::{self, Abilities, ClientError, ClientRelay};
 use aperture_core::settings::mcp::Binding;
+use aperture_core::upstream::{LogLevel, UpstreamLog};
 
 pub use aperture_core::live::{listing, streams};
 mod input;
@@ -65,6 +68,8 @@ pub const STATELESS_VERSION: &str = "2026-07-28";
 
 const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// 2026-07-28: the level from which a request's log messages reach the client.
+const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 pub use aperture_core::live::listing::META_SUBSCRIPTION;
 /// A protocol header is missing or does not mirror the body.
 const HEADER_MISMATCH: i64 = -32020;
@@ -227,12 +232,29 @@ pub async fn handle(
     // 2025 era: a session id must name one of the caller's live sessions (`initialize` opens
     // them); any other is 404, and the client initializes again. What its client declared at
     // `initialize` decides what may be relayed to it.
-    let mut abilities = Abilities::default();
+    let mut session = Session::default();
     if !stateless && method != Method::Initialize.name() {
-        match session_abilities(&state, &principal, mcp_session.as_deref(), &id).await {
-            Ok(declared) => abilities = declared,
+        match session_of(&state, &principal, mcp_session.as_deref(), &id).await {
+            Ok(held) => session = held,
             Err(refused) => return refused,
         }
+    }
+    // 2026-07-28: what the client can answer and the level it listens at come with each
+    // request.
+    if stateless {
+        session = Session {
+            abilities: Abilities::declared(
+                params
+                    .get("_meta")
+                    .and_then(|m| m.get(META_CAPABILITIES))
+                    .unwrap_or(&Value::Null),
+            ),
+            log_level: params
+                .get("_meta")
+                .and_then(|m| m.get(META_LOG_LEVEL))
+                .and_then(Value::as_str)
+                .and_then(LogLevel::parse),
+        };
     }
     let known = Method::parse(method);
     if known != Some(Method::ToolsCall)
@@ -248,7 +270,7 @@ pub async fn handle(
     // A method this era does not have is unknown: `initialize` and `ping` in 2026-07-28,
     // `subscriptions/listen` before it. Stateless requests answer it 404.
     let served = known.filter(|m| match m {
-        Method::Initialize | Method::Ping => !stateless,
+        Method::Initialize | Method::Ping | Method::LoggingSetLevel => !stateless,
         Method::SubscriptionsListen => stateless,
         _ => true,
     });
@@ -277,12 +299,14 @@ pub async fn handle(
         // while the call runs (the upstream's requests travel on the call's own stream).
         Method::ToolsCall
             if accepts_stream(&headers)
-                && (progress_token(&params).is_some() || abilities.any()) =>
+                && (progress_token(&params).is_some()
+                    || session.abilities.any()
+                    || session.log_level.is_some()) =>
         {
             let connected = Connected {
                 mcp_session: mcp_session.filter(|_| !stateless),
                 stateless,
-                abilities,
+                session,
             };
             return stream_call(&state, principal, secret, id, params, connected);
         }
@@ -304,6 +328,9 @@ pub async fn handle(
             items::answer(&state, &principal, &id, &params, method, stateless).await
         }
         Method::CompletionComplete => items::complete(&state, &principal, &id, &params).await,
+        Method::LoggingSetLevel => {
+            set_level(&state, &principal, mcp_session.as_deref(), &id, &params).await
+        }
         Method::TasksGet => tasks::get(&state, &principal, &id, &params).await,
         Method::TasksResult => tasks::result(&state, &principal, &id, &params).await,
         Method::TasksCancel => tasks::cancel(&state, &principal, &id, &params).await,
@@ -348,22 +375,22 @@ async fn unknown_session(
     session: Option<&str>,
     id: &Value,
 ) -> Option<Response> {
-    session_abilities(state, principal, session, id).await.err()
+    session_of(state, principal, session, id).await.err()
 }
 
-/// What the client of `principal`'s live session declared it can do (nothing without a
-/// session); the 404 of [`unknown_session`] when the session is not one.
-async fn session_abilities(
+/// What `principal`'s live session holds (nothing without a session); the 404 of
+/// [`unknown_session`] when the session is not one.
+async fn session_of(
     state: &AppState,
     principal: &Principal,
     session: Option<&str>,
     id: &Value,
-) -> Result<Abilities, Response> {
+) -> Result<Session, Response> {
     let Some(session) = session else {
-        return Ok(Abilities::default());
+        return Ok(Session::default());
     };
     match aperture_core::mcp_sessions::live(&state.store, principal, session).await {
-        Ok(Some(abilities)) => Ok(abilities),
+        Ok(Some(held)) => Ok(held),
         Ok(None) => {
             let answer = error(
                 id,
@@ -373,6 +400,41 @@ async fn session_abilities(
             Err((StatusCode::NOT_FOUND, Json(answer)).into_response())
         }
         Err(e) => Err(store_failed(id, e)),
+    }
+}
+
+/// `logging/setLevel` (2025 eras): the level from which the upstreams' log messages about the
+/// caller's calls reach it, for its MCP session only (never sent to an upstream, whose
+/// connection other callers share).
+async fn set_level(
+    state: &AppState,
+    principal: &Principal,
+    mcp_session: Option<&str>,
+    id: &Value,
+    params: &Value,
+) -> Value {
+    let Some(level) = params
+        .get("level")
+        .and_then(Value::as_str)
+        .and_then(LogLevel::parse)
+    else {
+        return error(
+            id,
+            INVALID_PARAMS,
+            "level must be one of debug, info, notice, warning, error, critical, alert, emergency",
+        );
+    };
+    let Some(session) = mcp_session else {
+        return error(
+            id,
+            INVALID_PARAMS,
+            "logging/setLevel sets the level of an MCP session: send the Mcp-Session-Id that initialize returned",
+        );
+    };
+    match aperture_core::mcp_sessions::set_log_level(&state.store, principal, session, level).await
+    {
+        Ok(_) => ok(id, json!({})),
+        Err(e) => error(id, INTERNAL_ERROR, e.into_app_error().message),
     }
 }
 
@@ -677,6 +739,7 @@ fn capabilities() -> Value {
         "resources": {},
         "prompts": {},
         "completions": {},
+        "logging": {},
         "tasks": {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
     })
 }
@@ -936,6 +999,7 @@ async fn tools_call(
     cx.cancelled = Some(registered.cancelled.clone());
     cx.progress = streaming.progress;
     cx.client = streaming.client;
+    cx.log = streaming.log;
     let mut outcome = calls::call(&cx, principal, None, &call).await;
     let mut confirmed = None;
     if matches!(outcome, Err(ServiceError::StaleRead)) {
@@ -961,19 +1025,22 @@ const PROGRESS_BUFFER: usize = 64;
 /// How many of the upstream's requests may wait to be put on a call's stream.
 const ASK_BUFFER: usize = 8;
 
-/// What reaches a call's client while it runs: the upstream's progress, and its requests.
+/// What reaches a call's client while it runs: the upstream's progress, its requests and its
+/// log messages.
 #[derive(Default)]
 struct Streaming {
     progress: Option<aperture_core::execution::ProgressSink>,
     client: Option<ClientRelay>,
+    log: Option<aperture_core::execution::LogSink>,
 }
 
 /// Where a streamed call comes from: the client's MCP session (2025 eras), whether the
-/// request is stateless (2026-07-28), and what the client declared it can answer.
+/// request is stateless (2026-07-28), and what the client declared it can answer and the
+/// level it listens at.
 struct Connected {
     mcp_session: Option<String>,
     stateless: bool,
-    abilities: Abilities,
+    session: Session,
 }
 
 /// Whether the client takes an SSE stream for an answer (`Accept` lists `text/event-stream`).
@@ -1003,6 +1070,15 @@ fn progress_notification(token: &Value, p: &aperture_core::upstream::Progress) -
         params["message"] = json!(message);
     }
     json!({"jsonrpc": "2.0", "method": "notifications/progress", "params": params})
+}
+
+/// `notifications/message` of an upstream's log message.
+fn log_notification(log: &UpstreamLog) -> Value {
+    let mut params = json!({"level": log.level.as_str(), "data": log.data});
+    if let Some(logger) = &log.logger {
+        params["logger"] = json!(logger);
+    }
+    json!({"jsonrpc": "2.0", "method": "notifications/message", "params": params})
 }
 
 /// Ends a streamed call's log however its task ends: a task that ended without an answer (it
@@ -1051,8 +1127,9 @@ fn stream_call(
     let Connected {
         mcp_session,
         stateless,
-        abilities,
+        session,
     } = connected;
+    let abilities = session.abilities;
     let token = progress_token(&params).cloned().unwrap_or(Value::Null);
     let owner = streams::Owner {
         tenant_id: principal.tenant_id.clone(),
@@ -1076,6 +1153,7 @@ fn stream_call(
     tokio::spawn(async move {
         let (progress, mut received) = tokio::sync::mpsc::channel(PROGRESS_BUFFER);
         let (asks_tx, mut asks) = tokio::sync::mpsc::channel(ASK_BUFFER);
+        let (logs_tx, mut logs) = tokio::sync::mpsc::channel(PROGRESS_BUFFER);
         let client = abilities.any().then(|| ClientRelay {
             abilities,
             asks: asks_tx,
@@ -1084,6 +1162,9 @@ fn stream_call(
         let streaming = Streaming {
             progress: Some(progress),
             client,
+            log: session
+                .log_level
+                .map(|level| LogSink { level, to: logs_tx }),
         };
         let call = tools_call(
             &state,
@@ -1101,6 +1182,7 @@ fn stream_call(
             tokio::select! {
                 biased;
                 Some(p) = received.recv() => stream.log.push(&progress_notification(&token, &p)),
+                Some(l) = logs.recv() => stream.log.push(&log_notification(&l)),
                 Some(ask) = asks.recv() => {
                     let ask_id = aperture_core::ids::new_ordered_id("ask");
                     stream.log.push(&relay::request(&json!(ask_id), ask.method, ask.params));
@@ -1112,6 +1194,9 @@ fn stream_call(
         drop(awaiting);
         while let Ok(p) = received.try_recv() {
             stream.log.push(&progress_notification(&token, &p));
+        }
+        while let Ok(l) = logs.try_recv() {
+            stream.log.push(&log_notification(&l));
         }
         let answer = answer.unwrap_or_else(|()| {
             error(

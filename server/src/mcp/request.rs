@@ -24,6 +24,7 @@ pub enum Method {
     PromptsList,
     PromptsGet,
     CompletionComplete,
+    LoggingSetLevel,
     SubscriptionsListen,
     TasksGet,
     TasksResult,
@@ -33,7 +34,7 @@ pub enum Method {
 
 impl Method {
     /// Every method, in the order the contract lists them.
-    pub const ALL: [Method; 16] = [
+    pub const ALL: [Method; 17] = [
         Method::Initialize,
         Method::Ping,
         Method::Discover,
@@ -45,6 +46,7 @@ impl Method {
         Method::PromptsList,
         Method::PromptsGet,
         Method::CompletionComplete,
+        Method::LoggingSetLevel,
         Method::SubscriptionsListen,
         Method::TasksGet,
         Method::TasksResult,
@@ -66,6 +68,7 @@ impl Method {
             Method::PromptsList => "prompts/list",
             Method::PromptsGet => "prompts/get",
             Method::CompletionComplete => "completion/complete",
+            Method::LoggingSetLevel => "logging/setLevel",
             Method::SubscriptionsListen => "subscriptions/listen",
             Method::TasksGet => "tasks/get",
             Method::TasksResult => "tasks/result",

@@ -120,6 +120,8 @@ const METHODS: &[(&str, Class)] = &[
     ("prompts/list", Class::Opens),
     ("prompts/get", Class::Opens),
     ("completion/complete", Class::Opens),
+    // The level of the caller's own MCP session.
+    ("logging/setLevel", Class::TenantWide),
 ];
 
 /// The victim's `prod` objects.

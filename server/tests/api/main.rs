@@ -36,6 +36,7 @@ mod journal_writer;
 mod keys;
 mod logs;
 mod mcp;
+mod mcp_logging;
 mod model;
 #[path = "../model_fixture/server.rs"]
 #[allow(dead_code, reason = "each test uses part of the fixture")]

@@ -10,7 +10,8 @@
 //! or stops listing the tool named by `remove`, and, unless `notify` is false, sends
 //! `notifications/tools/list_changed`: the rug pulls drift triage meets), `ask {kind}` (sends
 //! the client `sampling/createMessage`, `elicitation/create` in form or URL mode, or
-//! `roots/list`, and answers `{"answer": …}` or `{"refused": {code, message}}`) and `stats`
+//! `roots/list`, and answers `{"answer": …}` or `{"refused": {code, message}}`), `log` (three
+//! `notifications/message` of logger `fixture`: debug, info, error) and `stats`
 //! (`{"cancelled": n, "calls": m}`: calls received, this one included). `tools/list` answers
 //! three tools per page, with a `ttlMs` that invites clients to cache it.
 //!
@@ -29,6 +30,11 @@ use rmcp::model::{
     ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, RequestParamsMeta,
     ServerCapabilities, ServerConfig, ServerRequest, Tool,
 };
+#[expect(
+    deprecated,
+    reason = "the 2025 eras' log messages, which the gateway relays"
+)]
+use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam};
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::{Map, Value, json};
@@ -164,6 +170,11 @@ impl FixtureServer {
                 "name": "ask",
                 "description": "Asks the client while it runs (sampling, elicitation, elicitation_url or roots) and answers with what came back.",
                 "inputSchema": object(json!({"kind": {"type": "string"}}), &["kind"]),
+            }),
+            json!({
+                "name": "log",
+                "description": "Sends three log messages (debug, info, error), then answers.",
+                "inputSchema": object(json!({}), &[]),
             }),
             json!({
                 "name": "stats",
@@ -393,6 +404,10 @@ impl ServerHandler for FixtureServer {
                     Err(e) => return Err(ErrorData::internal_error(e.to_string(), None)),
                 }
             }
+            "log" => {
+                log_three(&context).await?;
+                text("logged")
+            }
             "stats" => {
                 let (cancelled, calls) = {
                     let state = self.state();
@@ -525,6 +540,31 @@ impl ServerHandler for FixtureServer {
 }
 
 /// A result built from its JSON (the SDK's types are not all constructible field by field).
+/// `log`'s three messages.
+#[expect(
+    deprecated,
+    reason = "the 2025 eras' log messages, which the gateway relays"
+)]
+async fn log_three(context: &RequestContext<RoleServer>) -> Result<(), ErrorData> {
+    for (level, data) in [
+        (LoggingLevel::Debug, json!("fine detail")),
+        (LoggingLevel::Info, json!("working on it")),
+        (
+            LoggingLevel::Error,
+            json!({"code": 7, "detail": "it broke"}),
+        ),
+    ] {
+        let mut message = LoggingMessageNotificationParam::new(level, data);
+        message.logger = Some("fixture".into());
+        context
+            .peer
+            .notify_logging_message(message)
+            .await
+            .map_err(|e| ErrorData::internal_error(e.to_string(), None))?;
+    }
+    Ok(())
+}
+
 fn typed<T: serde::de::DeserializeOwned>(value: Value) -> Result<T, ErrorData> {
     serde_json::from_value(value).map_err(|e| ErrorData::internal_error(e.to_string(), None))
 }

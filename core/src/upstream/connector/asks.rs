@@ -1,5 +1,6 @@
 //! Requests an upstream sends the gateway while one of its tools runs (`sampling/createMessage`,
-//! `elicitation/create`, `roots/list`), and the call each belongs to.
+//! `elicitation/create`, `roots/list`) and its log messages (`notifications/message`), and the
+//! call each belongs to.
 //!
 //! A request is handed to a call's [`AskFn`] only when it is attributable to exactly that call:
 //! - over streamable HTTP, it arrived on the event stream that answers the call's own POST
@@ -41,6 +42,75 @@ pub struct UpstreamAsk {
     /// Its params.
     pub params: Value,
 }
+
+/// The severity of a log message, least severe first (RFC 5424's, as MCP names them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum LogLevel {
+    /// `debug`
+    Debug,
+    /// `info`
+    Info,
+    /// `notice`
+    Notice,
+    /// `warning`
+    Warning,
+    /// `error`
+    Error,
+    /// `critical`
+    Critical,
+    /// `alert`
+    Alert,
+    /// `emergency`
+    Emergency,
+}
+
+impl LogLevel {
+    /// Every level, least severe first.
+    pub const ALL: [LogLevel; 8] = [
+        LogLevel::Debug,
+        LogLevel::Info,
+        LogLevel::Notice,
+        LogLevel::Warning,
+        LogLevel::Error,
+        LogLevel::Critical,
+        LogLevel::Alert,
+        LogLevel::Emergency,
+    ];
+
+    /// Its name on the wire.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Debug => "debug",
+            LogLevel::Info => "info",
+            LogLevel::Notice => "notice",
+            LogLevel::Warning => "warning",
+            LogLevel::Error => "error",
+            LogLevel::Critical => "critical",
+            LogLevel::Alert => "alert",
+            LogLevel::Emergency => "emergency",
+        }
+    }
+
+    /// The level named `name`.
+    pub fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|l| l.as_str() == name)
+    }
+}
+
+/// A log message of the upstream's about a call (`notifications/message`), its texts scrubbed
+/// of the upstream's secrets.
+#[derive(Debug, Clone, PartialEq)]
+pub struct UpstreamLog {
+    /// Severity.
+    pub level: LogLevel,
+    /// The logger's name.
+    pub logger: Option<String>,
+    /// What it says.
+    pub data: Value,
+}
+
+/// Receives a call's log messages; called on rmcp's task, so it must not block.
+pub type LogFn = Arc<dyn Fn(UpstreamLog) + Send + Sync>;
 
 /// Why a request is not answered: the JSON-RPC error the upstream receives.
 #[derive(Debug, Clone, PartialEq)]
@@ -136,6 +206,8 @@ impl Drop for Waiting {
 pub(crate) struct CallRoute {
     /// `None`: nobody can be asked (the call has no connected client).
     pub(crate) ask: Option<AskFn>,
+    /// `None`: nobody hears its log messages.
+    pub(crate) log: Option<LogFn>,
     pub(crate) clock: Arc<Clock>,
 }
 
@@ -175,6 +247,18 @@ impl CallRoutes {
             routes: Arc::clone(self),
             id,
         }
+    }
+
+    /// The call a message belongs to now, without waiting: the one `tag` names (a tagging
+    /// transport), or the only call in flight (stdio).
+    pub(crate) fn attribute_now(&self, tag: Option<&RequestId>, tagging: bool) -> Attribution {
+        let calls = self.lock();
+        let found = match (tag, tagging) {
+            (Some(id), true) => calls.calls.get(id).cloned(),
+            (_, false) if calls.calls.len() == 1 => calls.calls.values().next().cloned(),
+            _ => None,
+        };
+        found.map_or(Attribution::Unattributable, Attribution::Call)
     }
 
     /// The call a request belongs to: the one `tag` names (a tagging transport), or the only
@@ -240,6 +324,7 @@ mod tests {
     fn route() -> CallRoute {
         CallRoute {
             ask: None,
+            log: None,
             clock: Clock::start(),
         }
     }
