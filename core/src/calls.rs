@@ -17,7 +17,7 @@ use engine::decision::{self, BoundCall, CallRequest, Caller, Grant as EngineGran
 use engine::policy::Mode;
 use engine::receipt::{Decision, ReasonCode, Receipt, ReceiptKind};
 use serde::Deserialize;
-use serde_json::{Map, Value};
+use serde_json::{Map, Value, json};
 
 use crate::error::ServiceError;
 use crate::execution::{CallContext, execute, short, target_json, tool_result};
@@ -156,7 +156,25 @@ pub const BUILTIN_VERSION: &str = "builtin";
 ///
 /// The answer is always a tool result (denials included, each with its receipt in `_meta`);
 /// only failures of the server itself are errors.
+///
+/// A `confirmation_required` call bound implicitly (its client cannot echo a confirmation
+/// token) from a client that can be asked is confirmed by asking the person
+/// ([`ask_to_confirm`]).
 pub async fn call(
+    cx: &CallContext<'_>,
+    principal: &Principal,
+    path_session: Option<&str>,
+    call: &ToolCall,
+) -> Result<Value, ServiceError> {
+    let answer = staged(cx, principal, path_session, call).await?;
+    match confirmation_to_ask(cx, call, &answer) {
+        Some(ask) => ask_to_confirm(cx, principal, path_session, call, ask).await,
+        None => Ok(answer),
+    }
+}
+
+/// The stages of one call ([`call`]).
+async fn staged(
     cx: &CallContext<'_>,
     principal: &Principal,
     path_session: Option<&str>,
@@ -182,6 +200,119 @@ pub async fn call(
     run(cx, principal, authorized, &decision_receipt).await
 }
 
+/// A confirmation the gateway asks the person for itself: the call's token, invocation and
+/// decision receipt, and the client to ask.
+struct ToConfirm {
+    token: String,
+    invocation_id: String,
+    receipt: Value,
+    client: crate::relay::ClientRelay,
+}
+
+/// What to ask when `answer` asks for a confirmation the caller cannot give by echoing: an
+/// implicitly bound call, without a token, from a client that takes form elicitations.
+fn confirmation_to_ask(cx: &CallContext<'_>, call: &ToolCall, answer: &Value) -> Option<ToConfirm> {
+    if call.binding != Binding::Implicit || call.meta.confirmation_token.is_some() {
+        return None;
+    }
+    let client = cx.client.as_ref().filter(|c| c.abilities.elicitation)?;
+    let meta = answer.get("_meta")?;
+    Some(ToConfirm {
+        token: meta.get("confirmation_token")?.as_str()?.to_owned(),
+        invocation_id: meta.get("invocation_id")?.as_str()?.to_owned(),
+        receipt: meta.get("receipt").cloned().unwrap_or(Value::Null),
+        client: client.clone(),
+    })
+}
+
+/// How much of the arguments a confirmation shows the person.
+const CONFIRM_SHOWS: usize = 512;
+
+/// Asks the person to confirm the call (`elicitation/create`, on the call's stream or as an
+/// `input_required` result): accepted, the call is confirmed with its token as an echoing
+/// client would confirm it, and runs; declined, cancelled or unanswered, nothing runs and the
+/// refusal is journaled (`approval_rejected`; the token, never shown to the client, expires
+/// with the invocation).
+async fn ask_to_confirm(
+    cx: &CallContext<'_>,
+    principal: &Principal,
+    path_session: Option<&str>,
+    call: &ToolCall,
+    ask: ToConfirm,
+) -> Result<Value, ServiceError> {
+    let mut shown = call
+        .arguments
+        .as_ref()
+        .map_or_else(|| "{}".to_owned(), Value::to_string);
+    if shown.len() > CONFIRM_SHOWS {
+        let mut end = CONFIRM_SHOWS;
+        while !shown.is_char_boundary(end) {
+            end -= 1;
+        }
+        shown.truncate(end);
+        shown.push('…');
+    }
+    let params = json!({
+        "mode": "form",
+        "message": format!("[aperture] Confirm: run {} with {shown}?", call.name),
+        "requestedSchema": {"type": "object", "properties": {}},
+    });
+    let (answer_tx, answer_rx) = tokio::sync::oneshot::channel();
+    let sent = ask
+        .client
+        .asks
+        .send(crate::relay::Ask {
+            upstream: "aperture".into(),
+            decision_receipt_id: ask.receipt["receipt_id"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+            method: "elicitation/create",
+            params,
+            answer: answer_tx,
+        })
+        .await;
+    let action = match sent {
+        Ok(()) => match answer_rx.await {
+            Ok(Ok(result)) => result["action"].as_str().unwrap_or("invalid").to_owned(),
+            Ok(Err(_)) => "error".to_owned(),
+            Err(_) => "unanswered".to_owned(),
+        },
+        Err(_) => "unanswered".to_owned(),
+    };
+    if action == "accept" {
+        let mut confirmed = call.clone();
+        confirmed.meta.confirmation_token = Some(ask.token);
+        return staged(cx, principal, path_session, &confirmed).await;
+    }
+    let mut r = journal::receipt(
+        ReceiptKind::Approval,
+        Decision::Deny,
+        ReasonCode::ApprovalRejected,
+        &principal.tenant_id,
+        &principal.actor_id,
+        principal.principal_id(),
+    );
+    r.invocation_id = Some(ask.invocation_id.clone());
+    r.tool = Some(call.name.clone());
+    r.binding = Some(call.binding.as_str().to_owned());
+    let mut d = journal::disclosures();
+    d.insert_extra(
+        "confirmation",
+        json!({"asked": "elicitation", "action": action}),
+    )
+    .ok();
+    let (receipt, _) = cx.journal.record_decision(&r, &d).await;
+    let mut extra = Map::new();
+    extra.insert("invocation_id".into(), Value::String(ask.invocation_id));
+    Ok(tool_result(
+        &receipt,
+        true,
+        "The call was not confirmed, so nothing ran.",
+        extra,
+    ))
+}
+
 /// A call suspended while its client answers the upstream's request (2026-07-28
 /// `input_required`), decided again when the client retries it: the engine's checks of
 /// CONTRACT §5 against the grant and the policy as they are now, journaled as a new decision
@@ -203,8 +334,12 @@ pub async fn decide_again(
         .d
         .insert_extra("retry_of", Value::String(first.to_owned()))
         .ok();
-    // A call that would now wait (its rule became approval_required, …) does not go on.
-    if !matches!(decided.r.decision, Decision::Allow | Decision::DryRun) {
+    // A call that would now wait (its rule became approval_required, …) does not go on; one
+    // that awaits the confirmation being answered does.
+    if !matches!(
+        decided.r.decision,
+        Decision::Allow | Decision::DryRun | Decision::Confirm
+    ) {
         decided.r.decision = Decision::Deny;
         decided.r.reason = ReasonCode::PolicyDenied;
         let answer = denial_at(cx.journal, decided.r, &decided.d, decided.decided_at).await?;
@@ -564,9 +699,10 @@ async fn check_binding(
             .await
             .map(Stage::Answered);
     }
-    // A client that cannot echo cannot carry a confirmation token either: until it can be
-    // asked (an elicitation), the call is refused, with its receipt.
-    if implicit && bound.mode == Mode::ConfirmationRequired {
+    // A client that cannot echo cannot carry a confirmation token either: unless the person
+    // can be asked (an elicitation, [`ask_to_confirm`]), the call is refused, with its receipt.
+    let can_ask = cx.client.as_ref().is_some_and(|c| c.abilities.elicitation);
+    if implicit && bound.mode == Mode::ConfirmationRequired && !can_ask {
         r.decision = Decision::Deny;
         r.reason = ReasonCode::PolicyDenied;
         d.insert_extra(

@@ -365,3 +365,87 @@ async fn in_2026_a_request_for_the_client_is_an_input_required_result_and_the_re
         "{retried:?} {relayed:?}"
     );
 }
+
+/// Issue 47 (item 1, waiting modes): a `confirmation_required` call bound implicitly, from a
+/// client that takes elicitations, is confirmed by asking the person: accepted, it runs;
+/// declined, nothing runs and the refusal is journaled. Both eras.
+#[tokio::test]
+async fn a_stock_client_confirms_by_answering_an_elicitation() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[]).await;
+    let echo = "mcp__fixture__echo";
+    let rules =
+        json!([{"id": "confirm", "match": {"name": echo}, "mode": "confirmation_required"}]);
+    app.activate_policy(&admin, "confirming", json!({"rules": rules}))
+        .await;
+    app.put("/settings/mcp")
+        .as_(&admin)
+        .json(json!({"binding": "implicit"}))
+        .await
+        .expect_ok();
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let s = Setup { app, agent };
+    let session = s.connect(&s.agent, json!({"elicitation": {}})).await;
+    let call = |text: &str| {
+        let params = json!({"name": echo, "arguments": {"text": text}});
+        let post = s.app.post_raw("/mcp").as_(&s.agent);
+        let post = post.header("accept", "application/json, text/event-stream");
+        let post = post.header("mcp-session-id", &session);
+        let post = post.header("mcp-protocol-version", "2025-11-25");
+        post.json(rpc(5, "tools/call", params))
+    };
+
+    let mut stream = Stream::open(call("confirmed")).await;
+    let request = next_request(&mut stream).await;
+    assert_eq!(request["method"], "elicitation/create", "{request}");
+    let message = request["params"]["message"].as_str().unwrap();
+    assert!(
+        message.starts_with("[aperture] Confirm: run mcp__fixture__echo"),
+        "{message}"
+    );
+    assert!(message.contains("confirmed"), "{message}");
+    let accept = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"action": "accept", "content": {}}});
+    assert_eq!(
+        s.answer(&s.agent, &session, accept).await,
+        StatusCode::ACCEPTED
+    );
+    let ran = result(&mut stream).await;
+    assert_eq!(ran["isError"], false, "{ran}");
+    assert_eq!(ran["content"][0]["text"], "confirmed", "{ran}");
+    assert!(ran["_meta"].get("confirmation_token").is_none(), "{ran}");
+
+    let mut stream = Stream::open(call("declined")).await;
+    let request = next_request(&mut stream).await;
+    let decline = json!({"jsonrpc": "2.0", "id": request["id"], "result": {"action": "decline"}});
+    assert_eq!(
+        s.answer(&s.agent, &session, decline).await,
+        StatusCode::ACCEPTED
+    );
+    let refused = result(&mut stream).await;
+    assert_eq!(refused["isError"], true, "{refused}");
+    assert_eq!(refused["_meta"]["receipt"]["reason"], "approval_rejected");
+    assert_eq!(refused["_meta"]["receipt"]["kind"], "approval");
+    assert!(
+        !refused.to_string().contains("declined\""),
+        "nothing ran: {refused}"
+    );
+
+    // 2026-07-28: the same question is an input_required result; the retry confirms.
+    let params = json!({"name": echo, "arguments": {"text": "later"},
+        "_meta": {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}});
+    let first = stateless(&s.app, &s.agent, "tools/call", params.clone()).await;
+    assert_eq!(first["result"]["resultType"], "input_required", "{first}");
+    let (key, request) = first["result"]["inputRequests"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .next()
+        .unwrap();
+    assert_eq!(request["method"], "elicitation/create");
+    let mut retry = params;
+    retry["inputResponses"] = json!({key.clone(): {"action": "accept", "content": {}}});
+    retry["requestState"] = first["result"]["requestState"].clone();
+    let done = stateless(&s.app, &s.agent, "tools/call", retry).await;
+    assert_eq!(done["result"]["content"][0]["text"], "later", "{done}");
+}
