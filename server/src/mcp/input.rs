@@ -173,7 +173,11 @@ async fn round(
     mut next: mpsc::Receiver<Next>,
 ) -> (StatusCode, Value) {
     let ask = match next.recv().await {
-        Some(Next::Done(answer)) => return (StatusCode::OK, answer),
+        // The run's answer, to this request (a retry has an id of its own).
+        Some(Next::Done(mut answer)) => {
+            answer["id"] = id.clone();
+            return (StatusCode::OK, answer);
+        }
         Some(Next::Ask(ask)) => ask,
         None => {
             return (

@@ -281,7 +281,12 @@ async fn stateless(app: &TestApp, token: &str, method: &str, mut params: Value) 
     if let Some(name) = params.get("name").and_then(Value::as_str) {
         post = post.header("mcp-name", name);
     }
-    post.json(rpc(4, method, params)).await.json()
+    // Each request an id of its own, as clients send them.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(100);
+    let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let answer: Value = post.json(rpc(id, method, params)).await.json();
+    assert_eq!(answer["id"], id, "answered to its own id: {answer}");
+    answer
 }
 
 /// Issue 47 (item 3, 2026-07-28): the upstream's request comes back as an `input_required`

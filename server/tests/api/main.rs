@@ -49,6 +49,7 @@ mod readme;
 mod replay;
 mod resources;
 mod scope_matrix;
+mod sdk_interop;
 mod sessions;
 mod sign_in;
 mod stock_clients;
