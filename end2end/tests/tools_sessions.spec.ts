@@ -21,7 +21,7 @@ test("describe a tool, re-sync its upstream, see sessions with their forks, drif
   await hydrated(page);
   await expect(page.getByTestId("upstream-table").locator('tr[data-upstream="fixture"]')).toBeVisible();
   await page.getByTestId("upstream-table").getByRole("button", { name: "Re-sync" }).click();
-  await expect(page.getByTestId("sync-report")).toContainText("Re-synced: 9 tools.");
+  await expect(page.getByTestId("sync-report")).toContainText("Re-synced: 11 tools.");
 
   // An invalid descriptor is refused inline, the typed value kept; a valid one is shown.
   const add = page.getByTestId("tool-table").locator('tr[data-tool="mcp__fixture__add"]');
