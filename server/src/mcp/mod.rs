@@ -271,7 +271,7 @@ pub async fn handle(
     // `subscriptions/listen` before it. Stateless requests answer it 404.
     let served = known.filter(|m| match m {
         Method::Initialize | Method::Ping | Method::LoggingSetLevel => !stateless,
-        Method::SubscriptionsListen => stateless,
+        Method::SubscriptionsListen | Method::TasksUpdate => stateless,
         _ => true,
     });
     let Some(method) = served else {
@@ -331,9 +331,10 @@ pub async fn handle(
         Method::LoggingSetLevel => {
             set_level(&state, &principal, mcp_session.as_deref(), &id, &params).await
         }
-        Method::TasksGet => tasks::get(&state, &principal, &id, &params).await,
+        Method::TasksGet => tasks::get(&state, &principal, &id, &params, stateless).await,
         Method::TasksResult => tasks::result(&state, &principal, &id, &params).await,
-        Method::TasksCancel => tasks::cancel(&state, &principal, &id, &params).await,
+        Method::TasksCancel => tasks::cancel(&state, &principal, &id, &params, stateless).await,
+        Method::TasksUpdate => tasks::update(&state, &principal, &id, &params).await,
         Method::TasksList => tasks::list(&state, &principal, &id, &params).await,
     };
     // 2026-07-28 results carry what the era adds (and `server/discover` is answered so in
@@ -746,9 +747,12 @@ fn capabilities() -> Value {
 
 /// `server/discover` (2026-07-28).
 fn discover() -> Value {
+    let mut capabilities = capabilities();
+    // 2026-07-28 takes tasks as an extension.
+    capabilities["extensions"] = json!({tasks::EXTENSION: {}});
     json!({
         "supportedVersions": [STATELESS_VERSION],
-        "capabilities": capabilities(),
+        "capabilities": capabilities,
         "ttlMs": 0,
         "cacheScope": "private",
         "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "aperture", "version": env!("CARGO_PKG_VERSION")}},
@@ -963,6 +967,12 @@ async fn tools_call(
         return Ok(refused);
     }
     let as_task = params.get("task").is_some();
+    // 2026-07-28: a client that declared the tasks extension takes a waiting call as a task.
+    let as_task_2026 = tasks::declared(&params)
+        && params
+            .get("_meta")
+            .and_then(|m| m.get(META_VERSION))
+            .is_some();
     let mut call: ToolCall = match serde_json::from_value(params) {
         Ok(c) => c,
         Err(e) => {
@@ -1014,6 +1024,10 @@ async fn tools_call(
     }
     let principal = confirmed.as_ref().unwrap_or(principal);
     Ok(match outcome {
+        Ok(result) if as_task_2026 => ok(
+            id,
+            tasks::created_2026(&state.store, principal, result).await,
+        ),
         Ok(result) if as_task => ok(id, tasks::created(&state.store, principal, result).await),
         Ok(result) => ok(id, result),
         Err(e) => error(id, INTERNAL_ERROR, e.into_app_error().message),

@@ -30,11 +30,12 @@ pub enum Method {
     TasksResult,
     TasksCancel,
     TasksList,
+    TasksUpdate,
 }
 
 impl Method {
     /// Every method, in the order the contract lists them.
-    pub const ALL: [Method; 17] = [
+    pub const ALL: [Method; 18] = [
         Method::Initialize,
         Method::Ping,
         Method::Discover,
@@ -52,6 +53,7 @@ impl Method {
         Method::TasksResult,
         Method::TasksCancel,
         Method::TasksList,
+        Method::TasksUpdate,
     ];
 
     /// The method's name on the wire.
@@ -74,6 +76,7 @@ impl Method {
             Method::TasksResult => "tasks/result",
             Method::TasksCancel => "tasks/cancel",
             Method::TasksList => "tasks/list",
+            Method::TasksUpdate => "tasks/update",
         }
     }
 

@@ -1,8 +1,15 @@
-//! MCP tasks (2025-11-25, experimental) over Aperture's invocations: a task-augmented
-//! `tools/call` of a tool that waits (parked for an approver, staged, async) answers with a
-//! `CreateTaskResult` whose `taskId` is the invocation id; `tasks/get` reports its status and
-//! `tasks/result` waits for the final tool result. Tasks are the caller's own invocations:
-//! another actor's look like unknown ones.
+//! MCP tasks over Aperture's invocations, in both eras:
+//! - 2025-11-25 (experimental): a task-augmented `tools/call` of a tool that waits (parked for
+//!   an approver, staged, async) answers with a `CreateTaskResult` whose `taskId` is the
+//!   invocation id; `tasks/get` reports its status and `tasks/result` waits for the final tool
+//!   result.
+//! - 2026-07-28 (the `io.modelcontextprotocol/tasks` extension, when the request's client
+//!   declares it): such a call answers `resultType: "task"` with the task; `tasks/get` answers
+//!   the task with its outcome inlined (`result` once completed); `tasks/cancel` and
+//!   `tasks/update` are acknowledged with empty results. A waiting invocation awaits a person
+//!   at the gateway (an approver), not the client: it is `working` until decided.
+//!
+//! Tasks are the caller's own invocations: another actor's look like unknown ones.
 
 use std::time::Duration;
 
@@ -51,6 +58,96 @@ fn status_message(row: &InvocationRow) -> &'static str {
         "expired" | "expiring" => "Nobody decided in time; nothing ran.",
         "cancelled" | "cancelling" => "Cancelled before it ran; nothing ran.",
         _ => "Finished; tasks/result has the tool result.",
+    }
+}
+
+/// The extension a 2026-07-28 client declares to take tasks.
+pub const EXTENSION: &str = "io.modelcontextprotocol/tasks";
+
+/// Whether a 2026-07-28 request's client declared the tasks extension.
+pub fn declared(params: &Value) -> bool {
+    params
+        .get("_meta")
+        .and_then(|m| m.get(super::META_CAPABILITIES))
+        .and_then(|c| c.get("extensions"))
+        .and_then(|e| e.get(EXTENSION))
+        .is_some()
+}
+
+/// The extension's status of an invocation: one waiting for an approver (or a worker) is
+/// `working` — nothing is asked of the client; any tool result, errors included, is
+/// `completed`.
+fn status_2026(row: &InvocationRow) -> &'static str {
+    match status(row) {
+        "input_required" | "working" => "working",
+        "cancelled" => "cancelled",
+        _ => "completed",
+    }
+}
+
+/// The extension's `Task` of an invocation, with its outcome inlined when it has one
+/// (`DetailedTask`).
+fn task_2026(row: &InvocationRow) -> Value {
+    let status = status_2026(row);
+    let mut task = json!({
+        "taskId": row.id,
+        "status": status,
+        "statusMessage": status_message(row),
+        "createdAt": clock::rfc3339(row.created_at),
+        "lastUpdatedAt": clock::rfc3339(row.updated_at),
+        "ttlMs": Value::Null,
+        "pollIntervalMs": POLL_INTERVAL_MS,
+    });
+    if status == "completed"
+        && let Some(result) = row
+            .result
+            .as_deref()
+            .and_then(|r| serde_json::from_str::<Value>(r).ok())
+    {
+        task["result"] = result;
+    }
+    task
+}
+
+/// The answer to a 2026-07-28 `tools/call` whose client takes tasks: `resultType: "task"`
+/// when the call became an invocation that waits, otherwise the call's own result.
+pub async fn created_2026(store: &Store, principal: &Principal, result: Value) -> Value {
+    let waiting = matches!(
+        result["_meta"]["status"].as_str(),
+        Some("input_required" | "working" | "staged")
+    );
+    let Some(id) = result["_meta"]["invocation_id"]
+        .as_str()
+        .filter(|_| waiting)
+    else {
+        return result;
+    };
+    match rows::find(store, &principal.tenant_id, id).await {
+        Ok(Some(row)) => {
+            let mut task = task_2026(&row);
+            if let Some(task) = task.as_object_mut() {
+                task.remove("result");
+            }
+            json!({
+                "resultType": "task",
+                "task": task,
+                "_meta": {"receipt": result["_meta"]["receipt"]},
+            })
+        }
+        _ => result,
+    }
+}
+
+/// `tasks/update` (2026-07-28): answers to the task's input requests. Aperture's tasks ask
+/// the client nothing (they wait for an approver), so there is nothing to answer.
+pub async fn update(state: &AppState, principal: &Principal, id: &Value, params: &Value) -> Value {
+    match own(state, principal, id, params).await {
+        Ok(_) => error(
+            id,
+            INVALID_PARAMS,
+            "this task awaits no input from the client (it waits for an approver)",
+        ),
+        Err(e) => e,
     }
 }
 
@@ -122,9 +219,16 @@ async fn own(
     }
 }
 
-/// `tasks/get`
-pub async fn get(state: &AppState, principal: &Principal, id: &Value, params: &Value) -> Value {
+/// `tasks/get`: the task (in 2026-07-28, with its outcome inlined).
+pub async fn get(
+    state: &AppState,
+    principal: &Principal,
+    id: &Value,
+    params: &Value,
+    stateless: bool,
+) -> Value {
     match own(state, principal, id, params).await {
+        Ok(row) if stateless => ok(id, task_2026(&row)),
         Ok(row) => ok(id, task(&row)),
         Err(e) => e,
     }
@@ -186,7 +290,13 @@ pub async fn result(state: &AppState, principal: &Principal, id: &Value, params:
 /// `cancelled` one). One that waits or is queued is cancelled at once; one that runs stops
 /// waiting for its upstream and ends as cancelled a moment later (the `Task` answered may
 /// still say `working`). A task that has ended cannot be cancelled.
-pub async fn cancel(state: &AppState, principal: &Principal, id: &Value, params: &Value) -> Value {
+pub async fn cancel(
+    state: &AppState,
+    principal: &Principal,
+    id: &Value,
+    params: &Value,
+    stateless: bool,
+) -> Value {
     let row = match own(state, principal, id, params).await {
         Ok(row) => row,
         Err(e) => return e,
@@ -211,6 +321,8 @@ pub async fn cancel(state: &AppState, principal: &Principal, id: &Value, params:
     )
     .await
     {
+        // 2026-07-28: an empty acknowledgement; the task's state is read with `tasks/get`.
+        Ok(_) if stateless => ok(id, json!({})),
         Ok(_) => match rows::find(&state.store, &principal.tenant_id, &row.id).await {
             Ok(Some(row)) => ok(id, task(&row)),
             Ok(None) => error(

@@ -723,6 +723,108 @@ async fn parked_calls_are_mcp_tasks(db: Db) {
 
 on_both!(parked_calls_are_mcp_tasks);
 
+/// Issue 47 (item 1): in 2026-07-28 a client that declares the `io.modelcontextprotocol/tasks`
+/// extension takes a parked call as a task (`resultType: "task"`): `working` while it waits
+/// for the approver, then `completed` with the tool result inlined by `tasks/get`; a client
+/// that does not declare it gets the status result. `tasks/update` has nothing to answer.
+async fn in_2026_parked_calls_are_tasks_of_the_extension(db: Db) {
+    let Some(s) = setup_with(db, |_| {}).await else {
+        return;
+    };
+    let meta = |extensions: Value| {
+        json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+               "io.modelcontextprotocol/clientCapabilities": {"extensions": extensions}})
+    };
+    let stateless = |method: &str, params: Value, name: Option<&str>| {
+        let mut post = s.app.mcp_post(&s.agent);
+        post = post.header("mcp-protocol-version", "2026-07-28");
+        post = post.header("mcp-method", method);
+        if let Some(name) = name {
+            post = post.header("mcp-name", name);
+        }
+        post.json(rpc(3, method, params))
+    };
+    let discovered: Value = stateless("server/discover", json!({"_meta": meta(json!({}))}), None)
+        .await
+        .json();
+    assert!(
+        discovered["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"]
+            .is_object(),
+        "{discovered}"
+    );
+    let listed: Value = stateless("tools/list", json!({"_meta": meta(json!({}))}), None)
+        .await
+        .json();
+    let echo = "mcp__fixture__echo";
+    let call = |extensions: Value, text: &str| {
+        let mut call_meta = echo_of(&listed["result"], echo);
+        call_meta
+            .as_object_mut()
+            .unwrap()
+            .extend(meta(extensions).as_object().unwrap().clone());
+        json!({"name": echo, "arguments": {"text": text}, "_meta": call_meta})
+    };
+    // Without the extension: the status result, as before.
+    let plain: Value = stateless("tools/call", call(json!({}), "plain"), Some(echo))
+        .await
+        .json();
+    assert_eq!(
+        plain["result"]["_meta"]["status"], "input_required",
+        "{plain}"
+    );
+
+    let tasks = json!({"io.modelcontextprotocol/tasks": {}});
+    let created: Value = stateless("tools/call", call(tasks.clone(), "as a task"), Some(echo))
+        .await
+        .json();
+    let result = &created["result"];
+    assert_eq!(result["resultType"], "task", "{created}");
+    let task = &result["task"];
+    assert_eq!(task["status"], "working", "{created}");
+    assert!(task["pollIntervalMs"].is_u64(), "{task}");
+    s.verify(result);
+    let task_id = task["taskId"].as_str().unwrap().to_owned();
+
+    let get = |task_id: &str| {
+        stateless(
+            "tasks/get",
+            json!({"taskId": task_id, "_meta": meta(tasks.clone())}),
+            None,
+        )
+    };
+    let polled: Value = get(&task_id).await.json();
+    assert_eq!(polled["result"]["status"], "working", "{polled}");
+    assert_eq!(polled["result"]["resultType"], "complete", "{polled}");
+    let update: Value = stateless(
+        "tasks/update",
+        json!({"taskId": task_id, "inputResponses": {}, "_meta": meta(tasks.clone())}),
+        None,
+    )
+    .await
+    .json();
+    assert_eq!(update["error"]["code"], -32602, "{update}");
+
+    let args_hash = s.invocation(&s.approver, &task_id).await["args_hash"].clone();
+    s.decide(
+        &s.approver,
+        &task_id,
+        "approve",
+        json!({"args_hash": args_hash}),
+    )
+    .await
+    .expect_status(StatusCode::OK);
+    s.settled(&task_id).await;
+    let done: Value = get(&task_id).await.json();
+    let done = &done["result"];
+    assert_eq!(done["status"], "completed", "{done}");
+    assert!(
+        text_of(&done["result"]["content"][0]["text"]).contains("as a task"),
+        "{done}"
+    );
+}
+
+on_both!(in_2026_parked_calls_are_tasks_of_the_extension);
+
 /// Review findings: what was authorized must still be authorized when it runs, and only a
 /// signed approval releases a parked call.
 async fn a_release_is_checked_again_when_it_runs(db: Db) {

@@ -31,6 +31,7 @@ mod events;
 mod evidence;
 mod forks;
 mod grpc;
+mod items_property;
 mod journal;
 mod journal_writer;
 mod keys;
