@@ -258,6 +258,12 @@ impl Application {
             self.state.events.clone(),
             self.state.in_flight.clone(),
         ));
+        // Clients' answers to this node's requests that reached another node.
+        let answers = tokio::spawn(aperture_core::live::asks::relay(
+            self.state.events.clone(),
+            self.state.store.clone(),
+            self.state.asks.clone(),
+        ));
         // `notifications/tools/list_changed` for `/mcp`'s listening streams.
         let listings = tokio::spawn(self.state.watchers.clone().run(
             self.state.store.clone(),
@@ -314,6 +320,7 @@ impl Application {
         chain.abort();
         events.abort();
         relay.abort();
+        answers.abort();
         listings.abort();
         webhooks.abort();
         resumer.abort();

@@ -12,7 +12,10 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use serde_json::Value;
 use tokio::sync::oneshot;
 
+use crate::error::ServiceError;
+use crate::events::Bus;
 use crate::relay::ClientError;
+use crate::store::{self, Store, client_answers};
 
 /// Whose client a request went to: tenant, principal (`tok_…`, `usr_…`) and, in the 2025
 /// eras, the `Mcp-Session-Id`.
@@ -29,23 +32,46 @@ pub struct Owner {
 /// What a client answered: its result, or its error.
 pub type Answer = Result<Value, ClientError>;
 
-/// The requests awaiting answers on this node, by id.
+/// The requests awaiting answers on this node, by id, and the ids it settled lately.
 #[derive(Debug, Default)]
 pub struct Asks {
-    inner: Mutex<HashMap<String, (Owner, oneshot::Sender<Answer>)>>,
+    inner: Mutex<Waiting>,
 }
 
-/// Why an answer was not taken.
+#[derive(Debug, Default)]
+struct Waiting {
+    open: HashMap<String, (Owner, oneshot::Sender<Answer>)>,
+    /// Ids answered or given up on here, newest last (at most [`SETTLED`]).
+    settled: std::collections::VecDeque<String>,
+}
+
+/// Settled ids remembered, so that a second answer is refused rather than sent to other nodes.
+const SETTLED: usize = 4096;
+/// The event that tells the node holding a call that its client's answer reached another node.
+pub const EVENT: &str = "client_request.answered";
+/// How long an answer waits for the node that holds its call.
+const KEEP_MS: i64 = 10 * 60 * 1000;
+/// The gateway's request ids start so.
+pub const ID_PREFIX: &str = "ask_";
+
+/// Why an answer was not taken here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Refused {
-    /// No request of this node's awaits an answer under that id from this caller (unknown,
-    /// answered already, given up on, another principal's).
+    /// A request of this node's with that id awaits another caller's answer, or was answered
+    /// or given up on already.
+    Settled,
+    /// No request of this node's has that id: it may be another node's.
     Unknown,
 }
 
 impl Asks {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, (Owner, oneshot::Sender<Answer>)>> {
+    fn lock(&self) -> MutexGuard<'_, Waiting> {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Whether request `id` awaits its answer here.
+    pub fn holds(&self, id: &str) -> bool {
+        self.lock().open.contains_key(id)
     }
 
     /// Awaits the answer to request `id` from `owner`'s client; it is forgotten when the
@@ -56,7 +82,7 @@ impl Asks {
         owner: Owner,
         answer: oneshot::Sender<Answer>,
     ) -> Awaiting {
-        self.lock().insert(id.clone(), (owner, answer));
+        self.lock().open.insert(id.clone(), (owner, answer));
         Awaiting {
             asks: Arc::clone(self),
             id,
@@ -64,18 +90,24 @@ impl Asks {
     }
 
     /// Delivers `answer` to request `id`, when `from` is the principal it was sent to (the
-    /// same tenant and actor; in the 2025 eras the same `Mcp-Session-Id`).
-    pub fn answer(&self, id: &str, from: &Owner, answer: Answer) -> Result<(), Refused> {
+    /// same tenant and principal; in the 2025 eras the same `Mcp-Session-Id`); else gives the
+    /// answer back with why not.
+    pub fn answer(&self, id: &str, from: &Owner, answer: Answer) -> Result<(), (Refused, Answer)> {
         let mut waiting = self.lock();
-        match waiting.get(id) {
+        match waiting.open.get(id) {
             Some((owner, _)) if owner == from => {}
-            _ => return Err(Refused::Unknown),
+            Some(_) => return Err((Refused::Settled, answer)),
+            None if waiting.settled.iter().any(|s| s == id) => {
+                return Err((Refused::Settled, answer));
+            }
+            None => return Err((Refused::Unknown, answer)),
         }
-        let Some((_, to)) = waiting.remove(id) else {
-            return Err(Refused::Unknown);
+        let Some((_, to)) = waiting.open.remove(id) else {
+            return Err((Refused::Unknown, answer));
         };
+        waiting.settle(id);
         drop(waiting);
-        to.send(answer).map_err(|_| Refused::Unknown)
+        to.send(answer).map_err(|answer| (Refused::Settled, answer))
     }
 }
 
@@ -88,7 +120,110 @@ pub struct Awaiting {
 
 impl Drop for Awaiting {
     fn drop(&mut self) {
-        self.asks.lock().remove(&self.id);
+        let mut waiting = self.asks.lock();
+        if waiting.open.remove(&self.id).is_some() {
+            waiting.settle(&self.id);
+        }
+    }
+}
+
+impl Waiting {
+    fn settle(&mut self, id: &str) {
+        if self.settled.len() >= SETTLED {
+            self.settled.pop_front();
+        }
+        self.settled.push_back(id.to_owned());
+    }
+}
+
+/// Keeps an answer this node does not await for the node that does ([`relay`]), and tells
+/// every node. Only the gateway's own ids ([`ID_PREFIX`]) are kept; whether it was kept.
+pub async fn forward(
+    store: &Store,
+    bus: &Bus,
+    id: &str,
+    from: &Owner,
+    answer: &Answer,
+) -> Result<bool, ServiceError> {
+    if !id.starts_with(ID_PREFIX) || id.len() > 64 {
+        return Ok(false);
+    }
+    let text = match answer {
+        Ok(result) => serde_json::json!({"result": result}),
+        Err(e) => serde_json::json!({"error": {"code": e.code, "message": e.message}}),
+    };
+    let row = client_answers::AnswerRow {
+        tenant_id: from.tenant_id.clone(),
+        principal: from.principal.clone(),
+        mcp_session: from.mcp_session.clone(),
+        answer: text.to_string(),
+    };
+    if !client_answers::put(store, id, &row, store::now_ms()).await? {
+        return Ok(false);
+    }
+    bus.publish(&from.tenant_id, EVENT, id, "", Value::Null)
+        .await;
+    Ok(true)
+}
+
+/// Delivers the answers other nodes kept for requests this node awaits ([`forward`]): on each
+/// [`EVENT`] naming one of them, the answer is taken from the store and delivered when it
+/// comes from the request's own caller. Runs until the bus closes (spawned by the server).
+pub async fn relay(bus: Arc<Bus>, store: Store, asks: Arc<Asks>) {
+    let mut events = bus.subscribe();
+    loop {
+        match events.recv().await {
+            Ok(event) if event.kind == EVENT => {
+                if asks.holds(&event.subject) {
+                    deliver_kept(&store, &asks, &event.subject).await;
+                }
+                let before = store::now_ms() - KEEP_MS;
+                if let Err(e) = client_answers::delete_older(&store, before).await {
+                    tracing::warn!(error = %e, "forgetting old client answers");
+                }
+            }
+            Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        }
+    }
+}
+
+/// Delivers the first of the answers kept for request `id` that comes from its own caller;
+/// the others are dropped.
+async fn deliver_kept(store: &Store, asks: &Asks, id: &str) {
+    let rows = match client_answers::take(store, id).await {
+        Ok(rows) => rows,
+        Err(e) => {
+            tracing::warn!(error = %e, "taking a client's answer kept by another node");
+            return;
+        }
+    };
+    for row in rows {
+        let from = Owner {
+            tenant_id: row.tenant_id,
+            principal: row.principal,
+            mcp_session: row.mcp_session,
+        };
+        let kept: Value = serde_json::from_str(&row.answer).unwrap_or(Value::Null);
+        let answer = match (kept.get("result"), kept.get("error")) {
+            (Some(result), _) => Ok(result.clone()),
+            (None, Some(e)) => Err(ClientError {
+                code: e.get("code").and_then(Value::as_i64).unwrap_or(-32603),
+                message: e
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+            }),
+            (None, None) => continue,
+        };
+        match asks.answer(id, &from, answer) {
+            Ok(()) => return,
+            Err(_) => tracing::info!(
+                id,
+                "an answer kept by another node was not the caller's; dropped"
+            ),
+        }
     }
 }
 
@@ -164,18 +299,22 @@ mod tests {
         let (tx, rx) = oneshot::channel();
         let _awaiting = asks.register("req_1".into(), owner("alice"), tx);
         let answer = || Ok(serde_json::json!({"action": "accept"}));
+        let refused = |r: Result<(), (Refused, Answer)>| r.map_err(|(why, _)| why);
         assert_eq!(
-            asks.answer("req_1", &owner("mallory"), answer()),
+            refused(asks.answer("req_1", &owner("mallory"), answer())),
+            Err(Refused::Settled)
+        );
+        assert_eq!(
+            refused(asks.answer("req_2", &owner("alice"), answer())),
             Err(Refused::Unknown)
         );
         assert_eq!(
-            asks.answer("req_2", &owner("alice"), answer()),
-            Err(Refused::Unknown)
+            refused(asks.answer("req_1", &owner("alice"), answer())),
+            Ok(())
         );
-        assert_eq!(asks.answer("req_1", &owner("alice"), answer()), Ok(()));
         assert_eq!(
-            asks.answer("req_1", &owner("alice"), answer()),
-            Err(Refused::Unknown)
+            refused(asks.answer("req_1", &owner("alice"), answer())),
+            Err(Refused::Settled)
         );
         assert_eq!(rx.await.unwrap(), answer());
     }

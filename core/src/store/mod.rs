@@ -9,6 +9,7 @@ pub mod agents;
 pub mod cache;
 pub mod catalog;
 pub mod checkpoints;
+pub mod client_answers;
 pub mod exposure;
 pub mod idempotency;
 pub mod invocations;

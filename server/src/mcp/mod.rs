@@ -187,7 +187,7 @@ pub async fn handle(
             {
                 return refused;
             }
-            return answered(&state, &principal, session, &id, result, error);
+            return answered(&state, &principal, session, &id, result, error).await;
         }
         Message::Empty => return StatusCode::ACCEPTED.into_response(),
     };
@@ -440,9 +440,11 @@ async fn set_level(
 }
 
 /// A client's answer to a request of the gateway's: delivered to the call that asked (202),
-/// when one on this node awaits it from this caller; else 404 (unknown, answered already,
-/// given up on, or another caller's: alike).
-fn answered(
+/// when one on this node awaits it from this caller; kept for the other nodes (202) when this
+/// node never asked it — the node holding the call takes it and delivers it only when it is
+/// the caller's ([`asks::relay`]); else 404 (answered already, given up on, or another
+/// caller's: alike).
+async fn answered(
     state: &AppState,
     principal: &Principal,
     mcp_session: Option<&str>,
@@ -475,11 +477,20 @@ fn answered(
         principal: principal.principal_id().to_owned(),
         mcp_session: mcp_session.map(str::to_owned),
     };
-    let delivered = id
+    let kept = match id
         .as_str()
-        .is_some_and(|id| state.asks.answer(id, &from, answer).is_ok());
-    if delivered {
-        return StatusCode::ACCEPTED.into_response();
+        .map(|ask| (ask, state.asks.answer(ask, &from, answer)))
+    {
+        Some((_, Ok(()))) => return StatusCode::ACCEPTED.into_response(),
+        Some((ask, Err((asks::Refused::Unknown, answer)))) => {
+            asks::forward(&state.store, &state.events, ask, &from, &answer).await
+        }
+        _ => Ok(false),
+    };
+    match kept {
+        Ok(true) => return StatusCode::ACCEPTED.into_response(),
+        Ok(false) => {}
+        Err(e) => return store_failed(id, e),
     }
     let answer = error(
         id,

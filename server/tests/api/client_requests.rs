@@ -454,3 +454,50 @@ async fn a_stock_client_confirms_by_answering_an_elicitation() {
     let done = stateless(&s.app, &s.agent, "tools/call", retry).await;
     assert_eq!(done["result"]["content"][0]["text"], "later", "{done}");
 }
+
+/// Issue 47 (item 3): two nodes share one PostgreSQL; the client's answer reaches the node that
+/// does not hold the call's stream. It is kept for the node that does, which delivers it —
+/// and an answer another principal posts the same way first is dropped there, never delivered.
+#[tokio::test]
+async fn an_answer_posted_to_another_node_reaches_the_call_and_only_the_callers() {
+    let Some(app) = TestApp::spawn_postgres().await else {
+        return;
+    };
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[]).await;
+    let rules = json!([{"id": "ask", "match": {"name": ASK}, "mode": "allow",
+                        "client_requests": ["sampling"]}]);
+    app.activate_policy(&admin, "asking", json!({"rules": rules}))
+        .await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let mallory = app.token("default", "mallory", &[scope::RUN]).await;
+    let other = app.another_node().await;
+    let s = Setup { app, agent };
+    let session = s.connect(&s.agent, json!({"sampling": {}})).await;
+    let mallory_session = s.connect(&mallory, json!({"sampling": {}})).await;
+    let list = s.list(&session).await;
+    let mut stream = s.ask(&session, &list, "sampling").await;
+    let request = next_request(&mut stream).await;
+    let answer_at_other = |token: &str, session: &str, text: &str| {
+        let post = other.mcp_post(token).header("mcp-session-id", session);
+        let post = post.header("mcp-protocol-version", "2025-11-25");
+        post.json(json!({"jsonrpc": "2.0", "id": request["id"], "result":
+            {"role": "assistant", "content": {"type": "text", "text": text}, "model": "m"}}))
+    };
+    // The other node cannot tell whose request it is: both are kept (202).
+    let forged = answer_at_other(&mallory, &mallory_session, "FORGED").await;
+    assert_eq!(forged.status(), StatusCode::ACCEPTED);
+    let real = answer_at_other(&s.agent, &session, "sunny").await;
+    assert_eq!(real.status(), StatusCode::ACCEPTED);
+    let result = result(&mut stream).await;
+    assert_eq!(
+        result["structuredContent"]["answer"]["content"]["text"], "sunny",
+        "{result}"
+    );
+    // Nothing is left behind.
+    let kept: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM client_answers")
+        .fetch_one(s.app.store.pool())
+        .await
+        .unwrap();
+    assert_eq!(kept, 0);
+}
