@@ -501,3 +501,75 @@ async fn an_answer_posted_to_another_node_reaches_the_call_and_only_the_callers(
         .unwrap();
     assert_eq!(kept, 0);
 }
+
+/// Issue 47 (item 3): over stdio, nothing on the wire says which call a request serves; with
+/// two calls in flight on the connection the upstream's request belongs to no call: refused to
+/// the upstream and journaled against it, never relayed to either caller.
+#[tokio::test]
+async fn a_request_no_single_call_owns_is_refused_and_journaled() {
+    let s = setup(json!(["sampling"])).await;
+    let session = s.connect(&s.agent, json!({"sampling": {}})).await;
+    let slow = "mcp__fixture__slow";
+    let admin = s.app.token("default", "ops2", &[scope::ADMIN]).await;
+    let rules = json!([
+        {"id": "ask", "match": {"name": ASK}, "mode": "allow", "client_requests": ["sampling"]},
+        {"id": "slow", "match": {"name": slow}, "mode": "allow"}
+    ]);
+    s.app
+        .activate_policy(&admin, "asking-and-slow", json!({"rules": rules}))
+        .await;
+    let list = s.list(&session).await;
+    // A slow call holds the connection while `ask` runs beside it.
+    let params =
+        json!({"name": slow, "arguments": {"millis": 1500}, "_meta": echo_of(&list, slow)});
+    let post = s.app.mcp_post(&s.agent).json(rpc(3, "tools/call", params));
+    let slow_call = tokio::spawn(async move { post.await.json() });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut stream = s.ask(&session, &list, "sampling").await;
+    let refused = result(&mut stream).await;
+    assert_eq!(
+        refused["structuredContent"]["refused"]["code"], -32600,
+        "{refused}"
+    );
+    let slow_answer = slow_call.await.unwrap();
+    assert_eq!(
+        slow_answer["result"]["content"][0]["text"], "done",
+        "{slow_answer}"
+    );
+    // Journaled against the upstream (the record is written in the background).
+    let mut records = Vec::new();
+    for _ in 0..50 {
+        records = s.records().await;
+        if !records.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(records.len(), 1, "{records:?}");
+    let (decision, reason, disclosures) = &records[0];
+    assert_eq!(
+        (decision.as_str(), reason.as_str()),
+        ("deny", "not_callable")
+    );
+    assert_eq!(
+        disclosures["client_request"]["method"],
+        "sampling/createMessage"
+    );
+    let actors = aperture_core::store::journal::search(
+        &s.app.store,
+        "default",
+        &aperture_core::store::journal::ReceiptFilter {
+            actor_id: Some("upstream:fixture".into()),
+            ..Default::default()
+        },
+        50,
+    )
+    .await
+    .unwrap();
+    assert!(
+        actors
+            .iter()
+            .any(|r| r.receipt.contains("\"client_request\"")),
+        "journaled against the upstream"
+    );
+}
