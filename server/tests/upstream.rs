@@ -772,10 +772,12 @@ async fn time_spent_answering_does_not_count_toward_the_deadline() {
     connection.close().await;
 }
 
-/// Issue 47 (item 4): the upstream's log messages about a call reach that call's listener,
-/// scrubbed of the upstream's secrets, over stdio and streamable HTTP; a call nobody listens
-/// to drops them.
-async fn assert_logs_reach_their_call(connection: &Connection) {
+/// What calling `tool` made heard of the upstream's log messages about it (as they keep
+/// arriving), and the call's result.
+async fn heard_logs(
+    connection: &Connection,
+    tool: &str,
+) -> (Arc<std::sync::Mutex<Vec<UpstreamLog>>>, Value) {
     let heard = Arc::new(std::sync::Mutex::new(Vec::new()));
     let to: LogFn = {
         let heard = heard.clone();
@@ -785,10 +787,18 @@ async fn assert_logs_reach_their_call(connection: &Connection) {
         log: Some(to),
         ..CallHooks::default()
     };
-    connection
-        .call_tool_with("log", args(json!({})), TIMEOUT, hooks)
+    let result = connection
+        .call_tool_with(tool, args(json!({})), TIMEOUT, hooks)
         .await
         .unwrap();
+    (heard, result)
+}
+
+/// Issue 47 (item 4): the upstream's log messages about a call reach that call's listener,
+/// scrubbed of the upstream's secrets, over stdio and streamable HTTP; a call nobody listens
+/// to drops them.
+async fn assert_logs_reach_their_call(connection: &Connection) {
+    let (heard, _) = heard_logs(connection, "log").await;
     let heard = heard.lock().unwrap().clone();
     let levels: Vec<LogLevel> = heard.iter().map(|l| l.level).collect();
     assert_eq!(levels, [LogLevel::Debug, LogLevel::Info, LogLevel::Error]);
@@ -844,19 +854,7 @@ async fn streamable_http_log_messages_on_the_calls_own_stream_reach_it() {
         .connect(&http_spec(&server.url, None), TIMEOUT)
         .await
         .unwrap();
-    let heard = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let to: LogFn = {
-        let heard = heard.clone();
-        Arc::new(move |log: UpstreamLog| heard.lock().unwrap().push(log))
-    };
-    let hooks = CallHooks {
-        log: Some(to),
-        ..CallHooks::default()
-    };
-    let result = connection
-        .call_tool_with("anything", args(json!({})), TIMEOUT, hooks)
-        .await
-        .unwrap();
+    let (heard, result) = heard_logs(&connection, "anything").await;
     assert_eq!(first_text(&result), "done");
     let heard = heard.lock().unwrap().clone();
     assert_eq!(heard.len(), 1, "{heard:?}");
@@ -871,19 +869,7 @@ async fn streamable_http_log_messages_on_the_calls_own_stream_reach_it() {
 async fn streamable_http_log_messages_on_the_standalone_stream_reach_nobody() {
     let fixture = http_fixture().await;
     let connection = connect_http(&fixture.url).await;
-    let heard = Arc::new(std::sync::Mutex::new(Vec::new()));
-    let to: LogFn = {
-        let heard = heard.clone();
-        Arc::new(move |log: UpstreamLog| heard.lock().unwrap().push(log))
-    };
-    let hooks = CallHooks {
-        log: Some(to),
-        ..CallHooks::default()
-    };
-    connection
-        .call_tool_with("log", args(json!({})), TIMEOUT, hooks)
-        .await
-        .unwrap();
+    let (heard, _) = heard_logs(&connection, "log").await;
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(heard.lock().unwrap().is_empty());
     connection.close().await;

@@ -284,7 +284,11 @@ pub async fn handle(
     // 2025 era: the client's MCP session names its listings and calls; 2026-07-28 has none.
     let listing_session = mcp_session.as_deref().filter(|_| !stateless);
     // What a 2025-era client can do for servers, kept with the session `initialize` opens.
-    let declared = Abilities::declared(params.get("capabilities").unwrap_or(&Value::Null));
+    let declared = if method == Method::Initialize {
+        Abilities::declared(params.get("capabilities").unwrap_or(&Value::Null))
+    } else {
+        Abilities::default()
+    };
     let answer = match method {
         Method::Initialize => initialize(&state, &principal, &id, &params).await,
         Method::Ping => ok(&id, json!({})),

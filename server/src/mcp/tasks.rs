@@ -109,21 +109,31 @@ fn task_2026(row: &InvocationRow) -> Value {
     task
 }
 
-/// The answer to a 2026-07-28 `tools/call` whose client takes tasks: `resultType: "task"`
-/// when the call became an invocation that waits, otherwise the call's own result.
-pub async fn created_2026(store: &Store, principal: &Principal, result: Value) -> Value {
+/// The invocation a call's `result` says waits (parked, staged, running as a job), when it is
+/// stored; `None` for a result that is final.
+async fn waiting_row(
+    store: &Store,
+    principal: &Principal,
+    result: &Value,
+) -> Option<InvocationRow> {
     let waiting = matches!(
         result["_meta"]["status"].as_str(),
         Some("input_required" | "working" | "staged")
     );
-    let Some(id) = result["_meta"]["invocation_id"]
+    let id = result["_meta"]["invocation_id"]
         .as_str()
-        .filter(|_| waiting)
-    else {
-        return result;
-    };
-    match rows::find(store, &principal.tenant_id, id).await {
-        Ok(Some(row)) => {
+        .filter(|_| waiting)?;
+    rows::find(store, &principal.tenant_id, id)
+        .await
+        .ok()
+        .flatten()
+}
+
+/// The answer to a 2026-07-28 `tools/call` whose client takes tasks: `resultType: "task"`
+/// when the call became an invocation that waits, otherwise the call's own result.
+pub async fn created_2026(store: &Store, principal: &Principal, result: Value) -> Value {
+    match waiting_row(store, principal, &result).await {
+        Some(row) => {
             let mut task = task_2026(&row);
             if let Some(task) = task.as_object_mut() {
                 task.remove("result");
@@ -134,7 +144,7 @@ pub async fn created_2026(store: &Store, principal: &Principal, result: Value) -
                 "_meta": {"receipt": result["_meta"]["receipt"]},
             })
         }
-        _ => result,
+        None => result,
     }
 }
 
@@ -168,18 +178,8 @@ fn task(row: &InvocationRow) -> Value {
 /// invocation that waits, otherwise the call's own result (a denial, or a call that ran at
 /// once), which is already final.
 pub async fn created(store: &Store, principal: &Principal, result: Value) -> Value {
-    let waiting = matches!(
-        result["_meta"]["status"].as_str(),
-        Some("input_required" | "working" | "staged")
-    );
-    let Some(id) = result["_meta"]["invocation_id"]
-        .as_str()
-        .filter(|_| waiting)
-    else {
-        return result;
-    };
-    match rows::find(store, &principal.tenant_id, id).await {
-        Ok(Some(row)) => {
+    match waiting_row(store, principal, &result).await {
+        Some(row) => {
             let text = result["content"][0]["text"].clone();
             json!({
                 "task": task(&row),
@@ -190,7 +190,7 @@ pub async fn created(store: &Store, principal: &Principal, result: Value) -> Val
             })
         }
         // The invocation was stored a moment ago; answer with the status result itself.
-        _ => result,
+        None => result,
     }
 }
 
