@@ -1,7 +1,8 @@
 //! Building and running the server: `Application::build(config)`, `.port()`,
 //! `.run_until_stopped()`, so that tests start the real thing on port 0.
 
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -11,7 +12,7 @@ use axum::middleware;
 use axum::routing::get;
 use leptos::config::LeptosOptions;
 use leptos::prelude::provide_context;
-use leptos_axum::{LeptosRoutes, generate_route_list};
+use leptos_axum::{AxumRouteListing, LeptosRoutes, generate_route_list};
 use tokio::net::TcpListener;
 use tower_http::limit::RequestBodyLimitLayer;
 use tower_http::trace::TraceLayer;
@@ -356,12 +357,31 @@ const DRAIN_WORKER: Duration = Duration::from_secs(8);
 /// How long a stopping node waits for the journal writer to answer what it holds.
 const DRAIN_JOURNAL: Duration = Duration::from_secs(5);
 
+/// How many times this process listed the dashboard's routes (once: [`dashboard_routes`]).
+static ROUTES_LISTED: AtomicUsize = AtomicUsize::new(0);
+
+/// The dashboard's routes, listed once per process. Listing them renders the app while a
+/// process-wide flag (leptos_server's `SuppressResourceLoad`) holds back every resource, and a
+/// resource first polled meanwhile waits forever — even one of a page another server of the
+/// same process is rendering (leptos-rs/leptos#4773). One server per process never meets it (it
+/// lists before it listens); the integration tests, which start many, did: a page of one test
+/// stalled for good while another test's server started.
+fn dashboard_routes() -> Vec<AxumRouteListing> {
+    static ROUTES: OnceLock<Vec<AxumRouteListing>> = OnceLock::new();
+    ROUTES
+        .get_or_init(|| {
+            ROUTES_LISTED.fetch_add(1, Ordering::Relaxed);
+            generate_route_list(app::App)
+        })
+        .clone()
+}
+
 /// The whole HTTP surface: REST API, dashboard (pages, server functions, static files), MCP
 /// and gRPC. Every request is logged (`TraceLayer`) and every response carries the security
 /// headers ([`crate::auth::headers`]), gRPC's included.
 pub fn router(state: AppState) -> Router {
     let services = state.services.clone();
-    let routes = generate_route_list(app::App);
+    let routes = dashboard_routes();
     let options = state.leptos_options.clone();
     let context = move || {
         provide_context(services.clone());
@@ -538,4 +558,23 @@ async fn readyz(
             },
         })),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Listing the routes holds back every resource of the process while it runs: a server
+    /// started after the first must not list them again (leptos-rs/leptos#4773).
+    #[test]
+    fn the_dashboard_routes_are_listed_once_per_process() {
+        let first = dashboard_routes();
+        let again = dashboard_routes();
+        assert!(!first.is_empty());
+        assert_eq!(
+            first.iter().map(AxumRouteListing::path).collect::<Vec<_>>(),
+            again.iter().map(AxumRouteListing::path).collect::<Vec<_>>()
+        );
+        assert_eq!(ROUTES_LISTED.load(Ordering::Relaxed), 1);
+    }
 }

@@ -131,6 +131,10 @@ impl Requests for Remote {
     }
 }
 
+/// How long `.await` on a [`Call`] waits for the whole answer: far longer than any request of
+/// the suite takes (the slowest, a page on a loaded machine, takes seconds).
+const ANSWER_WITHIN: std::time::Duration = std::time::Duration::from_secs(120);
+
 /// A request being written; `.await` sends it and reads the answer.
 pub struct Call {
     request: reqwest::RequestBuilder,
@@ -210,8 +214,11 @@ impl IntoFuture for Call {
     fn into_future(self) -> Self::IntoFuture {
         Box::pin(async move {
             let label = self.label.clone();
-            self.try_send()
+            // A request that is never answered fails the test naming it, rather than holding
+            // the whole run until CI gives up on it.
+            tokio::time::timeout(ANSWER_WITHIN, self.try_send())
                 .await
+                .unwrap_or_else(|_| panic!("{label}: no answer within {ANSWER_WITHIN:?}"))
                 .unwrap_or_else(|e| panic!("{label}: {e}"))
         })
     }
