@@ -448,6 +448,202 @@ pub async fn answer(
     }
 }
 
+/// Subscriptions one holder (an MCP session, a listening stream) may keep at once.
+pub const MAX_SUBSCRIPTIONS: i64 = 100;
+
+/// The holder name of listening stream `stream_id` (2026-07-28 `subscriptions/listen`).
+pub fn listen_holder(stream_id: &str) -> String {
+    format!("lst_{stream_id}")
+}
+
+/// `resources/subscribe` of `uri` by `principal` in `environment`, for `holder` (its
+/// `Mcp-Session-Id`, or a listening stream: [`listen_holder`]): decided like a read (what it
+/// can read, it can subscribe to; anything else answers as not found) and journaled, the one
+/// upstream that offers it asked to tell of its changes, and the subscription kept where every
+/// node finds it. `Found({})` when subscribed. What reaches the holder later is decided again
+/// at delivery ([`crate::live::resources`]).
+pub async fn subscribe(
+    store: &Store,
+    journal: &Journal,
+    upstreams: &Upstreams,
+    principal: &Principal,
+    environment: &str,
+    uri: &str,
+    holder: &str,
+) -> Result<Answer, ServiceError> {
+    let uri =
+        engine::uri::normalize(uri).map_err(|e| AppError::invalid_field("uri", e.to_string()))?;
+    let exposure = Exposure::load(store, principal, environment).await?;
+    let route = exposure.route_read(&uri);
+    let (policy_id, policy_version) = exposure.policy();
+    let mut r = journal::receipt(
+        ReceiptKind::Decision,
+        Decision::Deny,
+        ReasonCode::NotCallable,
+        &principal.tenant_id,
+        &principal.actor_id,
+        principal.principal_id(),
+    );
+    r.environment = Some(exposure.environment().to_owned());
+    r.policy_id = Some(policy_id.to_owned());
+    r.policy_version = Some(policy_version);
+    let mut d = journal::disclosures();
+    let extra = |d: &mut engine::receipt::Disclosures, key: &str, value: Value| {
+        d.insert_extra(key, value)
+            .map_err(|e| ServiceError::Other(anyhow::anyhow!("{e}")))
+    };
+    extra(&mut d, "resource", Value::String(uri.clone()))?;
+    extra(&mut d, "subscribe", Value::Bool(true))?;
+    let (upstream_id, raw) = match route {
+        Route::Refused { denied, rule_id } => {
+            if denied {
+                r.reason = ReasonCode::PolicyDenied;
+            }
+            d.matched_rule_id = rule_id;
+            let receipt = journal.append(r, &d).await?;
+            let receipt = serde_json::to_value(&receipt).unwrap_or(Value::Null);
+            return Ok(Answer::NotFound { receipt });
+        }
+        Route::Allowed {
+            upstream_id,
+            raw,
+            rule_id,
+            ..
+        } => {
+            d.matched_rule_id = rule_id;
+            extra(&mut d, "upstream_id", Value::String(upstream_id.clone()))?;
+            (upstream_id, raw)
+        }
+    };
+    let subscribed =
+        subscribe_upstream(store, journal, upstreams, principal, &upstream_id, &raw).await;
+    let kept = match subscribed {
+        Ok(()) => {
+            let row = store::subscriptions::SubscriptionRow {
+                holder: holder.to_owned(),
+                uri: uri.clone(),
+                tenant_id: principal.tenant_id.clone(),
+                principal: principal.principal_id().to_owned(),
+                environment: exposure.environment().to_owned(),
+                upstream_id,
+                raw_uri: raw,
+            };
+            store::subscriptions::add(store, &row, store::now_ms(), MAX_SUBSCRIPTIONS)
+                .await
+                .map_err(|e| ServiceError::Other(e.into()))?
+                .then_some(())
+                .ok_or((
+                    ReasonCode::RateLimited,
+                    format!("at most {MAX_SUBSCRIPTIONS} subscriptions at once"),
+                ))
+        }
+        Err(e) => Err(e),
+    };
+    match kept {
+        Ok(()) => {
+            r.decision = Decision::Allow;
+            r.reason = ReasonCode::Ok;
+            journal.append(r, &d).await?;
+            Ok(Answer::Found(json!({})))
+        }
+        Err((reason, message)) => {
+            r.reason = reason;
+            d.upstream_error = Some(message.clone());
+            let receipt = journal.append(r, &d).await?;
+            let receipt = serde_json::to_value(&receipt).unwrap_or(Value::Null);
+            Ok(Answer::Failed { message, receipt })
+        }
+    }
+}
+
+/// Asks upstream `upstream_id` (this node's connection to it) to tell of `raw`'s changes.
+async fn subscribe_upstream(
+    store: &Store,
+    journal: &Journal,
+    upstreams: &Upstreams,
+    principal: &Principal,
+    upstream_id: &str,
+    raw: &str,
+) -> Result<(), (ReasonCode, String)> {
+    let failed = |e: String| (ReasonCode::UpstreamError, e);
+    let row = store::upstreams::find(store, &principal.tenant_id, upstream_id)
+        .await
+        .map_err(|e| failed(e.to_string()))?
+        .ok_or_else(|| failed("the upstream is no longer registered".into()))?;
+    let connection = upstreams
+        .connection(store, journal, &row)
+        .await
+        .map_err(|e| failed(e.to_string()))?;
+    if !connection.offers().subscribe {
+        return Err(failed(
+            "the upstream that offers this resource does not offer subscriptions".into(),
+        ));
+    }
+    connection
+        .subscribe(raw)
+        .await
+        .map_err(|e| failed(e.to_string()))
+}
+
+/// `resources/unsubscribe` of `uri` by `principal` for `holder`: whether it held that
+/// subscription. The upstream is told when nobody else holds one to the same resource (a node
+/// that still hears of it later stops it then: [`release_if_unheld`]).
+pub async fn unsubscribe(
+    store: &Store,
+    upstreams: &Upstreams,
+    principal: &Principal,
+    uri: &str,
+    holder: &str,
+) -> Result<bool, ServiceError> {
+    let uri =
+        engine::uri::normalize(uri).map_err(|e| AppError::invalid_field("uri", e.to_string()))?;
+    let removed = store::subscriptions::remove(
+        store,
+        holder,
+        &uri,
+        &principal.tenant_id,
+        principal.principal_id(),
+    )
+    .await
+    .map_err(|e| ServiceError::Other(e.into()))?;
+    let Some(row) = removed else {
+        return Ok(false);
+    };
+    release_if_unheld(
+        store,
+        upstreams,
+        &row.tenant_id,
+        &row.upstream_id,
+        &row.raw_uri,
+    )
+    .await;
+    Ok(true)
+}
+
+/// Ends this node's subscription upstream to `raw_uri` of `upstream_id` in `tenant_id` when
+/// nobody holds one any more.
+pub async fn release_if_unheld(
+    store: &Store,
+    upstreams: &Upstreams,
+    tenant_id: &str,
+    upstream_id: &str,
+    raw_uri: &str,
+) {
+    match store::subscriptions::to_resource(store, tenant_id, upstream_id, raw_uri).await {
+        Ok(rows) if rows.is_empty() => release(upstreams, upstream_id, raw_uri).await,
+        Ok(_) => {}
+        Err(e) => tracing::debug!(error = %e, "reading who subscribed to a resource"),
+    }
+}
+
+async fn release(upstreams: &Upstreams, upstream_id: &str, raw_uri: &str) {
+    if let Some(connection) = upstreams.connected(upstream_id).await
+        && let Err(e) = connection.unsubscribe(raw_uri).await
+    {
+        tracing::debug!(upstream = upstream_id, error = %e, "ending a resource subscription");
+    }
+}
+
 /// `completion/complete` of `principal` in `environment` (`params` as sent: `ref`, `argument`,
 /// `context?`): only for a prompt or a template it can list (else not found, as a refused
 /// get: `Ok(None)`), asked of the one upstream that offers it under its own names; values

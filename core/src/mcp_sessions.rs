@@ -98,13 +98,16 @@ pub async fn close(store: &Store, principal: &Principal, id: &str) -> Result<boo
     if live(store, principal, id).await?.is_none() {
         return Ok(false);
     }
-    Ok(
+    let closed =
         store::mcp_sessions::close(store, id, &principal.tenant_id, principal.principal_id())
-            .await?,
-    )
+            .await?;
+    // Its subscriptions end with it.
+    store::subscriptions::delete_orphans(store).await?;
+    Ok(closed)
 }
 
-/// Forgets the sessions idle longer than [`IDLE_MS`] at `now`.
+/// Forgets the sessions idle longer than [`IDLE_MS`] at `now`, and their subscriptions.
 pub async fn tidy(store: &Store, now: i64) -> Result<(), ServiceError> {
-    Ok(store::mcp_sessions::delete_idle(store, now - IDLE_MS).await?)
+    store::mcp_sessions::delete_idle(store, now - IDLE_MS).await?;
+    Ok(store::subscriptions::delete_orphans(store).await?)
 }

@@ -271,6 +271,19 @@ impl Application {
             self.state.validators.clone(),
             self.state.streams.clone(),
         ));
+        // Upstreams' `notifications/resources/updated`: what this node hears goes to every
+        // node; what any node heard goes to this node's streams still allowed to hear it.
+        let updates = tokio::spawn(aperture_core::live::resources::relay(
+            self.state.upstreams.resource_updates(),
+            self.state.store.clone(),
+            self.state.upstreams.clone(),
+            self.state.events.clone(),
+        ));
+        let deliveries = tokio::spawn(aperture_core::live::resources::deliver(
+            self.state.events.subscribe(),
+            self.state.store.clone(),
+            self.state.watchers.clone(),
+        ));
         // Webhook deliveries from the outbox (any node sends what is due).
         let webhooks = tokio::spawn(
             self.state
@@ -323,6 +336,8 @@ impl Application {
         relay.abort();
         answers.abort();
         listings.abort();
+        updates.abort();
+        deliveries.abort();
         webhooks.abort();
         resumer.abort();
         if let Some(checkpointer) = checkpointer {

@@ -80,6 +80,30 @@ struct WatchState {
     compared: bool,
 }
 
+impl Watch {
+    /// The stream its notifications go on.
+    pub fn log(&self) -> &Arc<Log> {
+        &self.log
+    }
+
+    /// What it asked for.
+    pub fn listener(&self) -> &Listener {
+        &self.listener
+    }
+
+    /// Who holds its resource subscriptions: its MCP session (2025 eras: every stream of the
+    /// session hears them), or the stream itself (2026-07-28).
+    pub fn holder(&self) -> String {
+        match (
+            &self.listener.subscription_id,
+            &self.log.owner().mcp_session,
+        ) {
+            (None, Some(session)) => session.clone(),
+            _ => crate::items::listen_holder(self.log.id()),
+        }
+    }
+}
+
 /// The node's listening streams.
 #[derive(Debug, Default)]
 pub struct Watchers {
@@ -107,6 +131,15 @@ impl Watchers {
         }));
     }
 
+    /// The streams of `tenant_id` listening here.
+    pub fn of_tenant(&self, tenant_id: &str) -> Vec<Arc<Watch>> {
+        lock(&self.watches)
+            .iter()
+            .filter(|w| w.log.owner().tenant_id == tenant_id && !w.log.is_finished())
+            .cloned()
+            .collect()
+    }
+
     /// How many streams listen here.
     pub fn len(&self) -> usize {
         lock(&self.watches).len()
@@ -129,17 +162,28 @@ impl Watchers {
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             every.tick().await;
+            let mut ended = Vec::new();
             let watches: Vec<Arc<Watch>> = {
                 let mut watches = lock(&self.watches);
                 watches.retain(|w| {
                     let gone = w.log.is_finished() || w.log.abandoned();
                     if gone {
                         streams.remove(&w.log);
+                        ended.push(w.clone());
                     }
                     !gone
                 });
                 watches.clone()
             };
+            for watch in ended {
+                // A listening stream's resource subscriptions end with it.
+                if watch.listener.subscription_id.is_some()
+                    && let Err(e) =
+                        store::subscriptions::remove_holder(&store, &watch.holder()).await
+                {
+                    tracing::debug!(error = %e, "ending a listening stream's subscriptions");
+                }
+            }
             if watches.is_empty() {
                 seen = None;
                 continue;

@@ -21,6 +21,7 @@ pub mod policies;
 pub mod rate_buckets;
 pub mod sessions;
 pub mod settings;
+pub mod subscriptions;
 pub mod tenants;
 pub mod tokens;
 pub mod upstreams;

@@ -29,7 +29,7 @@ use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CancelledNotificationParam,
     ClientCapabilities, ClientConfig, ClientRequest, ElicitRequestParams, ElicitResult,
     Implementation, PaginatedRequestParams, ProgressNotificationParam, ProgressToken,
-    ProtocolVersion, RequestId, ServerResult, Tool,
+    ProtocolVersion, RequestId, ResourceUpdatedNotificationParam, ServerResult, Tool,
 };
 // Sampling, roots and log messages: what 2025-era upstreams send (deprecated since).
 use rmcp::ErrorData as McpError;
@@ -50,7 +50,7 @@ use rmcp::transport::{StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, Peer, ServiceError, ServiceExt};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-use tokio::sync::{Mutex, watch};
+use tokio::sync::{Mutex, broadcast, watch};
 use upstream_reqwest::header::{HeaderName, HeaderValue};
 
 mod asks;
@@ -75,6 +75,9 @@ const INHERITED_ENV: &[&str] = &[
 ];
 /// More pages than any real server needs; a server that keeps sending cursors is broken.
 const MAX_LIST_PAGES: usize = 100;
+/// Resource updates a slow follower may fall behind before it misses some (updates are hints:
+/// the client reads the resource again).
+const UPDATES_BUFFER: usize = 256;
 /// More tools than a model could use; bounds what one listing may cost.
 const MAX_TOOLS: usize = 10_000;
 
@@ -142,6 +145,7 @@ impl Connector {
         spec.validate()?;
         let scrubber = Scrubber::for_spec(spec);
         let (changed_tx, changed_rx) = watch::channel(0);
+        let (updated_tx, _) = broadcast::channel(UPDATES_BUFFER);
         let progress = Arc::new(ProgressRoutes::default());
         let calls = Arc::new(CallRoutes::default());
         let unattributed = Arc::new(std::sync::OnceLock::new());
@@ -160,6 +164,7 @@ impl Connector {
             )
             .with_protocol_version(ProtocolVersion::LATEST_WITH_INITIALIZE),
             tools_changed: changed_tx,
+            resources_updated: updated_tx.clone(),
             scrubber: scrubber.clone(),
             calls: Arc::clone(&calls),
             tagging,
@@ -213,6 +218,8 @@ impl Connector {
             running: Mutex::new(Some(running)),
             request_timeout: timeout,
             tools_changed: changed_rx,
+            resources_updated: updated_tx,
+            subscribed: std::sync::Mutex::new(HashSet::new()),
             scrubber,
             protocol_version,
             progress,
@@ -331,6 +338,10 @@ pub struct Connection {
     running: Mutex<Option<RunningService<RoleClient, Handler>>>,
     request_timeout: Duration,
     tools_changed: watch::Receiver<u64>,
+    /// The URIs of the upstream's `notifications/resources/updated`, as sent.
+    resources_updated: broadcast::Sender<String>,
+    /// The URIs this connection subscribed to (`resources/subscribe`), as sent.
+    subscribed: std::sync::Mutex<HashSet<String>>,
     scrubber: Scrubber,
     protocol_version: String,
     /// Where the upstream's `notifications/progress` go, by the token a call sent.
@@ -781,6 +792,7 @@ pub struct CallHooks {
 struct Handler {
     info: ClientConfig,
     tools_changed: watch::Sender<u64>,
+    resources_updated: broadcast::Sender<String>,
     progress: Arc<ProgressRoutes>,
     scrubber: Scrubber,
     calls: Arc<CallRoutes>,
@@ -841,6 +853,15 @@ impl ClientHandler for Handler {
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.tools_changed.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        // Nobody listening (no subscription on this node) is fine.
+        let _ = self.resources_updated.send(params.uri);
     }
 
     async fn on_progress(

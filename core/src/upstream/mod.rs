@@ -36,7 +36,7 @@ pub use import::{
     ImportReport, ImportedItem, ItemKind, RefusedItem, SkipReason, SkippedTool, import,
     import_items,
 };
-pub use registry::{CredentialsRequest, Upstreams, list, list_unchecked};
+pub use registry::{CredentialsRequest, ResourceUpdated, Upstreams, list, list_unchecked};
 
 use std::collections::BTreeMap;
 use std::fmt;

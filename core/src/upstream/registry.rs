@@ -73,6 +73,9 @@ pub struct CredentialsRequest {
     pub env: Option<BTreeMap<String, String>>,
 }
 
+/// Resource updates this node may fall behind on before some are missed.
+const UPDATES_BUFFER: usize = 1024;
+
 /// Live connections to upstreams, shared by every request.
 pub struct Upstreams {
     connector: Connector,
@@ -82,6 +85,17 @@ pub struct Upstreams {
     secrets: Arc<crate::secrets::SecretBox>,
     /// By upstream id: the connection and the credential version it was made with.
     live: tokio::sync::Mutex<HashMap<String, (i64, Arc<Connection>)>>,
+    /// Every connection's `notifications/resources/updated`, as they arrive on this node.
+    updates: tokio::sync::broadcast::Sender<ResourceUpdated>,
+}
+
+/// An upstream's `notifications/resources/updated`, heard on this node's connection to it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceUpdated {
+    pub tenant_id: String,
+    pub upstream_id: String,
+    /// As the upstream sent it.
+    pub uri: String,
 }
 
 impl std::fmt::Debug for Upstreams {
@@ -132,7 +146,24 @@ impl Upstreams {
             allow_private,
             secrets,
             live: tokio::sync::Mutex::new(HashMap::new()),
+            updates: tokio::sync::broadcast::channel(UPDATES_BUFFER).0,
         }
+    }
+
+    /// The upstreams' resource updates heard on this node from now on
+    /// ([`crate::live::resources`] hands them to every node).
+    pub fn resource_updates(&self) -> tokio::sync::broadcast::Receiver<ResourceUpdated> {
+        self.updates.subscribe()
+    }
+
+    /// This node's live connection to upstream `id`, if it has one (nothing is connected).
+    pub async fn connected(&self, id: &str) -> Option<Arc<Connection>> {
+        self.live
+            .lock()
+            .await
+            .get(id)
+            .map(|(_, c)| c.clone())
+            .filter(|c| !c.is_closed())
     }
 
     /// A row's spec, opened.
@@ -530,6 +561,11 @@ impl Upstreams {
             row.clone(),
             Arc::downgrade(&connection),
         ));
+        tokio::spawn(follow_resource_updates(
+            connection.resources_updated(),
+            row.clone(),
+            self.updates.clone(),
+        ));
         Ok(connection)
     }
 
@@ -888,6 +924,31 @@ fn newly_held(existing: &Revised, tool: &ToolDescriptor, drift: &Drift) -> bool 
         (Some(before), Some(now)) => {
             before.changes != now.changes
                 || Definition::from(&existing.tool) != Definition::from(tool)
+        }
+    }
+}
+
+/// Hands on every `notifications/resources/updated` of a connection (`heard`), naming its
+/// upstream; ends with the connection.
+async fn follow_resource_updates(
+    mut heard: tokio::sync::broadcast::Receiver<String>,
+    row: UpstreamRow,
+    to: tokio::sync::broadcast::Sender<ResourceUpdated>,
+) {
+    loop {
+        match heard.recv().await {
+            Ok(uri) => {
+                // Nobody listening on this node is fine.
+                let _ = to.send(ResourceUpdated {
+                    tenant_id: row.tenant_id.clone(),
+                    upstream_id: row.id.clone(),
+                    uri,
+                });
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
+                tracing::warn!(upstream = %row.id, missed, "resource updates were missed");
+            }
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
         }
     }
 }

@@ -11,7 +11,7 @@ use engine::scope;
 use serde_json::{Value, json};
 
 use super::request::Method;
-use super::{INTERNAL_ERROR, INVALID_PARAMS, error, ok};
+use super::{INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, error, ok};
 use crate::auth::Principal;
 use crate::state::AppState;
 
@@ -19,7 +19,7 @@ use crate::state::AppState;
 const RESOURCE_NOT_FOUND: i64 = -32002;
 
 /// The environment a request names (`_meta.environment`), else the default one.
-fn environment(params: &Value) -> &str {
+pub(super) fn environment(params: &Value) -> &str {
     params
         .pointer("/_meta/environment")
         .and_then(Value::as_str)
@@ -128,6 +128,78 @@ pub async fn answer(
                 data["uri"] = Value::String(uri.to_owned());
             }
             answer["error"]["data"] = data;
+            answer
+        }
+        Ok(Answer::Failed { message, receipt }) => {
+            let mut answer = error(id, INTERNAL_ERROR, message);
+            answer["error"]["data"] = json!({"receipt": receipt});
+            answer
+        }
+        Err(e) => failed(id, e),
+    }
+}
+
+/// `resources/subscribe` and `resources/unsubscribe` (`:run`, 2025 eras): on the client's MCP
+/// session, whose listening stream (`GET /mcp`) then hears `notifications/resources/updated`
+/// of the resource for as long as the caller may read it. A subscription to what the caller
+/// cannot read answers as a refused read does (not found, with the receipt); unsubscribing
+/// from what it does not hold is no error.
+pub async fn subscription(
+    state: &AppState,
+    principal: &Principal,
+    id: &Value,
+    params: &Value,
+    method: Method,
+    mcp_session: Option<&str>,
+) -> Value {
+    if principal.require(scope::RUN).is_err() {
+        return error(
+            id,
+            INVALID_PARAMS,
+            "this token lacks agent_tool_exposure:run",
+        );
+    }
+    let Some(uri) = params.get("uri").and_then(Value::as_str) else {
+        return error(id, INVALID_PARAMS, "params.uri must be a string");
+    };
+    // Another environment than the caller's is refused as every method that names one.
+    if let Err(e) = principal.may_use(environment(params)) {
+        return error(id, INVALID_PARAMS, e.message);
+    }
+    let Some(session) = mcp_session else {
+        return error(
+            id,
+            INVALID_REQUEST,
+            format!(
+                "{} needs the Mcp-Session-Id that initialize returned: updates reach the \
+                 session's stream (GET /mcp)",
+                method.name()
+            ),
+        );
+    };
+    if method == Method::ResourcesUnsubscribe {
+        return match items::unsubscribe(&state.store, &state.upstreams, principal, uri, session)
+            .await
+        {
+            Ok(_) => ok(id, json!({})),
+            Err(e) => failed(id, e),
+        };
+    }
+    let subscribed = items::subscribe(
+        &state.store,
+        &state.journal,
+        &state.upstreams,
+        principal,
+        environment(params),
+        uri,
+        session,
+    )
+    .await;
+    match subscribed {
+        Ok(Answer::Found(result)) => ok(id, result),
+        Ok(Answer::NotFound { receipt }) => {
+            let mut answer = error(id, RESOURCE_NOT_FOUND, "resource not found");
+            answer["error"]["data"] = json!({"receipt": receipt, "uri": uri});
             answer
         }
         Ok(Answer::Failed { message, receipt }) => {

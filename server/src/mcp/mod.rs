@@ -267,10 +267,14 @@ pub async fn handle(
             Err(_) => return unauthorized(&state.config),
         };
     }
-    // A method this era does not have is unknown: `initialize` and `ping` in 2026-07-28,
-    // `subscriptions/listen` before it. Stateless requests answer it 404.
+    // A method this era does not have is unknown: `initialize`, `ping`, `logging/setLevel`
+    // and `resources/(un)subscribe` in 2026-07-28, `subscriptions/listen` before it. Stateless requests answer it 404.
     let served = known.filter(|m| match m {
-        Method::Initialize | Method::Ping | Method::LoggingSetLevel => !stateless,
+        Method::Initialize
+        | Method::Ping
+        | Method::LoggingSetLevel
+        | Method::ResourcesSubscribe
+        | Method::ResourcesUnsubscribe => !stateless,
         Method::SubscriptionsListen | Method::TasksUpdate => stateless,
         _ => true,
     });
@@ -323,7 +327,7 @@ pub async fn handle(
             }
         }
         Method::SubscriptionsListen => {
-            return listen(&state, &principal, secret, &headers, id, &params);
+            return listen(&state, &principal, secret, &headers, id, &params).await;
         }
         Method::ResourcesList | Method::ResourcesTemplatesList | Method::PromptsList => {
             items::list(&state, &principal, &id, &params, method).await
@@ -332,6 +336,10 @@ pub async fn handle(
             items::answer(&state, &principal, &id, &params, method, stateless).await
         }
         Method::CompletionComplete => items::complete(&state, &principal, &id, &params).await,
+        Method::ResourcesSubscribe | Method::ResourcesUnsubscribe => {
+            let session = mcp_session.as_deref();
+            items::subscription(&state, &principal, &id, &params, method, session).await
+        }
         Method::LoggingSetLevel => {
             set_level(&state, &principal, mcp_session.as_deref(), &id, &params).await
         }
@@ -752,7 +760,7 @@ fn decode_header_value(value: &str) -> Option<String> {
 fn capabilities() -> Value {
     json!({
         "tools": {"listChanged": true},
-        "resources": {},
+        "resources": {"subscribe": true},
         "prompts": {},
         "completions": {},
         "logging": {},
@@ -1244,10 +1252,13 @@ fn stream_call(
 }
 
 /// `subscriptions/listen` (2026-07-28): an SSE stream that starts with
-/// `notifications/subscriptions/acknowledged` (what is honored: `toolsListChanged`) and then
-/// carries `notifications/tools/list_changed` for the caller's newest exposure sessions
-/// ([`listing`]), each tagged with the request's id, until the client closes it.
-fn listen(
+/// `notifications/subscriptions/acknowledged` (what is honored: `toolsListChanged`, and of
+/// `resourceSubscriptions` the URIs the caller may read, each subscribed as
+/// `resources/subscribe` would) and then carries `notifications/tools/list_changed` for the
+/// caller's newest exposure sessions ([`listing`]) and `notifications/resources/updated` of
+/// the honored URIs while the caller may still read them ([`aperture_core::live::resources`]),
+/// each tagged with the request's id, until the client closes it.
+async fn listen(
     state: &AppState,
     principal: &Principal,
     secret: &str,
@@ -1271,11 +1282,31 @@ fn listen(
         );
         return (StatusCode::BAD_REQUEST, Json(answer)).into_response();
     }
-    let tools = params
-        .get("notifications")
+    let asked = params.get("notifications");
+    let tools = asked
         .and_then(|n| n.get("toolsListChanged"))
         .and_then(Value::as_bool)
         == Some(true);
+    let resources = match asked.and_then(|n| n.get("resourceSubscriptions")) {
+        None | Some(Value::Null) => None,
+        Some(Value::Array(uris))
+            if uris.iter().all(Value::is_string)
+                && uris.len() <= aperture_core::items::MAX_SUBSCRIPTIONS as usize =>
+        {
+            Some(uris.iter().filter_map(Value::as_str).collect::<Vec<_>>())
+        }
+        Some(_) => {
+            let answer = error(
+                &id,
+                INVALID_PARAMS,
+                format!(
+                    "params.notifications.resourceSubscriptions must be a list of at most {} URIs",
+                    aperture_core::items::MAX_SUBSCRIPTIONS
+                ),
+            );
+            return (StatusCode::BAD_REQUEST, Json(answer)).into_response();
+        }
+    };
     let mut honored = json!({});
     if tools {
         honored["toolsListChanged"] = json!(true);
@@ -1286,6 +1317,31 @@ fn listen(
         mcp_session: None,
     };
     let log = state.streams.open(streams::Kind::Listen, owner);
+    if let Some(uris) = resources {
+        let holder = aperture_core::items::listen_holder(log.id());
+        let environment = items::environment(params);
+        let mut subscribed = Vec::new();
+        for uri in uris {
+            let answer = aperture_core::items::subscribe(
+                &state.store,
+                &state.journal,
+                &state.upstreams,
+                principal,
+                environment,
+                uri,
+                &holder,
+            )
+            .await;
+            // What the caller may not read is left out of the acknowledgement, as a type the
+            // server does not support would be.
+            if let Ok(aperture_core::items::Answer::Found(_)) = answer {
+                subscribed.push(uri);
+            }
+        }
+        if !subscribed.is_empty() {
+            honored["resourceSubscriptions"] = json!(subscribed);
+        }
+    }
     log.push(&json!({
         "jsonrpc": "2.0",
         "method": "notifications/subscriptions/acknowledged",

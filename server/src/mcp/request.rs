@@ -21,6 +21,8 @@ pub enum Method {
     ResourcesList,
     ResourcesTemplatesList,
     ResourcesRead,
+    ResourcesSubscribe,
+    ResourcesUnsubscribe,
     PromptsList,
     PromptsGet,
     CompletionComplete,
@@ -35,7 +37,7 @@ pub enum Method {
 
 impl Method {
     /// Every method, in the order the contract lists them.
-    pub const ALL: [Method; 18] = [
+    pub const ALL: [Method; 20] = [
         Method::Initialize,
         Method::Ping,
         Method::Discover,
@@ -44,6 +46,8 @@ impl Method {
         Method::ResourcesList,
         Method::ResourcesTemplatesList,
         Method::ResourcesRead,
+        Method::ResourcesSubscribe,
+        Method::ResourcesUnsubscribe,
         Method::PromptsList,
         Method::PromptsGet,
         Method::CompletionComplete,
@@ -67,6 +71,8 @@ impl Method {
             Method::ResourcesList => "resources/list",
             Method::ResourcesTemplatesList => "resources/templates/list",
             Method::ResourcesRead => "resources/read",
+            Method::ResourcesSubscribe => "resources/subscribe",
+            Method::ResourcesUnsubscribe => "resources/unsubscribe",
             Method::PromptsList => "prompts/list",
             Method::PromptsGet => "prompts/get",
             Method::CompletionComplete => "completion/complete",
@@ -181,7 +187,7 @@ mod tests {
             assert_eq!(Method::parse(method.name()), Some(method));
         }
         assert_eq!(NAMES.len(), Method::ALL.len());
-        assert_eq!(Method::parse("resources/subscribe"), None);
+        assert_eq!(Method::parse("resources/watch"), None);
     }
 
     #[test]

@@ -122,6 +122,9 @@ const METHODS: &[(&str, Class)] = &[
     ("prompts/list", Class::Opens),
     ("prompts/get", Class::Opens),
     ("completion/complete", Class::Opens),
+    ("resources/subscribe", Class::Opens),
+    // A subscription of the caller's own MCP session, kept in the environment it was made in.
+    ("resources/unsubscribe", Class::TenantWide),
     // The level of the caller's own MCP session.
     ("logging/setLevel", Class::TenantWide),
 ];

@@ -1,7 +1,7 @@
-//! Issue 47 (item 2): what a principal can list is exactly what it can read, get or complete,
-//! through `/mcp`, in each of its environments — checked over generated policies (resource and
-//! prompt rules with every mode, URI patterns, upstream names, actor and environment
-//! conditions) and principals confined to different environments. Zero mismatches.
+//! Issue 47 (item 2): what a principal can list is exactly what it can read, get, complete or
+//! subscribe to, through `/mcp`, in each of its environments — checked over generated policies
+//! (resource and prompt rules with every mode, URI patterns, upstream names, actor and
+//! environment conditions) and principals confined to different environments. Zero mismatches.
 
 use engine::scope;
 use rand::{Rng, SeedableRng, rngs::StdRng};
@@ -101,7 +101,7 @@ fn names(answer: &Value, list: &str, field: &str) -> Vec<String> {
 }
 
 #[tokio::test]
-async fn what_a_principal_can_list_is_exactly_what_it_can_read_get_and_complete() {
+async fn what_a_principal_can_list_is_exactly_what_it_can_read_get_complete_and_subscribe_to() {
     let app = TestApp::spawn().await;
     let admin = app.token("default", "ops", &[scope::ADMIN]).await;
     app.register_fixture(&admin, &[]).await;
@@ -113,7 +113,15 @@ async fn what_a_principal_can_list_is_exactly_what_it_can_read_get_and_complete(
             .as_str()
             .unwrap()
             .to_owned();
-        tokens.push((actor, environments, secret));
+        // A 2025-era connection of its own, to subscribe on.
+        let initialize = json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                                "clientInfo": {"name": "property", "version": "1"}});
+        let connected = app
+            .mcp_post(&secret)
+            .json(rpc(0, "initialize", initialize))
+            .await;
+        let session = connected.header("mcp-session-id").to_owned();
+        tokens.push((actor, environments, secret, session));
     }
     let mut rng = StdRng::seed_from_u64(47);
     let mut mismatches = Vec::new();
@@ -132,7 +140,7 @@ async fn what_a_principal_can_list_is_exactly_what_it_can_read_get_and_complete(
                 .await
                 .expect_ok();
         }
-        for (actor, environments, token) in &tokens {
+        for (actor, environments, token, session) in &tokens {
             for environment in *environments {
                 let ask = |method: &str, mut params: Value| {
                     params["_meta"] = json!({"environment": environment});
@@ -158,6 +166,18 @@ async fn what_a_principal_can_list_is_exactly_what_it_can_read_get_and_complete(
                     if !readable && read["error"]["code"] != -32002 {
                         mismatches.push(format!("{label}: {uri} refused otherwise: {read}"));
                     }
+                    let on_session = |method: &str| {
+                        let params = json!({"uri": uri, "_meta": {"environment": environment}});
+                        let post = app.mcp_post(token).header("mcp-session-id", session);
+                        post.json(rpc(2, method, params))
+                    };
+                    let subscribed = on_session("resources/subscribe").await.json();
+                    if subscribed.get("result").is_some() != listed {
+                        mismatches.push(format!(
+                            "{label}: subscribe {uri}, listed {listed}: {subscribed}"
+                        ));
+                    }
+                    on_session("resources/unsubscribe").await.json();
                 }
                 for prompt in PROMPTS {
                     let got = ask(

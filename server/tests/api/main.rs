@@ -56,6 +56,7 @@ mod sign_in;
 mod stock_clients;
 mod store;
 mod streams;
+mod subscriptions;
 mod tamper;
 mod tokens;
 mod upstreams;

@@ -99,7 +99,7 @@ impl Stream {
 }
 
 /// `initialize` of a 2025-era MCP connection as `token`, from client `client`.
-fn initialize(node: &impl Requests, token: &str, client: &str) -> Call {
+pub(crate) fn initialize(node: &impl Requests, token: &str, client: &str) -> Call {
     let params = json!({"protocolVersion": "2025-11-25", "capabilities": {},
                         "clientInfo": {"name": client, "version": "1"}});
     node.mcp_post(token).json(rpc(0, "initialize", params))
@@ -126,7 +126,7 @@ async fn list_on(app: &TestApp, token: &str, mcp_session: &str) -> Value {
 }
 
 /// `GET /mcp` as `token` with these headers, taking a stream.
-fn get_mcp(node: &impl Requests, token: &str, headers: &[(&str, &str)]) -> Call {
+pub(crate) fn get_mcp(node: &impl Requests, token: &str, headers: &[(&str, &str)]) -> Call {
     let mut request = node.get_raw("/mcp").as_(token);
     request = request.header("accept", "text/event-stream");
     for (name, value) in headers {
@@ -136,14 +136,14 @@ fn get_mcp(node: &impl Requests, token: &str, headers: &[(&str, &str)]) -> Call 
 }
 
 /// A 2026-07-28 request `method` to `/mcp` as `token` (no session, the protocol in headers).
-fn stateless(app: &TestApp, token: &str, method: &str) -> Call {
+pub(crate) fn stateless(app: &TestApp, token: &str, method: &str) -> Call {
     let request = app.mcp_post(token);
     let request = request.header("mcp-protocol-version", "2026-07-28");
     request.header("mcp-method", method)
 }
 
 /// The `_meta` of every 2026-07-28 request.
-fn stateless_meta() -> Value {
+pub(crate) fn stateless_meta() -> Value {
     json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
            "io.modelcontextprotocol/clientCapabilities": {}})
 }

@@ -18,7 +18,9 @@
 //! Resources: `docs://readme`, `docs://guide/setup`, `secret://keys/one`, and the template
 //! `docs://pages/{page}` (any page reads as `Page <page>`). Prompts: `greet {name}`,
 //! `summarize`. Completions: `greet`'s `name` (alice, albert, bob) and the template's `page`
-//! (intro, install, internal, and `../internal`, which no URI may hold), by prefix.
+//! (intro, install, internal, and `../internal`, which no URI may hold), by prefix. A
+//! subscribed resource (`resources/subscribe`) announces a change every 100 ms until
+//! `resources/unsubscribe`.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -28,7 +30,8 @@ use rmcp::model::{
     ContentBlock, GetPromptRequestParams, GetPromptResponse, Implementation, ListPromptsResult,
     ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
     ProgressNotificationParam, ReadResourceRequestParams, ReadResourceResponse, RequestParamsMeta,
-    ServerCapabilities, ServerConfig, ServerRequest, Tool,
+    ResourceUpdatedNotificationParam, ServerCapabilities, ServerConfig, ServerRequest,
+    SubscribeRequestParams, Tool, UnsubscribeRequestParams,
 };
 #[expect(
     deprecated,
@@ -41,6 +44,8 @@ use serde_json::{Map, Value, json};
 
 /// Tools per `tools/list` page, so that a full listing takes several pages.
 const PAGE_SIZE: usize = 3;
+/// How often a subscribed resource announces a change.
+const UPDATE_EVERY: Duration = Duration::from_millis(100);
 /// `big` answers at most this much text.
 const MAX_BIG_BYTES: u64 = 8 * 1024 * 1024;
 
@@ -52,6 +57,8 @@ struct State {
     removed: Vec<String>,
     cancelled: u64,
     calls: u64,
+    /// The URIs the client subscribed to.
+    subscribed: Vec<String>,
 }
 
 /// The fixture server; each instance (each stdio process, each HTTP session) has its own state.
@@ -72,6 +79,7 @@ impl FixtureServer {
                 removed: Vec::new(),
                 cancelled: 0,
                 calls: 0,
+                subscribed: Vec::new(),
             })),
             call_log: None,
         }
@@ -228,6 +236,7 @@ impl ServerHandler for FixtureServer {
                 .enable_tools()
                 .enable_tool_list_changed()
                 .enable_resources()
+                .enable_resources_subscribe()
                 .enable_prompts()
                 .enable_completions()
                 .build(),
@@ -475,6 +484,48 @@ impl ServerHandler for FixtureServer {
             {"uri": uri, "mimeType": "text/plain", "text": text}
         ]}))?;
         Ok(result.into())
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        let uri = request.uri;
+        {
+            let mut state = self.state();
+            if state.subscribed.contains(&uri) {
+                return Ok(());
+            }
+            state.subscribed.push(uri.clone());
+        }
+        // The resource changes all the time: an update every UPDATE_EVERY while subscribed.
+        let server = self.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(UPDATE_EVERY).await;
+                if !server.state().subscribed.contains(&uri) {
+                    return;
+                }
+                let params: ResourceUpdatedNotificationParam = match typed(json!({"uri": uri})) {
+                    Ok(p) => p,
+                    Err(_) => return,
+                };
+                if context.peer.notify_resource_updated(params).await.is_err() {
+                    return;
+                }
+            }
+        });
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), ErrorData> {
+        self.state().subscribed.retain(|u| u != &request.uri);
+        Ok(())
     }
 
     async fn list_prompts(

@@ -11,12 +11,14 @@ use std::time::Duration;
 use rmcp::ServiceError;
 use rmcp::model::{
     CompleteRequestParams, GetPromptRequestParams, GetPromptResponse, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse,
+    ReadResourceRequestParams, ReadResourceResponse, SubscribeRequestParams,
+    UnsubscribeRequestParams,
 };
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use super::{Connection, MAX_LIST_PAGES};
+use crate::sync::lock;
 use crate::upstream::UpstreamError;
 
 /// At most this many resources, templates or prompts in one listing.
@@ -145,6 +147,50 @@ impl Connection {
             }),
             Err(e) => Err(self.item_error(e, "resources/read")),
         }
+    }
+
+    /// Subscribes this connection to `notifications/resources/updated` of `uri` (as the
+    /// upstream lists it), once: a URI it already subscribed to is not asked again.
+    #[expect(
+        deprecated,
+        reason = "upstream connections speak the 2025 eras, where resources/subscribe is the way"
+    )]
+    pub async fn subscribe(&self, uri: &str) -> Result<(), UpstreamError> {
+        if lock(&self.subscribed).contains(uri) {
+            return Ok(());
+        }
+        let params: SubscribeRequestParams = from_json(json!({"uri": uri}))?;
+        tokio::time::timeout(self.request_timeout, self.peer.subscribe(params))
+            .await
+            .map_err(|_| UpstreamError::Timeout {
+                after: self.request_timeout,
+            })?
+            .map_err(|e| self.item_error(e, "resources/subscribe"))?;
+        lock(&self.subscribed).insert(uri.to_owned());
+        Ok(())
+    }
+
+    /// Ends this connection's subscription to `uri`, if it has one.
+    #[expect(
+        deprecated,
+        reason = "upstream connections speak the 2025 eras, where resources/subscribe is the way"
+    )]
+    pub async fn unsubscribe(&self, uri: &str) -> Result<(), UpstreamError> {
+        if !lock(&self.subscribed).remove(uri) {
+            return Ok(());
+        }
+        let params: UnsubscribeRequestParams = from_json(json!({"uri": uri}))?;
+        tokio::time::timeout(self.request_timeout, self.peer.unsubscribe(params))
+            .await
+            .map_err(|_| UpstreamError::Timeout {
+                after: self.request_timeout,
+            })?
+            .map_err(|e| self.item_error(e, "resources/unsubscribe"))
+    }
+
+    /// The URIs of the upstream's `notifications/resources/updated` from now on, as sent.
+    pub fn resources_updated(&self) -> tokio::sync::broadcast::Receiver<String> {
+        self.resources_updated.subscribe()
     }
 
     /// `prompts/get` of the prompt the upstream lists as `raw_name`: the result as sent.
