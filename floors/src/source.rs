@@ -57,10 +57,15 @@ impl fmt::Display for ReadError {
 impl std::error::Error for ReadError {}
 
 impl Crate {
-    /// Reads the crate whose root is `src/lib.rs`.
+    /// Reads the crate whose root is `src/lib.rs` (a binary's: `src/main.rs`).
     pub fn read(src: impl AsRef<Path>) -> Result<Crate, ReadError> {
         let src = src.as_ref().to_path_buf();
-        let root_file = src.join("lib.rs");
+        let library = src.join("lib.rs");
+        let root_file = if library.exists() {
+            library
+        } else {
+            src.join("main.rs")
+        };
         let root = std::fs::read_to_string(&root_file)
             .map_err(|e| ReadError(format!("{}: {e}", root_file.display())))?;
         let tokens = parse(&root_file, &root)?;

@@ -61,6 +61,12 @@ fn the_server_has_floors() {
 }
 
 #[test]
+fn the_conformance_upstream_has_floors() {
+    assert_acyclic("conformance");
+    assert_toured("conformance");
+}
+
+#[test]
 fn the_core_has_floors() {
     assert_acyclic("core");
     assert_toured("core");
