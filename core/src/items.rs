@@ -216,11 +216,65 @@ impl Exposure {
 
     /// The prompts the principal may list (and get), under their canonical names.
     pub fn prompts(&self) -> Vec<Value> {
-        self.prompts
+        self.prompts_named(false)
+    }
+
+    /// The prompts the principal may list, each under the name it is advertised by
+    /// ([`Exposure::advertised_prompts`]); with `upstream_names`, each also carries its
+    /// canonical name in `_meta.canonicalName`.
+    pub fn prompts_named(&self, upstream_names: bool) -> Vec<Value> {
+        self.advertised_prompts(upstream_names)
+            .into_iter()
+            .map(|(row, name)| {
+                let mut item = listed(row, "name");
+                if let Value::Object(map) = &mut item {
+                    map.insert("name".into(), Value::String(name));
+                    if upstream_names {
+                        let meta = map.entry("_meta").or_insert_with(|| json!({}));
+                        if let Value::Object(meta) = meta {
+                            meta.insert("canonicalName".into(), Value::String(row.key.clone()));
+                        }
+                    }
+                }
+                item
+            })
+            .collect()
+    }
+
+    /// The listed prompts with the name each is advertised by: with `upstream_names` (a tenant's
+    /// `tool_names: "upstream"`, for `/mcp`), the upstream's own name where it is unique among
+    /// them, does not start with `mcp__` and is no listed prompt's canonical name; otherwise,
+    /// and always without, the canonical `mcp__<upstream>__<prompt>`.
+    fn advertised_prompts(&self, upstream_names: bool) -> Vec<(&ItemRow, String)> {
+        let listed: Vec<&ItemRow> = self
+            .prompts
             .iter()
             .filter(|row| matches!(self.route_prompt(&row.key), Route::Allowed { .. }))
-            .map(|row| listed(row, "name"))
+            .collect();
+        listed
+            .iter()
+            .map(|row| {
+                let own = &row.raw;
+                let keeps_own = upstream_names
+                    && !own.starts_with("mcp__")
+                    && listed.iter().filter(|r| &r.raw == own).count() == 1
+                    && !listed.iter().any(|r| &r.key == own);
+                let name = if keeps_own { own } else { &row.key };
+                (*row, name.clone())
+            })
             .collect()
+    }
+
+    /// The canonical name of the prompt advertised as `name` ([`Exposure::advertised_prompts`]);
+    /// `name` itself when no listed prompt is advertised by it.
+    pub fn canonical_prompt(&self, name: &str, upstream_names: bool) -> String {
+        if !upstream_names {
+            return name.to_owned();
+        }
+        self.advertised_prompts(true)
+            .into_iter()
+            .find(|(_, advertised)| advertised == name)
+            .map_or_else(|| name.to_owned(), |(row, _)| row.key.clone())
     }
 
     /// Where a read of `uri` (normalised) goes: to the one upstream that offers it or has a
@@ -332,8 +386,10 @@ pub enum Asked<'a> {
 /// `resources/read` or `prompts/get` of `principal` in `environment`: decided by the policy
 /// ([`Exposure`]), journaled (the URI or prompt in the disclosures, whose digest the receipt
 /// signs; nothing is asked of the upstream when the journal cannot record), forwarded to the one
-/// upstream it routes to, capped at the rule's `max_result_bytes` or [`MAX_CONTENT_BYTES`], its text passed through the
-/// deciding rule's redaction profile, and the outcome journaled.
+/// upstream it routes to, capped at the rule's `max_result_bytes` or [`MAX_CONTENT_BYTES`], its
+/// text passed through the deciding rule's redaction profile, and the outcome journaled. With
+/// `upstream_names`, a prompt may be named as it is advertised
+/// ([`Exposure::canonical_prompt`]).
 pub async fn answer(
     store: &Store,
     journal: &Journal,
@@ -341,8 +397,22 @@ pub async fn answer(
     principal: &Principal,
     environment: &str,
     asked: Asked<'_>,
+    upstream_names: bool,
 ) -> Result<Answer, ServiceError> {
     let exposure = Exposure::load(store, principal, environment).await?;
+    // A prompt asked for by the name it is advertised by: decided, journaled and forwarded as
+    // the prompt it is (its canonical name).
+    let canonical;
+    let asked = match asked {
+        Asked::Get { name, arguments } => {
+            canonical = exposure.canonical_prompt(name, upstream_names);
+            Asked::Get {
+                name: &canonical,
+                arguments,
+            }
+        }
+        read => read,
+    };
     let (subject, route) = match asked {
         Asked::Read { uri } => {
             let uri = engine::uri::normalize(uri)
@@ -656,6 +726,7 @@ pub async fn complete(
     principal: &Principal,
     environment: &str,
     params: &Value,
+    upstream_names: bool,
 ) -> Result<Option<Value>, ServiceError> {
     let exposure = Exposure::load(store, principal, environment).await?;
     let invalid = |path: &str, why: &str| ServiceError::from(AppError::invalid_field(path, why));
@@ -676,9 +747,10 @@ pub async fn complete(
                 .get("name")
                 .and_then(Value::as_str)
                 .ok_or_else(|| invalid("ref.name", "a string"))?;
+            let name = exposure.canonical_prompt(name, upstream_names);
             let Route::Allowed {
                 upstream_id, raw, ..
-            } = exposure.route_prompt(name)
+            } = exposure.route_prompt(&name)
             else {
                 return Ok(None);
             };
@@ -895,6 +967,59 @@ mod tests {
             .iter()
             .map(|i| i[field].as_str().unwrap().to_owned())
             .collect()
+    }
+
+    #[test]
+    fn prompts_keep_their_upstream_names_only_where_those_are_unambiguous() {
+        let prompt = |upstream: &str, raw: &str| ItemRow {
+            raw: raw.to_owned(),
+            ..row(upstream, Kind::Prompt, &format!("mcp__{upstream}__{raw}"))
+        };
+        let mut e = exposure(
+            json!([{"id": "all", "prompt": "*", "mode": "allow"}]),
+            &[],
+            &[],
+        );
+        e.prompts = vec![
+            prompt("a", "greet"),
+            prompt("b", "greet"),
+            prompt("a", "summarize"),
+            prompt("b", "mcp__x"),
+            // Its own name is another prompt's canonical name.
+            prompt("b", "mcp__a__summarize"),
+        ];
+        let names = |upstream_names| keys(&e.prompts_named(upstream_names), "name");
+        assert_eq!(
+            names(true),
+            [
+                "mcp__a__greet",
+                "mcp__b__greet",
+                "summarize",
+                "mcp__b__mcp__x",
+                "mcp__b__mcp__a__summarize"
+            ]
+        );
+        assert_eq!(
+            names(false),
+            [
+                "mcp__a__greet",
+                "mcp__b__greet",
+                "mcp__a__summarize",
+                "mcp__b__mcp__x",
+                "mcp__b__mcp__a__summarize"
+            ]
+        );
+        let listed = e.prompts_named(true);
+        assert_eq!(listed[2]["_meta"]["canonicalName"], "mcp__a__summarize");
+        assert!(e.prompts_named(false)[2].get("_meta").is_none());
+        // Asked for by the name it is advertised by, it is the prompt it is.
+        assert_eq!(e.canonical_prompt("summarize", true), "mcp__a__summarize");
+        assert_eq!(e.canonical_prompt("summarize", false), "summarize");
+        assert_eq!(e.canonical_prompt("greet", true), "greet");
+        assert_eq!(
+            e.canonical_prompt("mcp__a__summarize", true),
+            "mcp__a__summarize"
+        );
     }
 
     #[test]

@@ -60,9 +60,24 @@ pub async fn list(
     let result = match method {
         Method::ResourcesList => json!({"resources": exposure.resources()}),
         Method::ResourcesTemplatesList => json!({"resourceTemplates": exposure.templates()}),
-        _ => json!({"prompts": exposure.prompts()}),
+        _ => match upstream_names(state, principal, params).await {
+            Ok(names) => json!({"prompts": exposure.prompts_named(names)}),
+            Err(e) => return failed(id, e),
+        },
     };
     ok(id, result)
+}
+
+/// Whether the tenant's MCP settings name things by their upstream's names
+/// (`tool_names: "upstream"`) in the environment a request names: prompts then too.
+async fn upstream_names(
+    state: &AppState,
+    principal: &Principal,
+    params: &Value,
+) -> Result<bool, aperture_core::error::ServiceError> {
+    let settings = aperture_core::settings::mcp::of(&state.store, &principal.tenant_id).await?;
+    Ok(settings.in_environment(environment(params)).tool_names
+        == aperture_core::settings::mcp::ToolNames::Upstream)
 }
 
 /// `resources/read` and `prompts/get` (`:run`).
@@ -105,6 +120,13 @@ pub async fn answer(
             Asked::Get { name, arguments }
         }
     };
+    let names = match method {
+        Method::PromptsGet => match upstream_names(state, principal, params).await {
+            Ok(names) => names,
+            Err(e) => return failed(id, e),
+        },
+        _ => false,
+    };
     let answered = items::answer(
         &state.store,
         &state.journal,
@@ -112,6 +134,7 @@ pub async fn answer(
         principal,
         environment(params),
         asked,
+        names,
     )
     .await;
     match answered {
@@ -226,6 +249,10 @@ pub async fn complete(
             "this token lacks agent_tool_exposure:run",
         );
     }
+    let names = match upstream_names(state, principal, params).await {
+        Ok(names) => names,
+        Err(e) => return failed(id, e),
+    };
     let completed = items::complete(
         &state.store,
         &state.journal,
@@ -233,6 +260,7 @@ pub async fn complete(
         principal,
         environment(params),
         params,
+        names,
     )
     .await;
     match completed {

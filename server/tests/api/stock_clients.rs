@@ -644,3 +644,84 @@ async fn a_stock_client_hears_how_its_parked_call_ends_by_repeating_it() {
     assert_eq!(receipt(confirm)["mode"], "confirmation_required");
     assert_eq!(receipt(confirm)["binding"], "implicit");
 }
+
+/// `tool_names: "upstream"` names prompts as it names tools: a stock client lists, gets and
+/// completes a prompt by its upstream's own name where that is unambiguous, each listing
+/// carries the canonical name, and receipts keep the canonical one; names two upstreams share
+/// keep their prefix, and without the setting every prompt keeps it.
+#[tokio::test]
+async fn prompts_follow_the_tool_names_setting() {
+    let s = setup().await;
+    let app = &s.app;
+    let body = json!({"name": "other", "transport": "stdio",
+                      "command": crate::helpers::fixture_command()});
+    app.post("/upstreams")
+        .as_(&s.admin)
+        .json(body)
+        .await
+        .expect_created();
+    let rules = json!({"rules": [
+        {"id": "greet", "prompt": "mcp__fixture__greet", "mode": "allow"},
+        {"id": "summary", "prompt": "mcp__fixture__summarize", "mode": "allow"},
+        {"id": "other-summary", "prompt": "mcp__other__summarize", "mode": "allow"},
+        {"id": "tools", "mode": "allow"}
+    ]});
+    app.activate_policy(&s.admin, "prompts", rules).await;
+    let ask = |method: &'static str, params: Value| {
+        let agent = s.agent.clone();
+        async move { app.mcp(&agent, rpc(5, method, params)).await }
+    };
+    let names = |listed: &Value| -> Vec<String> {
+        listed["result"]["prompts"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{listed}"))
+            .iter()
+            .map(|p| p["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let prefixed = ask("prompts/list", json!({})).await;
+    assert_eq!(
+        names(&prefixed),
+        [
+            "mcp__fixture__greet",
+            "mcp__fixture__summarize",
+            "mcp__other__summarize"
+        ]
+    );
+
+    s.settings(json!({"binding": "implicit", "tool_names": "upstream"}))
+        .await;
+    let listed = ask("prompts/list", json!({})).await;
+    // `greet` is listed by one upstream only (the other's is not allowed); both offer
+    // `summarize`.
+    assert_eq!(
+        names(&listed),
+        ["greet", "mcp__fixture__summarize", "mcp__other__summarize"]
+    );
+    assert_eq!(
+        listed["result"]["prompts"][0]["_meta"]["canonicalName"],
+        "mcp__fixture__greet"
+    );
+    let got = ask(
+        "prompts/get",
+        json!({"name": "greet", "arguments": {"name": "Ada"}}),
+    )
+    .await;
+    assert!(got.get("result").is_some(), "{got}");
+    let receipt = &got["result"]["_meta"]["receipt"];
+    assert_eq!(receipt["tool"], "mcp__fixture__greet", "{receipt}");
+    let completed = ask(
+        "completion/complete",
+        json!({"ref": {"type": "ref/prompt", "name": "greet"},
+               "argument": {"name": "name", "value": "al"}}),
+    )
+    .await;
+    assert_eq!(
+        completed["result"]["completion"]["values"],
+        json!(["alice", "albert"]),
+        "{completed}"
+    );
+    // A shared name is no name: `summarize` alone is not found.
+    let shared = ask("prompts/get", json!({"name": "summarize"})).await;
+    assert_eq!(shared["error"]["code"], -32602, "{shared}");
+}
