@@ -383,6 +383,50 @@ pub enum Asked<'a> {
     },
 }
 
+/// The decision receipt of `principal` asking for `subject` under `exposure` (a denial,
+/// `not_callable`, until the route says otherwise), and its disclosures: `subject`'s fields.
+fn decision(
+    exposure: &Exposure,
+    principal: &Principal,
+    subject: &Value,
+) -> Result<(engine::receipt::Receipt, engine::receipt::Disclosures), ServiceError> {
+    let (policy_id, policy_version) = exposure.policy();
+    let mut r = journal::receipt(
+        ReceiptKind::Decision,
+        Decision::Deny,
+        ReasonCode::NotCallable,
+        &principal.tenant_id,
+        &principal.actor_id,
+        principal.principal_id(),
+    );
+    r.environment = Some(exposure.environment().to_owned());
+    r.policy_id = Some(policy_id.to_owned());
+    r.policy_version = Some(policy_version);
+    let mut d = journal::disclosures();
+    for (key, value) in subject.as_object().into_iter().flatten() {
+        d.insert_extra(key, value.clone())
+            .map_err(|e| ServiceError::Other(anyhow::anyhow!("{e}")))?;
+    }
+    Ok((r, d))
+}
+
+/// Journals a refusal (`policy_denied` when a rule denied it, else `not_callable`, as decided
+/// by `rule_id`): not found, with the receipt.
+async fn refused(
+    journal: &Journal,
+    (mut r, mut d): (engine::receipt::Receipt, engine::receipt::Disclosures),
+    denied: bool,
+    rule_id: Option<String>,
+) -> Result<Answer, ServiceError> {
+    if denied {
+        r.reason = ReasonCode::PolicyDenied;
+    }
+    d.matched_rule_id = rule_id;
+    let receipt = journal.append(r, &d).await?;
+    let receipt = serde_json::to_value(&receipt).unwrap_or(Value::Null);
+    Ok(Answer::NotFound { receipt })
+}
+
 /// `resources/read` or `prompts/get` of `principal` in `environment`: decided by the policy
 /// ([`Exposure`]), journaled (the URI or prompt in the disclosures, whose digest the receipt
 /// signs; nothing is asked of the upstream when the journal cannot record), forwarded to the one
@@ -422,35 +466,13 @@ pub async fn answer(
         }
         Asked::Get { name, .. } => (json!({"prompt": name}), exposure.route_prompt(name)),
     };
-    let (policy_id, policy_version) = exposure.policy();
-    let mut r = journal::receipt(
-        ReceiptKind::Decision,
-        Decision::Deny,
-        ReasonCode::NotCallable,
-        &principal.tenant_id,
-        &principal.actor_id,
-        principal.principal_id(),
-    );
-    r.environment = Some(exposure.environment().to_owned());
-    r.policy_id = Some(policy_id.to_owned());
-    r.policy_version = Some(policy_version);
+    let (mut r, mut d) = decision(&exposure, principal, &subject)?;
     if let Asked::Get { name, .. } = asked {
         r.tool = Some(name.to_owned());
     }
-    let mut d = journal::disclosures();
-    for (key, value) in subject.as_object().into_iter().flatten() {
-        d.insert_extra(key, value.clone())
-            .map_err(|e| ServiceError::Other(anyhow::anyhow!("{e}")))?;
-    }
     let (upstream_id, raw, redaction, cap) = match route {
         Route::Refused { denied, rule_id } => {
-            if denied {
-                r.reason = ReasonCode::PolicyDenied;
-            }
-            d.matched_rule_id = rule_id;
-            let receipt = journal.append(r, &d).await?;
-            let receipt = serde_json::to_value(&receipt).unwrap_or(Value::Null);
-            return Ok(Answer::NotFound { receipt });
+            return refused(journal, (r, d), denied, rule_id).await;
         }
         Route::Allowed {
             upstream_id,
@@ -545,34 +567,11 @@ pub async fn subscribe(
         engine::uri::normalize(uri).map_err(|e| AppError::invalid_field("uri", e.to_string()))?;
     let exposure = Exposure::load(store, principal, environment).await?;
     let route = exposure.route_read(&uri);
-    let (policy_id, policy_version) = exposure.policy();
-    let mut r = journal::receipt(
-        ReceiptKind::Decision,
-        Decision::Deny,
-        ReasonCode::NotCallable,
-        &principal.tenant_id,
-        &principal.actor_id,
-        principal.principal_id(),
-    );
-    r.environment = Some(exposure.environment().to_owned());
-    r.policy_id = Some(policy_id.to_owned());
-    r.policy_version = Some(policy_version);
-    let mut d = journal::disclosures();
-    let extra = |d: &mut engine::receipt::Disclosures, key: &str, value: Value| {
-        d.insert_extra(key, value)
-            .map_err(|e| ServiceError::Other(anyhow::anyhow!("{e}")))
-    };
-    extra(&mut d, "resource", Value::String(uri.clone()))?;
-    extra(&mut d, "subscribe", Value::Bool(true))?;
+    let subject = json!({"resource": uri, "subscribe": true});
+    let (mut r, mut d) = decision(&exposure, principal, &subject)?;
     let (upstream_id, raw) = match route {
         Route::Refused { denied, rule_id } => {
-            if denied {
-                r.reason = ReasonCode::PolicyDenied;
-            }
-            d.matched_rule_id = rule_id;
-            let receipt = journal.append(r, &d).await?;
-            let receipt = serde_json::to_value(&receipt).unwrap_or(Value::Null);
-            return Ok(Answer::NotFound { receipt });
+            return refused(journal, (r, d), denied, rule_id).await;
         }
         Route::Allowed {
             upstream_id,
@@ -581,7 +580,8 @@ pub async fn subscribe(
             ..
         } => {
             d.matched_rule_id = rule_id;
-            extra(&mut d, "upstream_id", Value::String(upstream_id.clone()))?;
+            d.insert_extra("upstream_id", Value::String(upstream_id.clone()))
+                .map_err(|e| ServiceError::Other(anyhow::anyhow!("{e}")))?;
             (upstream_id, raw)
         }
     };
@@ -636,14 +636,7 @@ async fn subscribe_upstream(
     raw: &str,
 ) -> Result<(), (ReasonCode, String)> {
     let failed = |e: String| (ReasonCode::UpstreamError, e);
-    let row = store::upstreams::find(store, &principal.tenant_id, upstream_id)
-        .await
-        .map_err(|e| failed(e.to_string()))?
-        .ok_or_else(|| failed("the upstream is no longer registered".into()))?;
-    let connection = upstreams
-        .connection(store, journal, &row)
-        .await
-        .map_err(|e| failed(e.to_string()))?;
+    let connection = connected(store, journal, upstreams, principal, upstream_id).await?;
     if !connection.offers().subscribe {
         return Err(failed(
             "the upstream that offers this resource does not offer subscriptions".into(),
@@ -651,6 +644,26 @@ async fn subscribe_upstream(
     }
     connection
         .subscribe(raw)
+        .await
+        .map_err(|e| failed(e.to_string()))
+}
+
+/// This node's connection to `principal`'s upstream `upstream_id` (made if it has none); a
+/// failure as its reason and text.
+async fn connected(
+    store: &Store,
+    journal: &Journal,
+    upstreams: &Upstreams,
+    principal: &Principal,
+    upstream_id: &str,
+) -> Result<std::sync::Arc<crate::upstream::Connection>, (ReasonCode, String)> {
+    let failed = |e: String| (ReasonCode::UpstreamError, e);
+    let row = store::upstreams::find(store, &principal.tenant_id, upstream_id)
+        .await
+        .map_err(|e| failed(e.to_string()))?
+        .ok_or_else(|| failed("the upstream is no longer registered".into()))?;
+    upstreams
+        .connection(store, journal, &row)
         .await
         .map_err(|e| failed(e.to_string()))
 }
@@ -836,15 +849,7 @@ async fn forward(
     (upstream_id, raw, cap): (&str, &str, usize),
     asked: Asked<'_>,
 ) -> Result<Value, (ReasonCode, String)> {
-    let failed = |e: String| (ReasonCode::UpstreamError, e);
-    let row = store::upstreams::find(store, &principal.tenant_id, upstream_id)
-        .await
-        .map_err(|e| failed(e.to_string()))?
-        .ok_or_else(|| failed("the upstream is no longer registered".into()))?;
-    let connection = upstreams
-        .connection(store, journal, &row)
-        .await
-        .map_err(|e| failed(e.to_string()))?;
+    let connection = connected(store, journal, upstreams, principal, upstream_id).await?;
     let answered = match asked {
         Asked::Read { .. } => connection.read_resource(raw, DEADLINE).await,
         Asked::Get { arguments, .. } => {

@@ -137,17 +137,33 @@ pub async fn answer(
         names,
     )
     .await;
+    let not_found = match (method, stateless) {
+        (Method::ResourcesRead, false) => (RESOURCE_NOT_FOUND, "resource not found"),
+        (Method::ResourcesRead, true) => (INVALID_PARAMS, "resource not found"),
+        _ => (INVALID_PARAMS, "prompt not found"),
+    };
+    let uri = match asked {
+        Asked::Read { uri } => Some(uri),
+        Asked::Get { .. } => None,
+    };
+    answered_as(id, answered, not_found, uri)
+}
+
+/// The JSON-RPC answer to a read, get or subscription that came to `answered`: a refusal as
+/// not found (`not_found`: code and message) with its receipt (and the URI asked for), an
+/// upstream's failure as -32603 with its receipt.
+fn answered_as(
+    id: &Value,
+    answered: Result<Answer, aperture_core::error::ServiceError>,
+    (code, what): (i64, &str),
+    uri: Option<&str>,
+) -> Value {
     match answered {
         Ok(Answer::Found(result)) => ok(id, result),
         Ok(Answer::NotFound { receipt }) => {
-            let (code, what) = match (method, stateless) {
-                (Method::ResourcesRead, false) => (RESOURCE_NOT_FOUND, "resource not found"),
-                (Method::ResourcesRead, true) => (INVALID_PARAMS, "resource not found"),
-                _ => (INVALID_PARAMS, "prompt not found"),
-            };
             let mut answer = error(id, code, what);
             let mut data = json!({"receipt": receipt});
-            if let Asked::Read { uri } = asked {
+            if let Some(uri) = uri {
                 data["uri"] = Value::String(uri.to_owned());
             }
             answer["error"]["data"] = data;
@@ -218,20 +234,8 @@ pub async fn subscription(
         session,
     )
     .await;
-    match subscribed {
-        Ok(Answer::Found(result)) => ok(id, result),
-        Ok(Answer::NotFound { receipt }) => {
-            let mut answer = error(id, RESOURCE_NOT_FOUND, "resource not found");
-            answer["error"]["data"] = json!({"receipt": receipt, "uri": uri});
-            answer
-        }
-        Ok(Answer::Failed { message, receipt }) => {
-            let mut answer = error(id, INTERNAL_ERROR, message);
-            answer["error"]["data"] = json!({"receipt": receipt});
-            answer
-        }
-        Err(e) => failed(id, e),
-    }
+    let not_found = (RESOURCE_NOT_FOUND, "resource not found");
+    answered_as(id, subscribed, not_found, Some(uri))
 }
 
 /// `completion/complete` (`:run`): for a prompt or template the caller can list; values that

@@ -99,6 +99,18 @@ async fn drain_updates(stream: &mut Stream, quiet: Duration, within: Duration) {
     panic!("updates kept coming for {within:?}");
 }
 
+/// Once what was decided before went out, no update comes for 1.5 s (the fixture announces
+/// one every 100 ms while subscribed).
+async fn assert_no_more_updates(stream: &mut Stream, why: &str) {
+    drain_updates(stream, Duration::from_millis(700), Duration::from_secs(10)).await;
+    assert!(
+        next_update(stream, Duration::from_millis(1500))
+            .await
+            .is_none(),
+        "{why}"
+    );
+}
+
 #[tokio::test]
 async fn a_subscriber_hears_of_a_resource_only_while_it_may_read_it() {
     let s = setup().await;
@@ -140,18 +152,11 @@ async fn a_subscriber_hears_of_a_resource_only_while_it_may_read_it() {
     s.app
         .activate_policy(&s.admin, "items", rules("hide"))
         .await;
-    drain_updates(
+    assert_no_more_updates(
         &mut stream,
-        Duration::from_millis(700),
-        Duration::from_secs(10),
+        "a resource the caller may no longer read is still announced",
     )
     .await;
-    assert!(
-        next_update(&mut stream, Duration::from_millis(1500))
-            .await
-            .is_none(),
-        "a resource the caller may no longer read is still announced"
-    );
     s.app
         .activate_policy(&s.admin, "items", rules("allow"))
         .await;
@@ -165,17 +170,7 @@ async fn a_subscriber_hears_of_a_resource_only_while_it_may_read_it() {
         .on_session(Some(&session), "resources/unsubscribe", README)
         .await;
     assert_eq!(unsubscribed["result"], json!({}), "{unsubscribed}");
-    drain_updates(
-        &mut stream,
-        Duration::from_millis(700),
-        Duration::from_secs(10),
-    )
-    .await;
-    assert!(
-        next_update(&mut stream, Duration::from_millis(1500))
-            .await
-            .is_none()
-    );
+    assert_no_more_updates(&mut stream, "an unsubscribed resource is still announced").await;
 }
 
 #[tokio::test]
@@ -208,18 +203,7 @@ async fn a_stateless_listener_subscribes_to_what_it_can_read_and_hears_it_tagged
     s.app
         .activate_policy(&s.admin, "items", rules("deny"))
         .await;
-    drain_updates(
-        &mut stream,
-        Duration::from_millis(700),
-        Duration::from_secs(10),
-    )
-    .await;
-    assert!(
-        next_update(&mut stream, Duration::from_millis(1500))
-            .await
-            .is_none(),
-        "a denied resource is still announced"
-    );
+    assert_no_more_updates(&mut stream, "a denied resource is still announced").await;
 
     // 2026-07-28 has no resources/subscribe.
     let subscribe = rpc(
