@@ -383,6 +383,12 @@ pub enum Asked<'a> {
     },
 }
 
+/// `uri` as it is matched and forwarded ([`engine::uri::normalize`]); a spelling it refuses
+/// is the caller's error (`uri`).
+fn normalized(uri: &str) -> Result<String, ServiceError> {
+    engine::uri::normalize(uri).map_err(|e| AppError::invalid_field("uri", e.to_string()).into())
+}
+
 /// The decision receipt of `principal` asking for `subject` under `exposure` (a denial,
 /// `not_callable`, until the route says otherwise), and its disclosures: `subject`'s fields.
 fn decision(
@@ -459,8 +465,7 @@ pub async fn answer(
     };
     let (subject, route) = match asked {
         Asked::Read { uri } => {
-            let uri = engine::uri::normalize(uri)
-                .map_err(|e| AppError::invalid_field("uri", e.to_string()))?;
+            let uri = normalized(uri)?;
             let route = exposure.route_read(&uri);
             (json!({"resource": uri}), route)
         }
@@ -563,8 +568,7 @@ pub async fn subscribe(
     uri: &str,
     holder: &str,
 ) -> Result<Answer, ServiceError> {
-    let uri =
-        engine::uri::normalize(uri).map_err(|e| AppError::invalid_field("uri", e.to_string()))?;
+    let uri = normalized(uri)?;
     let exposure = Exposure::load(store, principal, environment).await?;
     let route = exposure.route_read(&uri);
     let subject = json!({"resource": uri, "subscribe": true});
@@ -678,8 +682,7 @@ pub async fn unsubscribe(
     uri: &str,
     holder: &str,
 ) -> Result<bool, ServiceError> {
-    let uri =
-        engine::uri::normalize(uri).map_err(|e| AppError::invalid_field("uri", e.to_string()))?;
+    let uri = normalized(uri)?;
     let removed = store::subscriptions::remove(
         store,
         holder,

@@ -7,11 +7,10 @@
 
 use aperture_core::items::{self, Answer, Asked, Exposure};
 use engine::environment::DEFAULT_ENVIRONMENT;
-use engine::scope;
 use serde_json::{Value, json};
 
 use super::request::Method;
-use super::{INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, error, ok};
+use super::{INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, error, lacks_run, ok};
 use crate::auth::Principal;
 use crate::state::AppState;
 
@@ -46,12 +45,8 @@ pub async fn list(
     params: &Value,
     method: Method,
 ) -> Value {
-    if principal.require(scope::RUN).is_err() {
-        return error(
-            id,
-            INVALID_PARAMS,
-            "this token lacks agent_tool_exposure:run",
-        );
+    if let Some(refused) = lacks_run(principal, id) {
+        return refused;
     }
     let exposure = match Exposure::load(&state.store, principal, environment(params)).await {
         Ok(e) => e,
@@ -89,12 +84,8 @@ pub async fn answer(
     method: Method,
     stateless: bool,
 ) -> Value {
-    if principal.require(scope::RUN).is_err() {
-        return error(
-            id,
-            INVALID_PARAMS,
-            "this token lacks agent_tool_exposure:run",
-        );
+    if let Some(refused) = lacks_run(principal, id) {
+        return refused;
     }
     let text = |field: &str| params.get(field).and_then(Value::as_str);
     let asked = match method {
@@ -191,12 +182,8 @@ pub async fn subscription(
     method: Method,
     mcp_session: Option<&str>,
 ) -> Value {
-    if principal.require(scope::RUN).is_err() {
-        return error(
-            id,
-            INVALID_PARAMS,
-            "this token lacks agent_tool_exposure:run",
-        );
+    if let Some(refused) = lacks_run(principal, id) {
+        return refused;
     }
     let Some(uri) = params.get("uri").and_then(Value::as_str) else {
         return error(id, INVALID_PARAMS, "params.uri must be a string");
@@ -246,12 +233,8 @@ pub async fn complete(
     id: &Value,
     params: &Value,
 ) -> Value {
-    if principal.require(scope::RUN).is_err() {
-        return error(
-            id,
-            INVALID_PARAMS,
-            "this token lacks agent_tool_exposure:run",
-        );
+    if let Some(refused) = lacks_run(principal, id) {
+        return refused;
     }
     let names = match upstream_names(state, principal, params).await {
         Ok(names) => names,

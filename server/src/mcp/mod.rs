@@ -86,6 +86,17 @@ pub(crate) const INTERNAL_ERROR: i64 = -32603;
 /// servers answer it.
 const SESSION_NOT_FOUND: i64 = -32001;
 
+/// The answer to a caller whose token lacks `agent_tool_exposure:run`, if it does.
+pub(super) fn lacks_run(principal: &Principal, id: &Value) -> Option<Value> {
+    principal.require(scope::RUN).is_err().then(|| {
+        error(
+            id,
+            INVALID_PARAMS,
+            "this token lacks agent_tool_exposure:run",
+        )
+    })
+}
+
 /// A JSON-RPC error response.
 pub fn error(id: &Value, code: i64, message: impl Into<String>) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": {"code": code, "message": message.into()}})
@@ -851,12 +862,8 @@ async fn tools_list(
     params: &Value,
     mcp_session: Option<&str>,
 ) -> Value {
-    if principal.require(scope::RUN).is_err() {
-        return error(
-            id,
-            INVALID_PARAMS,
-            "this token lacks agent_tool_exposure:run",
-        );
+    if let Some(refused) = lacks_run(principal, id) {
+        return refused;
     }
     let page = state.config.tools_page_size;
     match params.get("cursor") {
@@ -977,15 +984,7 @@ async fn tools_call(
     mcp_session: Option<String>,
     streaming: Streaming,
 ) -> Result<Value, ()> {
-    let lacks_run = |p: &Principal| {
-        p.require(scope::RUN).is_err().then(|| {
-            error(
-                id,
-                INVALID_PARAMS,
-                "this token lacks agent_tool_exposure:run",
-            )
-        })
-    };
+    let lacks_run = |p: &Principal| lacks_run(p, id);
     if let Some(refused) = lacks_run(principal) {
         return Ok(refused);
     }
@@ -1266,13 +1265,8 @@ async fn listen(
     id: Value,
     params: &Value,
 ) -> Response {
-    if principal.require(scope::RUN).is_err() {
-        let answer = error(
-            &id,
-            INVALID_PARAMS,
-            "this token lacks agent_tool_exposure:run",
-        );
-        return Json(answer).into_response();
+    if let Some(refused) = lacks_run(principal, &id) {
+        return Json(refused).into_response();
     }
     if !accepts_stream(headers) {
         let answer = error(

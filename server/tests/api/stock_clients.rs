@@ -41,6 +41,18 @@ async fn setup() -> Setup {
 }
 
 impl Setup {
+    /// Registers the fixture a second time, as upstream `other`: the same tools and prompts.
+    async fn register_other(&self) {
+        let body = json!({"name": "other", "transport": "stdio",
+                          "command": crate::helpers::fixture_command()});
+        self.app
+            .post("/upstreams")
+            .as_(&self.admin)
+            .json(body)
+            .await
+            .expect_created();
+    }
+
     /// `PUT /settings/mcp` as the admin; must succeed.
     async fn settings(&self, document: Value) -> Value {
         let put = self
@@ -482,13 +494,7 @@ async fn every_node_binds_a_call_to_the_same_grant() {
 async fn upstream_names_are_listed_where_unique_and_receipts_keep_the_canonical_name() {
     let s = setup().await;
     let app = &s.app;
-    let body = json!({"name": "other", "transport": "stdio",
-                      "command": crate::helpers::fixture_command()});
-    app.post("/upstreams")
-        .as_(&s.admin)
-        .json(body)
-        .await
-        .expect_created();
+    s.register_other().await;
     for tool in ["mcp__fixture__add", "mcp__other__add"] {
         app.describe(&s.admin, tool, json!({"risk": ["read"]}))
             .await;
@@ -653,13 +659,7 @@ async fn a_stock_client_hears_how_its_parked_call_ends_by_repeating_it() {
 async fn prompts_follow_the_tool_names_setting() {
     let s = setup().await;
     let app = &s.app;
-    let body = json!({"name": "other", "transport": "stdio",
-                      "command": crate::helpers::fixture_command()});
-    app.post("/upstreams")
-        .as_(&s.admin)
-        .json(body)
-        .await
-        .expect_created();
+    s.register_other().await;
     let rules = json!({"rules": [
         {"id": "greet", "prompt": "mcp__fixture__greet", "mode": "allow"},
         {"id": "summary", "prompt": "mcp__fixture__summarize", "mode": "allow"},
