@@ -141,7 +141,9 @@ pub async fn list_policies() -> Result<Vec<crate::dto::PolicySummary>, AppError>
 pub async fn policy_editor(id: String) -> Result<crate::dto::PolicyEditorData, AppError> {
     let (s, p) = caller(Need::Scope(READ)).await?;
     let capabilities = s.config.capabilities();
-    Ok(aperture_core::policies::editor(&s.store, &p, &id, &capabilities).await?)
+    let mut data = aperture_core::policies::editor(&s.store, &p, &id, &capabilities).await?;
+    data.items = aperture_core::items::Exposure::catalog(&s.store, &p.tenant_id).await?;
+    Ok(data)
 }
 
 /// Saves a new version of policy `id`; `document` is the policy as JSON text.
@@ -277,7 +279,37 @@ pub async fn tools() -> Result<crate::dto::ToolsView, AppError> {
     let (s, p) = caller(Need::Scope(READ)).await?;
     let tools = aperture_core::catalog::list(&s.store, &p).await?;
     let upstreams = aperture_core::upstream::list(&s.store, &p).await?;
-    Ok(crate::dto::ToolsView { tools, upstreams })
+    let items = aperture_core::catalog::items(&s.store, &p).await?.items;
+    Ok(crate::dto::ToolsView {
+        tools,
+        upstreams,
+        items,
+    })
+}
+
+/// Decides on a resource's, template's or prompt's held change: `accept` or `keep_held`
+/// (admin, journaled), for the held definition the admin reviewed (`definition_hash`).
+#[server(prefix = "/ui", endpoint = "items/decide")]
+pub async fn decide_item_change(
+    kind: String,
+    upstream_id: String,
+    key: String,
+    decision: String,
+    definition_hash: String,
+) -> Result<crate::dto::ItemDecisionView, AppError> {
+    use aperture_core::catalog;
+    let (s, p) = caller(Need::Scope(ADMIN)).await?;
+    let request = crate::dto::ItemChangeRequest {
+        kind,
+        upstream_id,
+        key,
+        definition_hash: Some(definition_hash),
+    };
+    Ok(match decision.as_str() {
+        "accept" => catalog::accept_item(&s.store, &s.journal, &p, &request).await?,
+        "keep_held" => catalog::keep_item_held(&s.store, &s.journal, &p, &request).await?,
+        _ => return Err(AppError::invalid_field("decision", "accept or keep_held")),
+    })
 }
 
 /// Sets a tool's security descriptor.

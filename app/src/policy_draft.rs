@@ -24,6 +24,16 @@ pub const CONDITION_KINDS: [(&str, &str); 9] = [
     ("actor", "Actor is"),
 ];
 
+/// What a rule can select, with what the editor calls it.
+pub const SELECTS: [(&str, &str); 3] = [
+    ("tools", "Tools"),
+    ("resources", "Resources and templates"),
+    ("prompts", "Prompts"),
+];
+
+/// Condition keys a resource or prompt rule may add (its context).
+pub const CONTEXT_KINDS: [&str; 2] = ["environment", "actor"];
+
 /// Destinations a redaction profile can let output reach.
 pub const DESTINATIONS: [&str; 4] = ["llm", "mcp", "transcript", "logs"];
 
@@ -79,6 +89,16 @@ pub struct RuleDraft {
     pub key: u64,
     /// Rule id.
     pub id: String,
+    /// A key of [`SELECTS`]: what the rule selects.
+    pub selects: String,
+    /// Resource rules: the upstream's registered name (any upstream when empty).
+    pub resource_upstream: String,
+    /// Resource rules: a normalised URI, exact or a prefix ending `*`.
+    pub resource_uri: String,
+    /// Prompt rules: a canonical prompt name, exact or a prefix ending `*`.
+    pub prompt: String,
+    /// Tool rules: what the tools may ask of the calling client (`sampling`, …).
+    pub client_requests: Vec<String>,
     /// `match` conditions, all of which must hold.
     pub conditions: Vec<ConditionDraft>,
     /// Mode (wire name).
@@ -212,9 +232,33 @@ impl Draft {
                 rate_per_minute: opt_num(inv.rate_bucket.as_ref().map(|b| b.per_minute)),
             })
             .unwrap_or_default();
+        let selects = if rule.resource.is_some() {
+            "resources"
+        } else if rule.prompt.is_some() {
+            "prompts"
+        } else {
+            "tools"
+        };
         RuleDraft {
             key,
             id: rule.id.clone(),
+            selects: selects.into(),
+            resource_upstream: rule
+                .resource
+                .as_ref()
+                .and_then(|r| r.upstream.clone())
+                .unwrap_or_default(),
+            resource_uri: rule
+                .resource
+                .as_ref()
+                .map(|r| r.uri.clone())
+                .unwrap_or_default(),
+            prompt: rule.prompt.clone().unwrap_or_default(),
+            client_requests: rule
+                .client_requests
+                .iter()
+                .map(|c| c.as_str().to_owned())
+                .collect(),
             conditions,
             mode: rule.mode.as_str().to_owned(),
             reason: rule.reason.clone(),
@@ -238,6 +282,11 @@ impl Draft {
         self.rules.push(RuleDraft {
             key,
             id: format!("rule-{n}"),
+            selects: "tools".into(),
+            resource_upstream: String::new(),
+            resource_uri: String::new(),
+            prompt: String::new(),
+            client_requests: vec![],
             conditions: vec![condition],
             mode: Mode::Allow.as_str().into(),
             reason: String::new(),
@@ -270,15 +319,35 @@ impl Draft {
         self.rules.iter_mut().find(|r| r.key == key)
     }
 
-    /// Adds a condition to the rule with `key`.
+    /// Makes the rule with `key` select `selects` (a key of [`SELECTS`]). A resource or prompt
+    /// rule keeps only its context conditions (environment, actor) that have a value, and asks
+    /// nothing of the client.
+    pub fn set_selects(&mut self, key: u64, selects: &str) {
+        if let Some(r) = self.rule_mut(key) {
+            r.selects = selects.to_owned();
+            if selects != "tools" {
+                r.conditions.retain(|c| {
+                    CONTEXT_KINDS.contains(&c.kind.as_str()) && !c.value.trim().is_empty()
+                });
+            }
+        }
+    }
+
+    /// Adds a condition to the rule with `key` (of a kind it does not have yet, a context kind
+    /// for resource and prompt rules).
     pub fn add_condition(&mut self, rule: u64) {
         let key = self.key();
         if let Some(r) = self.rule_mut(rule) {
-            let kind = CONDITION_KINDS
+            let kinds: Vec<&str> = if r.selects == "tools" {
+                CONDITION_KINDS.iter().map(|(k, _)| *k).collect()
+            } else {
+                CONTEXT_KINDS.to_vec()
+            };
+            let kind = kinds
                 .iter()
-                .map(|(k, _)| *k)
+                .copied()
                 .find(|k| !r.conditions.iter().any(|c| c.kind == *k))
-                .unwrap_or("name");
+                .unwrap_or(kinds[0]);
             r.conditions.push(ConditionDraft {
                 key,
                 kind: kind.into(),
@@ -496,6 +565,36 @@ fn rule_document(at: &str, r: &RuleDraft, errors: &mut Vec<FieldError>) -> Value
         selector.insert(c.kind.clone(), value);
     }
     rule.insert("match".into(), Value::Object(selector));
+    match r.selects.as_str() {
+        "resources" => {
+            let mut sel = Map::new();
+            if !r.resource_upstream.trim().is_empty() {
+                sel.insert(
+                    "upstream".into(),
+                    Value::String(r.resource_upstream.trim().to_owned()),
+                );
+            }
+            sel.insert(
+                "uri".into(),
+                Value::String(r.resource_uri.trim().to_owned()),
+            );
+            rule.insert("resource".into(), Value::Object(sel));
+        }
+        "prompts" => {
+            rule.insert("prompt".into(), Value::String(r.prompt.trim().to_owned()));
+        }
+        _ => {
+            if !r.client_requests.is_empty() {
+                // In the order they were given (a stored policy reads back unchanged).
+                let asked = r
+                    .client_requests
+                    .iter()
+                    .map(|c| Value::String(c.clone()))
+                    .collect();
+                rule.insert("client_requests".into(), Value::Array(asked));
+            }
+        }
+    }
     rule.insert("mode".into(), Value::String(r.mode.clone()));
     rule.insert("reason".into(), Value::String(r.reason.clone()));
     if !r.redaction.is_empty() {
@@ -628,6 +727,58 @@ mod tests {
         let original = engine::validate::parse_policy(&stored()).unwrap();
         let again = engine::validate::parse_policy(&doc).unwrap();
         assert_eq!(original, again);
+    }
+
+    /// Issue 47: resource, prompt and client-request rules survive the editor. Without their
+    /// fields in the draft, saving an untouched policy turned a resource rule into a tool rule
+    /// with no conditions (every tool) and dropped what tools may ask of the client.
+    #[test]
+    fn resource_prompt_and_client_request_rules_round_trip_through_the_draft() {
+        let stored = json!({
+            "name": "items",
+            "rules": [
+                {"id": "docs", "match": {"environment": "prod"}, "mode": "allow",
+                 "resource": {"upstream": "fs", "uri": "file:///docs/*"}, "redaction": "safe",
+                 "invocation": {"max_result_bytes": 2048}},
+                {"id": "any-docs", "resource": {"uri": "docs://readme"}, "mode": "deny"},
+                {"id": "greet", "prompt": "mcp__fs__*", "mode": "hide", "match": {"actor": "bot"}},
+                {"id": "ask", "match": {"name": "mcp__fs__ask"}, "mode": "allow",
+                 "client_requests": ["roots", "sampling"]}
+            ]
+        });
+        let draft = Draft::from_document("items", &stored);
+        let selects: Vec<&str> = draft.rules.iter().map(|r| r.selects.as_str()).collect();
+        assert_eq!(selects, ["resources", "resources", "prompts", "tools"]);
+        let (doc, errors) = draft.document();
+        assert!(errors.is_empty(), "{errors:?}");
+        assert_eq!(
+            engine::validate::parse_policy(&stored).unwrap(),
+            engine::validate::parse_policy(&doc).unwrap()
+        );
+    }
+
+    #[test]
+    fn a_rule_switched_to_resources_or_prompts_selects_them_and_asks_nothing_of_the_client() {
+        let mut draft = Draft::new("p");
+        let key = draft.add_rule();
+        let r = draft.rule_mut(key).unwrap();
+        r.conditions.clear();
+        r.client_requests = vec!["elicitation".into()];
+        r.selects = "resources".into();
+        r.resource_uri = " docs://* ".into();
+        let (doc, _) = draft.document();
+        assert_eq!(doc["rules"][0]["resource"], json!({"uri": "docs://*"}));
+        assert!(doc["rules"][0].get("client_requests").is_none());
+        let r = draft.rule_mut(key).unwrap();
+        r.selects = "prompts".into();
+        r.prompt = "mcp__fs__greet".into();
+        let (doc, _) = draft.document();
+        assert_eq!(doc["rules"][0]["prompt"], "mcp__fs__greet");
+        assert!(doc["rules"][0].get("resource").is_none());
+        let r = draft.rule_mut(key).unwrap();
+        r.selects = "tools".into();
+        let (doc, _) = draft.document();
+        assert_eq!(doc["rules"][0]["client_requests"], json!(["elicitation"]));
     }
 
     #[test]

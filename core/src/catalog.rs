@@ -1,6 +1,8 @@
 //! The tool catalog as a service: `GET /tools`, the admin's `PUT /tools/{name}`, and drift
 //! triage (CONTRACT §14): the tenant's `GET`/`PUT /catalog/drift`, what a sync holds
-//! ([`triage`]), and the admin's `POST /tools/{name}:accept` and `:keep-held`.
+//! ([`triage`]), and the admin's `POST /tools/{name}:accept` and `:keep-held`; the same for
+//! resources, templates and prompts ([`triage_item`], `GET /catalog/items`,
+//! `POST /catalog/items:accept` and `:keep-held`).
 
 use engine::descriptor::ToolDescriptor;
 use engine::drift::{self, Definition, DriftClass, Settings};
@@ -9,7 +11,8 @@ use engine::scope;
 use serde_json::{Value, json};
 
 use aperture_types::dto::{
-    DescribeToolRequest, DriftDecisionRequest, DriftDecisionView, HeldView, ToolRowView,
+    CatalogItemView, CatalogItemsView, DescribeToolRequest, DriftDecisionRequest,
+    DriftDecisionView, HeldView, ItemChangeRequest, ItemDecisionView, ToolRowView,
 };
 use aperture_types::error::{AppError, ErrorCode, FieldError};
 
@@ -17,6 +20,7 @@ use crate::error::ServiceError;
 use crate::journal::Journal;
 use crate::principal::Principal;
 use crate::store::catalog::{Drift, Held, Revised};
+use crate::store::items::{ItemDrift, ItemRow, Kind};
 use crate::store::{self, Store};
 
 fn is_label(s: &str) -> bool {
@@ -409,4 +413,218 @@ fn validate_descriptor(
         return Err(AppError::invalid(fields).into());
     }
     Ok(())
+}
+
+/// The triage of a resource, template or prompt a sync lists as `listed` (whose hash is
+/// `definition_hash`), for the tenant's `settings`, at `now` (ms): as [`triage`] for tools, over
+/// the item's text ([`drift::classify_item`]) against the definition last accepted. A stored
+/// definition that does not parse is compared as nothing, so anything it says is a change.
+pub fn triage_item(
+    existing: &ItemRow,
+    listed: &Value,
+    definition_hash: &str,
+    settings: &Settings,
+    now: i64,
+) -> ItemDrift {
+    // Held for the same definition: it waits for an admin.
+    if existing.drift.held.is_some() && existing.definition_hash == definition_hash {
+        return existing.drift.clone();
+    }
+    let accepted = existing
+        .drift
+        .accepted
+        .clone()
+        .unwrap_or_else(|| existing.definition.clone());
+    let before: Value = serde_json::from_str(&accepted).unwrap_or(Value::Null);
+    let changes = drift::classify_item(&before, listed);
+    if !settings.holds(&changes) {
+        return ItemDrift::default();
+    }
+    ItemDrift {
+        accepted: Some(accepted),
+        held: Some(Held {
+            changes,
+            since: existing.drift.held.as_ref().map_or(now, |h| h.since),
+            kept_hash: None,
+        }),
+    }
+}
+
+/// `GET /catalog/items` (read): every resource, template and prompt the tenant's upstreams
+/// offer, by kind and key, held ones with their triage.
+pub async fn items(store: &Store, principal: &Principal) -> Result<CatalogItemsView, ServiceError> {
+    principal.require(scope::READ)?;
+    let tenant = &principal.tenant_id;
+    let upstreams = store::upstreams::list(store, tenant).await?;
+    let mut items = Vec::new();
+    for kind in [Kind::Resource, Kind::Template, Kind::Prompt] {
+        for row in store::items::list(store, tenant, kind).await? {
+            let Some(upstream) = upstreams.iter().find(|u| u.id == row.upstream_id) else {
+                continue;
+            };
+            items.push(item_view(row, &upstream.name));
+        }
+    }
+    Ok(CatalogItemsView { items })
+}
+
+fn item_view(row: ItemRow, upstream: &str) -> CatalogItemView {
+    let definition: Value = serde_json::from_str(&row.definition).unwrap_or(Value::Null);
+    let held = row.drift.held.as_ref().map(|held| {
+        let accepted: Value = row
+            .drift
+            .accepted
+            .as_deref()
+            .and_then(|a| serde_json::from_str(a).ok())
+            .unwrap_or(Value::Null);
+        HeldView {
+            changes: names(&held.changes),
+            since: store::rfc3339(held.since),
+            definition_hash: row.definition_hash.clone(),
+            accepted_definition_hash: engine::canonical::hash_value(&accepted),
+            accepted,
+            kept: held.kept_hash.is_some(),
+        }
+    });
+    CatalogItemView {
+        kind: row.kind.as_str().to_owned(),
+        upstream_id: row.upstream_id,
+        upstream: upstream.to_owned(),
+        key: row.key,
+        raw: row.raw,
+        flags: names(&drift::item_flags(&definition)),
+        definition,
+        definition_hash: row.definition_hash,
+        held,
+    }
+}
+
+/// `POST /catalog/items:accept` (admin, journaled with the old and new definition hashes): the
+/// held definition becomes the accepted one, and the item is listed and readable again (as the
+/// policy says).
+pub async fn accept_item(
+    store: &Store,
+    journal: &Journal,
+    principal: &Principal,
+    request: &ItemChangeRequest,
+) -> Result<ItemDecisionView, ServiceError> {
+    decide_item(store, journal, principal, request, true).await
+}
+
+/// `POST /catalog/items:keep-held` (admin, journaled): the item stays neither listed nor
+/// readable, and is not asked about again until the upstream changes it again.
+pub async fn keep_item_held(
+    store: &Store,
+    journal: &Journal,
+    principal: &Principal,
+    request: &ItemChangeRequest,
+) -> Result<ItemDecisionView, ServiceError> {
+    decide_item(store, journal, principal, request, false).await
+}
+
+async fn decide_item(
+    store: &Store,
+    journal: &Journal,
+    principal: &Principal,
+    request: &ItemChangeRequest,
+    accept: bool,
+) -> Result<ItemDecisionView, ServiceError> {
+    principal.require(scope::ADMIN)?;
+    let kind = match request.kind.as_str() {
+        "resource" => Kind::Resource,
+        "template" => Kind::Template,
+        "prompt" => Kind::Prompt,
+        _ => {
+            return Err(AppError::invalid_field("kind", "resource, template or prompt").into());
+        }
+    };
+    let tenant = &principal.tenant_id;
+    let current = store::items::of_upstream(store, tenant, &request.upstream_id, kind)
+        .await?
+        .into_iter()
+        .find(|r| r.key == request.key)
+        .ok_or_else(|| AppError::not_found("item"))?;
+    let Some(held) = &current.drift.held else {
+        return Err(AppError::new(
+            ErrorCode::Conflict,
+            format!("no change of {} is held", request.key),
+        )
+        .into());
+    };
+    if let Some(seen) = &request.definition_hash
+        && *seen != current.definition_hash
+    {
+        return Err(AppError {
+            code: ErrorCode::Conflict,
+            message: format!(
+                "{} changed since it was reviewed: its held definition is now {}",
+                request.key, current.definition_hash
+            ),
+            details: Some(aperture_types::error::ErrorDetails {
+                fields: vec![FieldError {
+                    path: "definition_hash".into(),
+                    message: "not the held definition's hash".into(),
+                }],
+            }),
+        }
+        .into());
+    }
+    let accepted: Value = current
+        .drift
+        .accepted
+        .as_deref()
+        .and_then(|a| serde_json::from_str(a).ok())
+        .unwrap_or(Value::Null);
+    let view = ItemDecisionView {
+        kind: request.kind.clone(),
+        upstream_id: current.upstream_id.clone(),
+        key: current.key.clone(),
+        decision: if accept { "accept" } else { "keep_held" }.to_owned(),
+        changes: names(&held.changes),
+        accepted_definition_hash: engine::canonical::hash_value(&accepted),
+        definition_hash: current.definition_hash.clone(),
+    };
+    // Journaled before the catalog changes: nothing is decided that is not recorded.
+    journal
+        .admin(
+            tenant,
+            &principal.author(),
+            Decision::Allow,
+            ReasonCode::Ok,
+            if accept {
+                "item.accept"
+            } else {
+                "item.keep_held"
+            },
+            serde_json::to_value(&view).map_err(anyhow::Error::from)?,
+        )
+        .await?;
+    let drift = if accept {
+        ItemDrift::default()
+    } else {
+        let mut kept = current.drift.clone();
+        if let Some(h) = &mut kept.held {
+            h.kept_hash = Some(current.definition_hash.clone());
+        }
+        kept
+    };
+    let written = store::items::set_drift_if(
+        store,
+        tenant,
+        (&current.upstream_id, kind, &current.key),
+        &current.definition_hash,
+        &drift,
+    )
+    .await?;
+    if !written {
+        return Err(AppError::new(
+            ErrorCode::Conflict,
+            format!(
+                "{} changed while it was decided; review it again",
+                request.key
+            ),
+        )
+        .into());
+    }
+    Ok(view)
 }

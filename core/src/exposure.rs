@@ -601,11 +601,22 @@ pub async fn detail(
     for f in forks {
         fork_views.push(view(store, f).await?);
     }
+    let ctx = engine::policy::ExposureContext {
+        environment: s.environment.clone(),
+        actor: s.actor_id.clone(),
+        preset: None,
+        entity: None,
+    };
+    let (resources, resource_templates, prompts) =
+        crate::items::Exposure::listed_for(store, &s.tenant_id, ctx).await?;
     Ok(aperture_types::dto::SessionDetail {
         session: view(store, s).await?,
         manifest,
         forks: fork_views,
         drifted,
+        resources,
+        resource_templates,
+        prompts,
     })
 }
 

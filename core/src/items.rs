@@ -8,7 +8,8 @@
 //! expands to is allowed ([`engine::policy::Policy::select_template`]); a URI no listed
 //! resource names is readable only as the expansion of a listed template, and only when the
 //! URI itself is allowed; a prompt when its rule allows it. Anything else — unknown, hidden,
-//! denied, offered by two upstreams — is refused alike (the caller sees "not found").
+//! denied, offered by two upstreams, held by drift triage — is refused alike (the caller sees
+//! "not found").
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -80,13 +81,9 @@ impl Exposure {
         principal.may_use(environment)?;
         let (policy, policy_version) =
             policies::effective(store, &principal.tenant_id, environment).await?;
-        let upstreams = store::upstreams::list(store, &principal.tenant_id)
-            .await?
-            .into_iter()
-            .map(|u| (u.id, u.name))
-            .collect();
-        let tenant = &principal.tenant_id;
-        Ok(Self::from_parts(
+        Self::of_actor(
+            store,
+            &principal.tenant_id,
             policy,
             policy_version,
             ExposureContext {
@@ -95,11 +92,107 @@ impl Exposure {
                 preset: None,
                 entity: None,
             },
+        )
+        .await
+    }
+
+    /// The parts for `ctx` in `tenant_id` under `policy` (the caller chose it).
+    async fn of_actor(
+        store: &Store,
+        tenant_id: &str,
+        policy: Policy,
+        policy_version: u64,
+        ctx: ExposureContext,
+    ) -> Result<Self, ServiceError> {
+        let upstreams = store::upstreams::list(store, tenant_id)
+            .await?
+            .into_iter()
+            .map(|u| (u.id, u.name))
+            .collect();
+        Ok(Self::from_parts(
+            policy,
+            policy_version,
+            ctx,
             upstreams,
-            store::items::list(store, tenant, Kind::Resource).await?,
-            store::items::list(store, tenant, Kind::Template).await?,
-            store::items::list(store, tenant, Kind::Prompt).await?,
+            store::items::list(store, tenant_id, Kind::Resource).await?,
+            store::items::list(store, tenant_id, Kind::Template).await?,
+            store::items::list(store, tenant_id, Kind::Prompt).await?,
         ))
+    }
+
+    /// What the session `ctx` describes may list under the policy active in its environment now
+    /// (the sessions page: resources and prompts are decided per request, not pinned in a
+    /// manifest): `(resources, templates, prompts)` as `resources/list`,
+    /// `resources/templates/list` and `prompts/list` would answer, prompts under their canonical
+    /// names.
+    pub async fn listed_for(
+        store: &Store,
+        tenant_id: &str,
+        ctx: ExposureContext,
+    ) -> Result<(Vec<Value>, Vec<Value>, Vec<Value>), ServiceError> {
+        let (policy, version) = policies::effective(store, tenant_id, &ctx.environment).await?;
+        let e = Self::of_actor(store, tenant_id, policy, version, ctx).await?;
+        Ok((e.resources(), e.templates(), e.prompts()))
+    }
+
+    /// The tenant's catalogued resources, templates and prompts as the policy preview takes
+    /// them ([`engine::preview::CatalogItem`]): each with its upstream's name and whether it
+    /// routes to exactly one upstream, which no policy changes.
+    pub async fn catalog(
+        store: &Store,
+        tenant_id: &str,
+    ) -> Result<Vec<engine::preview::CatalogItem>, ServiceError> {
+        let ctx = ExposureContext {
+            environment: String::new(),
+            actor: String::new(),
+            preset: None,
+            entity: None,
+        };
+        let nothing = Policy {
+            name: "catalog".into(),
+            default_mode: Mode::Hide,
+            rules: vec![],
+            redaction_profiles: Default::default(),
+        };
+        Ok(Self::of_actor(store, tenant_id, nothing, 0, ctx)
+            .await?
+            .items())
+    }
+
+    /// Every catalogued item with whether it routes to exactly one upstream: a resource that
+    /// one upstream offers and no other's template expands to, a template in conflict with
+    /// none ([`Self::template_conflicted`]), a prompt one upstream offers. An item whose
+    /// upstream is gone is left out.
+    pub fn items(&self) -> Vec<engine::preview::CatalogItem> {
+        use engine::preview::{CatalogItem, ItemKind};
+        let mut out = Vec::new();
+        let rows = [
+            (ItemKind::Resource, &self.resources),
+            (ItemKind::Template, &self.templates),
+            (ItemKind::Prompt, &self.prompts),
+        ];
+        for (kind, rows) in rows {
+            for row in rows {
+                let Some(upstream) = self.upstreams.get(&row.upstream_id) else {
+                    continue;
+                };
+                let routable = match kind {
+                    ItemKind::Resource => self.candidates(&row.key).len() == 1,
+                    ItemKind::Template => !self.template_conflicted(row),
+                    ItemKind::Prompt => {
+                        self.prompts.iter().filter(|r| r.key == row.key).count() == 1
+                    }
+                };
+                out.push(CatalogItem {
+                    kind,
+                    upstream: upstream.clone(),
+                    key: row.key.clone(),
+                    routable,
+                    held: row.drift.held.is_some(),
+                });
+            }
+        }
+        out
     }
 
     /// An exposure of given parts.
@@ -157,9 +250,11 @@ impl Exposure {
         self.resources
             .iter()
             .filter(|row| {
-                self.upstreams
-                    .get(&row.upstream_id)
-                    .is_some_and(|up| self.resource_mode(up, &row.key) == Mode::Allow)
+                row.drift.held.is_none()
+                    && self
+                        .upstreams
+                        .get(&row.upstream_id)
+                        .is_some_and(|up| self.resource_mode(up, &row.key) == Mode::Allow)
                     && self.candidates(&row.key).len() == 1
             })
             .map(|row| listed(row, "uri"))
@@ -196,7 +291,9 @@ impl Exposure {
         let Some(upstream) = self.upstreams.get(&row.upstream_id) else {
             return false;
         };
-        !self.template_conflicted(row) && self.template_mode(upstream, &row.key) == Mode::Allow
+        row.drift.held.is_none()
+            && !self.template_conflicted(row)
+            && self.template_mode(upstream, &row.key) == Mode::Allow
     }
 
     /// Whether a URI `row` expands to could also be another upstream's: another upstream's
@@ -294,6 +391,10 @@ impl Exposure {
         };
         let selection = self.policy.select_resource(upstream, uri, &self.ctx);
         if let Some(row) = self.resources.iter().find(|r| r.key == uri) {
+            if row.drift.held.is_some() {
+                // Held by drift triage: not listed, so not readable.
+                return refused;
+            }
             return self.route(row, uri, selection.mode, selection.rule);
         }
         let matching: Vec<&ItemRow> = self
@@ -323,7 +424,7 @@ impl Exposure {
                 rule_id: None,
             };
         };
-        if !self.upstreams.contains_key(&row.upstream_id) {
+        if !self.upstreams.contains_key(&row.upstream_id) || row.drift.held.is_some() {
             return Route::Refused {
                 denied: false,
                 rule_id: None,
@@ -937,6 +1038,7 @@ mod tests {
             raw: key.to_owned(),
             definition: json!({"name": key}).to_string(),
             definition_hash: String::new(),
+            drift: Default::default(),
         }
     }
 
@@ -1136,5 +1238,63 @@ mod tests {
                 prop_assert_eq!(got, prompts.iter().any(|p| p == name), "{}", name);
             }
         }
+    }
+
+    /// Issue 47: a resource, template or prompt whose change drift triage holds is neither
+    /// listed nor readable, and the preview's catalog says it is held.
+    #[test]
+    fn a_held_item_is_neither_listed_nor_readable() {
+        let held = || crate::store::items::ItemDrift {
+            accepted: Some("{}".into()),
+            held: Some(crate::store::items::Held {
+                changes: vec![engine::drift::DriftClass::HiddenCharacters],
+                since: 1,
+                kept_hash: None,
+            }),
+        };
+        let mut e = exposure(
+            json!([{"id": "docs", "resource": {"uri": "docs://*"}, "mode": "allow"},
+                   {"id": "all", "prompt": "*", "mode": "allow"}]),
+            &[("a", "docs://readme"), ("a", "docs://guide")],
+            &[("a", "docs://pages/{page}")],
+        );
+        assert_eq!(
+            keys(&e.resources(), "uri"),
+            ["docs://readme", "docs://guide"]
+        );
+        assert!(matches!(
+            e.route_read("docs://readme"),
+            Route::Allowed { .. }
+        ));
+        assert!(matches!(
+            e.route_read("docs://pages/x"),
+            Route::Allowed { .. }
+        ));
+        e.resources[0].drift = held();
+        e.templates[0].drift = held();
+        e.prompts[0].drift = held();
+        assert_eq!(keys(&e.resources(), "uri"), ["docs://guide"]);
+        assert!(e.templates().is_empty());
+        assert_eq!(keys(&e.prompts(), "name"), ["mcp__a__secret"]);
+        for uri in ["docs://readme", "docs://pages/x"] {
+            assert!(
+                matches!(e.route_read(uri), Route::Refused { denied: false, .. }),
+                "{uri}"
+            );
+        }
+        assert!(matches!(
+            e.route_prompt("mcp__a__greet"),
+            Route::Refused { denied: false, .. }
+        ));
+        let catalog = e.items();
+        let readme = catalog.iter().find(|i| i.key == "docs://readme").unwrap();
+        assert!(readme.held && readme.routable);
+        assert!(
+            !catalog
+                .iter()
+                .find(|i| i.key == "docs://guide")
+                .unwrap()
+                .held
+        );
     }
 }

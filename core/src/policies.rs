@@ -216,6 +216,8 @@ pub async fn editor(
         versions,
         active_in,
         catalog: store::catalog::list_exposable(store, &principal.tenant_id).await?,
+        // The caller adds them (`items::Exposure::catalog`; items decide through this module).
+        items: vec![],
         capabilities: caps.clone(),
         builtin,
     })
@@ -366,12 +368,14 @@ pub async fn effective(
     }
 }
 
-/// `POST /policies:preview`: per-tool modes, narrowed schemas and hashes of a draft, computed by
-/// the same engine function the dashboard runs in the browser. The catalog is the tools given
-/// in the request (the tenant's imported tools join it with the upstream connectors).
+/// `POST /policies:preview`: per-tool modes, narrowed schemas and hashes of a draft, and what it
+/// says of each of `items` (the tenant's resources, templates and prompts,
+/// `items::Exposure::catalog`), computed by the same engine function the dashboard runs in the
+/// browser. The tool catalog is the tools given in the request.
 pub fn preview(
     principal: &Principal,
     mut request: PreviewRequest,
+    items: &[engine::preview::CatalogItem],
     caps: &RuntimeCapabilities,
 ) -> Result<engine::preview::Preview, ServiceError> {
     principal.require(scope::READ)?;
@@ -401,6 +405,7 @@ pub fn preview(
         &request.policy,
         caps,
         request.tools,
+        items,
         &ctx,
         &engine::narrow::ValidatorCache::new(),
     ))

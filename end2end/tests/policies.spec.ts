@@ -317,3 +317,63 @@ test("editing a rule near the top of a long policy marks the change in the previ
   await expect(page.getByTestId("preview")).toBeInViewport();
   await expect(page.getByRole("button", { name: "Unpin the preview" })).toHaveAttribute("aria-pressed", "true");
 });
+
+test("a rule for resources or prompts previews them as it is typed, and survives saving", async ({ page, request }) => {
+  await signIn(page);
+  await page.goto("/policies/e2e-items");
+  await hydrated(page);
+  const resource = (uri: string) => page.getByTestId("preview-resources").locator(`tr[data-item="${uri}"]`);
+  const prompt = (name: string) => page.getByTestId("preview-prompts").locator(`tr[data-item="${name}"]`);
+  // No rule names them: every resource and prompt is hidden, whatever default_mode says.
+  await page.getByLabel("Mode of tools no rule matches").selectOption("allow");
+  await expect(resource("docs://readme")).toHaveAttribute("data-mode", "hide");
+  await expect(prompt("mcp__fixture__greet")).toHaveAttribute("data-mode", "hide");
+
+  await page.getByRole("button", { name: "Add rule" }).click();
+  const docs = page.getByTestId("rule-0");
+  await docs.getByLabel("Selects").selectOption("resources");
+  await docs.getByLabel("URI (exact, or a prefix ending *)").fill("docs://*");
+  await expect(resource("docs://readme")).toHaveAttribute("data-mode", "allow");
+  await expect(resource("docs://readme")).toContainText("rule-1");
+  await expect(page.getByTestId("preview-templates").locator('tr[data-item="docs://pages/{page}"]')).toHaveAttribute(
+    "data-listed",
+    "true",
+  );
+  await expect(resource("secret://keys/one")).toHaveAttribute("data-mode", "hide");
+  // A tool condition does not belong on a resource rule: the error is next to the rule.
+  await docs.getByRole("button", { name: "Add condition" }).click();
+  await docs.getByLabel("Condition", { exact: true }).selectOption("family");
+  await docs.getByLabel("Value", { exact: true }).fill("x");
+  await expect(page.getByTestId("problems")).toContainText("rules[0].match");
+  await docs.getByRole("button", { name: "Remove condition" }).click();
+  await expect(page.getByTestId("problems")).toContainText("No problems");
+
+  await page.getByRole("button", { name: "Add rule" }).click();
+  const greet = page.getByTestId("rule-1");
+  await greet.getByLabel("Selects").selectOption("prompts");
+  await greet.getByLabel("Prompt (canonical name, or a prefix ending *)").fill("mcp__fixture__greet");
+  await expect(prompt("mcp__fixture__greet")).toHaveAttribute("data-mode", "allow");
+  await greet.getByLabel("Mode", { exact: true }).selectOption("deny");
+  await expect(prompt("mcp__fixture__greet")).toHaveAttribute("data-mode", "deny");
+  await expect(prompt("mcp__fixture__greet")).toHaveAttribute("data-changed", "true");
+
+  // A tool rule says what its tools may ask of the client.
+  await page.getByRole("button", { name: "Add rule" }).click();
+  const ask = page.getByTestId("rule-2");
+  await ask.getByLabel("Value", { exact: true }).fill(ECHO);
+  await ask.getByLabel("elicitation", { exact: true }).check();
+
+  await page.getByRole("button", { name: "Review changes" }).click();
+  await page.getByRole("button", { name: "Save as version 1" }).click();
+  await expect(page.getByTestId("policy-version")).toContainText("Version 1 saved by user:admin");
+
+  // Rendered again by the server: the rules are still what they select.
+  await page.reload();
+  await hydrated(page);
+  await expect(page.getByTestId("rule-0").getByLabel("Selects")).toHaveValue("resources");
+  await expect(page.getByTestId("rule-0").getByLabel("URI (exact, or a prefix ending *)")).toHaveValue("docs://*");
+  await expect(page.getByTestId("rule-1").getByLabel("Selects")).toHaveValue("prompts");
+  await expect(page.getByTestId("rule-2").getByLabel("elicitation", { exact: true })).toBeChecked();
+  await expect(resource("docs://readme")).toHaveAttribute("data-mode", "allow");
+  await expect(page.getByTestId("policy-version")).not.toContainText("unsaved changes");
+});

@@ -4,6 +4,8 @@
 //!
 //! - [`classify`]: every class a change falls into, in [`DriftClass`] order.
 //! - [`flags`]: the risky content a definition carries at all (for a tool seen the first time).
+//! - [`classify_item`] and [`item_flags`]: the same over the text of resources, resource
+//!   templates and prompts.
 //! - [`schema_relation`]: whether one input schema accepts more, fewer or other arguments than
 //!   another (or says other things about them: a changed `default` or `examples` is "other"). It
 //!   is conservative: it says `Wider` or `Narrower` only when every keyword that differs moves
@@ -435,6 +437,102 @@ pub fn flags(definition: &Definition) -> Vec<DriftClass> {
         if texts.iter().any(|t| !find(t).is_empty()) {
             out.push(class);
         }
+    }
+    out
+}
+
+/// The classes of the change of a resource, resource template or prompt (its definition as
+/// listed) from `accepted` to `current`: drift triage over their text. `title` when `title`,
+/// `name` (of a resource or template: what a client shows) or `annotations.title` changed;
+/// `description` when its description or the prose of a prompt's arguments changed; the three
+/// detectors over every string but its URI or URI template (the item's identity, which cannot
+/// change under one key); `input_changed` when a prompt's arguments changed otherwise (names,
+/// `required`). Anything else (a MIME type, a size) is no class: nothing a model reads as
+/// prose or a caller sends.
+pub fn classify_item(accepted: &Value, current: &Value) -> Vec<DriftClass> {
+    let mut classes = BTreeSet::new();
+    // A prompt's `name` is its key; a resource's or template's is what a client shows.
+    let is_prompt = |v: &Value| v.get("uri").is_none() && v.get("uriTemplate").is_none();
+    let shown = |v: &Value| {
+        (
+            v.get("title").cloned(),
+            v.get("name").cloned().filter(|_| !is_prompt(v)),
+            v.get("annotations").and_then(|a| a.get("title")).cloned(),
+        )
+    };
+    if shown(accepted) != shown(current) {
+        classes.insert(DriftClass::Title);
+    }
+    let prose = |v: &Value| {
+        let mut out: Vec<String> = v
+            .get("description")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+            .into_iter()
+            .collect();
+        if let Some(arguments) = v.get("arguments") {
+            let mut texts = Vec::new();
+            schema_texts(arguments, &mut texts);
+            out.extend(texts.into_iter().map(str::to_owned));
+        }
+        out
+    };
+    if prose(accepted) != prose(current) {
+        classes.insert(DriftClass::Description);
+    }
+    let (before, after) = (item_strings(accepted), item_strings(current));
+    for (class, find) in [
+        (
+            DriftClass::InstructionsAdded,
+            instruction_markers as fn(&str) -> BTreeSet<String>,
+        ),
+        (DriftClass::HiddenCharacters, hidden_characters),
+        (DriftClass::UrlsAdded, addresses),
+    ] {
+        if !added(&before, &after, find).is_empty() {
+            classes.insert(class);
+        }
+    }
+    if strip_prose(accepted.get("arguments")) != strip_prose(current.get("arguments")) {
+        classes.insert(DriftClass::InputChanged);
+    }
+    classes.into_iter().collect()
+}
+
+/// The risky content a resource, template or prompt definition carries at all (as
+/// [`flags`] for tools), its URI or URI template left out.
+pub fn item_flags(definition: &Value) -> Vec<DriftClass> {
+    let texts = item_strings(definition);
+    let mut out = Vec::new();
+    for (class, find) in [
+        (
+            DriftClass::InstructionsAdded,
+            instruction_markers as fn(&str) -> BTreeSet<String>,
+        ),
+        (DriftClass::HiddenCharacters, hidden_characters),
+        (DriftClass::UrlsAdded, addresses),
+    ] {
+        if texts.iter().any(|t| !find(t).is_empty()) {
+            out.push(class);
+        }
+    }
+    out
+}
+
+/// Every string of an item's definition, member names included, but the value of its top-level
+/// `uri` or `uriTemplate` (its identity: a resource at `https://…` is not a URL added to text).
+fn item_strings(definition: &Value) -> Vec<&str> {
+    let mut out = Vec::new();
+    match definition {
+        Value::Object(map) => {
+            for (k, v) in map {
+                out.push(k.as_str());
+                if k != "uri" && k != "uriTemplate" {
+                    every_string(v, &mut out);
+                }
+            }
+        }
+        other => every_string(other, &mut out),
     }
     out
 }

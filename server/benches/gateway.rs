@@ -29,7 +29,9 @@
 //! record committed durably before the upstream is called and another before the answer,
 //! nothing else.
 //! Reports calls/s and p50/p90/p99 latency of each path, the latency the gateway adds, and
-//! the gateway's throughput and p50 as ratios of the others. Results: `docs/benchmarks.md`.
+//! the gateway's throughput and p50 as ratios of the others. Then `resources/read` of one
+//! resource, through the gateway (a resource rule allowing it) and from the upstream directly.
+//! Results: `docs/benchmarks.md`.
 
 #![expect(clippy::expect_used, reason = "a benchmark harness")]
 
@@ -932,6 +934,92 @@ async fn main() -> anyhow::Result<()> {
             ratio(gateway, floor)
         );
     }
+
+    // `resources/read` of one resource: through the gateway (a resource rule allows it; a read
+    // is decided and journaled like a call: one signed record of the decision and one of the
+    // outcome) and from the upstream directly. The policy is activated only now, so the
+    // `tools/call` paths above run under the same policy as before resources existed.
+    let policy = json!({"rules": [
+        {"id": "reads", "match": {"risk_exactly": ["read"]}, "mode": "allow"},
+        {"id": "docs", "resource": {"uri": "docs://*"}, "mode": "allow"}
+    ]});
+    for (path, body) in [
+        ("/policies/bench", policy),
+        ("/policies/bench:activate", json!({})),
+    ] {
+        let request = if path.ends_with(":activate") {
+            client.post(format!("{api}{path}"))
+        } else {
+            client.put(format!("{api}{path}"))
+        };
+        let answer = request.bearer_auth(&admin).json(&body).send().await?;
+        anyhow::ensure!(
+            answer.status().is_success(),
+            "{path}: {}",
+            answer.text().await?
+        );
+    }
+    let urls: Vec<String> = bases.iter().map(|b| format!("{b}/mcp")).collect();
+    let gateway_read = {
+        let (client, agent) = (client.clone(), agent.clone());
+        Arc::new(move |n: usize| {
+            let (client, agent) = (client.clone(), agent.clone());
+            let url = urls[n % urls.len()].clone();
+            async move {
+                let body = json!({"jsonrpc": "2.0", "id": n, "method": "resources/read",
+                                  "params": {"uri": "docs://readme"}});
+                let answer: Value = client
+                    .post(&url)
+                    .bearer_auth(&agent)
+                    .json(&body)
+                    .send()
+                    .await
+                    .expect("an answer")
+                    .json()
+                    .await
+                    .expect("JSON");
+                assert_eq!(
+                    answer["result"]["contents"][0]["text"], "Read me first.",
+                    "{answer}"
+                );
+            }
+        })
+    };
+    let reader = connect(upstream_url.clone()).await?;
+    let direct_read = Arc::new(move |_: usize| {
+        let reader = reader.clone();
+        async move {
+            reader
+                .read_resource("docs://readme", Duration::from_secs(10))
+                .await
+                .expect("upstream answers");
+        }
+    });
+    {
+        let (g, d) = (gateway_read.clone(), direct_read.clone());
+        drive(500, concurrency, move |n| g(n)).await;
+        drive(500, concurrency, move |n| d(n)).await;
+    }
+    let read_direct = phase(
+        "resources/read, upstream called directly",
+        calls,
+        concurrency,
+        direct_read,
+        None,
+    )
+    .await;
+    let read_gateway = phase(
+        "resources/read through the gateway (/mcp, journaled, signed)",
+        calls,
+        concurrency,
+        gateway_read,
+        None,
+    )
+    .await;
+    println!(
+        "resources/read, gateway / direct: {}",
+        ratio(read_gateway, read_direct)
+    );
     drop(nginx);
     if let Some((admin, name)) = postgres {
         store.close().await;

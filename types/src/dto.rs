@@ -253,6 +253,9 @@ pub struct PolicyEditorData {
     pub active_in: Vec<String>,
     /// The tenant's tool catalog.
     pub catalog: Vec<engine::descriptor::ToolDescriptor>,
+    /// The tenant's catalogued resources, resource templates and prompts.
+    #[serde(default)]
+    pub items: Vec<engine::preview::CatalogItem>,
     /// What the deployment can enforce (validation depends on it).
     pub capabilities: engine::validate::RuntimeCapabilities,
     /// Whether the policy is the built-in one (read-only).
@@ -474,6 +477,21 @@ pub struct ItemsReport {
     pub refused: Vec<RefusedItemView>,
     /// Items another upstream offers too: exposed by neither until one stops.
     pub shared: Vec<SharedItemView>,
+    /// Items whose change the tenant's drift triage holds: neither listed nor readable until an
+    /// admin accepts it.
+    #[serde(default)]
+    pub held: Vec<HeldItemView>,
+}
+
+/// A resource, template or prompt held by drift triage, and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeldItemView {
+    /// `resource`, `template` or `prompt`.
+    pub kind: String,
+    /// The normalised URI, the template or the canonical prompt name.
+    pub key: String,
+    /// The classes of the change.
+    pub changes: Vec<String>,
 }
 
 /// A resource, template or prompt a sync did not catalogue.
@@ -783,6 +801,75 @@ pub struct DriftDecisionRequest {
     pub definition_hash: Option<String>,
 }
 
+/// `GET /catalog/items`: one resource, resource template or prompt an upstream offers, held
+/// ones with their triage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CatalogItemView {
+    /// `resource`, `template` or `prompt`.
+    pub kind: String,
+    /// `ups_…`
+    pub upstream_id: String,
+    /// The upstream's registered name.
+    pub upstream: String,
+    /// The normalised URI, the URI template, or the canonical prompt name.
+    pub key: String,
+    /// As the upstream names it.
+    pub raw: String,
+    /// As listed.
+    pub definition: serde_json::Value,
+    /// `sha256:` of its canonical JSON.
+    pub definition_hash: String,
+    /// The risky content it carries at all (`instructions_added`, `hidden_characters`,
+    /// `urls_added`).
+    pub flags: Vec<String>,
+    /// Set while a change of it is held (`accepted` is the definition accepted before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub held: Option<HeldView>,
+}
+
+/// `GET /catalog/items`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CatalogItemsView {
+    /// By kind, key, then upstream.
+    pub items: Vec<CatalogItemView>,
+}
+
+/// `POST /catalog/items:accept` and `:keep-held`: which item, and optionally the held
+/// definition reviewed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ItemChangeRequest {
+    /// `resource`, `template` or `prompt`.
+    pub kind: String,
+    /// `ups_…`
+    pub upstream_id: String,
+    /// The normalised URI, the URI template, or the canonical prompt name.
+    pub key: String,
+    /// The held definition's hash the admin reviewed; when given and the item changed since,
+    /// nothing is decided (409).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub definition_hash: Option<String>,
+}
+
+/// What was decided about a held item, as journaled.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ItemDecisionView {
+    /// `resource`, `template` or `prompt`.
+    pub kind: String,
+    /// `ups_…`
+    pub upstream_id: String,
+    /// The item.
+    pub key: String,
+    /// `accept` or `keep_held`.
+    pub decision: String,
+    /// The classes of the change.
+    pub changes: Vec<String>,
+    /// The hash of the definition accepted before.
+    pub accepted_definition_hash: String,
+    /// The held definition's hash (accepted now, or kept held).
+    pub definition_hash: String,
+}
+
 /// The Tools page: the catalog and the upstream servers it comes from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ToolsView {
@@ -790,6 +877,9 @@ pub struct ToolsView {
     pub tools: Vec<ToolRowView>,
     /// Registered upstream MCP servers.
     pub upstreams: Vec<UpstreamView>,
+    /// Their resources, resource templates and prompts.
+    #[serde(default)]
+    pub items: Vec<CatalogItemView>,
 }
 
 /// One session with its latest manifest and its forks.
@@ -803,6 +893,17 @@ pub struct SessionDetail {
     pub forks: Vec<SessionView>,
     /// Tools of the manifest whose catalog definition changed after it was granted.
     pub drifted: Vec<String>,
+    /// The resources the session's actor may list (and read) in its environment under the
+    /// policy active there now, as `resources/list` answers (decided per request, not pinned in
+    /// the manifest).
+    #[serde(default)]
+    pub resources: Vec<serde_json::Value>,
+    /// The resource templates, as `resources/templates/list` answers.
+    #[serde(default)]
+    pub resource_templates: Vec<serde_json::Value>,
+    /// The prompts, under their canonical names, as `prompts/list` answers.
+    #[serde(default)]
+    pub prompts: Vec<serde_json::Value>,
 }
 
 /// A hosted agent (`GET /agents`, the agents page).

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use engine::catalog::CatalogTool;
 use engine::narrow::ValidatorCache;
 use engine::policy::{ExposureContext, Mode};
-use engine::preview::Preview;
+use engine::preview::{Preview, PreviewItem};
 use leptos::prelude::*;
 use leptos_router::hooks::use_params_map;
 
@@ -17,8 +17,8 @@ use crate::dto::{PolicyEditorData, PolicyVersionView, ReplayReport};
 use crate::error::FieldError;
 use crate::layout::use_me;
 use crate::policy_draft::{
-    CONDITION_KINDS, DESTINATIONS, Draft, InvocationDraft, ProfileDraft, RuleDraft, concerns,
-    diff_lines,
+    CONDITION_KINDS, DESTINATIONS, Draft, InvocationDraft, ProfileDraft, RuleDraft, SELECTS,
+    concerns, diff_lines,
 };
 
 /// `/policies/{id}`.
@@ -124,11 +124,45 @@ fn to_fields(errors: &[engine::validate::FieldError]) -> impl Iterator<Item = Fi
     })
 }
 
-/// Per tool, what differs between two previews: its mode, its deciding rule, its advertised
-/// schema (`schemaHash`), or its presence.
+/// The key of a resource, template or prompt among the preview's marks (tools are marked by
+/// name, which never contains a space).
+fn item_mark(kind: &str, item: &PreviewItem) -> String {
+    format!("{kind} {} {}", item.upstream, item.key)
+}
+
+/// Per tool, resource, template and prompt, what differs between two previews: its mode, its
+/// deciding rule, a tool's advertised schema (`schemaHash`), or its presence.
 fn what_changed(before: &Preview, now: &Preview) -> std::collections::BTreeMap<String, String> {
     let rule = |r: &Option<String>| r.clone().unwrap_or_else(|| "default".into());
     let mut changes = std::collections::BTreeMap::new();
+    let lists = [
+        ("resource", &before.resources, &now.resources),
+        (
+            "template",
+            &before.resource_templates,
+            &now.resource_templates,
+        ),
+        ("prompt", &before.prompts, &now.prompts),
+    ];
+    for (kind, before, now) in lists {
+        for i in now {
+            let mark = item_mark(kind, i);
+            let Some(b) = before.iter().find(|b| item_mark(kind, b) == mark) else {
+                continue;
+            };
+            let mut what = Vec::new();
+            if b.mode != i.mode {
+                what.push(format!("mode {} → {}", b.mode.as_str(), i.mode.as_str()));
+            }
+            if b.rule_id != i.rule_id {
+                let rule = |r: &Option<String>| r.clone().unwrap_or_else(|| "none".into());
+                what.push(format!("rule {} → {}", rule(&b.rule_id), rule(&i.rule_id)));
+            }
+            if !what.is_empty() {
+                changes.insert(mark, what.join("; "));
+            }
+        }
+    }
     for t in &now.tools {
         let Some(b) = before.tools.iter().find(|b| b.name == t.name) else {
             changes.insert(t.name.clone(), "new in the preview".to_owned());
@@ -184,6 +218,7 @@ fn Editor(data: PolicyEditorData) -> impl IntoView {
 
     let catalog: Arc<Vec<CatalogTool>> =
         Arc::new(data.catalog.into_iter().map(CatalogTool::new).collect());
+    let items = Arc::new(data.items);
     let caps = data.capabilities;
     let validators = Arc::new(ValidatorCache::new());
     let document = Memo::new(move |_| draft.with(Draft::document));
@@ -195,7 +230,14 @@ fn Editor(data: PolicyEditorData) -> impl IntoView {
             entity: None,
         };
         document.with(|(doc, _)| {
-            engine::preview::preview(doc, &caps, catalog.iter().cloned(), &ctx, &validators)
+            engine::preview::preview(
+                doc,
+                &caps,
+                catalog.iter().cloned(),
+                &items,
+                &ctx,
+                &validators,
+            )
         })
     });
     // What the last change of the draft (or of the preview's context) changed in the preview,
@@ -536,6 +578,7 @@ fn RuleCard(cx: Ctx, key: u64) -> impl IntoView {
                 />
                 <p class="field-error">{cx.at(move || format!("{}.reason", path()))}</p>
             </div>
+            <Selects cx key/>
             <fieldset class="conditions">
                 <legend>"Applies when"</legend>
                 <Show when=move || cx.rule(key, |r| r.conditions.is_empty())>
@@ -554,6 +597,147 @@ fn RuleCard(cx: Ctx, key: u64) -> impl IntoView {
                 <Invocation cx key/>
             </details>
         </li>
+    }
+    .into_any()
+}
+
+/// What a rule selects: tools (and what they may ask of the client while they run), resources
+/// and templates (an upstream and a URI pattern) or prompts (a canonical name pattern).
+#[component]
+fn Selects(cx: Ctx, key: u64) -> impl IntoView {
+    let path = move || cx.rule_path(key);
+    let fid = move |f: &str| format!("rule-{key}-{f}");
+    let selects = move || cx.rule(key, |r| r.selects.clone());
+    let text = move |field: &'static str,
+                     label: &'static str,
+                     placeholder: &'static str,
+                     get: fn(&RuleDraft) -> String,
+                     set: fn(&mut RuleDraft, String)| {
+        view! {
+            <div class="field">
+                <label for=fid(field)>{label}</label>
+                <input
+                    type="text"
+                    id=fid(field)
+                    placeholder=placeholder
+                    prop:value=move || cx.rule(key, get)
+                    on:input=move |ev| {
+                        let v = event_target_value(&ev);
+                        cx.set_rule(key, |r| set(r, v));
+                    }
+                />
+                <p class="field-error">
+                    {cx.at(move || format!("{}.{}", path(), field.replace('_', ".")))}
+                </p>
+            </div>
+        }
+    };
+    view! {
+        <div class="field">
+            <label for=fid("selects")>"Selects"</label>
+            <select
+                id=fid("selects")
+                prop:value=selects
+                on:change=move |ev| {
+                    let v = event_target_value(&ev);
+                    cx.draft.update(|d| d.set_selects(key, &v));
+                }
+            >
+                {SELECTS
+                    .into_iter()
+                    .map(|(k, label)| {
+                        view! {
+                            <option value=k selected=move || selects() == k>
+                                {label}
+                            </option>
+                        }
+                    })
+                    .collect_view()}
+            </select>
+        </div>
+        {move || match selects().as_str() {
+            "resources" => {
+                view! {
+                    <p class="muted">
+                        "Resource rules need no default: a resource or template no rule allows is hidden. "
+                        "A template is listed only when every URI it expands to is allowed."
+                    </p>
+                    <div class="row">
+                        {text(
+                            "resource_upstream",
+                            "Upstream (any when empty)",
+                            "fs",
+                            |r| r.resource_upstream.clone(),
+                            |r, v| r.resource_upstream = v,
+                        )}
+                        {text(
+                            "resource_uri",
+                            "URI (exact, or a prefix ending *)",
+                            "file:///docs/*",
+                            |r| r.resource_uri.clone(),
+                            |r, v| r.resource_uri = v,
+                        )}
+                    </div>
+                }
+                    .into_any()
+            }
+            "prompts" => {
+                view! {
+                    <p class="muted">"A prompt no rule allows is hidden."</p>
+                    {text(
+                        "prompt",
+                        "Prompt (canonical name, or a prefix ending *)",
+                        "mcp__fs__*",
+                        |r| r.prompt.clone(),
+                        |r, v| r.prompt = v,
+                    )}
+                }
+                    .into_any()
+            }
+            _ => {
+                view! {
+                    <fieldset class="client-requests">
+                        <legend>"May ask the calling client while it runs"</legend>
+                        {engine::policy::ClientRequest::ALL
+                            .into_iter()
+                            .map(|c| {
+                                let name = c.as_str();
+                                let id = fid(&format!("asks-{name}"));
+                                let for_id = id.clone();
+                                view! {
+                                    <label class="check" for=for_id>
+                                        <input
+                                            type="checkbox"
+                                            id=id
+                                            prop:checked=move || {
+                                                cx.rule(key, |r| r.client_requests.iter().any(|x| x == name))
+                                            }
+                                            on:change=move |ev| {
+                                                let on = event_target_checked(&ev);
+                                                cx.set_rule(
+                                                    key,
+                                                    |r| {
+                                                        r.client_requests.retain(|x| x != name);
+                                                        if on {
+                                                            r.client_requests.push(name.to_owned());
+                                                        }
+                                                    },
+                                                );
+                                            }
+                                        />
+                                        {name}
+                                    </label>
+                                }
+                            })
+                            .collect_view()}
+                        <p class="field-error">
+                            {cx.at(move || format!("{}.client_requests", path()))}
+                        </p>
+                    </fieldset>
+                }
+                    .into_any()
+            }
+        }}
     }
     .into_any()
 }
@@ -1326,9 +1510,109 @@ fn PreviewPanel(
                         }
                             .into_any()
                     }}
+                    <ItemTable
+                        kind="resource"
+                        heading="Resources"
+                        testid="preview-resources"
+                        items=p.resources
+                        marks
+                    />
+                    <ItemTable
+                        kind="template"
+                        heading="Resource templates"
+                        testid="preview-templates"
+                        items=p.resource_templates
+                        marks
+                    />
+                    <ItemTable kind="prompt" heading="Prompts" testid="preview-prompts" items=p.prompts marks/>
                 }
             }}
         </aside>
+    }
+    .into_any()
+}
+
+/// The preview of the catalog's resources, templates or prompts: each with its mode, whether
+/// it is listed (and so readable) and the rule that decided.
+#[component]
+fn ItemTable(
+    kind: &'static str,
+    heading: &'static str,
+    testid: &'static str,
+    items: Vec<PreviewItem>,
+    marks: RwSignal<std::collections::BTreeMap<String, String>>,
+) -> impl IntoView {
+    if items.is_empty() {
+        return ().into_any();
+    }
+    let listed = items.iter().filter(|i| i.listed).count();
+    let total = items.len();
+    view! {
+        <h3>{heading}</h3>
+        <p class="muted" data-testid=format!("{testid}-summary")>
+            {format!("{listed} of {total} listed")}
+        </p>
+        <table class="data compact" data-testid=testid>
+            <thead>
+                <tr>
+                    <th scope="col">{if kind == "prompt" { "Prompt" } else { "URI" }}</th>
+                    <th scope="col">"Upstream"</th>
+                    <th scope="col">"Mode"</th>
+                    <th scope="col">"Rule"</th>
+                </tr>
+            </thead>
+            <tbody>
+                {items
+                    .into_iter()
+                    .map(|i| {
+                        let mark = marks.with(|m| m.get(&item_mark(kind, &i)).cloned());
+                        let changed = mark.is_some();
+                        // What the caller meets: a mode that is not `allow`, or an item the
+                        // catalog cannot route, is not listed.
+                        let shown = if i.listed {
+                            "allow"
+                        } else if i.mode == Mode::Deny {
+                            "deny"
+                        } else {
+                            "hide"
+                        };
+                        let key = i.key.clone();
+                        view! {
+                            <tr
+                                data-item=key
+                                data-mode=shown
+                                data-listed=i.listed.to_string()
+                                data-changed=changed.then_some("true")
+                                class:changed=changed
+                            >
+                                <td>
+                                    <code>{i.key}</code>
+                                    {mark.map(|m| view! { <p class="what-changed">{m}</p> })}
+                                    {(!i.routable)
+                                        .then(|| {
+                                            view! {
+                                                <p class="muted">
+                                                    "Offered by another upstream too: never exposed."
+                                                </p>
+                                            }
+                                        })}
+                                </td>
+                                <td>{i.upstream}</td>
+                                <td>
+                                    <span class=format!("mode mode-{shown}")>{shown}</span>
+                                </td>
+                                <td>
+                                    {match i.rule_id {
+                                        Some(r) => view! { <code>{r}</code> }.into_any(),
+                                        None => view! { <span class="muted">"no rule"</span> }.into_any(),
+                                    }}
+                                </td>
+                            </tr>
+                        }
+                    })
+                    .collect_view()}
+            </tbody>
+        </table>
     }
     .into_any()
 }

@@ -312,6 +312,29 @@ fn Detail(d: SessionDetail, revoke: ServerAction<RevokeSession>) -> impl IntoVie
                     .into_any()
             }}
         </section>
+        <section aria-labelledby="items-heading">
+            <h2 id="items-heading">"Resources and prompts"</h2>
+            <p class="muted">
+                "Decided per request, not pinned in the manifest: what this session's actor may list, "
+                "read and get in " {s.environment.clone()} " under the policy active there now."
+            </p>
+            {if d.resources.is_empty() && d.resource_templates.is_empty() && d.prompts.is_empty() {
+                view! { <p class="empty" data-testid="session-items-empty">"None: no resource or prompt rule allows any."</p> }
+                    .into_any()
+            } else {
+                view! {
+                    <ItemList heading="Resources" testid="session-resources" items=d.resources.clone() key="uri"/>
+                    <ItemList
+                        heading="Resource templates"
+                        testid="session-templates"
+                        items=d.resource_templates.clone()
+                        key="uriTemplate"
+                    />
+                    <ItemList heading="Prompts" testid="session-prompts" items=d.prompts.clone() key="name"/>
+                }
+                    .into_any()
+            }}
+        </section>
         <section aria-labelledby="forks-heading">
             <h2 id="forks-heading">"Forks"</h2>
             {if d.forks.is_empty() {
@@ -320,6 +343,42 @@ fn Detail(d: SessionDetail, revoke: ServerAction<RevokeSession>) -> impl IntoVie
                 view! { <SessionTable list=d.forks.clone()/> }.into_any()
             }}
         </section>
+    }
+    .into_any()
+}
+
+/// Listed resources, templates or prompts (as the MCP lists answer them): each one's `key`
+/// (`uri`, `uriTemplate` or `name`) and its title or description.
+#[component]
+fn ItemList(
+    heading: &'static str,
+    testid: &'static str,
+    items: Vec<serde_json::Value>,
+    key: &'static str,
+) -> impl IntoView {
+    if items.is_empty() {
+        return ().into_any();
+    }
+    view! {
+        <h3>{heading}</h3>
+        <ul class="items" data-testid=testid>
+            {items
+                .into_iter()
+                .map(|i| {
+                    let g = |k: &str| i.get(k).and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+                    let about = [g("title"), g("description")]
+                        .into_iter()
+                        .find(|t| !t.is_empty())
+                        .unwrap_or_default();
+                    view! {
+                        <li data-item=g(key)>
+                            <code>{g(key)}</code>
+                            {(!about.is_empty()).then(|| view! { " — " <span class="muted">{about}</span> })}
+                        </li>
+                    }
+                })
+                .collect_view()}
+        </ul>
     }
     .into_any()
 }

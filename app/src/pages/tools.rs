@@ -1,13 +1,14 @@
 //! Tools and upstreams: tools whose change an upstream made is held for review (a side-by-side
 //! diff with hidden characters made visible, Accept / Keep held), the catalog with each tool's
-//! security descriptor (editable by admins) and the flags its definition raises, and the
-//! upstream MCP servers with their status and a re-sync that reports what drifted.
+//! security descriptor (editable by admins) and the flags its definition raises, the upstream
+//! MCP servers with their status and a re-sync that reports what drifted, and their resources,
+//! templates and prompts (held ones first, with the same diff and decisions).
 
 use leptos::prelude::*;
 
 use super::{Time, field_error, form_error};
-use crate::api::{DecideToolChange, DescribeTool, SyncUpstream, tools};
-use crate::dto::{DescribeToolRequest, HeldView, ToolRowView, UpstreamView};
+use crate::api::{DecideItemChange, DecideToolChange, DescribeTool, SyncUpstream, tools};
+use crate::dto::{CatalogItemView, DescribeToolRequest, HeldView, ToolRowView, UpstreamView};
 use crate::layout::use_me;
 
 /// The Tools page.
@@ -41,6 +42,7 @@ pub fn ToolsPage() -> impl IntoView {
                             <Held list=held is_admin saved/>
                             <Upstreams list=v.upstreams can_write sync/>
                             <Catalog list=v.tools is_admin saved/>
+                            <Items list=v.items is_admin saved/>
                         }
                             .into_any()
                     }
@@ -568,6 +570,190 @@ fn ToolRow(row: ToolRowView, is_admin: bool, saved: RwSignal<u32>) -> impl IntoV
                 </td>
             </tr>
         </Show>
+    }
+    .into_any()
+}
+
+/// The upstreams' resources, templates and prompts: held ones first (the accepted and the
+/// offered definition side by side, Accept / Keep held), each with the flags its text raises.
+#[component]
+fn Items(list: Vec<CatalogItemView>, is_admin: bool, saved: RwSignal<u32>) -> impl IntoView {
+    let mut list = list;
+    list.sort_by_key(|i| i.held.as_ref().is_none_or(|h| h.kept));
+    view! {
+        <section aria-labelledby="items-heading" data-testid="items">
+            <h2 id="items-heading">"Resources and prompts"</h2>
+            <p class="muted">
+                "What upstreams offer besides tools. Policies expose them only through rules of their "
+                "own; a change of their text is triaged like a tool's, and a held one is neither listed "
+                "nor readable until an admin accepts it."
+            </p>
+            {if list.is_empty() {
+                view! { <p class="empty">"No upstream offers resources or prompts."</p> }.into_any()
+            } else {
+                view! {
+                    <ul class="held-list">
+                        {list
+                            .into_iter()
+                            .map(|item| view! { <ItemEntry item is_admin saved/> })
+                            .collect_view()}
+                    </ul>
+                }
+                    .into_any()
+            }}
+        </section>
+    }
+    .into_any()
+}
+
+/// One resource, template or prompt; a held one with its diff and the admin's decisions.
+#[component]
+fn ItemEntry(item: CatalogItemView, is_admin: bool, saved: RwSignal<u32>) -> impl IntoView {
+    let decide = ServerAction::<DecideItemChange>::new();
+    Effect::new(move |_| {
+        if let Some(Ok(_)) = decide.value().get() {
+            saved.update(|n| *n += 1);
+        }
+    });
+    let error = move || match decide.value().get() {
+        Some(Err(e)) => Some(e.message),
+        _ => None,
+    };
+    let request = (
+        item.kind.clone(),
+        item.upstream_id.clone(),
+        item.key.clone(),
+        item.definition_hash.clone(),
+    );
+    let dispatch = move |decision: &'static str| {
+        let (kind, upstream_id, key, definition_hash) = request.clone();
+        decide.dispatch(DecideItemChange {
+            kind,
+            upstream_id,
+            key,
+            decision: decision.into(),
+            definition_hash,
+        });
+    };
+    let dispatch2 = dispatch.clone();
+    let held = item.held.clone();
+    let is_held = held.is_some();
+    view! {
+        <li
+            class=if is_held { "panel held" } else { "panel" }
+            data-item=item.key.clone()
+            data-held=is_held.to_string()
+        >
+            <div class="parked-head">
+                <h3>
+                    <span class="chip">{item.kind.clone()}</span>
+                    " "
+                    <code>{item.key.clone()}</code>
+                </h3>
+                <span class="muted">
+                    "from " {item.upstream.clone()}
+                    {held
+                        .as_ref()
+                        .map(|h| {
+                            view! {
+                                " · held since " <Time value=Some(h.since.clone())/>
+                                {h.kept.then(|| view! { " · " <span class="badge status-expired">"kept held"</span> })}
+                            }
+                        })}
+                </span>
+            </div>
+            <p>{flag_chips(&item.flags)}</p>
+            {held
+                .map(|h| {
+                    let kept = h.kept;
+                    view! {
+                        <p data-testid="changes">
+                            {h
+                                .changes
+                                .iter()
+                                .map(|c| view! { <span class=format!("chip drift-{c}")>{c.clone()}</span> })
+                                .collect_view()}
+                        </p>
+                        <ItemDiff accepted=h.accepted.clone() offered=item.definition.clone()/>
+                        {is_admin
+                            .then(|| {
+                                view! {
+                                    <div class="save-bar">
+                                        <button
+                                            type="button"
+                                            class="primary"
+                                            disabled=move || decide.pending().get()
+                                            on:click=move |_| dispatch("accept")
+                                        >
+                                            "Accept"
+                                        </button>
+                                        {(!kept)
+                                            .then(|| {
+                                                view! {
+                                                    <button
+                                                        type="button"
+                                                        disabled=move || decide.pending().get()
+                                                        on:click=move |_| dispatch2("keep_held")
+                                                    >
+                                                        "Keep held"
+                                                    </button>
+                                                }
+                                            })}
+                                    </div>
+                                    <p class="error" role="alert">{error}</p>
+                                }
+                            })}
+                    }
+                })}
+        </li>
+    }
+    .into_any()
+}
+
+/// An item's accepted and offered definition, member by member, side by side; changed members
+/// marked, hidden characters made visible.
+#[component]
+fn ItemDiff(accepted: serde_json::Value, offered: serde_json::Value) -> impl IntoView {
+    let text = |v: Option<&serde_json::Value>| match v {
+        None => String::new(),
+        Some(serde_json::Value::String(s)) => s.clone(),
+        Some(v) => serde_json::to_string_pretty(v).unwrap_or_default(),
+    };
+    let mut keys: Vec<String> = accepted
+        .as_object()
+        .into_iter()
+        .chain(offered.as_object())
+        .flat_map(|m| m.keys().cloned())
+        .collect();
+    keys.sort();
+    keys.dedup();
+    let rows = keys
+        .into_iter()
+        .map(|key| {
+            let old = text(accepted.get(&key));
+            let new = text(offered.get(&key));
+            let changed = old != new;
+            let label = key.clone();
+            view! {
+                <tr data-field=key class:changed=changed>
+                    <th scope="row">{label}</th>
+                    <td><Revealed text=old/></td>
+                    <td><Revealed text=new/></td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <table class="data diff" data-testid="definition-diff">
+            <thead>
+                <tr>
+                    <th scope="col">"Member"</th>
+                    <th scope="col">"Accepted"</th>
+                    <th scope="col">"Offered now"</th>
+                </tr>
+            </thead>
+            <tbody>{rows}</tbody>
+        </table>
     }
     .into_any()
 }

@@ -177,7 +177,7 @@ pub struct Drift {
 }
 
 /// A change held for review.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Held {
     /// Every class of the change from the accepted definition (`removed` alone when the
     /// upstream stopped listing the tool).

@@ -1,6 +1,12 @@
 //! The catalog of what upstreams offer besides tools: resources, resource templates and
-//! prompts (`catalog_items`), per upstream, as its last sync listed them.
+//! prompts (`catalog_items`), per upstream, as its last sync listed them, with their drift
+//! triage.
 
+use engine::drift::DriftClass;
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+pub use super::catalog::Held;
 use super::{Store, now_ms};
 
 /// What kind of item.
@@ -36,11 +42,75 @@ pub struct ItemRow {
     pub definition: String,
     /// `sha256:` of the definition's canonical JSON.
     pub definition_hash: String,
+    /// Its drift triage (nothing held: the definition is the accepted one).
+    pub drift: ItemDrift,
+}
+
+/// The drift triage of an item: the definition the tenant last accepted while a change of it is
+/// held (a held item is neither listed nor readable).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ItemDrift {
+    /// The definition (JSON text) the tenant last accepted, while a change is held.
+    pub accepted: Option<String>,
+    /// Set while the change is held for review.
+    pub held: Option<Held>,
+}
+
+const COLUMNS: &str = "upstream_id, kind, item_key, raw, definition, definition_hash, \
+    accepted_definition, held_changes, held_since, held_kept_hash";
+
+fn from_row(row: &AnyRow) -> Result<ItemRow, sqlx::Error> {
+    let decode = |e: serde_json::Error| sqlx::Error::Decode(Box::new(e));
+    let kind = match row.try_get::<String, _>("kind")?.as_str() {
+        "resource" => Kind::Resource,
+        "template" => Kind::Template,
+        _ => Kind::Prompt,
+    };
+    let held = match row.try_get::<Option<String>, _>("held_changes")? {
+        None => None,
+        Some(text) => {
+            let names: Vec<String> = serde_json::from_str(&text).map_err(decode)?;
+            Some(Held {
+                // A name this build does not know still holds the item.
+                changes: names.iter().filter_map(|n| DriftClass::parse(n)).collect(),
+                since: row.try_get::<Option<i64>, _>("held_since")?.unwrap_or(0),
+                kept_hash: row.try_get("held_kept_hash")?,
+            })
+        }
+    };
+    Ok(ItemRow {
+        upstream_id: row.try_get("upstream_id")?,
+        kind,
+        key: row.try_get("item_key")?,
+        raw: row.try_get("raw")?,
+        definition: row.try_get("definition")?,
+        definition_hash: row.try_get("definition_hash")?,
+        drift: ItemDrift {
+            accepted: row.try_get("accepted_definition")?,
+            held,
+        },
+    })
+}
+
+/// The stored values of a triage: accepted definition, held changes, since, kept hash.
+fn drift_values(
+    drift: &ItemDrift,
+) -> (Option<String>, Option<String>, Option<i64>, Option<String>) {
+    let held = drift.held.as_ref();
+    (
+        drift.accepted.clone(),
+        held.map(|h| {
+            serde_json::Value::from(h.changes.iter().map(|c| c.as_str()).collect::<Vec<_>>())
+                .to_string()
+        }),
+        held.map(|h| h.since),
+        held.and_then(|h| h.kept_hash.clone()),
+    )
 }
 
 /// Makes `items` (all of `kind`) what upstream `upstream_id` offers: rows it no longer lists go,
-/// changed rows are rewritten, unchanged ones are left alone. One transaction. Returns whether
-/// anything changed.
+/// changed rows (their definition or triage) are rewritten, unchanged ones are left alone. One
+/// transaction. Returns whether anything changed.
 pub async fn replace(
     store: &Store,
     tenant_id: &str,
@@ -49,18 +119,21 @@ pub async fn replace(
     items: &[ItemRow],
 ) -> Result<bool, sqlx::Error> {
     let mut tx = store.begin_write().await?;
-    let current: Vec<(String, String)> = sqlx::query_as(
-        "SELECT item_key, definition_hash FROM catalog_items \
-         WHERE tenant_id = $1 AND upstream_id = $2 AND kind = $3",
-    )
+    let current: Vec<ItemRow> = sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM catalog_items \
+         WHERE tenant_id = $1 AND upstream_id = $2 AND kind = $3"
+    ))
     .bind(tenant_id)
     .bind(upstream_id)
     .bind(kind.as_str())
     .fetch_all(&mut *tx)
-    .await?;
+    .await?
+    .iter()
+    .map(from_row)
+    .collect::<Result<_, _>>()?;
     let mut changed = false;
-    for (key, _) in &current {
-        if !items.iter().any(|i| &i.key == key) {
+    for row in &current {
+        if !items.iter().any(|i| i.key == row.key) {
             sqlx::query(
                 "DELETE FROM catalog_items WHERE tenant_id = $1 AND upstream_id = $2 \
                  AND kind = $3 AND item_key = $4",
@@ -68,7 +141,7 @@ pub async fn replace(
             .bind(tenant_id)
             .bind(upstream_id)
             .bind(kind.as_str())
-            .bind(key)
+            .bind(&row.key)
             .execute(&mut *tx)
             .await?;
             changed = true;
@@ -76,18 +149,20 @@ pub async fn replace(
     }
     let now = now_ms();
     for item in items {
-        let same = current
-            .iter()
-            .any(|(key, hash)| *key == item.key && *hash == item.definition_hash);
-        if same {
+        if current.iter().any(|row| row == item) {
             continue;
         }
+        let (accepted, held, since, kept) = drift_values(&item.drift);
         sqlx::query(
             "INSERT INTO catalog_items (tenant_id, upstream_id, kind, item_key, raw, definition, \
-             definition_hash, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8) \
+             definition_hash, updated_at, accepted_definition, held_changes, held_since, \
+             held_kept_hash) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) \
              ON CONFLICT (tenant_id, kind, upstream_id, item_key) DO UPDATE SET \
              raw = excluded.raw, definition = excluded.definition, \
-             definition_hash = excluded.definition_hash, updated_at = excluded.updated_at",
+             definition_hash = excluded.definition_hash, updated_at = excluded.updated_at, \
+             accepted_definition = excluded.accepted_definition, \
+             held_changes = excluded.held_changes, held_since = excluded.held_since, \
+             held_kept_hash = excluded.held_kept_hash",
         )
         .bind(tenant_id)
         .bind(upstream_id)
@@ -97,6 +172,10 @@ pub async fn replace(
         .bind(&item.definition)
         .bind(&item.definition_hash)
         .bind(now)
+        .bind(accepted)
+        .bind(held)
+        .bind(since)
+        .bind(kept)
         .execute(&mut *tx)
         .await?;
         changed = true;
@@ -105,29 +184,71 @@ pub async fn replace(
     Ok(changed)
 }
 
-/// Every item of `kind` the tenant's upstreams offer, by key then upstream.
+/// Every item of `kind` the tenant's upstreams offer, by key then upstream (held ones
+/// included).
 pub async fn list(store: &Store, tenant_id: &str, kind: Kind) -> Result<Vec<ItemRow>, sqlx::Error> {
-    let rows: Vec<(String, String, String, String, String)> = sqlx::query_as(
-        "SELECT upstream_id, item_key, raw, definition, definition_hash FROM catalog_items \
-         WHERE tenant_id = $1 AND kind = $2 ORDER BY item_key, upstream_id",
-    )
+    sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM catalog_items \
+         WHERE tenant_id = $1 AND kind = $2 ORDER BY item_key, upstream_id"
+    ))
     .bind(tenant_id)
     .bind(kind.as_str())
     .fetch_all(store.pool())
+    .await?
+    .iter()
+    .map(from_row)
+    .collect()
+}
+
+/// What upstream `upstream_id` offers of `kind`, as its last sync catalogued it.
+pub async fn of_upstream(
+    store: &Store,
+    tenant_id: &str,
+    upstream_id: &str,
+    kind: Kind,
+) -> Result<Vec<ItemRow>, sqlx::Error> {
+    sqlx::query(&format!(
+        "SELECT {COLUMNS} FROM catalog_items \
+         WHERE tenant_id = $1 AND upstream_id = $2 AND kind = $3 ORDER BY item_key"
+    ))
+    .bind(tenant_id)
+    .bind(upstream_id)
+    .bind(kind.as_str())
+    .fetch_all(store.pool())
+    .await?
+    .iter()
+    .map(from_row)
+    .collect()
+}
+
+/// Sets the triage of one item, only while its definition is still `definition_hash` (an
+/// admin's decision is about the definition reviewed). Returns whether it was written.
+pub async fn set_drift_if(
+    store: &Store,
+    tenant_id: &str,
+    (upstream_id, kind, key): (&str, Kind, &str),
+    definition_hash: &str,
+    drift: &ItemDrift,
+) -> Result<bool, sqlx::Error> {
+    let (accepted, held, since, kept) = drift_values(drift);
+    let done = sqlx::query(
+        "UPDATE catalog_items SET accepted_definition = $1, held_changes = $2, held_since = $3, \
+         held_kept_hash = $4, updated_at = $5 WHERE tenant_id = $6 AND upstream_id = $7 \
+         AND kind = $8 AND item_key = $9 AND definition_hash = $10",
+    )
+    .bind(accepted)
+    .bind(held)
+    .bind(since)
+    .bind(kept)
+    .bind(now_ms())
+    .bind(tenant_id)
+    .bind(upstream_id)
+    .bind(kind.as_str())
+    .bind(key)
+    .bind(definition_hash)
+    .execute(store.pool())
     .await?;
-    Ok(rows
-        .into_iter()
-        .map(
-            |(upstream_id, key, raw, definition, definition_hash)| ItemRow {
-                upstream_id,
-                kind,
-                key,
-                raw,
-                definition,
-                definition_hash,
-            },
-        )
-        .collect())
+    Ok(done.rows_affected() == 1)
 }
 
 /// Removes everything upstream `upstream_id` offered (it was deleted).

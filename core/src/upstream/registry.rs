@@ -386,7 +386,7 @@ impl Upstreams {
             }
         };
         let mut report = apply_listing(store, journal, row, raw).await?;
-        report.items = apply_items(store, row, &connection).await?;
+        report.items = apply_items(store, journal, row, &connection).await?;
         Ok(report)
     }
 
@@ -627,22 +627,22 @@ fn unattributed(journal: &Journal, row: &UpstreamRow) -> super::UnattributedFn {
 /// How often a sync re-reads a tool row that another write changed under it before giving up.
 const WRITE_ATTEMPTS: u32 = 8;
 
-/// Brings the catalog in line with what the upstream lists: new tools added (risk unknown),
-/// changed definitions updated (the admin's descriptor kept) and triaged against the definition
-/// the tenant last accepted (a change of a class the tenant holds leaves the tool out of
-/// manifests until an admin decides; each hold is journaled, attributed to the upstream),
-/// vanished tools removed or, when the tenant holds removals, held.
 /// Catalogues what the upstream offers besides tools (what its capabilities declare): its
 /// resources, templates and prompts, imported ([`super::import_items`]) and stored in place of
-/// what it offered before. A listing that fails keeps what was catalogued and is reported.
-/// Reports what another upstream offers too (exposed by neither).
+/// what it offered before, each changed one triaged against the definition the tenant last
+/// accepted like a tool ([`crate::catalog::triage_item`]: a held item is neither listed nor
+/// readable until an admin decides; each new hold is journaled, attributed to the upstream).
+/// A listing that fails keeps what was catalogued and is reported. Reports what another
+/// upstream offers too (exposed by neither).
 async fn apply_items(
     store: &Store,
+    journal: &Journal,
     row: &UpstreamRow,
     connection: &super::Connection,
 ) -> Result<aperture_types::dto::ItemsReport, ServiceError> {
-    use aperture_types::dto::{ItemsReport, RefusedItemView, SharedItemView};
+    use aperture_types::dto::{HeldItemView, ItemsReport, RefusedItemView, SharedItemView};
     use store::items::Kind;
+    let settings = crate::catalog::settings_of(store, &row.tenant_id).await?;
     let offers = connection.offers();
     let mut report = ItemsReport::default();
     let resources = match offers.resources {
@@ -687,16 +687,43 @@ async fn apply_items(
         if unlisted.contains(&kind) {
             continue;
         }
+        let before = store::items::of_upstream(store, &row.tenant_id, &row.id, kind).await?;
+        let now = store::now_ms();
+        let mut holds = Vec::new();
         let rows: Vec<store::items::ItemRow> = imported
             .iter()
             .filter(|i| i.kind == kind)
-            .map(|i| store::items::ItemRow {
-                upstream_id: row.id.clone(),
-                kind,
-                key: i.key.clone(),
-                raw: i.raw.clone(),
-                definition: i.definition.to_string(),
-                definition_hash: engine::canonical::hash_value(&i.definition),
+            .map(|i| {
+                let definition_hash = engine::canonical::hash_value(&i.definition);
+                let existing = before.iter().find(|b| b.key == i.key);
+                let drift = existing.map_or_else(Default::default, |e| {
+                    crate::catalog::triage_item(e, &i.definition, &definition_hash, &settings, now)
+                });
+                if let Some(held) = &drift.held {
+                    report.held.push(HeldItemView {
+                        kind: kind.as_str().to_owned(),
+                        key: i.key.clone(),
+                        changes: held.changes.iter().map(|c| c.as_str().into()).collect(),
+                    });
+                    let was = existing.and_then(|e| {
+                        e.drift
+                            .held
+                            .as_ref()
+                            .map(|h| (h.changes.clone(), e.definition_hash.clone()))
+                    });
+                    if was != Some((held.changes.clone(), definition_hash.clone())) {
+                        holds.push((i.key.clone(), held.changes.clone(), definition_hash.clone()));
+                    }
+                }
+                store::items::ItemRow {
+                    upstream_id: row.id.clone(),
+                    kind,
+                    key: i.key.clone(),
+                    raw: i.raw.clone(),
+                    definition: i.definition.to_string(),
+                    definition_hash,
+                    drift,
+                }
             })
             .collect();
         let count = u64::try_from(rows.len()).unwrap_or(u64::MAX);
@@ -706,6 +733,24 @@ async fn apply_items(
             Kind::Prompt => report.prompts = count,
         }
         store::items::replace(store, &row.tenant_id, &row.id, kind, &rows).await?;
+        // Each new hold is evidence (recorded after the catalog holds the item: a hold that
+        // cannot be journaled still holds).
+        for (key, changes, definition_hash) in holds {
+            let changes: Vec<&str> = changes.iter().map(|c| c.as_str()).collect();
+            journal
+                .admin(
+                    &row.tenant_id,
+                    &Author::new(format!("upstream:{}", row.name), journal::OPERATOR),
+                    Decision::Allow,
+                    ReasonCode::Ok,
+                    "item.held",
+                    json!({
+                        "kind": kind.as_str(), "key": key, "upstream_id": row.id,
+                        "changes": changes, "definition_hash": definition_hash,
+                    }),
+                )
+                .await?;
+        }
         // What another upstream offers too.
         let all = store::items::list(store, &row.tenant_id, kind).await?;
         for mine in rows {
@@ -726,6 +771,11 @@ async fn apply_items(
     Ok(report)
 }
 
+/// Brings the catalog in line with what the upstream lists: new tools added (risk unknown),
+/// changed definitions updated (the admin's descriptor kept) and triaged against the definition
+/// the tenant last accepted (a change of a class the tenant holds leaves the tool out of
+/// manifests until an admin decides; each hold is journaled, attributed to the upstream),
+/// vanished tools removed or, when the tenant holds removals, held.
 async fn apply_listing(
     store: &Store,
     journal: &Journal,

@@ -224,6 +224,19 @@ fn declare<D: Declare>(d: D) -> D {
             &[scope::ADMIN],
             tools::keep_held,
         )
+        .route(Method::GET, "/catalog/items", &[scope::READ], tools::items)
+        .route(
+            Method::POST,
+            "/catalog/items:accept",
+            &[scope::ADMIN],
+            tools::accept_item,
+        )
+        .route(
+            Method::POST,
+            "/catalog/items:keep-held",
+            &[scope::ADMIN],
+            tools::keep_item_held,
+        )
         .route(
             Method::GET,
             "/catalog/drift",

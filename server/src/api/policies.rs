@@ -92,9 +92,12 @@ pub async fn preview(
     Caller(p): Caller,
     ApiJson(request): ApiJson<aperture_types::dto::PreviewRequest>,
 ) -> Result<Json<engine::preview::Preview>, ApiError> {
+    p.require(engine::scope::READ)?;
+    let items = aperture_core::items::Exposure::catalog(&state.store, &p.tenant_id).await?;
     Ok(Json(policies::preview(
         &p,
         request,
+        &items,
         &state.config.capabilities(),
     )?))
 }

@@ -1,4 +1,4 @@
-//! `/tools` routes.
+//! `/tools` and `/catalog` routes.
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -6,7 +6,8 @@ use engine::descriptor::ToolDescriptor;
 use serde_json::{Value, json};
 
 use aperture_types::dto::{
-    DescribeToolRequest, DriftDecisionRequest, DriftDecisionView, ToolRowView,
+    CatalogItemsView, DescribeToolRequest, DriftDecisionRequest, DriftDecisionView,
+    ItemChangeRequest, ItemDecisionView, ToolRowView,
 };
 
 use super::{ApiJson, Caller};
@@ -60,6 +61,38 @@ pub async fn keep_held(
     let request: DriftDecisionRequest = super::json::optional_json(&body)?;
     Ok(Json(
         catalog::keep_held(&state.store, &state.journal, &p, &name, &request).await?,
+    ))
+}
+
+/// `GET /catalog/items`: every resource, template and prompt, held ones with their triage.
+pub async fn items(
+    State(state): State<AppState>,
+    Caller(p): Caller,
+) -> Result<Json<CatalogItemsView>, ApiError> {
+    Ok(Json(catalog::items(&state.store, &p).await?))
+}
+
+/// `POST /catalog/items:accept`: an item's held definition becomes the accepted one (admin,
+/// journaled).
+pub async fn accept_item(
+    State(state): State<AppState>,
+    Caller(p): Caller,
+    ApiJson(request): ApiJson<ItemChangeRequest>,
+) -> Result<Json<ItemDecisionView>, ApiError> {
+    Ok(Json(
+        catalog::accept_item(&state.store, &state.journal, &p, &request).await?,
+    ))
+}
+
+/// `POST /catalog/items:keep-held`: the item stays out of listings and reads (admin,
+/// journaled).
+pub async fn keep_item_held(
+    State(state): State<AppState>,
+    Caller(p): Caller,
+    ApiJson(request): ApiJson<ItemChangeRequest>,
+) -> Result<Json<ItemDecisionView>, ApiError> {
+    Ok(Json(
+        catalog::keep_item_held(&state.store, &state.journal, &p, &request).await?,
     ))
 }
 

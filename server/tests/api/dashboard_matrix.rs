@@ -155,6 +155,11 @@ const CASES: &[Case] = &[
         need: Need::Scope(scope::ADMIN),
     },
     Case {
+        endpoint: "items/decide",
+        form: "kind=resource&upstream_id=ups_nothing&key=docs%3A%2F%2Fx&decision=accept&definition_hash=sha256%3A00",
+        need: Need::Scope(scope::ADMIN),
+    },
+    Case {
         endpoint: "upstreams/sync",
         form: "id=ups_nothing",
         need: Need::Scope(scope::WRITE),

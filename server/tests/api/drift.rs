@@ -497,3 +497,190 @@ async fn approvals_are_bound_to_the_definition_the_approver_saw() {
     let journal = aperture_core::journal::verify(&s.app.store).await.unwrap();
     assert!(journal.iter().all(|r| r.error.is_none()));
 }
+
+/// Issue 47 (item 2): drift triage over the text of resources and prompts. The upstream
+/// rewrites a resource's description into a poisoned one and a prompt's description; the next
+/// sync holds both (the tenant holds description changes by default): neither is listed,
+/// read or got, `GET /catalog/items` shows what changed, and only an admin's accept brings one
+/// back — for the definition reviewed.
+#[tokio::test]
+async fn a_rewritten_resource_or_prompt_is_held_until_an_admin_accepts_it() {
+    let s = setup().await;
+    s.app
+        .activate_policy(
+            &s.admin,
+            "items",
+            json!({"rules": [
+                {"id": "tools", "match": {"risk_exactly": ["read"]}, "mode": "allow"},
+                {"id": "docs", "resource": {"uri": "docs://*"}, "mode": "allow"},
+                {"id": "greet", "prompt": "mcp__fixture__greet", "mode": "allow"}
+            ]}),
+        )
+        .await;
+    let rpc =
+        |method: &str, params: Value| s.app.mcp(&s.agent, crate::helpers::rpc(1, method, params));
+    let uris = |list: Value| -> Vec<String> {
+        list["result"]["resources"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{list}"))
+            .iter()
+            .map(|r| r["uri"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let prompts = |list: Value| -> Vec<String> {
+        list["result"]["prompts"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{list}"))
+            .iter()
+            .map(|r| r["name"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    assert!(uris(rpc("resources/list", json!({})).await).contains(&"docs://readme".to_owned()));
+
+    s.mutate(
+        json!({"readme_description": POISONED, "greet_description": "Greets warmly.",
+                    "notify": false}),
+    )
+    .await;
+    let upstream_id = s.app.get("/upstreams").as_(&s.admin).await.json()["upstreams"][0]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let report = s
+        .app
+        .post(format!("/upstreams/{upstream_id}:sync"))
+        .as_(&s.admin)
+        .await
+        .expect_ok();
+    let held = &report["items"]["held"];
+    assert_eq!(
+        held,
+        &json!([
+            {"kind": "resource", "key": "docs://readme",
+             "changes": ["description", "instructions_added", "hidden_characters", "urls_added"]},
+            {"kind": "prompt", "key": "mcp__fixture__greet", "changes": ["description"]}
+        ]),
+        "{report}"
+    );
+
+    // Held: neither listed nor readable; other resources are untouched.
+    let listed = uris(rpc("resources/list", json!({})).await);
+    assert!(!listed.contains(&"docs://readme".to_owned()), "{listed:?}");
+    assert!(
+        listed.contains(&"docs://guide/setup".to_owned()),
+        "{listed:?}"
+    );
+    let read = rpc("resources/read", json!({"uri": "docs://readme"})).await;
+    assert_eq!(read["error"]["code"], -32002, "{read}");
+    assert!(!read.to_string().contains("ssh"), "{read}");
+    assert!(prompts(rpc("prompts/list", json!({})).await).is_empty());
+    let got = rpc(
+        "prompts/get",
+        json!({"name": "mcp__fixture__greet", "arguments": {"name": "Ada"}}),
+    )
+    .await;
+    assert!(got.get("error").is_some(), "{got}");
+
+    // What an admin reviews: the accepted and the offered definition, and the flags.
+    let items = s.app.get("/catalog/items").as_(&s.admin).await.expect_ok();
+    let item = |key: &str| {
+        items["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["key"] == key)
+            .cloned()
+            .unwrap_or_else(|| panic!("{key}: {items}"))
+    };
+    let readme = item("docs://readme");
+    assert_eq!(
+        readme["held"]["accepted"]["description"],
+        "Read this first."
+    );
+    assert_eq!(readme["definition"]["description"], POISONED);
+    assert!(
+        readme["flags"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("hidden_characters"))
+    );
+    assert!(item("docs://guide/setup").get("held").is_none());
+    let greet = item("mcp__fixture__greet");
+    assert_eq!(
+        s.journaled("upstream:fixture", "item.held").await.len(),
+        2,
+        "each hold is journaled"
+    );
+
+    // Decisions: for the reviewed definition only, by an admin only.
+    let decide = |action: &str, item: &Value, hash: &Value| {
+        let body = json!({"kind": item["kind"], "upstream_id": item["upstream_id"],
+                          "key": item["key"], "definition_hash": hash});
+        s.app
+            .post(format!("/catalog/items:{action}"))
+            .as_(&s.admin)
+            .json(body)
+    };
+    decide("accept", &readme, &json!("sha256:stale"))
+        .await
+        .expect_status(StatusCode::CONFLICT);
+    let as_agent = s
+        .app
+        .post("/catalog/items:accept")
+        .as_(&s.agent)
+        .json(json!({"kind": "resource", "upstream_id": upstream_id, "key": "docs://readme"}))
+        .await;
+    as_agent.expect_status(StatusCode::FORBIDDEN);
+    assert!(!uris(rpc("resources/list", json!({})).await).contains(&"docs://readme".to_owned()));
+    // Over Connect, the same service.
+    let body = json!({"kind": greet["kind"], "upstream_id": greet["upstream_id"],
+                      "key": greet["key"], "definition_hash": greet["definition_hash"]});
+    let kept = s
+        .app
+        .post_raw(format!("{}/KeepItemHeld", aperture::api::connect::SERVICE))
+        .as_(&s.admin)
+        .json(body)
+        .await
+        .expect_ok();
+    assert_eq!(kept["decision"], "keep_held");
+    let accepted = decide("accept", &readme, &readme["definition_hash"])
+        .await
+        .expect_ok();
+    assert_eq!(accepted["changes"][0], "description");
+    assert_eq!(s.journaled("ops", "item.accept").await.len(), 1);
+    assert!(uris(rpc("resources/list", json!({})).await).contains(&"docs://readme".to_owned()));
+    let read = rpc("resources/read", json!({"uri": "docs://readme"})).await;
+    assert_eq!(
+        read["result"]["contents"][0]["text"], "Read me first.",
+        "{read}"
+    );
+    assert!(prompts(rpc("prompts/list", json!({})).await).is_empty());
+
+    // Syncing again changes nothing: the accepted stays accepted, the kept stays held.
+    let again = s
+        .app
+        .post(format!("/upstreams/{upstream_id}:sync"))
+        .as_(&s.admin)
+        .await
+        .expect_ok();
+    assert_eq!(
+        again["items"]["held"],
+        json!([{"kind": "prompt", "key": "mcp__fixture__greet", "changes": ["description"]}])
+    );
+    let items = s.app.get("/catalog/items").as_(&s.admin).await.expect_ok();
+    let greet = items["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["key"] == "mcp__fixture__greet")
+        .unwrap();
+    assert_eq!(greet["held"]["kept"], true);
+    assert!(
+        items["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|i| i["key"] != "docs://readme" || i.get("held").is_none())
+    );
+    assert_eq!(s.journaled("upstream:fixture", "item.held").await.len(), 2);
+}

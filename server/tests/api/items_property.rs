@@ -1,7 +1,8 @@
 //! Issue 47 (item 2): what a principal can list is exactly what it can read, get, complete or
 //! subscribe to, through `/mcp`, in each of its environments — checked over generated policies
 //! (resource and prompt rules with every mode, URI patterns, upstream names, actor and
-//! environment conditions) and principals confined to different environments. Zero mismatches.
+//! environment conditions) and principals confined to different environments, and what the
+//! policy editor's live preview (`POST /policies:preview`) says is listed. Zero mismatches.
 
 use engine::scope;
 use rand::{Rng, SeedableRng, rngs::StdRng};
@@ -127,11 +128,14 @@ async fn what_a_principal_can_list_is_exactly_what_it_can_read_get_complete_and_
     let mut mismatches = Vec::new();
     let mut readable_somewhere = 0;
     for case in 0..12 {
+        let mut drafts = std::collections::HashMap::new();
         for environment in ["default", "prod"] {
             let id = format!("case{case}-{environment}");
+            let draft = policy(&mut rng);
+            drafts.insert(environment, draft.clone());
             app.put(format!("/policies/{id}"))
                 .as_(&admin)
-                .json(policy(&mut rng))
+                .json(draft)
                 .await
                 .expect_ok();
             app.post(format!("/policies/{id}:activate"))
@@ -154,6 +158,37 @@ async fn what_a_principal_can_list_is_exactly_what_it_can_read_get_complete_and_
                     "uriTemplate",
                 );
                 let prompts = names(&ask("prompts/list", json!({})).await, "prompts", "name");
+                // The live preview of the same policy for the same actor and environment lists
+                // the same.
+                let body = json!({"policy": drafts[environment],
+                                  "context": {"actor": actor, "environment": environment}});
+                let preview = app
+                    .post("/policies:preview")
+                    .as_(&admin)
+                    .json(body)
+                    .await
+                    .expect_ok();
+                for (list, served) in [
+                    ("resources", &resources),
+                    ("resource_templates", &templates),
+                    ("prompts", &prompts),
+                ] {
+                    let mut previewed: Vec<String> = preview[list]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .filter(|i| i["listed"] == true)
+                        .map(|i| i["key"].as_str().unwrap_or_default().to_owned())
+                        .collect();
+                    let mut served = served.clone();
+                    previewed.sort();
+                    served.sort();
+                    if previewed != served {
+                        mismatches.push(format!(
+                            "{label}: preview lists {list} {previewed:?}, /mcp {served:?}"
+                        ));
+                    }
+                }
                 for uri in URIS {
                     let read = ask("resources/read", json!({"uri": uri})).await;
                     let readable = read.get("result").is_some();

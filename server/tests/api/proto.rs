@@ -242,6 +242,7 @@ async fn every_answer_of_the_connect_mount_fits_the_proto() {
         )
         .await;
     }
+    c.call(&admin, "ListCatalogItems", json!({})).await;
     c.call(&admin, "GetDriftSettings", json!({})).await;
     c.call(
         &admin,
@@ -439,12 +440,15 @@ async fn every_answer_of_the_connect_mount_fits_the_proto() {
     c.call(&admin, "DeleteWebhook", json!({"id": webhook_id}))
         .await;
 
-    // What this scenario does not reach, and where it is covered instead: a tool held for
-    // drift (AcceptToolChange, KeepToolHeld), a staged change (Apply), a witness's key and
-    // cosignature (CreateWitness, DeleteWitness, AddCosignature), a model (RunTurn).
+    // What this scenario does not reach, and where it is covered instead: a tool or an item
+    // held for drift (AcceptToolChange, KeepToolHeld, AcceptItemChange, KeepItemHeld: drift.rs
+    // and the scope matrix), a staged change (Apply), a witness's key and cosignature
+    // (CreateWitness, DeleteWitness, AddCosignature), a model (RunTurn).
     let not_here: BTreeSet<&str> = [
         "AcceptToolChange",
         "KeepToolHeld",
+        "AcceptItemChange",
+        "KeepItemHeld",
         "Apply",
         "CreateWitness",
         "DeleteWitness",

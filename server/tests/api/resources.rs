@@ -333,3 +333,192 @@ async fn a_rule_caps_what_a_read_returns() {
         .await;
     refused.expect_field_error("rules[0].invocation");
 }
+
+/// The live preview covers resources, templates and prompts: `POST /policies:preview` says of
+/// each catalogued one what the draft would do (the same engine function the editor runs in the
+/// browser, over the catalog the editor's server function hands it), and one that two upstreams
+/// offer is never listed whatever the draft says.
+#[tokio::test]
+async fn the_preview_covers_resources_templates_and_prompts() {
+    let rules: Value = serde_json::from_str(RULES).unwrap();
+    let s = setup(rules.clone()).await;
+    let preview = s
+        .app
+        .post("/policies:preview")
+        .as_(&s.admin)
+        .json(json!({"policy": {"rules": rules}, "context": {"actor": "agent"}}))
+        .await
+        .expect_ok();
+    let modes = |list: &str| -> Vec<(String, String, bool, Value)> {
+        preview[list]
+            .as_array()
+            .unwrap_or_else(|| panic!("{list}: {preview}"))
+            .iter()
+            .map(|i| {
+                (
+                    i["key"].as_str().unwrap().to_owned(),
+                    i["mode"].as_str().unwrap().to_owned(),
+                    i["listed"].as_bool().unwrap(),
+                    i["rule_id"].clone(),
+                )
+            })
+            .collect()
+    };
+    let resources = modes("resources");
+    assert!(
+        resources.contains(&("docs://readme".into(), "allow".into(), true, json!("docs"))),
+        "{resources:?}"
+    );
+    assert!(
+        resources.contains(&(
+            "secret://keys/one".into(),
+            "deny".into(),
+            false,
+            json!("no-secrets")
+        )),
+        "{resources:?}"
+    );
+    let templates = modes("resource_templates");
+    assert!(
+        templates.contains(&(
+            "docs://pages/{page}".into(),
+            "allow".into(),
+            true,
+            json!("docs")
+        )),
+        "{templates:?}"
+    );
+    let prompts = modes("prompts");
+    assert!(
+        prompts.contains(&(
+            "mcp__fixture__greet".into(),
+            "allow".into(),
+            true,
+            json!("greet")
+        )),
+        "{prompts:?}"
+    );
+    assert!(
+        prompts.contains(&(
+            "mcp__fixture__summarize".into(),
+            "hide".into(),
+            false,
+            Value::Null
+        )),
+        "{prompts:?}"
+    );
+    // What the preview lists is what /mcp lists.
+    let listed = |list: &[(String, String, bool, Value)]| -> Vec<String> {
+        let mut keys: Vec<String> = list.iter().filter(|i| i.2).map(|i| i.0.clone()).collect();
+        keys.sort();
+        keys
+    };
+    let mut served = s.keys_of("resources/list", "resources", "uri").await;
+    served.sort();
+    assert_eq!(listed(&resources), served);
+
+    // The editor's server function hands the browser the same catalog.
+    let browser = s.app.new_browser();
+    s.app
+        .sign_in(&browser, "admin", crate::helpers::ADMIN_PASSWORD)
+        .await
+        .expect_status(reqwest::StatusCode::OK);
+    let data = s
+        .app
+        .server_fn(&browser, "policies/editor")
+        .body("id=items")
+        .await
+        .expect_ok();
+    let items = data["items"].as_array().expect("items");
+    assert!(
+        items.iter().any(|i| i["kind"] == "template"
+            && i["key"] == "docs://pages/{page}"
+            && i["upstream"] == "fixture"
+            && i["routable"] == true),
+        "{items:?}"
+    );
+    assert!(
+        items
+            .iter()
+            .any(|i| i["kind"] == "prompt" && i["key"] == "mcp__fixture__greet")
+    );
+
+    // A second upstream offering the same resources: the preview says neither is listed.
+    let body = json!({"name": "other", "transport": "stdio",
+                      "command": crate::helpers::fixture_command()});
+    s.app
+        .post("/upstreams")
+        .as_(&s.admin)
+        .json(body)
+        .await
+        .expect_created();
+    let shared = s
+        .app
+        .post("/policies:preview")
+        .as_(&s.admin)
+        .json(json!({"policy": {"rules": rules}}))
+        .await
+        .expect_ok();
+    let readme: Vec<&Value> = shared["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|i| i["key"] == "docs://readme")
+        .collect();
+    assert_eq!(readme.len(), 2, "{shared}");
+    assert!(
+        readme
+            .iter()
+            .all(|i| i["listed"] == false && i["routable"] == false && i["mode"] == "allow"),
+        "{readme:?}"
+    );
+}
+
+/// The sessions page shows what a session's actor may list of resources, templates and prompts
+/// in its environment now.
+#[tokio::test]
+async fn a_session_shows_the_resources_and_prompts_its_actor_may_reach() {
+    let rules: Value = serde_json::from_str(RULES).unwrap();
+    let s = setup(rules).await;
+    let list = s.app.mcp_list(&s.agent, json!({})).await;
+    let session = list["_meta"]["session_id"].as_str().unwrap().to_owned();
+    let browser = &s.app.browser;
+    s.app
+        .sign_in(browser, "admin", crate::helpers::ADMIN_PASSWORD)
+        .await
+        .expect_status(reqwest::StatusCode::OK);
+    let detail = s
+        .app
+        .server_fn(browser, "sessions/get")
+        .body(format!("id={session}"))
+        .await
+        .expect_ok();
+    let keys = |list: &str, key: &str| -> Vec<String> {
+        detail[list]
+            .as_array()
+            .unwrap_or_else(|| panic!("{list}: {detail}"))
+            .iter()
+            .map(|i| i[key].as_str().unwrap().to_owned())
+            .collect()
+    };
+    let mut resources = keys("resources", "uri");
+    resources.sort();
+    let mut served = s.keys_of("resources/list", "resources", "uri").await;
+    served.sort();
+    assert!(!resources.is_empty());
+    assert_eq!(resources, served);
+    assert!(!resources.iter().any(|r| r.starts_with("secret://")));
+    assert_eq!(
+        keys("resource_templates", "uriTemplate"),
+        ["docs://pages/{page}"]
+    );
+    assert_eq!(keys("prompts", "name"), ["mcp__fixture__greet"]);
+    // The page itself, as plain HTML.
+    let page = s
+        .app
+        .in_browser(reqwest::Method::GET, &format!("/sessions/{session}"))
+        .await;
+    let html = page.text();
+    assert!(html.contains("data-testid=\"session-prompts\""), "{html}");
+    assert!(html.contains("mcp__fixture__greet"));
+}

@@ -146,6 +146,18 @@ const CASES: &[Case] = &[
     },
     Case {
         method: Method::GET,
+        path: "/catalog/items",
+    },
+    Case {
+        method: Method::POST,
+        path: "/catalog/items:accept",
+    },
+    Case {
+        method: Method::POST,
+        path: "/catalog/items:keep-held",
+    },
+    Case {
+        method: Method::GET,
         path: "/catalog/drift",
     },
     Case {
@@ -270,6 +282,9 @@ const OWN_ROUTES: &[&str] = &[
 /// Routes that only ever reach the caller's own resources, whatever its scopes (forking someone
 /// else's session would pin another actor).
 const ONLY_OWN_ROUTES: &[&str] = &["/sessions/{id}/forks", "/agents/{id}/turns"];
+
+/// The key of a resource of the victim's upstream whose change is held.
+const VICTIM_HELD_ITEM: &str = "victim://held";
 
 struct Fixtures {
     victim_token_id: String,
@@ -419,6 +434,32 @@ async fn fixtures(app: &TestApp) -> Fixtures {
             .await
             .unwrap()
     );
+    // A resource of that upstream whose change is held: only an admin of `default` may decide.
+    let held_item = aperture_core::store::items::ItemRow {
+        upstream_id: victim_upstream_id.clone(),
+        kind: aperture_core::store::items::Kind::Resource,
+        key: VICTIM_HELD_ITEM.into(),
+        raw: VICTIM_HELD_ITEM.into(),
+        definition: json!({"uri": VICTIM_HELD_ITEM, "name": "changed"}).to_string(),
+        definition_hash: "sha256:1".into(),
+        drift: aperture_core::store::items::ItemDrift {
+            accepted: Some(json!({"uri": VICTIM_HELD_ITEM, "name": "held"}).to_string()),
+            held: Some(aperture_core::store::items::Held {
+                changes: vec![engine::drift::DriftClass::Title],
+                since: 1,
+                kept_hash: None,
+            }),
+        },
+    };
+    aperture_core::store::items::replace(
+        &app.store,
+        "default",
+        &victim_upstream_id,
+        aperture_core::store::items::Kind::Resource,
+        &[held_item],
+    )
+    .await
+    .unwrap();
     // A call of `victim`'s parked for an approver and a staged change of theirs (their
     // bindings are not ones the worker could run: releasing them ends in a refusal, which is
     // fine here).
@@ -681,6 +722,13 @@ fn request(case: &Case, fx: &Fixtures, n: usize) -> (String, Option<Value>) {
             (format!("/tools/{}:keep-held", fx.victim_held_tool), None)
         }
         ("PUT", "/catalog/drift") => ("/catalog/drift".into(), Some(json!({"title": "hold"}))),
+        ("POST", "/catalog/items:accept") | ("POST", "/catalog/items:keep-held") => (
+            case.path.into(),
+            Some(
+                json!({"kind": "resource", "upstream_id": fx.victim_upstream_id,
+                        "key": VICTIM_HELD_ITEM}),
+            ),
+        ),
         ("PUT", "/settings/mcp") => ("/settings/mcp".into(), Some(json!({"binding": "implicit"}))),
         ("GET", "/policies/{id}/versions") => ("/policies/victim-only/versions".into(), None),
         ("PUT", "/policies/{id}") => (
@@ -1074,6 +1122,8 @@ async fn every_route_enforces_its_scope() {
             | ("PUT", "/tools/{name}")
             | ("POST", "/tools/{name}:accept")
             | ("POST", "/tools/{name}:keep-held")
+            | ("POST", "/catalog/items:accept")
+            | ("POST", "/catalog/items:keep-held")
             | ("POST", "/upstreams/{id}:sync")
             | ("POST", "/sessions/{id}/forks")
             | ("GET", "/agents/{id}")

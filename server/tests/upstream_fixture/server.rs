@@ -59,6 +59,10 @@ struct State {
     calls: u64,
     /// The URIs the client subscribed to.
     subscribed: Vec<String>,
+    /// `docs://readme`'s description.
+    readme_description: String,
+    /// The `greet` prompt's description.
+    greet_description: String,
 }
 
 /// The fixture server; each instance (each stdio process, each HTTP session) has its own state.
@@ -80,6 +84,8 @@ impl FixtureServer {
                 cancelled: 0,
                 calls: 0,
                 subscribed: Vec::new(),
+                readme_description: "Read this first.".into(),
+                greet_description: "Greets someone.".into(),
             })),
             call_log: None,
         }
@@ -156,12 +162,14 @@ impl FixtureServer {
             }),
             json!({
                 "name": "mutate",
-                "description": "Changes echo's description, title or readOnlyHint, or stops listing a tool, and (unless told not to) says the tool list changed.",
+                "description": "Changes echo's description, title or readOnlyHint, the description of the readme resource or of the greet prompt, or stops listing a tool, and (unless told not to) says the tool list changed.",
                 "inputSchema": object(
                     json!({
                         "description": {"type": "string"}, "title": {"type": "string"},
                         "read_only": {"type": "boolean"}, "remove": {"type": "string"},
                         "notify": {"type": "boolean"},
+                        "readme_description": {"type": "string"},
+                        "greet_description": {"type": "string"},
                     }),
                     &[],
                 ),
@@ -365,6 +373,12 @@ impl ServerHandler for FixtureServer {
                     if let Some(name) = args.get("remove").and_then(Value::as_str) {
                         state.removed.push(name.to_owned());
                     }
+                    if let Some(d) = args.get("readme_description").and_then(Value::as_str) {
+                        state.readme_description = d.to_owned();
+                    }
+                    if let Some(d) = args.get("greet_description").and_then(Value::as_str) {
+                        state.greet_description = d.to_owned();
+                    }
                 }
                 // `"notify": false` changes the tool silently, as a misbehaving upstream would.
                 if args.get("notify") != Some(&Value::Bool(false)) {
@@ -442,9 +456,10 @@ impl ServerHandler for FixtureServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, ErrorData> {
+        let readme = self.state().readme_description.clone();
         typed(json!({"resources": [
             {"uri": "docs://readme", "name": "readme", "mimeType": "text/plain",
-             "description": "Read this first."},
+             "description": readme},
             {"uri": "docs://guide/setup", "name": "setup", "mimeType": "text/plain"},
             {"uri": "secret://keys/one", "name": "key", "mimeType": "text/plain"}
         ]}))
@@ -533,8 +548,9 @@ impl ServerHandler for FixtureServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, ErrorData> {
+        let greet = self.state().greet_description.clone();
         typed(json!({"prompts": [
-            {"name": "greet", "description": "Greets someone.",
+            {"name": "greet", "description": greet,
              "arguments": [{"name": "name", "required": true}]},
             {"name": "summarize", "description": "Summarizes a text."}
         ]}))
