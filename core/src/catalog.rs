@@ -185,6 +185,24 @@ pub fn triage_removed(existing: &Revised, now: i64) -> Drift {
     }
 }
 
+/// 409 for a decision about a held definition that is no longer the held one (`what` changed
+/// again after the admin reviewed it; it is held now as `definition_hash`).
+fn changed_since_reviewed(what: &str, definition_hash: &str) -> ServiceError {
+    AppError {
+        code: ErrorCode::Conflict,
+        message: format!(
+            "{what} changed since it was reviewed: its held definition is now {definition_hash}"
+        ),
+        details: Some(aperture_types::error::ErrorDetails {
+            fields: vec![FieldError {
+                path: "definition_hash".into(),
+                message: "not the held definition's hash".into(),
+            }],
+        }),
+    }
+    .into()
+}
+
 /// `POST /tools/{name}:accept` (admin, journaled with the old and new definition hashes): the
 /// held definition becomes the accepted one and enters manifests (a held removal: the tool
 /// leaves the catalog).
@@ -234,19 +252,7 @@ async fn decide(
         if let Some(seen) = &request.definition_hash
             && *seen != definition_hash
         {
-            return Err(AppError {
-                code: ErrorCode::Conflict,
-                message: format!(
-                    "{name} changed since it was reviewed: its held definition is now {definition_hash}"
-                ),
-                details: Some(aperture_types::error::ErrorDetails {
-                    fields: vec![FieldError {
-                        path: "definition_hash".into(),
-                        message: "not the held definition's hash".into(),
-                    }],
-                }),
-            }
-            .into());
+            return Err(changed_since_reviewed(name, &definition_hash));
         }
         let removed = held.changes.contains(&DriftClass::Removed);
         let view = DriftDecisionView {
@@ -554,20 +560,10 @@ async fn decide_item(
     if let Some(seen) = &request.definition_hash
         && *seen != current.definition_hash
     {
-        return Err(AppError {
-            code: ErrorCode::Conflict,
-            message: format!(
-                "{} changed since it was reviewed: its held definition is now {}",
-                request.key, current.definition_hash
-            ),
-            details: Some(aperture_types::error::ErrorDetails {
-                fields: vec![FieldError {
-                    path: "definition_hash".into(),
-                    message: "not the held definition's hash".into(),
-                }],
-            }),
-        }
-        .into());
+        return Err(changed_since_reviewed(
+            &request.key,
+            &current.definition_hash,
+        ));
     }
     let accepted: Value = current
         .drift

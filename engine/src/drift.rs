@@ -390,15 +390,7 @@ pub fn classify(accepted: &Definition, current: Option<&Definition>) -> Vec<Drif
         classes.insert(DriftClass::Description);
     }
     let (before, after) = (accepted.strings(), current.strings());
-    if !added(&before, &after, instruction_markers).is_empty() {
-        classes.insert(DriftClass::InstructionsAdded);
-    }
-    if !added(&before, &after, hidden_characters).is_empty() {
-        classes.insert(DriftClass::HiddenCharacters);
-    }
-    if !added(&before, &after, addresses).is_empty() {
-        classes.insert(DriftClass::UrlsAdded);
-    }
+    classes.extend(detected_added(&before, &after));
     if annotations_weakened(accepted.annotations.as_ref(), current.annotations.as_ref()) {
         classes.insert(DriftClass::AnnotationsWeakened);
     }
@@ -424,21 +416,37 @@ pub fn classify(accepted: &Definition, current: Option<&Definition>) -> Vec<Drif
 /// URLs or e-mail addresses, in any of its strings), as the classes a change adding it would
 /// get: what a tool seen the first time is flagged with.
 pub fn flags(definition: &Definition) -> Vec<DriftClass> {
-    let texts = definition.strings();
-    let mut out = Vec::new();
-    for (class, find) in [
-        (
-            DriftClass::InstructionsAdded,
-            instruction_markers as fn(&str) -> BTreeSet<String>,
-        ),
-        (DriftClass::HiddenCharacters, hidden_characters),
-        (DriftClass::UrlsAdded, addresses),
-    ] {
-        if texts.iter().any(|t| !find(t).is_empty()) {
-            out.push(class);
-        }
-    }
-    out
+    detected(&definition.strings())
+}
+
+/// A detector of risky content: what it finds in a text.
+type Detector = fn(&str) -> BTreeSet<String>;
+
+/// The detectors of risky content, each with the class its findings give.
+const DETECTORS: [(DriftClass, Detector); 3] = [
+    (DriftClass::InstructionsAdded, instruction_markers),
+    (DriftClass::HiddenCharacters, hidden_characters),
+    (DriftClass::UrlsAdded, addresses),
+];
+
+/// The classes of the detectors that find something in `texts`.
+fn detected(texts: &[&str]) -> Vec<DriftClass> {
+    DETECTORS
+        .iter()
+        .filter(|(_, find)| texts.iter().any(|t| !find(t).is_empty()))
+        .map(|(class, _)| *class)
+        .collect()
+}
+
+/// The classes of the detectors that find something in `after` they do not find in `before`.
+fn detected_added<'a>(
+    before: &'a [&str],
+    after: &'a [&str],
+) -> impl Iterator<Item = DriftClass> + 'a {
+    DETECTORS
+        .iter()
+        .filter(|(_, find)| !added(before, after, *find).is_empty())
+        .map(|(class, _)| *class)
 }
 
 /// The classes of the change of a resource, resource template or prompt (its definition as
@@ -481,18 +489,7 @@ pub fn classify_item(accepted: &Value, current: &Value) -> Vec<DriftClass> {
         classes.insert(DriftClass::Description);
     }
     let (before, after) = (item_strings(accepted), item_strings(current));
-    for (class, find) in [
-        (
-            DriftClass::InstructionsAdded,
-            instruction_markers as fn(&str) -> BTreeSet<String>,
-        ),
-        (DriftClass::HiddenCharacters, hidden_characters),
-        (DriftClass::UrlsAdded, addresses),
-    ] {
-        if !added(&before, &after, find).is_empty() {
-            classes.insert(class);
-        }
-    }
+    classes.extend(detected_added(&before, &after));
     if strip_prose(accepted.get("arguments")) != strip_prose(current.get("arguments")) {
         classes.insert(DriftClass::InputChanged);
     }
@@ -502,21 +499,7 @@ pub fn classify_item(accepted: &Value, current: &Value) -> Vec<DriftClass> {
 /// The risky content a resource, template or prompt definition carries at all (as
 /// [`flags`] for tools), its URI or URI template left out.
 pub fn item_flags(definition: &Value) -> Vec<DriftClass> {
-    let texts = item_strings(definition);
-    let mut out = Vec::new();
-    for (class, find) in [
-        (
-            DriftClass::InstructionsAdded,
-            instruction_markers as fn(&str) -> BTreeSet<String>,
-        ),
-        (DriftClass::HiddenCharacters, hidden_characters),
-        (DriftClass::UrlsAdded, addresses),
-    ] {
-        if texts.iter().any(|t| !find(t).is_empty()) {
-            out.push(class);
-        }
-    }
-    out
+    detected(&item_strings(definition))
 }
 
 /// Every string of an item's definition, member names included, but the value of its top-level

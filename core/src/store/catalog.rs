@@ -204,20 +204,38 @@ fn drift_from_row(row: &AnyRow) -> Result<Drift, sqlx::Error> {
         .map(|text| serde_json::from_str::<Value>(&text).map_err(decode))
         .transpose()?
         .map(|stored| Definition::from_stored(&stored));
-    let held = match row.try_get::<Option<String>, _>("held_changes")? {
-        None => None,
-        Some(text) => {
-            let names: Vec<String> = serde_json::from_str(&text).map_err(decode)?;
-            Some(Held {
-                // A name this build does not know still holds the tool: it is only dropped from
-                // the list shown.
-                changes: names.iter().filter_map(|n| DriftClass::parse(n)).collect(),
-                since: row.try_get::<Option<i64>, _>("held_since")?.unwrap_or(0),
-                kept_hash: row.try_get("held_kept_hash")?,
-            })
-        }
+    Ok(Drift {
+        accepted,
+        held: held_from_row(row)?,
+    })
+}
+
+/// A held change from its columns (`held_changes`, `held_since`, `held_kept_hash`), of a tool
+/// or of a catalogue item ([`super::items`]).
+pub(super) fn held_from_row(row: &AnyRow) -> Result<Option<Held>, sqlx::Error> {
+    let decode = |e: serde_json::Error| sqlx::Error::Decode(Box::new(e));
+    let Some(text) = row.try_get::<Option<String>, _>("held_changes")? else {
+        return Ok(None);
     };
-    Ok(Drift { accepted, held })
+    let names: Vec<String> = serde_json::from_str(&text).map_err(decode)?;
+    Ok(Some(Held {
+        // A name this build does not know still holds: it is only dropped from the list shown.
+        changes: names.iter().filter_map(|n| DriftClass::parse(n)).collect(),
+        since: row.try_get::<Option<i64>, _>("held_since")?.unwrap_or(0),
+        kept_hash: row.try_get("held_kept_hash")?,
+    }))
+}
+
+/// The stored values of a held change: its classes (JSON), since, kept hash.
+pub(super) fn held_values(held: Option<&Held>) -> (Option<String>, Option<i64>, Option<String>) {
+    held.map_or((None, None, None), |h| {
+        let names: Vec<&str> = h.changes.iter().map(|c| c.as_str()).collect();
+        (
+            Some(serde_json::Value::from(names).to_string()),
+            Some(h.since),
+            h.kept_hash.clone(),
+        )
+    })
 }
 
 fn revised_from_row(row: &AnyRow) -> Result<Revised, sqlx::Error> {
@@ -267,18 +285,8 @@ fn drift_values(drift: &Drift) -> Result<DriftValues, sqlx::Error> {
         .as_ref()
         .map(|d| serde_json::to_string(&d.to_stored()).map_err(encode))
         .transpose()?;
-    Ok(match &drift.held {
-        None => (accepted, None, None, None),
-        Some(held) => {
-            let names: Vec<&str> = held.changes.iter().map(|c| c.as_str()).collect();
-            (
-                accepted,
-                Some(serde_json::to_string(&names).map_err(encode)?),
-                Some(held.since),
-                held.kept_hash.clone(),
-            )
-        }
-    })
+    let (changes, since, kept) = held_values(drift.held.as_ref());
+    Ok((accepted, changes, since, kept))
 }
 
 /// What an upstream sync writes: `tool` (its definition as listed now) and its triage, only if

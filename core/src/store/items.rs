@@ -2,7 +2,6 @@
 //! prompts (`catalog_items`), per upstream, as its last sync listed them, with their drift
 //! triage.
 
-use engine::drift::DriftClass;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
@@ -60,23 +59,11 @@ const COLUMNS: &str = "upstream_id, kind, item_key, raw, definition, definition_
     accepted_definition, held_changes, held_since, held_kept_hash";
 
 fn from_row(row: &AnyRow) -> Result<ItemRow, sqlx::Error> {
-    let decode = |e: serde_json::Error| sqlx::Error::Decode(Box::new(e));
     let kind = match row.try_get::<String, _>("kind")?.as_str() {
         "resource" => Kind::Resource,
         "template" => Kind::Template,
-        _ => Kind::Prompt,
-    };
-    let held = match row.try_get::<Option<String>, _>("held_changes")? {
-        None => None,
-        Some(text) => {
-            let names: Vec<String> = serde_json::from_str(&text).map_err(decode)?;
-            Some(Held {
-                // A name this build does not know still holds the item.
-                changes: names.iter().filter_map(|n| DriftClass::parse(n)).collect(),
-                since: row.try_get::<Option<i64>, _>("held_since")?.unwrap_or(0),
-                kept_hash: row.try_get("held_kept_hash")?,
-            })
-        }
+        "prompt" => Kind::Prompt,
+        other => return Err(sqlx::Error::Decode(format!("item kind {other}").into())),
     };
     Ok(ItemRow {
         upstream_id: row.try_get("upstream_id")?,
@@ -87,7 +74,7 @@ fn from_row(row: &AnyRow) -> Result<ItemRow, sqlx::Error> {
         definition_hash: row.try_get("definition_hash")?,
         drift: ItemDrift {
             accepted: row.try_get("accepted_definition")?,
-            held,
+            held: super::catalog::held_from_row(row)?,
         },
     })
 }
@@ -96,16 +83,8 @@ fn from_row(row: &AnyRow) -> Result<ItemRow, sqlx::Error> {
 fn drift_values(
     drift: &ItemDrift,
 ) -> (Option<String>, Option<String>, Option<i64>, Option<String>) {
-    let held = drift.held.as_ref();
-    (
-        drift.accepted.clone(),
-        held.map(|h| {
-            serde_json::Value::from(h.changes.iter().map(|c| c.as_str()).collect::<Vec<_>>())
-                .to_string()
-        }),
-        held.map(|h| h.since),
-        held.and_then(|h| h.kept_hash.clone()),
-    )
+    let (changes, since, kept) = super::catalog::held_values(drift.held.as_ref());
+    (drift.accepted.clone(), changes, since, kept)
 }
 
 /// Makes `items` (all of `kind`) what upstream `upstream_id` offers: rows it no longer lists go,
