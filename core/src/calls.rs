@@ -529,6 +529,20 @@ async fn decide(
     };
 
     let manifest = grant.as_ref().and_then(|g| g.manifest.as_ref());
+    // The transport's `Mcp-Param-*` headers mirror the arguments of the tool as advertised:
+    // one that disagrees is a malformed request, refused before anything is decided.
+    if let Some(headers) = &cx.param_headers
+        && let Some(entry) = manifest
+            .and_then(|m| m.entry(&call.name))
+            .filter(|e| e.mode.is_listed())
+    {
+        engine::headers::check(
+            &entry.advertised.input_schema,
+            call.arguments.as_ref(),
+            headers,
+        )
+        .map_err(ServiceError::HeaderMismatch)?;
+    }
     let mut tool = None;
     let decided = match (
         &grant,

@@ -24,6 +24,11 @@ pub enum ServiceError {
     /// again on a confirmed read. Should it escape, 503.
     #[error("the call was decided on out-of-date reads")]
     StaleRead,
+    /// A 2026-07-28 header that mirrors the request says something else than its body
+    /// ([`engine::headers`]); nothing was decided or recorded. `/mcp` answers HTTP 400 with
+    /// -32020; elsewhere, 400.
+    #[error("{0}")]
+    HeaderMismatch(String),
 }
 
 impl ServiceError {
@@ -48,6 +53,7 @@ impl ServiceError {
                 tracing::error!(error = ?e, "internal error");
                 AppError::internal()
             }
+            Self::HeaderMismatch(why) => AppError::new(ErrorCode::BadRequest, why),
             Self::StaleRead => AppError::new(
                 ErrorCode::Unavailable,
                 "what this call depends on changed while it was decided; try again",

@@ -60,6 +60,10 @@ pub struct CallContext<'a> {
     /// Where the upstream's log messages about the call go, from which level up, when the
     /// caller listens (a level set for its session, or named by the request); `None`: dropped.
     pub log: Option<LogSink>,
+    /// The call's `Mcp-Param-*` headers (2026-07-28 `/mcp`), checked against the advertised
+    /// schema's `x-mcp-header` parameters before anything is decided; `None` where the
+    /// transport has no such headers.
+    pub param_headers: Option<engine::headers::ParamHeaders>,
 }
 
 /// Where a call's log messages go ([`CallContext::log`]): those at `level` or above, their data

@@ -1258,6 +1258,7 @@ impl Worker {
             // Nobody connected can be asked for input: the upstream's requests are refused.
             client: None,
             log: None,
+            param_headers: None,
         };
         // Tests hold the worker here, between the release and its last check.
         #[cfg(feature = "test-hooks")]

@@ -124,6 +124,60 @@ pub struct ClientRelay {
     pub abilities: Abilities,
     /// Where requests for it go.
     pub asks: mpsc::Sender<Ask>,
+    /// What the upstream asked for that the client had not declared.
+    pub missing: Missing,
+}
+
+impl ClientRelay {
+    /// A client that declared `abilities`; its requests go to `asks`.
+    pub fn new(abilities: Abilities, asks: mpsc::Sender<Ask>) -> Self {
+        Self {
+            abilities,
+            asks,
+            missing: Missing::default(),
+        }
+    }
+}
+
+/// The kinds of request a call's upstream made that its client had not declared it can
+/// answer (each refused to the upstream). A 2026-07-28 call that failed after one is answered
+/// `-32021` naming them ([`Missing::required`]): the client learns what to declare.
+#[derive(Debug, Clone, Default)]
+pub struct Missing(std::sync::Arc<std::sync::Mutex<Vec<ClientRequest>>>);
+
+impl Missing {
+    fn note(&self, kind: ClientRequest) {
+        let mut kinds = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !kinds.contains(&kind) {
+            kinds.push(kind);
+        }
+    }
+
+    /// The client capabilities that were missing, as `ClientCapabilities` (`{"sampling": {}}`,
+    /// `{"elicitation": {"url": {}}}`, …); `None` when nothing was.
+    pub fn required(&self) -> Option<Value> {
+        let kinds = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if kinds.is_empty() {
+            return None;
+        }
+        let mut required = Map::new();
+        for kind in kinds.iter() {
+            let (key, value) = match kind {
+                ClientRequest::Sampling => ("sampling", json!({})),
+                ClientRequest::Elicitation => ("elicitation", json!({})),
+                ClientRequest::ElicitationUrl => ("elicitation", json!({"url": {}})),
+                ClientRequest::Roots => ("roots", json!({})),
+            };
+            required.insert(key.to_owned(), value);
+        }
+        Some(Value::Object(required))
+    }
 }
 
 /// The request handler of one call: decides, journals and relays each request the call's
@@ -186,10 +240,13 @@ async fn relay(
                 ReasonCode::NotCallable,
                 "the call has no connected client (REST, a worker, a hosted agent)",
             )),
-            Some(c) if !c.abilities.can(ask.kind) => Some((
-                ReasonCode::NotCallable,
-                "the client did not declare this capability",
-            )),
+            Some(c) if !c.abilities.can(ask.kind) => {
+                c.missing.note(ask.kind);
+                Some((
+                    ReasonCode::NotCallable,
+                    "the client did not declare this capability",
+                ))
+            }
             Some(_) => None,
         }
     };

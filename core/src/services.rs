@@ -155,6 +155,7 @@ impl Parts {
             progress: None,
             client: None,
             log: None,
+            param_headers: None,
         }
     }
 }

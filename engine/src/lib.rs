@@ -12,7 +12,8 @@
 //!   which; [`fork`]: fork execution allowlists (`fork_tools`); [`merkle`]: the journal as an
 //!   RFC 6962 Merkle tree, inclusion and consistency proofs; [`environment`]: the rule of
 //!   environment names (also policy and tenant ids), the default environment and `*`; [`uri`]:
-//!   resource URIs normalised (RFC 3986 §6) and matched against URI templates.
+//!   resource URIs normalised (RFC 3986 §6) and matched against URI templates; [`headers`]: the
+//!   2026-07-28 headers that mirror a request's body (`Mcp-Name`, `Mcp-Param-*`, SEP-2243).
 //! - [`descriptor`]: tools and their server-owned security descriptors, canonical MCP names;
 //!   [`receipt`]: receipts, disclosures, Ed25519 signatures, the hash chain, manifest documents.
 //! - [`policy`]: policies (rules → modes, redaction profiles, invocation policies) and the one
@@ -35,6 +36,7 @@ pub mod drift;
 pub mod environment;
 pub mod evidence;
 pub mod fork;
+pub mod headers;
 pub mod manifest;
 pub mod merkle;
 pub mod narrow;

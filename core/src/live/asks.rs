@@ -227,11 +227,16 @@ async fn deliver_kept(store: &Store, asks: &Asks, id: &str) {
     }
 }
 
-/// What a suspended run does next: ask the client again, or end with its answer.
+/// What a suspended run does next: ask the client again, or end with its answer — and, on the
+/// way, what the upstream tells about the call, for a round answered as a stream.
 #[derive(Debug)]
 pub enum Next {
     /// The upstream asks the client something (again).
     Ask(crate::relay::Ask),
+    /// The upstream's progress on the call.
+    Progress(crate::upstream::Progress),
+    /// One of the upstream's log messages about the call, at a level its client hears.
+    Log(crate::upstream::UpstreamLog),
     /// The call ended: the JSON-RPC response that answers it.
     Done(Value),
 }

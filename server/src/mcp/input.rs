@@ -10,16 +10,32 @@
 //! A retry that reaches another node, or comes after the run was given up (ten minutes),
 //! finds no run: it is refused with -32602 and the client calls the tool again from the
 //! start (the first run is abandoned; its upstream hears that the client did not answer).
+//!
+//! A round whose request accepts a stream and asked for progress (`_meta.progressToken`) or
+//! log messages (`_meta["io.modelcontextprotocol/logLevel"]`) is answered as one: the
+//! upstream's progress and log messages while the run goes on, then the round's result. A
+//! round that ends before the upstream said anything is answered plainly (so a refusal keeps
+//! its HTTP status).
 
 use std::time::Duration;
 
+use std::convert::Infallible;
+
+use axum::Json;
 use axum::http::StatusCode;
+use axum::response::sse::{Event, Sse};
+use axum::response::{IntoResponse, Response};
+use futures_util::StreamExt as _;
 use serde_json::{Map, Value, json};
 use tokio::sync::mpsc;
 
 use aperture_core::calls::{self, ToolCall};
+use aperture_core::error::ServiceError;
+use aperture_core::execution::{LogSink, ProgressSink};
 use aperture_core::live::asks::{self, Next, Suspended};
 use aperture_core::relay::{Abilities, ClientRelay, REQUEST_STATE_TTL_MS, RequestState};
+use aperture_core::upstream::LogLevel;
+use engine::headers::ParamHeaders;
 
 use super::{INTERNAL_ERROR, INVALID_PARAMS, Streaming, error, ok};
 use crate::auth::Principal;
@@ -44,52 +60,143 @@ fn declared(params: &Value) -> Abilities {
     Abilities::declared(capabilities)
 }
 
-/// Answers the call (a JSON-RPC response, and its HTTP status).
+/// How a round's client listens: whether it takes a stream, and the level from which it hears
+/// the upstream's log messages.
+pub(super) struct Listening {
+    /// `Accept` lists `text/event-stream`.
+    pub stream: bool,
+    /// `_meta["io.modelcontextprotocol/logLevel"]`.
+    pub log_level: Option<LogLevel>,
+    /// `_meta.progressToken` is there.
+    pub progress: bool,
+}
+
+/// A run's next steps, and what its retry must present again.
+struct Round {
+    binding: Binding,
+    next: mpsc::Receiver<Next>,
+}
+
+/// Answers the call: a JSON-RPC response with its HTTP status, or a stream ending in one.
 pub(super) async fn call(
     state: &AppState,
     principal: &Principal,
     secret: &str,
     id: &Value,
     params: Value,
-) -> (StatusCode, Value) {
-    match params.get("requestState") {
+    param_headers: ParamHeaders,
+    listening: Listening,
+) -> Response {
+    let token = super::progress_token(&params).cloned();
+    let round = match params.get("requestState") {
         Some(Value::String(sealed)) => {
             let sealed = sealed.clone();
-            retry(state, principal, secret, id, params, &sealed).await
+            retry(state, principal, secret, id, params, &sealed, param_headers).await
         }
-        Some(_) => (
+        Some(_) => Err((
             StatusCode::OK,
             error(id, INVALID_PARAMS, "requestState must be a string"),
-        ),
-        None => first(state, principal, secret, id, params).await,
+        )),
+        None => Ok(first(
+            state,
+            principal,
+            secret,
+            id,
+            params,
+            param_headers,
+            &listening,
+        )),
+    };
+    match round {
+        Ok(round) => answer(state, principal, id, round, listening.stream, token).await,
+        Err((status, answer)) => plain(status, answer),
     }
 }
 
+/// A round's answer as a plain JSON response.
+fn plain(status: StatusCode, answer: Value) -> Response {
+    (status, Json(super::complete(answer, false))).into_response()
+}
+
+/// Answers a round: plainly when it ends before the upstream says anything (or the client
+/// takes no stream), else as a stream of what the upstream tells, ending with the result.
+async fn answer(
+    state: &AppState,
+    principal: &Principal,
+    id: &Value,
+    round: Round,
+    stream: bool,
+    token: Option<Value>,
+) -> Response {
+    let Round { binding, mut next } = round;
+    let first = match next.recv().await {
+        // Told but nobody listens: dropped until the round ends.
+        Some(Next::Progress(_) | Next::Log(_)) if !stream => None,
+        other => other,
+    };
+    if !stream || matches!(first, Some(Next::Done(_) | Next::Ask(_)) | None) {
+        let (status, answer) = self::round(state, principal, id, binding, first, next, None).await;
+        return plain(status, answer);
+    }
+    let (events, mut received) = mpsc::channel::<Value>(NEXT_BUFFER);
+    let state = state.clone();
+    let principal = principal.clone();
+    let id = id.clone();
+    tokio::spawn(async move {
+        let told = Told {
+            to: &events,
+            token: token.as_ref(),
+        };
+        let (_, answer) =
+            self::round(&state, &principal, &id, binding, first, next, Some(told)).await;
+        let _ = events.send(super::complete(answer, false)).await;
+    });
+    let events = futures_util::stream::poll_fn(move |cx| received.poll_recv(cx))
+        .map(|message| Ok::<_, Infallible>(Event::default().data(message.to_string())));
+    let mut response = Sse::new(events).into_response();
+    response.headers_mut().insert(
+        "x-accel-buffering",
+        axum::http::HeaderValue::from_static("no"),
+    );
+    response
+}
+
+/// Where a streamed round's notifications go, and the progress token its request named.
+#[derive(Clone, Copy)]
+struct Told<'a> {
+    to: &'a mpsc::Sender<Value>,
+    token: Option<&'a Value>,
+}
+
 /// The first round: the run starts; its answer, or its first request for the client.
-async fn first(
+fn first(
     state: &AppState,
     principal: &Principal,
     secret: &str,
     id: &Value,
     params: Value,
-) -> (StatusCode, Value) {
+    param_headers: ParamHeaders,
+    listening: &Listening,
+) -> Round {
     let abilities = declared(&params);
     let binding = Binding::of(principal, &params);
     let (next_tx, next) = mpsc::channel(NEXT_BUFFER);
     let (asks_tx, mut asks) = mpsc::channel(NEXT_BUFFER);
+    let (progress_tx, mut progress) = mpsc::channel(NEXT_BUFFER);
+    let (logs_tx, mut logs) = mpsc::channel(NEXT_BUFFER);
+    let streaming = Streaming {
+        progress: listening.progress.then_some(progress_tx as ProgressSink),
+        client: Some(ClientRelay::new(abilities, asks_tx)),
+        log: listening
+            .log_level
+            .map(|level| LogSink { level, to: logs_tx }),
+        param_headers: Some(param_headers),
+    };
     let task_state = state.clone();
     let task_principal = principal.clone();
     let task_secret = secret.to_owned();
     let task_id = id.clone();
     tokio::spawn(async move {
-        let streaming = Streaming {
-            progress: None,
-            client: Some(ClientRelay {
-                abilities,
-                asks: asks_tx,
-            }),
-            log: None,
-        };
         let call = super::tools_call(
             &task_state,
             &task_principal,
@@ -107,6 +214,10 @@ async fn first(
                     // dropped with it, and the upstream hears the client did not answer.
                     let _ = next_tx.send(Next::Ask(ask)).await;
                 }
+                // What the upstream tells is dropped when nobody keeps up (never waited on:
+                // the run must go on while its round is between requests).
+                Some(p) = progress.recv() => { let _ = next_tx.try_send(Next::Progress(p)); }
+                Some(l) = logs.recv() => { let _ = next_tx.try_send(Next::Log(l)); }
                 answer = &mut call => break answer,
             }
         };
@@ -119,7 +230,7 @@ async fn first(
         });
         let _ = next_tx.send(Next::Done(answer)).await;
     });
-    round(state, principal, id, binding, next).await
+    Round { binding, next }
 }
 
 /// What the call presented that its retry must present again.
@@ -164,26 +275,49 @@ impl Binding {
 }
 
 /// Waits for the run's next step: its answer, or a request for the client (answered
-/// `input_required`, the run held until the retry).
+/// `input_required`, the run held until the retry); what the upstream tells on the way goes to
+/// the round's stream (`told`), or nowhere. `first` is the step already taken from `next`.
 async fn round(
     state: &AppState,
     principal: &Principal,
     id: &Value,
     binding: Binding,
+    mut first: Option<Next>,
     mut next: mpsc::Receiver<Next>,
+    told: Option<Told<'_>>,
 ) -> (StatusCode, Value) {
-    let ask = match next.recv().await {
-        // The run's answer, to this request (a retry has an id of its own).
-        Some(Next::Done(mut answer)) => {
-            answer["id"] = id.clone();
-            return (StatusCode::OK, answer);
-        }
-        Some(Next::Ask(ask)) => ask,
-        None => {
-            return (
-                StatusCode::OK,
-                error(id, INTERNAL_ERROR, "the call ended without an answer"),
-            );
+    let ask = loop {
+        let step = match first.take() {
+            Some(step) => Some(step),
+            None => next.recv().await,
+        };
+        match step {
+            // The run's answer, to this request (a retry has an id of its own).
+            Some(Next::Done(mut answer)) => {
+                answer["id"] = id.clone();
+                return (super::status_of(&answer), answer);
+            }
+            Some(Next::Ask(ask)) => break ask,
+            Some(Next::Progress(p)) => {
+                if let Some(Told {
+                    to,
+                    token: Some(token),
+                }) = told
+                {
+                    let _ = to.send(super::progress_notification(token, &p)).await;
+                }
+            }
+            Some(Next::Log(l)) => {
+                if let Some(Told { to, .. }) = told {
+                    let _ = to.send(super::log_notification(&l)).await;
+                }
+            }
+            None => {
+                return (
+                    StatusCode::OK,
+                    error(id, INTERNAL_ERROR, "the call ended without an answer"),
+                );
+            }
         }
     };
     let run = aperture_core::ids::new_ordered_id("run");
@@ -238,8 +372,9 @@ async fn retry(
     id: &Value,
     params: Value,
     sealed: &str,
-) -> (StatusCode, Value) {
-    let refuse = |message: &str| (StatusCode::OK, error(id, INVALID_PARAMS, message));
+    param_headers: ParamHeaders,
+) -> Result<Round, (StatusCode, Value)> {
+    let refuse = |message: &str| Err((StatusCode::OK, error(id, INVALID_PARAMS, message)));
     let Some(request_state) = RequestState::open(&state.secrets, sealed) else {
         return refuse("requestState is not one this gateway issued");
     };
@@ -269,14 +404,14 @@ async fn retry(
     };
     // Decided again on reads confirmed by the store.
     let Ok(confirmed) = authenticate_bearer(&state.store, secret).await else {
-        return (
+        return Err((
             StatusCode::OK,
             error(
                 id,
                 super::INVALID_REQUEST,
                 "the bearer token no longer authenticates",
             ),
-        );
+        ));
     };
     let mut call: ToolCall = match serde_json::from_value(params) {
         Ok(c) => c,
@@ -293,30 +428,40 @@ async fn retry(
     .await
     {
         tracing::error!(error = %e.into_app_error().message, "binding a retried call");
-        return (
+        return Err((
             StatusCode::OK,
             error(id, INTERNAL_ERROR, "the call could not be bound"),
-        );
+        ));
     }
-    let cx = state.call_context();
+    let mut cx = state.call_context();
+    cx.param_headers = Some(param_headers);
     match calls::decide_again(&cx, &confirmed, &call, &request_state.first).await {
         // Refused now: the run is dropped (its upstream hears the client did not answer).
-        Ok(Err(denial)) => (StatusCode::OK, ok(id, denial)),
-        Err(e) => (
+        Ok(Err(denial)) => Err((StatusCode::OK, ok(id, denial))),
+        // The retry's headers do not mirror it: refused as the transport refuses; the run
+        // waits on for a well-formed retry.
+        Err(ServiceError::HeaderMismatch(why)) => {
+            state.runs.hold(request_state.run.clone(), run);
+            Err((
+                StatusCode::BAD_REQUEST,
+                error(id, super::HEADER_MISMATCH, why),
+            ))
+        }
+        Err(e) => Err((
             StatusCode::OK,
             error(id, INTERNAL_ERROR, e.into_app_error().message),
-        ),
+        )),
         Ok(Ok(_receipt)) => {
             let Suspended {
                 answer: to, next, ..
             } = run;
             if to.send(Ok(answer)).is_err() {
-                return (
+                return Err((
                     StatusCode::OK,
                     error(id, INTERNAL_ERROR, "the call ended before the answer came"),
-                );
+                ));
             }
-            round(state, principal, id, binding, next).await
+            Ok(Round { binding, next })
         }
     }
 }

@@ -31,6 +31,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use aperture_types::dto::CreateSessionRequest;
+use engine::headers::ParamHeaders;
 use engine::scope;
 
 use crate::auth::Principal;
@@ -73,6 +74,8 @@ const META_LOG_LEVEL: &str = "io.modelcontextprotocol/logLevel";
 pub use aperture_core::live::listing::META_SUBSCRIPTION;
 /// A protocol header is missing or does not mirror the body.
 const HEADER_MISMATCH: i64 = -32020;
+/// 2026-07-28: the request needs a client capability it did not declare.
+const MISSING_CAPABILITY: i64 = -32021;
 /// The requested revision is not supported.
 const UNSUPPORTED_VERSION: i64 = -32022;
 
@@ -311,8 +314,13 @@ pub async fn handle(
         Method::ToolsList => tools_list(&state, &principal, &id, &params, listing_session).await,
         // 2026-07-28: a client that can be asked is asked through `input_required` results.
         Method::ToolsCall if stateless && input::applies(&params) => {
-            let (status, answer) = input::call(&state, &principal, secret, &id, params).await;
-            return (status, Json(complete(answer, false))).into_response();
+            let listening = input::Listening {
+                stream: accepts_stream(&headers),
+                log_level: session.log_level,
+                progress: progress_token(&params).is_some(),
+            };
+            let headers = param_headers(&headers);
+            return input::call(&state, &principal, secret, &id, params, headers, listening).await;
         }
         // Answered as a stream when the client wants progress, or can be asked for input
         // while the call runs (the upstream's requests travel on the call's own stream).
@@ -326,12 +334,21 @@ pub async fn handle(
                 mcp_session: mcp_session.filter(|_| !stateless),
                 stateless,
                 session,
+                param_headers: stateless.then(|| param_headers(&headers)),
             };
             return stream_call(&state, principal, secret, id, params, connected);
         }
         Method::ToolsCall => {
             let session = mcp_session.filter(|_| !stateless);
-            let streaming = Streaming::default();
+            // A 2026-07-28 client that declared nothing it can be asked: what the upstream
+            // asks is refused, and the call answered -32021 if it fails for it.
+            let streaming = Streaming {
+                param_headers: stateless.then(|| param_headers(&headers)),
+                client: stateless.then(|| {
+                    ClientRelay::new(Abilities::default(), tokio::sync::mpsc::channel(1).0)
+                }),
+                ..Streaming::default()
+            };
             match tools_call(&state, &principal, secret, &id, params, session, streaming).await {
                 Ok(answer) => answer,
                 Err(()) => return unauthorized(&state.config),
@@ -371,7 +388,7 @@ pub async fn handle(
                 | Method::PromptsList
                 | Method::ResourcesRead
         );
-        return Json(complete(answer, is_list)).into_response();
+        return (status_of(&answer), Json(complete(answer, is_list))).into_response();
     }
     if method == Method::Initialize {
         let opened = aperture_core::mcp_sessions::open(&state.store, &principal, declared).await;
@@ -744,25 +761,33 @@ fn stateless_request(headers: &HeaderMap, method: &str, params: &Value) -> Resul
     };
     if let Some(field) = named {
         let name = params.get(field).and_then(Value::as_str);
-        if header("mcp-name").and_then(decode_header_value).as_deref() != name {
+        if header("mcp-name")
+            .and_then(engine::headers::decode)
+            .as_deref()
+            != name
+        {
             return Err(mismatch("the Mcp-Name header"));
         }
     }
     Ok(true)
 }
 
-/// A header value as sent: plain, or `=?base64?…?=` when the text is not header-safe.
-fn decode_header_value(value: &str) -> Option<String> {
-    use base64::Engine as _;
-    match value
-        .strip_prefix("=?base64?")
-        .and_then(|v| v.strip_suffix("?="))
-    {
-        Some(encoded) => base64::engine::general_purpose::STANDARD
-            .decode(encoded)
-            .ok()
-            .and_then(|b| String::from_utf8(b).ok()),
-        None => Some(value.to_owned()),
+/// A request's `Mcp-Param-*` headers, checked against the called tool's `x-mcp-header`
+/// parameters ([`engine::headers`]).
+fn param_headers(headers: &HeaderMap) -> ParamHeaders {
+    let mut found = ParamHeaders::default();
+    for (name, value) in headers {
+        found.add(name.as_str(), value.to_str().ok());
+    }
+    found
+}
+
+/// The HTTP status of a 2026-07-28 answer: 400 for a header that does not mirror the body
+/// (-32020) and a client capability missing (-32021), else 200.
+fn status_of(answer: &Value) -> StatusCode {
+    match answer["error"]["code"].as_i64() {
+        Some(HEADER_MISMATCH | MISSING_CAPABILITY) => StatusCode::BAD_REQUEST,
+        _ => StatusCode::OK,
     }
 }
 
@@ -989,12 +1014,13 @@ async fn tools_call(
         return Ok(refused);
     }
     let as_task = params.get("task").is_some();
+    let stateless = params
+        .get("_meta")
+        .and_then(|m| m.get(META_VERSION))
+        .is_some();
     // 2026-07-28: a client that declared the tasks extension takes a waiting call as a task.
-    let as_task_2026 = tasks::declared(&params)
-        && params
-            .get("_meta")
-            .and_then(|m| m.get(META_VERSION))
-            .is_some();
+    let as_task_2026 = tasks::declared(&params) && stateless;
+    let missing = streaming.client.as_ref().map(|c| c.missing.clone());
     let mut call: ToolCall = match serde_json::from_value(params) {
         Ok(c) => c,
         Err(e) => {
@@ -1032,6 +1058,7 @@ async fn tools_call(
     cx.progress = streaming.progress;
     cx.client = streaming.client;
     cx.log = streaming.log;
+    cx.param_headers = streaming.param_headers;
     let mut outcome = calls::call(&cx, principal, None, &call).await;
     let mut confirmed = None;
     if matches!(outcome, Err(ServiceError::StaleRead)) {
@@ -1045,6 +1072,20 @@ async fn tools_call(
         confirmed = Some(again);
     }
     let principal = confirmed.as_ref().unwrap_or(principal);
+    // 2026-07-28: a call that failed after its upstream asked for what the client had not
+    // declared is refused as needing that capability (-32021, HTTP 400).
+    if stateless
+        && let Some(required) = missing.and_then(|m| m.required())
+        && outcome.as_ref().is_ok_and(failed)
+    {
+        let mut answer = error(
+            id,
+            MISSING_CAPABILITY,
+            "the tool needs a client capability this request did not declare",
+        );
+        answer["error"]["data"] = json!({"requiredCapabilities": required});
+        return Ok(answer);
+    }
     Ok(match outcome {
         Ok(result) if as_task_2026 => ok(
             id,
@@ -1052,8 +1093,14 @@ async fn tools_call(
         ),
         Ok(result) if as_task => ok(id, tasks::created(&state.store, principal, result).await),
         Ok(result) => ok(id, result),
+        Err(ServiceError::HeaderMismatch(why)) => error(id, HEADER_MISMATCH, why),
         Err(e) => error(id, INTERNAL_ERROR, e.into_app_error().message),
     })
+}
+
+/// Whether a `tools/call` result is a failure (`isError`).
+fn failed(result: &Value) -> bool {
+    result.get("isError").and_then(Value::as_bool) == Some(true)
 }
 
 /// How many progress notifications may wait for a streamed call's log.
@@ -1068,6 +1115,8 @@ struct Streaming {
     progress: Option<aperture_core::execution::ProgressSink>,
     client: Option<ClientRelay>,
     log: Option<aperture_core::execution::LogSink>,
+    /// The request's `Mcp-Param-*` headers (2026-07-28 only).
+    param_headers: Option<ParamHeaders>,
 }
 
 /// Where a streamed call comes from: the client's MCP session (2025 eras), whether the
@@ -1077,6 +1126,7 @@ struct Connected {
     mcp_session: Option<String>,
     stateless: bool,
     session: Session,
+    param_headers: Option<ParamHeaders>,
 }
 
 /// Whether the client takes an SSE stream for an answer (`Accept` lists `text/event-stream`).
@@ -1164,6 +1214,7 @@ fn stream_call(
         mcp_session,
         stateless,
         session,
+        param_headers,
     } = connected;
     let abilities = session.abilities;
     let token = progress_token(&params).cloned().unwrap_or(Value::Null);
@@ -1190,10 +1241,8 @@ fn stream_call(
         let (progress, mut received) = tokio::sync::mpsc::channel(PROGRESS_BUFFER);
         let (asks_tx, mut asks) = tokio::sync::mpsc::channel(ASK_BUFFER);
         let (logs_tx, mut logs) = tokio::sync::mpsc::channel(PROGRESS_BUFFER);
-        let client = abilities.any().then(|| ClientRelay {
-            abilities,
-            asks: asks_tx,
-        });
+        // A 2026-07-28 client is always there to be told what it lacks (-32021).
+        let client = (stateless || abilities.any()).then(|| ClientRelay::new(abilities, asks_tx));
         let state = stream.state.clone();
         let streaming = Streaming {
             progress: Some(progress),
@@ -1201,6 +1250,7 @@ fn stream_call(
             log: session
                 .log_level
                 .map(|level| LogSink { level, to: logs_tx }),
+            param_headers,
         };
         let call = tools_call(
             &state,

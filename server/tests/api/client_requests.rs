@@ -265,7 +265,17 @@ async fn requests_the_rule_or_the_client_does_not_allow_are_refused_and_journale
 
 /// A 2026-07-28 request `method` with `params` (protocol fields added to its `_meta`) as
 /// `token`; `name` mirrored in `Mcp-Name`.
-async fn stateless(app: &TestApp, token: &str, method: &str, mut params: Value) -> Value {
+async fn stateless(app: &TestApp, token: &str, method: &str, params: Value) -> Value {
+    stateless_reply(app, token, method, params).await.1
+}
+
+/// [`stateless`], with the answer's HTTP status.
+async fn stateless_reply(
+    app: &TestApp,
+    token: &str,
+    method: &str,
+    mut params: Value,
+) -> (StatusCode, Value) {
     let meta = params["_meta"].as_object_mut().map(std::mem::take);
     let mut meta = meta.unwrap_or_default();
     meta.insert(
@@ -284,9 +294,66 @@ async fn stateless(app: &TestApp, token: &str, method: &str, mut params: Value) 
     // Each request an id of its own, as clients send them.
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(100);
     let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let answer: Value = post.json(rpc(id, method, params)).await.json();
+    let reply = post.json(rpc(id, method, params)).await;
+    let answer = reply.json();
     assert_eq!(answer["id"], id, "answered to its own id: {answer}");
-    answer
+    (reply.status(), answer)
+}
+
+/// Issue 47 (item 6, `server-stateless`): in 2026-07-28 a tool that fails because its upstream
+/// asked the client for something the request did not declare it can answer is refused with
+/// -32021 (HTTP 400) naming the capability — whether the request declared nothing or something
+/// else. A tool that carries on without the answer keeps its result.
+#[tokio::test]
+async fn in_2026_a_tool_that_fails_for_an_undeclared_capability_is_refused_naming_it() {
+    let s = setup(json!(["sampling", "elicitation"])).await;
+    let listed = stateless(&s.app, &s.agent, "tools/list", json!({})).await;
+    let list = listed["result"].clone();
+    let call = |arguments: Value, capabilities: Value| {
+        let mut meta = echo_of(&list, ASK);
+        meta["io.modelcontextprotocol/clientCapabilities"] = capabilities;
+        json!({"name": ASK, "arguments": arguments, "_meta": meta})
+    };
+
+    // Declared nothing; the tool cannot do without the sample.
+    let params = call(json!({"kind": "sampling", "must": true}), json!({}));
+    let (status, refused) = stateless_reply(&s.app, &s.agent, "tools/call", params).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert_eq!(refused["error"]["code"], -32021, "{refused}");
+    assert_eq!(
+        refused["error"]["data"]["requiredCapabilities"],
+        json!({"sampling": {}}),
+        "{refused}"
+    );
+    // Declared elicitation only (the call goes the input_required way), asked for sampling.
+    let params = call(
+        json!({"kind": "sampling", "must": true}),
+        json!({"elicitation": {}}),
+    );
+    let (status, refused) = stateless_reply(&s.app, &s.agent, "tools/call", params).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{refused}");
+    assert_eq!(refused["error"]["code"], -32021, "{refused}");
+    assert_eq!(
+        refused["error"]["data"]["requiredCapabilities"],
+        json!({"sampling": {}})
+    );
+    // A tool that does without the answer keeps its result.
+    let params = call(json!({"kind": "sampling"}), json!({}));
+    let (status, answered) = stateless_reply(&s.app, &s.agent, "tools/call", params).await;
+    assert_eq!(status, StatusCode::OK, "{answered}");
+    assert_eq!(answered["result"]["isError"], false, "{answered}");
+    assert!(
+        answered["result"]["structuredContent"]["refused"].is_object(),
+        "{answered}"
+    );
+    // Each refusal to the upstream was journaled as such.
+    let records = s.records().await;
+    assert_eq!(records.len(), 3, "{records:?}");
+    assert!(
+        records
+            .iter()
+            .all(|(d, r, _)| d == "deny" && r == "not_callable")
+    );
 }
 
 /// Issue 47 (item 3, 2026-07-28): the upstream's request comes back as an `input_required`

@@ -529,6 +529,98 @@ async fn the_2026_07_28_wire_rules_hold_as_the_conformance_suite_checks_them() {
     );
 }
 
+/// Issue 47 (item 6, SEP-2243): in 2026-07-28 a tool parameter marked `x-mcp-header` travels in
+/// an `Mcp-Param-*` header too, and the gateway holds the two to agreement as the tool is
+/// advertised: a header that says another service than the arguments (an intermediary would
+/// route on one and the upstream act on the other), a header left out, one sent twice, or a
+/// malformed `=?base64?…?=` is HTTP 400 with -32020, before anything is decided or recorded.
+/// Plain and Base64-wrapped values that agree run; names are case-insensitive.
+#[tokio::test]
+async fn an_mcp_param_header_that_does_not_mirror_its_argument_is_refused() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[]).await;
+    let deploy = "mcp__fixture__deploy";
+    let rules = json!([{"id": "deploys", "match": {"name": deploy}, "mode": "allow"}]);
+    app.activate_policy(&admin, "deploying", json!({"rules": rules}))
+        .await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {}});
+    let post = |method: &str, params: Value, headers: &[(&str, &str)]| {
+        let mut post = app.mcp_post(&agent);
+        post = post.header("mcp-protocol-version", "2026-07-28");
+        post = post.header("mcp-method", method);
+        if let Some(name) = params.get("name").and_then(Value::as_str) {
+            post = post.header("mcp-name", name);
+        }
+        for (name, value) in headers {
+            post = post.header(name, value);
+        }
+        post.json(rpc(7, method, params))
+    };
+    let listed = post("tools/list", json!({"_meta": meta}), &[]).await.json();
+    let list = &listed["result"];
+    let tool = list["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == deploy)
+        .unwrap();
+    assert_eq!(
+        tool["inputSchema"]["properties"]["service"]["x-mcp-header"], "Service",
+        "the annotation is advertised: {tool}"
+    );
+    let mut call_meta = echo_of(list, deploy);
+    for (k, v) in meta.as_object().unwrap() {
+        call_meta[k] = v.clone();
+    }
+    let call = json!({"name": deploy, "arguments": {"service": "billing"}, "_meta": call_meta});
+    let decided = || async {
+        aperture_core::store::journal::search(
+            &app.store,
+            "default",
+            &aperture_core::store::journal::ReceiptFilter::default(),
+            500,
+        )
+        .await
+        .unwrap()
+        .len()
+    };
+    let before = decided().await;
+
+    for headers in [
+        vec![("Mcp-Param-Service", "payments")],
+        vec![],
+        vec![("Mcp-Param-Service", "=?base64?YmlsbGluZw?=")],
+        vec![
+            ("Mcp-Param-Service", "billing"),
+            ("mcp-param-service", "billing"),
+        ],
+    ] {
+        let refused = post("tools/call", call.clone(), &headers).await;
+        assert_eq!(refused.status(), StatusCode::BAD_REQUEST, "{headers:?}");
+        let body = refused.json();
+        assert_eq!(body["error"]["code"], -32020, "{headers:?}: {body}");
+        assert_eq!(body["id"], 7, "{body}");
+    }
+    assert_eq!(decided().await, before, "nothing was decided or recorded");
+
+    for headers in [
+        vec![("Mcp-Param-Service", "billing")],
+        vec![("MCP-PARAM-SERVICE", "=?base64?YmlsbGluZw==?=")],
+    ] {
+        let ran = post("tools/call", call.clone(), &headers).await;
+        assert_eq!(ran.status(), StatusCode::OK, "{headers:?}");
+        let body = ran.json();
+        assert_eq!(body["result"]["isError"], false, "{headers:?}: {body}");
+        assert_eq!(
+            body["result"]["structuredContent"]["received"]["service"], "billing",
+            "{body}"
+        );
+    }
+}
+
 /// Issue 47 (item 5), the suite's `dns-rebinding-protection`: a server listening on loopback
 /// answers only to its own names. A rebound name in `Host` is 403, with or without an
 /// `Origin`, before the token is looked at; `localhost`, `127.0.0.1` and `[::1]` with the

@@ -226,6 +226,84 @@ async fn a_call_that_asks_for_progress_streams_it_then_the_result() {
     assert_eq!(plain["result"]["content"][0]["text"], "done", "{plain}");
 }
 
+/// Issue 47 (item 6, `tools-call-with-progress` at 2026-07-28): a 2026-07-28 call from a
+/// client that can be asked (it declared elicitation), that takes a stream and asked for
+/// progress, hears the upstream's progress and then the result on the call's own response;
+/// from a client that takes only JSON it is a plain answer, as is a refusal (with its status).
+#[tokio::test]
+async fn in_2026_a_call_from_a_client_that_can_be_asked_streams_its_progress() {
+    let app = TestApp::spawn().await;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    app.register_fixture(&admin, &[SLOW]).await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let mut meta = stateless_meta();
+    meta["io.modelcontextprotocol/clientCapabilities"] = json!({"elicitation": {}});
+    let list = rpc(1, "tools/list", json!({"_meta": meta}));
+    let listed = stateless(&app, &agent, "tools/list")
+        .json(list)
+        .await
+        .json();
+    let mut call_meta = echo_of(&listed["result"], SLOW);
+    for (k, v) in meta.as_object().unwrap() {
+        call_meta[k] = v.clone();
+    }
+    call_meta["progressToken"] = json!("tok");
+    let params = json!({"name": SLOW, "arguments": {"millis": 400}, "_meta": call_meta});
+    let call = |accept: &str| {
+        app.post_raw("/mcp")
+            .as_(&agent)
+            .header("accept", accept)
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", SLOW)
+            .json(rpc(9, "tools/call", params.clone()))
+    };
+
+    let mut stream = Stream::open(call("application/json, text/event-stream")).await;
+    let mut messages = Vec::new();
+    while let Some((_, message)) = stream.next(Duration::from_secs(10)).await {
+        messages.push(message);
+    }
+    assert_eq!(
+        messages.len(),
+        5,
+        "four progress notifications and the result: {messages:?}"
+    );
+    for (step, progress) in messages.iter().take(4).enumerate() {
+        assert_eq!(progress["method"], "notifications/progress", "{progress}");
+        assert_eq!(progress["params"]["progressToken"], "tok");
+        assert_eq!(progress["params"]["progress"], json!((step + 1) as f64));
+    }
+    let answer = &messages[4];
+    assert_eq!(answer["id"], 9, "{answer}");
+    assert_eq!(answer["result"]["resultType"], "complete", "{answer}");
+    assert_eq!(answer["result"]["content"][0]["text"], "done", "{answer}");
+
+    let plain = call("application/json").await;
+    assert!(plain.header("content-type").starts_with("application/json"));
+    let plain = plain.json();
+    assert_eq!(plain["result"]["content"][0]["text"], "done", "{plain}");
+
+    // Refused before the upstream says anything: a plain answer with the refusal's status.
+    let mut wrong = params.clone();
+    wrong["arguments"]["millis"] = json!(-1);
+    let refused = stateless(&app, &agent, "tools/call")
+        .header("mcp-name", SLOW)
+        .json(rpc(10, "tools/call", wrong))
+        .await;
+    assert!(
+        refused
+            .header("content-type")
+            .starts_with("application/json")
+    );
+    let refused = refused.json();
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert_eq!(
+        refused["result"]["_meta"]["receipt"]["reason"], "arguments_invalid",
+        "{refused}"
+    );
+}
+
 /// Progress messages pass the tool's redaction profile as its output does: a profile that
 /// withholds the output from MCP clients drops the messages, and the numbers still come.
 #[tokio::test]

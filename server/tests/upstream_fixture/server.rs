@@ -177,15 +177,17 @@ impl FixtureServer {
             json!({
                 "name": "deploy",
                 "description": "Pretends to deploy a service; answers with the arguments it received.",
+                // In 2026-07-28 the service travels in an `Mcp-Param-Service` header too.
                 "inputSchema": object(
-                    json!({"service": {"type": "string"}, "dry_run": {"type": "boolean"}}),
+                    json!({"service": {"type": "string", "x-mcp-header": "Service"},
+                           "dry_run": {"type": "boolean"}}),
                     &["service"],
                 ),
             }),
             json!({
                 "name": "ask",
-                "description": "Asks the client while it runs (sampling, elicitation, elicitation_url or roots) and answers with what came back.",
-                "inputSchema": object(json!({"kind": {"type": "string"}}), &["kind"]),
+                "description": "Asks the client while it runs (sampling, elicitation, elicitation_url or roots) and answers with what came back; with `must`, a refusal is the tool's error.",
+                "inputSchema": object(json!({"kind": {"type": "string"}, "must": {"type": "boolean"}}), &["kind"]),
             }),
             json!({
                 "name": "log",
@@ -420,10 +422,16 @@ impl ServerHandler for FixtureServer {
                         "answered",
                         json!({"answer": serde_json::to_value(answer).unwrap_or(Value::Null)}),
                     ),
-                    Err(rmcp::ServiceError::McpError(e)) => structured(
-                        "refused",
-                        json!({"refused": {"code": e.code.0, "message": e.message}}),
-                    ),
+                    Err(rmcp::ServiceError::McpError(e)) => {
+                        let mut refused = structured(
+                            "refused",
+                            json!({"refused": {"code": e.code.0, "message": e.message}}),
+                        );
+                        if args.get("must") == Some(&Value::Bool(true)) {
+                            refused.is_error = Some(true);
+                        }
+                        refused
+                    }
                     Err(e) => return Err(ErrorData::internal_error(e.to_string(), None)),
                 }
             }
