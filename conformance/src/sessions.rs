@@ -9,6 +9,8 @@
 //! event (an id and no data, sent first on every stream): what the tool sends later is cached
 //! and delivered on the client's reconnection.
 
+use std::time::Duration;
+
 use futures_util::{Stream, StreamExt};
 use rmcp::model::{ClientJsonRpcMessage, ClientRequest, ServerJsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::local::{
@@ -20,10 +22,23 @@ use rmcp::transport::streamable_http_server::{RestoreOutcome, SessionId, Session
 /// The tool whose stream is closed mid-call.
 const RECONNECTION_TOOL: &str = "test_reconnection";
 
+/// The reconnection delay each stream's priming event names (rmcp's default is 3 s). rmcp's
+/// sessions resume a request's stream only until its response is sent, and a client honors
+/// the delay before it resumes: `test_reconnection`'s stream, closed mid-call, must be
+/// resumable before its result (`RECONNECTION_WORK` later) is sent, whoever the client is.
+const SSE_RETRY: Duration = Duration::from_millis(100);
+
 /// rmcp's in-memory sessions, closing `test_reconnection`'s stream after its priming event.
-#[derive(Default)]
 pub struct Sessions {
     inner: LocalSessionManager,
+}
+
+impl Default for Sessions {
+    fn default() -> Self {
+        let mut inner = LocalSessionManager::default();
+        inner.session_config.sse_retry = Some(SSE_RETRY);
+        Self { inner }
+    }
 }
 
 impl SessionManager for Sessions {

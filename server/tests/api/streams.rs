@@ -25,6 +25,8 @@ pub(crate) struct Stream {
     buffer: String,
     /// The last `retry:` the stream sent (milliseconds), if any.
     retry: Option<u64>,
+    /// The text of the last event read.
+    last_event: String,
 }
 
 impl Stream {
@@ -38,6 +40,7 @@ impl Stream {
             response,
             buffer: String::new(),
             retry: None,
+            last_event: String::new(),
         }
     }
 
@@ -47,6 +50,7 @@ impl Stream {
         loop {
             while let Some(end) = self.buffer.find("\n\n") {
                 let block: String = self.buffer.drain(..end + 2).collect();
+                self.last_event.clone_from(&block);
                 let (mut id, mut data, mut any) = (None, String::new(), false);
                 for line in block.lines() {
                     if let Some(v) = line.strip_prefix("id:") {
@@ -197,6 +201,13 @@ async fn a_call_that_asks_for_progress_streams_it_then_the_result() {
     // Issue 47 (item 5, SSE polling): it tells the client how long to wait before it
     // reconnects, should the connection close before the stream ends.
     assert_eq!(stream.retry, Some(1000), "the priming event's retry");
+    // Its data is empty but there (`data:`): an SSE parser dispatches only events with a data
+    // field, so a client sees the priming event's id and can resume from it.
+    assert!(
+        stream.last_event.lines().any(|l| l.trim_end() == "data:"),
+        "{:?}",
+        stream.last_event
+    );
     let messages = stream.rest(Duration::from_secs(10)).await;
     assert_eq!(
         messages.len(),
