@@ -209,6 +209,8 @@ fn first(
         tokio::pin!(call);
         let answer = loop {
             tokio::select! {
+                // What the upstream told before it answered goes first.
+                biased;
                 Some(ask) = asks.recv() => {
                     // Nobody reads any more (the run was given up): the ask's answer is
                     // dropped with it, and the upstream hears the client did not answer.
@@ -221,6 +223,13 @@ fn first(
                 answer = &mut call => break answer,
             }
         };
+        // Told just before the answer, still waiting to be passed on.
+        while let Ok(p) = progress.try_recv() {
+            let _ = next_tx.send(Next::Progress(p)).await;
+        }
+        while let Ok(l) = logs.try_recv() {
+            let _ = next_tx.send(Next::Log(l)).await;
+        }
         let answer = answer.unwrap_or_else(|()| {
             error(
                 &task_id,

@@ -281,14 +281,18 @@ pub async fn handle(
             Err(_) => return unauthorized(&state.config),
         };
     }
-    // A method this era does not have is unknown: `initialize`, `ping`, `logging/setLevel`
-    // and `resources/(un)subscribe` in 2026-07-28, `subscriptions/listen` before it. Stateless requests answer it 404.
+    // A method this era does not have is unknown: `initialize`, `ping`, `logging/setLevel`,
+    // `resources/(un)subscribe`, `tasks/result` and `tasks/list` in 2026-07-28 (the tasks
+    // extension removed the last two), `subscriptions/listen` and `tasks/update` before it.
+    // Stateless requests answer it 404.
     let served = known.filter(|m| match m {
         Method::Initialize
         | Method::Ping
         | Method::LoggingSetLevel
         | Method::ResourcesSubscribe
-        | Method::ResourcesUnsubscribe => !stateless,
+        | Method::ResourcesUnsubscribe
+        | Method::TasksResult
+        | Method::TasksList => !stateless,
         Method::SubscriptionsListen | Method::TasksUpdate => stateless,
         _ => true,
     });
@@ -299,6 +303,27 @@ pub async fn handle(
             false => Json(answer).into_response(),
         };
     };
+    // 2026-07-28: the tasks extension's methods are for clients that declared it (-32021).
+    if stateless
+        && matches!(
+            method,
+            Method::TasksGet | Method::TasksUpdate | Method::TasksCancel
+        )
+        && !tasks::declared(&params)
+    {
+        let mut answer = error(
+            &id,
+            MISSING_CAPABILITY,
+            format!(
+                "{} needs the {} extension declared in the request's clientCapabilities",
+                method.name(),
+                tasks::EXTENSION
+            ),
+        );
+        answer["error"]["data"] =
+            json!({"requiredCapabilities": {"extensions": {tasks::EXTENSION: {}}}});
+        return (StatusCode::BAD_REQUEST, Json(answer)).into_response();
+    }
     // 2025 era: the client's MCP session names its listings and calls; 2026-07-28 has none.
     let listing_session = mcp_session.as_deref().filter(|_| !stateless);
     // What a 2025-era client can do for servers, kept with the session `initialize` opens.
@@ -807,7 +832,10 @@ fn capabilities() -> Value {
 /// `server/discover` (2026-07-28).
 fn discover() -> Value {
     let mut capabilities = capabilities();
-    // 2026-07-28 takes tasks as an extension.
+    // 2026-07-28 takes tasks as an extension, never in the v1 `tasks` slot.
+    if let Some(c) = capabilities.as_object_mut() {
+        c.remove("tasks");
+    }
     capabilities["extensions"] = json!({tasks::EXTENSION: {}});
     json!({
         "supportedVersions": [STATELESS_VERSION],

@@ -529,6 +529,64 @@ async fn the_2026_07_28_wire_rules_hold_as_the_conformance_suite_checks_them() {
     );
 }
 
+/// Issue 47 (item 6, the suite's `tasks-*` scenarios): in 2026-07-28 tasks are an extension.
+/// `server/discover` declares it under `capabilities.extensions` and not in the v1 `tasks`
+/// slot; `tasks/result` and `tasks/list`, which the extension removed, are unknown (HTTP 404,
+/// -32601); `tasks/get`, `tasks/update` and `tasks/cancel` from a request that did not declare
+/// the extension are -32021 (HTTP 400) naming it.
+#[tokio::test]
+async fn in_2026_tasks_are_the_extension_s_and_need_it_declared() {
+    let app = TestApp::spawn().await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let meta = |capabilities: Value| {
+        json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+               "io.modelcontextprotocol/clientCapabilities": capabilities})
+    };
+    let send = |method: &str, params: Value| {
+        app.mcp_post(&agent)
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", method)
+            .json(rpc(11, method, params))
+    };
+    let discovered = send("server/discover", json!({"_meta": meta(json!({}))}))
+        .await
+        .json();
+    let capabilities = &discovered["result"]["capabilities"];
+    assert!(capabilities.get("tasks").is_none(), "{capabilities}");
+    assert!(
+        capabilities["extensions"]["io.modelcontextprotocol/tasks"].is_object(),
+        "{capabilities}"
+    );
+
+    let declared = meta(json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}));
+    for method in ["tasks/result", "tasks/list"] {
+        let gone = send(method, json!({"taskId": "inv_x", "_meta": declared}))
+            .await
+            .expect_status(StatusCode::NOT_FOUND)
+            .json();
+        assert_eq!(gone["error"]["code"], -32601, "{method}: {gone}");
+    }
+    for method in ["tasks/get", "tasks/update", "tasks/cancel"] {
+        let params = json!({"taskId": "inv_x", "inputResponses": {}, "_meta": meta(json!({}))});
+        let refused = send(method, params)
+            .await
+            .expect_status(StatusCode::BAD_REQUEST)
+            .json();
+        assert_eq!(refused["error"]["code"], -32021, "{method}: {refused}");
+        assert!(
+            refused["error"]["data"]["requiredCapabilities"]["extensions"]
+                ["io.modelcontextprotocol/tasks"]
+                .is_object(),
+            "{refused}"
+        );
+        // Declared, the method is served (an unknown task is invalid params).
+        let params = json!({"taskId": "inv_x", "inputResponses": {}, "_meta": declared});
+        let served = send(method, params).await.json();
+        assert_ne!(served["error"]["code"], -32021, "{method}: {served}");
+        assert_ne!(served["error"]["code"], -32601, "{method}: {served}");
+    }
+}
+
 /// Issue 47 (item 6, SEP-2243): in 2026-07-28 a tool parameter marked `x-mcp-header` travels in
 /// an `Mcp-Param-*` header too, and the gateway holds the two to agreement as the tool is
 /// advertised: a header that says another service than the arguments (an intermediary would
