@@ -311,17 +311,15 @@ pub async fn handle(
         )
         && !tasks::declared(&params)
     {
-        let mut answer = error(
+        let answer = missing_capability(
             &id,
-            MISSING_CAPABILITY,
             format!(
                 "{} needs the {} extension declared in the request's clientCapabilities",
                 method.name(),
                 tasks::EXTENSION
             ),
+            json!({"extensions": {tasks::EXTENSION: {}}}),
         );
-        answer["error"]["data"] =
-            json!({"requiredCapabilities": {"extensions": {tasks::EXTENSION: {}}}});
         return (StatusCode::BAD_REQUEST, Json(answer)).into_response();
     }
     // 2025 era: the client's MCP session names its listings and calls; 2026-07-28 has none.
@@ -1106,13 +1104,11 @@ async fn tools_call(
         && let Some(required) = missing.and_then(|m| m.required())
         && outcome.as_ref().is_ok_and(failed)
     {
-        let mut answer = error(
+        return Ok(missing_capability(
             id,
-            MISSING_CAPABILITY,
             "the tool needs a client capability this request did not declare",
-        );
-        answer["error"]["data"] = json!({"requiredCapabilities": required});
-        return Ok(answer);
+            required,
+        ));
     }
     Ok(match outcome {
         Ok(result) if as_task_2026 => ok(
@@ -1124,6 +1120,14 @@ async fn tools_call(
         Err(ServiceError::HeaderMismatch(why)) => error(id, HEADER_MISMATCH, why),
         Err(e) => error(id, INTERNAL_ERROR, e.into_app_error().message),
     })
+}
+
+/// -32021 (2026-07-28): the request needs what it did not declare, `required` as
+/// `ClientCapabilities`.
+fn missing_capability(id: &Value, message: impl Into<String>, required: Value) -> Value {
+    let mut answer = error(id, MISSING_CAPABILITY, message);
+    answer["error"]["data"] = json!({"requiredCapabilities": required});
+    answer
 }
 
 /// Whether a `tools/call` result is a failure (`isError`).
