@@ -326,6 +326,45 @@ pub async fn decide_again(
     call: &ToolCall,
     first: &str,
 ) -> Result<Result<Receipt, Value>, ServiceError> {
+    Ok(decided_again(cx, principal, call, first)
+        .await?
+        .map(|(_, receipt)| receipt))
+}
+
+/// A 2026-07-28 call whose upstream answered `input_required` over the gateway's 2026-07-28
+/// link, retried by its client with the answers ([`CallContext::round`]): decided again as
+/// [`decide_again`] decides (a new decision receipt naming the first, nothing the first
+/// spent spent again), then, still allowed, sent to the upstream again with the answers and
+/// the upstream's state (the upstream keeps no run between rounds). The answer is a tool
+/// result, or the upstream's next round.
+pub async fn continue_round(
+    cx: &CallContext<'_>,
+    principal: &Principal,
+    call: &ToolCall,
+    first: &str,
+) -> Result<Value, ServiceError> {
+    let (decided, receipt) = match decided_again(cx, principal, call, first).await? {
+        Ok(decided) => decided,
+        Err(answer) => return Ok(answer),
+    };
+    execute(
+        cx,
+        decided.tool.as_deref(),
+        decided.bound,
+        decided.r,
+        &receipt,
+        Map::new(),
+    )
+    .await
+}
+
+/// [`decide_again`], with what the decision was made on.
+async fn decided_again(
+    cx: &CallContext<'_>,
+    principal: &Principal,
+    call: &ToolCall,
+    first: &str,
+) -> Result<Result<(Decided, Receipt), Value>, ServiceError> {
     let mut decided = match decide(cx, principal, None, call).await? {
         Stage::Answered(answer) => return Ok(Err(answer)),
         Stage::Next(decided) => decided,
@@ -357,7 +396,7 @@ pub async fn decide_again(
             Map::new(),
         )));
     }
-    Ok(Ok(receipt))
+    Ok(Ok((decided, receipt)))
 }
 
 /// What a stage hands on: the caller's answer (a denial, a replayed outcome, a status), or

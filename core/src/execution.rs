@@ -64,6 +64,11 @@ pub struct CallContext<'a> {
     /// schema's `x-mcp-header` parameters before anything is decided; `None` where the
     /// transport has no such headers.
     pub param_headers: Option<engine::headers::ParamHeaders>,
+    /// A 2026-07-28 `/mcp` call from a client that can be asked: it goes over the gateway's
+    /// 2026-07-28 link when its upstream has one, carrying what the previous input round
+    /// gathered, and an upstream's `input_required` answer is relayed as the call's round
+    /// ([`crate::relay::input_round`]); `None` elsewhere.
+    pub round: Option<crate::relay::Round>,
 }
 
 /// Where a call's log messages go ([`CallContext::log`]): those at `level` or above, their data
@@ -306,6 +311,18 @@ pub async fn execute(
             ReasonCode::TargetDrift,
             "no execution target was pinned for this tool when the manifest was granted; list the tools again".to_owned(),
         )),
+        Some((upstream, _))
+            if cx
+                .round
+                .as_ref()
+                .and_then(|r| r.upstream_id.as_ref())
+                .is_some_and(|id| *id != upstream.id) =>
+        {
+            Err((
+                ReasonCode::TargetDrift,
+                "the upstream that asked for the client's input no longer serves the tool; call it again without requestState".to_owned(),
+            ))
+        }
         Some((upstream, raw)) => {
             let deadline = bound
                 .limits
@@ -347,10 +364,23 @@ pub async fn execute(
                         });
                         relay
                     });
+                    let round = cx.round.as_ref().map(|round| crate::upstream::StatelessRound {
+                        capabilities: cx
+                            .client
+                            .as_ref()
+                            .map_or_else(|| json!({}), |c| c.abilities.capabilities()),
+                        log_level: cx.log.as_ref().map(|l| l.level),
+                        responses: round.responses.clone(),
+                        state: round.state.clone(),
+                    });
+                    if let Some(round) = cx.round.as_ref().filter(|r| !r.asked.is_empty()) {
+                        crate::relay::record_answers(cx.journal, decision, round).await;
+                    }
                     let hooks = crate::upstream::CallHooks {
                         progress,
                         ask: Some(asks),
                         log,
+                        round,
                     };
                     let call =
                         conn.call_tool_with(raw, bound.upstream_arguments(), deadline, hooks);
@@ -392,6 +422,19 @@ pub async fn execute(
                             .and_then(|m| usize::try_from(m).ok());
                         match check_result_size(&result, cap) {
                             Err(e) => Err((ReasonCode::ResultTooLarge, e.to_string())),
+                            Ok(_) if is_input_round(&result) => {
+                                crate::relay::input_round(
+                                    cx.journal,
+                                    cx.client.as_ref(),
+                                    &bound.client_requests,
+                                    decision,
+                                    &upstream.name,
+                                    raw,
+                                    &result,
+                                )
+                                .await
+                                .map(|relayed| RelayedRound(relayed).into_result(decision, upstream))
+                            }
                             Ok(_) => Ok(result),
                         }
                     }
@@ -399,6 +442,21 @@ pub async fn execute(
         }
     };
     match outcome {
+        // A round for the client: what it is asked, not the tool's output.
+        Ok(mut round) if is_input_round(&round) => {
+            r.decision = Decision::Allow;
+            r.reason = ReasonCode::Ok;
+            let keys: Vec<Value> = round["inputRequests"]
+                .as_object()
+                .map(|requests| requests.keys().cloned().map(Value::String).collect())
+                .unwrap_or_default();
+            d.insert_extra("input_required", Value::Array(keys)).ok();
+            let recorded = record_execution(cx.journal, r, &d).await;
+            if let Some(Value::Object(meta)) = round.get_mut("_meta") {
+                meta.extend(recorded);
+            }
+            Ok(round)
+        }
         Ok(result) => {
             let (redacted, report) =
                 redact::redact_for(&result, &bound.redaction, cx.output_to.destinations());
@@ -441,6 +499,44 @@ pub async fn execute(
             let recorded = record_execution(cx.journal, r, &d).await;
             Ok(result_with_meta(short(reason), true, recorded))
         }
+    }
+}
+
+/// The `_meta` member under which an input round's answer carries, to the surface that seals
+/// it, what the client must not read: the upstream's `requestState`, the relayed requests'
+/// receipt ids, the decision the round belongs to. The surface removes it.
+pub const ROUND_STATE: &str = "io.aperture/round";
+
+/// Whether an upstream's answer is an `input_required` round ([`CallContext::round`]).
+pub fn is_input_round(result: &Value) -> bool {
+    result.get("resultType").and_then(Value::as_str) == Some("input_required")
+}
+
+/// A relayed input round ([`crate::relay::input_round`]).
+struct RelayedRound(crate::relay::Relayed);
+
+impl RelayedRound {
+    /// The round as the call's result: the client's `InputRequiredResult`, with what the
+    /// surface seals under `_meta[ROUND_STATE]`.
+    fn into_result(
+        self,
+        decision: &Receipt,
+        upstream: &crate::store::upstreams::UpstreamRow,
+    ) -> Value {
+        let relayed = self.0;
+        json!({
+            "resultType": "input_required",
+            "inputRequests": relayed.requests,
+            "_meta": {
+                ROUND_STATE: {
+                    "state": relayed.state,
+                    "asked": relayed.asked,
+                    "decision_receipt_id": decision.receipt_id,
+                    "upstream": upstream.name,
+                    "upstream_id": upstream.id,
+                },
+            },
+        })
     }
 }
 

@@ -1259,6 +1259,7 @@ impl Worker {
             client: None,
             log: None,
             param_headers: None,
+            round: None,
         };
         // Tests hold the worker here, between the release and its last check.
         #[cfg(feature = "test-hooks")]

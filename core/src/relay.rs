@@ -65,6 +65,29 @@ impl Abilities {
         }
     }
 
+    /// As `ClientCapabilities`: what the gateway tells a 2026-07-28 upstream its caller can
+    /// answer (the four kinds, nothing else the client declared).
+    pub fn capabilities(self) -> Value {
+        let mut capabilities = Map::new();
+        if self.sampling {
+            capabilities.insert("sampling".into(), json!({}));
+        }
+        if self.elicitation || self.elicitation_url {
+            let mut modes = Map::new();
+            if self.elicitation {
+                modes.insert("form".into(), json!({}));
+            }
+            if self.elicitation_url {
+                modes.insert("url".into(), json!({}));
+            }
+            capabilities.insert("elicitation".into(), Value::Object(modes));
+        }
+        if self.roots {
+            capabilities.insert("roots".into(), json!({}));
+        }
+        Value::Object(capabilities)
+    }
+
     /// Whether it can answer anything.
     pub fn any(self) -> bool {
         ClientRequest::ALL.into_iter().any(|k| self.can(k))
@@ -339,6 +362,205 @@ async fn relay(
     })
 }
 
+/// What a 2026-07-28 call carries from one input round to the next
+/// ([`crate::execution::CallContext::round`]): nothing on its first round; on a retry the
+/// surface checked against its sealed [`RequestState`], the client's answers to the requests
+/// the gateway relayed and the upstream's own `requestState`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Round {
+    /// The upstream the previous round came from (its id): the call must still go there.
+    pub upstream_id: Option<String>,
+    /// The client's answers, under the upstream's keys (only the keys relayed).
+    pub responses: Option<Map<String, Value>>,
+    /// The upstream's `requestState`, as it gave it.
+    pub state: Option<String>,
+    /// The requests relayed in the previous round: each key's `client_request` receipt id.
+    pub asked: std::collections::BTreeMap<String, String>,
+}
+
+/// An upstream's `input_required` round as its client receives it ([`input_round`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Relayed {
+    /// `inputRequests`, rewritten for the client, under the upstream's keys.
+    pub requests: Map<String, Value>,
+    /// The upstream's `requestState` (sealed by the surface before the client sees it).
+    pub state: Option<String>,
+    /// Each request's `client_request` receipt id, by key.
+    pub asked: std::collections::BTreeMap<String, String>,
+}
+
+/// The kind of an input request, by its method (and an elicitation's mode).
+fn kind_of(method: &str, params: &Value) -> Option<(ClientRequest, &'static str)> {
+    match method {
+        "sampling/createMessage" => Some((ClientRequest::Sampling, "sampling/createMessage")),
+        "elicitation/create" if params.get("mode").and_then(Value::as_str) == Some("url") => {
+            Some((ClientRequest::ElicitationUrl, "elicitation/create"))
+        }
+        "elicitation/create" => Some((ClientRequest::Elicitation, "elicitation/create")),
+        "roots/list" => Some((ClientRequest::Roots, "roots/list")),
+        _ => None,
+    }
+}
+
+/// Decides an upstream's `input_required` answer (2026-07-28, over the gateway's 2026-07-28
+/// link) for the call `decision` decided, as [`for_call`] decides a request on a call's
+/// stream: each request must be of a kind the rule lists in `client_requests` (else
+/// `policy_denied`) and the client declared (else `not_callable`, noted as missing), and is
+/// journaled (`kind: "client_request"`, its digest signed) before it leaves, rewritten as
+/// [`for_call`] rewrites. One request refused refuses the round: the call ends with that
+/// refusal, and nothing of the round reaches the client. `result` is the upstream's
+/// `InputRequiredResult`.
+pub async fn input_round(
+    journal: &Journal,
+    client: Option<&ClientRelay>,
+    allowed: &[ClientRequest],
+    decision: &Receipt,
+    upstream: &str,
+    tool: &str,
+    result: &Value,
+) -> Result<Relayed, (ReasonCode, String)> {
+    let prefix = format!("[{upstream}/{tool}]");
+    let state = match result.get("requestState") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(state)) => Some(state.clone()),
+        Some(_) => {
+            return Err((
+                ReasonCode::UpstreamError,
+                "the upstream's requestState is not a string".into(),
+            ));
+        }
+    };
+    let asked_for = match result.get("inputRequests") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(requests)) => requests.clone(),
+        Some(_) => {
+            return Err((
+                ReasonCode::UpstreamError,
+                "the upstream's inputRequests is not an object".into(),
+            ));
+        }
+    };
+    let mut relayed = Relayed {
+        requests: Map::new(),
+        state,
+        asked: std::collections::BTreeMap::new(),
+    };
+    // Each request decided first: one refused refuses the round, and only the refusals are
+    // journaled then (nothing of the round leaves).
+    let mut decided = Vec::with_capacity(asked_for.len());
+    for (key, request) in asked_for {
+        let method = request.get("method").and_then(Value::as_str).unwrap_or("");
+        let params = request.get("params").cloned().unwrap_or_else(|| json!({}));
+        let Some((kind, method)) = kind_of(method, &params) else {
+            return Err((
+                ReasonCode::UpstreamError,
+                format!(
+                    "the upstream asked the client for `{method}`, which is not a request a client answers"
+                ),
+            ));
+        };
+        let refused = if !allowed.contains(&kind) {
+            Some((
+                ReasonCode::PolicyDenied,
+                "the tool's rule does not list it in client_requests",
+            ))
+        } else {
+            match client {
+                None => Some((
+                    ReasonCode::NotCallable,
+                    "the call has no connected client (REST, a worker, a hosted agent)",
+                )),
+                Some(c) if !c.abilities.can(kind) => {
+                    c.missing.note(kind);
+                    Some((
+                        ReasonCode::NotCallable,
+                        "the client did not declare this capability",
+                    ))
+                }
+                Some(_) => None,
+            }
+        };
+        decided.push((key, kind, method, rewrite(kind, params, &prefix), refused));
+    }
+    let round_refused = decided.iter().any(|(.., refused)| refused.is_some());
+    let mut refusal = None;
+    for (key, kind, method, params, refused) in decided {
+        if round_refused && refused.is_none() {
+            continue;
+        }
+        let mut about = json!({
+            "method": method,
+            "kind": kind.as_str(),
+            "key": key,
+            "request_digest": engine::canonical::hash_value(&params),
+        });
+        if let Some((_, why)) = refused {
+            about["refused"] = json!(why);
+        }
+        let mut r = record_of(decision);
+        (r.decision, r.reason) = match refused {
+            Some((reason, _)) => (Decision::Deny, reason),
+            None => (Decision::Allow, ReasonCode::Ok),
+        };
+        let (receipt, journaled) = journal
+            .record_decision(&r, &disclosures(decision, about))
+            .await;
+        match refused {
+            Some((reason, why)) => {
+                refusal.get_or_insert((reason, format!("{method} was not relayed: {why}")));
+            }
+            None if !journaled => {
+                refusal.get_or_insert((
+                    ReasonCode::JournalUnavailable,
+                    format!("{method} was not relayed: it could not be recorded"),
+                ));
+            }
+            None => {
+                relayed.asked.insert(key.clone(), receipt.receipt_id);
+                relayed
+                    .requests
+                    .insert(key, json!({"method": method, "params": params}));
+            }
+        }
+    }
+    match refusal {
+        Some(refused) => Err(refused),
+        None => Ok(relayed),
+    }
+}
+
+/// Journals the outcome of each request relayed in a call's previous input round, as the
+/// client's retry answers it (`decision` is the retry's decision): the answer's digest and
+/// action, or that it was not answered.
+pub async fn record_answers(journal: &Journal, decision: &Receipt, round: &Round) {
+    for (key, request_receipt_id) in &round.asked {
+        let answer = round.responses.as_ref().and_then(|r| r.get(key));
+        let mut outcome = json!({
+            "key": key,
+            "request_receipt_id": request_receipt_id,
+        });
+        let mut r = record_of(decision);
+        match answer {
+            Some(answer) => {
+                outcome["response_digest"] = json!(engine::canonical::hash_value(answer));
+                if let Some(action) = answer.get("action").and_then(Value::as_str) {
+                    outcome["action"] = json!(action);
+                }
+                r.decision = Decision::Allow;
+                r.reason = ReasonCode::Ok;
+            }
+            None => {
+                outcome["client_error"] = json!({"message": "not answered in the retry"});
+                r.decision = Decision::Deny;
+                r.reason = ReasonCode::Cancelled;
+            }
+        }
+        journal
+            .record_outcome(r, &disclosures(decision, outcome))
+            .await;
+    }
+}
+
 /// A `client_request` record about the call `decision` decided.
 fn record_of(decision: &Receipt) -> Receipt {
     let mut r = decision.clone();
@@ -410,10 +632,8 @@ fn prefix_texts(content: &mut Value, prefix: &str) {
 /// change it. A retry must match all of it, and is decided again.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RequestState {
-    /// The suspended run on the node that holds it.
-    pub run: String,
-    /// The key of the input request the retry answers.
-    pub key: String,
+    /// What the retry continues.
+    pub continues: Continues,
     /// Tenant.
     pub tenant_id: String,
     /// The principal that called.
@@ -424,12 +644,36 @@ pub struct RequestState {
     pub args_hash: String,
     /// The grant the call presented (`_meta.manifest_id`), if it presented one.
     pub grant: Option<String>,
-    /// The upstream that asked.
+    /// The upstream that asked (its registered name).
     pub upstream: String,
     /// The first decision's receipt id.
     pub first: String,
     /// Epoch milliseconds after which the retry is refused.
     pub expires_at: i64,
+}
+
+/// What a retry continues.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Continues {
+    /// A run suspended on the node that holds it: an upstream of the 2025 eras asked on the
+    /// call's stream, and waits for the answer under the gateway's `key`.
+    Held {
+        /// The suspended run.
+        run: String,
+        /// The key of the input request the retry answers.
+        key: String,
+    },
+    /// An upstream's own round (its `input_required` over the gateway's 2026-07-28 link):
+    /// nothing waits; the retry sends the call again with the answers and `state`.
+    Upstream {
+        /// The upstream's id: the retry goes to it or nowhere.
+        upstream_id: String,
+        /// The upstream's `requestState`, as it gave it.
+        state: Option<String>,
+        /// The requests relayed, by the upstream's keys: their `client_request` receipt ids.
+        asked: std::collections::BTreeMap<String, String>,
+    },
 }
 
 /// How long a `requestState` stays good, at most.
@@ -471,8 +715,10 @@ mod tests {
     fn a_request_state_opens_only_as_sealed() {
         let secrets = crate::secrets::SecretBox::ephemeral();
         let state = RequestState {
-            run: "run_1".into(),
-            key: "ask_1".into(),
+            continues: Continues::Held {
+                run: "run_1".into(),
+                key: "ask_1".into(),
+            },
             tenant_id: "t".into(),
             principal: "tok_a".into(),
             tool: "mcp__fixture__ask".into(),

@@ -156,6 +156,7 @@ impl Parts {
             client: None,
             log: None,
             param_headers: None,
+            round: None,
         }
     }
 }

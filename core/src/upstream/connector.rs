@@ -55,12 +55,14 @@ use upstream_reqwest::header::{HeaderName, HeaderValue};
 
 mod asks;
 mod items;
+mod stateless;
 
 pub(crate) use asks::CALL_TAG;
 pub use asks::{
     AskFn, AskRefusal, LogFn, LogLevel, MAX_WAIT, UnattributedFn, UpstreamAsk, UpstreamLog,
 };
 pub use items::Offers;
+pub use stateless::StatelessRound;
 
 use asks::{Attribution, CallRoute, CallRoutes, Clock};
 
@@ -204,6 +206,16 @@ impl Connector {
         let running = tokio::time::timeout(timeout, connecting)
             .await
             .map_err(|_| UpstreamError::Timeout { after: timeout })??;
+        let opening = match spec {
+            UpstreamSpec::StreamableHttp { url, headers } => Some(stateless::Opening {
+                url: url.clone(),
+                headers: header_map(headers)?,
+                allow_private_addresses: self.allow_private_addresses,
+                timeout,
+                scrubber: scrubber.clone(),
+            }),
+            UpstreamSpec::Stdio { .. } => None,
+        };
 
         let peer = running.peer().clone();
         peer.set_response_cache_config(ClientCacheConfig::disabled())
@@ -225,6 +237,8 @@ impl Connector {
             progress,
             calls,
             unattributed,
+            opening,
+            stateless: tokio::sync::OnceCell::new(),
         })
     }
 }
@@ -350,6 +364,11 @@ pub struct Connection {
     calls: Arc<CallRoutes>,
     /// Told of requests that belong to no call.
     unattributed: Arc<std::sync::OnceLock<UnattributedFn>>,
+    /// What opening the 2026-07-28 link needs (streamable HTTP only).
+    opening: Option<stateless::Opening>,
+    /// The 2026-07-28 link, opened at the first call that needs it; `None` inside: the
+    /// upstream does not speak that revision.
+    stateless: tokio::sync::OnceCell<Option<stateless::Stateless>>,
 }
 
 /// The upstream's progress on one call: `notifications/progress` with the token the gateway
@@ -473,6 +492,58 @@ struct ProgressRoute {
 impl Drop for ProgressRoute {
     fn drop(&mut self) {
         self.routes.lock().routes.remove(&self.token);
+    }
+}
+
+/// The session or the 2026-07-28 link a call goes over, and where what the upstream says about
+/// the call goes.
+struct Link<'a> {
+    peer: &'a Peer<RoleClient>,
+    progress: &'a Arc<ProgressRoutes>,
+    calls: &'a Arc<CallRoutes>,
+    /// The 2026-07-28 link: an `input_required` answer is a round for the client.
+    stateless: bool,
+}
+
+impl Link<'_> {
+    /// Sends `tools/call`: registered as in flight (where the upstream's requests for the
+    /// client go) and, with `progress`, its progress token routed there; the upstream is told
+    /// to cancel when the future is dropped before the answer.
+    async fn send_call(
+        &self,
+        params: CallToolRequestParams,
+        options: PeerRequestOptions,
+        hooks: CallHooks,
+        clock: Arc<Clock>,
+    ) -> Result<CallToolResponse, ServiceError> {
+        let CallHooks {
+            progress, ask, log, ..
+        } = hooks;
+        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
+        let progress_sending = progress.is_some().then(|| self.progress.sending());
+        let call_sending = self.calls.sending();
+        let handle = self.peer.send_cancellable_request(request, options).await?;
+        let _progress_route =
+            progress.map(|to| self.progress.register(handle.progress_token.clone(), to));
+        let _call_route = self
+            .calls
+            .register(handle.id.clone(), CallRoute { ask, log, clock });
+        drop(progress_sending);
+        drop(call_sending);
+        let mut abandoned = Abandoned {
+            peer: self.peer.clone(),
+            id: Some(handle.id.clone()),
+        };
+        let result = handle.await_response().await;
+        abandoned.id = None;
+        match result? {
+            ServerResult::CallToolResult(r) => Ok(CallToolResponse::Complete(r)),
+            ServerResult::InputRequiredResult(r) => Ok(CallToolResponse::InputRequired(r)),
+            ServerResult::CreateTaskResult(r) => Ok(CallToolResponse::Task(r)),
+            // A result with nothing in it (rmcp reads `{}` so) is a result without content.
+            ServerResult::EmptyResult(_) => Ok(CallToolResponse::Complete(Default::default())),
+            _ => Err(ServiceError::UnexpectedResponse),
+        }
     }
 }
 
@@ -606,12 +677,40 @@ impl Connection {
         raw_name: &str,
         arguments: Map<String, Value>,
         deadline: Duration,
-        hooks: CallHooks,
+        mut hooks: CallHooks,
     ) -> Result<Value, UpstreamError> {
-        let params = CallToolRequestParams::new(raw_name.to_owned()).with_arguments(arguments);
+        let mut params = CallToolRequestParams::new(raw_name.to_owned()).with_arguments(arguments);
+        // A 2026-07-28 client's call goes over the 2026-07-28 link when the upstream has one.
+        let round = hooks.round.take();
+        let link = match &round {
+            Some(_) => self.stateless().await,
+            None => None,
+        };
+        let mut options = PeerRequestOptions::no_options();
+        let route = match (link, round) {
+            (Some(link), Some(round)) => {
+                let changes = *self.tools_changed.borrow();
+                link.know_tools(changes, self.request_timeout).await;
+                options = options.with_meta(round.meta());
+                params.input_responses = round.responses.map(|r| r.into_iter().collect());
+                params.request_state = round.state;
+                Link {
+                    peer: &link.peer,
+                    progress: &link.progress,
+                    calls: &link.calls,
+                    stateless: true,
+                }
+            }
+            _ => Link {
+                peer: &self.peer,
+                progress: &self.progress,
+                calls: &self.calls,
+                stateless: false,
+            },
+        };
         let clock = Clock::start();
         // Dropping the request future on timeout is what sends `notifications/cancelled`.
-        let call = self.send_call(params, hooks, Arc::clone(&clock));
+        let call = route.send_call(params, options, hooks, Arc::clone(&clock));
         tokio::pin!(call);
         let response = loop {
             let counted = clock.counted();
@@ -629,9 +728,14 @@ impl Connection {
         match response {
             Ok(CallToolResponse::Complete(result)) => serde_json::to_value(result)
                 .map_err(|e| protocol(&format!("the result does not serialize: {e}"))),
+            // Over the 2026-07-28 link: a round for the client (`resultType:
+            // "input_required"`), which the caller relays ([`crate::relay::input_round`]).
+            Ok(CallToolResponse::InputRequired(result)) if route.stateless => {
+                serde_json::to_value(result)
+                    .map_err(|e| protocol(&format!("the result does not serialize: {e}")))
+            }
             Ok(CallToolResponse::InputRequired(_)) => Err(protocol(
-                "the upstream answered with an input_required result, which Aperture does not \
-                 relay from upstreams",
+                "the upstream answered with an input_required result outside an input round",
             )),
             Ok(CallToolResponse::Task(_)) => Err(protocol(
                 "the upstream answered with a task, which Aperture does not poll",
@@ -647,44 +751,11 @@ impl Connection {
         }
     }
 
-    /// Sends `tools/call`: registered as in flight (where the upstream's requests for the
-    /// client go) and, with `progress`, its progress token routed there; the upstream is told
-    /// to cancel when the future is dropped before the answer.
-    async fn send_call(
-        &self,
-        params: CallToolRequestParams,
-        hooks: CallHooks,
-        clock: Arc<Clock>,
-    ) -> Result<CallToolResponse, ServiceError> {
-        let CallHooks { progress, ask, log } = hooks;
-        let request = ClientRequest::CallToolRequest(CallToolRequest::new(params));
-        let progress_sending = progress.is_some().then(|| self.progress.sending());
-        let call_sending = self.calls.sending();
-        let handle = self
-            .peer
-            .send_cancellable_request(request, PeerRequestOptions::no_options())
-            .await?;
-        let _progress_route =
-            progress.map(|to| self.progress.register(handle.progress_token.clone(), to));
-        let _call_route = self
-            .calls
-            .register(handle.id.clone(), CallRoute { ask, log, clock });
-        drop(progress_sending);
-        drop(call_sending);
-        let mut abandoned = Abandoned {
-            peer: self.peer.clone(),
-            id: Some(handle.id.clone()),
-        };
-        let result = handle.await_response().await;
-        abandoned.id = None;
-        match result? {
-            ServerResult::CallToolResult(r) => Ok(CallToolResponse::Complete(r)),
-            ServerResult::InputRequiredResult(r) => Ok(CallToolResponse::InputRequired(r)),
-            ServerResult::CreateTaskResult(r) => Ok(CallToolResponse::Task(r)),
-            // A result with nothing in it (rmcp reads `{}` so) is a result without content.
-            ServerResult::EmptyResult(_) => Ok(CallToolResponse::Complete(Default::default())),
-            _ => Err(ServiceError::UnexpectedResponse),
-        }
+    /// The 2026-07-28 link, opened at the first call that needs it; `None` when the upstream
+    /// does not speak that revision (or is reached over stdio).
+    async fn stateless(&self) -> Option<&stateless::Stateless> {
+        let opening = self.opening.as_ref()?;
+        self.stateless.get_or_init(|| opening.open()).await.as_ref()
     }
 
     /// Where requests that belong to no call are reported (once per connection; later calls
@@ -697,6 +768,9 @@ impl Connection {
     /// (rmcp's shutdown sequence, a few seconds at most); an HTTP session is ended. Later calls
     /// fail with [`UpstreamError::Transport`]. Closing twice is harmless.
     pub async fn close(&self) {
+        if let Some(Some(link)) = self.stateless.get() {
+            link.close().await;
+        }
         let running = self.running.lock().await.take();
         if let Some(running) = running
             && let Err(e) = running.cancel().await
@@ -785,6 +859,9 @@ pub struct CallHooks {
     pub ask: Option<AskFn>,
     /// Where the upstream's `notifications/message` go.
     pub log: Option<LogFn>,
+    /// A 2026-07-28 client's call: over the 2026-07-28 link when the upstream has one (an
+    /// `input_required` answer is then the call's result), else over the session.
+    pub round: Option<StatelessRound>,
 }
 
 /// Our side of the session: who we are, a counter of tool list changes, where progress goes,

@@ -27,8 +27,8 @@ mod registry;
 pub(crate) use connector::CALL_TAG;
 pub use connector::{
     AskFn, AskRefusal, CallHooks, Connection, Connector, LogFn, LogLevel, MAX_WAIT, Offers,
-    Progress, ProgressFn, RawTool, UnattributedFn, UpstreamAsk, UpstreamLog, check_result_size,
-    tls_config,
+    Progress, ProgressFn, RawTool, StatelessRound, UnattributedFn, UpstreamAsk, UpstreamLog,
+    check_result_size, tls_config,
 };
 pub(crate) use guard::resolve;
 pub use guard::{address_class, check_url};

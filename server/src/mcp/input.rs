@@ -1,15 +1,26 @@
 //! 2026-07-28 `tools/call`s whose upstream asks the client something while they run
 //! (sampling, elicitation, roots): the era has no call streams, so the call is answered
-//! `input_required` — the request under a key, and a `requestState` the gateway sealed
-//! ([`aperture_core::relay::RequestState`]) — while its run waits, suspended on this node
-//! ([`aperture_core::live::asks::Runs`]). The client retries the same call with
+//! `input_required` — the requests under their keys, and a `requestState` the gateway sealed
+//! ([`aperture_core::relay::RequestState`]). The client retries the same call with
 //! `inputResponses` and the `requestState`; the retry must match the state in every part
 //! (principal, tenant, tool, arguments, grant), is decided again (a new decision receipt naming
-//! the first), and its answer goes to the waiting run, which then ends or asks again.
+//! the first), and goes on as the state says:
 //!
-//! A retry that reaches another node, or comes after the run was given up (ten minutes),
-//! finds no run: it is refused with -32602 and the client calls the tool again from the
-//! start (the first run is abandoned; its upstream hears that the client did not answer).
+//! - **An upstream that speaks 2026-07-28** (over the gateway's 2026-07-28 link) asks in its
+//!   own `input_required` answer; the gateway relays the round under the upstream's keys
+//!   ([`aperture_core::relay::input_round`]) and seals the upstream's `requestState` inside
+//!   its own. Nothing waits on the gateway: the retry sends the call to the upstream again with
+//!   the client's answers (only to the requests relayed) and the upstream's state. A retry may
+//!   reach any node of the cluster (the state is sealed under the key every node holds).
+//!   `inputResponses` without a `requestState` the gateway issued never reach the upstream (a
+//!   client cannot answer what the gateway did not relay): the upstream asks again.
+//! - **An upstream of the 2025 eras** asks on its call's stream; the call's run waits,
+//!   suspended on this node ([`aperture_core::live::asks::Runs`]), and the gateway files the
+//!   request under a key of its own; the retry's answer goes to the waiting run, which then
+//!   ends or asks again. A retry that reaches another node, or comes after the run was given
+//!   up (ten minutes), finds no run: it is refused with -32602 and the client calls the tool
+//!   again from the start (the first run is abandoned; its upstream hears that the client did
+//!   not answer).
 //!
 //! A round whose request accepts a stream and asked for progress (`_meta.progressToken`) or
 //! log messages (`_meta["io.modelcontextprotocol/logLevel"]`) is answered as one: the
@@ -32,8 +43,11 @@ use tokio::sync::mpsc;
 use aperture_core::calls::{self, ToolCall};
 use aperture_core::error::ServiceError;
 use aperture_core::execution::{LogSink, ProgressSink};
+use aperture_core::execution::{ROUND_STATE, is_input_round};
 use aperture_core::live::asks::{self, Next, Suspended};
-use aperture_core::relay::{Abilities, ClientRelay, REQUEST_STATE_TTL_MS, RequestState};
+use aperture_core::relay::{
+    Abilities, ClientRelay, Continues, REQUEST_STATE_TTL_MS, RequestState, Round as UpstreamRound,
+};
 use aperture_core::upstream::LogLevel;
 use engine::headers::ParamHeaders;
 
@@ -91,13 +105,23 @@ pub(super) async fn call(
     let round = match params.get("requestState") {
         Some(Value::String(sealed)) => {
             let sealed = sealed.clone();
-            retry(state, principal, secret, id, params, &sealed, param_headers).await
+            retry(
+                state,
+                principal,
+                secret,
+                id,
+                params,
+                &sealed,
+                param_headers,
+                &listening,
+            )
+            .await
         }
         Some(_) => Err((
             StatusCode::OK,
             error(id, INVALID_PARAMS, "requestState must be a string"),
         )),
-        None => Ok(first(
+        None => Ok(start(
             state,
             principal,
             secret,
@@ -105,6 +129,7 @@ pub(super) async fn call(
             params,
             param_headers,
             &listening,
+            Continuation::default(),
         )),
     };
     match round {
@@ -168,8 +193,18 @@ struct Told<'a> {
     token: Option<&'a Value>,
 }
 
-/// The first round: the run starts; its answer, or its first request for the client.
-fn first(
+/// What a run carries from an upstream's previous input round: the client's answers and the
+/// upstream's state, and the first decision it continues (none on the first round).
+#[derive(Default)]
+struct Continuation {
+    round: UpstreamRound,
+    first: Option<String>,
+}
+
+/// A run starts: the call (or, continuing an upstream's round, the call again); its answer,
+/// or its first request for the client.
+#[allow(clippy::too_many_arguments)]
+fn start(
     state: &AppState,
     principal: &Principal,
     secret: &str,
@@ -177,9 +212,11 @@ fn first(
     params: Value,
     param_headers: ParamHeaders,
     listening: &Listening,
+    continuation: Continuation,
 ) -> Round {
     let abilities = declared(&params);
-    let binding = Binding::of(principal, &params);
+    let mut binding = Binding::of(principal, &params);
+    binding.first.clone_from(&continuation.first);
     let (next_tx, next) = mpsc::channel(NEXT_BUFFER);
     let (asks_tx, mut asks) = mpsc::channel(NEXT_BUFFER);
     let (progress_tx, mut progress) = mpsc::channel(NEXT_BUFFER);
@@ -191,6 +228,8 @@ fn first(
             .log_level
             .map(|level| LogSink { level, to: logs_tx }),
         param_headers: Some(param_headers),
+        round: Some(continuation.round),
+        continues: continuation.first,
     };
     let task_state = state.clone();
     let task_principal = principal.clone();
@@ -249,6 +288,8 @@ struct Binding {
     tool: String,
     args_hash: String,
     grant: Option<String>,
+    /// The first decision, when the call continues an upstream's round.
+    first: Option<String>,
 }
 
 impl Binding {
@@ -271,6 +312,7 @@ impl Binding {
                 .and_then(|m| m.get("manifest_id"))
                 .and_then(Value::as_str)
                 .map(str::to_owned),
+            first: None,
         }
     }
 
@@ -304,6 +346,9 @@ async fn round(
             // The run's answer, to this request (a retry has an id of its own).
             Some(Next::Done(mut answer)) => {
                 answer["id"] = id.clone();
+                if let Some(result) = answer.get_mut("result").filter(|r| is_input_round(r)) {
+                    seal_round(state, &binding, result);
+                }
                 return (super::status_of(&answer), answer);
             }
             Some(Next::Ask(ask)) => break ask,
@@ -332,8 +377,10 @@ async fn round(
     let run = aperture_core::ids::new_ordered_id("run");
     let key = aperture_core::ids::new_ordered_id("ask");
     let request_state = RequestState {
-        run: run.clone(),
-        key: key.clone(),
+        continues: Continues::Held {
+            run: run.clone(),
+            key: key.clone(),
+        },
         tenant_id: binding.tenant_id,
         principal: binding.principal,
         tool: binding.tool,
@@ -364,6 +411,39 @@ async fn round(
     (StatusCode::OK, ok(id, result))
 }
 
+/// An upstream's input round on its way to the client: what only the gateway may read
+/// (`_meta[ROUND_STATE]`: the upstream's state, the relayed requests' receipts, the decision)
+/// sealed with the call's binding as the round's `requestState`.
+fn seal_round(state: &AppState, binding: &Binding, result: &mut Value) {
+    let round = result
+        .get_mut("_meta")
+        .and_then(Value::as_object_mut)
+        .and_then(|meta| meta.remove(ROUND_STATE))
+        .unwrap_or(Value::Null);
+    let text = |key: &str| round.get(key).and_then(Value::as_str).map(str::to_owned);
+    let request_state = RequestState {
+        continues: Continues::Upstream {
+            upstream_id: text("upstream_id").unwrap_or_default(),
+            state: text("state"),
+            asked: serde_json::from_value(round["asked"].clone()).unwrap_or_default(),
+        },
+        tenant_id: binding.tenant_id.clone(),
+        principal: binding.principal.clone(),
+        tool: binding.tool.clone(),
+        args_hash: binding.args_hash.clone(),
+        grant: binding.grant.clone(),
+        upstream: text("upstream").unwrap_or_default(),
+        // The first round's decision, whichever round this is.
+        first: binding
+            .first
+            .clone()
+            .or_else(|| text("decision_receipt_id"))
+            .unwrap_or_default(),
+        expires_at: aperture_core::clock::now_ms() + REQUEST_STATE_TTL_MS,
+    };
+    result["requestState"] = Value::String(request_state.seal(&state.secrets));
+}
+
 fn owner(principal: &Principal) -> asks::Owner {
     asks::Owner {
         tenant_id: principal.tenant_id.clone(),
@@ -374,6 +454,7 @@ fn owner(principal: &Principal) -> asks::Owner {
 
 /// A retry with the client's answer: checked against the sealed state, decided again, and the
 /// answer handed to the waiting run.
+#[allow(clippy::too_many_arguments)]
 async fn retry(
     state: &AppState,
     principal: &Principal,
@@ -382,6 +463,7 @@ async fn retry(
     params: Value,
     sealed: &str,
     param_headers: ParamHeaders,
+    listening: &Listening,
 ) -> Result<Round, (StatusCode, Value)> {
     let refuse = |message: &str| Err((StatusCode::OK, error(id, INVALID_PARAMS, message)));
     let Some(request_state) = RequestState::open(&state.secrets, sealed) else {
@@ -396,17 +478,59 @@ async fn retry(
     if request_state.expires_at <= aperture_core::clock::now_ms() {
         return refuse("requestState has expired: call the tool again without it");
     }
+    let (run_id, key) = match request_state.continues {
+        Continues::Held { run, key } => (run, key),
+        Continues::Upstream {
+            upstream_id,
+            state: upstream_state,
+            asked,
+        } => {
+            // The answers to the requests relayed, each a client's result (an object).
+            let responses = match params.get("inputResponses") {
+                None | Some(Value::Null) => Map::new(),
+                Some(Value::Object(given)) => given
+                    .iter()
+                    .filter(|(key, _)| asked.contains_key(*key))
+                    .map(|(key, answer)| (key.clone(), answer.clone()))
+                    .collect(),
+                Some(_) => return refuse("inputResponses must be an object"),
+            };
+            if let Some((key, _)) = responses.iter().find(|(_, answer)| !answer.is_object()) {
+                return refuse(&format!(
+                    "inputResponses.{key} must be the client's result (an object)"
+                ));
+            }
+            let continuation = Continuation {
+                round: UpstreamRound {
+                    upstream_id: Some(upstream_id),
+                    responses: Some(responses),
+                    state: upstream_state,
+                    asked,
+                },
+                first: Some(request_state.first),
+            };
+            return Ok(start(
+                state,
+                principal,
+                secret,
+                id,
+                params,
+                param_headers,
+                listening,
+                continuation,
+            ));
+        }
+    };
     let Some(answer) = params
         .get("inputResponses")
-        .and_then(|r| r.get(&request_state.key))
+        .and_then(|r| r.get(&key))
         .cloned()
     else {
         return refuse(&format!(
-            "inputResponses.{} is required: it answers the input request",
-            request_state.key
+            "inputResponses.{key} is required: it answers the input request"
         ));
     };
-    let Some(run) = state.runs.take(&request_state.run, &owner(principal)) else {
+    let Some(run) = state.runs.take(&run_id, &owner(principal)) else {
         return refuse(
             "the call this requestState continues is not held here (it ended, was given up, or runs on another node): call the tool again without requestState",
         );
@@ -450,7 +574,7 @@ async fn retry(
         // The retry's headers do not mirror it: refused as the transport refuses; the run
         // waits on for a well-formed retry.
         Err(ServiceError::HeaderMismatch(why)) => {
-            state.runs.hold(request_state.run.clone(), run);
+            state.runs.hold(run_id, run);
             Err((
                 StatusCode::BAD_REQUEST,
                 error(id, super::HEADER_MISMATCH, why),

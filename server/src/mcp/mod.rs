@@ -1085,7 +1085,13 @@ async fn tools_call(
     cx.client = streaming.client;
     cx.log = streaming.log;
     cx.param_headers = streaming.param_headers;
-    let mut outcome = calls::call(&cx, principal, None, &call).await;
+    cx.round = streaming.round;
+    let first = streaming.continues;
+    let once = async |principal: &Principal| match &first {
+        Some(first) => calls::continue_round(&cx, principal, &call, first).await,
+        None => calls::call(&cx, principal, None, &call).await,
+    };
+    let mut outcome = once(principal).await;
     let mut confirmed = None;
     if matches!(outcome, Err(ServiceError::StaleRead)) {
         let again = authenticate_bearer(&state.store, secret)
@@ -1094,7 +1100,7 @@ async fn tools_call(
         if let Some(refused) = lacks_run(&again) {
             return Ok(refused);
         }
-        outcome = calls::call(&cx, &again, None, &call).await;
+        outcome = once(&again).await;
         confirmed = Some(again);
     }
     let principal = confirmed.as_ref().unwrap_or(principal);
@@ -1149,6 +1155,12 @@ struct Streaming {
     log: Option<aperture_core::execution::LogSink>,
     /// The request's `Mcp-Param-*` headers (2026-07-28 only).
     param_headers: Option<ParamHeaders>,
+    /// A 2026-07-28 call from a client that can be asked ([`input`]): what its previous input
+    /// round gathered.
+    round: Option<aperture_core::relay::Round>,
+    /// A retry of an upstream's input round: the first decision's receipt id (the call is
+    /// decided again, [`calls::continue_round`]).
+    continues: Option<String>,
 }
 
 /// Where a streamed call comes from: the client's MCP session (2025 eras), whether the
@@ -1283,6 +1295,8 @@ fn stream_call(
                 .log_level
                 .map(|level| LogSink { level, to: logs_tx }),
             param_headers,
+            round: None,
+            continues: None,
         };
         let call = tools_call(
             &state,

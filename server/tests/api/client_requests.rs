@@ -265,13 +265,13 @@ async fn requests_the_rule_or_the_client_does_not_allow_are_refused_and_journale
 
 /// A 2026-07-28 request `method` with `params` (protocol fields added to its `_meta`) as
 /// `token`; `name` mirrored in `Mcp-Name`.
-async fn stateless(app: &TestApp, token: &str, method: &str, params: Value) -> Value {
+async fn stateless(app: &impl Requests, token: &str, method: &str, params: Value) -> Value {
     stateless_reply(app, token, method, params).await.1
 }
 
 /// [`stateless`], with the answer's HTTP status.
 async fn stateless_reply(
-    app: &TestApp,
+    app: &impl Requests,
     token: &str,
     method: &str,
     mut params: Value,
@@ -435,6 +435,182 @@ async fn in_2026_a_request_for_the_client_is_an_input_required_result_and_the_re
     assert_eq!(
         retried[0]["retry_of"], relayed[0].2["decision_receipt_id"],
         "{retried:?} {relayed:?}"
+    );
+}
+
+/// Issue 47 (item 3, 2026-07-28, an upstream that speaks it): the upstream's own
+/// `input_required` round is relayed under the upstream's keys, rewritten, each request
+/// journaled; the upstream's `requestState` travels sealed inside the gateway's, and the
+/// retry (decided again) brings the client's answers and the upstream's state back to it.
+/// Attacks: answers sent without a state the gateway issued never reach the upstream; a state
+/// for other arguments, another principal's retry, a changed state are refused; a kind the
+/// tool's rule does not list is refused before anything reaches the client.
+#[tokio::test]
+async fn in_2026_an_upstream_s_own_input_round_is_relayed_under_its_keys_and_state() {
+    let app = TestApp::spawn_with(crate::helpers::Db::Sqlite, |c| {
+        c.allow_private_upstreams = true;
+    })
+    .await
+    .unwrap();
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    let _fixture = app.register_http_fixture(&admin).await;
+    let rules = json!([{"id": "ask", "match": {"name": ASK}, "mode": "allow",
+                        "client_requests": ["elicitation"]}]);
+    app.activate_policy(&admin, "asking", json!({"rules": rules}))
+        .await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let s = Setup { app, agent };
+    let listed = stateless(&s.app, &s.agent, "tools/list", json!({})).await;
+    let list = listed["result"].clone();
+    let mut meta = echo_of(&list, ASK);
+    meta["io.modelcontextprotocol/clientCapabilities"] = json!({"elicitation": {}});
+    let params = json!({"name": ASK, "arguments": {"kind": "elicitation"}, "_meta": meta});
+    let answer = json!({"question": {"action": "accept", "content": {"name": "Ada"}}});
+
+    // Attack: answering the upstream's question without a round the gateway relayed.
+    let mut unasked = params.clone();
+    unasked["inputResponses"] = answer.clone();
+    let first = stateless(&s.app, &s.agent, "tools/call", unasked).await;
+    let result = &first["result"];
+    assert_eq!(result["resultType"], "input_required", "{first}");
+    // The upstream's key, its request rewritten; its state never shown.
+    let request = &result["inputRequests"]["question"];
+    assert_eq!(request["method"], "elicitation/create", "{first}");
+    assert_eq!(request["params"]["message"], "[fixture/ask] Your name?");
+    let sealed = result["requestState"].as_str().unwrap().to_owned();
+    assert!(!sealed.contains("fixture-state"), "{sealed}");
+    assert!(
+        result["_meta"].get("io.aperture/round").is_none(),
+        "{first}"
+    );
+    assert_eq!(result["_meta"]["receipt"]["reason"], "ok", "{first}");
+
+    let retry = |state: &str| {
+        let mut params = params.clone();
+        params["inputResponses"] = answer.clone();
+        params["inputResponses"]["smuggled"] = json!({"action": "accept", "content": {}});
+        params["requestState"] = json!(state);
+        params
+    };
+    let mut other_args = retry(&sealed);
+    other_args["arguments"]["kind"] = json!("roots");
+    let refused = stateless(&s.app, &s.agent, "tools/call", other_args).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let mallory = s.app.token("default", "mallory", &[scope::RUN]).await;
+    let refused = stateless(&s.app, &mallory, "tools/call", retry(&sealed)).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let mut tampered = sealed.clone().into_bytes();
+    let at = tampered.len() / 2;
+    tampered[at] = if tampered[at] == b'A' { b'B' } else { b'A' };
+    let tampered = String::from_utf8(tampered).unwrap();
+    let refused = stateless(&s.app, &s.agent, "tools/call", retry(&tampered)).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+
+    // The caller's retry: the answer and the upstream's own state reach the upstream.
+    let done = stateless(&s.app, &s.agent, "tools/call", retry(&sealed)).await;
+    let result = &done["result"];
+    assert_eq!(result["resultType"], "complete", "{done}");
+    assert_eq!(
+        result["structuredContent"]["answer"]["content"]["name"], "Ada",
+        "{done}"
+    );
+    assert_eq!(
+        result["structuredContent"]["state"], "fixture-state:elicitation",
+        "{done}"
+    );
+    // Only the answer to the request relayed went on.
+    assert_eq!(
+        result["structuredContent"]["keys"],
+        json!(["question"]),
+        "{done}"
+    );
+
+    // A kind the rule does not list: refused, nothing relayed.
+    let mut sampling = params.clone();
+    sampling["arguments"]["kind"] = json!("sampling");
+    sampling["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
+        json!({"elicitation": {}, "sampling": {}});
+    let refused = stateless(&s.app, &s.agent, "tools/call", sampling).await;
+    assert_eq!(refused["result"]["isError"], true, "{refused}");
+    assert!(
+        refused["result"].get("inputRequests").is_none(),
+        "{refused}"
+    );
+
+    // Journaled: the relayed request, its answer's outcome, the refusal.
+    let records = s.records().await;
+    let kinds: Vec<(&str, &str)> = records
+        .iter()
+        .map(|(d, r, _)| (d.as_str(), r.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [("allow", "ok"), ("allow", "ok"), ("deny", "policy_denied")],
+        "{records:?}"
+    );
+    assert_eq!(records[0].2["client_request"]["key"], "question");
+    let outcome = &records[1].2["client_request"];
+    assert_eq!(outcome["action"], "accept", "{outcome}");
+    assert!(outcome["response_digest"].is_string(), "{outcome}");
+    // The retry was decided again, naming the first decision.
+    let journal = aperture_core::store::journal::search(
+        &s.app.store,
+        "default",
+        &aperture_core::store::journal::ReceiptFilter::default(),
+        500,
+    )
+    .await
+    .unwrap();
+    let retried: Vec<Value> = journal
+        .iter()
+        .map(|r| serde_json::from_str::<Value>(&r.disclosures).unwrap())
+        .filter(|d| d.get("retry_of").is_some())
+        .collect();
+    assert_eq!(retried.len(), 1, "{retried:?}");
+    assert_eq!(
+        retried[0]["retry_of"], records[0].2["decision_receipt_id"],
+        "{retried:?}"
+    );
+}
+
+/// Issue 47 (item 3: "state what happens when a retry reaches another node"): nothing of an
+/// upstream's round waits on the node that relayed it, so its retry may reach any node of the
+/// cluster (the state is sealed under the key every node holds) and completes there.
+#[tokio::test]
+async fn in_2026_the_retry_of_an_upstream_s_round_completes_on_another_node() {
+    let Some(app) = TestApp::spawn_with(crate::helpers::Db::Postgres, |c| {
+        c.allow_private_upstreams = true;
+    })
+    .await
+    else {
+        return;
+    };
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    let _fixture = app.register_http_fixture(&admin).await;
+    let rules = json!([{"id": "ask", "match": {"name": ASK}, "mode": "allow",
+                        "client_requests": ["roots"]}]);
+    app.activate_policy(&admin, "asking", json!({"rules": rules}))
+        .await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let other = app
+        .another_node_with(|c| c.allow_private_upstreams = true)
+        .await;
+    let listed = stateless(&app, &agent, "tools/list", json!({})).await;
+    let mut meta = echo_of(&listed["result"], ASK);
+    meta["io.modelcontextprotocol/clientCapabilities"] = json!({"roots": {}});
+    let mut params = json!({"name": ASK, "arguments": {"kind": "roots"}, "_meta": meta});
+    let first = stateless(&app, &agent, "tools/call", params.clone()).await;
+    assert_eq!(
+        first["result"]["inputRequests"]["question"]["method"], "roots/list",
+        "{first}"
+    );
+    params["requestState"] = first["result"]["requestState"].clone();
+    params["inputResponses"] = json!({"question": {"roots": [{"uri": "file:///work"}]}});
+    let done = stateless(&other, &agent, "tools/call", params).await;
+    assert_eq!(done["result"]["resultType"], "complete", "{done}");
+    assert_eq!(
+        done["result"]["structuredContent"]["answer"]["roots"][0]["uri"], "file:///work",
+        "{done}"
     );
 }
 

@@ -228,6 +228,11 @@ impl TestApp {
     /// Another node of this deployment: a second server on the same database (PostgreSQL,
     /// where several nodes share state), with the same signing key, running until the test ends.
     pub async fn another_node(&self) -> Remote {
+        self.another_node_with(|_| {}).await
+    }
+
+    /// [`TestApp::another_node`], its configuration changed by `configure` first.
+    pub async fn another_node_with(&self, configure: impl FnOnce(&mut Config)) -> Remote {
         let dir = self
             .data_dir
             .join(format!("node-{}", aperture_core::ids::new_id("n")));
@@ -241,6 +246,7 @@ impl TestApp {
         config.signing_key = Some(SIGNING_KEY.into());
         config.allow_stdio_upstreams = true;
         config.max_body_bytes = 64 * 1024;
+        configure(&mut config);
         let app = Application::build(config)
             .await
             .expect("build another node");
@@ -303,6 +309,38 @@ impl TestApp {
                 .await;
         }
         registered
+    }
+
+    /// Registers the project's fixture MCP server as upstream `fixture`, served in this
+    /// process over streamable HTTP (where it speaks 2026-07-28 too); the gateway must allow
+    /// private upstreams. It stops when the returned guard is dropped.
+    pub async fn register_http_fixture(&self, admin: &str) -> HttpFixture {
+        use rmcp::transport::streamable_http_server::{
+            StreamableHttpServerConfig, StreamableHttpService, session::local::LocalSessionManager,
+        };
+        let service: StreamableHttpService<
+            crate::upstream_fixture::FixtureServer,
+            LocalSessionManager,
+        > = StreamableHttpService::new(
+            || Ok(crate::upstream_fixture::FixtureServer::new()),
+            std::sync::Arc::default(),
+            StreamableHttpServerConfig::default().with_sse_keep_alive(None),
+        );
+        let router = axum::Router::new().nest_service("/mcp", service);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            axum::serve(listener, router).await.unwrap();
+        });
+        let url = format!("http://127.0.0.1:{port}/mcp");
+        let body =
+            serde_json::json!({"name": "fixture", "transport": "streamable_http", "url": url});
+        self.post("/upstreams")
+            .as_(admin)
+            .json(body)
+            .await
+            .expect_created();
+        HttpFixture(server)
     }
 
     /// The names of the tools of a list result (`{"tools": [...]}`), in order.
@@ -535,6 +573,16 @@ macro_rules! on_both_backends {
 }
 
 /// The command that starts the project's fixture MCP server over stdio.
+/// The fixture served over streamable HTTP ([`TestApp::register_http_fixture`]); stops when
+/// dropped.
+pub struct HttpFixture(tokio::task::JoinHandle<()>);
+
+impl Drop for HttpFixture {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 pub fn fixture_command() -> Vec<String> {
     vec![env!("CARGO_BIN_EXE_aperture-fixture-upstream").to_owned()]
 }

@@ -59,6 +59,9 @@ mod streams;
 mod subscriptions;
 mod tamper;
 mod tokens;
+#[path = "../upstream_fixture/server.rs"]
+#[allow(dead_code, reason = "each test uses part of the fixture")]
+mod upstream_fixture;
 mod upstreams;
 mod users;
 mod webhooks;

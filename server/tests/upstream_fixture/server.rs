@@ -10,7 +10,11 @@
 //! or stops listing the tool named by `remove`, and, unless `notify` is false, sends
 //! `notifications/tools/list_changed`: the rug pulls drift triage meets), `ask {kind}` (sends
 //! the client `sampling/createMessage`, `elicitation/create` in form or URL mode, or
-//! `roots/list`, and answers `{"answer": …}` or `{"refused": {code, message}}`), `log` (three
+//! `roots/list`, and answers `{"answer": …}` or `{"refused": {code, message}}`; on the
+//! 2026-07-28 wire it asks in an `input_required` round instead, under the key `question` with
+//! the state `fixture-state:<kind>`, and answers a call that brings an answer under that key
+//! with `{"answer": …, "state": <the requestState it came with>, "keys": <the keys of its
+//! inputResponses>}`), `log` (three
 //! `notifications/message` of logger `fixture`: debug, info, error) and `stats`
 //! (`{"cancelled": n, "calls": m}`: calls received, this one included). `tools/list` answers
 //! three tools per page, with a `ttlMs` that invites clients to cache it.
@@ -221,6 +225,11 @@ fn structured(summary: impl Into<String>, value: Value) -> CallToolResult {
     result
 }
 
+/// The answer a retried round brings to the fixture's `question`.
+fn request_answer(inputs: &(Option<rmcp::model::InputResponses>, Option<String>)) -> Option<Value> {
+    inputs.0.as_ref()?.get("question").cloned()
+}
+
 fn str_arg<'a>(args: &'a Map<String, Value>, name: &str) -> Result<&'a str, ErrorData> {
     args.get(name)
         .and_then(Value::as_str)
@@ -293,6 +302,11 @@ impl ServerHandler for FixtureServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let asked_progress = request.progress_token();
+        // A retried round's answers and state (2026-07-28).
+        let request_inputs = (
+            request.input_responses.clone(),
+            request.request_state.clone(),
+        );
         let args = request.arguments.unwrap_or_default();
         self.state().calls += 1;
         if let Some(path) = &self.call_log {
@@ -416,6 +430,35 @@ impl ServerHandler for FixtureServer {
                         ));
                     }
                 };
+                // The 2026-07-28 wire has no requests to the client: the question is the
+                // call's `input_required` round, under `question`, with a state that names the
+                // kind; the retry brings the answer and the state back.
+                let stateless = context.protocol_version().is_some_and(|version| {
+                    version.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str()
+                });
+                if stateless {
+                    let state = format!("fixture-state:{kind}");
+                    return match request_answer(&request_inputs) {
+                        Some(answer) => {
+                            let keys: Vec<&String> =
+                                request_inputs.0.iter().flat_map(|r| r.keys()).collect();
+                            let round =
+                                json!({"answer": answer, "state": request_inputs.1, "keys": keys});
+                            Ok(structured("answered", round).into())
+                        }
+                        _ => {
+                            let question: rmcp::model::InputRequest = typed(request)?;
+                            let questions = rmcp::model::InputRequests::from([(
+                                "question".to_owned(),
+                                question,
+                            )]);
+                            Ok(
+                                rmcp::model::InputRequiredResult::new(Some(questions), Some(state))
+                                    .into(),
+                            )
+                        }
+                    };
+                }
                 let request: ServerRequest = typed(request)?;
                 match context.peer.send_request(request).await {
                     Ok(answer) => structured(
