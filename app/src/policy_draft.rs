@@ -582,18 +582,9 @@ fn rule_document(at: &str, r: &RuleDraft, errors: &mut Vec<FieldError>) -> Value
         }
         "prompts" => {
             rule.insert("prompt".into(), Value::String(r.prompt.trim().to_owned()));
+            insert_client_requests(&mut rule, r);
         }
-        _ => {
-            if !r.client_requests.is_empty() {
-                // In the order they were given (a stored policy reads back unchanged).
-                let asked = r
-                    .client_requests
-                    .iter()
-                    .map(|c| Value::String(c.clone()))
-                    .collect();
-                rule.insert("client_requests".into(), Value::Array(asked));
-            }
-        }
+        _ => insert_client_requests(&mut rule, r),
     }
     rule.insert("mode".into(), Value::String(r.mode.clone()));
     rule.insert("reason".into(), Value::String(r.reason.clone()));
@@ -698,6 +689,19 @@ pub fn pretty_sorted(v: &Value) -> String {
     s
 }
 
+/// A tool or prompt rule's `client_requests`, in the order they were given (a stored policy
+/// reads back unchanged); none when it asks nothing.
+fn insert_client_requests(rule: &mut Map<String, Value>, r: &RuleDraft) {
+    if !r.client_requests.is_empty() {
+        let asked = r
+            .client_requests
+            .iter()
+            .map(|c| Value::String(c.clone()))
+            .collect();
+        rule.insert("client_requests".into(), Value::Array(asked));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -758,7 +762,7 @@ mod tests {
     }
 
     #[test]
-    fn a_rule_switched_to_resources_or_prompts_selects_them_and_asks_nothing_of_the_client() {
+    fn a_rule_switched_to_resources_selects_them_and_asks_nothing_of_the_client() {
         let mut draft = Draft::new("p");
         let key = draft.add_rule();
         let r = draft.rule_mut(key).unwrap();
@@ -775,6 +779,8 @@ mod tests {
         let (doc, _) = draft.document();
         assert_eq!(doc["rules"][0]["prompt"], "mcp__fs__greet");
         assert!(doc["rules"][0].get("resource").is_none());
+        // A prompt may ask the client while it is got.
+        assert_eq!(doc["rules"][0]["client_requests"], json!(["elicitation"]));
         let r = draft.rule_mut(key).unwrap();
         r.selects = "tools".into();
         let (doc, _) = draft.document();

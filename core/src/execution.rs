@@ -433,7 +433,9 @@ pub async fn execute(
                                     &result,
                                 )
                                 .await
-                                .map(|relayed| RelayedRound(relayed).into_result(decision, upstream))
+                                .map(|relayed| {
+                                    relayed_round(relayed, decision, &upstream.name, &upstream.id)
+                                })
                             }
                             Ok(_) => Ok(result),
                         }
@@ -512,32 +514,29 @@ pub fn is_input_round(result: &Value) -> bool {
     result.get("resultType").and_then(Value::as_str) == Some("input_required")
 }
 
-/// A relayed input round ([`crate::relay::input_round`]).
-struct RelayedRound(crate::relay::Relayed);
-
-impl RelayedRound {
-    /// The round as the call's result: the client's `InputRequiredResult`, with what the
-    /// surface seals under `_meta[ROUND_STATE]`.
-    fn into_result(
-        self,
-        decision: &Receipt,
-        upstream: &crate::store::upstreams::UpstreamRow,
-    ) -> Value {
-        let relayed = self.0;
-        json!({
-            "resultType": "input_required",
-            "inputRequests": relayed.requests,
-            "_meta": {
-                ROUND_STATE: {
-                    "state": relayed.state,
-                    "asked": relayed.asked,
-                    "decision_receipt_id": decision.receipt_id,
-                    "upstream": upstream.name,
-                    "upstream_id": upstream.id,
-                },
+/// A relayed input round ([`crate::relay::input_round`]) as the answer of a call or a get
+/// `decision` decided: the client's `InputRequiredResult`, with what the surface seals under
+/// `_meta[ROUND_STATE]` (the upstream's state, the requests' receipts, the decision, the
+/// upstream that asked).
+pub fn relayed_round(
+    relayed: crate::relay::Relayed,
+    decision: &Receipt,
+    upstream: &str,
+    upstream_id: &str,
+) -> Value {
+    json!({
+        "resultType": "input_required",
+        "inputRequests": relayed.requests,
+        "_meta": {
+            ROUND_STATE: {
+                "state": relayed.state,
+                "asked": relayed.asked,
+                "decision_receipt_id": decision.receipt_id,
+                "upstream": upstream,
+                "upstream_id": upstream_id,
             },
-        })
-    }
+        },
+    })
 }
 
 /// Records an execution receipt ([`Journal::record_outcome`]), which (unlike a decision)

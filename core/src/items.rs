@@ -62,6 +62,8 @@ pub enum Route {
         redaction: String,
         /// Its cap on what comes back (`max_result_bytes`), if any.
         max_bytes: Option<i64>,
+        /// What a prompt may ask the client while it is got (the rule's `client_requests`).
+        client_requests: Vec<engine::policy::ClientRequest>,
     },
     /// Refused (answered as not found), with what decided it.
     Refused {
@@ -448,6 +450,7 @@ impl Exposure {
                 max_bytes: rule
                     .and_then(|r| r.invocation.as_ref())
                     .and_then(|i| i.max_result_bytes),
+                client_requests: rule.map(|r| r.client_requests.clone()).unwrap_or_default(),
             },
             Mode::Deny => Route::Refused {
                 denied: true,
@@ -470,6 +473,26 @@ pub enum Answer {
     NotFound { receipt: Value },
     /// The upstream failed (or answered too much); the receipt says so.
     Failed { message: String, receipt: Value },
+    /// The upstream's input round for the client (a prompt got over the 2026-07-28 link,
+    /// [`Rounds`]): its `InputRequiredResult` as relayed, with what the surface seals under
+    /// `_meta[crate::execution::ROUND_STATE]` and the round's receipt.
+    InputRequired(Value),
+}
+
+/// A 2026-07-28 `prompts/get` from a client that can be asked: got over the gateway's
+/// 2026-07-28 link when the upstream has one, with what the previous input round gathered; an
+/// upstream's `input_required` answer is relayed ([`crate::relay::input_round`]) as
+/// [`Answer::InputRequired`].
+#[derive(Debug, Clone)]
+pub struct Rounds {
+    /// The client: what it declared it can answer.
+    pub client: crate::relay::ClientRelay,
+    /// The previous round's answers and the upstream's state (nothing on the first round).
+    pub round: crate::relay::Round,
+    /// The first round's decision receipt id, on a retry (the decision names it: `retry_of`).
+    pub first: Option<String>,
+    /// The level the client listens at.
+    pub log_level: Option<crate::upstream::LogLevel>,
 }
 
 /// What is asked for.
@@ -477,10 +500,12 @@ pub enum Answer {
 pub enum Asked<'a> {
     /// `resources/read` of a URI (as sent).
     Read { uri: &'a str },
-    /// `prompts/get` of a prompt (its canonical name) with its arguments.
+    /// `prompts/get` of a prompt (its canonical name) with its arguments, and what it carries
+    /// through input rounds ([`Rounds`]; 2026-07-28 clients that can be asked).
     Get {
         name: &'a str,
         arguments: Option<&'a Map<String, Value>>,
+        rounds: Option<&'a Rounds>,
     },
 }
 
@@ -555,11 +580,16 @@ pub async fn answer(
     // the prompt it is (its canonical name).
     let canonical;
     let asked = match asked {
-        Asked::Get { name, arguments } => {
+        Asked::Get {
+            name,
+            arguments,
+            rounds,
+        } => {
             canonical = exposure.canonical_prompt(name, upstream_names);
             Asked::Get {
                 name: &canonical,
                 arguments,
+                rounds,
             }
         }
         read => read,
@@ -576,7 +606,15 @@ pub async fn answer(
     if let Asked::Get { name, .. } = asked {
         r.tool = Some(name.to_owned());
     }
-    let (upstream_id, raw, redaction, cap) = match route {
+    let rounds = match asked {
+        Asked::Get { rounds, .. } => rounds,
+        Asked::Read { .. } => None,
+    };
+    if let Some(first) = rounds.and_then(|r| r.first.as_ref()) {
+        d.insert_extra("retry_of", Value::String(first.clone()))
+            .map_err(|e| ServiceError::Other(anyhow::anyhow!("{e}")))?;
+    }
+    let (upstream_id, raw, redaction, cap, client_requests) = match route {
         Route::Refused { denied, rule_id } => {
             return refused(journal, (r, d), denied, rule_id).await;
         }
@@ -586,6 +624,7 @@ pub async fn answer(
             rule_id,
             redaction,
             max_bytes,
+            client_requests,
         } => {
             r.decision = Decision::Allow;
             r.reason = ReasonCode::Ok;
@@ -595,20 +634,57 @@ pub async fn answer(
             let cap = max_bytes
                 .and_then(|m| usize::try_from(m).ok())
                 .map_or(MAX_CONTENT_BYTES, |m| m.min(MAX_CONTENT_BYTES));
-            (upstream_id, raw, redaction, cap)
+            (upstream_id, raw, redaction, cap, client_requests)
         }
     };
     let decided = journal.append(r.clone(), &d).await?;
     let profile = exposure.profile(&redaction);
-    let outcome = forward(
-        store,
-        journal,
-        upstreams,
-        principal,
-        (&upstream_id, &raw, cap),
-        asked,
-    )
-    .await;
+    if let Some(rounds) = rounds.filter(|r| !r.round.asked.is_empty()) {
+        crate::relay::record_answers(journal, &decided, &rounds.round).await;
+    }
+    let outcome = match rounds.and_then(|r| r.round.upstream_id.as_ref()) {
+        // The upstream that asked no longer serves the prompt: its state goes nowhere else.
+        Some(asker) if *asker != upstream_id => Err((
+            ReasonCode::TargetDrift,
+            "the upstream that asked for the client's input no longer serves the prompt".into(),
+        )),
+        _ => {
+            forward(
+                store,
+                journal,
+                upstreams,
+                principal,
+                (&upstream_id, &raw, cap),
+                asked,
+            )
+            .await
+        }
+    };
+    // A round for the client: relayed, or refused as a whole.
+    let outcome = match outcome {
+        Ok(result) if crate::execution::is_input_round(&result) => {
+            let upstream = exposure
+                .upstreams
+                .get(&upstream_id)
+                .cloned()
+                .unwrap_or_default();
+            let client = rounds.map(|r| &r.client);
+            crate::relay::input_round(
+                journal,
+                client,
+                &client_requests,
+                &decided,
+                &upstream,
+                &raw,
+                &result,
+            )
+            .await
+            .map(|relayed| {
+                crate::execution::relayed_round(relayed, &decided, &upstream, &upstream_id)
+            })
+        }
+        other => other,
+    };
     r.kind = ReceiptKind::Execution;
     r.receipt_id = crate::ids::new_ordered_id("rcp");
     d.insert_extra(
@@ -617,6 +693,22 @@ pub async fn answer(
     )
     .map_err(|e| ServiceError::Other(anyhow::anyhow!("{e}")))?;
     match outcome {
+        Ok(mut round) if crate::execution::is_input_round(&round) => {
+            let keys: Vec<Value> = round["inputRequests"]
+                .as_object()
+                .map(|requests| requests.keys().cloned().map(Value::String).collect())
+                .unwrap_or_default();
+            d.insert_extra("input_required", Value::Array(keys))
+                .map_err(|e| ServiceError::Other(anyhow::anyhow!("{e}")))?;
+            let receipt = journal.append(r, &d).await?;
+            if let Some(Value::Object(meta)) = round.get_mut("_meta") {
+                meta.insert(
+                    "receipt".into(),
+                    serde_json::to_value(&receipt).unwrap_or(Value::Null),
+                );
+            }
+            Ok(Answer::InputRequired(round))
+        }
         Ok(result) => {
             let receipt = journal.append(r, &d).await?;
             let mut result = redacted(result, &profile);
@@ -956,9 +1048,17 @@ async fn forward(
     let connection = connected(store, journal, upstreams, principal, upstream_id).await?;
     let answered = match asked {
         Asked::Read { .. } => connection.read_resource(raw, DEADLINE).await,
-        Asked::Get { arguments, .. } => {
+        Asked::Get {
+            arguments, rounds, ..
+        } => {
+            let round = rounds.map(|r| crate::upstream::StatelessRound {
+                capabilities: r.client.abilities.capabilities(),
+                log_level: r.log_level,
+                responses: r.round.responses.clone(),
+                state: r.round.state.clone(),
+            });
             connection
-                .get_prompt(raw, arguments.cloned(), DEADLINE)
+                .get_prompt(raw, arguments.cloned(), DEADLINE, round)
                 .await
         }
     };

@@ -354,8 +354,8 @@ pub struct Rule {
     /// or a prefix ending `*`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompt: Option<String>,
-    /// What the selected tools may ask of the calling client while they run (tool rules only);
-    /// none when absent (least privilege).
+    /// What the selected tools may ask of the calling client while they run, or the selected
+    /// prompts while they are got (tool and prompt rules); none when absent (least privilege).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub client_requests: Vec<ClientRequest>,
 }

@@ -201,10 +201,11 @@ fn validate_item_rule(at: &str, rule: &crate::policy::Rule, errors: &mut Vec<Fie
             "resources and prompts are allow, hide or deny",
         ));
     }
-    if !rule.client_requests.is_empty() {
+    // A prompt may ask the client while it is got (a 2026-07-28 input round); a read may not.
+    if rule.resource.is_some() && !rule.client_requests.is_empty() {
         errors.push(FieldError::new(
             format!("{at}.client_requests"),
-            "only tools ask the client while they run: client_requests belongs to tool rules",
+            "a resource read asks the client nothing: client_requests belongs to tool and prompt rules",
         ));
     }
     // Only a cap on what comes back (`max_result_bytes`, checked with the rest of the rule's
@@ -665,10 +666,10 @@ mod tests {
         );
     }
 
-    /// Issue 47: `client_requests` names what a tool may ask of the client; it belongs to tool
-    /// rules, and only the four kinds exist.
+    /// Issue 47: `client_requests` names what a tool or a prompt may ask of the client; it
+    /// belongs to tool and prompt rules, and only the four kinds exist.
     #[test]
-    fn client_requests_belong_to_tool_rules() {
+    fn client_requests_belong_to_tool_and_prompt_rules() {
         let caps = RuntimeCapabilities::default();
         let refused = |rules: Value| paths(json!({"name": "p", "rules": rules}), &caps);
         assert!(
@@ -681,7 +682,7 @@ mod tests {
                 {"id": "a", "resource": {"uri": "x:/a"}, "mode": "allow", "client_requests": ["roots"]},
                 {"id": "b", "prompt": "p", "mode": "allow", "client_requests": ["sampling"]}
             ])),
-            ["rules[0].client_requests", "rules[1].client_requests"]
+            ["rules[0].client_requests"]
         );
         assert!(
             !refused(json!([{"id": "a", "mode": "allow", "client_requests": ["telepathy"]}]))

@@ -624,7 +624,7 @@ async fn assert_items_work(connection: &Connection) {
     assert_eq!(read["contents"][0]["text"], "Page intro");
     assert_eq!(read["contents"][0]["uri"], "docs://pages/intro");
     let got = connection
-        .get_prompt("greet", Some(args(json!({"name": "Ada"}))), TIMEOUT)
+        .get_prompt("greet", Some(args(json!({"name": "Ada"}))), TIMEOUT, None)
         .await
         .unwrap();
     assert_eq!(got["messages"][0]["content"]["text"], "Hello, Ada!");

@@ -601,8 +601,57 @@ fn RuleCard(cx: Ctx, key: u64) -> impl IntoView {
     .into_any()
 }
 
+/// What the rule's tools or prompts may ask of the calling client (`client_requests`): one
+/// checkbox per kind.
+#[component]
+fn ClientRequests(cx: Ctx, key: u64, legend: &'static str) -> impl IntoView {
+    let path = move || cx.rule_path(key);
+    let fid = move |f: &str| format!("rule-{key}-{f}");
+    view! {
+        <fieldset class="client-requests">
+            <legend>{legend}</legend>
+            {engine::policy::ClientRequest::ALL
+                .into_iter()
+                .map(|c| {
+                    let name = c.as_str();
+                    let id = fid(&format!("asks-{name}"));
+                    let for_id = id.clone();
+                    view! {
+                        <label class="check" for=for_id>
+                            <input
+                                type="checkbox"
+                                id=id
+                                prop:checked=move || {
+                                    cx.rule(key, |r| r.client_requests.iter().any(|x| x == name))
+                                }
+                                on:change=move |ev| {
+                                    let on = event_target_checked(&ev);
+                                    cx.set_rule(
+                                        key,
+                                        |r| {
+                                            r.client_requests.retain(|x| x != name);
+                                            if on {
+                                                r.client_requests.push(name.to_owned());
+                                            }
+                                        },
+                                    );
+                                }
+                            />
+                            {name}
+                        </label>
+                    }
+                })
+                .collect_view()}
+            <p class="field-error">
+                {cx.at(move || format!("{}.client_requests", path()))}
+            </p>
+        </fieldset>
+    }
+}
+
 /// What a rule selects: tools (and what they may ask of the client while they run), resources
-/// and templates (an upstream and a URI pattern) or prompts (a canonical name pattern).
+/// and templates (an upstream and a URI pattern) or prompts (a canonical name pattern, and what
+/// they may ask of the client while they are got).
 #[component]
 fn Selects(cx: Ctx, key: u64) -> impl IntoView {
     let path = move || cx.rule_path(key);
@@ -691,52 +740,12 @@ fn Selects(cx: Ctx, key: u64) -> impl IntoView {
                         |r| r.prompt.clone(),
                         |r, v| r.prompt = v,
                     )}
+                    <ClientRequests cx=cx key=key legend="May ask the calling client while it is got" />
                 }
                     .into_any()
             }
-            _ => {
-                view! {
-                    <fieldset class="client-requests">
-                        <legend>"May ask the calling client while it runs"</legend>
-                        {engine::policy::ClientRequest::ALL
-                            .into_iter()
-                            .map(|c| {
-                                let name = c.as_str();
-                                let id = fid(&format!("asks-{name}"));
-                                let for_id = id.clone();
-                                view! {
-                                    <label class="check" for=for_id>
-                                        <input
-                                            type="checkbox"
-                                            id=id
-                                            prop:checked=move || {
-                                                cx.rule(key, |r| r.client_requests.iter().any(|x| x == name))
-                                            }
-                                            on:change=move |ev| {
-                                                let on = event_target_checked(&ev);
-                                                cx.set_rule(
-                                                    key,
-                                                    |r| {
-                                                        r.client_requests.retain(|x| x != name);
-                                                        if on {
-                                                            r.client_requests.push(name.to_owned());
-                                                        }
-                                                    },
-                                                );
-                                            }
-                                        />
-                                        {name}
-                                    </label>
-                                }
-                            })
-                            .collect_view()}
-                        <p class="field-error">
-                            {cx.at(move || format!("{}.client_requests", path()))}
-                        </p>
-                    </fieldset>
-                }
-                    .into_any()
-            }
+            _ => view! { <ClientRequests cx=cx key=key legend="May ask the calling client while it runs" /> }
+                .into_any(),
         }}
     }
     .into_any()

@@ -66,7 +66,7 @@ pub(super) fn applies(params: &Value) -> bool {
 }
 
 /// What the request's `_meta` says its client can answer.
-fn declared(params: &Value) -> Abilities {
+pub(super) fn declared(params: &Value) -> Abilities {
     let capabilities = params
         .get("_meta")
         .and_then(|m| m.get(super::META_CAPABILITIES))
@@ -282,18 +282,18 @@ fn start(
 }
 
 /// What the call presented that its retry must present again.
-struct Binding {
+pub(super) struct Binding {
     tenant_id: String,
     principal: String,
     tool: String,
     args_hash: String,
     grant: Option<String>,
     /// The first decision, when the call continues an upstream's round.
-    first: Option<String>,
+    pub(super) first: Option<String>,
 }
 
 impl Binding {
-    fn of(principal: &Principal, params: &Value) -> Self {
+    pub(super) fn of(principal: &Principal, params: &Value) -> Self {
         let arguments = params
             .get("arguments")
             .cloned()
@@ -414,7 +414,7 @@ async fn round(
 /// An upstream's input round on its way to the client: what only the gateway may read
 /// (`_meta[ROUND_STATE]`: the upstream's state, the relayed requests' receipts, the decision)
 /// sealed with the call's binding as the round's `requestState`.
-fn seal_round(state: &AppState, binding: &Binding, result: &mut Value) {
+pub(super) fn seal_round(state: &AppState, binding: &Binding, result: &mut Value) {
     let round = result
         .get_mut("_meta")
         .and_then(Value::as_object_mut)
@@ -452,6 +452,57 @@ fn owner(principal: &Principal) -> asks::Owner {
     }
 }
 
+/// A retry's `requestState`, opened and checked against what the retry presents (the same
+/// principal and tenant, name, arguments and grant, before its expiry); why not, otherwise.
+pub(super) fn opened(
+    state: &AppState,
+    principal: &Principal,
+    params: &Value,
+    sealed: &str,
+) -> Result<RequestState, &'static str> {
+    let request_state = RequestState::open(&state.secrets, sealed)
+        .ok_or("requestState is not one this gateway issued")?;
+    if !Binding::of(principal, params).matches(&request_state) {
+        return Err(
+            "requestState belongs to another request: the same principal must retry the same tool or prompt with the same arguments and grant",
+        );
+    }
+    if request_state.expires_at <= aperture_core::clock::now_ms() {
+        return Err("requestState has expired: send the request again without it");
+    }
+    Ok(request_state)
+}
+
+/// What a retry of an upstream's round carries back to it: the answers to the requests relayed
+/// (other keys dropped), each a client's result (an object), and the upstream's state.
+pub(super) fn upstream_round(
+    params: &Value,
+    upstream_id: String,
+    state: Option<String>,
+    asked: std::collections::BTreeMap<String, String>,
+) -> Result<UpstreamRound, String> {
+    let responses: Map<String, Value> = match params.get("inputResponses") {
+        None | Some(Value::Null) => Map::new(),
+        Some(Value::Object(given)) => given
+            .iter()
+            .filter(|(key, _)| asked.contains_key(*key))
+            .map(|(key, answer)| (key.clone(), answer.clone()))
+            .collect(),
+        Some(_) => return Err("inputResponses must be an object".to_owned()),
+    };
+    if let Some((key, _)) = responses.iter().find(|(_, answer)| !answer.is_object()) {
+        return Err(format!(
+            "inputResponses.{key} must be the client's result (an object)"
+        ));
+    }
+    Ok(UpstreamRound {
+        upstream_id: Some(upstream_id),
+        responses: Some(responses),
+        state,
+        asked,
+    })
+}
+
 /// A retry with the client's answer: checked against the sealed state, decided again, and the
 /// answer handed to the waiting run.
 #[allow(clippy::too_many_arguments)]
@@ -466,18 +517,11 @@ async fn retry(
     listening: &Listening,
 ) -> Result<Round, (StatusCode, Value)> {
     let refuse = |message: &str| Err((StatusCode::OK, error(id, INVALID_PARAMS, message)));
-    let Some(request_state) = RequestState::open(&state.secrets, sealed) else {
-        return refuse("requestState is not one this gateway issued");
+    let request_state = match opened(state, principal, &params, sealed) {
+        Ok(opened) => opened,
+        Err(why) => return refuse(why),
     };
     let binding = Binding::of(principal, &params);
-    if !binding.matches(&request_state) {
-        return refuse(
-            "requestState belongs to another call: the same principal must retry the same tool with the same arguments and grant",
-        );
-    }
-    if request_state.expires_at <= aperture_core::clock::now_ms() {
-        return refuse("requestState has expired: call the tool again without it");
-    }
     let (run_id, key) = match request_state.continues {
         Continues::Held { run, key } => (run, key),
         Continues::Upstream {
@@ -485,28 +529,12 @@ async fn retry(
             state: upstream_state,
             asked,
         } => {
-            // The answers to the requests relayed, each a client's result (an object).
-            let responses = match params.get("inputResponses") {
-                None | Some(Value::Null) => Map::new(),
-                Some(Value::Object(given)) => given
-                    .iter()
-                    .filter(|(key, _)| asked.contains_key(*key))
-                    .map(|(key, answer)| (key.clone(), answer.clone()))
-                    .collect(),
-                Some(_) => return refuse("inputResponses must be an object"),
+            let round = match upstream_round(&params, upstream_id, upstream_state, asked) {
+                Ok(round) => round,
+                Err(why) => return refuse(&why),
             };
-            if let Some((key, _)) = responses.iter().find(|(_, answer)| !answer.is_object()) {
-                return refuse(&format!(
-                    "inputResponses.{key} must be the client's result (an object)"
-                ));
-            }
             let continuation = Continuation {
-                round: UpstreamRound {
-                    upstream_id: Some(upstream_id),
-                    responses: Some(responses),
-                    state: upstream_state,
-                    asked,
-                },
+                round,
                 first: Some(request_state.first),
             };
             return Ok(start(

@@ -9,6 +9,7 @@ use aperture_core::items::{self, Answer, Asked, Exposure};
 use engine::environment::DEFAULT_ENVIRONMENT;
 use serde_json::{Value, json};
 
+use super::input;
 use super::request::Method;
 use super::{INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST, error, lacks_run, ok};
 use crate::auth::Principal;
@@ -108,7 +109,11 @@ pub async fn answer(
                     );
                 }
             };
-            Asked::Get { name, arguments }
+            Asked::Get {
+                name,
+                arguments,
+                rounds: None,
+            }
         }
     };
     let names = match method {
@@ -117,6 +122,26 @@ pub async fn answer(
             Err(e) => return failed(id, e),
         },
         _ => false,
+    };
+    // 2026-07-28: a prompt got by a client that can be asked may come back as an input round
+    // (as a tool call may: [`super::input`]), or continue one.
+    let rounds = if stateless && method == Method::PromptsGet {
+        match rounds(state, principal, params) {
+            Ok(rounds) => rounds,
+            Err(why) => return error(id, INVALID_PARAMS, why),
+        }
+    } else {
+        None
+    };
+    let asked = match asked {
+        Asked::Get {
+            name, arguments, ..
+        } => Asked::Get {
+            name,
+            arguments,
+            rounds: rounds.as_ref(),
+        },
+        read => read,
     };
     let answered = items::answer(
         &state.store,
@@ -128,6 +153,31 @@ pub async fn answer(
         names,
     )
     .await;
+    if let Some(rounds) = &rounds {
+        match answered {
+            // The round, sealed with what its retry must present again.
+            Ok(Answer::InputRequired(mut round)) => {
+                let mut binding = input::Binding::of(principal, params);
+                binding.first.clone_from(&rounds.first);
+                input::seal_round(state, &binding, &mut round);
+                return ok(id, round);
+            }
+            // Refused for what the client did not declare: it learns what to declare.
+            Ok(Answer::Failed { .. }) if rounds.client.missing.required().is_some() => {
+                let required = rounds.client.missing.required().unwrap_or_default();
+                let mut answer = error(
+                    id,
+                    super::MISSING_CAPABILITY,
+                    "the prompt needs a client capability this request did not declare",
+                );
+                answer["error"]["data"] = json!({"requiredCapabilities": required});
+                return answer;
+            }
+            answered => {
+                return answered_as(id, answered, (INVALID_PARAMS, "prompt not found"), None);
+            }
+        }
+    }
     let not_found = match (method, stateless) {
         (Method::ResourcesRead, false) => (RESOURCE_NOT_FOUND, "resource not found"),
         (Method::ResourcesRead, true) => (INVALID_PARAMS, "resource not found"),
@@ -138,6 +188,46 @@ pub async fn answer(
         Asked::Get { .. } => None,
     };
     answered_as(id, answered, not_found, uri)
+}
+
+/// What a 2026-07-28 `prompts/get` carries through input rounds: none when its client
+/// declared nothing it can be asked and continues nothing; a retry's `requestState` opened and
+/// checked ([`input::opened`]), else why it is refused.
+fn rounds(
+    state: &AppState,
+    principal: &Principal,
+    params: &Value,
+) -> Result<Option<items::Rounds>, String> {
+    let abilities = input::declared(params);
+    let client = aperture_core::relay::ClientRelay::new(abilities, tokio::sync::mpsc::channel(1).0);
+    let (round, first) = match params.get("requestState") {
+        None => {
+            if !abilities.any() {
+                return Ok(None);
+            }
+            (aperture_core::relay::Round::default(), None)
+        }
+        Some(Value::String(sealed)) => {
+            let opened = input::opened(state, principal, params, sealed)?;
+            let aperture_core::relay::Continues::Upstream {
+                upstream_id,
+                state: upstream_state,
+                asked,
+            } = opened.continues
+            else {
+                return Err("requestState belongs to a tool call".to_owned());
+            };
+            let round = input::upstream_round(params, upstream_id, upstream_state, asked)?;
+            (round, Some(opened.first))
+        }
+        Some(_) => return Err("requestState must be a string".to_owned()),
+    };
+    Ok(Some(items::Rounds {
+        client,
+        round,
+        first,
+        log_level: None,
+    }))
 }
 
 /// The JSON-RPC answer to a read, get or subscription that came to `answered`: a refusal as
@@ -165,6 +255,8 @@ fn answered_as(
             answer["error"]["data"] = json!({"receipt": receipt});
             answer
         }
+        // Only a get with rounds (sealed by its caller) comes back as one.
+        Ok(Answer::InputRequired(_)) => error(id, INTERNAL_ERROR, "an unexpected input round"),
         Err(e) => failed(id, e),
     }
 }

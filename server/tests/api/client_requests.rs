@@ -614,6 +614,118 @@ async fn in_2026_the_retry_of_an_upstream_s_round_completes_on_another_node() {
     );
 }
 
+/// Issue 47 (items 2, 3 and 6, `input-required-result-non-tool-request`): a prompt whose
+/// upstream asks the client while it is got (a 2026-07-28 input round) is relayed as a tool's
+/// round is, where the prompt's rule lists the kind in `client_requests`: under the
+/// upstream's key, rewritten, journaled, the retry decided again (`retry_of`) and carrying the
+/// answer back. Attacks: a changed state, a state presented for another prompt; a rule that
+/// lists nothing refuses the round.
+#[tokio::test]
+async fn in_2026_a_prompt_asks_the_client_in_an_input_round_where_its_rule_lets_it() {
+    let app = TestApp::spawn_with(crate::helpers::Db::Sqlite, |c| {
+        c.allow_private_upstreams = true;
+    })
+    .await
+    .unwrap();
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    let _fixture = app.register_http_fixture(&admin).await;
+    let prompt = "mcp__fixture__summarize";
+    let policy = |asks: Value| {
+        json!({"rules": [
+            {"id": "summary", "prompt": prompt, "mode": "allow", "client_requests": asks},
+            {"id": "greet", "prompt": "mcp__fixture__greet", "mode": "allow"}
+        ]})
+    };
+    app.activate_policy(&admin, "prompting", policy(json!(["elicitation"])))
+        .await;
+    let agent = app.token("default", "agent", &[scope::RUN]).await;
+    let get = json!({"name": prompt, "_meta":
+        {"io.modelcontextprotocol/clientCapabilities": {"elicitation": {}}}});
+
+    let first = stateless(&app, &agent, "prompts/get", get.clone()).await;
+    let result = &first["result"];
+    assert_eq!(result["resultType"], "input_required", "{first}");
+    let request = &result["inputRequests"]["context"];
+    assert_eq!(
+        request["params"]["message"], "[fixture/summarize] For whom?",
+        "{first}"
+    );
+    let sealed = result["requestState"].as_str().unwrap().to_owned();
+    assert!(!sealed.contains("fixture-prompt-state"), "{sealed}");
+
+    let retry = |name: &str, state: &str| {
+        let mut params = get.clone();
+        params["name"] = json!(name);
+        if name != prompt {
+            params["arguments"] = json!({"name": "x"});
+        }
+        params["inputResponses"] =
+            json!({"context": {"action": "accept", "content": {"context": "the board"}}});
+        params["requestState"] = json!(state);
+        params
+    };
+    let mut tampered = sealed.clone().into_bytes();
+    let at = tampered.len() / 2;
+    tampered[at] = if tampered[at] == b'A' { b'B' } else { b'A' };
+    let tampered = String::from_utf8(tampered).unwrap();
+    let refused = stateless(&app, &agent, "prompts/get", retry(prompt, &tampered)).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+    let elsewhere = retry("mcp__fixture__greet", &sealed);
+    let refused = stateless(&app, &agent, "prompts/get", elsewhere).await;
+    assert_eq!(refused["error"]["code"], -32602, "{refused}");
+
+    let done = stateless(&app, &agent, "prompts/get", retry(prompt, &sealed)).await;
+    let result = &done["result"];
+    assert_eq!(result["resultType"], "complete", "{done}");
+    assert_eq!(
+        result["messages"][0]["content"]["text"],
+        "Summarize the text you are given, for the board.",
+        "{done}"
+    );
+
+    // The rule lists nothing the prompt may ask: the round is refused, nothing relayed.
+    app.activate_policy(&admin, "prompting", policy(json!([])))
+        .await;
+    let refused = stateless(&app, &agent, "prompts/get", get.clone()).await;
+    assert!(refused.get("result").is_none(), "{refused}");
+    assert_eq!(
+        refused["error"]["data"]["receipt"]["reason"], "policy_denied",
+        "{refused}"
+    );
+
+    // Journaled: the relayed request, its answer, the refusal; the retry names the first.
+    let s = Setup { app, agent };
+    let records = s.records().await;
+    let kinds: Vec<(&str, &str)> = records
+        .iter()
+        .map(|(d, r, _)| (d.as_str(), r.as_str()))
+        .collect();
+    assert_eq!(
+        kinds,
+        [("allow", "ok"), ("allow", "ok"), ("deny", "policy_denied")],
+        "{records:?}"
+    );
+    let journal = aperture_core::store::journal::search(
+        &s.app.store,
+        "default",
+        &aperture_core::store::journal::ReceiptFilter::default(),
+        500,
+    )
+    .await
+    .unwrap();
+    let retried: Vec<Value> = journal
+        .iter()
+        .map(|r| serde_json::from_str::<Value>(&r.disclosures).unwrap())
+        // The decision (its execution receipt names it, and the first, too).
+        .filter(|d| d.get("retry_of").is_some() && d.get("decision_receipt_id").is_none())
+        .collect();
+    assert_eq!(retried.len(), 1, "{retried:?}");
+    assert_eq!(
+        retried[0]["retry_of"], records[0].2["decision_receipt_id"],
+        "{retried:?}"
+    );
+}
+
 /// Issue 47 (item 1, waiting modes): a `confirmation_required` call bound implicitly, from a
 /// client that takes elicitations, is confirmed by asking the person: accepted, it runs;
 /// declined, nothing runs and the refusal is journaled. Both eras.

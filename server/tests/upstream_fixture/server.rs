@@ -19,6 +19,9 @@
 //! (`{"cancelled": n, "calls": m}`: calls received, this one included). `tools/list` answers
 //! three tools per page, with a `ttlMs` that invites clients to cache it.
 //!
+//! On the 2026-07-28 wire, `summarize` first asks for a context (an `input_required` round,
+//! key `context`, an elicitation) and names it in its message once given.
+//!
 //! Resources: `docs://readme`, `docs://guide/setup`, `secret://keys/one`, and the template
 //! `docs://pages/{page}` (any page reads as `Page <page>`). Prompts: `greet {name}`,
 //! `summarize`. Completions: `greet`'s `name` (alice, albert, bob) and the template's `page`
@@ -610,11 +613,40 @@ impl ServerHandler for FixtureServer {
     async fn get_prompt(
         &self,
         request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, ErrorData> {
+        let stateless = context.protocol_version().is_some_and(|version| {
+            version.as_str() >= rmcp::model::ProtocolVersion::V_2026_07_28.as_str()
+        });
+        let context_given = request
+            .input_responses
+            .as_ref()
+            .and_then(|r| r.get("context"))
+            .and_then(|answer| answer.pointer("/content/context"))
+            .and_then(Value::as_str)
+            .map(str::to_owned);
         let arguments = request.arguments.unwrap_or_default();
         let text = match request.name.as_str() {
             "greet" => format!("Hello, {}!", str_arg(&arguments, "name")?),
+            // On the 2026-07-28 wire it asks for a context first (an input round).
+            "summarize" if stateless => match context_given {
+                Some(given) => format!("Summarize the text you are given, for {given}."),
+                None => {
+                    let question: rmcp::model::InputRequest = typed(json!({
+                        "method": "elicitation/create",
+                        "params": {"mode": "form", "message": "For whom?",
+                            "requestedSchema": {"type": "object",
+                                "properties": {"context": {"type": "string"}},
+                                "required": ["context"]}}}))?;
+                    let questions =
+                        rmcp::model::InputRequests::from([("context".to_owned(), question)]);
+                    let round = rmcp::model::InputRequiredResult::new(
+                        Some(questions),
+                        Some("fixture-prompt-state".to_owned()),
+                    );
+                    return Ok(round.into());
+                }
+            },
             "summarize" => "Summarize the text you are given.".to_owned(),
             other => {
                 return Err(ErrorData::invalid_params(

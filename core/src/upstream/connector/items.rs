@@ -10,10 +10,11 @@ use std::time::Duration;
 
 use rmcp::ServiceError;
 use rmcp::model::{
-    CompleteRequestParams, GetPromptRequestParams, GetPromptResponse, PaginatedRequestParams,
-    ReadResourceRequestParams, ReadResourceResponse, SubscribeRequestParams,
-    UnsubscribeRequestParams,
+    ClientRequest, CompleteRequestParams, GetPromptRequest, GetPromptRequestParams,
+    GetPromptResponse, PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse,
+    ServerResult, SubscribeRequestParams, UnsubscribeRequestParams,
 };
+use rmcp::service::PeerRequestOptions;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 
@@ -193,23 +194,52 @@ impl Connection {
         self.resources_updated.subscribe()
     }
 
-    /// `prompts/get` of the prompt the upstream lists as `raw_name`: the result as sent.
+    /// `prompts/get` of the prompt the upstream lists as `raw_name`: the result as sent. With
+    /// `round` (a 2026-07-28 client that can be asked), over the 2026-07-28 link when the
+    /// upstream has one, where an `input_required` answer is the result (`resultType:
+    /// "input_required"`, to be relayed).
     pub async fn get_prompt(
         &self,
         raw_name: &str,
         arguments: Option<Map<String, Value>>,
         deadline: Duration,
+        round: Option<super::StatelessRound>,
     ) -> Result<Value, UpstreamError> {
-        let params: GetPromptRequestParams =
+        let mut params: GetPromptRequestParams =
             from_json(json!({"name": raw_name, "arguments": arguments}))?;
-        let got = tokio::time::timeout(deadline, self.peer.get_prompt_once(params))
-            .await
-            .map_err(|_| UpstreamError::Timeout { after: deadline })?;
+        let link = match &round {
+            Some(_) => self.stateless().await,
+            None => None,
+        };
+        let got = match (link, round) {
+            (Some(link), Some(round)) => {
+                params.input_responses = round.responses.clone().map(|r| r.into_iter().collect());
+                params.request_state = round.state.clone();
+                let request = ClientRequest::GetPromptRequest(GetPromptRequest::new(params));
+                let options = PeerRequestOptions::no_options().with_meta(round.meta());
+                let asked = async {
+                    let handle = link.peer.send_request_with_option(request, options).await?;
+                    match handle.await_response().await? {
+                        ServerResult::GetPromptResult(r) => Ok(GetPromptResponse::Complete(r)),
+                        ServerResult::InputRequiredResult(r) => {
+                            Ok(GetPromptResponse::InputRequired(r))
+                        }
+                        _ => Err(ServiceError::UnexpectedResponse),
+                    }
+                };
+                match tokio::time::timeout(deadline, asked).await {
+                    Ok(Ok(GetPromptResponse::InputRequired(r))) => return to_json(&r),
+                    other => other,
+                }
+            }
+            _ => tokio::time::timeout(deadline, self.peer.get_prompt_once(params)).await,
+        }
+        .map_err(|_| UpstreamError::Timeout { after: deadline })?;
         match got {
             Ok(GetPromptResponse::Complete(result)) => to_json(&result),
             Ok(_) => Err(UpstreamError::Protocol {
-                reason: "the upstream asked for client input to get a prompt, which Aperture \
-                         does not relay"
+                reason: "the upstream asked for client input to get a prompt outside an input \
+                         round"
                     .into(),
             }),
             Err(e) => Err(self.item_error(e, "prompts/get")),
