@@ -133,16 +133,19 @@ async fn waiting_row(
 /// when the call became an invocation that waits, otherwise the call's own result.
 pub async fn created_2026(store: &Store, principal: &Principal, result: Value) -> Value {
     match waiting_row(store, principal, &result).await {
+        // SEP-2663's `CreateTaskResult` is the task itself (`Result & Task`): its fields at the
+        // top level, no `task` wrapper (that was the 2025-11-25 shape).
         Some(row) => {
             let mut task = task_2026(&row);
-            if let Some(task) = task.as_object_mut() {
-                task.remove("result");
+            if let Some(fields) = task.as_object_mut() {
+                fields.remove("result");
+                fields.insert("resultType".into(), json!("task"));
+                fields.insert(
+                    "_meta".into(),
+                    json!({"receipt": result["_meta"]["receipt"]}),
+                );
             }
-            json!({
-                "resultType": "task",
-                "task": task,
-                "_meta": {"receipt": result["_meta"]["receipt"]},
-            })
+            task
         }
         None => result,
     }

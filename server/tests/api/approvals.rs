@@ -779,11 +779,18 @@ async fn in_2026_parked_calls_are_tasks_of_the_extension(db: Db) {
         .json();
     let result = &created["result"];
     assert_eq!(result["resultType"], "task", "{created}");
-    let task = &result["task"];
-    assert_eq!(task["status"], "working", "{created}");
-    assert!(task["pollIntervalMs"].is_u64(), "{task}");
+    // SEP-2663's shape, as a client reads it: the task's fields at the top level.
+    let task: rmcp::model::CreateTaskResult =
+        serde_json::from_value(result.clone()).expect("a CreateTaskResult");
+    assert_eq!(
+        task.task.status,
+        rmcp::model::TaskStatus::Working,
+        "{created}"
+    );
+    assert!(task.task.poll_interval_ms.is_some(), "{created}");
+    assert!(result.get("task").is_none(), "{created}");
     s.verify(result);
-    let task_id = task["taskId"].as_str().unwrap().to_owned();
+    let task_id = task.task.task_id.clone();
 
     let get = |task_id: &str| {
         stateless(
@@ -817,6 +824,8 @@ async fn in_2026_parked_calls_are_tasks_of_the_extension(db: Db) {
     let done: Value = get(&task_id).await.json();
     let done = &done["result"];
     assert_eq!(done["status"], "completed", "{done}");
+    let _: rmcp::model::GetTaskResult =
+        serde_json::from_value(done.clone()).expect("a GetTaskResult");
     assert!(
         text_of(&done["result"]["content"][0]["text"]).contains("as a task"),
         "{done}"
