@@ -234,6 +234,13 @@ pub fn ReceiptDetailPage() -> impl IntoView {
                 match data.await {
                     Ok(d) => view! { <Detail d/> }.into_any(),
                     Err(e) => {
+                        // An unknown receipt (another tenant's looks the same) is a 404 page.
+                        #[cfg(feature = "ssr")]
+                        if e.code == aperture_types::error::ErrorCode::NotFound
+                            && let Some(resp) = use_context::<leptos_axum::ResponseOptions>()
+                        {
+                            resp.set_status(axum::http::StatusCode::NOT_FOUND);
+                        }
                         view! {
                             <h1>"Receipt"</h1>
                             <p class="error" role="alert">{e.message}</p>

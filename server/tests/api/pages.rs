@@ -209,4 +209,12 @@ async fn signed_in_pages_show_their_data_without_scripts() {
             assert!(!shown.contains(&text), "{path} does not show {text}");
         }
     }
+    // A receipt that is not there (or is another tenant's) is a page that says so, with 404.
+    let missing = app.in_browser(Method::GET, "/receipts/rcp_missing").await;
+    let missing = missing.expect_status(StatusCode::NOT_FOUND);
+    assert!(
+        shown_without_scripts(&missing.text()).contains("not found"),
+        "{}",
+        missing.text()
+    );
 }
