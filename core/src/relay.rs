@@ -237,6 +237,35 @@ pub fn for_call(
     })
 }
 
+/// Why a request of `kind` is not relayed, if it is not: the rule does not list it
+/// (`allowed`), the call has no client, or the client did not declare it (noted as missing).
+fn refusal(
+    allowed: bool,
+    client: Option<&ClientRelay>,
+    kind: ClientRequest,
+) -> Option<(ReasonCode, &'static str)> {
+    if !allowed {
+        return Some((
+            ReasonCode::PolicyDenied,
+            "the rule does not list it in client_requests",
+        ));
+    }
+    match client {
+        None => Some((
+            ReasonCode::NotCallable,
+            "the call has no connected client (REST, a worker, a hosted agent)",
+        )),
+        Some(c) if !c.abilities.can(kind) => {
+            c.missing.note(kind);
+            Some((
+                ReasonCode::NotCallable,
+                "the client did not declare this capability",
+            ))
+        }
+        Some(_) => None,
+    }
+}
+
 /// Who asks: the upstream, how its requests are marked, the call's decision.
 struct Asker<'a> {
     upstream: &'a str,
@@ -252,27 +281,7 @@ async fn relay(
     ask: UpstreamAsk,
 ) -> Result<Value, AskRefusal> {
     let decision = asker.decision;
-    let refused = if !allowed {
-        Some((
-            ReasonCode::PolicyDenied,
-            "the tool's rule does not list it in client_requests",
-        ))
-    } else {
-        match client {
-            None => Some((
-                ReasonCode::NotCallable,
-                "the call has no connected client (REST, a worker, a hosted agent)",
-            )),
-            Some(c) if !c.abilities.can(ask.kind) => {
-                c.missing.note(ask.kind);
-                Some((
-                    ReasonCode::NotCallable,
-                    "the client did not declare this capability",
-                ))
-            }
-            Some(_) => None,
-        }
-    };
+    let refused = refusal(allowed, client, ask.kind);
     let params = rewrite(ask.kind, ask.params, asker.prefix);
     let mut about = json!({
         "method": ask.method,
@@ -459,27 +468,7 @@ pub async fn input_round(
                 ),
             ));
         };
-        let refused = if !allowed.contains(&kind) {
-            Some((
-                ReasonCode::PolicyDenied,
-                "the tool's rule does not list it in client_requests",
-            ))
-        } else {
-            match client {
-                None => Some((
-                    ReasonCode::NotCallable,
-                    "the call has no connected client (REST, a worker, a hosted agent)",
-                )),
-                Some(c) if !c.abilities.can(kind) => {
-                    c.missing.note(kind);
-                    Some((
-                        ReasonCode::NotCallable,
-                        "the client did not declare this capability",
-                    ))
-                }
-                Some(_) => None,
-            }
-        };
+        let refused = refusal(allowed.contains(&kind), client, kind);
         decided.push((key, kind, method, rewrite(kind, params, &prefix), refused));
     }
     let round_refused = decided.iter().any(|(.., refused)| refused.is_some());

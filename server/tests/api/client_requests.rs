@@ -11,7 +11,7 @@ use engine::scope;
 use reqwest::StatusCode;
 use serde_json::{Value, json};
 
-use crate::helpers::{Requests, TestApp, echo_of, rpc};
+use crate::helpers::{Db, HttpFixture, Requests, TestApp, echo_of, rpc};
 use crate::streams::Stream;
 
 const ASK: &str = "mcp__fixture__ask";
@@ -438,6 +438,15 @@ async fn in_2026_a_request_for_the_client_is_an_input_required_result_and_the_re
     );
 }
 
+/// A gateway on `db` (when that backend is there) with the fixture upstream served over
+/// streamable HTTP (where it speaks 2026-07-28 too), and an admin token.
+async fn over_http(db: Db) -> Option<(TestApp, String, HttpFixture)> {
+    let app = TestApp::spawn_with(db, |c| c.allow_private_upstreams = true).await?;
+    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
+    let fixture = app.register_http_fixture(&admin).await;
+    Some((app, admin, fixture))
+}
+
 /// Issue 47 (item 3, 2026-07-28, an upstream that speaks it): the upstream's own
 /// `input_required` round is relayed under the upstream's keys, rewritten, each request
 /// journaled; the upstream's `requestState` travels sealed inside the gateway's, and the
@@ -447,13 +456,7 @@ async fn in_2026_a_request_for_the_client_is_an_input_required_result_and_the_re
 /// tool's rule does not list is refused before anything reaches the client.
 #[tokio::test]
 async fn in_2026_an_upstream_s_own_input_round_is_relayed_under_its_keys_and_state() {
-    let app = TestApp::spawn_with(crate::helpers::Db::Sqlite, |c| {
-        c.allow_private_upstreams = true;
-    })
-    .await
-    .unwrap();
-    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
-    let _fixture = app.register_http_fixture(&admin).await;
+    let (app, admin, _fixture) = over_http(Db::Sqlite).await.unwrap();
     let rules = json!([{"id": "ask", "match": {"name": ASK}, "mode": "allow",
                         "client_requests": ["elicitation"]}]);
     app.activate_policy(&admin, "asking", json!({"rules": rules}))
@@ -578,15 +581,9 @@ async fn in_2026_an_upstream_s_own_input_round_is_relayed_under_its_keys_and_sta
 /// cluster (the state is sealed under the key every node holds) and completes there.
 #[tokio::test]
 async fn in_2026_the_retry_of_an_upstream_s_round_completes_on_another_node() {
-    let Some(app) = TestApp::spawn_with(crate::helpers::Db::Postgres, |c| {
-        c.allow_private_upstreams = true;
-    })
-    .await
-    else {
+    let Some((app, admin, _fixture)) = over_http(Db::Postgres).await else {
         return;
     };
-    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
-    let _fixture = app.register_http_fixture(&admin).await;
     let rules = json!([{"id": "ask", "match": {"name": ASK}, "mode": "allow",
                         "client_requests": ["roots"]}]);
     app.activate_policy(&admin, "asking", json!({"rules": rules}))
@@ -622,13 +619,7 @@ async fn in_2026_the_retry_of_an_upstream_s_round_completes_on_another_node() {
 /// lists nothing refuses the round.
 #[tokio::test]
 async fn in_2026_a_prompt_asks_the_client_in_an_input_round_where_its_rule_lets_it() {
-    let app = TestApp::spawn_with(crate::helpers::Db::Sqlite, |c| {
-        c.allow_private_upstreams = true;
-    })
-    .await
-    .unwrap();
-    let admin = app.token("default", "ops", &[scope::ADMIN]).await;
-    let _fixture = app.register_http_fixture(&admin).await;
+    let (app, admin, _fixture) = over_http(Db::Sqlite).await.unwrap();
     let prompt = "mcp__fixture__summarize";
     let policy = |asks: Value| {
         json!({"rules": [
